@@ -1,0 +1,36 @@
+# The two commands a newcomer types:
+#   make qualify   install what is missing, build, run the main job, write the report
+#   make test      install what is missing, build (ASan/UBSan), run the whole test suite
+# and the rest:
+#   make bench     release build, then the Google Benchmark suites (A/B figures)
+#   make format    clang-format every C/C++ source in place
+
+SHELL := /bin/bash
+RELEASE := build/release
+REPORT_DIR ?= reports/out
+
+.PHONY: qualify test bench format bootstrap release dev
+
+bootstrap:
+	@ci/bootstrap
+
+release: bootstrap
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release
+
+dev: bootstrap
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev
+
+qualify: release
+	@mkdir -p $(REPORT_DIR)
+	$(RELEASE)/cli/sandgate qualify --out $(REPORT_DIR)
+
+test: bootstrap
+	@cmake --workflow --preset dev
+
+bench: release
+	@for b in $(RELEASE)/bench/*_bench; do echo "== $$b"; $$b --benchmark_counters_tabular=true || exit 1; done
+
+format:
+	@git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i

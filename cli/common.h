@@ -1,0 +1,39 @@
+// What every subcommand shares: global options, the provider registry, the one way errors are
+// printed and the exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "core/host_paths.h"
+#include "core/result.h"
+#include "providers/registry.h"
+
+namespace sandgate::cli {
+
+// Exit codes of sandgate itself (exec passes the command's own status through).
+inline constexpr int kExitError = 2;     // bad input, or sandgate could not do what was asked
+inline constexpr int kExitInterrupted = 130;
+
+struct Globals {
+  std::string state_dir;
+  std::string work_dir;
+  std::string log_level;
+  providers::Registry registry;
+  int exit_code = 0;  // set by the subcommand that ran
+
+  HostPaths paths() const;
+};
+
+// "sandgate: error: <message>" on stderr; returns kExitError.
+int fail(const Error& e);
+int fail(const std::string& message);
+
+void add_exec_command(CLI::App& app, Globals& g);
+void add_providers_command(CLI::App& app, Globals& g);
+void add_gc_command(CLI::App& app, Globals& g);
+void add_doctor_command(CLI::App& app, Globals& g);
+void add_qualify_command(CLI::App& app, Globals& g);
+
+}  // namespace sandgate::cli

@@ -1,0 +1,69 @@
+// sandgate: qualify the sandboxes that run agent-generated code. Wiring only: each subcommand
+// lives in its own file and calls into the libraries.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli/common.h"
+#include "core/log.h"
+#include "providers/supervisor.h"
+
+namespace sandgate::cli {
+
+HostPaths Globals::paths() const {
+  HostPaths p = HostPaths::from_environment();
+  if (!state_dir.empty()) p.state_dir = state_dir;
+  if (!work_dir.empty()) p.work_dir = work_dir;
+  return p;
+}
+
+int fail(const Error& e) { return fail(e.message()); }
+
+int fail(const std::string& message) {
+  std::cerr << "sandgate: error: " << message << "\n";
+  return kExitError;
+}
+
+}  // namespace sandgate::cli
+
+int main(int argc, char** argv) {
+  // A provider's supervisor is this binary re-executed; it must not parse the command line.
+  if (auto rc = sandgate::providers::maybe_run_supervisor(argc, argv)) return *rc;
+
+  using namespace sandgate::cli;
+  Globals g;
+  sandgate::providers::register_builtin_providers(g.registry);
+
+  CLI::App app{
+      "sandgate: proves what a sandbox for agent-run code really contains and how it behaves.\n"
+      "Providers make isolated environments (see `sandgate providers`); `exec` runs a command in\n"
+      "a fresh one; `doctor` says what this host supports; `gc` cleans up after a crash."};
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  app.add_option("--state-dir", g.state_dir,
+                 "where runs record what they create (default /run/sandgate, env SANDGATE_STATE_DIR)");
+  app.add_option("--work-dir", g.work_dir,
+                 "where per-run workspaces live (default /var/tmp/sandgate, env SANDGATE_WORK_DIR)");
+  app.add_option("--log-level", g.log_level, "trace, debug, info, warn (default), error, off");
+  app.parse_complete_callback([&] { sandgate::init_logging(g.log_level); });
+
+  add_exec_command(app, g);
+  add_providers_command(app, g);
+  add_gc_command(app, g);
+  // add_doctor_command(app, g);
+  // add_qualify_command(app, g);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "sandgate: error: " << e.what() << " (see --help)\n";
+    return kExitError;
+  }
+  return g.exit_code;
+}

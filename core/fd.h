@@ -1,0 +1,86 @@
+// One owner per file descriptor.
+//
+// UniqueFd closes on destruction. DirFd is a directory fd through which every control file
+// (cgroupfs, procfs) is opened with openat, so a path is resolved once and a racing rename or
+// removal shows up as ENOENT on the file, not as a write to the wrong place.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/result.h"
+
+namespace sandgate {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  explicit operator bool() const { return valid(); }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1);
+  // Closes without touching errno or allocating: usable in a child after clone().
+  void close_signal_safe();
+
+ private:
+  int fd_ = -1;
+};
+
+// A pipe with both ends owned; O_CLOEXEC unless flags say otherwise.
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+Result<Pipe> make_pipe(int flags = O_CLOEXEC);
+
+// open(2) / openat(2) returning an owned fd.
+Result<UniqueFd> open_fd(const std::string& path, int flags, mode_t mode = 0);
+
+// Reads a whole file (bounded by max_bytes) / writes a string at offset 0.
+Result<std::string> read_file(const std::string& path, size_t max_bytes = 16 << 20);
+Status write_file(const std::string& path, std::string_view data, int flags = O_WRONLY | O_CLOEXEC,
+                  mode_t mode = 0644);
+
+// Reads until EOF or max_bytes from an fd.
+Result<std::string> read_all(int fd, size_t max_bytes = 16 << 20);
+// Writes all of data, retrying on EINTR and short writes.
+Status write_all(int fd, std::string_view data);
+
+class DirFd {
+ public:
+  DirFd() = default;
+  explicit DirFd(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+
+  static Result<DirFd> open(const std::string& path);
+  Result<DirFd> openat_dir(const std::string& name) const;
+  Result<UniqueFd> openat(const std::string& name, int flags, mode_t mode = 0) const;
+  Result<std::string> read(const std::string& name, size_t max_bytes = 1 << 20) const;
+  // A single write(2): cgroupfs and procfs take one value per write.
+  Status write(const std::string& name, std::string_view value) const;
+  bool exists(const std::string& name) const;
+
+  int get() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+  std::string child(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+};
+
+}  // namespace sandgate

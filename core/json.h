@@ -1,0 +1,22 @@
+// JSON helpers: nlohmann::json at the parse boundary, turning its exceptions into Errors that
+// name the source, line and column.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+
+namespace sandgate {
+
+using Json = nlohmann::json;
+
+// Parses text; an error names `source` with line and column of the fault.
+Result<Json> parse_json(std::string_view text, const std::string& source);
+Result<Json> read_json_file(const std::string& path);
+// Writes path atomically (temporary file in the same directory, fsync, rename).
+Status write_json_file_atomic(const std::string& path, const Json& value);
+
+}  // namespace sandgate

@@ -1,0 +1,25 @@
+#include "core/log.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace sandgate {
+
+void init_logging(std::string_view level) {
+  std::string name(level);
+  if (name.empty()) {
+    const char* env = std::getenv("SANDGATE_LOG");
+    name = env ? env : "warn";
+  }
+  auto logger = spdlog::stderr_color_st("sandgate");
+  logger->set_pattern("sandgate: %^%l%$: %v");
+  auto lvl = spdlog::level::from_str(name);
+  // from_str maps unknown names to "off"; treat that as a typo and keep warnings.
+  if (lvl == spdlog::level::off && name != "off") lvl = spdlog::level::warn;
+  logger->set_level(lvl);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace sandgate

@@ -1,0 +1,205 @@
+#include "core/process.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace sandgate {
+
+ExitStatus ExitStatus::from_wait_status(int status) {
+  ExitStatus s;
+  if (WIFEXITED(status)) {
+    s.exited = true;
+    s.code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    s.signal = WTERMSIG(status);
+  }
+  return s;
+}
+
+std::string ExitStatus::describe() const {
+  if (exited) return "exit " + std::to_string(code);
+  const char* name = sigabbrev_np(signal);
+  return "signal " + std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
+}
+
+ChildProcess::ChildProcess(ChildProcess&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)), pidfd_(std::move(o.pidfd_)) {}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
+  if (this != &o) {
+    kill_and_reap();
+    pid_ = std::exchange(o.pid_, -1);
+    pidfd_ = std::move(o.pidfd_);
+  }
+  return *this;
+}
+
+Status ChildProcess::signal(int sig) const {
+  if (pid_ <= 0) return {};
+  if (pidfd_.valid()) {
+    if (syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0) != 0 && errno != ESRCH)
+      return sys_error("pidfd_send_signal", std::to_string(pid_));
+    return {};
+  }
+  if (::kill(pid_, sig) != 0 && errno != ESRCH) return sys_error("kill", std::to_string(pid_));
+  return {};
+}
+
+Result<ExitStatus> ChildProcess::wait() {
+  if (pid_ <= 0) return logic_error("wait", "no process");
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0) {
+    if (errno != EINTR) return sys_error("waitpid", std::to_string(pid_));
+  }
+  pid_ = -1;
+  pidfd_.reset();
+  return ExitStatus::from_wait_status(status);
+}
+
+Result<std::optional<ExitStatus>> ChildProcess::wait_for(Duration timeout) {
+  if (pid_ <= 0) return logic_error("wait", "no process");
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      pidfd_.reset();
+      return std::optional<ExitStatus>(ExitStatus::from_wait_status(status));
+    }
+    if (r < 0 && errno != EINTR) return sys_error("waitpid", std::to_string(pid_));
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::optional<ExitStatus>();
+    if (pidfd_.valid()) {
+      struct pollfd p = {pidfd_.get(), POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
+    } else {
+      ::usleep(1000);
+    }
+  }
+}
+
+void ChildProcess::kill_and_reap() {
+  if (pid_ <= 0) return;
+  (void)signal(SIGKILL);
+  int status;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  pidfd_.reset();
+}
+
+pid_t ChildProcess::release() {
+  pidfd_.reset();
+  return std::exchange(pid_, -1);
+}
+
+Result<UniqueFd> pidfd_open(pid_t pid) {
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return sys_error("pidfd_open", std::to_string(pid));
+  return UniqueFd(fd);
+}
+
+namespace {
+
+// Forks and execs argv with stdout/stderr to out_fd (or inherited when -1). Everything the
+// child touches is prepared before fork: after fork only async-signal-safe calls.
+Result<ChildProcess> spawn_to(const std::vector<std::string>& argv, int out_fd) {
+  if (argv.empty()) return logic_error("spawn", "empty argv");
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  SG_ASSIGN_OR_RETURN(Pipe err, make_pipe(O_CLOEXEC));
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_error("fork");
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);  // sandgate blocks SIGINT/SIGTERM for signalfd
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (out_fd >= 0) {
+      ::dup2(out_fd, 1);
+      ::dup2(out_fd, 2);
+    }
+    ::execvp(cargv[0], cargv.data());
+    int e = errno;
+    (void)!::write(err.write.get(), &e, sizeof e);
+    ::_exit(127);
+  }
+  err.write.reset();
+  auto pidfd = pidfd_open(pid);
+  ChildProcess child(pid, pidfd.ok() ? std::move(pidfd).value() : UniqueFd());
+  int e = 0;
+  ssize_t n;
+  while ((n = ::read(err.read.get(), &e, sizeof e)) < 0 && errno == EINTR) {
+  }
+  if (n == sizeof e) {
+    (void)child.wait();
+    return sys_error(e, "exec", argv[0]);
+  }
+  return child;
+}
+
+}  // namespace
+
+Result<ChildProcess> spawn(const std::vector<std::string>& argv) { return spawn_to(argv, -1); }
+
+Result<CommandResult> run_command(const std::vector<std::string>& argv, Duration timeout,
+                                  size_t max_output) {
+  SG_ASSIGN_OR_RETURN(Pipe out, make_pipe(O_CLOEXEC));
+  SG_ASSIGN_OR_RETURN(ChildProcess child, spawn_to(argv, out.write.get()));
+  out.write.reset();
+  CommandResult result;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    struct pollfd p = {out.read.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t n = ::read(out.read.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (result.output.size() < max_output)
+      result.output.append(buf, std::min(static_cast<size_t>(n), max_output - result.output.size()));
+  }
+  if (result.timed_out) {
+    child.kill_and_reap();
+    result.status.signal = SIGKILL;
+    return result;
+  }
+  SG_ASSIGN_OR_RETURN(result.status, child.wait());
+  return result;
+}
+
+std::optional<unsigned long long> process_start_time(const std::string& proc_root, pid_t pid) {
+  auto stat = read_file(proc_root + "/" + std::to_string(pid) + "/stat", 4096);
+  if (!stat.ok()) return std::nullopt;
+  // comm (field 2) may contain spaces and parentheses: fields resume after the last ')'.
+  auto close = stat->rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  const char* p = stat->c_str() + close + 2;
+  // After ')' comes field 3 (state); starttime is field 22, i.e. 19 fields further.
+  for (int field = 3; field < 22 && *p; ++field) {
+    p = std::strchr(p, ' ');
+    if (!p) return std::nullopt;
+    ++p;
+  }
+  return std::strtoull(p, nullptr, 10);
+}
+
+}  // namespace sandgate

@@ -1,0 +1,82 @@
+// Processes sandgate starts on the host: one owner each.
+//
+// ChildProcess holds a pid and its pidfd (so a signal can never reach a recycled pid) and
+// kills and reaps in its destructor (crun cleanup_pid). run_command() is the one helper for
+// running a host tool (podman, ip, qemu) with captured output and a deadline.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/fd.h"
+#include "core/result.h"
+#include "core/units.h"
+
+namespace sandgate {
+
+struct ExitStatus {
+  bool exited = false;  // true: code is valid; false: killed by signal
+  int code = 0;
+  int signal = 0;
+
+  static ExitStatus from_wait_status(int status);
+  // "exit 0", "signal 9 (SIGKILL)".
+  std::string describe() const;
+  // Shell convention: code, or 128 + signal.
+  int shell_code() const { return exited ? code : 128 + signal; }
+};
+
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ChildProcess(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
+  ~ChildProcess() { kill_and_reap(); }
+  ChildProcess(ChildProcess&& o) noexcept;
+  ChildProcess& operator=(ChildProcess&& o) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  int pidfd() const { return pidfd_.get(); }
+  bool running() const { return pid_ > 0; }
+
+  // Signals through the pidfd; ESRCH after the process exited is not an error.
+  Status signal(int sig) const;
+  // Blocks until the child exits and reaps it.
+  Result<ExitStatus> wait();
+  // Waits at most `timeout`; nullopt if still running.
+  Result<std::optional<ExitStatus>> wait_for(Duration timeout);
+  // SIGKILL and reap; safe to call twice.
+  void kill_and_reap();
+  // Gives up ownership without killing (the pid is returned).
+  pid_t release();
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd pidfd_;
+};
+
+// Starts argv[0] (PATH is searched) with stdin from /dev/null.
+Result<ChildProcess> spawn(const std::vector<std::string>& argv);
+
+struct CommandResult {
+  ExitStatus status;
+  std::string output;  // stdout and stderr together, bounded
+  bool timed_out = false;
+};
+// Runs a host command to completion (killed at `timeout`), capturing stdout+stderr.
+Result<CommandResult> run_command(const std::vector<std::string>& argv,
+                                  Duration timeout = std::chrono::seconds(30),
+                                  size_t max_output = 1 << 20);
+
+// Opens a pidfd for a pid we started (pidfd_open(2)).
+Result<UniqueFd> pidfd_open(pid_t pid);
+
+// The 22nd field of /proc/<pid>/stat: with the pid, it names a process uniquely over time, so
+// `gc` never signals a pid that has been recycled. nullopt if the process is gone.
+std::optional<unsigned long long> process_start_time(const std::string& proc_root, pid_t pid);
+
+}  // namespace sandgate

@@ -1,0 +1,256 @@
+#include "core/state.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "core/fd.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/process.h"
+
+namespace sandgate {
+
+std::string to_string(Resource::Kind k) {
+  switch (k) {
+    case Resource::Kind::kDirectory: return "directory";
+    case Resource::Kind::kProcess: return "process";
+    case Resource::Kind::kMount: return "mount";
+    case Resource::Kind::kCgroup: return "cgroup";
+    case Resource::Kind::kNetns: return "netns";
+  }
+  return "unknown";
+}
+
+Json to_json(const Resource& r) {
+  Json j = {{"kind", to_string(r.kind)}, {"path", r.path}};
+  if (r.kind == Resource::Kind::kProcess) {
+    j["pid"] = r.pid;
+    j["start_time"] = r.start_time;
+  }
+  return j;
+}
+
+Result<Resource> resource_from_json(const Json& j) {
+  Resource r;
+  try {
+    std::string kind = j.at("kind").get<std::string>();
+    if (kind == "directory") r.kind = Resource::Kind::kDirectory;
+    else if (kind == "process") r.kind = Resource::Kind::kProcess;
+    else if (kind == "mount") r.kind = Resource::Kind::kMount;
+    else if (kind == "cgroup") r.kind = Resource::Kind::kCgroup;
+    else if (kind == "netns") r.kind = Resource::Kind::kNetns;
+    else return logic_error("read run record", "unknown resource kind '" + kind + "'");
+    r.path = j.value("path", "");
+    r.pid = j.value("pid", 0);
+    r.start_time = j.value("start_time", 0ULL);
+  } catch (const Json::exception& e) {
+    return logic_error("read run record", e.what());
+  }
+  return r;
+}
+
+namespace {
+
+int release_order(Resource::Kind k) {
+  switch (k) {
+    case Resource::Kind::kProcess: return 0;
+    case Resource::Kind::kMount: return 1;
+    case Resource::Kind::kNetns: return 2;
+    case Resource::Kind::kCgroup: return 3;
+    case Resource::Kind::kDirectory: return 4;
+  }
+  return 5;
+}
+
+// A zombie has finished dying: only its parent's wait is missing, and that parent is gone or
+// will reap it.
+bool is_zombie(const HostPaths& paths, pid_t pid) {
+  auto stat = read_file(paths.proc + "/" + std::to_string(pid) + "/stat", 4096);
+  if (!stat.ok()) return true;
+  auto close = stat->rfind(')');
+  return close != std::string::npos && close + 2 < stat->size() && (*stat)[close + 2] == 'Z';
+}
+
+Status kill_recorded_process(const HostPaths& paths, const Resource& r) {
+  auto now = process_start_time(paths.proc, r.pid);
+  // Gone, or the pid now names another process: nothing of ours to kill.
+  if (!now || *now != r.start_time || is_zombie(paths, r.pid)) return {};
+  if (::kill(r.pid, SIGKILL) != 0 && errno != ESRCH) return sys_error("kill", std::to_string(r.pid));
+  // It may not be our child (the owner crashed), so poll until it is gone.
+  for (int i = 0; i < 500; ++i) {
+    auto t = process_start_time(paths.proc, r.pid);
+    if (!t || *t != r.start_time || is_zombie(paths, r.pid)) return {};
+    // A zombie whose parent is dead is reaped by init shortly; a zombie of ours is reaped here.
+    int status;
+    ::waitpid(r.pid, &status, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return logic_error("kill", "process still present after SIGKILL", std::to_string(r.pid));
+}
+
+Status remove_cgroup(const Resource& r) {
+  // Kill anything still inside (cgroup.kill on v2 / unified; procs list otherwise), then rmdir.
+  struct stat st;
+  if (::stat(r.path.c_str(), &st) != 0) return {};
+  if (::access((r.path + "/cgroup.kill").c_str(), W_OK) == 0) {
+    (void)write_file(r.path + "/cgroup.kill", "1");
+  } else if (auto procs = read_file(r.path + "/cgroup.procs"); procs.ok()) {
+    size_t pos = 0;
+    while (pos < procs->size()) {
+      size_t end = procs->find('\n', pos);
+      if (end == std::string::npos) end = procs->size();
+      pid_t pid = static_cast<pid_t>(std::strtol(procs->substr(pos, end - pos).c_str(), nullptr, 10));
+      if (pid > 0) ::kill(pid, SIGKILL);
+      pos = end + 1;
+    }
+  }
+  // rmdir fails with EBUSY until the killed tasks have exited: retry for a bounded time.
+  for (int i = 0; i < 500; ++i) {
+    if (::rmdir(r.path.c_str()) == 0 || errno == ENOENT) return {};
+    if (errno != EBUSY) return sys_error("rmdir cgroup", r.path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return sys_error(EBUSY, "rmdir cgroup", r.path);
+}
+
+}  // namespace
+
+Status release_resources(const HostPaths& paths, std::vector<Resource> resources) {
+  // Reverse creation order within a kind (children before parents), kinds by intrusiveness.
+  std::reverse(resources.begin(), resources.end());
+  std::stable_sort(resources.begin(), resources.end(), [](const Resource& a, const Resource& b) {
+    return release_order(a.kind) < release_order(b.kind);
+  });
+  Status first;
+  auto note = [&](Status s) {
+    if (!s.ok() && first.ok()) first = std::move(s);
+  };
+  for (const auto& r : resources) {
+    switch (r.kind) {
+      case Resource::Kind::kProcess: note(kill_recorded_process(paths, r)); break;
+      case Resource::Kind::kMount:
+      case Resource::Kind::kNetns:
+        if (::umount2(r.path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
+          note(sys_error("umount2", r.path));
+        if (r.kind == Resource::Kind::kNetns && ::unlink(r.path.c_str()) != 0 && errno != ENOENT)
+          note(sys_error("unlink", r.path));
+        break;
+      case Resource::Kind::kCgroup: note(remove_cgroup(r)); break;
+      case Resource::Kind::kDirectory: note(remove_tree(r.path)); break;
+    }
+  }
+  return first;
+}
+
+Result<RunState> RunState::create(const HostPaths& paths, std::string run_id, std::string provider) {
+  SG_TRY(make_dirs(paths.state_dir + "/runs", 0711));
+  RunState s;
+  s.file_ = paths.state_dir + "/runs/" + run_id + ".json";
+  s.run_id_ = std::move(run_id);
+  s.provider_ = std::move(provider);
+  s.owner_pid_ = ::getpid();
+  s.owner_start_ = process_start_time(paths.proc, s.owner_pid_).value_or(0);
+  SG_TRY(s.save());
+  return s;
+}
+
+Status RunState::save() const {
+  Json res = Json::array();
+  for (const auto& r : resources_) res.push_back(to_json(r));
+  Json j = {{"schema_version", 1},     {"run_id", run_id_},         {"provider", provider_},
+            {"owner_pid", owner_pid_}, {"owner_start", owner_start_}, {"resources", res}};
+  return write_json_file_atomic(file_, j);
+}
+
+Status RunState::record(Resource r) {
+  resources_.push_back(std::move(r));
+  return save();
+}
+
+Status RunState::forget(const Resource& r) {
+  std::erase(resources_, r);
+  return save();
+}
+
+Status RunState::finish() {
+  if (::unlink(file_.c_str()) != 0 && errno != ENOENT) return sys_error("unlink", file_);
+  resources_.clear();
+  return {};
+}
+
+GcReport collect_garbage(const HostPaths& paths) {
+  GcReport report;
+  std::string dir = paths.state_dir + "/runs";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) {
+    if (errno != ENOENT) report.errors.push_back(sys_error("opendir", dir).message());
+    return report;
+  }
+  std::vector<std::string> files;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 5 && n.ends_with(".json")) files.push_back(dir + "/" + n);
+  }
+  ::closedir(d);
+  for (const auto& file : files) {
+    ++report.runs_seen;
+    auto j = read_json_file(file);
+    if (!j.ok()) {
+      report.errors.push_back(j.error().message());
+      continue;
+    }
+    pid_t owner = j->value("owner_pid", 0);
+    unsigned long long owner_start = j->value("owner_start", 0ULL);
+    auto now = process_start_time(paths.proc, owner);
+    if (owner > 0 && now && *now == owner_start) {
+      ++report.runs_live;
+      continue;
+    }
+    std::vector<Resource> resources;
+    for (const auto& rj : j->value("resources", Json::array())) {
+      auto r = resource_from_json(rj);
+      if (r.ok()) resources.push_back(*r);
+      else report.errors.push_back(r.error().message() + " in " + file);
+    }
+    auto s = release_resources(paths, resources);
+    if (!s.ok()) {
+      report.errors.push_back(s.error().message());
+      continue;  // keep the record so a later gc can retry
+    }
+    ::unlink(file.c_str());
+    ++report.runs_removed;
+    spdlog::info("gc: removed run {} ({} resources)", j->value("run_id", "?"), resources.size());
+  }
+  return report;
+}
+
+std::string new_run_id() {
+  static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  uint64_t t = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  std::string id;
+  while (t) {
+    id.insert(id.begin(), digits[t % 36]);
+    t /= 36;
+  }
+  std::random_device rd;
+  uint32_t r = rd();
+  for (int i = 0; i < 4; ++i) {
+    id += digits[r % 36];
+    r /= 36;
+  }
+  return "r" + id;
+}
+
+}  // namespace sandgate

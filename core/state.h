@@ -1,0 +1,79 @@
+// The state directory: every run writes down what it is about to create, before creating it,
+// so that a crashed run (kill -9, power loss of the sandgate process) can be cleaned up by
+// `sandgate gc`.
+//
+// One JSON record per run at <state_dir>/runs/<run-id>.json, rewritten atomically on every
+// change. A record whose owner process is still alive belongs to a live run and gc leaves it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "core/host_paths.h"
+#include "core/json.h"
+#include "core/result.h"
+
+namespace sandgate {
+
+struct Resource {
+  enum class Kind { kDirectory, kProcess, kMount, kCgroup, kNetns };
+  Kind kind = Kind::kDirectory;
+  std::string path;                   // directory, mount point, cgroup dir, netns file
+  pid_t pid = 0;                      // kProcess
+  unsigned long long start_time = 0;  // kProcess: /proc/<pid>/stat field 22
+
+  bool operator==(const Resource&) const = default;
+};
+
+std::string to_string(Resource::Kind k);
+Json to_json(const Resource& r);
+Result<Resource> resource_from_json(const Json& j);
+
+// Undoes resources, most intrusive first: processes, mounts, namespaces, cgroups, directories.
+// Keeps going after a failure and returns the first one.
+Status release_resources(const HostPaths& paths, std::vector<Resource> resources);
+
+class RunState {
+ public:
+  // Creates the record for a new run owned by the calling process.
+  static Result<RunState> create(const HostPaths& paths, std::string run_id, std::string provider);
+  RunState(RunState&&) noexcept = default;
+  RunState& operator=(RunState&&) noexcept = default;
+
+  const std::string& run_id() const { return run_id_; }
+  const std::vector<Resource>& resources() const { return resources_; }
+  // Call before creating the resource.
+  Status record(Resource r);
+  // Call after the resource is gone.
+  Status forget(const Resource& r);
+  // Removes the record itself; the run is over and nothing is left.
+  Status finish();
+
+ private:
+  RunState() = default;
+  Status save() const;
+  std::string file_;
+  std::string run_id_;
+  std::string provider_;
+  pid_t owner_pid_ = 0;
+  unsigned long long owner_start_ = 0;
+  std::vector<Resource> resources_;
+};
+
+struct GcReport {
+  int runs_seen = 0;
+  int runs_live = 0;       // owner still running: left alone
+  int runs_removed = 0;
+  std::vector<std::string> errors;
+};
+
+// Cleans every run whose owner is gone; records of live runs are left alone. A record whose
+// resources cannot all be released is kept so that a later gc retries.
+GcReport collect_garbage(const HostPaths& paths);
+
+// A short unique id: "r" + base36 time + random.
+std::string new_run_id();
+
+}  // namespace sandgate

@@ -1,0 +1,120 @@
+#include "core/units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+namespace sandgate {
+namespace {
+
+// Splits "1.5GiB" into a non-negative number and its suffix.
+Result<std::pair<double, std::string>> split_number(std::string_view text, const char* what) {
+  std::string s(text);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  size_t start = i;
+  bool digits = false, dot = false;
+  for (; i < s.size(); ++i) {
+    char c = s[i];
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      digits = true;
+    } else if (c == '.' && !dot) {
+      dot = true;
+    } else {
+      break;
+    }
+  }
+  if (!digits)
+    return logic_error(std::string("parse ") + what,
+                       "'" + std::string(text) + "' does not start with a number");
+  double value = std::stod(s.substr(start, i - start));
+  std::string suffix = s.substr(i);
+  while (!suffix.empty() && std::isspace(static_cast<unsigned char>(suffix.front())))
+    suffix.erase(0, 1);
+  for (auto& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return std::make_pair(value, suffix);
+}
+
+}  // namespace
+
+Result<Bytes> parse_bytes(std::string_view text) {
+  SG_ASSIGN_OR_RETURN(auto parts, split_number(text, "size"));
+  auto [value, suffix] = parts;
+  double mult;
+  if (suffix.empty() || suffix == "b") mult = 1;
+  else if (suffix == "k" || suffix == "kib") mult = 1ULL << 10;
+  else if (suffix == "m" || suffix == "mib") mult = 1ULL << 20;
+  else if (suffix == "g" || suffix == "gib") mult = 1ULL << 30;
+  else if (suffix == "t" || suffix == "tib") mult = 1ULL << 40;
+  else if (suffix == "kb") mult = 1e3;
+  else if (suffix == "mb") mult = 1e6;
+  else if (suffix == "gb") mult = 1e9;
+  else if (suffix == "tb") mult = 1e12;
+  else
+    return logic_error("parse size",
+                       "unknown unit '" + suffix + "' in '" + std::string(text) +
+                           "' (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)");
+  double bytes = value * mult;
+  if (bytes > static_cast<double>(std::numeric_limits<uint64_t>::max()))
+    return logic_error("parse size", "'" + std::string(text) + "' is too large");
+  if (mult == 1 && value != std::floor(value))
+    return logic_error("parse size", "'" + std::string(text) + "' is a fraction of a byte");
+  return Bytes{static_cast<uint64_t>(std::llround(bytes))};
+}
+
+Result<Duration> parse_duration(std::string_view text) {
+  SG_ASSIGN_OR_RETURN(auto parts, split_number(text, "duration"));
+  auto [value, suffix] = parts;
+  double ns;
+  if (suffix == "ns") ns = 1;
+  else if (suffix == "us" || suffix == "µs") ns = 1e3;
+  else if (suffix == "ms") ns = 1e6;
+  else if (suffix == "s") ns = 1e9;
+  else if (suffix == "m" || suffix == "min") ns = 60e9;
+  else if (suffix == "h") ns = 3600e9;
+  else if (suffix.empty())
+    return logic_error("parse duration", "'" + std::string(text) +
+                                             "' has no unit (write e.g. 250ms, 2s, 5m)");
+  else
+    return logic_error("parse duration", "unknown unit '" + suffix + "' in '" +
+                                             std::string(text) + "' (use ns, us, ms, s, m, h)");
+  double total = value * ns;
+  if (total > 1e18) return logic_error("parse duration", "'" + std::string(text) + "' is too long");
+  return Duration(static_cast<int64_t>(std::llround(total)));
+}
+
+std::string format_bytes(Bytes b) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b.value);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (v == std::floor(v)) {
+    std::snprintf(buf, sizeof buf, "%.0f%s", v, units[u]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f%s", v, units[u]);
+  }
+  return buf;
+}
+
+std::string format_duration(Duration d) {
+  int64_t ns = d.count();
+  char buf[64];
+  if (ns % 1'000'000'000 == 0 && ns != 0) std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(ns / 1'000'000'000));
+  else if (ns >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.3fs", ns / 1e9);
+  else if (ns >= 1'000'000) std::snprintf(buf, sizeof buf, "%.3gms", ns / 1e6);
+  else if (ns >= 1'000) std::snprintf(buf, sizeof buf, "%.3gus", ns / 1e3);
+  else std::snprintf(buf, sizeof buf, "%lldns", static_cast<long long>(ns));
+  return buf;
+}
+
+double to_seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
+double to_millis(Duration d) { return static_cast<double>(d.count()) / 1e6; }
+
+}  // namespace sandgate

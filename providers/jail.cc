@@ -1,0 +1,259 @@
+#include "providers/jail.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <grp.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/fd.h"
+#include "core/files.h"
+
+namespace sandgate::providers {
+namespace {
+
+// Host paths that make up the read-only base. On a merged-/usr system most are symlinks into
+// /usr and are recreated as the same symlinks; real directories are bound read-only.
+constexpr const char* kBasePaths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+// Non-secret files from the host's /etc that programs need to start (dynamic loader cache,
+// alternatives symlinks for awk/editor/etc.).
+constexpr const char* kEtcBinds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
+// Device nodes bound from the host's /dev (a user namespace cannot mknod).
+constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+Status do_mount(const std::string& step, const char* source, const std::string& target,
+                const char* fstype, unsigned long flags, const char* data = nullptr) {
+  if (::mount(source, target.c_str(), fstype, flags, data) != 0) return sys_error(step, target);
+  return {};
+}
+
+// A read-only remount of a bind keeps the flags the kernel locked on it when it crossed into
+// our user namespace (nosuid, nodev, noexec, atime): dropping one is EPERM (mount_namespaces(7)).
+Status bind_readonly(const std::string& source, const std::string& target) {
+  SG_TRY(do_mount("bind " + source, source.c_str(), target, nullptr, MS_BIND | MS_REC));
+  struct statvfs sv;
+  if (::statvfs(target.c_str(), &sv) != 0) return sys_error("statvfs", target);
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return do_mount("remount read-only", nullptr, target, nullptr, flags);
+}
+
+Status make_mount_point(const std::string& host_source, const std::string& target) {
+  struct stat st;
+  if (::stat(host_source.c_str(), &st) != 0) return sys_error("stat bind source", host_source);
+  if (S_ISDIR(st.st_mode)) return make_dirs(target, 0755);
+  auto slash = target.rfind('/');
+  SG_TRY(make_dirs(target.substr(0, slash), 0755));
+  SG_ASSIGN_OR_RETURN(UniqueFd f, open_fd(target, O_CREAT | O_WRONLY, 0644));
+  return {};
+}
+
+Status step_private_mounts() {
+  // Nothing we mount may propagate back to the host, and nothing of the host's mounts later.
+  return do_mount("make mounts private", nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
+}
+
+Status step_root_tmpfs(const std::string& root) {
+  return do_mount("mount root tmpfs", "sandgate-root", root, "tmpfs", MS_NOSUID | MS_NODEV,
+                  "mode=0755,size=16m");
+}
+
+Status step_base(const std::string& root) {
+  for (const char* path : kBasePaths) {
+    struct stat st;
+    if (::lstat(path, &st) != 0) continue;  // this host lacks it
+    std::string target = root + path;
+    if (S_ISLNK(st.st_mode)) {
+      char link[4096];
+      ssize_t n = ::readlink(path, link, sizeof link - 1);
+      if (n < 0) return sys_error("readlink", path);
+      link[n] = 0;
+      if (::symlink(link, target.c_str()) != 0) return sys_error("symlink", target);
+    } else if (S_ISDIR(st.st_mode)) {
+      SG_TRY(make_dirs(target, 0755));
+      SG_TRY(bind_readonly(path, target));
+    }
+  }
+  return {};
+}
+
+Status step_etc(const std::string& root, const JailConfig& c) {
+  std::string etc = root + "/etc";
+  SG_TRY(make_dirs(etc, 0755));
+  std::string uid = std::to_string(c.uid), gid = std::to_string(c.gid);
+  // Generated, never copied: the host's passwd, shadow and the rest stay outside.
+  SG_TRY(write_file(etc + "/passwd",
+                    "root:x:0:0:root:/root:/bin/sh\n"
+                    "sandbox:x:" + uid + ":" + gid + ":sandbox:" + c.home + ":/bin/sh\n"
+                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                    O_WRONLY | O_CREAT | O_TRUNC));
+  SG_TRY(write_file(etc + "/group", "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n",
+                    O_WRONLY | O_CREAT | O_TRUNC));
+  SG_TRY(write_file(etc + "/hosts", "127.0.0.1 localhost " + c.hostname + "\n::1 localhost\n",
+                    O_WRONLY | O_CREAT | O_TRUNC));
+  SG_TRY(write_file(etc + "/hostname", c.hostname + "\n", O_WRONLY | O_CREAT | O_TRUNC));
+  SG_TRY(write_file(etc + "/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n",
+                    O_WRONLY | O_CREAT | O_TRUNC));
+  for (const char* path : kEtcBinds) {
+    if (::access(path, F_OK) != 0) continue;
+    std::string target = root + path;
+    SG_TRY(make_mount_point(path, target));
+    SG_TRY(bind_readonly(path, target));
+  }
+  return {};
+}
+
+Status step_dev(const std::string& root) {
+  std::string dev = root + "/dev";
+  SG_TRY(make_dirs(dev, 0755));
+  SG_TRY(do_mount("mount /dev tmpfs", "sandgate-dev", dev, "tmpfs", MS_NOSUID | MS_NOEXEC,
+                  "mode=0755,size=64k"));
+  for (const char* name : kDevices) {
+    std::string host = std::string("/dev/") + name, target = dev + "/" + name;
+    if (::access(host.c_str(), F_OK) != 0) continue;
+    SG_TRY(make_mount_point(host, target));
+    SG_TRY(do_mount("bind device", host.c_str(), target, nullptr, MS_BIND));
+  }
+  const std::pair<const char*, const char*> links[] = {
+      {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
+      {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
+  for (auto [from, name] : links)
+    if (::symlink(from, (dev + "/" + name).c_str()) != 0) return sys_error("symlink", dev + "/" + name);
+  SG_TRY(make_dirs(dev + "/shm", 01777));
+  SG_TRY(do_mount("mount /dev/shm tmpfs", "sandgate-shm", dev + "/shm", "tmpfs",
+                  MS_NOSUID | MS_NODEV, "mode=1777"));
+  return {};
+}
+
+Status step_proc(const std::string& root) {
+  SG_TRY(make_dirs(root + "/proc", 0555));
+  // This process is pid 1 of the new pid namespace, so the mount shows only the run's processes.
+  return do_mount("mount /proc", "proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+}
+
+Status step_tmp(const std::string& root) {
+  SG_TRY(make_dirs(root + "/tmp", 01777));
+  SG_TRY(do_mount("mount /tmp tmpfs", "sandgate-tmp", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+                  "mode=1777"));
+  SG_TRY(make_dirs(root + "/var/tmp", 0755));
+  return do_mount("mount /var/tmp tmpfs", "sandgate-vartmp", root + "/var/tmp", "tmpfs",
+                  MS_NOSUID | MS_NODEV, "mode=1777");
+}
+
+Status step_home(const std::string& root, const JailConfig& c) {
+  std::string home = root + c.home;
+  SG_TRY(make_dirs(home, 0700));
+  std::string opts = "mode=0700,uid=" + std::to_string(c.uid) + ",gid=" + std::to_string(c.gid);
+  return do_mount("mount home tmpfs", "sandgate-home", home, "tmpfs", MS_NOSUID | MS_NODEV,
+                  opts.c_str());
+}
+
+Status step_workspace(const std::string& root, const JailConfig& c) {
+  std::string target = root + c.workspace;
+  SG_TRY(make_dirs(target, 0755));
+  SG_TRY(do_mount("bind workspace", c.workspace_host.c_str(), target, nullptr, MS_BIND));
+  struct statvfs sv;
+  if (::statvfs(target.c_str(), &sv) != 0) return sys_error("statvfs", target);
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return do_mount("remount workspace nosuid", nullptr, target, nullptr, flags);
+}
+
+Status step_extra_mounts(const std::string& root, const JailConfig& c) {
+  for (const auto& m : c.readonly_mounts) {
+    if (m.target.empty() || m.target[0] != '/' || m.target.find("..") != std::string::npos)
+      return logic_error("read-only mount", "target must be an absolute path without '..'", m.target);
+    std::string target = root + m.target;
+    SG_TRY(make_mount_point(m.source, target));
+    SG_TRY(bind_readonly(m.source, target));
+  }
+  return {};
+}
+
+Status step_pivot(const std::string& root) {
+  // pivot_root(".", "."): the old root ends up stacked on the new one and is detached at once,
+  // so no path of the host stays reachable (pivot_root(2), "pivot_root(".", ".")").
+  if (::chdir(root.c_str()) != 0) return sys_error("chdir new root", root);
+  if (syscall(SYS_pivot_root, ".", ".") != 0) return sys_error("pivot_root", root);
+  if (::umount2(".", MNT_DETACH) != 0) return sys_error("detach old root", "/");
+  if (::chdir("/") != 0) return sys_error("chdir", "/");
+  // The root tmpfs holds only what we generated: freeze it read-only.
+  return do_mount("remount root read-only", nullptr, "/", nullptr,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV);
+}
+
+Status step_uts(const JailConfig& c) {
+  if (::sethostname(c.hostname.data(), c.hostname.size()) != 0) return sys_error("sethostname");
+  if (::setdomainname("", 0) != 0) return sys_error("setdomainname");
+  return {};
+}
+
+Status step_loopback() {
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return sys_error("socket for loopback");
+  UniqueFd sock(fd);
+  struct ifreq ifr = {};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) return sys_error("SIOCGIFFLAGS", "lo");
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (::ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) return sys_error("bring up loopback", "lo");
+  return {};
+}
+
+}  // namespace
+
+Status assemble_jail(const JailConfig& c) {
+  const std::string& root = c.root_dir;
+  SG_TRY(step_private_mounts());
+  SG_TRY(step_root_tmpfs(root));
+  SG_TRY(step_base(root));
+  SG_TRY(step_etc(root, c));
+  SG_TRY(step_dev(root));
+  SG_TRY(step_proc(root));
+  SG_TRY(step_tmp(root));
+  SG_TRY(step_home(root, c));
+  SG_TRY(step_workspace(root, c));
+  SG_TRY(step_extra_mounts(root, c));
+  SG_TRY(step_pivot(root));
+  SG_TRY(step_uts(c));
+  SG_TRY(step_loopback());
+  return {};
+}
+
+Status drop_privileges(uid_t uid, gid_t gid) {
+  // The bounding set first (needs CAP_SETPCAP, which we still have), then ambient.
+  for (int cap = 0; cap <= CAP_LAST_CAP + 8; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+      return sys_error("drop bounding capability " + std::to_string(cap));
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+    return sys_error("clear ambient capabilities");
+  gid_t groups[1] = {gid};
+  if (::setgroups(1, groups) != 0) return sys_error("setgroups");
+  if (::setresgid(gid, gid, gid) != 0) return sys_error("setresgid");
+  // Leaving uid 0 clears permitted and effective (no SECBIT_KEEP_CAPS); inheritable is cleared
+  // explicitly below.
+  if (::setresuid(uid, uid, uid) != 0) return sys_error("setresuid");
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capset, &header, data) != 0) return sys_error("capset to empty");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return sys_error("set no_new_privs");
+  return {};
+}
+
+}  // namespace sandgate::providers

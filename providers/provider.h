@@ -1,0 +1,150 @@
+// The isolation provider interface: the one object an orchestrator holds to make environments
+// and run calls in them. Behind it sits a host directory, a namespace jail, a container, a
+// microVM or something in-house; swapping it changes one line.
+//
+// Providers know nothing of policy or intents. They meet the controller at Placement: the
+// cgroup directories a call's first process must be in before it execs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/host_paths.h"
+#include "core/process.h"
+#include "core/result.h"
+#include "core/units.h"
+
+namespace sandgate::providers {
+
+// What a provider can honour. A policy lists the ones it requires; a provider lacking any is
+// refused with the list of what it lacks.
+enum class Capability {
+  kFsIsolated,          // fs.isolated: host paths outside the workspace are not reachable
+  kFsReadonlyBase,      // fs.readonly_base: the base system is mounted read-only
+  kNetNone,             // net.none: no network but loopback
+  kNetEgressPolicy,     // net.egress_policy: egress allowlists are enforced
+  kCredsScrubbedEnv,    // creds.scrubbed_env: no host environment unless allowlisted
+  kProcPidNs,           // proc.pid_ns: host processes are invisible
+  kProcUserNs,          // proc.user_ns: root inside is not root outside
+  kProcSeccomp,         // proc.seccomp: a syscall filter denies the dangerous surface
+  kProcNoNewPrivs,      // proc.no_new_privs: setuid binaries cannot raise privilege
+  kProcNoCaps,          // proc.no_caps: calls run with every capability set empty
+  kIpcIsolated,         // ipc.isolated: SysV IPC and abstract sockets are private
+  kKernelSeparate,      // kernel.separate: a separate kernel (VM)
+  kLimitsPerCall,       // limits.per_call: each call can be placed in its own cgroup
+  kEphemeralWorkspace,  // ephemeral.workspace: a fresh workspace per run, removed after
+};
+using CapabilitySet = std::set<Capability>;
+
+std::string to_string(Capability c);
+Result<Capability> capability_from_string(const std::string& name);
+std::vector<Capability> all_capabilities();
+std::string to_string(const CapabilitySet& set);  // "fs.isolated, net.none"
+
+enum class NetworkMode { kNone };
+
+struct BindMount {
+  std::string source;  // host path
+  std::string target;  // path inside the environment
+};
+
+// What an environment is made from.
+struct EnvSpec {
+  std::string run_id;               // empty: generated
+  std::string tenant = "default";
+  std::string workspace_recipe;     // a directory copied into the fresh workspace; empty: empty
+  // Host environment allowlist: "NAME" passes the host's value when set, "NAME=VALUE" sets it.
+  // Nothing else from the host environment passes (providers with creds.scrubbed_env).
+  std::vector<std::string> env;
+  std::vector<BindMount> readonly_mounts;
+  uid_t uid = 10001;                // uid/gid inside the environment
+  gid_t gid = 10001;
+  NetworkMode network = NetworkMode::kNone;
+  Duration timeout{0};              // wall clock for the whole run; 0: none
+};
+
+// The cgroup directories (one per hierarchy on v1/hybrid, one on v2) a call's first process is
+// written into before it execs. Empty: the call stays where the provider runs it.
+struct Placement {
+  std::vector<std::string> cgroup_dirs;
+};
+
+struct Call {
+  std::vector<std::string> argv;    // argv[0] is looked up in the environment's PATH
+  std::vector<std::string> env;     // extra NAME=VALUE for this call only
+  std::string cwd;                  // inside the environment; empty: the workspace
+  Duration timeout{0};              // 0: only the run's timeout applies
+  size_t output_limit = 1 << 20;    // per stream; the rest is counted, not kept
+  int cancel_fd = -1;               // readable: cancel the call (e.g. a signalfd for SIGINT)
+  // Called with (1 or 2, bytes) as output arrives, for streaming; capture happens regardless.
+  std::function<void(int stream, std::string_view data)> on_output;
+};
+
+struct ExecResult {
+  ExitStatus status;
+  Duration wall{0};
+  std::string stdout_data, stderr_data;
+  uint64_t stdout_bytes = 0, stderr_bytes = 0;  // as written by the call, kept or not
+  bool stdout_truncated = false, stderr_truncated = false;
+  bool timed_out = false;
+  bool cancelled = false;
+  pid_t host_pid = 0;  // the call's first process, as the host sees it
+};
+
+class Environment {
+ public:
+  virtual ~Environment() = default;
+  virtual const std::string& run_id() const = 0;
+  // The workspace as the host sees it (for recipes, canaries and checks from outside).
+  virtual std::string workspace_host_path() const = 0;
+  // The workspace as calls see it.
+  virtual std::string workspace_path() const = 0;
+  // Runs a call to completion. Precondition: not called concurrently on one environment.
+  virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
+  // Kills every process of the run, removes its workspace and record. Idempotent; also done
+  // by the destructor (errors are then logged).
+  virtual Status destroy() = 0;
+};
+
+struct ProviderInfo {
+  std::string name;
+  std::string summary;
+  bool unsafe = false;  // offers no isolation; needs an explicit flag and is marked in reports
+  CapabilitySet capabilities;
+};
+
+// How a provider is constructed: host paths and the explicit unsafe opt-in.
+struct ProviderOptions {
+  HostPaths paths;
+  bool allow_unsafe_host = false;
+  // Host uid/gid that uid/gid 0 inside a user namespace maps to; 65536 ids are mapped.
+  uid_t id_map_base = 1'000'000;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  virtual const ProviderInfo& info() const = 0;
+  const std::string& name() const { return info().name; }
+  const CapabilitySet& capabilities() const { return info().capabilities; }
+  // Whether this host can run the provider now, and why not.
+  virtual Status available() const = 0;
+  virtual Result<std::unique_ptr<Environment>> create(const EnvSpec& spec) = 0;
+};
+
+// The capabilities in `required` that `have` lacks; empty when all are met.
+std::vector<Capability> missing_capabilities(const CapabilitySet& have,
+                                             const std::vector<Capability>& required);
+// Refuses a provider that lacks any required capability, naming all it lacks.
+Status check_requirements(const Provider& provider, const std::vector<Capability>& required);
+
+// The name a provider is printed with: unsafe ones carry a marker everywhere.
+std::string display_name(const ProviderInfo& info);
+
+}  // namespace sandgate::providers

@@ -1,0 +1,153 @@
+#include "providers/supervised_environment.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/files.h"
+#include "core/log.h"
+
+namespace sandgate::providers {
+namespace {
+
+bool valid_env_name(std::string_view n) {
+  if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
+  for (char c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+bool valid_run_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  return true;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> resolve_env_allowlist(const std::vector<std::string>& allow,
+                                                       char** host_env) {
+  std::vector<std::string> out;
+  for (const auto& entry : allow) {
+    auto eq = entry.find('=');
+    std::string name = entry.substr(0, eq);
+    if (!valid_env_name(name))
+      return logic_error("environment allowlist", "'" + entry + "' is not NAME or NAME=VALUE");
+    if (eq != std::string::npos) {
+      out.push_back(entry);
+      continue;
+    }
+    for (char** e = host_env; e && *e; ++e) {
+      if (std::strncmp(*e, name.c_str(), name.size()) == 0 && (*e)[name.size()] == '=') {
+        out.emplace_back(*e);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
+    const HostPaths& paths, const EnvSpec& spec, const Recipe& recipe) {
+  std::string run_id = spec.run_id.empty() ? new_run_id() : spec.run_id;
+  if (!valid_run_id(run_id))
+    return logic_error("create environment", "run id must be 1-64 of [A-Za-z0-9_-]", run_id);
+  if (!spec.workspace_recipe.empty()) {
+    struct stat st;
+    if (::stat(spec.workspace_recipe.c_str(), &st) != 0)
+      return sys_error("read workspace recipe", spec.workspace_recipe);
+    if (!S_ISDIR(st.st_mode))
+      return logic_error("read workspace recipe", "not a directory", spec.workspace_recipe);
+  }
+
+  SG_ASSIGN_OR_RETURN(RunState state, RunState::create(paths, run_id, recipe.provider));
+  RunLayout layout{run_id, paths.work_dir + "/" + run_id, "", ""};
+  layout.workspace = layout.run_dir + "/workspace";
+  layout.root = layout.run_dir + "/root";
+  std::unique_ptr<SupervisedEnvironment> env(
+      new SupervisedEnvironment(paths, std::move(state), layout));
+  env->workspace_inside_ = recipe.workspace_inside.empty() ? layout.workspace : recipe.workspace_inside;
+  // From here on a failure must undo what was made: destroy() does, from the record.
+  auto fail = [&](Error e) -> Error {
+    (void)env->destroy();
+    e.context.push_back("creating a " + recipe.provider + " environment");
+    return e;
+  };
+
+  if (auto s = make_dirs(paths.work_dir, 0711); !s.ok()) return fail(std::move(s).error());
+  // The run directory is traversable, not listable: one run cannot enumerate the others.
+  if (auto s = env->state_.record({Resource::Kind::kDirectory, layout.run_dir}); !s.ok())
+    return fail(std::move(s).error());
+  if (::mkdir(layout.run_dir.c_str(), 0711) != 0) return fail(sys_error("mkdir run directory", layout.run_dir));
+  if (!spec.workspace_recipe.empty()) {
+    if (auto s = copy_tree(spec.workspace_recipe, layout.workspace, recipe.workspace_uid,
+                           recipe.workspace_gid);
+        !s.ok())
+      return fail(std::move(s).error().context_add("copy workspace recipe"));
+    if (::chmod(layout.workspace.c_str(), 0700) != 0) return fail(sys_error("chmod", layout.workspace));
+  } else {
+    if (::mkdir(layout.workspace.c_str(), 0700) != 0) return fail(sys_error("mkdir workspace", layout.workspace));
+    if (::chown(layout.workspace.c_str(), recipe.workspace_uid, recipe.workspace_gid) != 0)
+      return fail(sys_error("chown workspace", layout.workspace));
+  }
+  if (recipe.needs_root_dir && ::mkdir(layout.root.c_str(), 0755) != 0)
+    return fail(sys_error("mkdir jail root", layout.root));
+
+  auto config = recipe.configure(layout);
+  if (!config.ok()) return fail(std::move(config).error());
+  auto supervisor = Supervisor::start(*config, env->state_);
+  if (!supervisor.ok()) return fail(std::move(supervisor).error());
+  env->supervisor_.emplace(std::move(supervisor).value());
+  if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
+  return env;
+}
+
+SupervisedEnvironment::~SupervisedEnvironment() {
+  if (auto s = destroy(); !s.ok()) spdlog::error("destroying run {}: {}", layout_.run_id, s.error().message());
+}
+
+Result<ExecResult> SupervisedEnvironment::exec(const Call& call, const Placement& placement) {
+  if (destroyed_) return logic_error("exec", "the environment was destroyed", layout_.run_id);
+  if (timed_out_) return logic_error("exec", "the run's wall-clock timeout has expired", layout_.run_id);
+  Call bounded = call;
+  bool run_deadline_applies = false;
+  if (deadline_ != std::chrono::steady_clock::time_point::max()) {
+    auto left = std::chrono::duration_cast<Duration>(deadline_ - std::chrono::steady_clock::now());
+    if (left.count() <= 0) left = Duration(1);
+    if (bounded.timeout.count() == 0 || left < bounded.timeout) {
+      bounded.timeout = left;
+      run_deadline_applies = true;
+    }
+  }
+  auto result = supervisor_->exec(bounded, placement);
+  if (result.ok() && result->timed_out && run_deadline_applies) {
+    // The run's own timeout: the whole run ends, not only this call.
+    timed_out_ = true;
+    (void)supervisor_->stop();
+  }
+  return result;
+}
+
+Status SupervisedEnvironment::destroy() {
+  if (destroyed_) return {};
+  destroyed_ = true;
+  Status first;
+  if (supervisor_) {
+    first = supervisor_->stop();
+    supervisor_.reset();
+  }
+  // What remains in the record (the supervisor process, now reaped; the run directory) goes.
+  auto released = release_resources(paths_, state_.resources());
+  if (!released.ok()) {
+    // Keep the record: `sandgate gc` will retry.
+    return released;
+  }
+  SG_TRY(state_.finish());
+  return first;
+}
+
+}  // namespace sandgate::providers

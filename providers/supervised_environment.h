@@ -1,0 +1,66 @@
+// The Environment both built-in providers share: a run directory with a fresh workspace, a
+// record in the state directory, and a supervisor that runs the calls. A provider contributes
+// only what differs: the supervisor's configuration and who owns the workspace.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "core/state.h"
+#include "providers/provider.h"
+#include "providers/supervisor.h"
+
+namespace sandgate::providers {
+
+struct RunLayout {
+  std::string run_id;
+  std::string run_dir;    // <work_dir>/<run-id>
+  std::string workspace;  // <run_dir>/workspace
+  std::string root;       // <run_dir>/root: mount point for a jail's new root
+};
+
+// Resolves an EnvSpec environment allowlist against `host_env` (NAME=VALUE strings):
+// "NAME" passes the host's value if set, "NAME=VALUE" sets a value. Bad names are an error.
+Result<std::vector<std::string>> resolve_env_allowlist(const std::vector<std::string>& allow,
+                                                       char** host_env);
+
+class SupervisedEnvironment : public Environment {
+ public:
+  struct Recipe {
+    std::string provider;
+    bool needs_root_dir = false;  // a jail: make <run_dir>/root
+    uid_t workspace_uid = 0;      // host ids owning the workspace
+    gid_t workspace_gid = 0;
+    std::string workspace_inside;  // the workspace as calls see it; empty: the host path
+    std::function<Result<SupervisorConfig>(const RunLayout&)> configure;
+  };
+
+  static Result<std::unique_ptr<SupervisedEnvironment>> create(const HostPaths& paths,
+                                                               const EnvSpec& spec,
+                                                               const Recipe& recipe);
+  ~SupervisedEnvironment() override;
+
+  const std::string& run_id() const override { return layout_.run_id; }
+  std::string workspace_host_path() const override { return layout_.workspace; }
+  std::string workspace_path() const override { return workspace_inside_; }
+  Result<ExecResult> exec(const Call& call, const Placement& placement) override;
+  Status destroy() override;
+
+  pid_t supervisor_pid() const { return supervisor_ ? supervisor_->pid() : -1; }
+
+ private:
+  SupervisedEnvironment(HostPaths paths, RunState state, RunLayout layout)
+      : paths_(std::move(paths)), state_(std::move(state)), layout_(std::move(layout)) {}
+
+  HostPaths paths_;
+  RunState state_;
+  RunLayout layout_;
+  std::string workspace_inside_;
+  std::optional<Supervisor> supervisor_;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  bool timed_out_ = false;
+  bool destroyed_ = false;
+};
+
+}  // namespace sandgate::providers

@@ -1,0 +1,318 @@
+// Host side of the supervisor: start it (clone, map ids, exec), then drive calls.
+#include "providers/supervisor.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/log.h"
+#include "providers/supervisor_protocol.h"
+
+namespace sandgate::providers {
+
+Json to_json(const SupervisorConfig& c) {
+  Json mounts = Json::array();
+  for (const auto& m : c.jail.readonly_mounts) mounts.push_back({{"source", m.source}, {"target", m.target}});
+  return {
+      {"isolate", c.isolate},
+      {"base_env", c.base_env},
+      {"default_cwd", c.default_cwd},
+      {"id_map_base", c.id_map_base},
+      {"jail",
+       {{"root_dir", c.jail.root_dir},
+        {"workspace_host", c.jail.workspace_host},
+        {"workspace", c.jail.workspace},
+        {"home", c.jail.home},
+        {"readonly_mounts", mounts},
+        {"uid", c.jail.uid},
+        {"gid", c.jail.gid},
+        {"hostname", c.jail.hostname},
+        {"seccomp", c.jail.seccomp}}},
+  };
+}
+
+Result<SupervisorConfig> supervisor_config_from_json(const Json& j) {
+  SupervisorConfig c;
+  try {
+    c.isolate = j.at("isolate").get<bool>();
+    c.base_env = j.at("base_env").get<std::vector<std::string>>();
+    c.default_cwd = j.at("default_cwd").get<std::string>();
+    c.id_map_base = j.at("id_map_base").get<uid_t>();
+    const Json& jj = j.at("jail");
+    c.jail.root_dir = jj.at("root_dir").get<std::string>();
+    c.jail.workspace_host = jj.at("workspace_host").get<std::string>();
+    c.jail.workspace = jj.at("workspace").get<std::string>();
+    c.jail.home = jj.at("home").get<std::string>();
+    for (const auto& m : jj.at("readonly_mounts"))
+      c.jail.readonly_mounts.push_back({m.at("source").get<std::string>(), m.at("target").get<std::string>()});
+    c.jail.uid = jj.at("uid").get<uid_t>();
+    c.jail.gid = jj.at("gid").get<gid_t>();
+    c.jail.hostname = jj.at("hostname").get<std::string>();
+    c.jail.seccomp = jj.at("seccomp").get<bool>();
+  } catch (const Json::exception& e) {
+    return logic_error("read supervisor config", e.what());
+  }
+  return c;
+}
+
+std::vector<std::string> merge_env(std::vector<std::string> base,
+                                   const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) {
+    std::string key = o.substr(0, o.find('=') + 1);
+    std::erase_if(base, [&](const std::string& b) { return b.starts_with(key); });
+    base.push_back(o);
+  }
+  return base;
+}
+
+namespace {
+
+constexpr uint64_t kNamespaceFlags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                     CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+
+// The environment the supervisor process itself starts with: nothing of the host's except the
+// sanitizer settings a test build needs to behave the same in the child.
+std::vector<std::string> supervisor_env() {
+  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "SANDGATE_LOG"})
+    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
+  return env;
+}
+
+Status write_id_maps(pid_t pid, uid_t base) {
+  std::string map = "0 " + std::to_string(base) + " 65536\n";
+  std::string dir = "/proc/" + std::to_string(pid);
+  SG_TRY(write_file(dir + "/uid_map", map));
+  SG_TRY(write_file(dir + "/gid_map", map));
+  return {};
+}
+
+// The clone child: everything here runs between clone and execve, so only raw system calls,
+// on memory prepared by the parent (no allocation, no locks, no glibc setxid broadcast).
+[[noreturn]] void supervisor_child(int go_fd, int control_fd, int exe_fd, bool isolate,
+                                   char* const* argv, char* const* envp) {
+  char byte;
+  if (syscall(SYS_read, go_fd, &byte, 1) != 1) syscall(SYS_exit_group, 120);
+  if (isolate) {
+    // Become uid/gid 0 of the new user namespace (host id_map_base): until now the child still
+    // carries the host's root credentials, and files it made would belong to host root.
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) syscall(SYS_exit_group, 121);
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0) syscall(SYS_exit_group, 122);
+    if (syscall(SYS_setresuid, 0, 0, 0) != 0) syscall(SYS_exit_group, 123);
+  }
+  // After the credential change, which would clear it: if sandgate dies, so does the run.
+  syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+  if (control_fd == 3) {
+    syscall(SYS_fcntl, 3, F_SETFD, 0);
+  } else if (syscall(SYS_dup3, control_fd, 3, 0) != 3) {
+    syscall(SYS_exit_group, 124);
+  }
+  int null_fd = static_cast<int>(syscall(SYS_open, "/dev/null", O_RDWR));
+  if (null_fd >= 0) {
+    syscall(SYS_dup3, null_fd, 0, 0);
+    syscall(SYS_dup3, null_fd, 1, 0);
+  }
+  // execveat on an fd opened before the credential change: the binary may live under a
+  // directory (say /root) that the unprivileged id cannot traverse.
+  syscall(SYS_execveat, exe_fd, "", argv, envp, AT_EMPTY_PATH);
+  syscall(SYS_exit_group, 125);
+  __builtin_unreachable();
+}
+
+Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd, int exe_fd,
+                                      bool isolate, char* const* argv, char* const* envp) {
+  int pidfd = -1;
+  struct clone_args args = {};
+  args.flags = flags | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0) return sys_error("clone3", isolate ? "new user/mount/pid/net/ipc/uts/cgroup namespaces" : "");
+  if (pid == 0) supervisor_child(go_fd, control_fd, exe_fd, isolate, argv, envp);
+  return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
+}
+
+}  // namespace
+
+Result<Supervisor> Supervisor::start(const SupervisorConfig& config, RunState& state) {
+  Supervisor s;
+  s.isolate_ = config.isolate;
+
+  // Everything the child touches is prepared here, before clone.
+  SG_ASSIGN_OR_RETURN(auto control, make_control_pair());
+  SG_ASSIGN_OR_RETURN(Pipe go, make_pipe(O_CLOEXEC));
+  SG_ASSIGN_OR_RETURN(UniqueFd exe, open_fd("/proc/self/exe", O_PATH));
+  std::vector<std::string> argv_s = {"sandgate-supervisor", kSupervisorArg, "3"};
+  std::vector<std::string> env_s = supervisor_env();
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  SG_ASSIGN_OR_RETURN(s.process_,
+                      clone_supervisor(config.isolate ? kNamespaceFlags : 0, go.read.get(),
+                                       control.second.get(), exe.get(), config.isolate,
+                                       argv.data(), envp.data()));
+  control.second.reset();
+  go.read.reset();
+  s.control_ = std::move(control.first);
+
+  Resource proc{Resource::Kind::kProcess, "", s.process_.pid(),
+                process_start_time("/proc", s.process_.pid()).value_or(0)};
+  SG_TRY(std::move(state.record(proc)).context("record supervisor process"));
+  if (config.isolate)
+    SG_TRY(std::move(write_id_maps(s.process_.pid(), config.id_map_base)).context("map user ids"));
+  SG_TRY(write_all(go.write.get(), "g"));
+  go.write.reset();
+
+  SG_TRY(send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}));
+  auto reply = recv_message(s.control_.get());
+  if (!reply.ok()) {
+    // The child died before it could say why: its exit code names the raw step (120-125).
+    auto st = s.process_.wait_for(std::chrono::seconds(2));
+    std::string why = st.ok() && st->has_value() ? (*st)->describe() : "no exit status";
+    return logic_error("start supervisor", "supervisor exited during start-up (" + why + ")");
+  }
+  std::string op = reply->body.value("op", "");
+  if (op == "error") {
+    Error e = error_from_json(reply->body);
+    e.context.push_back("assembling the sandbox");
+    return e;
+  }
+  if (op != "ready") return logic_error("start supervisor", "unexpected reply '" + op + "'");
+  return s;
+}
+
+Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement) {
+  if (!process_.running()) return logic_error("exec", "the run's supervisor is not running");
+  if (call.argv.empty()) return logic_error("exec", "empty command");
+
+  ExecResult result;
+  SG_ASSIGN_OR_RETURN(Pipe out, make_pipe(O_CLOEXEC | O_NONBLOCK));
+  SG_ASSIGN_OR_RETURN(Pipe err, make_pipe(O_CLOEXEC | O_NONBLOCK));
+  uint64_t id = next_call_++;
+  bool wait_for_go = !placement.cgroup_dirs.empty();
+  SG_TRY(send_message(control_.get(),
+                      {{"op", "exec"}, {"id", id}, {"argv", call.argv}, {"env", call.env},
+                       {"cwd", call.cwd}, {"wait_for_go", wait_for_go}},
+                      {out.write.get(), err.write.get()}));
+  out.write.reset();
+  err.write.reset();
+
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  if (call.timeout.count() > 0) deadline = start + call.timeout;
+
+  auto take = [&](int fd, std::string& data, uint64_t& count, bool& truncated) {
+    char buf[16384];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return n == 0;  // true at EOF
+      if (call.on_output) call.on_output(&data == &result.stdout_data ? 1 : 2, std::string_view(buf, static_cast<size_t>(n)));
+      count += static_cast<uint64_t>(n);
+      size_t room = call.output_limit > data.size() ? call.output_limit - data.size() : 0;
+      data.append(buf, std::min(room, static_cast<size_t>(n)));
+      if (static_cast<size_t>(n) > room) truncated = true;
+    }
+  };
+  auto kill_call = [&](int sig) {
+    return send_message(control_.get(), {{"op", "kill"}, {"id", id}, {"signal", sig}});
+  };
+
+  bool out_open = true, err_open = true, exited = false;
+  while (!exited) {
+    struct pollfd fds[4] = {{control_.get(), POLLIN, 0},
+                            {out_open ? out.read.get() : -1, POLLIN, 0},
+                            {err_open ? err.read.get() : -1, POLLIN, 0},
+                            {call.cancel_fd, POLLIN, 0}};
+    int timeout_ms = -1;
+    if (deadline != std::chrono::steady_clock::time_point::max() && !result.timed_out) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count() + 1));
+    }
+    int r = ::poll(fds, 4, timeout_ms);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("poll");
+    }
+    if (r == 0 && !result.timed_out) {
+      result.timed_out = true;
+      SG_TRY(kill_call(SIGKILL));
+      continue;
+    }
+    if (fds[1].revents) out_open = !take(out.read.get(), result.stdout_data, result.stdout_bytes, result.stdout_truncated);
+    if (fds[2].revents) err_open = !take(err.read.get(), result.stderr_data, result.stderr_bytes, result.stderr_truncated);
+    if (fds[3].revents && !result.cancelled) {
+      result.cancelled = true;
+      SG_TRY(kill_call(SIGKILL));
+    }
+    if (fds[0].revents) {
+      auto msg = recv_message(control_.get());
+      if (!msg.ok()) {
+        (void)stop();
+        return std::move(msg).error().context_add("the run's supervisor went away during a call");
+      }
+      std::string op = msg->body.value("op", "");
+      if (msg->body.value("id", uint64_t{0}) != id) continue;
+      if (op == "started") {
+        result.host_pid = msg->sender_pid;
+        if (!wait_for_go) continue;
+        // Placement: the call is parked before exec until it is in every cgroup it belongs to.
+        for (const auto& dir : placement.cgroup_dirs) {
+          auto placed = write_file(dir + "/cgroup.procs", std::to_string(result.host_pid));
+          if (!placed.ok()) {
+            (void)kill_call(SIGKILL);
+            return std::move(placed).error().context_add("place call in its cgroup");
+          }
+        }
+        SG_TRY(send_message(control_.get(), {{"op", "go"}, {"id", id}}));
+      } else if (op == "exec_failed") {
+        Error e = error_from_json(msg->body);
+        e.context.push_back("starting " + call.argv[0]);
+        return e;
+      } else if (op == "exited") {
+        result.status = ExitStatus::from_wait_status(msg->body.value("wait_status", 0));
+        exited = true;
+      }
+    }
+  }
+  result.wall = std::chrono::steady_clock::now() - start;
+  // What the call wrote before it exited is in the pipes; a background process still holding
+  // them must not keep the call open, so read what is there and stop.
+  if (out_open) take(out.read.get(), result.stdout_data, result.stdout_bytes, result.stdout_truncated);
+  if (err_open) take(err.read.get(), result.stderr_data, result.stderr_bytes, result.stderr_truncated);
+  return result;
+}
+
+Status Supervisor::stop() {
+  if (!process_.running()) return {};
+  if (isolate_) {
+    // pid 1 of the namespace: when it dies the kernel kills the rest, and waitpid returns only
+    // after they are gone (zap_pid_ns_processes).
+    process_.kill_and_reap();
+    control_.reset();
+    return {};
+  }
+  // On the host the supervisor must kill its own descendants: ask, then insist.
+  (void)send_message(control_.get(), {{"op", "shutdown"}});
+  auto st = process_.wait_for(std::chrono::seconds(5));
+  if (!st.ok() || !st->has_value()) {
+    spdlog::warn("supervisor {} did not shut down in time; killing it", process_.pid());
+    process_.kill_and_reap();
+  }
+  control_.reset();
+  return {};
+}
+
+}  // namespace sandgate::providers

@@ -1,0 +1,90 @@
+// The supervisor: one process per run, started by a provider, that runs the run's calls.
+//
+// It is this very binary re-executed (runc's `init`): the host clones a child, optionally into
+// new namespaces, and the child execs /proc/self/exe with kSupervisorArg. Every binary that
+// can host a provider (sandgate, the test and benchmark binaries) calls maybe_run_supervisor()
+// first thing in main.
+//
+// In a jail (namespaces provider) the supervisor is pid 1 of the run's pid namespace: it
+// assembles the root filesystem, then forks each call, drops every privilege in the child and
+// execs the command. When it dies, the kernel kills everything in the namespace. On the host
+// (host_dir provider) it is a child subreaper, so daemonised descendants come back to it and
+// are killed at the end of the run.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/fd.h"
+#include "core/process.h"
+#include "core/result.h"
+#include "core/state.h"
+#include "providers/provider.h"
+
+namespace sandgate::providers {
+
+inline constexpr char kSupervisorArg[] = "__sandgate-supervisor";
+
+// If argv asks for a supervisor, runs it and returns its exit code; nullopt otherwise.
+std::optional<int> maybe_run_supervisor(int argc, char** argv);
+
+// What the jail is made of (namespaces provider only).
+struct JailConfig {
+  std::string root_dir;        // an empty host directory used as the new root's mount point
+  std::string workspace_host;  // bound read-write at workspace
+  std::string workspace = "/workspace";
+  std::string home = "/home/sandbox";
+  std::vector<BindMount> readonly_mounts;
+  uid_t uid = 10001;
+  gid_t gid = 10001;
+  std::string hostname = "sandgate";
+  bool seccomp = true;
+};
+
+struct SupervisorConfig {
+  bool isolate = false;  // new namespaces + jail; false: calls run on the host as they are
+  JailConfig jail;
+  std::vector<std::string> base_env;  // every call's environment starts from this
+  std::string default_cwd;            // as calls see it
+  uid_t id_map_base = 1'000'000;      // isolate: host id of uid/gid 0 inside
+};
+
+Json to_json(const SupervisorConfig& c);
+
+// NAME=VALUE lists: entries of `overrides` replace same-named entries of `base` (getenv returns
+// the first match, so a duplicate would silently lose).
+std::vector<std::string> merge_env(std::vector<std::string> base,
+                                   const std::vector<std::string>& overrides);
+Result<SupervisorConfig> supervisor_config_from_json(const Json& j);
+
+// The host side of one supervisor.
+class Supervisor {
+ public:
+  // Starts the supervisor and waits until it reports ready (jail assembled). The process is
+  // recorded in `state` right after it exists and before it does anything.
+  static Result<Supervisor> start(const SupervisorConfig& config, RunState& state);
+  Supervisor(Supervisor&&) noexcept = default;
+  Supervisor& operator=(Supervisor&&) noexcept = default;
+  ~Supervisor() { (void)stop(); }
+
+  // Runs one call to completion; call.timeout (0: none) kills the call's process group.
+  Result<ExecResult> exec(const Call& call, const Placement& placement);
+
+  // Ends the run: every process of it is killed and reaped. Idempotent.
+  Status stop();
+
+  pid_t pid() const { return process_.pid(); }
+  bool running() const { return process_.running(); }
+
+ private:
+  Supervisor() = default;
+  bool isolate_ = false;
+  ChildProcess process_;
+  UniqueFd control_;
+  uint64_t next_call_ = 1;
+};
+
+}  // namespace sandgate::providers

@@ -1,0 +1,280 @@
+// The supervisor process itself (see supervisor.h): set up, then fork and reap calls until the
+// host says stop or goes away.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "providers/jail.h"
+#include "providers/seccomp_policy.h"
+#include "providers/supervisor.h"
+#include "providers/supervisor_protocol.h"
+
+extern char** environ;
+
+namespace sandgate::providers {
+namespace {
+
+struct ChildError {
+  int err;
+  char step[48];
+};
+
+struct CallProcess {
+  uint64_t id;
+  UniqueFd go;         // write end: releases the parked child
+  UniqueFd error;      // read end of the child's CLOEXEC error pipe
+  bool failed = false;
+};
+
+[[noreturn]] void child_fail(int fd, const char* step) {
+  ChildError e = {errno, {}};
+  std::strncpy(e.step, step, sizeof e.step - 1);
+  (void)!::write(fd, &e, sizeof e);
+  ::_exit(127);
+}
+
+class SupervisorLoop {
+ public:
+  SupervisorLoop(int control, SupervisorConfig config)
+      : control_(control), config_(std::move(config)) {}
+
+  int run();
+
+ private:
+  void start_call(Message& msg);
+  void release_call(uint64_t id);
+  void kill_call(uint64_t id, int sig);
+  void reap();
+  [[noreturn]] void shutdown(int code);
+  [[noreturn]] void call_child(const Json& body, int out, int err, int go, int error_fd);
+
+  int control_;
+  SupervisorConfig config_;
+  std::map<pid_t, CallProcess> calls_;
+};
+
+int SupervisorLoop::run() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!config_.isolate) ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+
+  if (config_.isolate) {
+    if (auto s = assemble_jail(config_.jail); !s.ok()) {
+      Json j = error_to_json(s.error());
+      j["op"] = "error";
+      (void)send_message(control_, j);
+      return 1;
+    }
+  }
+  if (!send_message(control_, {{"op", "ready"}}).ok()) return 1;
+
+  for (;;) {
+    struct pollfd fds[2] = {{control_, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      shutdown(1);
+    }
+    if (fds[1].revents) {
+      struct signalfd_siginfo si;
+      while (::read(sigfd.get(), &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGCHLD) {
+          reap();
+        } else {
+          shutdown(0);  // the host died (parent-death signal) or asked
+        }
+      }
+    }
+    if (fds[0].revents) {
+      auto msg = recv_message(control_);
+      if (!msg.ok()) shutdown(0);  // the host closed the socket: the run is over
+      std::string op = msg->body.value("op", "");
+      if (op == "exec") start_call(*msg);
+      else if (op == "go") release_call(msg->body.value("id", uint64_t{0}));
+      else if (op == "kill") kill_call(msg->body.value("id", uint64_t{0}), msg->body.value("signal", SIGKILL));
+      else if (op == "shutdown") shutdown(0);
+    }
+  }
+}
+
+void SupervisorLoop::start_call(Message& msg) {
+  uint64_t id = msg.body.value("id", uint64_t{0});
+  auto fail = [&](const Error& e) {
+    Json j = error_to_json(e);
+    j["op"] = "exec_failed";
+    j["id"] = id;
+    (void)send_message(control_, j);
+  };
+  if (msg.fds.size() != 2) return fail(logic_error("exec", "expected stdout and stderr fds"));
+  auto go = make_pipe(O_CLOEXEC);
+  auto error = make_pipe(O_CLOEXEC);
+  if (!go.ok()) return fail(go.error());
+  if (!error.ok()) return fail(error.error());
+  pid_t pid = ::fork();
+  if (pid < 0) return fail(sys_error("fork"));
+  if (pid == 0) {
+    call_child(msg.body, msg.fds[0].get(), msg.fds[1].get(), go->read.get(), error->write.get());
+  }
+  // Our copies of the child's ends: the error pipe must see EOF when the child execs.
+  go->read.reset();
+  error->write.reset();
+  calls_[pid] = CallProcess{id, std::move(go->write), std::move(error->read)};
+  // The kernel translates this pid into the host's pid namespace for the receiver.
+  (void)send_message(control_, {{"op", "started"}, {"id", id}}, {}, pid);
+  if (!msg.body.value("wait_for_go", false)) release_call(id);
+}
+
+void SupervisorLoop::release_call(uint64_t id) {
+  for (auto& [pid, call] : calls_) {
+    if (call.id != id || !call.go.valid()) continue;
+    (void)write_all(call.go.get(), "g");
+    call.go.reset();
+    // The error pipe closes at a successful exec (CLOEXEC), or carries why the child failed.
+    ChildError e;
+    ssize_t n;
+    while ((n = ::read(call.error.get(), &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    call.error.reset();
+    if (n == sizeof e) {
+      call.failed = true;
+      e.step[sizeof e.step - 1] = 0;
+      Json j = error_to_json(sys_error(e.err, e.step));
+      j["op"] = "exec_failed";
+      j["id"] = id;
+      (void)send_message(control_, j);
+    }
+    return;
+  }
+}
+
+void SupervisorLoop::kill_call(uint64_t id, int sig) {
+  for (auto& [pid, call] : calls_) {
+    if (call.id != id) continue;
+    // The call leads its own session and process group (setsid in the child).
+    ::kill(-pid, sig);
+    ::kill(pid, sig);
+  }
+}
+
+void SupervisorLoop::reap() {
+  for (;;) {
+    int status;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    auto it = calls_.find(pid);
+    if (it == calls_.end()) continue;  // an orphan re-parented to us
+    if (!it->second.failed)
+      (void)send_message(control_, {{"op", "exited"}, {"id", it->second.id}, {"wait_status", status}});
+    calls_.erase(it);
+  }
+}
+
+void SupervisorLoop::shutdown(int code) {
+  if (config_.isolate) {
+    // pid 1: our exit makes the kernel kill the rest of the namespace.
+    ::_exit(code);
+  }
+  // On the host: kill direct children until none are left. Orphaned grandchildren re-parent to
+  // us (child subreaper) as their parents die, and are killed in the next round.
+  for (int round = 0; round < 10000; ++round) {
+    bool any = false;
+    std::string path = "/proc/self/task/" + std::to_string(::getpid()) + "/children";
+    auto children = read_file(path, 1 << 20);
+    if (children.ok()) {
+      const char* p = children->c_str();
+      char* end;
+      for (long pid = std::strtol(p, &end, 10); end != p; pid = std::strtol(p, &end, 10)) {
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+        any = true;
+        p = end;
+      }
+    }
+    int status;
+    while (::waitpid(-1, &status, any ? 0 : WNOHANG) > 0) {
+    }
+    if (!any && errno == ECHILD) break;
+  }
+  ::_exit(code);
+}
+
+void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int error_fd) {
+  // Between fork and exec in a single-threaded process: allocation is safe here.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
+  ::prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+  if (::setsid() < 0) child_fail(error_fd, "setsid");
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) child_fail(error_fd, "open /dev/null");
+  if (::dup2(null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) child_fail(error_fd, "dup2");
+
+  char byte;
+  if (::read(go, &byte, 1) != 1) ::_exit(127);  // the host never released us
+  ::close(go);
+
+  std::vector<std::string> argv_s = body.value("argv", std::vector<std::string>{});
+  std::vector<std::string> env_s =
+      merge_env(config_.base_env, body.value("env", std::vector<std::string>{}));
+  std::string cwd = body.value("cwd", "");
+  if (cwd.empty()) cwd = config_.default_cwd;
+  if (::chdir(cwd.c_str()) != 0) child_fail(error_fd, "chdir");
+
+  if (config_.isolate) {
+    if (auto s = drop_privileges(config_.jail.uid, config_.jail.gid); !s.ok()) {
+      errno = s.error().err;
+      child_fail(error_fd, s.error().step.c_str());
+    }
+  }
+  // No descriptor of the supervisor's may reach the call (the error pipe closes at exec).
+  if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(error_fd, "close_range");
+  if (config_.isolate && config_.jail.seccomp) {
+    if (auto s = load_seccomp_filter(); !s.ok()) {
+      errno = s.error().err;
+      child_fail(error_fd, "load seccomp filter");
+    }
+  }
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  environ = envp.data();  // execvp searches PATH from environ
+  ::execvp(argv[0], argv.data());
+  child_fail(error_fd, "execve");
+}
+
+}  // namespace
+
+std::optional<int> maybe_run_supervisor(int argc, char** argv) {
+  if (argc < 3 || std::strcmp(argv[1], kSupervisorArg) != 0) return std::nullopt;
+  int control = std::atoi(argv[2]);
+  // Nothing the host process had open may reach the run.
+  syscall(SYS_close_range, control + 1, ~0U, 0);
+  auto msg = recv_message(control);
+  if (!msg.ok() || msg->body.value("op", "") != "config") return 2;
+  auto config = supervisor_config_from_json(msg->body.value("config", Json::object()));
+  if (!config.ok()) {
+    Json j = error_to_json(config.error());
+    j["op"] = "error";
+    (void)send_message(control, j);
+    return 2;
+  }
+  SupervisorLoop loop(control, std::move(config).value());
+  int rc = loop.run();
+  ::_exit(rc);
+}
+
+}  // namespace sandgate::providers

@@ -1,0 +1,118 @@
+#include "providers/supervisor_protocol.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace sandgate::providers {
+
+Result<std::pair<UniqueFd, UniqueFd>> make_control_pair() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return sys_error("socketpair");
+  UniqueFd a(sv[0]), b(sv[1]);
+  int one = 1;
+  for (int fd : sv) {
+    if (::setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0)
+      return sys_error("setsockopt SO_PASSCRED");
+    int size = static_cast<int>(kMaxMessage) * 2;
+    // Best effort: the default buffer may be smaller than a large argv.
+    (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  }
+  return std::make_pair(std::move(a), std::move(b));
+}
+
+Status send_message(int sock, const Json& body, const std::vector<int>& fds, pid_t cred_pid) {
+  std::string text = body.dump();
+  if (text.size() > kMaxMessage)
+    return logic_error("send message", "message of " + std::to_string(text.size()) +
+                                           " bytes exceeds the limit (argv/env too large)");
+  struct iovec iov = {text.data(), text.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8) + CMSG_SPACE(sizeof(struct ucred))];
+  size_t control_len = 0;
+  if (fds.size() > 8) return logic_error("send message", "too many file descriptors");
+  if (!fds.empty() || cred_pid != 0) {
+    std::memset(control, 0, sizeof control);
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    if (!fds.empty()) {
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+      control_len += CMSG_SPACE(sizeof(int) * fds.size());
+      c = CMSG_NXTHDR(&msg, c);
+    }
+    if (cred_pid != 0) {
+      struct ucred cred = {cred_pid, ::getuid(), ::getgid()};
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_CREDENTIALS;
+      c->cmsg_len = CMSG_LEN(sizeof cred);
+      std::memcpy(CMSG_DATA(c), &cred, sizeof cred);
+      control_len += CMSG_SPACE(sizeof cred);
+    }
+    msg.msg_controllen = control_len;
+  }
+  for (;;) {
+    ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (n >= 0) return {};
+    if (errno != EINTR) return sys_error("sendmsg");
+  }
+}
+
+Result<Message> recv_message(int sock) {
+  std::string buf(kMaxMessage, '\0');
+  struct iovec iov = {buf.data(), buf.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8) + CMSG_SPACE(sizeof(struct ucred))];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0) {
+    if (errno != EINTR) return sys_error("recvmsg");
+  }
+  Message out;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET) continue;
+    if (c->cmsg_type == SCM_RIGHTS) {
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        out.fds.emplace_back(fd);
+      }
+    } else if (c->cmsg_type == SCM_CREDENTIALS) {
+      struct ucred cred;
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      out.sender_pid = cred.pid;
+    }
+  }
+  if (n == 0) return sys_error(EPIPE, "recvmsg", "peer closed the control socket");
+  if (msg.msg_flags & MSG_TRUNC) return logic_error("recvmsg", "message truncated");
+  auto body = parse_json(std::string_view(buf.data(), static_cast<size_t>(n)), "control message");
+  if (!body.ok()) return std::move(body).error();
+  out.body = std::move(body).value();
+  return out;
+}
+
+Json error_to_json(const Error& e) {
+  return {{"errno", e.err}, {"step", e.step}, {"path", e.path}, {"detail", e.detail}};
+}
+
+Error error_from_json(const Json& j) {
+  Error e;
+  e.err = j.value("errno", 0);
+  e.step = j.value("step", "");
+  e.path = j.value("path", "");
+  e.detail = j.value("detail", "");
+  return e;
+}
+
+}  // namespace sandgate::providers

@@ -1,0 +1,52 @@
+// The wire between a provider's host side and its supervisor process: one JSON object per
+// SOCK_SEQPACKET message, with file descriptors (SCM_RIGHTS) and a process id
+// (SCM_CREDENTIALS) attached where a message needs them.
+//
+// SCM_CREDENTIALS is how the host learns a call's pid: the supervisor, pid 1 of its own pid
+// namespace, sends the child's pid as it sees it, and the kernel translates it into the
+// receiver's namespace (unix(7)). No /proc scanning, no race with pid reuse.
+//
+//   host -> supervisor            supervisor -> host
+//   config {SupervisorConfig}     ready | error {step, path, errno, detail}
+//   exec {id, argv, env, cwd,     started {id} + SCM_CREDENTIALS(pid of the call)
+//         wait_for_go} + [out,err]
+//   go {id}                       exec_failed {id, step, errno}
+//   kill {id, signal}             exited {id, wait_status}
+//   shutdown
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "core/fd.h"
+#include "core/json.h"
+#include "core/result.h"
+
+namespace sandgate::providers {
+
+// The largest message: argv and environment of one call must fit.
+inline constexpr size_t kMaxMessage = 256 << 10;
+
+struct Message {
+  Json body;
+  std::vector<UniqueFd> fds;
+  pid_t sender_pid = 0;  // from SCM_CREDENTIALS, translated to our pid namespace; 0 if none
+};
+
+// Sends body with optional fds, and with `cred_pid` as SCM_CREDENTIALS when non-zero.
+Status send_message(int sock, const Json& body, const std::vector<int>& fds = {},
+                    pid_t cred_pid = 0);
+// Receives one message. An orderly shutdown of the peer is an Error with err == EPIPE.
+Result<Message> recv_message(int sock);
+
+// A socketpair with SO_PASSCRED on both ends.
+Result<std::pair<UniqueFd, UniqueFd>> make_control_pair();
+
+// An Error as a message body and back, so setup failures inside the sandbox keep their step,
+// path and errno on the host.
+Json error_to_json(const Error& e);
+Error error_from_json(const Json& j);
+
+}  // namespace sandgate::providers
