@@ -12,9 +12,9 @@
 
 namespace sandgate::cli {
 
-// Exit codes of sandgate itself (exec passes the command's own status through).
+// Exit code of sandgate itself when it fails; exec passes the command's own status through,
+// and 128+N when sandgate was interrupted by signal N (the run is torn down first).
 inline constexpr int kExitError = 2;     // bad input, or sandgate could not do what was asked
-inline constexpr int kExitInterrupted = 130;
 
 struct Globals {
   std::string state_dir;

@@ -1,4 +1,5 @@
 // sandgate exec: one command in a fresh environment; exits with the command's status.
+#include <signal.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -86,8 +87,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
   if (!destroyed.ok()) return fail(std::move(destroyed).error().context_add("tearing down the run"));
   if (a.json) std::cout << result_json((*provider)->info(), run_id, *result).dump(2) << "\n";
   if (result->cancelled) {
+    int sig = interrupt.pending();
     std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
-    return kExitInterrupted;
+    return 128 + (sig ? sig : SIGINT);
   }
   if (result->timed_out) std::cerr << "sandgate: timed out; run " << run_id << " killed\n";
   return result->status.shell_code();

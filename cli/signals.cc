@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <unistd.h>
 
 namespace sandgate::cli {
 
@@ -13,7 +14,14 @@ InterruptFd::InterruptFd() {
   fd_.reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
 }
 
-InterruptFd::~InterruptFd() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
+InterruptFd::~InterruptFd() {
+  // Consume what arrived, or unblocking would deliver it now and kill us with its default
+  // action after the run was already torn down.
+  struct signalfd_siginfo si;
+  while (fd_.valid() && ::read(fd_.get(), &si, sizeof si) == sizeof si) {
+  }
+  sigprocmask(SIG_SETMASK, &old_, nullptr);
+}
 
 int InterruptFd::pending() const {
   sigset_t set;

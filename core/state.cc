@@ -86,9 +86,12 @@ Status kill_recorded_process(const HostPaths& paths, const Resource& r) {
   auto now = process_start_time(paths.proc, r.pid);
   // Gone, or the pid now names another process: nothing of ours to kill.
   if (!now || *now != r.start_time || is_zombie(paths, r.pid)) return {};
-  if (::kill(r.pid, SIGKILL) != 0 && errno != ESRCH) return sys_error("kill", std::to_string(r.pid));
+  // SIGTERM first: a supervisor on the host uses it to kill its own descendants, which only it
+  // can find. SIGKILL after a grace period.
+  if (::kill(r.pid, SIGTERM) != 0 && errno != ESRCH) return sys_error("kill", std::to_string(r.pid));
   // It may not be our child (the owner crashed), so poll until it is gone.
-  for (int i = 0; i < 500; ++i) {
+  for (int i = 0; i < 1000; ++i) {
+    if (i == 500) ::kill(r.pid, SIGKILL);
     auto t = process_start_time(paths.proc, r.pid);
     if (!t || *t != r.start_time || is_zombie(paths, r.pid)) return {};
     // A zombie whose parent is dead is reaped by init shortly; a zombie of ours is reaped here.

@@ -198,8 +198,11 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   if (call.argv.empty()) return logic_error("exec", "empty command");
 
   ExecResult result;
-  SG_ASSIGN_OR_RETURN(Pipe out, make_pipe(O_CLOEXEC | O_NONBLOCK));
-  SG_ASSIGN_OR_RETURN(Pipe err, make_pipe(O_CLOEXEC | O_NONBLOCK));
+  // Only our read ends are non-blocking: the call writes to ordinary blocking pipes.
+  SG_ASSIGN_OR_RETURN(Pipe out, make_pipe(O_CLOEXEC));
+  SG_ASSIGN_OR_RETURN(Pipe err, make_pipe(O_CLOEXEC));
+  for (int fd : {out.read.get(), err.read.get()})
+    if (::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) return sys_error("fcntl O_NONBLOCK");
   uint64_t id = next_call_++;
   bool wait_for_go = !placement.cgroup_dirs.empty();
   SG_TRY(send_message(control_.get(),

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "providers/jail.h"
 #include "providers/seccomp_policy.h"
@@ -187,24 +188,26 @@ void SupervisorLoop::shutdown(int code) {
     ::_exit(code);
   }
   // On the host: kill direct children until none are left. Orphaned grandchildren re-parent to
-  // us (child subreaper) as their parents die, and are killed in the next round.
+  // us (child subreaper) as their parents die, and are killed in the next round. Each round
+  // waits only for the pids it killed: a blanket wait would block on the re-parented ones.
+  std::string path = "/proc/self/task/" + std::to_string(::getpid()) + "/children";
   for (int round = 0; round < 10000; ++round) {
-    bool any = false;
-    std::string path = "/proc/self/task/" + std::to_string(::getpid()) + "/children";
-    auto children = read_file(path, 1 << 20);
-    if (children.ok()) {
-      const char* p = children->c_str();
+    std::vector<pid_t> children;
+    if (auto text = read_file(path, 1 << 20); text.ok()) {
+      const char* p = text->c_str();
       char* end;
       for (long pid = std::strtol(p, &end, 10); end != p; pid = std::strtol(p, &end, 10)) {
-        ::kill(static_cast<pid_t>(pid), SIGKILL);
-        any = true;
+        children.push_back(static_cast<pid_t>(pid));
         p = end;
       }
     }
-    int status;
-    while (::waitpid(-1, &status, any ? 0 : WNOHANG) > 0) {
+    if (children.empty()) break;
+    for (pid_t pid : children) ::kill(pid, SIGKILL);
+    for (pid_t pid : children) {
+      int status;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
     }
-    if (!any && errno == ECHILD) break;
   }
   ::_exit(code);
 }

@@ -1,0 +1,201 @@
+// The sandgate command line, end to end: exit statuses, clear errors for bad input, --json,
+// and clean-up after SIGTERM and after kill -9 (+ `sandgate gc`).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/json.h"
+#include "core/process.h"
+#include "tests/support/provider_fixture.h"
+
+namespace sandgate::testing {
+namespace {
+
+class CliTest : public ProviderTest {
+ protected:
+  void SetUp() override {
+    ProviderTest::SetUp();
+    ::setenv("SANDGATE_STATE_DIR", options_.paths.state_dir.c_str(), 1);
+    ::setenv("SANDGATE_WORK_DIR", options_.paths.work_dir.c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("SANDGATE_STATE_DIR");
+    ::unsetenv("SANDGATE_WORK_DIR");
+    ProviderTest::TearDown();
+  }
+  CommandResult sandgate(std::vector<std::string> args) {
+    args.insert(args.begin(), SANDGATE_BINARY);
+    auto r = run_command(args, std::chrono::seconds(60), 8 << 20);
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? *r : CommandResult{};
+  }
+  // Waits until a run has recorded its supervisor process; returns the record's JSON.
+  Json wait_for_running_record() {
+    for (int i = 0; i < 500; ++i) {
+      std::string dir = options_.paths.state_dir + "/runs";
+      DIR* d = ::opendir(dir.c_str());
+      while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+        std::string n = e->d_name;
+        if (!n.ends_with(".json")) continue;
+        auto j = read_json_file(dir + "/" + n);
+        if (j.ok() && j->at("resources").size() >= 2) {
+          ::closedir(d);
+          return *j;
+        }
+      }
+      if (d) ::closedir(d);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "no run record with a process appeared";
+    return Json::object();
+  }
+  static pid_t supervisor_pid(const Json& record) {
+    for (const auto& r : record.at("resources"))
+      if (r.at("kind") == "process") return r.at("pid").get<pid_t>();
+    return 0;
+  }
+  // kill -9 of sandgate mid-run: the run's processes die with it (parent-death signal), and
+  // `sandgate gc` removes what is left on disk.
+  void crash_then_gc(const std::vector<std::string>& exec_args, const std::string& daemon_marker) {
+    std::vector<std::string> argv = {SANDGATE_BINARY, "exec"};
+    argv.insert(argv.end(), exec_args.begin(), exec_args.end());
+    auto child = spawn(argv);
+    ASSERT_TRUE(child.ok()) << child.error().message();
+    Json record = wait_for_running_record();
+    std::string run_dir = options_.paths.work_dir + "/" + record.value("run_id", "?");
+    // Give the command time to start its daemon.
+    std::string marker_file = run_dir + "/workspace/" + daemon_marker;
+    for (int i = 0; i < 500 && ::access(marker_file.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(::access(marker_file.c_str(), F_OK), 0) << "the command never started";
+    pid_t daemon = 0;
+    if (auto text = read_file(marker_file); text.ok()) daemon = std::atoi(text->c_str());
+    ASSERT_TRUE(child->signal(SIGKILL).ok());
+    ASSERT_TRUE(child->wait().ok());
+    EXPECT_EQ(::access(run_dir.c_str(), F_OK), 0) << "nothing was left to collect; the test proves nothing";
+
+    auto gc = sandgate({"gc"});
+    EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
+    EXPECT_NE(gc.output.find("1 removed"), std::string::npos) << gc.output;
+    EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "gc left the run directory";
+    pid_t sup = supervisor_pid(record);
+    for (int i = 0; i < 200 && (process_exists(sup) || process_exists(daemon)); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_FALSE(process_exists(sup)) << "supervisor " << sup << " survived";
+    if (daemon > 0) {
+      EXPECT_FALSE(process_exists(daemon)) << "daemon " << daemon << " survived";
+    }
+  }
+};
+
+TEST_F(CliTest, HelpForEveryCommand) {
+  for (auto cmd : {"exec", "providers", "gc"}) {
+    auto r = sandgate({cmd, "--help"});
+    EXPECT_EQ(r.status.shell_code(), 0) << cmd;
+    EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
+  }
+  auto top = sandgate({"--help"});
+  EXPECT_EQ(top.status.shell_code(), 0);
+  EXPECT_NE(top.output.find("exec"), std::string::npos);
+}
+
+TEST_F(CliTest, BadInputGivesOneClearLine) {
+  auto unknown = sandgate({"exec", "--provider", "nope", "--", "true"});
+  EXPECT_EQ(unknown.status.shell_code(), 2);
+  EXPECT_NE(unknown.output.find("unknown provider 'nope' (known: host_dir, namespaces)"), std::string::npos)
+      << unknown.output;
+  auto duration = sandgate({"exec", "--provider", "namespaces", "--timeout", "30", "--", "true"});
+  EXPECT_EQ(duration.status.shell_code(), 2);
+  EXPECT_NE(duration.output.find("has no unit"), std::string::npos) << duration.output;
+  auto workspace = sandgate({"exec", "--provider", "namespaces", "--workspace", tmp_ + "/missing", "--", "true"});
+  EXPECT_NE(workspace.status.shell_code(), 0);
+  EXPECT_NE(workspace.output.find("missing"), std::string::npos) << workspace.output;
+  auto unsafe = sandgate({"exec", "--provider", "host_dir", "--", "true"});
+  EXPECT_EQ(unsafe.status.shell_code(), 2);
+  EXPECT_NE(unsafe.output.find("--allow-unsafe-host"), std::string::npos) << unsafe.output;
+  auto nocmd = sandgate({"exec", "--provider", "namespaces", "--", "no-such-command-xyz"});
+  EXPECT_EQ(nocmd.status.shell_code(), 2);
+  EXPECT_NE(nocmd.output.find("execve: No such file or directory"), std::string::npos) << nocmd.output;
+}
+
+TEST_F(CliTest, ExecPassesExitStatusAndPrintsJson) {
+  SANDGATE_REQUIRE_ROOT();
+  auto r = sandgate({"exec", "--provider", "namespaces", "--", "sh", "-c", "echo out; exit 7"});
+  EXPECT_EQ(r.status.shell_code(), 7);
+  EXPECT_EQ(r.output, "out\n");
+  auto j = sandgate({"exec", "--provider", "namespaces", "--json", "--", "sh", "-c", "echo out; echo err >&2"});
+  ASSERT_EQ(j.status.shell_code(), 0) << j.output;
+  auto parsed = parse_json(j.output, "exec --json");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message() << "\n" << j.output;
+  EXPECT_EQ((*parsed)["schema_version"], 1);
+  EXPECT_EQ((*parsed)["provider"], "namespaces");
+  EXPECT_EQ((*parsed)["unsafe"], false);
+  EXPECT_EQ((*parsed)["exit_code"], 0);
+  EXPECT_EQ((*parsed)["stdout"], "out\n");
+  EXPECT_EQ((*parsed)["stderr"], "err\n");
+  EXPECT_GT((*parsed)["wall_ms"].get<double>(), 0.0);
+  auto host = sandgate({"exec", "--provider", "host_dir", "--allow-unsafe-host", "--json", "--", "true"});
+  // The unsafe warning comes first (stderr and stdout are captured together here).
+  EXPECT_NE(host.output.find("UNSAFE"), std::string::npos) << host.output;
+  auto hp = parse_json(host.output.substr(std::min(host.output.find('{'), host.output.size())), "exec --json");
+  ASSERT_TRUE(hp.ok()) << host.output;
+  EXPECT_EQ((*hp)["unsafe"], true);
+}
+
+TEST_F(CliTest, TimeoutKillsTheRun) {
+  SANDGATE_REQUIRE_ROOT();
+  auto start = std::chrono::steady_clock::now();
+  auto r = sandgate({"exec", "--provider", "namespaces", "--timeout", "300ms", "--", "sleep", "30"});
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status.shell_code(), 128 + SIGKILL);
+  EXPECT_NE(r.output.find("timed out"), std::string::npos) << r.output;
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+TEST_F(CliTest, OutputIsBoundedAndTruncationReported) {
+  SANDGATE_REQUIRE_ROOT();
+  auto j = sandgate({"exec", "--provider", "namespaces", "--json", "--", "sh", "-c",
+                     "head -c 3000000 /dev/zero | tr '\\0' x"});
+  auto parsed = parse_json(j.output, "exec --json");
+  ASSERT_TRUE(parsed.ok()) << j.output.substr(0, 200);
+  EXPECT_EQ((*parsed)["stdout_bytes"], 3000000);
+  EXPECT_EQ((*parsed)["stdout_truncated"], true);
+  EXPECT_EQ((*parsed)["stdout"].get<std::string>().size(), 1u << 20);
+}
+
+TEST_F(CliTest, SigtermTearsDownTheRun) {
+  SANDGATE_REQUIRE_ROOT();
+  auto child = spawn({SANDGATE_BINARY, "exec", "--provider", "namespaces", "--", "sleep", "60"});
+  ASSERT_TRUE(child.ok()) << child.error().message();
+  Json record = wait_for_running_record();
+  pid_t sup = supervisor_pid(record);
+  ASSERT_GT(sup, 0);
+  std::set<pid_t> run_pids = pids_in_pidns_of(sup);
+  ASSERT_TRUE(child->signal(SIGTERM).ok());
+  auto st = child->wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(st.ok() && st->has_value());
+  EXPECT_EQ((*st)->shell_code(), 128 + SIGTERM);  // exited with that code, after teardown
+  EXPECT_TRUE((*st)->exited) << "killed by the signal instead of handling it";
+  for (pid_t pid : run_pids) EXPECT_FALSE(process_exists(pid)) << pid;
+  // TearDown checks that the record and the run directory are gone.
+}
+
+TEST_F(CliTest, GcAfterKillNineNamespaces) {
+  SANDGATE_REQUIRE_ROOT();
+  crash_then_gc({"--provider", "namespaces", "--", "sh", "-c",
+                        "setsid sleep 120 >/dev/null 2>&1 & touch /workspace/started; sleep 60"},
+                "started");
+}
+
+TEST_F(CliTest, GcAfterKillNineHostDir) {
+  // The daemon's host pid is written to the workspace, so the test can check it from outside.
+  crash_then_gc({"--provider", "host_dir", "--allow-unsafe-host", "--", "sh", "-c",
+                        "setsid sleep 120 >/dev/null 2>&1 & echo $! > daemon.pid; sleep 60"},
+                "daemon.pid");
+}
+
+}  // namespace
+}  // namespace sandgate::testing

@@ -1,0 +1,104 @@
+// A fixture for tests that make real environments: a private state and work directory per
+// test (removed afterwards, and checked to be empty of runs), a provider, and helpers that run
+// commands and look at the host from outside.
+#pragma once
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/files.h"
+#include "core/process.h"
+#include "providers/registry.h"
+#include "tests/support/privileged.h"
+
+namespace sandgate::testing {
+
+// Host pids of every process whose pid namespace is the one `pid` is in (read from outside).
+inline std::set<pid_t> pids_in_pidns_of(pid_t pid) {
+  std::set<pid_t> out;
+  char target[64] = {}, link[64] = {};
+  std::string self = "/proc/" + std::to_string(pid) + "/ns/pid";
+  if (::readlink(self.c_str(), target, sizeof target - 1) < 0) return out;
+  DIR* d = ::opendir("/proc");
+  while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+    pid_t p = static_cast<pid_t>(std::atoi(e->d_name));
+    if (p <= 0) continue;
+    std::string ns = "/proc/" + std::string(e->d_name) + "/ns/pid";
+    std::fill(std::begin(link), std::end(link), 0);
+    if (::readlink(ns.c_str(), link, sizeof link - 1) > 0 && std::string(link) == target) out.insert(p);
+  }
+  if (d) ::closedir(d);
+  return out;
+}
+
+inline bool process_exists(pid_t pid) {
+  return pid > 0 && ::access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0;
+}
+
+inline size_t count_entries(const std::string& dir) {
+  size_t n = 0;
+  DIR* d = ::opendir(dir.c_str());
+  while (struct dirent* e = d ? ::readdir(d) : nullptr)
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
+  if (d) ::closedir(d);
+  return n;
+}
+
+class ProviderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/var/tmp/sgtest-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    tmp_ = tmpl;
+    ::chmod(tmp_.c_str(), 0711);
+    options_.paths.state_dir = tmp_ + "/state";
+    options_.paths.work_dir = tmp_ + "/work";
+    options_.allow_unsafe_host = true;
+    providers::register_builtin_providers(registry_);
+  }
+  void TearDown() override {
+    // Nothing may be left by any run: no record, no run directory.
+    EXPECT_EQ(count_entries(options_.paths.state_dir + "/runs"), 0u) << "a run record was left";
+    EXPECT_EQ(count_entries(options_.paths.work_dir), 0u) << "a run directory was left";
+    (void)remove_tree(tmp_);
+  }
+
+  std::unique_ptr<providers::Provider> provider(const std::string& name) {
+    auto p = registry_.create(name, options_);
+    EXPECT_TRUE(p.ok()) << p.error().message();
+    return p.ok() ? std::move(p).value() : nullptr;
+  }
+
+  std::unique_ptr<providers::Environment> make_env(providers::Provider& p,
+                                                    providers::EnvSpec spec = {}) {
+    auto env = p.create(spec);
+    EXPECT_TRUE(env.ok()) << env.error().message();
+    return env.ok() ? std::move(env).value() : nullptr;
+  }
+
+  providers::ExecResult run(providers::Environment& env, std::vector<std::string> argv) {
+    providers::Call call;
+    call.argv = std::move(argv);
+    auto r = env.exec(call, {});
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? std::move(r).value() : providers::ExecResult{};
+  }
+
+  providers::ExecResult sh(providers::Environment& env, const std::string& script) {
+    return run(env, {"/bin/sh", "-c", script});
+  }
+
+  std::string tmp_;
+  providers::ProviderOptions options_;
+  providers::Registry registry_;
+};
+
+}  // namespace sandgate::testing

@@ -1,0 +1,92 @@
+// sandgate-try: attempts one action with a raw system call and prints "<action> ok" or
+// "<action> <ERRNO>" (bubblewrap try-syscall.c). Built static and without sanitizers so it runs
+// in any root filesystem and under any seccomp filter; tests run it natively (the action must
+// work) and inside providers (it must fail, for the right reason).
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/perf_event.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <string>
+
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+
+namespace {
+
+long attempt(const std::string& action) {
+  if (action == "mount") return mount("none", "/tmp", "tmpfs", 0, nullptr);
+  if (action == "ptrace") {
+    long r = ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    return r;
+  }
+  if (action == "unshare-user") return unshare(CLONE_NEWUSER);
+  if (action == "unshare-net") return unshare(CLONE_NEWNET);
+  if (action == "bpf") {
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.map_type = BPF_MAP_TYPE_ARRAY;
+    attr.key_size = 4;
+    attr.value_size = 4;
+    attr.max_entries = 1;
+    long fd = syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof attr);
+    if (fd >= 0) close(static_cast<int>(fd));
+    return fd < 0 ? -1 : 0;
+  }
+  if (action == "keyctl") return syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3 /* session */, 0);
+  if (action == "vsock") {
+    int fd = socket(AF_VSOCK, SOCK_STREAM, 0);
+    if (fd >= 0) close(fd);
+    return fd < 0 ? -1 : 0;
+  }
+  if (action == "tiocsti") {
+    // Needs a terminal to succeed natively; the filter answers before the tty layer does.
+    char c = 'x';
+    return ioctl(0, TIOCSTI, &c);
+  }
+  if (action == "write-file") {  // write-file PATH: create it (used for writes outside)
+    return -2;
+  }
+  errno = EINVAL;
+  return -3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: sandgate-try ACTION [PATH]\n");
+    return 2;
+  }
+  std::string action = argv[1];
+  long r;
+  if (action == "write-file" || action == "read-file") {
+    if (argc < 3) return 2;
+    int fd = action == "write-file" ? open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                                    : open(argv[2], O_RDONLY | O_CLOEXEC);
+    r = fd;
+    if (fd >= 0) close(fd);
+  } else {
+    r = attempt(action);
+    if (r == -3) {
+      fprintf(stderr, "unknown action %s\n", action.c_str());
+      return 2;
+    }
+  }
+  if (r >= 0) {
+    printf("%s ok\n", action.c_str());
+  } else {
+    printf("%s %s\n", action.c_str(), strerrorname_np(errno) ? strerrorname_np(errno) : "E?");
+  }
+  return 0;
+}
