@@ -1,1 +1,194 @@
+// The namespace jail's own behaviour (its isolation twins are in tests/isolation_test.cc).
+#include "providers/namespaces.h"
+
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "core/defer.h"
+#include "core/fd.h"
+#include "providers/supervised_environment.h"
+#include "tests/support/provider_fixture.h"
+
+namespace sandgate::testing {
+namespace {
+
+class NamespacesTest : public ProviderTest {
+ protected:
+  void SetUp() override {
+    ProviderTest::SetUp();
+    if (is_root()) ns_ = provider("namespaces");
+  }
+  std::unique_ptr<providers::Provider> ns_;
+};
+
+TEST_F(NamespacesTest, RecipeIsCopiedAndOwnedByTheSandboxUser) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string recipe = tmp_ + "/recipe";
+  ASSERT_TRUE(make_dirs(recipe + "/src").ok());
+  std::ofstream(recipe + "/src/main.c") << "int main(){return 0;}\n";
+  providers::EnvSpec spec;
+  spec.workspace_recipe = recipe;
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  auto r = sh(*env, "stat -c '%U %a' /workspace /workspace/src/main.c; echo new > /workspace/src/new");
+  EXPECT_EQ(r.stdout_data, "sandbox 700\nsandbox 644\n") << r.stderr_data;
+  // The recipe itself is untouched by what the run writes.
+  EXPECT_NE(::access((recipe + "/src/new").c_str(), F_OK), 0);
+  // From outside, the file is owned by the mapped host uid, not by root.
+  struct stat st;
+  ASSERT_EQ(::stat((env->workspace_host_path() + "/src/new").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, options_.id_map_base + 10001);
+}
+
+TEST_F(NamespacesTest, ReadonlyMountIsVisibleAndReadOnly) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string data = tmp_ + "/data";
+  ASSERT_TRUE(make_dirs(data).ok());
+  ::chmod(data.c_str(), 0755);
+  std::ofstream(data + "/f") << "ro\n";
+  ::chmod((data + "/f").c_str(), 0644);
+  providers::EnvSpec spec;
+  spec.readonly_mounts = {{data, "/opt/data"}};
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  auto r = sh(*env, "cat /opt/data/f; touch /opt/data/g 2>&1 | grep -c 'Read-only'");
+  EXPECT_EQ(r.stdout_data, "ro\n1\n");
+}
+
+TEST_F(NamespacesTest, FailedSetupStepNamesItselfAndLeavesNothing) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::EnvSpec spec;
+  spec.readonly_mounts = {{tmp_ + "/does-not-exist", "/opt/x"}};
+  auto env = ns_->create(spec);
+  ASSERT_FALSE(env.ok());
+  std::string m = env.error().message();
+  EXPECT_NE(m.find("stat bind source"), std::string::npos) << m;
+  EXPECT_NE(m.find(tmp_ + "/does-not-exist"), std::string::npos) << m;
+  EXPECT_NE(m.find("ENOENT"), std::string::npos) << m;
+  EXPECT_NE(m.find("assembling the sandbox"), std::string::npos) << m;
+  // TearDown asserts that no record and no run directory remain.
+}
+
+TEST_F(NamespacesTest, MissingCommandIsAnExecError) {
+  SANDGATE_REQUIRE_ROOT();
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  providers::Call call;
+  call.argv = {"no-such-tool"};
+  auto r = env->exec(call, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().err, ENOENT);
+  EXPECT_EQ(r.error().step, "execve");
+  // The environment is still usable afterwards.
+  EXPECT_EQ(sh(*env, "echo fine").stdout_data, "fine\n");
+}
+
+TEST_F(NamespacesTest, RunTimeoutEndsTheRun) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::EnvSpec spec;
+  spec.timeout = std::chrono::milliseconds(300);
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  auto r = run(*env, {"sleep", "30"});
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(r.wall, std::chrono::seconds(3));
+  auto after = env->exec(providers::Call{{"true"}}, {});
+  ASSERT_FALSE(after.ok());
+  EXPECT_NE(after.error().message().find("timeout has expired"), std::string::npos);
+}
+
+TEST_F(NamespacesTest, CallTimeoutKillsOnlyTheCall) {
+  SANDGATE_REQUIRE_ROOT();
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  providers::Call call;
+  call.argv = {"sleep", "30"};
+  call.timeout = std::chrono::milliseconds(200);
+  auto r = env->exec(call, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->status.signal, SIGKILL);
+  EXPECT_EQ(sh(*env, "echo alive").stdout_data, "alive\n");
+}
+
+TEST_F(NamespacesTest, ConcurrentRunsDoNotSeeEachOther) {
+  SANDGATE_REQUIRE_ROOT();
+  auto a = make_env(*ns_);
+  auto b = make_env(*ns_);
+  ASSERT_TRUE(a && b);
+  sh(*a, "echo a > /tmp/a-marker; echo a > /dev/shm/a-marker; sleep 30 >/dev/null 2>&1 &");
+  auto r = sh(*b, "ls /tmp /dev/shm; ps -e -o comm= | grep -c sleep; echo $SANDGATE_RUN_ID");
+  EXPECT_EQ(r.stdout_data.find("a-marker"), std::string::npos) << r.stdout_data;
+  EXPECT_NE(r.stdout_data.find("\n0\n" + b->run_id()), std::string::npos) << r.stdout_data;
+  EXPECT_NE(a->run_id(), b->run_id());
+}
+
+TEST_F(NamespacesTest, ProcShowsOnlyTheRun) {
+  SANDGATE_REQUIRE_ROOT();
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  // pid 1 (the supervisor), the shell and ps: nothing of the host.
+  auto r = sh(*env, "ps -e -o pid=,comm=; hostname");
+  EXPECT_TRUE(r.stdout_data.starts_with("      1 ")) << r.stdout_data;
+  EXPECT_TRUE(r.stdout_data.ends_with("\n      2 sh\n      3 ps\nsandgate\n")) << r.stdout_data;
+  EXPECT_EQ(std::count(r.stdout_data.begin(), r.stdout_data.end(), '\n'), 4) << r.stdout_data;
+}
+
+TEST_F(NamespacesTest, CallsAreParkedUntilPlacedInTheirCgroup) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string unified = "/sys/fs/cgroup/unified";
+  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
+                   "needs a writable cgroup2 mount at " + unified);
+  std::string cg = unified + "/sandgate-test-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
+  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  providers::Call call;
+  call.argv = {"cat", "/proc/self/cgroup"};
+  auto r = env->exec(call, providers::Placement{{cg}});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // Its first instruction already ran in the cgroup (the path is as the run's cgroup
+  // namespace shows it, so only its last component is checked).
+  EXPECT_NE(r->stdout_data.find("sandgate-test-" + std::to_string(::getpid()) + "\n"), std::string::npos)
+      << r->stdout_data;
+  // A placement that cannot be written is an error, and the parked call does not run.
+  call.argv = {"sh", "-c", "touch /workspace/ran"};
+  auto bad = env->exec(call, providers::Placement{{cg + "/missing"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("place call in its cgroup"), std::string::npos);
+  EXPECT_NE(::access((env->workspace_host_path() + "/ran").c_str(), F_OK), 0);
+  ASSERT_TRUE(env->destroy().ok());
+}
+
+TEST_F(NamespacesTest, DestroyIsIdempotentAndExecAfterItFails) {
+  SANDGATE_REQUIRE_ROOT();
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  std::string run_dir = options_.paths.work_dir + "/" + env->run_id();
+  EXPECT_EQ(::access(run_dir.c_str(), F_OK), 0);
+  ASSERT_TRUE(env->destroy().ok());
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_NE(::access(run_dir.c_str(), F_OK), 0);
+  EXPECT_FALSE(env->exec(providers::Call{{"true"}}, {}).ok());
+}
+
+TEST_F(NamespacesTest, StreamsOutputAsItArrives) {
+  SANDGATE_REQUIRE_ROOT();
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  std::string streamed;
+  providers::Call call;
+  call.argv = {"sh", "-c", "echo one; echo two >&2"};
+  call.on_output = [&](int stream, std::string_view d) { streamed += std::to_string(stream) + std::string(d); };
+  auto r = env->exec(call, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(streamed.find("1one\n"), std::string::npos);
+  EXPECT_NE(streamed.find("2two\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sandgate::testing

@@ -1,1 +1,74 @@
+#include "providers/supervisor_protocol.h"
+
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "providers/supervisor.h"
+
+namespace sandgate::providers {
+namespace {
+
+TEST(ProtocolTest, MessageWithFdsAndCredentials) {
+  auto pair = make_control_pair();
+  ASSERT_TRUE(pair.ok());
+  auto pipe = make_pipe();
+  ASSERT_TRUE(pipe.ok());
+  ASSERT_TRUE(send_message(pair->first.get(), {{"op", "exec"}, {"id", 7}}, {pipe->write.get()}, ::getpid()).ok());
+  auto msg = recv_message(pair->second.get());
+  ASSERT_TRUE(msg.ok()) << msg.error().message();
+  EXPECT_EQ(msg->body["op"], "exec");
+  EXPECT_EQ(msg->body["id"], 7);
+  ASSERT_EQ(msg->fds.size(), 1u);
+  EXPECT_EQ(msg->sender_pid, ::getpid());
+  // The passed fd is the pipe's write end: what we write through it arrives.
+  ASSERT_EQ(::write(msg->fds[0].get(), "x", 1), 1);
+  char c = 0;
+  ASSERT_EQ(::read(pipe->read.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+}
+
+TEST(ProtocolTest, PeerCloseIsEpipe) {
+  auto pair = make_control_pair();
+  ASSERT_TRUE(pair.ok());
+  pair->first.reset();
+  auto msg = recv_message(pair->second.get());
+  ASSERT_FALSE(msg.ok());
+  EXPECT_EQ(msg.error().err, EPIPE);
+}
+
+TEST(ProtocolTest, OversizedMessageRefused) {
+  auto pair = make_control_pair();
+  ASSERT_TRUE(pair.ok());
+  auto s = send_message(pair->first.get(), {{"argv", std::string(kMaxMessage + 1, 'a')}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("exceeds the limit"), std::string::npos);
+}
+
+TEST(ProtocolTest, ErrorsKeepStepPathAndErrno) {
+  Error e = sys_error(EROFS, "bind workspace", "/x/y");
+  Error back = error_from_json(error_to_json(e));
+  EXPECT_EQ(back.err, EROFS);
+  EXPECT_EQ(back.step, "bind workspace");
+  EXPECT_EQ(back.path, "/x/y");
+}
+
+TEST(ProtocolTest, ConfigRoundTrips) {
+  SupervisorConfig c;
+  c.isolate = true;
+  c.base_env = {"A=1"};
+  c.default_cwd = "/workspace";
+  c.jail.root_dir = "/r";
+  c.jail.workspace_host = "/w";
+  c.jail.readonly_mounts = {{"/src", "/dst"}};
+  c.jail.uid = 1234;
+  c.jail.seccomp = false;
+  auto back = supervisor_config_from_json(to_json(c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(to_json(*back), to_json(c));
+  auto bad = supervisor_config_from_json(Json{{"isolate", true}});
+  EXPECT_FALSE(bad.ok());
+}
+
+}  // namespace
+}  // namespace sandgate::providers
