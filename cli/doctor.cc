@@ -1,0 +1,175 @@
+// sandgate doctor: what this host supports, and why not where it does not. Wiring only: every
+// check lives in a library (controller/, ebpf/, core/host_features, core/kvm_check).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/common.h"
+#include "controller/cgroup_features.h"
+#include "controller/cgroup_layout.h"
+#include "core/host_features.h"
+#include "core/json.h"
+#include "core/kvm_check.h"
+#include "core/state.h"
+#include "ebpf/bpf_support.h"
+
+namespace sandgate::cli {
+namespace {
+
+constexpr int kDoctorSchemaVersion = 1;
+
+std::vector<Check> provider_checks(Globals& g) {
+  providers::ProviderOptions options;
+  options.paths = g.paths();
+  options.allow_unsafe_host = true;  // only to ask it questions; nothing is created
+  std::vector<Check> out;
+  for (const auto& entry : g.registry.entries()) {
+    std::string name = providers::display_name(entry.info);
+    auto p = entry.factory(options);
+    if (!p.ok()) {
+      out.push_back(check_failed(name, p.error().message()));
+    } else if (auto s = (*p)->available(); !s.ok()) {
+      out.push_back(check_failed(name, s.error().message()));
+    } else {
+      out.push_back(check_ok(
+          name, "available; capabilities: " + providers::to_string(entry.info.capabilities)));
+    }
+  }
+  return out;
+}
+
+struct DoctorReport {
+  std::vector<CheckSection> sections;
+  Json facts;  // structured answers for machines: cgroup layout, KVM verdict
+};
+
+DoctorReport run_checks(Globals& g) {
+  HostPaths paths = g.paths();
+  DoctorReport report;
+  auto& sections = report.sections;
+
+  auto layout = controller::detect_cgroup_layout(paths.proc + "/self/mountinfo");
+  sections.push_back({"cgroups", controller::layout_checks(layout)});
+  if (layout.ok()) {
+    report.facts["cgroup_layout"] = {{"kind", controller::to_string(layout->kind)},
+                                     {"unified_mount", layout->unified_mount},
+                                     {"v1_mounts", layout->v1_mounts},
+                                     {"v2_controllers", layout->v2_controllers}};
+  }
+
+  // The probe child cgroups are recorded like any run's resources, so `sandgate gc` removes
+  // them if doctor dies between mkdir and rmdir. Without a writable state dir (not root),
+  // doctor still probes: the children live for microseconds.
+  controller::CgroupFeatureProbe probe;
+  std::vector<Check> state_note;
+  if (layout.ok()) {
+    auto state = RunState::create(paths, "doctor-" + std::to_string(::getpid()), "doctor");
+    if (!state.ok()) {
+      state_note.push_back(check_failed(
+          "state record", state.error().message() + " (probe cgroups are not recorded for gc)"));
+    }
+    probe = controller::probe_cgroup_features(*layout, controller::doctor_probe_name(),
+                                              state.ok() ? &*state : nullptr);
+    if (state.ok()) (void)state->finish();
+  }
+  CheckSection psi{"pressure (PSI)", system_pressure_checks(paths)};
+  CheckSection freeze{"freeze / kill", {}};
+  if (layout.ok()) {
+    for (auto& c : controller::pressure_checks(*layout, probe)) psi.checks.push_back(c);
+    freeze.checks = controller::freeze_kill_checks(*layout, probe);
+  } else {
+    freeze.checks.push_back(check_failed("freeze", "cgroup layout unknown"));
+  }
+  for (auto& c : state_note) freeze.checks.push_back(c);
+  sections.push_back(std::move(psi));
+  sections.push_back(std::move(freeze));
+
+  sections.push_back({"namespaces", {user_namespace_check(paths)}});
+  sections.push_back({"seccomp", seccomp_checks(paths)});
+  sections.push_back(
+      {"bpf", {ebpf::btf_check(paths), ebpf::bpf_load_check(paths), ebpf::tracefs_check(paths)}});
+
+  KvmCheckResult kvm = check_kvm(paths);
+  report.facts["kvm"] = {{"usable", kvm.verdict == KvmVerdict::kUsable},
+                         {"verdict", describe(kvm)},
+                         {"backend", kvm.backend}};
+  sections.push_back(
+      {"virtualization",
+       {Check{"kvm", kvm.verdict == KvmVerdict::kUsable, describe(kvm) + ": " + kvm.detail}}});
+
+  CheckSection tools{"tools", {}};
+  const char* path_env = std::getenv("PATH");
+  for (const auto& t : default_tools())
+    tools.checks.push_back(tool_check(t, path_env ? path_env : ""));
+  tools.checks.push_back(guest_kernel_check("/boot"));
+  sections.push_back(std::move(tools));
+
+  sections.push_back({"providers", provider_checks(g)});
+  return report;
+}
+
+void print_table(const std::vector<CheckSection>& sections) {
+  size_t width = 0;
+  for (const auto& s : sections)
+    for (const auto& c : s.checks) width = std::max(width, c.name.size());
+  int ok = 0, total = 0;
+  for (const auto& s : sections) {
+    std::cout << s.name << "\n";
+    for (const auto& c : s.checks) {
+      ++total;
+      ok += c.ok;
+      std::cout << "  " << (c.ok ? "✓" : "✗") << " " << c.name
+                << std::string(width - c.name.size() + 2, ' ') << c.detail << "\n";
+    }
+  }
+  std::cout << "\n"
+            << ok << " of " << total << " checks passed. ✗ marks what this host lacks; "
+            << "the text says why and how to get it.\n";
+}
+
+Json to_json(const DoctorReport& report) {
+  Json out = Json::array();
+  for (const auto& s : report.sections) {
+    Json checks = Json::array();
+    for (const auto& c : s.checks)
+      checks.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+    out.push_back({{"name", s.name}, {"checks", checks}});
+  }
+  Json j = {{"schema_version", kDoctorSchemaVersion}, {"sections", out}};
+  for (const auto& [key, value] : report.facts.items()) j[key] = value;
+  return j;
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app, Globals& g) {
+  auto json = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand(
+      "doctor",
+      "Check what this host supports and say why not where it does not: the cgroup layout\n"
+      "(v1 / hybrid / v2) and where each controller is mounted, pressure stall information\n"
+      "(system-wide and per cgroup), cgroup freeze and kill, user namespaces, seccomp, BPF\n"
+      "(BTF, program load, tracefs), KVM (by running a tiny guest with a 2s deadline: /dev/kvm\n"
+      "existing is not enough), host tools and their versions, and which providers can run.\n"
+      "Features are tried, not assumed: doctor briefly creates and removes a child cgroup\n"
+      "named sandgate-doctor-<pid>, forks short-lived probe children, and loads and unloads a\n"
+      "two-instruction BPF program. It mounts nothing and sends no network traffic.\n"
+      "Run it as root to see what sandgate can do as root. The exit status is 0 whatever is\n"
+      "missing; it is non-zero only when doctor itself cannot run.");
+  sub->add_flag("--json", *json,
+                "machine-readable output: {schema_version, sections: [{name, checks: [{name, ok, "
+                "detail}]}], cgroup_layout: {kind, unified_mount, v1_mounts, v2_controllers}, "
+                "kvm: {usable, verdict, backend}}");
+  sub->callback([&g, json] {
+    auto report = run_checks(g);
+    if (*json) {
+      std::cout << to_json(report).dump(2) << "\n";
+    } else {
+      print_table(report.sections);
+    }
+    g.exit_code = std::cout.good() ? 0 : fail("doctor: could not write the report");
+  });
+}
+
+}  // namespace sandgate::cli

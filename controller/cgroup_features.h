@@ -1,0 +1,58 @@
+// What the cgroup layout can do for a call, learned by trying: a temporary child cgroup is
+// made, its control files are looked at and it is removed again (always, also on errors).
+// Answers the controller's questions (per-cgroup PSI, freeze, kill) and the doctor's.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "controller/cgroup_layout.h"
+#include "core/check.h"
+#include "core/result.h"
+#include "core/state.h"
+
+namespace sandgate::controller {
+
+// A control file as seen in a freshly made child cgroup.
+struct FileProbe {
+  bool exists = false;
+  bool readable = false;  // opened and read (write-only files such as cgroup.kill are not)
+  int read_errno = 0;     // why the read failed, when it exists but is not readable
+};
+using ChildFiles = std::map<std::string, FileProbe>;
+
+// Looks at `files` in a fresh child cgroup `name` under `parent`. The child is recorded in
+// `state` (when not null) before it is made, so `sandgate gc` removes it after a crash, and is
+// removed before returning, on every path. An existing directory `name` is never touched:
+// that is an EEXIST error.
+Result<ChildFiles> probe_child_cgroup(const std::string& parent, const std::string& name,
+                                      const std::vector<std::string>& files,
+                                      RunState* state = nullptr);
+
+// "sandgate-doctor-<pid>": the child cgroup name the doctor probes with.
+std::string doctor_probe_name();
+
+// What one probe of a layout found: a child of the cgroup2 mount, and a child of the v1
+// freezer hierarchy (the only v1 way to freeze).
+struct CgroupFeatureProbe {
+  Result<ChildFiles> unified = logic_error("probe cgroup2", "no cgroup2 mount");
+  Result<ChildFiles> v1_freezer = logic_error("probe v1 freezer", "no v1 freezer hierarchy");
+};
+
+// Probes every hierarchy of `layout` that can freeze, kill or report pressure per cgroup.
+CgroupFeatureProbe probe_cgroup_features(const CgroupLayout& layout, const std::string& name,
+                                         RunState* state = nullptr);
+
+// The cgroup section of the doctor: the layout, and where the controllers a call's limits
+// need (memory, cpu, pids, io) are, or that they are missing.
+std::vector<Check> layout_checks(const Result<CgroupLayout>& layout);
+
+// Per-cgroup PSI: memory/cpu/io.pressure readable in a child of the cgroup2 mount.
+std::vector<Check> pressure_checks(const CgroupLayout& layout, const CgroupFeatureProbe& probe);
+
+// Freeze and kill: cgroup.freeze / cgroup.kill in a cgroup2 child; else the v1 freezer, with
+// kill emulated as freeze + SIGKILL + thaw.
+std::vector<Check> freeze_kill_checks(const CgroupLayout& layout, const CgroupFeatureProbe& probe);
+
+}  // namespace sandgate::controller

@@ -1,0 +1,34 @@
+// What the eBPF tracers need from the host, checked by doing it: BTF for CO-RE relocation,
+// the right to load a program, and tracefs for tracepoint and kprobe attachment.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "controller/cgroup_layout.h"
+#include "core/check.h"
+#include "core/host_paths.h"
+#include "core/result.h"
+
+namespace sandgate::ebpf {
+
+// <paths.btf_vmlinux> exists and is non-empty (CONFIG_DEBUG_INFO_BTF).
+Check btf_check(const HostPaths& paths);
+
+// Loads the smallest valid program, `r0 = 0; exit`, as BPF_PROG_TYPE_SOCKET_FILTER and closes
+// it. The error carries the errno (EPERM: no CAP_BPF / CAP_SYS_ADMIN).
+Status try_load_trivial_program();
+Check bpf_load_check(const HostPaths& paths);
+
+// Where tracefs is mounted according to `mounts`: `expected` when it is mounted there, else
+// the first other tracefs mount (debugfs's tracing/ counts), else "".
+std::string find_tracefs(const std::vector<controller::MountEntry>& mounts,
+                         const std::string& expected);
+// tracefs at <paths.tracefs> per <paths.proc>/self/mountinfo; says how to mount it if not
+// (doctor never mounts anything itself).
+Check tracefs_check(const HostPaths& paths);
+
+// "1.1" of the linked libbpf.
+std::string libbpf_version();
+
+}  // namespace sandgate::ebpf
