@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/host_paths.h"
+#include "core/json.h"
 #include "core/result.h"
 #include "providers/registry.h"
 
@@ -29,6 +30,9 @@ struct Globals {
 // "sandgate: error: <message>" on stderr; returns kExitError.
 int fail(const Error& e);
 int fail(const std::string& message);
+
+// The doctor's findings as JSON (what `sandgate doctor --json` prints); qualify embeds it.
+Json doctor_report(Globals& g);
 
 void add_exec_command(CLI::App& app, Globals& g);
 void add_providers_command(CLI::App& app, Globals& g);

@@ -143,6 +143,8 @@ Json to_json(const DoctorReport& report) {
 
 }  // namespace
 
+Json doctor_report(Globals& g) { return to_json(run_checks(g)); }
+
 void add_doctor_command(CLI::App& app, Globals& g) {
   auto json = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand(

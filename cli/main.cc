@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   add_providers_command(app, g);
   add_gc_command(app, g);
   add_doctor_command(app, g);
-  // add_qualify_command(app, g);
+  add_qualify_command(app, g);
 
   try {
     app.parse(argc, argv);

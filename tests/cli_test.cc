@@ -91,8 +91,36 @@ class CliTest : public ProviderTest {
   }
 };
 
+TEST_F(CliTest, QualifyWritesTheReport) {
+  SANDGATE_REQUIRE_ROOT();
+  auto r = sandgate({"qualify", "--out", tmp_ + "/report", "--cycles", "2"});
+  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  auto j = read_json_file(tmp_ + "/report/qualify.json");
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  EXPECT_EQ((*j)["schema_version"], 1);
+  EXPECT_TRUE((*j)["doctor"].contains("cgroup_layout"));
+  ASSERT_EQ((*j)["providers"].size(), 1u) << "only safe providers by default";
+  const Json& ns = (*j)["providers"][0];
+  EXPECT_EQ(ns["name"], "namespaces");
+  EXPECT_EQ(ns["ok"], true) << ns.dump();
+  EXPECT_EQ(ns["cycles_ms"].size(), 2u);
+  // Asking for the bypass cable without the flag is refused and fails the job.
+  auto unsafe = sandgate({"qualify", "--out", tmp_ + "/report2", "--cycles", "1", "--provider", "host_dir"});
+  EXPECT_EQ(unsafe.status.shell_code(), 1) << unsafe.output;
+  EXPECT_NE(unsafe.output.find("--allow-unsafe-host"), std::string::npos);
+}
+
+TEST_F(CliTest, DoctorReportsThisHost) {
+  auto r = sandgate({"doctor", "--json"});
+  EXPECT_EQ(r.status.shell_code(), 0);
+  auto j = parse_json(r.output, "doctor --json");
+  ASSERT_TRUE(j.ok()) << r.output;
+  EXPECT_EQ((*j)["schema_version"], 1);
+  EXPECT_GE((*j)["sections"].size(), 7u);
+}
+
 TEST_F(CliTest, HelpForEveryCommand) {
-  for (auto cmd : {"exec", "providers", "gc"}) {
+  for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify"}) {
     auto r = sandgate({cmd, "--help"});
     EXPECT_EQ(r.status.shell_code(), 0) << cmd;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
