@@ -164,6 +164,28 @@ TEST_F(NamespacesTest, CallsAreParkedUntilPlacedInTheirCgroup) {
   ASSERT_TRUE(env->destroy().ok());
 }
 
+TEST_F(NamespacesTest, SupervisorIsPlacedAndTheCgroupNamespaceRootedThere) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string unified = "/sys/fs/cgroup/unified";
+  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
+                   "needs a writable cgroup2 mount at " + unified);
+  std::string cg = unified + "/sandgate-test-main-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
+  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  providers::EnvSpec spec;
+  spec.placement = {{cg}};
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  auto* supervised = dynamic_cast<providers::SupervisedEnvironment*>(env.get());
+  ASSERT_NE(supervised, nullptr);
+  auto procs = read_file(cg + "/cgroup.procs");
+  ASSERT_TRUE(procs.ok());
+  EXPECT_NE(procs->find(std::to_string(supervised->supervisor_pid()) + "\n"), std::string::npos) << *procs;
+  // Inside, the run's cgroup is the root of its cgroup namespace: no host path shows.
+  EXPECT_EQ(sh(*env, "grep '^0::' /proc/1/cgroup").stdout_data, "0::/\n");
+  ASSERT_TRUE(env->destroy().ok());
+}
+
 TEST_F(NamespacesTest, DestroyIsIdempotentAndExecAfterItFails) {
   SANDGATE_REQUIRE_ROOT();
   auto env = make_env(*ns_);

@@ -54,6 +54,12 @@ struct BindMount {
   std::string target;  // path inside the environment
 };
 
+// The cgroup directories (one per hierarchy on v1/hybrid, one on v2) a call's first process is
+// written into before it execs. Empty: the call stays where the provider runs it.
+struct Placement {
+  std::vector<std::string> cgroup_dirs;
+};
+
 // What an environment is made from.
 struct EnvSpec {
   std::string run_id;               // empty: generated
@@ -67,12 +73,9 @@ struct EnvSpec {
   gid_t gid = 10001;
   NetworkMode network = NetworkMode::kNone;
   Duration timeout{0};              // wall clock for the whole run; 0: none
-};
-
-// The cgroup directories (one per hierarchy on v1/hybrid, one on v2) a call's first process is
-// written into before it execs. Empty: the call stays where the provider runs it.
-struct Placement {
-  std::vector<std::string> cgroup_dirs;
+  // Where the run's long-lived processes (the supervisor) live, placed before they exec: the
+  // controller's <run>/main cgroup. Empty: wherever sandgate runs.
+  Placement placement;
 };
 
 struct Call {

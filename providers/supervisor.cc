@@ -76,8 +76,10 @@ std::vector<std::string> merge_env(std::vector<std::string> base,
 
 namespace {
 
+// CLONE_NEWCGROUP is not among them: the child unshares its cgroup namespace after it has been
+// placed, so that the namespace is rooted at the run's own cgroup, not at sandgate's.
 constexpr uint64_t kNamespaceFlags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-                                     CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+                                     CLONE_NEWIPC | CLONE_NEWUTS;
 
 // The environment the supervisor process itself starts with: nothing of the host's except the
 // sanitizer settings a test build needs to behave the same in the child.
@@ -108,6 +110,7 @@ Status write_id_maps(pid_t pid, uid_t base) {
     if (syscall(SYS_setgroups, 0, nullptr) != 0) syscall(SYS_exit_group, 121);
     if (syscall(SYS_setresgid, 0, 0, 0) != 0) syscall(SYS_exit_group, 122);
     if (syscall(SYS_setresuid, 0, 0, 0) != 0) syscall(SYS_exit_group, 123);
+    if (syscall(SYS_unshare, CLONE_NEWCGROUP) != 0) syscall(SYS_exit_group, 126);
   }
   // After the credential change, which would clear it: if sandgate dies, so does the run.
   syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
@@ -143,7 +146,8 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
 
 }  // namespace
 
-Result<Supervisor> Supervisor::start(const SupervisorConfig& config, RunState& state) {
+Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Placement& placement,
+                                     RunState& state) {
   Supervisor s;
   s.isolate_ = config.isolate;
 
@@ -172,13 +176,17 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, RunState& s
   SG_TRY(std::move(state.record(proc)).context("record supervisor process"));
   if (config.isolate)
     SG_TRY(std::move(write_id_maps(s.process_.pid(), config.id_map_base)).context("map user ids"));
+  // The child is parked on the go pipe: placed now, it execs inside the run's cgroups.
+  for (const auto& dir : placement.cgroup_dirs)
+    SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(s.process_.pid())))
+               .context("place the run's supervisor in its cgroup"));
   SG_TRY(write_all(go.write.get(), "g"));
   go.write.reset();
 
   SG_TRY(send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}));
   auto reply = recv_message(s.control_.get());
   if (!reply.ok()) {
-    // The child died before it could say why: its exit code names the raw step (120-125).
+    // The child died before it could say why: its exit code names the raw step (120-126).
     auto st = s.process_.wait_for(std::chrono::seconds(2));
     std::string why = st.ok() && st->has_value() ? (*st)->describe() : "no exit status";
     return logic_error("start supervisor", "supervisor exited during start-up (" + why + ")");

@@ -65,7 +65,10 @@ class Supervisor {
  public:
   // Starts the supervisor and waits until it reports ready (jail assembled). The process is
   // recorded in `state` right after it exists and before it does anything.
-  static Result<Supervisor> start(const SupervisorConfig& config, RunState& state);
+  // `placement` puts the supervisor (and so every call it forks, until placed itself) into
+  // the run's cgroups before it execs.
+  static Result<Supervisor> start(const SupervisorConfig& config, const Placement& placement,
+                                  RunState& state);
   Supervisor(Supervisor&&) noexcept = default;
   Supervisor& operator=(Supervisor&&) noexcept = default;
   ~Supervisor() { (void)stop(); }
