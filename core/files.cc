@@ -2,11 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <vector>
 
 #include "core/fd.h"
@@ -21,7 +22,18 @@ Status make_dirs(const std::string& path, mode_t mode) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) return sys_error("mkdir", partial);
+    if (::mkdir(partial.c_str(), mode) == 0) {
+      // mkdir(2) applied the umask; give what we created the exact mode asked for (a jail's
+      // /tmp is 01777, not 01755). Through an O_NOFOLLOW fd: never chmod a symlink's target.
+      int fd = ::open(partial.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return sys_error("open", partial);
+      int r = ::fchmod(fd, mode);
+      Error e = sys_error("chmod", partial);
+      ::close(fd);
+      if (r != 0) return e;
+    } else if (errno != EEXIST) {
+      return sys_error("mkdir", partial);
+    }
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return sys_error("stat", path);
@@ -31,14 +43,84 @@ Status make_dirs(const std::string& path, mode_t mode) {
 
 namespace {
 
-thread_local Error* g_remove_error;
-
-int remove_entry(const char* path, const struct stat*, int type, struct FTW*) {
-  int r = (type == FTW_DP || type == FTW_D) ? ::rmdir(path) : ::unlink(path);
-  if (r != 0 && errno != ENOENT && g_remove_error && g_remove_error->step.empty()) {
-    *g_remove_error = sys_error(type == FTW_DP ? "rmdir" : "unlink", path);
+// The mount a file lives on. st_dev alone cannot see a bind mount of the same filesystem, so
+// the mount id (statx STATX_MNT_ID, Linux 5.8) is compared too when the kernel reports it.
+struct MountKey {
+  dev_t dev = 0;
+  uint64_t mnt_id = 0;
+  bool has_mnt_id = false;
+  bool same_mount(const MountKey& o) const {
+    if (dev != o.dev) return false;
+    return !(has_mnt_id && o.has_mnt_id) || mnt_id == o.mnt_id;
   }
-  return 0;  // keep going: remove as much as possible, report the first failure
+};
+
+bool mount_key(int dirfd, const char* name, int flags, MountKey* key) {
+  struct statx stx;
+  if (::statx(dirfd, name, flags | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+              STATX_TYPE | STATX_MNT_ID, &stx) != 0)
+    return false;
+  key->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+  key->has_mnt_id = (stx.stx_mask & STATX_MNT_ID) != 0;
+  key->mnt_id = stx.stx_mnt_id;
+  return true;
+}
+
+void note(Error* first, Error e) {
+  if (first->step.empty()) *first = std::move(e);
+}
+
+// Removes everything inside the directory open at `dfd` (named `path` in errors) that lives
+// on `mount`; a mount point below it is left alone and reported as EBUSY. Keeps going after
+// a failure: remove as much as possible, report the first failure.
+void remove_contents(int dfd, const std::string& path, const MountKey& mount, Error* first) {
+  int list_fd = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* dir = list_fd >= 0 ? ::fdopendir(list_fd) : nullptr;
+  if (!dir) {
+    note(first, sys_error("opendir", path));
+    if (list_fd >= 0) ::close(list_fd);
+    return;
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(dir)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(dir);
+  for (const auto& name : names) {
+    std::string child = path + "/" + name;
+    struct stat st;
+    if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) note(first, sys_error("lstat", child));
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      if (::unlinkat(dfd, name.c_str(), 0) != 0 && errno != ENOENT)
+        note(first, sys_error("unlink", child));
+      continue;
+    }
+    // O_NOFOLLOW: a directory swapped for a symlink since the fstatat is not followed.
+    int cfd = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (cfd < 0) {
+      if (errno != ENOENT) note(first, sys_error("open directory", child));
+      continue;
+    }
+    MountKey key;
+    if (!mount_key(cfd, "", AT_EMPTY_PATH, &key)) {
+      note(first, sys_error("statx", child));
+      ::close(cfd);
+      continue;
+    }
+    if (!key.same_mount(mount)) {
+      note(first, sys_error(EBUSY, "rmdir (mount point)", child));
+      ::close(cfd);
+      continue;
+    }
+    remove_contents(cfd, child, mount, first);
+    ::close(cfd);
+    if (::unlinkat(dfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+      note(first, sys_error("rmdir", child));
+  }
 }
 
 }  // namespace
@@ -49,11 +131,26 @@ Status remove_tree(const std::string& path) {
     if (errno == ENOENT) return {};
     return sys_error("lstat", path);
   }
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return sys_error("unlink", path);
+    return {};
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return {};
+    return sys_error("open directory", path);
+  }
+  UniqueFd dir(fd);
+  MountKey mount, parent;
+  if (!mount_key(dir.get(), "", AT_EMPTY_PATH, &mount)) return sys_error("statx", path);
+  // The tree itself being a mount point (its parent is on another mount): leave it alone.
+  if (mount_key(dir.get(), "..", 0, &parent) && !parent.same_mount(mount) && path != "/")
+    return sys_error(EBUSY, "rmdir (mount point)", path);
   Error first;
-  g_remove_error = &first;
-  int r = ::nftw(path.c_str(), remove_entry, 64, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-  g_remove_error = nullptr;
-  if (r != 0 && errno != ENOENT) return sys_error("walk", path);
+  remove_contents(dir.get(), path, mount, &first);
+  dir.reset();
+  if (first.step.empty() && ::rmdir(path.c_str()) != 0 && errno != ENOENT)
+    first = sys_error("rmdir", path);
   if (!first.step.empty()) return first;
   return {};
 }

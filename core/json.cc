@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "core/defer.h"
 #include "core/fd.h"
 
 namespace sandgate {
@@ -12,9 +13,10 @@ Result<Json> parse_json(std::string_view text, const std::string& source) {
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
-    // Translate the byte offset into line:column for a person reading the file.
+    // Translate the byte offset into line:column for a person reading the file. e.byte counts
+    // the characters read, the offending one included: it sits at index e.byte - 1.
     size_t line = 1, col = 1;
-    for (size_t i = 0; i < e.byte && i < text.size(); ++i) {
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
       if (text[i] == '\n') {
         ++line;
         col = 1;
@@ -22,11 +24,19 @@ Result<Json> parse_json(std::string_view text, const std::string& source) {
         ++col;
       }
     }
+    // "[json.exception.parse_error.101] parse error at line 3, column 10: syntax error ...":
+    // keep what follows the position, which is already said once.
     std::string what = e.what();
     auto pos = what.find("parse error");
+    if (pos != std::string::npos) {
+      what = what.substr(pos);
+      if (what.starts_with("parse error at line ")) {
+        if (auto colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
+      }
+    }
     return logic_error("parse JSON",
                        "line " + std::to_string(line) + " column " + std::to_string(col) + ": " +
-                           (pos == std::string::npos ? what : what.substr(pos)),
+                           what,
                        source);
   }
 }
@@ -38,16 +48,14 @@ Result<Json> read_json_file(const std::string& path) {
 
 Status write_json_file_atomic(const std::string& path, const Json& value) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600));
-    SG_TRY(write_all(fd.get(), value.dump(2) + "\n"));
-    if (::fsync(fd.get()) != 0) return sys_error("fsync", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    Error e = sys_error("rename", tmp);
-    ::unlink(tmp.c_str());
-    return e;
-  }
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+  // From here on a failure (ENOSPC half way, EIO on fsync) must not leave the temp file behind.
+  Defer remove_tmp([&] { ::unlink(tmp.c_str()); });
+  SG_TRY(std::move(write_all(fd.get(), value.dump(2) + "\n")).context("writing " + tmp));
+  if (::fsync(fd.get()) != 0) return sys_error("fsync", tmp);
+  fd.reset();
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("rename", tmp);
+  remove_tmp.cancel();
   return {};
 }
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -177,12 +178,20 @@ Result<CommandResult> run_command(const std::vector<std::string>& argv, Duration
     if (result.output.size() < max_output)
       result.output.append(buf, std::min(static_cast<size_t>(n), max_output - result.output.size()));
   }
-  if (result.timed_out) {
-    child.kill_and_reap();
-    result.status.signal = SIGKILL;
-    return result;
+  if (!result.timed_out) {
+    // EOF on the output does not mean the command ended (it may have closed or redirected
+    // its stdout): the deadline still holds for the wait.
+    auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+    SG_ASSIGN_OR_RETURN(std::optional<ExitStatus> status,
+                        child.wait_for(std::max(left, Duration::zero())));
+    if (status) {
+      result.status = *status;
+      return result;
+    }
+    result.timed_out = true;
   }
-  SG_ASSIGN_OR_RETURN(result.status, child.wait());
+  child.kill_and_reap();
+  result.status.signal = SIGKILL;
   return result;
 }
 
@@ -191,14 +200,16 @@ std::optional<unsigned long long> process_start_time(const std::string& proc_roo
   if (!stat.ok()) return std::nullopt;
   // comm (field 2) may contain spaces and parentheses: fields resume after the last ')'.
   auto close = stat->rfind(')');
-  if (close == std::string::npos) return std::nullopt;
+  if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
   const char* p = stat->c_str() + close + 2;
   // After ')' comes field 3 (state); starttime is field 22, i.e. 19 fields further.
-  for (int field = 3; field < 22 && *p; ++field) {
+  for (int field = 3; field < 22; ++field) {
     p = std::strchr(p, ' ');
     if (!p) return std::nullopt;
     ++p;
   }
+  // A truncated line must not read as start time 0.
+  if (*p < '0' || *p > '9') return std::nullopt;
   return std::strtoull(p, nullptr, 10);
 }
 

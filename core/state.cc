@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "core/fd.h"
@@ -213,27 +215,49 @@ GcReport collect_garbage(const HostPaths& paths) {
       report.errors.push_back(j.error().message());
       continue;
     }
-    pid_t owner = j->value("owner_pid", 0);
-    unsigned long long owner_start = j->value("owner_start", 0ULL);
+    // A record of the wrong shape ("owner_pid": "abc", an array) is reported, not a crash:
+    // nlohmann's accessors throw on a type mismatch.
+    pid_t owner = 0;
+    unsigned long long owner_start = 0;
+    std::string run_id;
+    Json resource_list;
+    try {
+      if (!j->is_object()) throw std::runtime_error("the record is not a JSON object");
+      owner = j->value("owner_pid", 0);
+      owner_start = j->value("owner_start", 0ULL);
+      run_id = j->value("run_id", "?");
+      resource_list = j->value("resources", Json::array());
+      if (!resource_list.is_array()) throw std::runtime_error("\"resources\" is not an array");
+    } catch (const std::exception& e) {
+      report.errors.push_back(logic_error("read run record", e.what(), file).message());
+      continue;
+    }
     auto now = process_start_time(paths.proc, owner);
     if (owner > 0 && now && *now == owner_start) {
       ++report.runs_live;
       continue;
     }
     std::vector<Resource> resources;
-    for (const auto& rj : j->value("resources", Json::array())) {
+    bool unreadable = false;
+    for (const auto& rj : resource_list) {
       auto r = resource_from_json(rj);
-      if (r.ok()) resources.push_back(*r);
-      else report.errors.push_back(r.error().message() + " in " + file);
+      if (r.ok()) {
+        resources.push_back(*r);
+      } else {
+        report.errors.push_back(r.error().message() + " in " + file);
+        unreadable = true;
+      }
     }
     auto s = release_resources(paths, resources);
     if (!s.ok()) {
       report.errors.push_back(s.error().message());
       continue;  // keep the record so a later gc can retry
     }
+    // A resource gc could not read was not released: keep the record for a person to see.
+    if (unreadable) continue;
     ::unlink(file.c_str());
     ++report.runs_removed;
-    spdlog::info("gc: removed run {} ({} resources)", j->value("run_id", "?"), resources.size());
+    spdlog::info("gc: removed run {} ({} resources)", run_id, resources.size());
   }
   return report;
 }
@@ -247,8 +271,11 @@ std::string new_run_id() {
     id.insert(id.begin(), digits[t % 36]);
     t /= 36;
   }
-  std::random_device rd;
-  uint32_t r = rd();
+  // Random per process, then a counter: ids made in the same millisecond by one process never
+  // collide (4 random base-36 digits alone repeat within ~1000 draws), and two processes
+  // still differ with high probability.
+  static std::atomic<uint32_t> next{std::random_device{}()};
+  uint32_t r = next.fetch_add(1, std::memory_order_relaxed) % (36u * 36u * 36u * 36u);
   for (int i = 0; i < 4; ++i) {
     id += digits[r % 36];
     r /= 36;

@@ -57,12 +57,14 @@ Result<Bytes> parse_bytes(std::string_view text) {
     return logic_error("parse size",
                        "unknown unit '" + suffix + "' in '" + std::string(text) +
                            "' (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)");
-  double bytes = value * mult;
-  if (bytes > static_cast<double>(std::numeric_limits<uint64_t>::max()))
+  double bytes = std::round(value * mult);
+  // 2^64 is exact as a double, while UINT64_MAX rounds up to it: compare against 2^64, and
+  // convert without a signed intermediate (llround is undefined above 2^63).
+  if (bytes >= 18446744073709551616.0)
     return logic_error("parse size", "'" + std::string(text) + "' is too large");
   if (mult == 1 && value != std::floor(value))
     return logic_error("parse size", "'" + std::string(text) + "' is a fraction of a byte");
-  return Bytes{static_cast<uint64_t>(std::llround(bytes))};
+  return Bytes{static_cast<uint64_t>(bytes)};
 }
 
 Result<Duration> parse_duration(std::string_view text) {
@@ -88,12 +90,18 @@ Result<Duration> parse_duration(std::string_view text) {
 
 std::string format_bytes(Bytes b) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b.value);
+  // The largest unit in which the value is exact to two decimals (b * 100 divisible by the
+  // unit), so the text parses back to the same number of bytes.
   int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
+  while (u < 4) {
+    unsigned shift = 10 * static_cast<unsigned>(u + 1);
+    uint64_t unit = 1ULL << shift;
+    if (b.value < unit) break;
+    // b * 100 % 2^shift == 0  <=>  b % 2^(shift - 2) == 0, since 100 = 4 * 25.
+    if (b.value % (unit >> 2) != 0) break;
     ++u;
   }
+  double v = static_cast<double>(b.value) / static_cast<double>(1ULL << (10 * u));
   char buf[64];
   if (v == std::floor(v)) {
     std::snprintf(buf, sizeof buf, "%.0f%s", v, units[u]);
@@ -103,14 +111,34 @@ std::string format_bytes(Bytes b) {
   return buf;
 }
 
+namespace {
+
+// "%.3f" without trailing zeros: "1.5", "250", never exponent notation.
+std::string trimmed(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  std::string s = buf;
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
 std::string format_duration(Duration d) {
   int64_t ns = d.count();
   char buf[64];
-  if (ns % 1'000'000'000 == 0 && ns != 0) std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(ns / 1'000'000'000));
-  else if (ns >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.3fs", ns / 1e9);
-  else if (ns >= 1'000'000) std::snprintf(buf, sizeof buf, "%.3gms", ns / 1e6);
-  else if (ns >= 1'000) std::snprintf(buf, sizeof buf, "%.3gus", ns / 1e3);
-  else std::snprintf(buf, sizeof buf, "%lldns", static_cast<long long>(ns));
+  if (ns % 1'000'000'000 == 0 && ns != 0) {
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(ns / 1'000'000'000));
+    return buf;
+  }
+  if (ns >= 1'000'000'000) {
+    std::snprintf(buf, sizeof buf, "%.3fs", static_cast<double>(ns) / 1e9);
+    return buf;
+  }
+  if (ns >= 1'000'000) return trimmed(static_cast<double>(ns) / 1e6) + "ms";
+  if (ns >= 1'000) return trimmed(static_cast<double>(ns) / 1e3) + "us";
+  std::snprintf(buf, sizeof buf, "%lldns", static_cast<long long>(ns));
   return buf;
 }
 

@@ -1,0 +1,42 @@
+// A private temporary directory for one test, removed with everything in it when the test ends
+// (std::filesystem::remove_all, not the code under test, and never following symlinks).
+// Test-only: included by core/*_test.cc, not part of sandgate_core.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace sandgate::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sandgate-core-test.XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp " << tmpl << " failed";
+      return;
+    }
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    if (ec) ADD_FAILURE() << "cannot remove " << path_ << ": " << ec.message();
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace sandgate::testing
