@@ -1,7 +1,6 @@
 # sandgate_host: the plain-Linux host feature checks (PSI, user namespaces, seccomp, tools,
-# KVM) that `sandgate doctor` and the providers ask about. They belong to core/ but are built
-# as their own small library, included from controller/CMakeLists.txt, until these lines can
-# move into core/CMakeLists.txt (being edited by someone else while this was written).
+# KVM) that `sandgate doctor` and the controller ask about. Included from core/CMakeLists.txt;
+# a library of its own because it links libseccomp, which the rest of core does not need.
 add_library(sandgate_host STATIC
   ${CMAKE_CURRENT_LIST_DIR}/host_features.cc ${CMAKE_CURRENT_LIST_DIR}/kvm_check.cc)
 target_link_libraries(sandgate_host PUBLIC sandgate_core PkgConfig::SECCOMP)

@@ -29,6 +29,7 @@ std::string to_string(Resource::Kind k) {
     case Resource::Kind::kProcess: return "process";
     case Resource::Kind::kMount: return "mount";
     case Resource::Kind::kCgroup: return "cgroup";
+    case Resource::Kind::kCgroupParent: return "cgroup_parent";
     case Resource::Kind::kNetns: return "netns";
   }
   return "unknown";
@@ -51,6 +52,7 @@ Result<Resource> resource_from_json(const Json& j) {
     else if (kind == "process") r.kind = Resource::Kind::kProcess;
     else if (kind == "mount") r.kind = Resource::Kind::kMount;
     else if (kind == "cgroup") r.kind = Resource::Kind::kCgroup;
+    else if (kind == "cgroup_parent") r.kind = Resource::Kind::kCgroupParent;
     else if (kind == "netns") r.kind = Resource::Kind::kNetns;
     else return logic_error("read run record", "unknown resource kind '" + kind + "'");
     r.path = j.value("path", "");
@@ -70,7 +72,8 @@ int release_order(Resource::Kind k) {
     case Resource::Kind::kMount: return 1;
     case Resource::Kind::kNetns: return 2;
     case Resource::Kind::kCgroup: return 3;
-    case Resource::Kind::kDirectory: return 4;
+    case Resource::Kind::kCgroupParent: return 4;
+    case Resource::Kind::kDirectory: return 5;
   }
   return 5;
 }
@@ -152,6 +155,11 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
           note(sys_error("unlink", r.path));
         break;
       case Resource::Kind::kCgroup: note(remove_cgroup(r)); break;
+      case Resource::Kind::kCgroupParent:
+        // Busy means another run still uses it: that run will remove it.
+        if (::rmdir(r.path.c_str()) != 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY)
+          note(sys_error("rmdir cgroup", r.path));
+        break;
       case Resource::Kind::kDirectory: note(remove_tree(r.path)); break;
     }
   }

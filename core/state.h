@@ -18,7 +18,9 @@
 namespace sandgate {
 
 struct Resource {
-  enum class Kind { kDirectory, kProcess, kMount, kCgroup, kNetns };
+  // kCgroupParent: a cgroup other runs may share (sandgate's root, a tenant): removed only if
+  // empty, and nothing in it is ever killed.
+  enum class Kind { kDirectory, kProcess, kMount, kCgroup, kCgroupParent, kNetns };
   Kind kind = Kind::kDirectory;
   std::string path;                   // directory, mount point, cgroup dir, netns file
   pid_t pid = 0;                      // kProcess

@@ -404,5 +404,22 @@ TEST(NewRunId, UniqueAndLowercaseAlphanumeric) {
   }
 }
 
+
+TEST_F(StateTest, SharedCgroupParentIsRemovedOnlyWhenEmpty) {
+  // A shared parent (sandgate's root, a tenant) in use by another run stays, and that is not
+  // an error; an empty one goes. Nothing in it is killed (plain directories stand in here).
+  std::string busy = paths_.work_dir + "/tenant-busy", empty = paths_.work_dir + "/tenant-empty";
+  ASSERT_TRUE(make_dirs(busy + "/other-run").ok());
+  ASSERT_TRUE(make_dirs(empty).ok());
+  auto s = release_resources(paths_, {{Resource::Kind::kCgroupParent, busy, 0, 0},
+                                      {Resource::Kind::kCgroupParent, empty, 0, 0}});
+  EXPECT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(::access((busy + "/other-run").c_str(), F_OK), 0);
+  EXPECT_NE(::access(empty.c_str(), F_OK), 0);
+  auto back = resource_from_json(to_json(Resource{Resource::Kind::kCgroupParent, busy, 0, 0}));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->kind, Resource::Kind::kCgroupParent);
+}
+
 }  // namespace
 }  // namespace sandgate
