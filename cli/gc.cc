@@ -14,7 +14,9 @@ void add_gc_command(CLI::App& app, Globals& g) {
   sub->callback([&g] {
     auto report = collect_garbage(g.paths());
     std::cout << "gc: " << report.runs_seen << " run record(s), " << report.runs_removed
-              << " removed, " << report.runs_live << " still running\n";
+              << " removed, " << report.runs_live << " still running, "
+              << report.orphans_removed << " orphaned run director"
+              << (report.orphans_removed == 1 ? "y" : "ies") << " removed\n";
     for (const auto& e : report.errors) std::cerr << "sandgate: gc: " << e << "\n";
     g.exit_code = report.errors.empty() ? 0 : kExitError;
   });

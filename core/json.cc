@@ -46,13 +46,13 @@ Result<Json> read_json_file(const std::string& path) {
   return parse_json(text, path);
 }
 
-Status write_json_file_atomic(const std::string& path, const Json& value) {
+Status write_json_file_atomic(const std::string& path, const Json& value, Durability durability) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600));
   // From here on a failure (ENOSPC half way, EIO on fsync) must not leave the temp file behind.
   Defer remove_tmp([&] { ::unlink(tmp.c_str()); });
   SG_TRY(std::move(write_all(fd.get(), value.dump(2) + "\n")).context("writing " + tmp));
-  if (::fsync(fd.get()) != 0) return sys_error("fsync", tmp);
+  if (durability == Durability::kSynced && ::fsync(fd.get()) != 0) return sys_error("fsync", tmp);
   fd.reset();
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("rename", tmp);
   remove_tmp.cancel();

@@ -16,7 +16,12 @@ using Json = nlohmann::json;
 // Parses text; an error names `source` with line and column of the fault.
 Result<Json> parse_json(std::string_view text, const std::string& source);
 Result<Json> read_json_file(const std::string& path);
-// Writes path atomically (temporary file in the same directory, fsync, rename).
-Status write_json_file_atomic(const std::string& path, const Json& value);
+enum class Durability {
+  kSynced,     // fsync before rename: survives a power loss (reports)
+  kCrashSafe,  // rename only: survives a crash of this process, not of the machine (run records)
+};
+// Writes path atomically (temporary file in the same directory, [fsync,] rename).
+Status write_json_file_atomic(const std::string& path, const Json& value,
+                              Durability durability = Durability::kSynced);
 
 }  // namespace sandgate

@@ -166,7 +166,8 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
   return first;
 }
 
-Result<RunState> RunState::create(const HostPaths& paths, std::string run_id, std::string provider) {
+Result<RunState> RunState::create(const HostPaths& paths, std::string run_id, std::string provider,
+                                  std::vector<Resource> initial) {
   SG_TRY(make_dirs(paths.state_dir + "/runs", 0711));
   RunState s;
   s.file_ = paths.state_dir + "/runs/" + run_id + ".json";
@@ -174,6 +175,7 @@ Result<RunState> RunState::create(const HostPaths& paths, std::string run_id, st
   s.provider_ = std::move(provider);
   s.owner_pid_ = ::getpid();
   s.owner_start_ = process_start_time(paths.proc, s.owner_pid_).value_or(0);
+  s.resources_ = std::move(initial);
   SG_TRY(s.save());
   return s;
 }
@@ -183,7 +185,7 @@ Status RunState::save() const {
   for (const auto& r : resources_) res.push_back(to_json(r));
   Json j = {{"schema_version", 1},     {"run_id", run_id_},         {"provider", provider_},
             {"owner_pid", owner_pid_}, {"owner_start", owner_start_}, {"resources", res}};
-  return write_json_file_atomic(file_, j);
+  return write_json_file_atomic(file_, j, Durability::kCrashSafe);
 }
 
 Status RunState::record(Resource r) {
@@ -201,6 +203,34 @@ Status RunState::finish() {
   resources_.clear();
   return {};
 }
+
+namespace {
+
+// A directory <work_dir>/<id> with no <state_dir>/runs/<id>.json: its record was lost (power
+// loss: records are not fsynced). Records are written before a run directory is made, so a
+// live run's directory always has one.
+void sweep_orphan_run_dirs(const HostPaths& paths, GcReport& report) {
+  DIR* d = ::opendir(paths.work_dir.c_str());
+  if (!d) return;
+  std::vector<std::string> orphans;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    if (::access((paths.state_dir + "/runs/" + n + ".json").c_str(), F_OK) == 0) continue;
+    orphans.push_back(paths.work_dir + "/" + n);
+  }
+  ::closedir(d);
+  for (const auto& dir : orphans) {
+    if (auto s = remove_tree(dir); !s.ok()) {
+      report.errors.push_back(s.error().message());
+    } else {
+      ++report.orphans_removed;
+      spdlog::info("gc: removed orphaned run directory {}", dir);
+    }
+  }
+}
+
+}  // namespace
 
 GcReport collect_garbage(const HostPaths& paths) {
   GcReport report;
@@ -267,6 +297,7 @@ GcReport collect_garbage(const HostPaths& paths) {
     ++report.runs_removed;
     spdlog::info("gc: removed run {} ({} resources)", run_id, resources.size());
   }
+  sweep_orphan_run_dirs(paths, report);
   return report;
 }
 

@@ -3,11 +3,16 @@
 #include <sys/ioctl.h>
 #include <linux/sched.h>
 #include <seccomp.h>
+#include <linux/seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 
 #include "core/defer.h"
+#include "core/fd.h"
 
 namespace sandgate::providers {
 
@@ -60,7 +65,7 @@ const std::vector<SeccompRule>& seccomp_denied_syscalls() {
   return rules;
 }
 
-Status load_seccomp_filter() {
+Result<SeccompProgram> build_seccomp_program() {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (!ctx) return logic_error("seccomp_init", "libseccomp could not allocate a filter");
   Defer release([&] { seccomp_release(ctx); });
@@ -100,8 +105,28 @@ Status load_seccomp_filter() {
   struct scmp_arg_cmp tiocsti = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI);
   SG_TRY(add(eperm, "ioctl", 1, &tiocsti));
 
-  int rc = seccomp_load(ctx);
-  if (rc != 0) return sys_error(-rc, "seccomp_load");
+  // Export the compiled program through a memfd and keep it (libseccomp 2.5 has no in-memory
+  // export).
+  int fd = ::memfd_create("sandgate-seccomp", MFD_CLOEXEC);
+  if (fd < 0) return sys_error("memfd_create");
+  UniqueFd memfd(fd);
+  int rc = seccomp_export_bpf(ctx, fd);
+  if (rc != 0) return sys_error(-rc, "seccomp_export_bpf");
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size <= 0 || size % sizeof(struct sock_filter) != 0)
+    return logic_error("seccomp_export_bpf", "unexpected program size " + std::to_string(size));
+  SeccompProgram program;
+  program.instructions.resize(static_cast<size_t>(size) / sizeof(struct sock_filter));
+  if (::pread(fd, program.instructions.data(), static_cast<size_t>(size), 0) != size)
+    return sys_error("read seccomp program");
+  return program;
+}
+
+Status install_seccomp_program(const SeccompProgram& program) {
+  struct sock_fprog prog = {static_cast<unsigned short>(program.instructions.size()),
+                            const_cast<struct sock_filter*>(program.instructions.data())};
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
+    return sys_error("install seccomp filter");
   return {};
 }
 

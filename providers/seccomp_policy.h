@@ -3,6 +3,8 @@
 // other processes, BPF, keyrings, io_uring, terminal injection, raw/vsock sockets).
 #pragma once
 
+#include <linux/filter.h>
+
 #include <string>
 #include <vector>
 
@@ -18,8 +20,15 @@ struct SeccompRule {
 // The syscalls denied outright (argument-conditional rules are listed by their syscall name too).
 const std::vector<SeccompRule>& seccomp_denied_syscalls();
 
-// Loads the filter into the calling thread. Precondition: no_new_privs is set (or the caller
-// has CAP_SYS_ADMIN). Must be the last step before execve.
-Status load_seccomp_filter();
+// The filter compiled to classic BPF, once per run (libseccomp's compile costs ~0.2 ms and
+// allocates; installing the compiled program costs ~0.07 ms and does not).
+struct SeccompProgram {
+  std::vector<struct sock_filter> instructions;
+};
+Result<SeccompProgram> build_seccomp_program();
+
+// Installs a compiled program into the calling thread. Precondition: no_new_privs is set (or
+// the caller has CAP_SYS_ADMIN). Must be the last step before execve.
+Status install_seccomp_program(const SeccompProgram& program);
 
 }  // namespace sandgate::providers

@@ -64,10 +64,13 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
       return logic_error("read workspace recipe", "not a directory", spec.workspace_recipe);
   }
 
-  SG_ASSIGN_OR_RETURN(RunState state, RunState::create(paths, run_id, recipe.provider));
   RunLayout layout{run_id, paths.work_dir + "/" + run_id, "", ""};
   layout.workspace = layout.run_dir + "/workspace";
   layout.root = layout.run_dir + "/root";
+  // The record names the run directory from the start: one write, before the mkdir.
+  SG_ASSIGN_OR_RETURN(RunState state,
+                      RunState::create(paths, run_id, recipe.provider,
+                                       {{Resource::Kind::kDirectory, layout.run_dir}}));
   std::unique_ptr<SupervisedEnvironment> env(
       new SupervisedEnvironment(paths, std::move(state), layout));
   env->workspace_inside_ = recipe.workspace_inside.empty() ? layout.workspace : recipe.workspace_inside;
@@ -80,8 +83,6 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
 
   if (auto s = make_dirs(paths.work_dir, 0711); !s.ok()) return fail(std::move(s).error());
   // The run directory is traversable, not listable: one run cannot enumerate the others.
-  if (auto s = env->state_.record({Resource::Kind::kDirectory, layout.run_dir}); !s.ok())
-    return fail(std::move(s).error());
   if (::mkdir(layout.run_dir.c_str(), 0711) != 0) return fail(sys_error("mkdir run directory", layout.run_dir));
   if (!spec.workspace_recipe.empty()) {
     if (auto s = copy_tree(spec.workspace_recipe, layout.workspace, recipe.workspace_uid,

@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@ class SupervisorLoop {
 
   int control_;
   SupervisorConfig config_;
+  std::optional<SeccompProgram> seccomp_;  // compiled once, installed in each call
   std::map<pid_t, CallProcess> calls_;
 };
 
@@ -73,7 +75,13 @@ int SupervisorLoop::run() {
   if (!config_.isolate) ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
   if (config_.isolate) {
-    if (auto s = assemble_jail(config_.jail); !s.ok()) {
+    Status s = assemble_jail(config_.jail);
+    if (s.ok() && config_.jail.seccomp) {
+      auto program = build_seccomp_program();
+      if (program.ok()) seccomp_ = std::move(program).value();
+      else s = std::move(program).error();
+    }
+    if (!s.ok()) {
       Json j = error_to_json(s.error());
       j["op"] = "error";
       (void)send_message(control_, j);
@@ -243,10 +251,10 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
   }
   // No descriptor of the supervisor's may reach the call (the error pipe closes at exec).
   if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(error_fd, "close_range");
-  if (config_.isolate && config_.jail.seccomp) {
-    if (auto s = load_seccomp_filter(); !s.ok()) {
+  if (seccomp_) {
+    if (auto s = install_seccomp_program(*seccomp_); !s.ok()) {
       errno = s.error().err;
-      child_fail(error_fd, "load seccomp filter");
+      child_fail(error_fd, "install seccomp filter");
     }
   }
   std::vector<char*> argv, envp;
