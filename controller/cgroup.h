@@ -1,0 +1,112 @@
+// One interface over the three cgroup layouts a host can have (DESIGN.md, "Hosts the
+// controller must handle"): pure v2, hybrid (v1 controllers for limits + the unified cgroup2
+// mount for PSI, freeze and kill) and pure v1. The controller, the monitor and the ladder talk
+// only to this; what a layout cannot do is a feature flag, never a silent no-op.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/cgroup_layout.h"
+#include "core/fd.h"
+#include "core/host_features.h"
+#include "core/result.h"
+#include "core/state.h"
+#include "core/units.h"
+#include "providers/provider.h"
+
+namespace sandgate::controller {
+
+// What a cgroup is limited to. An unset field is left at the kernel default (no limit).
+struct Limits {
+  std::optional<Bytes> memory_max;   // v2 memory.max; v1 memory.limit_in_bytes
+  std::optional<Bytes> memory_high;  // v2 memory.high (reclaim + throttle); v1 has none
+  std::optional<double> cpu_cores;   // v2 cpu.max "quota period"; v1 cpu.cfs_quota_us/period_us
+  std::optional<uint32_t> cpu_weight;  // 1..10000 (v2 cpu.weight); v1 cpu.shares = w*1024/100
+  std::optional<uint64_t> pids_max;  // pids.max
+  bool operator==(const Limits&) const = default;
+};
+
+struct MemoryEvents {
+  uint64_t high = 0, max = 0, oom = 0, oom_kill = 0;
+};
+
+
+// One sample of a cgroup's counters.
+struct Usage {
+  uint64_t memory_current = 0;
+  std::optional<uint64_t> memory_peak;  // v2 memory.peak; v1 memory.max_usage_in_bytes
+  uint64_t cpu_usage_us = 0;            // v2 cpu.stat usage_usec; v1 cpuacct.usage / 1000
+  uint64_t cpu_throttled_us = 0;        // v2 cpu.stat throttled_usec; v1 cpu.stat throttled_time / 1000
+  uint64_t cpu_nr_throttled = 0;
+  uint64_t pids_current = 0;
+  uint64_t pids_max_events = 0;         // pids.events "max": forks refused at pids.max
+  MemoryEvents memory_events;           // v2 memory.events; v1 memory.oom_control + failcnt
+  std::optional<Pressure> memory_pressure;  // v2 / unified memory.pressure (parse_pressure)
+  std::optional<Pressure> cpu_pressure;
+};
+
+// What this layout can do, answered before anything is created.
+struct CgroupFeatures {
+  bool memory_high = false;   // a soft limit the kernel throttles at (v2 only)
+  bool memory_peak = false;   // a kernel-kept high-water mark
+  bool psi = false;           // per-cgroup *.pressure
+  bool psi_triggers = false;  // pressure files take triggers (poll POLLPRI), else v1 pressure_level
+  bool freeze = false;        // cgroup.freeze, or the v1 freezer
+  bool atomic_kill = false;   // cgroup.kill; otherwise kill = freeze + SIGKILL + thaw
+};
+std::vector<std::string> describe(const CgroupFeatures& f);  // "memory.high: no (v1)" ...
+
+// One logical cgroup across the hierarchies a backend uses.
+struct Cgroup {
+  std::string rel;                          // "sandgate/default/r1/call-3"
+  std::map<std::string, std::string> dirs;  // hierarchy ("unified", "memory", "cpu", "pids",
+                                            // "freezer", "cpuacct") -> absolute directory
+};
+
+class CgroupBackend {
+ public:
+  virtual ~CgroupBackend() = default;
+  virtual CgroupLayoutKind kind() const = 0;
+  virtual const CgroupFeatures& features() const = 0;
+
+  // Makes `rel` (and missing parents) in every hierarchy, enabling the controllers it needs on
+  // v2 (cgroup.subtree_control of each parent). Each directory it makes is recorded in `state`
+  // (when not null) before mkdir. An existing directory is reused.
+  virtual Result<Cgroup> create(const std::string& rel, RunState* state) = 0;
+  // Applies every set field; a field this layout cannot apply is an error naming it (callers
+  // consult features() first).
+  virtual Status set_limits(const Cgroup& cg, const Limits& limits) = 0;
+  virtual Result<Usage> read_usage(const Cgroup& cg) const = 0;
+  // Freezes or thaws and waits (bounded) until the kernel reports the state reached.
+  virtual Status freeze(const Cgroup& cg, bool frozen) = 0;
+  // Kills every process: cgroup.kill where there is one, else freeze + SIGKILL + thaw.
+  virtual Status kill(const Cgroup& cg) = 0;
+  // Sends `sig` to every process (cancel = SIGTERM).
+  virtual Status signal(const Cgroup& cg, int sig) = 0;
+  virtual Result<std::vector<pid_t>> procs(const Cgroup& cg) const = 0;
+  // Kills what is left, waits (bounded) until empty and removes the directories, children of
+  // `cg` first. ENOENT / ENODEV on the way are normal (expect the races) and not errors.
+  virtual Status remove(const Cgroup& cg) = 0;
+  // The cgroup.procs directories a call's first process must be written into.
+  virtual providers::Placement placement(const Cgroup& cg) const = 0;
+  // An fd that polls readable (POLLPRI on v2 triggers, POLLIN on a v1 eventfd) when the
+  // cgroup's memory pressure crosses `stall` within `window` (v2/unified: a PSI trigger,
+  // Documentation/accounting/psi.rst; v1: memory.pressure_level "medium" via
+  // cgroup.event_control).
+  virtual Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
+                                                   Duration window) = 0;
+};
+
+// The backend for a layout: kV2, kHybrid or kV1; kNone is an error that says so.
+Result<std::unique_ptr<CgroupBackend>> make_cgroup_backend(const CgroupLayout& layout);
+
+// "key value\n" files (memory.events, cpu.stat, pids.events, memory.stat); pure.
+Result<std::map<std::string, uint64_t>> parse_flat_keyed(std::string_view text);
+
+}  // namespace sandgate::controller

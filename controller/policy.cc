@@ -1,0 +1,834 @@
+#include "controller/policy.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <initializer_list>
+#include <set>
+#include <string_view>
+#include <utility>
+
+namespace sandgate::controller {
+
+namespace {
+
+constexpr std::string_view kStep = "parse policy";
+
+// Memory limits below this are almost certainly a forgotten unit ("memory_max": "512" is 512
+// bytes, and every call would be OOM-killed on its first page fault).
+constexpr Bytes kMinMemoryLimit = MiB(1);
+// cpu.max rejects a quota below 1ms (kernel/sched/core.c, min_cfs_quota_period); with the
+// default 100ms period that is 0.01 of a core.
+constexpr double kMinCpuCores = 0.01;
+// cpu.weight range (Documentation/admin-guide/cgroup-v2.rst, "Weights").
+constexpr int64_t kMinCpuWeight = 1;
+constexpr int64_t kMaxCpuWeight = 10000;
+// A PSI trigger's window must lie in [500ms, 10s] and its stall threshold in (0, window]
+// (Documentation/accounting/psi.rst; kernel/sched/psi.c psi_trigger_create returns EINVAL
+// otherwise). Checked here so a bad value fails at load, naming the field, not mid-run.
+constexpr Duration kPsiWindowMin = std::chrono::milliseconds(500);
+constexpr Duration kPsiWindowMax = std::chrono::seconds(10);
+// Inference regexes see at most this much of each text: libstdc++'s std::regex backtracks
+// recursively, and `.*` over a long heredoc can exhaust the stack. A command is recognisable
+// from its first few words.
+constexpr size_t kMaxInferenceText = 2048;
+
+// ---------------------------------------------------------------------------------------------
+// Parsing with paths.
+
+// A JSON path component: `.name` for plain names, `["odd name"]` otherwise.
+std::string child(const std::string& path, const std::string& key) {
+  bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (!plain) return path + "[" + Json(key).dump() + "]";
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+// A short description of what was found, for "expected X, got Y".
+std::string got(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::null:
+      return "null";
+    default: {
+      std::string s = j.dump();
+      if (s.size() > 60) s = s.substr(0, 57) + "...";
+      return s;
+    }
+  }
+}
+
+std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Names of tenants and intents become cgroup directory names and report keys: one safe path
+// component, never "." or "..".
+bool valid_name(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string source) : source_(std::move(source)) {}
+
+  Error fail(const std::string& path, const std::string& what) const {
+    return logic_error(std::string(kStep), path.empty() ? what : path + ": " + what, source_);
+  }
+  // For semantic errors that read as a sentence starting with the path.
+  Error fail_sentence(const std::string& sentence) const {
+    return logic_error(std::string(kStep), sentence, source_);
+  }
+
+  Status object(const Json& j, const std::string& path) const {
+    if (!j.is_object())
+      return fail(path.empty() ? "(top level)" : path, "expected an object, got " + got(j));
+    return {};
+  }
+
+  // `j` must be an object whose keys are all in `known`.
+  Status keys(const Json& j, const std::string& path,
+              std::initializer_list<std::string_view> known) const {
+    SG_TRY(object(j, path));
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+      std::string what = "unknown key";
+      std::string_view best;
+      size_t best_d = 3;  // suggest only close misspellings
+      for (auto k : known) {
+        size_t d = edit_distance(key, k);
+        if (d < best_d) best_d = d, best = k;
+      }
+      if (!best.empty()) what += " (did you mean '" + std::string(best) + "'?)";
+      std::vector<std::string> names(known.begin(), known.end());
+      what += "; known keys here: " + join(names);
+      return fail(child(path, key), what);
+    }
+    return {};
+  }
+
+  Result<std::string> string(const Json& j, const std::string& path, std::string_view what) const {
+    if (!j.is_string()) return fail(path, "expected " + std::string(what) + ", got " + got(j));
+    return j.get<std::string>();
+  }
+
+  Result<bool> boolean(const Json& j, const std::string& path) const {
+    if (!j.is_boolean()) return fail(path, "expected true or false, got " + got(j));
+    return j.get<bool>();
+  }
+
+  // A size string; `min` guards against a forgotten unit.
+  Result<Bytes> size(const Json& j, const std::string& path, Bytes min = kMinMemoryLimit) const {
+    if (!j.is_string()) return fail(path, "expected a size like \"512MiB\", got " + got(j));
+    auto b = parse_bytes(j.get<std::string>());
+    if (!b.ok())
+      return fail(path,
+                  "expected a size like \"512MiB\", got " + got(j) + " (" + b.error().detail + ")");
+    if (*b < min)
+      return fail(path, format_bytes(*b) + " is below the minimum of " + format_bytes(min) +
+                            " (a forgotten unit? write e.g. \"512MiB\")");
+    return *b;
+  }
+
+  Result<Duration> duration(const Json& j, const std::string& path) const {
+    if (!j.is_string()) return fail(path, "expected a duration like \"250ms\", got " + got(j));
+    auto d = parse_duration(j.get<std::string>());
+    if (!d.ok())
+      return fail(path, "expected a duration like \"250ms\", got " + got(j) + " (" +
+                            d.error().detail + ")");
+    return *d;
+  }
+
+  // An integer in [lo, hi].
+  Result<uint64_t> integer(const Json& j, const std::string& path, uint64_t lo, uint64_t hi) const {
+    std::string expected = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+    if (!j.is_number_integer()) return fail(path, "expected " + expected + ", got " + got(j));
+    if (j.is_number_unsigned()) {
+      uint64_t v = j.get<uint64_t>();
+      if (v >= lo && v <= hi) return v;
+    } else {
+      int64_t v = j.get<int64_t>();
+      if (v >= 0 && static_cast<uint64_t>(v) >= lo && static_cast<uint64_t>(v) <= hi)
+        return static_cast<uint64_t>(v);
+    }
+    return fail(path, "expected " + expected + ", got " + got(j));
+  }
+
+  // A number in (lo, hi] (lo_open) or [lo, hi].
+  Result<double> number(const Json& j, const std::string& path, double lo, double hi, bool lo_open,
+                        std::string_view what) const {
+    if (!j.is_number()) return fail(path, "expected " + std::string(what) + ", got " + got(j));
+    double v = j.get<double>();
+    bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
+    if (!ok) return fail(path, "expected " + std::string(what) + ", got " + got(j));
+    return v;
+  }
+
+  Result<Grant> grant(const Json& j, const std::string& path) const {
+    SG_TRY(keys(j, path, {"memory_max", "memory_high", "cpu", "pids_max", "timeout"}));
+    Grant g;
+    if (j.contains("memory_max")) {
+      SG_ASSIGN_OR_RETURN(g.memory_max, size(j["memory_max"], child(path, "memory_max")));
+    }
+    if (j.contains("memory_high")) {
+      SG_ASSIGN_OR_RETURN(g.memory_high, size(j["memory_high"], child(path, "memory_high")));
+    }
+    if (j.contains("cpu")) {
+      SG_ASSIGN_OR_RETURN(g.cpu_cores, number(j["cpu"], child(path, "cpu"), kMinCpuCores, 1e6,
+                                              false, "a number of cores >= 0.01 like 0.5 or 2"));
+    }
+    if (j.contains("pids_max")) {
+      SG_ASSIGN_OR_RETURN(g.pids_max, integer(j["pids_max"], child(path, "pids_max"), 1,
+                                              uint64_t{1} << 22));  // pid_max limit (PID_MAX_LIMIT)
+    }
+    if (j.contains("timeout")) {
+      SG_ASSIGN_OR_RETURN(g.timeout, duration(j["timeout"], child(path, "timeout")));
+    }
+    if (g.memory_max && g.memory_high && *g.memory_high > *g.memory_max)
+      return fail_sentence(child(path, "memory_high") + " (" + format_bytes(*g.memory_high) +
+                           ") exceeds memory_max (" + format_bytes(*g.memory_max) + ")");
+    return g;
+  }
+
+  Result<TenantPolicy> tenant(const Json& j, const std::string& path) const {
+    SG_TRY(keys(j, path, {"cpu_weight", "memory_budget"}));
+    TenantPolicy t;
+    if (j.contains("cpu_weight")) {
+      SG_ASSIGN_OR_RETURN(uint64_t w, integer(j["cpu_weight"], child(path, "cpu_weight"),
+                                              kMinCpuWeight, kMaxCpuWeight));
+      t.cpu_weight = static_cast<uint32_t>(w);
+    }
+    if (j.contains("memory_budget")) {
+      SG_ASSIGN_OR_RETURN(t.memory_budget, size(j["memory_budget"], child(path, "memory_budget")));
+    }
+    return t;
+  }
+
+  Result<LadderSettings> ladder(const Json& j, const std::string& path) const {
+    SG_TRY(keys(j, path,
+                {"enabled", "sample_interval", "throttle_at", "throttle_cpu_fraction",
+                 "freeze_host_psi", "thaw_host_psi", "freeze_max", "cancel_grace",
+                 "psi_trigger_stall", "psi_trigger_window"}));
+    LadderSettings l;
+    auto at = [&](const char* k) { return child(path, k); };
+    if (j.contains("enabled")) {
+      SG_ASSIGN_OR_RETURN(l.enabled, boolean(j["enabled"], at("enabled")));
+    }
+    if (j.contains("sample_interval")) {
+      SG_ASSIGN_OR_RETURN(l.sample_interval, duration(j["sample_interval"], at("sample_interval")));
+      if (l.sample_interval <= Duration(0))
+        return fail(at("sample_interval"), "must be greater than 0");
+    }
+    if (j.contains("throttle_at")) {
+      SG_ASSIGN_OR_RETURN(l.throttle_at, number(j["throttle_at"], at("throttle_at"), 0, 1, true,
+                                                "a fraction of memory_max in (0, 1] like 0.9"));
+    }
+    if (j.contains("throttle_cpu_fraction")) {
+      SG_ASSIGN_OR_RETURN(l.throttle_cpu_fraction,
+                          number(j["throttle_cpu_fraction"], at("throttle_cpu_fraction"), 0, 1,
+                                 true, "a fraction of the granted cores in (0, 1] like 0.25"));
+    }
+    if (j.contains("freeze_host_psi")) {
+      SG_ASSIGN_OR_RETURN(l.freeze_host_psi,
+                          number(j["freeze_host_psi"], at("freeze_host_psi"), 0, 100, true,
+                                 "a PSI percentage in (0, 100] like 40"));
+    }
+    if (j.contains("thaw_host_psi")) {
+      SG_ASSIGN_OR_RETURN(l.thaw_host_psi, number(j["thaw_host_psi"], at("thaw_host_psi"), 0, 100,
+                                                  false, "a PSI percentage in [0, 100) like 10"));
+    }
+    if (j.contains("freeze_max")) {
+      SG_ASSIGN_OR_RETURN(l.freeze_max, duration(j["freeze_max"], at("freeze_max")));
+      if (l.freeze_max <= Duration(0)) return fail(at("freeze_max"), "must be greater than 0");
+    }
+    if (j.contains("cancel_grace")) {
+      SG_ASSIGN_OR_RETURN(l.cancel_grace, duration(j["cancel_grace"], at("cancel_grace")));
+    }
+    if (j.contains("psi_trigger_stall")) {
+      SG_ASSIGN_OR_RETURN(l.psi_trigger_stall,
+                          duration(j["psi_trigger_stall"], at("psi_trigger_stall")));
+    }
+    if (j.contains("psi_trigger_window")) {
+      SG_ASSIGN_OR_RETURN(l.psi_trigger_window,
+                          duration(j["psi_trigger_window"], at("psi_trigger_window")));
+    }
+    // Relations between fields, checked on the merged values (defaults included).
+    if (l.thaw_host_psi >= l.freeze_host_psi)
+      return fail_sentence(at("thaw_host_psi") + " (" + Json(l.thaw_host_psi).dump() +
+                           ") must be below freeze_host_psi (" + Json(l.freeze_host_psi).dump() +
+                           ")");
+    if (l.psi_trigger_window < kPsiWindowMin || l.psi_trigger_window > kPsiWindowMax)
+      return fail(at("psi_trigger_window"),
+                  "must be from 500ms to 10s (the kernel's PSI trigger window), got " +
+                      format_duration(l.psi_trigger_window));
+    if (l.psi_trigger_stall <= Duration(0) || l.psi_trigger_stall > l.psi_trigger_window)
+      return fail(at("psi_trigger_stall"),
+                  "must be greater than 0 and at most psi_trigger_window (" +
+                      format_duration(l.psi_trigger_window) + "), got " +
+                      format_duration(l.psi_trigger_stall));
+    return l;
+  }
+
+  Result<Policy> policy(const Json& j) const {
+    SG_TRY(object(j, ""));
+    // The version first: a newer file is refused as newer, not for the keys it added.
+    if (!j.contains("schema_version"))
+      return fail("schema_version",
+                  "missing (expected " + std::to_string(kPolicySchemaVersion) + ")");
+    const Json& v = j["schema_version"];
+    if (!v.is_number_integer() || v.get<int64_t>() != kPolicySchemaVersion)
+      return fail("schema_version", "expected " + std::to_string(kPolicySchemaVersion) + ", got " +
+                                        got(v) + " (this sandgate reads policy schema version " +
+                                        std::to_string(kPolicySchemaVersion) + ")");
+    SG_TRY(keys(j, "",
+                {"schema_version", "name", "mode", "tenants", "run", "intents", "inference",
+                 "ladder", "requires"}));
+
+    Policy p;
+    if (j.contains("name")) {
+      SG_ASSIGN_OR_RETURN(p.name, string(j["name"], "name", "a string"));
+      if (p.name.empty()) return fail("name", "must not be empty");
+    }
+    if (j.contains("mode")) {
+      SG_ASSIGN_OR_RETURN(std::string mode,
+                          string(j["mode"], "mode", "\"per_call\" or \"static\""));
+      if (mode == "per_call") {
+        p.mode = PolicyMode::kPerCall;
+      } else if (mode == "static") {
+        p.mode = PolicyMode::kStatic;
+      } else {
+        return fail("mode", "expected \"per_call\" or \"static\", got " + got(j["mode"]));
+      }
+    }
+    if (j.contains("tenants")) {
+      SG_TRY(object(j["tenants"], "tenants"));
+      for (const auto& [name, value] : j["tenants"].items()) {
+        std::string path = child("tenants", name);
+        if (!valid_name(name))
+          return fail(path, "a tenant name must be 1-64 of [A-Za-z0-9_.-] (it names a cgroup)");
+        SG_ASSIGN_OR_RETURN(p.tenants[name], tenant(value, path));
+      }
+    }
+    p.tenants.try_emplace("default");
+    if (j.contains("run")) {
+      SG_ASSIGN_OR_RETURN(p.run, grant(j["run"], "run"));
+    }
+    if (!j.contains("intents"))
+      return fail("intents", "missing (every policy defines " + join(required_intents()) + ")");
+    SG_TRY(object(j["intents"], "intents"));
+    for (const auto& [name, value] : j["intents"].items()) {
+      std::string path = child("intents", name);
+      if (!valid_name(name)) return fail(path, "an intent name must be 1-64 of [A-Za-z0-9_.-]");
+      SG_ASSIGN_OR_RETURN(p.intents[name], grant(value, path));
+    }
+    for (const auto& name : required_intents())
+      if (!p.intents.contains(name))
+        return fail("intents", "missing required intent '" + name + "' (every policy defines " +
+                                   join(required_intents()) + ")");
+    // Per call, a grant above the run ceiling can never be reached: the enclosing run cgroup
+    // binds first. Static mode keeps the intents for reporting only, so they may exceed it.
+    if (p.mode == PolicyMode::kPerCall) SG_TRY(check_under_ceiling(p));
+
+    if (j.contains("inference")) {
+      const Json& rules = j["inference"];
+      if (!rules.is_array())
+        return fail("inference", "expected an array of {\"match\", \"intent\"}, got " + got(rules));
+      for (size_t i = 0; i < rules.size(); ++i) {
+        std::string path = index("inference", i);
+        SG_TRY(keys(rules[i], path, {"match", "intent"}));
+        if (!rules[i].contains("match")) return fail(child(path, "match"), "missing (a regex)");
+        if (!rules[i].contains("intent"))
+          return fail(child(path, "intent"), "missing (the name of an intent)");
+        InferenceRule rule;
+        SG_ASSIGN_OR_RETURN(rule.pattern,
+                            string(rules[i]["match"], child(path, "match"), "a regex string"));
+        SG_ASSIGN_OR_RETURN(rule.intent, string(rules[i]["intent"], child(path, "intent"),
+                                                "the name of an intent"));
+        if (rule.pattern.empty()) return fail(child(path, "match"), "must not be empty");
+        try {
+          rule.regex = std::regex(rule.pattern, std::regex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          return fail_sentence(child(path, "match") + " is not a valid regex: " + e.what());
+        }
+        if (!p.intents.contains(rule.intent)) {
+          std::vector<std::string> known;
+          for (const auto& [name, g] : p.intents) known.push_back(name);
+          return fail_sentence(child(path, "intent") + " '" + rule.intent +
+                               "' is not a defined intent (defined: " + join(known) + ")");
+        }
+        p.inference.push_back(std::move(rule));
+      }
+    }
+    if (j.contains("ladder")) {
+      SG_ASSIGN_OR_RETURN(p.ladder, ladder(j["ladder"], "ladder"));
+    }
+    if (j.contains("requires")) {
+      const Json& caps = j["requires"];
+      if (!caps.is_array())
+        return fail("requires", "expected an array of capability names, got " + got(caps));
+      for (size_t i = 0; i < caps.size(); ++i) {
+        std::string path = index("requires", i);
+        SG_ASSIGN_OR_RETURN(std::string name,
+                            string(caps[i], path, "a capability name like \"fs.isolated\""));
+        auto cap = providers::capability_from_string(name);
+        if (!cap.ok()) return fail(path, cap.error().detail);
+        p.required_capabilities.push_back(*cap);
+      }
+    }
+    return p;
+  }
+
+ private:
+  Status check_under_ceiling(const Policy& p) const {
+    const Grant& run = p.run;
+    for (const auto& [name, g] : p.intents) {
+      std::string path = child("intents", name);
+      auto over = [&](const std::string& field, const std::string& have,
+                      const std::string& ceiling) {
+        return fail_sentence(child(path, field) + " (" + have + ") exceeds run." + field + " (" +
+                             ceiling + "): the run ceiling would bind first");
+      };
+      if (g.memory_max && run.memory_max && *g.memory_max > *run.memory_max)
+        return over("memory_max", format_bytes(*g.memory_max), format_bytes(*run.memory_max));
+      if (g.cpu_cores && run.cpu_cores && *g.cpu_cores > *run.cpu_cores)
+        return over("cpu", Json(*g.cpu_cores).dump(), Json(*run.cpu_cores).dump());
+      if (g.pids_max && run.pids_max && *g.pids_max > *run.pids_max)
+        return over("pids_max", std::to_string(*g.pids_max), std::to_string(*run.pids_max));
+    }
+    return {};
+  }
+
+  std::string source_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Inference texts.
+
+bool is_assignment(const std::string& w) {
+  auto eq = w.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  if (!std::isalpha(static_cast<unsigned char>(w[0])) && w[0] != '_') return false;
+  return std::all_of(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(eq), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+std::string base_name(const std::string& w) {
+  auto slash = w.rfind('/');
+  return slash == std::string::npos ? w : w.substr(slash + 1);
+}
+
+// Drops wrappers that do not change what a command is, and shortens an absolute program path.
+std::vector<std::string> normalize(std::vector<std::string> words) {
+  size_t i = 0;
+  while (i < words.size()) {
+    const std::string& w = words[i];
+    if (is_assignment(w)) {
+      ++i;
+    } else if (w == "env" || w == "sudo" || w == "time" || w == "nohup" || w == "exec" ||
+               w == "command") {
+      ++i;
+      while (i < words.size() && words[i].size() > 1 && words[i][0] == '-') ++i;  // their flags
+    } else if (w == "timeout") {
+      ++i;
+      while (i < words.size() && words[i].size() > 1 && words[i][0] == '-') {
+        bool takes_arg = words[i] == "-s" || words[i] == "-k";
+        i += takes_arg ? 2 : 1;
+      }
+      if (i < words.size()) ++i;  // the duration
+    } else {
+      break;
+    }
+  }
+  words.erase(words.begin(),
+              words.begin() + static_cast<std::ptrdiff_t>(std::min(i, words.size())));
+  if (!words.empty() && words[0].starts_with('/')) words[0] = base_name(words[0]);
+  return words;
+}
+
+std::vector<std::string> split_words(std::string_view text) {
+  std::vector<std::string> words;
+  std::string cur;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!cur.empty()) words.push_back(std::move(cur)), cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) words.push_back(std::move(cur));
+  return words;
+}
+
+// The commands of a shell script, split at ; & | ( ) and newlines outside quotes. Not a shell
+// parser: good enough to find the program each command runs. `2>&1` and `&>` stay redirects.
+std::vector<std::string> split_commands(std::string_view script) {
+  std::vector<std::string> out;
+  std::string cur;
+  char quote = 0;
+  auto flush = [&] {
+    auto words = split_words(cur);
+    cur.clear();
+    if (!words.empty()) out.push_back(join(words, " "));
+  };
+  for (size_t i = 0; i < script.size(); ++i) {
+    char c = script[i];
+    if (quote) {
+      if (c == '\\' && quote == '"' && i + 1 < script.size()) {
+        cur += c;
+        cur += script[++i];
+        continue;
+      }
+      if (c == quote) quote = 0;
+      cur += c;
+      continue;
+    }
+    if (c == '\\' && i + 1 < script.size()) {
+      cur += c;
+      cur += script[++i];
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      cur += c;
+      continue;
+    }
+    bool redirect_amp = c == '&' && ((i > 0 && (script[i - 1] == '>' || script[i - 1] == '<')) ||
+                                     (i + 1 < script.size() && script[i + 1] == '>'));
+    if ((c == ';' || c == '\n' || c == '|' || c == '&' || c == '(' || c == ')') && !redirect_amp) {
+      flush();
+      continue;
+    }
+    cur += c;
+  }
+  flush();
+  return out;
+}
+
+// The script of `sh -c SCRIPT`, `bash -lc SCRIPT`, `bash -e -o pipefail -c SCRIPT`.
+std::optional<std::string> shell_script(const std::vector<std::string>& words) {
+  static const std::set<std::string> kShells = {"sh", "bash", "dash", "zsh", "ksh", "ash"};
+  if (words.empty() || !kShells.contains(base_name(words[0]))) return std::nullopt;
+  bool dash_c = false;
+  size_t i = 1;
+  while (i < words.size()) {
+    const std::string& w = words[i];
+    if (w == "--") {
+      ++i;
+      break;
+    }
+    if (w.size() < 2 || (w[0] != '-' && w[0] != '+')) break;
+    if (w == "-o" || w == "+o" || w == "-O" || w == "+O") {
+      i += 2;
+      continue;
+    }
+    if (w[0] == '-' && w[1] != '-' && w.find('c') != std::string::npos) dash_c = true;
+    ++i;
+  }
+  if (!dash_c || i >= words.size()) return std::nullopt;
+  return words[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The built-in policy.
+
+Grant make_grant(Bytes max, Bytes high, double cpu, uint64_t pids, Duration timeout) {
+  Grant g;
+  g.memory_max = max;
+  g.memory_high = high;
+  g.cpu_cores = cpu;
+  g.pids_max = pids;
+  g.timeout = timeout;
+  return g;
+}
+
+InferenceRule rule(std::string pattern, std::string intent) {
+  InferenceRule r;
+  r.regex = std::regex(pattern, std::regex::ECMAScript);  // built-ins: tested to compile
+  r.pattern = std::move(pattern);
+  r.intent = std::move(intent);
+  return r;
+}
+
+Policy build_default_policy() {
+  using std::chrono::minutes;
+  using std::chrono::seconds;
+  Policy p;
+  p.name = "default";
+  p.mode = PolicyMode::kPerCall;
+  p.tenants["default"] = TenantPolicy{};  // weight 100, no budget: one agent, whole ceiling
+
+  // The run ceiling, sized for a small host (2 cores, ~8GiB): half the memory and both cores
+  // for the agent's sandbox, so the host (the agent itself, its model client, the controller)
+  // keeps room. memory_high at 3.5GiB makes the kernel reclaim and throttle before the OOM
+  // killer acts at memory_max. pids_max 1024 bounds a fork bomb (pids.max counts threads).
+  // No run timeout: a run lives as long as the agent session; each call has its own.
+  p.run = make_grant(GiB(4), MiB(3584), 2.0, 1024, Duration(0));
+
+  // compile: a C++ translation unit with heavy templates reaches ~1GiB in cc1plus, and make
+  // -j2 runs two; the linker peaks at the end. 2GiB max with reclaim from 1.5GiB, both cores,
+  // 512 tasks for parallel make/ninja/cargo/go (their worker threads count too), 10 minutes.
+  p.intents["compile"] = make_grant(GiB(2), MiB(1536), 2.0, 512, minutes(10));
+  // test: test runners fork workers (pytest-xdist, jest, ctest -j) but each is smaller than a
+  // compiler; 1.5GiB / 1GiB high, both cores, 512 tasks, 10 minutes.
+  p.intents["test"] = make_grant(MiB(1536), GiB(1), 2.0, 512, minutes(10));
+  // install: package managers are network- and disk-bound; resolvers (pip, npm) reach a few
+  // hundred MiB and the odd wheel build more: 1GiB / 768MiB high, 1 core, 10 minutes.
+  p.intents["install"] = make_grant(GiB(1), MiB(768), 1.0, 256, minutes(10));
+  // search: grep/rg/find stream; rg's mmap'd files count as page cache the kernel can reclaim.
+  // 256MiB, 1 core (rg's threads share it), 64 tasks, 2 minutes.
+  p.intents["search"] = make_grant(MiB(256), MiB(192), 1.0, 64, minutes(2));
+  // edit: sed -i, patch, git apply, cat > file: tiny. Half a core keeps a runaway loop cheap.
+  p.intents["edit"] = make_grant(MiB(256), MiB(192), 0.5, 32, minutes(1));
+  // run: the agent's own scripts (python, node, ./prog): unknown, so middling, 1 core.
+  p.intents["run"] = make_grant(GiB(1), MiB(768), 1.0, 256, minutes(10));
+  // default: nothing recognised it; modest, so an unrecognised heavy call is throttled early
+  // (the agent can declare an intent to get more).
+  p.intents["default"] = make_grant(MiB(512), MiB(384), 1.0, 128, minutes(5));
+
+  // Inference: first match wins, so the specific rules come first: "make test" is a test
+  // before "make" is a compile, "cat > f" an edit before "cat f" a search, "python -m pytest"
+  // a test before "python" a run. Patterns end words with (\s|$) rather than \b because \b
+  // does not end "g++" and does end "make" in "make-foo".
+  p.inference = {
+      // test
+      rule(R"(^(pytest|py\.test|tox|nox|ctest|jest|vitest|mocha)(\s|$))", "test"),
+      rule(R"(^python[0-9.]*\s+-m\s+(pytest|unittest|tox)(\s|$))", "test"),
+      rule(R"(^(go|cargo)\s+test(\s|$))", "test"),
+      rule(R"(^(npm|yarn|pnpm)\s+(run\s+)?test(\s|$))", "test"),
+      rule(R"(^npx\s+(jest|vitest|mocha)(\s|$))", "test"),
+      rule(R"(^(make|ninja)\s+(.*\s)?(test|check)(\s|$))", "test"),
+      rule(R"(^(mvn|gradle|\./gradlew)\s+(.*\s)?test(\s|$))", "test"),
+      // install
+      rule(R"(^(pip[0-9.]*|uv\s+pip|pipx|pipenv|poetry|gem|conda)\s+install(\s|$))", "install"),
+      rule(R"(^python[0-9.]*\s+-m\s+pip\s+install(\s|$))", "install"),
+      rule(R"(^(npm|pnpm)\s+(install|i|ci|add)(\s|$))", "install"),
+      rule(R"(^yarn(\s+(install|add)(\s|$)|$))", "install"),
+      rule(R"(^(apt-get|apt)\s+(.*\s)?(install|update)(\s|$))", "install"),
+      rule(R"(^(cargo\s+fetch|go\s+mod\s+download|go\s+get|bundle\s+install|uv\s+sync)(\s|$))",
+           "install"),
+      // edit
+      rule(R"(^(sed|perl)\s+(.*\s)?-[a-zA-Z]*i)", "edit"),
+      rule(R"(^(cat|echo|printf)\s.*>)", "edit"),
+      rule(R"(^(patch|tee|touch|mkdir|mv|cp|rm|ln)(\s|$))", "edit"),
+      rule(R"(^git\s+(apply|am|add|commit|checkout|restore|stash|mv|rm)(\s|$))", "edit"),
+      // compile
+      rule(R"(^(make|cmake|ninja|meson|bazel|scons)(\s|$))", "compile"),
+      rule(R"(^(gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(-[0-9]+)?(\s|$))", "compile"),
+      rule(R"(^(cargo|go)\s+(build|check|install|rustc)(\s|$))", "compile"),
+      rule(R"(^(javac|rustc|tsc)(\s|$))", "compile"),
+      rule(R"(^(mvn|gradle|\./gradlew)\s+(.*\s)?(compile|package|build|install)(\s|$))", "compile"),
+      rule(R"(^(npm|yarn|pnpm)\s+run\s+build(\s|$))", "compile"),
+      rule(R"(^npx\s+tsc(\s|$))", "compile"),
+      // search
+      rule(R"(^(grep|egrep|fgrep|rg|ag|ack|find|fd|fdfind|ls|tree|locate)(\s|$))", "search"),
+      rule(R"(^git\s+(grep|log|show|diff|status|blame|ls-files)(\s|$))", "search"),
+      rule(R"(^(cat|head|tail|less|wc|file|stat|du)(\s|$))", "search"),
+      // run: after everything above, so "python -m pytest" and `sh -c 'make'` are not runs.
+      rule(R"(^(python[0-9.]*|node|deno|bun|ruby|perl|php|java)(\s|$))", "run"),
+      rule(R"(^\./)", "run"),
+      rule(R"(^(ba|da|z|k)?sh(\s|$))", "run"),
+  };
+  // LadderSettings' defaults; no required capabilities, so every provider (host_dir too)
+  // can run the built-in policy. A deployment that needs isolation says so in its file.
+  return p;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+Limits Grant::to_limits() const {
+  Limits l;
+  l.memory_max = memory_max;
+  l.memory_high = memory_high;
+  l.cpu_cores = cpu_cores;
+  l.pids_max = pids_max;
+  return l;
+}
+
+Json to_json(const Grant& g) {
+  Json j = Json::object();
+  if (g.memory_max) j["memory_max"] = format_bytes(*g.memory_max);
+  if (g.memory_high) j["memory_high"] = format_bytes(*g.memory_high);
+  if (g.cpu_cores) j["cpu"] = *g.cpu_cores;
+  if (g.pids_max) j["pids_max"] = *g.pids_max;
+  if (g.timeout != Duration(0)) j["timeout"] = format_duration(g.timeout);
+  return j;
+}
+
+std::string to_string(PolicyMode m) {
+  switch (m) {
+    case PolicyMode::kPerCall:
+      return "per_call";
+    case PolicyMode::kStatic:
+      return "static";
+  }
+  return "unknown";
+}
+
+const std::vector<std::string>& required_intents() {
+  static const std::vector<std::string> kRequired = {"compile", "test", "install", "search",
+                                                     "edit",    "run",  "default"};
+  return kRequired;
+}
+
+Result<Policy> parse_policy(const Json& j, const std::string& source) {
+  // nlohmann throws on misuse (type_error, out_of_range); the parser checks types first, but no
+  // exception may cross this boundary.
+  try {
+    return Parser(source).policy(j);
+  } catch (const std::exception& e) {
+    return logic_error(std::string(kStep), std::string("unexpected: ") + e.what(), source);
+  }
+}
+
+Result<Policy> load_policy_file(const std::string& path) {
+  try {
+    SG_ASSIGN_OR_RETURN(Json j, read_json_file(path));
+    return parse_policy(j, path);
+  } catch (const std::exception& e) {
+    return logic_error("load policy", e.what(), path);
+  }
+}
+
+Json to_json(const Policy& p) {
+  Json j;
+  j["schema_version"] = p.schema_version;
+  j["name"] = p.name;
+  j["mode"] = to_string(p.mode);
+  Json tenants = Json::object();
+  for (const auto& [name, t] : p.tenants) {
+    Json tj;
+    tj["cpu_weight"] = t.cpu_weight;
+    if (t.memory_budget) tj["memory_budget"] = format_bytes(*t.memory_budget);
+    tenants[name] = tj;
+  }
+  j["tenants"] = tenants;
+  j["run"] = to_json(p.run);
+  Json intents = Json::object();
+  for (const auto& [name, g] : p.intents) intents[name] = to_json(g);
+  j["intents"] = intents;
+  Json rules = Json::array();
+  for (const auto& r : p.inference) rules.push_back({{"match", r.pattern}, {"intent", r.intent}});
+  j["inference"] = rules;
+  const LadderSettings& l = p.ladder;
+  j["ladder"] = {
+      {"enabled", l.enabled},
+      {"sample_interval", format_duration(l.sample_interval)},
+      {"throttle_at", l.throttle_at},
+      {"throttle_cpu_fraction", l.throttle_cpu_fraction},
+      {"freeze_host_psi", l.freeze_host_psi},
+      {"thaw_host_psi", l.thaw_host_psi},
+      {"freeze_max", format_duration(l.freeze_max)},
+      {"cancel_grace", format_duration(l.cancel_grace)},
+      {"psi_trigger_stall", format_duration(l.psi_trigger_stall)},
+      {"psi_trigger_window", format_duration(l.psi_trigger_window)},
+  };
+  Json caps = Json::array();
+  for (auto c : p.required_capabilities) caps.push_back(providers::to_string(c));
+  j["requires"] = caps;
+  return j;
+}
+
+const Policy& default_policy() {
+  static const Policy kDefault = build_default_policy();
+  return kDefault;
+}
+
+Policy static_policy(const Grant& run_limit) {
+  Policy p = default_policy();
+  p.name = "static";
+  p.mode = PolicyMode::kStatic;
+  p.run = run_limit;
+  return p;
+}
+
+std::vector<std::string> inference_texts(const std::vector<std::string>& argv) {
+  std::vector<std::string> texts;
+  std::vector<std::string> words = normalize(argv);
+  if (words.empty()) return texts;
+  if (auto script = shell_script(words)) {
+    for (const auto& command : split_commands(*script)) {
+      auto w = normalize(split_words(command));
+      if (!w.empty()) texts.push_back(join(w, " "));
+    }
+  }
+  texts.push_back(join(words, " "));
+  return texts;
+}
+
+Result<IntentChoice> choose_intent(const Policy& p, const std::optional<std::string>& declared,
+                                   const std::vector<std::string>& argv) {
+  if (declared) {
+    if (!p.intents.contains(*declared)) {
+      std::vector<std::string> known;
+      for (const auto& [name, g] : p.intents) known.push_back(name);
+      return logic_error("choose intent", "intent '" + *declared + "' is not defined by policy '" +
+                                              p.name + "' (known: " + join(known) + ")");
+    }
+    return IntentChoice{*declared, false, "declared"};
+  }
+  for (const auto& text : inference_texts(argv)) {
+    std::string_view view(text);
+    if (view.size() > kMaxInferenceText) view = view.substr(0, kMaxInferenceText);
+    for (const auto& r : p.inference) {
+      try {
+        if (std::regex_search(view.begin(), view.end(), r.regex))
+          return IntentChoice{r.intent, true, "rule /" + r.pattern + "/"};
+      } catch (const std::regex_error& e) {
+        // error_complexity / error_stack on a pathological pattern: that rule cannot decide.
+        spdlog::debug("inference rule /{}/ failed on '{}': {}", r.pattern, text, e.what());
+      }
+    }
+  }
+  return IntentChoice{"default", true, "no rule matched"};
+}
+
+Grant grant_for(const Policy& p, const std::string& intent) {
+  auto it = p.intents.find(intent);
+  if (it == p.intents.end()) it = p.intents.find("default");
+  if (it == p.intents.end()) return Grant{};
+  if (p.mode == PolicyMode::kStatic) {
+    // Static mode: the run ceiling is the one limit; a call keeps only its wall-clock timeout.
+    Grant g;
+    g.timeout = it->second.timeout;
+    return g;
+  }
+  return it->second;
+}
+
+}  // namespace sandgate::controller

@@ -1,0 +1,122 @@
+// Policy: what a call may consume, how far it may reach, when its grant is revoked. Read from a
+// JSON file (`--policy FILE`) or built in; validated strictly (unknown keys and wrong types
+// are errors that name the field path and what was expected).
+//
+// Each tool call declares an intent (compile, test, install, search, edit, run, default) or
+// has one inferred from its argv; the intent maps to a grant, the limits of the call's own
+// cgroup. The run carries a ceiling and the tenant a weight and budget. In `static` mode no
+// call gets a grant of its own: the run ceiling is the one limit (what people do today).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "controller/cgroup.h"
+#include "core/json.h"
+#include "core/result.h"
+#include "core/units.h"
+#include "providers/provider.h"
+
+namespace sandgate::controller {
+
+inline constexpr int kPolicySchemaVersion = 1;
+
+struct Grant {
+  std::optional<Bytes> memory_max;
+  std::optional<Bytes> memory_high;  // soft: throttled above it where the layout has memory.high
+  std::optional<double> cpu_cores;
+  std::optional<uint64_t> pids_max;
+  Duration timeout{0};               // wall clock for one call (0: none)
+
+  Limits to_limits() const;  // timeout is enforced by the controller, not a cgroup
+  bool operator==(const Grant&) const = default;
+};
+Json to_json(const Grant& g);
+
+struct TenantPolicy {
+  uint32_t cpu_weight = 100;         // 1..10000, relative to other tenants
+  std::optional<Bytes> memory_budget;  // all of the tenant's runs together
+};
+
+struct InferenceRule {
+  std::string pattern;  // ECMAScript regex matched against the argv joined with spaces
+  std::string intent;
+  std::regex regex;     // compiled from pattern at parse time
+};
+
+// The graduated response (DESIGN.md idea 6): throttle -> freeze -> cancel -> kill.
+struct LadderSettings {
+  bool enabled = true;
+  Duration sample_interval = std::chrono::milliseconds(20);
+  // Throttle when memory.current crosses this fraction of the call's memory_max.
+  double throttle_at = 0.9;
+  // CPU squeeze while throttled: this fraction of the grant's cores (of one core if ungranted).
+  double throttle_cpu_fraction = 0.25;
+  // Freeze the largest call when host memory pressure (PSI some avg10, %) exceeds this.
+  double freeze_host_psi = 40.0;
+  // Thaw when host pressure falls below this; cancel if still frozen after freeze_max.
+  double thaw_host_psi = 10.0;
+  Duration freeze_max = std::chrono::seconds(2);
+  // Cancel = SIGTERM to the call's tree; kill after this grace period.
+  Duration cancel_grace = std::chrono::milliseconds(500);
+  // PSI trigger on the call's memory pressure: stall within window wakes the monitor early.
+  Duration psi_trigger_stall = std::chrono::milliseconds(50);
+  Duration psi_trigger_window = std::chrono::seconds(1);
+};
+
+enum class PolicyMode { kPerCall, kStatic };
+std::string to_string(PolicyMode m);
+
+struct Policy {
+  int schema_version = kPolicySchemaVersion;
+  std::string name = "default";
+  PolicyMode mode = PolicyMode::kPerCall;
+  std::map<std::string, TenantPolicy> tenants;  // "default" always present after parsing
+  Grant run;                                    // the run ceiling (static mode: the one limit)
+  std::map<std::string, Grant> intents;         // must contain "default"
+  std::vector<InferenceRule> inference;         // first match wins
+  LadderSettings ladder;
+  // Required provider capabilities (JSON key "requires"; `requires` itself is a C++20
+  // keyword and cannot name a member).
+  std::vector<providers::Capability> required_capabilities;
+};
+
+// The intents every policy must define.
+const std::vector<std::string>& required_intents();
+
+// Strict parse: every error names the JSON path ("intents.compile.memory_max") and what was
+// expected ("a size like 512MiB"); unknown keys are errors; regexes must compile.
+Result<Policy> parse_policy(const Json& j, const std::string& source);
+Result<Policy> load_policy_file(const std::string& path);
+Json to_json(const Policy& p);
+
+// The built-in policy (used when no --policy is given), sized for a small host.
+const Policy& default_policy();
+// The same intents, but static mode with the given run limit (the comparison baseline).
+Policy static_policy(const Grant& run_limit);
+
+struct IntentChoice {
+  std::string intent;
+  bool inferred = false;  // true: chosen by a rule (or defaulted), not declared
+  std::string because;    // "declared", "rule /^make\\b/", "no rule matched"
+};
+// A declared intent must exist in the policy (error otherwise, listing the known ones); with
+// none declared, the first matching inference rule wins, else "default".
+Result<IntentChoice> choose_intent(const Policy& p, const std::optional<std::string>& declared,
+                                   const std::vector<std::string>& argv);
+
+// The texts inference rules are matched against, in the order tried (added helper, used by
+// choose_intent and shown by tests and diagnostics). For `sh -c SCRIPT` / `bash -lc SCRIPT`
+// first each command of SCRIPT (split at ; && || | & and newlines, outside quotes), then the
+// argv joined with spaces. Each text is normalised the same way: leading `env`, `VAR=value`,
+// `time`, `nohup`, `exec`, `command`, `sudo` and `timeout DURATION` are dropped and an
+// absolute program path becomes its base name ("/usr/bin/g++ -c x.cc" -> "g++ -c x.cc").
+std::vector<std::string> inference_texts(const std::vector<std::string>& argv);
+
+// The grant for an intent under the policy's mode: static mode grants nothing per call.
+Grant grant_for(const Policy& p, const std::string& intent);
+
+}  // namespace sandgate::controller

@@ -1,0 +1,607 @@
+#include "controller/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tests/support/privileged.h"
+
+namespace sandgate::controller {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+std::string testdata(const std::string& name) {
+  return sandgate::testing::source_dir() + "/controller/testdata/" + name;
+}
+
+// Policy has no operator== (std::regex is not comparable): compare what matters.
+void ExpectSamePolicy(const Policy& a, const Policy& b) {
+  EXPECT_EQ(a.schema_version, b.schema_version);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.mode, b.mode);
+  ASSERT_EQ(a.tenants.size(), b.tenants.size());
+  for (const auto& [name, t] : a.tenants) {
+    ASSERT_TRUE(b.tenants.contains(name)) << name;
+    EXPECT_EQ(t.cpu_weight, b.tenants.at(name).cpu_weight) << name;
+    EXPECT_EQ(t.memory_budget, b.tenants.at(name).memory_budget) << name;
+  }
+  EXPECT_EQ(a.run, b.run);
+  EXPECT_EQ(a.intents, b.intents);
+  ASSERT_EQ(a.inference.size(), b.inference.size());
+  for (size_t i = 0; i < a.inference.size(); ++i) {
+    EXPECT_EQ(a.inference[i].pattern, b.inference[i].pattern) << i;
+    EXPECT_EQ(a.inference[i].intent, b.inference[i].intent) << i;
+  }
+  const LadderSettings &la = a.ladder, &lb = b.ladder;
+  EXPECT_EQ(la.enabled, lb.enabled);
+  EXPECT_EQ(la.sample_interval, lb.sample_interval);
+  EXPECT_EQ(la.throttle_at, lb.throttle_at);
+  EXPECT_EQ(la.throttle_cpu_fraction, lb.throttle_cpu_fraction);
+  EXPECT_EQ(la.freeze_host_psi, lb.freeze_host_psi);
+  EXPECT_EQ(la.thaw_host_psi, lb.thaw_host_psi);
+  EXPECT_EQ(la.freeze_max, lb.freeze_max);
+  EXPECT_EQ(la.cancel_grace, lb.cancel_grace);
+  EXPECT_EQ(la.psi_trigger_stall, lb.psi_trigger_stall);
+  EXPECT_EQ(la.psi_trigger_window, lb.psi_trigger_window);
+  EXPECT_EQ(a.required_capabilities, b.required_capabilities);
+}
+
+Result<Policy> parse_text(const std::string& text) {
+  auto j = parse_json(text, "test");
+  if (!j.ok()) return std::move(j).error();
+  return parse_policy(*j, "test.json");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Built-in policies.
+
+TEST(DefaultPolicy, HasEveryRequiredIntentAndADefaultTenant) {
+  const Policy& p = default_policy();
+  EXPECT_EQ(p.schema_version, kPolicySchemaVersion);
+  EXPECT_EQ(p.mode, PolicyMode::kPerCall);
+  for (const auto& name : required_intents()) EXPECT_TRUE(p.intents.contains(name)) << name;
+  ASSERT_TRUE(p.tenants.contains("default"));
+  EXPECT_EQ(p.tenants.at("default").cpu_weight, 100u);
+  EXPECT_FALSE(p.tenants.at("default").memory_budget);
+}
+
+TEST(DefaultPolicy, SizesForASmallHost) {
+  const Policy& p = default_policy();
+  EXPECT_EQ(p.run.memory_max, GiB(4));
+  EXPECT_EQ(p.run.cpu_cores, 2.0);
+  EXPECT_EQ(p.run.pids_max, 1024u);
+  const Grant& compile = p.intents.at("compile");
+  EXPECT_EQ(compile.memory_max, GiB(2));
+  EXPECT_EQ(compile.memory_high, MiB(1536));
+  EXPECT_EQ(compile.cpu_cores, 2.0);
+  EXPECT_EQ(compile.pids_max, 512u);
+  EXPECT_EQ(compile.timeout, minutes(10));
+  EXPECT_EQ(p.intents.at("test").memory_max, MiB(1536));
+  EXPECT_EQ(p.intents.at("install").memory_max, GiB(1));
+  EXPECT_EQ(p.intents.at("search").memory_max, MiB(256));
+  EXPECT_EQ(p.intents.at("search").cpu_cores, 1.0);
+  EXPECT_EQ(p.intents.at("edit").memory_max, MiB(256));
+  EXPECT_EQ(p.intents.at("run").memory_max, GiB(1));
+  EXPECT_EQ(p.intents.at("default").memory_max, MiB(512));
+}
+
+TEST(DefaultPolicy, PassesItsOwnValidationAndRoundTrips) {
+  Json j = to_json(default_policy());
+  auto back = parse_policy(j, "default");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ExpectSamePolicy(default_policy(), *back);
+  // And once more through text, as a file would be.
+  auto again = parse_text(j.dump(2));
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  ExpectSamePolicy(default_policy(), *again);
+}
+
+TEST(DefaultPolicy, WritesSizesAndDurationsAsText) {
+  Json j = to_json(default_policy());
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["mode"], "per_call");
+  EXPECT_EQ(j["intents"]["compile"]["memory_max"], "2GiB");
+  EXPECT_EQ(j["intents"]["compile"]["memory_high"], "1.50GiB");
+  EXPECT_EQ(j["intents"]["compile"]["timeout"], "600s");
+  EXPECT_EQ(j["intents"]["edit"]["cpu"], 0.5);
+  EXPECT_EQ(j["ladder"]["sample_interval"], "20ms");
+  EXPECT_FALSE(j["run"].contains("timeout"));  // 0: none, omitted
+}
+
+TEST(StaticPolicy, KeepsIntentsButGrantsOnlyTimeouts) {
+  Grant ceiling;
+  ceiling.memory_max = GiB(3);
+  ceiling.cpu_cores = 1.5;
+  Policy p = static_policy(ceiling);
+  EXPECT_EQ(p.mode, PolicyMode::kStatic);
+  EXPECT_EQ(p.run, ceiling);
+  EXPECT_EQ(p.intents, default_policy().intents);  // kept for reporting
+  for (const auto& name : required_intents()) {
+    Grant g = grant_for(p, name);
+    EXPECT_FALSE(g.memory_max) << name;
+    EXPECT_FALSE(g.memory_high) << name;
+    EXPECT_FALSE(g.cpu_cores) << name;
+    EXPECT_FALSE(g.pids_max) << name;
+    EXPECT_EQ(g.timeout, default_policy().intents.at(name).timeout) << name;
+    EXPECT_EQ(g.to_limits(), Limits{}) << name;
+  }
+  // A static policy round-trips too, even with intents above its ceiling.
+  auto back = parse_policy(to_json(p), "static");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ExpectSamePolicy(p, *back);
+}
+
+TEST(GrantFor, PerCallModeGivesTheIntentsGrant) {
+  const Policy& p = default_policy();
+  EXPECT_EQ(grant_for(p, "compile"), p.intents.at("compile"));
+  EXPECT_EQ(grant_for(p, "search"), p.intents.at("search"));
+}
+
+TEST(GrantFor, UnknownIntentFallsBackToDefault) {
+  const Policy& p = default_policy();
+  EXPECT_EQ(grant_for(p, "no-such-intent"), p.intents.at("default"));
+}
+
+TEST(GrantToLimits, CopiesTheCgroupFieldsButNotTheTimeout) {
+  Grant g;
+  g.memory_max = GiB(2);
+  g.memory_high = MiB(1536);
+  g.cpu_cores = 0.5;
+  g.pids_max = 64;
+  g.timeout = seconds(30);
+  Limits l = g.to_limits();
+  EXPECT_EQ(l.memory_max, GiB(2));
+  EXPECT_EQ(l.memory_high, MiB(1536));
+  EXPECT_EQ(l.cpu_cores, 0.5);
+  EXPECT_EQ(l.pids_max, 64u);
+  EXPECT_FALSE(l.cpu_weight);  // a tenant's, not a call's
+  EXPECT_EQ(Grant{}.to_limits(), Limits{});
+}
+
+TEST(GrantToJson, OmitsUnsetFields) {
+  EXPECT_EQ(to_json(Grant{}), Json::object());
+  Grant g;
+  g.cpu_cores = 1.5;
+  g.timeout = milliseconds(250);
+  EXPECT_EQ(to_json(g), (Json{{"cpu", 1.5}, {"timeout", "250ms"}}));
+}
+
+TEST(PolicyMode, Names) {
+  EXPECT_EQ(to_string(PolicyMode::kPerCall), "per_call");
+  EXPECT_EQ(to_string(PolicyMode::kStatic), "static");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files.
+
+TEST(PolicyFile, ExampleLoadsWithEveryField) {
+  auto p = load_policy_file(testdata("policy_example.json"));
+  ASSERT_TRUE(p.ok()) << p.error().message() << " (is SANDGATE_SOURCE_DIR set?)";
+  EXPECT_EQ(p->name, "ci-4core-16g");
+  EXPECT_EQ(p->mode, PolicyMode::kPerCall);
+  ASSERT_EQ(p->tenants.size(), 3u);
+  EXPECT_EQ(p->tenants.at("team-a").cpu_weight, 300u);
+  EXPECT_EQ(p->tenants.at("team-a").memory_budget, GiB(8));
+  EXPECT_EQ(p->tenants.at("default").cpu_weight, 100u);
+  EXPECT_EQ(p->run.memory_max, GiB(8));
+  EXPECT_EQ(p->run.timeout, std::chrono::hours(2));
+  EXPECT_EQ(p->intents.at("install").memory_high, MiB(1536));
+  EXPECT_EQ(p->intents.at("edit").cpu_cores, 0.5);
+  EXPECT_TRUE(p->intents.contains("bench"));  // extra intents are allowed
+  ASSERT_EQ(p->inference.size(), 8u);
+  EXPECT_EQ(p->inference[0].intent, "bench");
+  EXPECT_EQ(p->ladder.sample_interval, milliseconds(50));
+  EXPECT_EQ(p->ladder.throttle_at, 0.85);
+  EXPECT_EQ(p->ladder.freeze_max, seconds(3));
+  EXPECT_EQ(p->required_capabilities,
+            (std::vector<providers::Capability>{
+                providers::Capability::kFsIsolated, providers::Capability::kNetNone,
+                providers::Capability::kProcPidNs, providers::Capability::kLimitsPerCall}));
+
+  auto back = parse_policy(to_json(*p), "example");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ExpectSamePolicy(*p, *back);
+
+  auto bench = choose_intent(*p, std::nullopt, {"./build/sort_bench", "--iterations=5"});
+  ASSERT_TRUE(bench.ok());
+  EXPECT_EQ(bench->intent, "bench");
+}
+
+TEST(PolicyFile, MinimalTakesDefaults) {
+  auto p = load_policy_file(testdata("policy_minimal.json"));
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->name, "default");
+  EXPECT_EQ(p->mode, PolicyMode::kPerCall);
+  ASSERT_EQ(p->tenants.size(), 1u);
+  EXPECT_EQ(p->tenants.at("default").cpu_weight, 100u);
+  EXPECT_EQ(p->run, Grant{});
+  EXPECT_TRUE(p->inference.empty());
+  EXPECT_TRUE(p->ladder.enabled);
+  EXPECT_EQ(p->ladder.sample_interval, LadderSettings{}.sample_interval);
+  EXPECT_TRUE(p->required_capabilities.empty());
+  auto c = choose_intent(*p, std::nullopt, {"make"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->intent, "default");
+  EXPECT_EQ(c->because, "no rule matched");
+}
+
+TEST(PolicyFile, MissingFileNamesIt) {
+  auto p = load_policy_file(testdata("policy_does_not_exist.json"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message().find("policy_does_not_exist.json"), std::string::npos)
+      << p.error().message();
+  EXPECT_EQ(p.error().err, ENOENT);
+}
+
+TEST(PolicyFile, BadSyntaxNamesFileLineAndColumn) {
+  auto p = load_policy_file(testdata("policy_bad_syntax.json"));
+  ASSERT_FALSE(p.ok());
+  std::string m = p.error().message();
+  EXPECT_NE(m.find("policy_bad_syntax.json"), std::string::npos) << m;
+  EXPECT_NE(m.find("line 5 column 38"), std::string::npos) << m;
+}
+
+TEST(PolicyFile, UnknownNestedKeyNamesFileAndPath) {
+  auto p = load_policy_file(testdata("policy_bad_nested_key.json"));
+  ASSERT_FALSE(p.ok());
+  std::string m = p.error().message();
+  EXPECT_NE(m.find("policy_bad_nested_key.json"), std::string::npos) << m;
+  EXPECT_NE(m.find("intents.compile.memroy_high: unknown key (did you mean 'memory_high'?)"),
+            std::string::npos)
+      << m;
+}
+
+TEST(PolicyFile, NewerSchemaIsRefusedAsNewerNotForItsKeys) {
+  auto p = load_policy_file(testdata("policy_bad_version.json"));
+  ASSERT_FALSE(p.ok());
+  std::string m = p.error().message();
+  EXPECT_NE(m.find("schema_version: expected 1, got 2"), std::string::npos) << m;
+  EXPECT_EQ(m.find("priorities"), std::string::npos) << m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors: each mutation of a valid policy must fail with the exact path and what was wrong.
+
+struct ErrorCase {
+  const char* name;
+  std::function<void(Json&)> mutate;
+  std::string expected;  // substring of the message, starting with the path
+};
+
+TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
+  const std::vector<ErrorCase> cases = {
+      {"unknown top-level key", [](Json& j) { j["tennants"] = Json::object(); },
+       "tennants: unknown key (did you mean 'tenants'?); known keys here: schema_version, name"},
+      {"unknown key in an intent", [](Json& j) { j["intents"]["compile"]["memory"] = "1GiB"; },
+       "intents.compile.memory: unknown key"},
+      {"unknown key in a tenant", [](Json& j) { j["tenants"]["default"]["weight"] = 5; },
+       "tenants.default.weight: unknown key"},
+      {"unknown key in the ladder", [](Json& j) { j["ladder"]["freeze_at"] = 1; },
+       "ladder.freeze_at: unknown key"},
+      {"unknown key in a rule", [](Json& j) { j["inference"][1]["why"] = "x"; },
+       "inference[1].why: unknown key"},
+      {"unknown key in run", [](Json& j) { j["run"]["swap_max"] = "0B"; },
+       "run.swap_max: unknown key"},
+      {"missing schema_version", [](Json& j) { j.erase("schema_version"); },
+       "schema_version: missing (expected 1)"},
+      {"schema_version 2", [](Json& j) { j["schema_version"] = 2; },
+       "schema_version: expected 1, got 2"},
+      {"schema_version as a string", [](Json& j) { j["schema_version"] = "1"; },
+       "schema_version: expected 1, got \"1\""},
+      {"top level not an object", [](Json& j) { j = Json::array(); },
+       "(top level): expected an object, got an array"},
+      {"name wrong type", [](Json& j) { j["name"] = 7; }, "name: expected a string, got 7"},
+      {"bad mode", [](Json& j) { j["mode"] = "dynamic"; },
+       "mode: expected \"per_call\" or \"static\", got \"dynamic\""},
+      {"size as a number", [](Json& j) { j["intents"]["compile"]["memory_max"] = 12; },
+       "intents.compile.memory_max: expected a size like \"512MiB\", got 12"},
+      {"size with a bad unit", [](Json& j) { j["intents"]["test"]["memory_max"] = "2GB!"; },
+       "intents.test.memory_max: expected a size like \"512MiB\", got \"2GB!\" (unknown unit"},
+      {"size without a unit is too small",
+       [](Json& j) { j["intents"]["edit"]["memory_max"] = "512"; },
+       "intents.edit.memory_max: 512B is below the minimum of 1MiB"},
+      {"bad tenant budget", [](Json& j) { j["tenants"]["default"]["memory_budget"] = true; },
+       "tenants.default.memory_budget: expected a size like \"512MiB\", got true"},
+      {"duration without a unit", [](Json& j) { j["intents"]["run"]["timeout"] = "30"; },
+       "intents.run.timeout: expected a duration like \"250ms\", got \"30\" ('30' has no unit"},
+      {"duration as a number", [](Json& j) { j["ladder"]["freeze_max"] = 2; },
+       "ladder.freeze_max: expected a duration like \"250ms\", got 2"},
+      {"cpu as a string", [](Json& j) { j["intents"]["search"]["cpu"] = "1"; },
+       "intents.search.cpu: expected a number of cores >= 0.01 like 0.5 or 2, got \"1\""},
+      {"cpu zero", [](Json& j) { j["run"]["cpu"] = 0; },
+       "run.cpu: expected a number of cores >= 0.01 like 0.5 or 2, got 0"},
+      {"pids negative", [](Json& j) { j["intents"]["edit"]["pids_max"] = -1; },
+       "intents.edit.pids_max: expected an integer from 1 to 4194304, got -1"},
+      {"pids fractional", [](Json& j) { j["intents"]["edit"]["pids_max"] = 1.5; },
+       "intents.edit.pids_max: expected an integer from 1 to 4194304, got 1.5"},
+      {"cpu_weight out of range", [](Json& j) { j["tenants"]["default"]["cpu_weight"] = 10001; },
+       "tenants.default.cpu_weight: expected an integer from 1 to 10000, got 10001"},
+      {"tenant name unsafe", [](Json& j) { j["tenants"]["../x"] = Json::object(); },
+       "tenants[\"../x\"]: a tenant name must be"},
+      {"intent not an object", [](Json& j) { j["intents"]["install"] = "1GiB"; },
+       "intents.install: expected an object, got \"1GiB\""},
+      {"missing required intent", [](Json& j) { j["intents"].erase("search"); },
+       "intents: missing required intent 'search' (every policy defines compile, test, install, "
+       "search, edit, run, default)"},
+      {"missing intents", [](Json& j) { j.erase("intents"); }, "intents: missing"},
+      {"high above max",
+       [](Json& j) {
+         j["intents"]["test"]["memory_max"] = "1GiB";
+         j["intents"]["test"]["memory_high"] = "2GiB";
+       },
+       "intents.test.memory_high (2GiB) exceeds memory_max (1GiB)"},
+      {"run high above run max", [](Json& j) { j["run"]["memory_high"] = "5GiB"; },
+       "run.memory_high (5GiB) exceeds memory_max (4GiB)"},
+      {"intent above the run ceiling",
+       [](Json& j) { j["intents"]["compile"]["memory_max"] = "8GiB"; },
+       "intents.compile.memory_max (8GiB) exceeds run.memory_max (4GiB)"},
+      {"inference not an array", [](Json& j) { j["inference"] = Json::object(); },
+       "inference: expected an array"},
+      {"unknown intent in inference", [](Json& j) { j["inference"][2]["intent"] = "buld"; },
+       "inference[2].intent 'buld' is not a defined intent (defined: compile, default, edit"},
+      {"bad regex", [](Json& j) { j["inference"][0]["match"] = "^(make"; },
+       "inference[0].match is not a valid regex: "},
+      {"rule without match", [](Json& j) { j["inference"][3].erase("match"); },
+       "inference[3].match: missing"},
+      {"rule match wrong type", [](Json& j) { j["inference"][3]["match"] = 3; },
+       "inference[3].match: expected a regex string, got 3"},
+      {"bad capability",
+       [](Json& j) {
+         j["requires"] = {"fs.isolated", "net.nonee"};
+       },
+       "requires[1]: unknown capability 'net.nonee' (known: fs.isolated"},
+      {"requires not an array", [](Json& j) { j["requires"] = "net.none"; },
+       "requires: expected an array of capability names, got \"net.none\""},
+      {"ladder enabled wrong type", [](Json& j) { j["ladder"]["enabled"] = "yes"; },
+       "ladder.enabled: expected true or false, got \"yes\""},
+      {"throttle_at zero", [](Json& j) { j["ladder"]["throttle_at"] = 0; },
+       "ladder.throttle_at: expected a fraction of memory_max in (0, 1] like 0.9, got 0"},
+      {"throttle_cpu_fraction above one",
+       [](Json& j) { j["ladder"]["throttle_cpu_fraction"] = 1.5; },
+       "ladder.throttle_cpu_fraction: expected a fraction of the granted cores in (0, 1]"},
+      {"thaw above freeze", [](Json& j) { j["ladder"]["thaw_host_psi"] = 50; },
+       "ladder.thaw_host_psi (50.0) must be below freeze_host_psi (40.0)"},
+      {"psi window too short", [](Json& j) { j["ladder"]["psi_trigger_window"] = "100ms"; },
+       "ladder.psi_trigger_window: must be from 500ms to 10s"},
+      {"psi stall longer than window", [](Json& j) { j["ladder"]["psi_trigger_stall"] = "2s"; },
+       "ladder.psi_trigger_stall: must be greater than 0 and at most psi_trigger_window (1s)"},
+      {"sample interval zero", [](Json& j) { j["ladder"]["sample_interval"] = "0ms"; },
+       "ladder.sample_interval: must be greater than 0"},
+  };
+  for (const auto& c : cases) {
+    Json j = to_json(default_policy());
+    c.mutate(j);
+    auto p = parse_policy(j, "case.json");
+    ASSERT_FALSE(p.ok()) << c.name;
+    std::string m = p.error().message();
+    EXPECT_EQ(m.rfind("parse policy case.json: ", 0), 0u) << c.name << ": " << m;
+    EXPECT_NE(m.find(c.expected), std::string::npos)
+        << c.name << "\n  expected: " << c.expected << "\n  got:      " << m;
+  }
+}
+
+// Positive twins of the semantic checks: the boundary values are accepted.
+TEST(PolicyErrors, BoundaryValuesAreAccepted) {
+  Json j = to_json(default_policy());
+  j["intents"]["test"]["memory_high"] = "1536MiB";  // == memory_max
+  j["intents"]["compile"]["memory_max"] = "4GiB";   // == run.memory_max
+  j["intents"]["compile"]["memory_high"] = "3GiB";
+  j["tenants"]["t1"] = {{"cpu_weight", 1}};
+  j["tenants"]["t2"] = {{"cpu_weight", 10000}, {"memory_budget", "1MiB"}};
+  j["ladder"]["throttle_at"] = 1;
+  j["ladder"]["psi_trigger_stall"] = "1s";  // == window
+  j["ladder"]["psi_trigger_window"] = "1s";
+  j["ladder"]["thaw_host_psi"] = 0;
+  j["intents"]["edit"]["cpu"] = 0.01;
+  auto p = parse_policy(j, "boundaries");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->tenants.at("t2").memory_budget, MiB(1));
+}
+
+TEST(PolicyErrors, StaticModeMayExceedTheCeilingPerCallMayNot) {
+  Json j = to_json(default_policy());
+  j["run"]["memory_max"] = "1GiB";
+  j["run"]["memory_high"] = "768MiB";
+  EXPECT_FALSE(parse_policy(j, "x").ok());
+  j["mode"] = "static";
+  auto p = parse_policy(j, "x");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->mode, PolicyMode::kStatic);
+}
+
+TEST(PolicyErrors, NlohmannNeverEscapes) {
+  // Values of every JSON type in every slot: each is an Error, never an exception.
+  const std::vector<Json> values = {nullptr, true, 1, -1, 1.5, "x", Json::array(), Json::object()};
+  for (const char* key : {"schema_version", "name", "mode", "tenants", "run", "intents",
+                          "inference", "ladder", "requires"}) {
+    for (const auto& v : values) {
+      Json j = to_json(default_policy());
+      j[key] = v;
+      EXPECT_NO_THROW({
+        auto r = parse_policy(j, "x");
+        (void)r;
+      }) << key
+         << "=" << v.dump();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Intent choice.
+
+TEST(ChooseIntent, DeclaredWins) {
+  auto c = choose_intent(default_policy(), std::string("search"), {"make", "-j4"});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->intent, "search");
+  EXPECT_FALSE(c->inferred);
+  EXPECT_EQ(c->because, "declared");
+}
+
+TEST(ChooseIntent, UnknownDeclaredIntentListsTheKnownOnes) {
+  auto c = choose_intent(default_policy(), std::string("bulid"), {"make"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find(
+                "intent 'bulid' is not defined by policy 'default' (known: compile, default, "
+                "edit, install, run, search, test)"),
+            std::string::npos)
+      << c.error().message();
+}
+
+TEST(ChooseIntent, BecauseNamesTheRule) {
+  auto c = choose_intent(default_policy(), std::nullopt, {"make", "-j4"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->intent, "compile");
+  EXPECT_TRUE(c->inferred);
+  EXPECT_EQ(c->because, R"(rule /^(make|cmake|ninja|meson|bazel|scons)(\s|$)/)");
+}
+
+TEST(ChooseIntent, NoMatchIsDefault) {
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {"frobnicate", "--hard"}, {}, {"sh", "-c", "frobnicate"}}) {
+    auto c = choose_intent(default_policy(), std::nullopt, argv);
+    ASSERT_TRUE(c.ok());
+    if (argv.size() == 3) {
+      EXPECT_EQ(c->intent, "run");  // the shell rule, after the script matched nothing
+      continue;
+    }
+    EXPECT_EQ(c->intent, "default");
+    EXPECT_TRUE(c->inferred);
+    EXPECT_EQ(c->because, "no rule matched");
+  }
+}
+
+struct InferenceCase {
+  std::vector<std::string> argv;
+  std::string intent;
+};
+
+TEST(ChooseIntent, InfersRealisticAgentCommands) {
+  const std::vector<InferenceCase> cases = {
+      // compile
+      {{"make", "-j4"}, "compile"},
+      {{"cmake", "--build", "build", "-j", "2"}, "compile"},
+      {{"cmake", "-S", ".", "-B", "build", "-DCMAKE_BUILD_TYPE=Release"}, "compile"},
+      {{"ninja", "-C", "out"}, "compile"},
+      {{"/usr/bin/g++", "-std=c++20", "-O2", "-c", "main.cc", "-o", "main.o"}, "compile"},
+      {{"gcc-12", "-c", "x.c"}, "compile"},
+      {{"clang++", "-fsyntax-only", "a.cc"}, "compile"},
+      {{"cargo", "build", "--release"}, "compile"},
+      {{"go", "build", "./..."}, "compile"},
+      {{"javac", "-d", "out", "Main.java"}, "compile"},
+      {{"mvn", "-q", "compile"}, "compile"},
+      {{"npx", "tsc", "--noEmit"}, "compile"},
+      {{"sh", "-c", "make -j4"}, "compile"},
+      {{"bash", "-lc", "cd build && make -j2 2>&1 | tail -n 50"}, "compile"},
+      // test
+      {{"pytest", "-x", "-q", "tests/test_api.py"}, "test"},
+      {{"python3", "-m", "pytest", "-k", "parse"}, "test"},
+      {{"ctest", "--test-dir", "build", "--output-on-failure"}, "test"},
+      {{"go", "test", "./..."}, "test"},
+      {{"cargo", "test", "--", "--nocapture"}, "test"},
+      {{"npm", "test"}, "test"},
+      {{"npm", "run", "test", "--", "--watch=false"}, "test"},
+      {{"npx", "jest", "src/"}, "test"},
+      {{"make", "test"}, "test"},
+      {{"make", "-j2", "check"}, "test"},
+      {{"tox", "-e", "py311"}, "test"},
+      {{"bash", "-c", "cd /work && timeout 300 pytest -q"}, "test"},
+      // install
+      {{"pip", "install", "-r", "requirements.txt"}, "install"},
+      {{"python", "-m", "pip", "install", "requests"}, "install"},
+      {{"npm", "install"}, "install"},
+      {{"npm", "ci"}, "install"},
+      {{"apt-get", "install", "-y", "libssl-dev"}, "install"},
+      {{"sudo", "apt-get", "-y", "install", "jq"}, "install"},
+      {{"cargo", "fetch"}, "install"},
+      {{"go", "mod", "download"}, "install"},
+      {{"poetry", "install", "--no-root"}, "install"},
+      {{"sh", "-c", "pip install -e . && pytest"}, "install"},  // first command decides
+      // search
+      {{"grep", "-rn", "TODO", "src/"}, "search"},
+      {{"rg", "-n", "fn main", "--type", "rust"}, "search"},
+      {{"find", ".", "-name", "*.py", "-newer", "setup.py"}, "search"},
+      {{"ag", "parse_policy"}, "search"},
+      {{"git", "grep", "-n", "Policy"}, "search"},
+      {{"git", "log", "--oneline", "-n", "20"}, "search"},
+      {{"ls", "-la"}, "search"},
+      {{"fd", "-e", "cc"}, "search"},
+      {{"cat", "README.md"}, "search"},
+      {{"bash", "-c", "grep -rn 'a|b' src | head"}, "search"},  // quoted | is not a split
+      // edit
+      {{"sed", "-i", "s/foo/bar/g", "src/main.cc"}, "edit"},
+      {{"sed", "-E", "-i.bak", "s/x/y/", "f"}, "edit"},
+      {{"patch", "-p1", "-i", "fix.diff"}, "edit"},
+      {{"git", "apply", "change.patch"}, "edit"},
+      {{"tee", "notes.txt"}, "edit"},
+      {{"bash", "-c", "cat > src/new.py << 'EOF'\nimport os\nprint(os.getcwd())\nEOF"}, "edit"},
+      // run
+      {{"python", "script.py"}, "run"},
+      {{"/usr/bin/python3", "-c", "print(1)"}, "run"},
+      {{"node", "server.js"}, "run"},
+      {{"./a.out"}, "run"},
+      {{"sh", "-c", "echo hello"}, "run"},
+      {{"bash", "run.sh"}, "run"},
+      {{"env", "PYTHONPATH=src", "python", "main.py"}, "run"},
+      // nothing recognised
+      {{"curl", "-sS", "https://example.com"}, "default"},
+      {{"docker", "ps"}, "default"},
+  };
+  for (const auto& c : cases) {
+    auto choice = choose_intent(default_policy(), std::nullopt, c.argv);
+    ASSERT_TRUE(choice.ok());
+    std::string joined;
+    for (const auto& a : c.argv) joined += (joined.empty() ? "" : " ") + a;
+    EXPECT_EQ(choice->intent, c.intent) << joined << "\n  because " << choice->because;
+    EXPECT_TRUE(choice->inferred);
+  }
+}
+
+TEST(InferenceTexts, ShellScriptCommandsFirstThenTheArgv) {
+  EXPECT_EQ(inference_texts({"sh", "-c", "make -j4"}),
+            (std::vector<std::string>{"make -j4", "sh -c make -j4"}));
+  EXPECT_EQ(inference_texts({"bash", "-e", "-o", "pipefail", "-c", "cd b; FOO=1 ninja && ./t"}),
+            (std::vector<std::string>{"cd b", "ninja", "./t",
+                                      "bash -e -o pipefail -c cd b; FOO=1 ninja && ./t"}));
+  EXPECT_EQ(inference_texts({"make", "2>&1"}), (std::vector<std::string>{"make 2>&1"}));
+  EXPECT_EQ(inference_texts({"bash", "-c", "make 2>&1 | tee log"}),
+            (std::vector<std::string>{"make 2>&1", "tee log", "bash -c make 2>&1 | tee log"}));
+  EXPECT_EQ(inference_texts({"/usr/local/bin/cargo", "build"}),
+            (std::vector<std::string>{"cargo build"}));
+  EXPECT_EQ(inference_texts({"timeout", "-s", "KILL", "60", "pytest"}),
+            (std::vector<std::string>{"pytest"}));
+  EXPECT_EQ(inference_texts({"bash", "script.sh"}), (std::vector<std::string>{"bash script.sh"}));
+  EXPECT_TRUE(inference_texts({}).empty());
+}
+
+TEST(InferenceTexts, ALongScriptDoesNotExhaustTheStack) {
+  // `.*` rules over a long heredoc would recurse once per character in libstdc++'s regex.
+  std::string body(1 << 20, 'x');
+  auto c = choose_intent(default_policy(), std::nullopt, {"cat", body + " > out.txt"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->intent, "search");  // the `>` lies beyond what is matched: not seen
+  auto e = choose_intent(default_policy(), std::nullopt, {"bash", "-c", "cat > f <<EOF\n" + body});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->intent, "edit");
+}
+
+TEST(ChooseIntent, PolicyRulesAreTriedInOrder) {
+  auto p = parse_text(R"({
+    "schema_version": 1,
+    "intents": {"compile": {}, "test": {}, "install": {}, "search": {}, "edit": {}, "run": {},
+                "default": {}},
+    "inference": [{"match": "make", "intent": "search"}, {"match": "^make", "intent": "compile"}]
+  })");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  auto c = choose_intent(*p, std::nullopt, {"make"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->intent, "search");
+  EXPECT_EQ(c->because, "rule /make/");
+}
+
+}  // namespace
+}  // namespace sandgate::controller
