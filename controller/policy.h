@@ -63,8 +63,10 @@ struct LadderSettings {
   // Cancel = SIGTERM to the call's tree; kill after this grace period.
   Duration cancel_grace = std::chrono::milliseconds(500);
   // PSI trigger on the call's memory pressure: stall within window wakes the monitor early.
-  Duration psi_trigger_stall = std::chrono::milliseconds(50);
-  Duration psi_trigger_window = std::chrono::seconds(1);
+  // Without CAP_SYS_RESOURCE (even root lacks it on some hosts, this one among them) the kernel
+  // takes only windows that are a multiple of 2 s (kernel/sched/psi.c, psi_trigger_create).
+  Duration psi_trigger_stall = std::chrono::milliseconds(100);
+  Duration psi_trigger_window = std::chrono::seconds(2);
 };
 
 enum class PolicyMode { kPerCall, kStatic };

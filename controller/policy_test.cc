@@ -368,8 +368,8 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "ladder.thaw_host_psi (50.0) must be below freeze_host_psi (40.0)"},
       {"psi window too short", [](Json& j) { j["ladder"]["psi_trigger_window"] = "100ms"; },
        "ladder.psi_trigger_window: must be from 500ms to 10s"},
-      {"psi stall longer than window", [](Json& j) { j["ladder"]["psi_trigger_stall"] = "2s"; },
-       "ladder.psi_trigger_stall: must be greater than 0 and at most psi_trigger_window (1s)"},
+      {"psi stall longer than window", [](Json& j) { j["ladder"]["psi_trigger_stall"] = "3s"; },
+       "ladder.psi_trigger_stall: must be greater than 0 and at most psi_trigger_window (2s)"},
       {"sample interval zero", [](Json& j) { j["ladder"]["sample_interval"] = "0ms"; },
        "ladder.sample_interval: must be greater than 0"},
   };

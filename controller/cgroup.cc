@@ -1,0 +1,403 @@
+#include "controller/cgroup.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "controller/cgroup_hybrid.h"
+#include "controller/cgroup_internal.h"
+#include "controller/cgroup_v1.h"
+#include "controller/cgroup_v2.h"
+#include "core/log.h"
+
+namespace sandgate::controller {
+
+Result<std::map<std::string, uint64_t>> parse_flat_keyed(std::string_view text) {
+  std::map<std::string, uint64_t> out;
+  int number = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    ++number;
+    if (line.empty()) continue;
+    auto bad = [&](const std::string& why) {
+      return logic_error("parse flat-keyed file",
+                         "line " + std::to_string(number) + " '" + std::string(line) + "': " + why);
+    };
+    size_t sp = line.find(' ');
+    if (sp == std::string_view::npos || sp == 0) return bad("expected 'key value'");
+    std::string_view key = line.substr(0, sp), value = line.substr(sp + 1);
+    if (value.empty() || value.find(' ') != std::string_view::npos)
+      return bad("expected one value after the key");
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || end != value.data() + value.size())
+      return bad("the value is not an unsigned number");
+    if (!out.emplace(std::string(key), v).second) return bad("the key appears twice");
+  }
+  return out;
+}
+
+std::vector<std::string> describe(const CgroupFeatures& f) {
+  auto yes_no = [](bool b, const std::string& yes, const std::string& no) {
+    return b ? "yes (" + yes + ")" : "no (" + no + ")";
+  };
+  return {
+      "memory.high: " + yes_no(f.memory_high, "memory.high throttles and reclaims above it",
+                               "v1 has none; only the hard limit applies"),
+      "memory peak: " + yes_no(f.memory_peak, "kernel-kept high-water mark",
+                               "memory.peak needs Linux 5.19; peaks are sampled only"),
+      "per-cgroup PSI: " + yes_no(f.psi, "memory.pressure, cpu.pressure",
+                                  "no cgroup2 pressure files (v1, or a kernel without PSI)"),
+      "pressure triggers: " + yes_no(f.psi_triggers, "PSI triggers, poll POLLPRI",
+                                     "v1 memory.pressure_level eventfd instead"),
+      "freeze: " + yes_no(f.freeze, "cgroup.freeze or the v1 freezer",
+                          "neither cgroup.freeze nor a v1 freezer hierarchy"),
+      "atomic kill: " + yes_no(f.atomic_kill, "cgroup.kill", "emulated as freeze + SIGKILL + thaw"),
+  };
+}
+
+Result<std::unique_ptr<CgroupBackend>> make_cgroup_backend(const CgroupLayout& layout) {
+  auto kernel = cgroup_detail::running_kernel();
+  switch (layout.kind) {
+    case CgroupLayoutKind::kV2:
+      return std::unique_ptr<CgroupBackend>(new V2Backend(layout, kernel));
+    case CgroupLayoutKind::kHybrid:
+      return std::unique_ptr<CgroupBackend>(new HybridBackend(layout, kernel));
+    case CgroupLayoutKind::kV1:
+      return std::unique_ptr<CgroupBackend>(new V1Backend(layout));
+    case CgroupLayoutKind::kNone:
+      break;
+  }
+  return logic_error("make cgroup backend",
+                     "no cgroup filesystem is mounted: per-call limits are unavailable");
+}
+
+namespace cgroup_detail {
+
+using Clock = std::chrono::steady_clock;
+
+KernelVersion parse_kernel_release(std::string_view release) {
+  KernelVersion v;
+  auto num = [&](int& out) {
+    auto [end, ec] = std::from_chars(release.data(), release.data() + release.size(), out);
+    if (ec != std::errc()) return false;
+    release.remove_prefix(static_cast<size_t>(end - release.data()));
+    return true;
+  };
+  int major = 0, minor = 0;
+  if (!num(major) || release.empty() || release.front() != '.') return v;
+  release.remove_prefix(1);
+  if (!num(minor)) return v;
+  return {major, minor};
+}
+
+KernelVersion running_kernel() {
+  struct utsname u;
+  if (::uname(&u) != 0) return {};
+  return parse_kernel_release(u.release);
+}
+
+Status check_rel(const std::string& rel) {
+  auto bad = [&](const std::string& why) {
+    return logic_error("cgroup path", why + " (want a relative path like 'sandgate/r1/call-1')",
+                       rel);
+  };
+  if (rel.empty()) return bad("empty");
+  if (rel.front() == '/') return bad("absolute");
+  size_t start = 0;
+  for (;;) {
+    size_t end = rel.find('/', start);
+    std::string part = rel.substr(start, end == std::string::npos ? end : end - start);
+    if (part.empty() || part == "." || part == "..") return bad("bad component '" + part + "'");
+    if (end == std::string::npos) return {};
+    start = end + 1;
+  }
+}
+
+Result<std::string> make_cgroup_dirs(const std::string& mount, const std::string& rel,
+                                     RunState* state, const PrepareParent& prepare) {
+  SG_TRY(check_rel(rel));
+  SG_ASSIGN_OR_RETURN(DirFd parent, DirFd::open(mount));
+  size_t start = 0;
+  for (;;) {
+    size_t end = rel.find('/', start);
+    std::string name = rel.substr(start, end == std::string::npos ? end : end - start);
+    if (prepare) SG_TRY(prepare(parent));
+    if (!parent.exists(name)) {
+      Resource r{Resource::Kind::kCgroup, parent.child(name)};
+      if (state) SG_TRY(std::move(state->record(r)).context("recording " + r.path));
+      if (::mkdirat(parent.get(), name.c_str(), 0755) != 0) {
+        int err = errno;
+        if (state) (void)state->forget(r);
+        // Someone made it between the look and the mkdir: reuse it, as for any existing one.
+        if (err != EEXIST) return sys_error(err, "mkdir cgroup", r.path);
+      }
+    }
+    SG_ASSIGN_OR_RETURN(parent, parent.openat_dir(name));
+    if (end == std::string::npos) return parent.path();
+    start = end + 1;
+  }
+}
+
+std::vector<std::string> distinct_dirs(const Cgroup& cg) {
+  std::vector<std::string> out;
+  for (const auto& [key, dir] : cg.dirs) {
+    if (std::find(out.begin(), out.end(), dir) == out.end()) out.push_back(dir);
+  }
+  return out;
+}
+
+Result<std::string> dir_of(const Cgroup& cg, const std::string& key, std::string_view what) {
+  auto it = cg.dirs.find(key);
+  if (it == cg.dirs.end())
+    return logic_error(std::string(what), "cgroup '" + cg.rel + "' has no " + key + " hierarchy");
+  return it->second;
+}
+
+bool is_gone(const Error& e) { return e.err == ENOENT || e.err == ENODEV; }
+
+Result<std::vector<pid_t>> read_procs(const std::string& dir) {
+  SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
+  SG_ASSIGN_OR_RETURN(std::string text, d.read("cgroup.procs", 16 << 20));
+  std::vector<pid_t> out;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    if (line.empty()) continue;
+    pid_t pid = 0;
+    auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), pid);
+    if (ec != std::errc() || end != line.data() + line.size() || pid <= 0)
+      return logic_error("parse cgroup.procs", "not a pid: '" + std::string(line) + "'", dir);
+    out.push_back(pid);
+  }
+  return out;
+}
+
+Result<std::vector<pid_t>> procs_of(const std::vector<std::string>& dirs) {
+  std::set<pid_t> pids;
+  for (const auto& dir : dirs) {
+    SG_ASSIGN_OR_RETURN(auto procs, read_procs(dir));
+    pids.insert(procs.begin(), procs.end());
+  }
+  return std::vector<pid_t>(pids.begin(), pids.end());
+}
+
+namespace {
+
+Status collect_deepest_first(const std::string& dir, std::vector<std::string>& out, int depth) {
+  // cgroupfs limits the depth itself (cgroup.max.depth); this guards against a loop in a fake.
+  if (depth > 64) return logic_error("walk cgroup", "deeper than 64 levels", dir);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return sys_error("opendir", dir);
+  std::vector<std::string> children;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    bool is_dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN) {
+      struct stat st;
+      is_dir =
+          ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    }
+    if (is_dir) children.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  std::sort(children.begin(), children.end());
+  for (const auto& c : children) {
+    auto s = collect_deepest_first(c, out, depth + 1);
+    if (!s.ok() && !is_gone(s.error())) return s;
+  }
+  out.push_back(dir);
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> subtree_deepest_first(const std::string& dir) {
+  std::vector<std::string> out;
+  SG_TRY(collect_deepest_first(dir, out, 0));
+  return out;
+}
+
+Result<std::vector<pid_t>> subtree_procs(const std::vector<std::string>& dirs) {
+  std::set<pid_t> pids;
+  for (const auto& top : dirs) {
+    auto tree = subtree_deepest_first(top);
+    if (!tree.ok()) {
+      if (is_gone(tree.error())) continue;
+      return std::move(tree).error();
+    }
+    for (const auto& dir : *tree) {
+      auto procs = read_procs(dir);
+      if (!procs.ok()) {
+        if (is_gone(procs.error())) continue;
+        return std::move(procs).error();
+      }
+      pids.insert(procs->begin(), procs->end());
+    }
+  }
+  return std::vector<pid_t>(pids.begin(), pids.end());
+}
+
+Status signal_subtrees(const std::vector<std::string>& dirs, int sig) {
+  SG_ASSIGN_OR_RETURN(auto pids, subtree_procs(dirs));
+  for (pid_t pid : pids) {
+    // Every pid read from our own cgroup is one of ours; ESRCH: it exited since the read.
+    if (::kill(pid, sig) != 0 && errno != ESRCH)
+      return sys_error("kill", std::to_string(pid)).context_add("signal " + std::to_string(sig));
+  }
+  return {};
+}
+
+Status wait_empty(const std::vector<std::string>& dirs, Clock::time_point deadline, bool rekill) {
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    SG_ASSIGN_OR_RETURN(auto pids, subtree_procs(dirs));
+    if (pids.empty()) return {};
+    if (Clock::now() >= deadline) {
+      return logic_error(
+          "wait for cgroup to empty",
+          std::to_string(pids.size()) + " process(es) left, first " + std::to_string(pids.front()),
+          dirs.empty() ? std::string() : dirs.front());
+    }
+    if (rekill) {
+      for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+}
+
+Status remove_subtrees(const std::vector<std::string>& dirs, Clock::time_point deadline) {
+  for (const auto& top : dirs) {
+    auto tree = subtree_deepest_first(top);
+    if (!tree.ok()) {
+      if (is_gone(tree.error())) {
+        spdlog::debug("cgroup {} already gone", top);
+        continue;
+      }
+      return std::move(tree).error();
+    }
+    for (const auto& dir : *tree) {
+      auto pause = std::chrono::milliseconds(1);
+      for (;;) {
+        if (::rmdir(dir.c_str()) == 0) break;
+        int err = errno;
+        if (err == ENOENT || err == ENODEV) {
+          spdlog::debug("cgroup {} vanished before rmdir ({})", dir, errno_name(err));
+          break;
+        }
+        // EBUSY: a killed process has not finished exiting, or a child appeared.
+        if (err != EBUSY || Clock::now() >= deadline) return sys_error(err, "rmdir cgroup", dir);
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(20));
+      }
+    }
+  }
+  return {};
+}
+
+Status kill_by_freezing(const FreezeFn& freeze, const std::vector<std::string>& dirs) {
+  bool frozen = false;
+  if (freeze) {
+    auto f = freeze(true);
+    frozen = f.ok();
+    if (!f.ok()) spdlog::warn("kill without a completed freeze: {}", f.error().message());
+  }
+  Status killed = signal_subtrees(dirs, SIGKILL);
+  if (freeze) {
+    // Thaw even when the freeze did not complete: a frozen cgroup keeps its killed tasks.
+    SG_TRY(std::move(freeze(false)).context("thaw after SIGKILL"));
+  }
+  SG_TRY(std::move(killed).context("kill"));
+  if (!frozen) return wait_empty(dirs, Clock::now() + kSettleTimeout, /*rekill=*/true);
+  return {};
+}
+
+Status remove_cgroup(CgroupBackend& backend, const Cgroup& cg) {
+  auto deadline = Clock::now() + kSettleTimeout;
+  std::vector<std::string> dirs = distinct_dirs(cg);
+  SG_ASSIGN_OR_RETURN(auto left, subtree_procs(dirs));
+  if (!left.empty()) {
+    spdlog::debug("removing cgroup {}: killing {} process(es) left in it", cg.rel, left.size());
+    if (auto killed = backend.kill(cg); !killed.ok()) {
+      if (!is_gone(killed.error()))
+        return std::move(killed).error().context_add("remove " + cg.rel);
+      spdlog::debug("cgroup {} vanished while being killed", cg.rel);
+    }
+  }
+  SG_TRY(std::move(wait_empty(dirs, deadline, /*rekill=*/true)).context("remove " + cg.rel));
+  return std::move(remove_subtrees(dirs, deadline)).context("remove " + cg.rel);
+}
+
+Status poll_until(const std::function<Result<bool>()>& done, Duration bound,
+                  const std::string& what, const std::string& path) {
+  auto deadline = Clock::now() + bound;
+  auto pause = std::chrono::microseconds(200);
+  for (;;) {
+    SG_ASSIGN_OR_RETURN(bool ok, done());
+    if (ok) return {};
+    if (Clock::now() >= deadline)
+      return logic_error(what, "not reached within " + format_duration(bound), path);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(10000));
+  }
+}
+
+Result<uint64_t> read_u64(const DirFd& dir, const std::string& name) {
+  SG_ASSIGN_OR_RETURN(std::string text, dir.read(name, 256));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    return logic_error("parse", "not an unsigned number: '" + text + "'", dir.child(name));
+  return v;
+}
+
+Result<std::map<std::string, uint64_t>> read_flat_keyed(const DirFd& dir, const std::string& name) {
+  SG_ASSIGN_OR_RETURN(std::string text, dir.read(name));
+  auto parsed = parse_flat_keyed(text);
+  if (!parsed.ok()) {
+    Error e = std::move(parsed).error();
+    e.path = dir.child(name);
+    return e;
+  }
+  return parsed;
+}
+
+uint64_t value_or_zero(const std::map<std::string, uint64_t>& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? 0 : it->second;
+}
+
+Result<uint64_t> cpu_quota_us(double cores) {
+  if (!std::isfinite(cores) || cores <= 0)
+    return logic_error("set_limits",
+                       "cpu_cores must be a positive number, got " + std::to_string(cores));
+  // The kernel refuses a quota under 1 ms (kernel/sched/core.c, min_cfs_quota_period).
+  double quota = std::round(cores * static_cast<double>(kCpuPeriodUs));
+  if (quota > 1e12) return logic_error("set_limits", "cpu_cores is too large");
+  return std::max<uint64_t>(1000, static_cast<uint64_t>(quota));
+}
+
+Status check_cpu_weight(uint32_t weight) {
+  if (weight < 1 || weight > 10000)
+    return logic_error("set_limits", "cpu_weight must be 1..10000, got " + std::to_string(weight));
+  return {};
+}
+
+}  // namespace cgroup_detail
+}  // namespace sandgate::controller

@@ -1,0 +1,158 @@
+// The hybrid backend against a fake of this project's hosts: v1 controllers for limits and
+// usage, the controller-less unified mount for PSI, freeze and kill.
+#include "controller/cgroup_hybrid.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "controller/cgroup_fake_fs.h"
+
+namespace sandgate::controller {
+namespace {
+
+using testing::FakeCgroupFs;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr cgroup_detail::KernelVersion kModern{6, 1};
+
+class HybridBackendTest : public ::testing::Test {
+ protected:
+  Cgroup make_call(HybridBackend& backend) {
+    auto cg = backend.create("sandgate/r1/call-1", nullptr);
+    EXPECT_TRUE(cg.ok()) << cg.error().message();
+    if (!cg.ok()) return {};
+    fs_.populate(*cg);
+    return *cg;
+  }
+  static std::string file(const Cgroup& cg, const std::string& hierarchy, const std::string& f) {
+    return FakeCgroupFs::read_abs(cg.dirs.at(hierarchy) + "/" + f);
+  }
+
+  FakeCgroupFs fs_;
+  CgroupLayout layout_ = fs_.hybrid_layout();
+  HybridBackend backend_{layout_, kModern};
+};
+
+TEST_F(HybridBackendTest, CreateMakesV1DirectoriesAndTheUnifiedOneButNoFreezer) {
+  Cgroup cg = make_call(backend_);
+  EXPECT_EQ(cg.dirs.size(), 5u);
+  for (const char* h : {"memory", "cpu", "cpuacct", "pids"})
+    EXPECT_EQ(cg.dirs.at(h), fs_.path(std::string("v1/") + h + "/sandgate/r1/call-1")) << h;
+  EXPECT_EQ(cg.dirs.at("unified"), fs_.path("unified/sandgate/r1/call-1"));
+  EXPECT_EQ(cg.dirs.count("freezer"), 0u);  // freezing is the unified mount's job here
+  // Nothing is enabled on the unified mount: its controllers are bound to v1.
+  EXPECT_EQ(fs_.read("unified/cgroup.subtree_control"), "");
+}
+
+TEST_F(HybridBackendTest, PlacementIsEveryV1DirectoryAndTheUnifiedOne) {
+  Cgroup cg = make_call(backend_);
+  EXPECT_THAT(backend_.placement(cg).cgroup_dirs,
+              UnorderedElementsAre(cg.dirs.at("memory"), cg.dirs.at("cpu"), cg.dirs.at("cpuacct"),
+                                   cg.dirs.at("pids"), cg.dirs.at("unified")));
+}
+
+TEST_F(HybridBackendTest, Features) {
+  const CgroupFeatures& f = backend_.features();
+  EXPECT_EQ(backend_.kind(), CgroupLayoutKind::kHybrid);
+  EXPECT_FALSE(f.memory_high);
+  EXPECT_TRUE(f.memory_peak);
+  EXPECT_TRUE(f.psi);
+  EXPECT_TRUE(f.psi_triggers);
+  EXPECT_TRUE(f.freeze);
+  EXPECT_TRUE(f.atomic_kill);
+  HybridBackend old(layout_, {5, 4});
+  EXPECT_TRUE(old.features().freeze);
+  EXPECT_FALSE(old.features().atomic_kill);
+}
+
+TEST_F(HybridBackendTest, WithoutPsiOnTheUnifiedMountThereIsNone) {
+  ASSERT_EQ(::unlink(fs_.path("unified/memory.pressure").c_str()), 0);
+  HybridBackend backend(layout_, kModern);
+  EXPECT_FALSE(backend.features().psi);
+  EXPECT_FALSE(backend.features().psi_triggers);
+}
+
+TEST_F(HybridBackendTest, SetLimitsWritesV1Files) {
+  Cgroup cg = make_call(backend_);
+  Limits l;
+  l.memory_max = MiB(512);
+  l.cpu_cores = 1.5;
+  l.cpu_weight = 200;
+  l.pids_max = 32;
+  auto s = backend_.set_limits(cg, l);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(file(cg, "memory", "memory.limit_in_bytes"), "536870912");
+  EXPECT_EQ(file(cg, "cpu", "cpu.cfs_period_us"), "100000");
+  EXPECT_EQ(file(cg, "cpu", "cpu.cfs_quota_us"), "150000");
+  EXPECT_EQ(file(cg, "cpu", "cpu.shares"), "2048");
+  EXPECT_EQ(file(cg, "pids", "pids.max"), "32");
+}
+
+TEST_F(HybridBackendTest, MemoryHighIsAnErrorNamingIt) {
+  Cgroup cg = make_call(backend_);
+  Limits l;
+  l.memory_high = MiB(100);
+  auto s = backend_.set_limits(cg, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("memory_high"));
+}
+
+TEST_F(HybridBackendTest, ReadUsageTakesCountersFromV1AndPressureFromUnified) {
+  Cgroup cg = make_call(backend_);
+  auto u = backend_.read_usage(cg);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_EQ(u->memory_current, 33554432u);
+  EXPECT_EQ(u->memory_peak, 67108864u);
+  EXPECT_EQ(u->memory_events.oom_kill, 2u);
+  EXPECT_EQ(u->cpu_usage_us, 98765432u);
+  EXPECT_EQ(u->cpu_throttled_us, 1234567u);
+  EXPECT_EQ(u->pids_max_events, 7u);
+  ASSERT_TRUE(u->memory_pressure.has_value());
+  EXPECT_EQ(u->memory_pressure->some.total_us, 2875401u);
+  ASSERT_TRUE(u->cpu_pressure.has_value());
+  EXPECT_DOUBLE_EQ(u->cpu_pressure->some.avg10, 12.50);
+}
+
+TEST_F(HybridBackendTest, FreezeUsesTheUnifiedCgroupFreeze) {
+  Cgroup cg = make_call(backend_);
+  fs_.write_abs(cg.dirs.at("unified") + "/cgroup.events", "populated 1\nfrozen 1\n");
+  auto s = backend_.freeze(cg, true);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(file(cg, "unified", "cgroup.freeze"), "1");
+  fs_.write_abs(cg.dirs.at("unified") + "/cgroup.events", "populated 1\nfrozen 0\n");
+  ASSERT_TRUE(backend_.freeze(cg, false).ok());
+  EXPECT_EQ(file(cg, "unified", "cgroup.freeze"), "0");
+}
+
+TEST_F(HybridBackendTest, KillWritesTheUnifiedCgroupKill) {
+  Cgroup cg = make_call(backend_);
+  ASSERT_TRUE(backend_.kill(cg).ok());
+  EXPECT_EQ(file(cg, "unified", "cgroup.kill"), "1");
+}
+
+TEST_F(HybridBackendTest, PressureTriggerIsAPsiTriggerOnTheUnifiedFile) {
+  Cgroup cg = make_call(backend_);
+  fs_.write_abs(cg.dirs.at("unified") + "/memory.pressure", "");
+  auto fd =
+      backend_.memory_pressure_trigger(cg, std::chrono::milliseconds(200), std::chrono::seconds(2));
+  ASSERT_TRUE(fd.ok()) << fd.error().message();
+  EXPECT_EQ(file(cg, "unified", "memory.pressure"), std::string("some 200000 2000000\0", 20));
+  EXPECT_EQ(file(cg, "memory", "cgroup.event_control"), "");
+}
+
+TEST_F(HybridBackendTest, WithoutPsiTheTriggerFallsBackToPressureLevel) {
+  ASSERT_EQ(::unlink(fs_.path("unified/memory.pressure").c_str()), 0);
+  HybridBackend backend(layout_, kModern);
+  Cgroup cg = make_call(backend);
+  auto fd =
+      backend.memory_pressure_trigger(cg, std::chrono::milliseconds(200), std::chrono::seconds(2));
+  ASSERT_TRUE(fd.ok()) << fd.error().message();
+  EXPECT_TRUE(
+      std::regex_match(file(cg, "memory", "cgroup.event_control"), std::regex("\\d+ \\d+ medium")));
+}
+
+}  // namespace
+}  // namespace sandgate::controller

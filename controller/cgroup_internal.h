@@ -1,0 +1,113 @@
+// What the three cgroup backends share (implemented in cgroup.cc): making a cgroup directory
+// path with each new directory recorded first, reading cgroup.procs, walking a cgroup's subtree,
+// emptying and removing it, and the bounded waits on the kernel. Not part of the controller's
+// interface (controller/cgroup.h); only cgroup_v1/v2/hybrid include it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controller/cgroup.h"
+#include "core/fd.h"
+#include "core/result.h"
+#include "core/state.h"
+#include "core/units.h"
+
+namespace sandgate::controller::cgroup_detail {
+
+// How long a backend waits for the kernel to reach a state it asked for: a freeze to be
+// reported, a killed cgroup to empty, an rmdir to stop failing with EBUSY.
+inline constexpr Duration kSettleTimeout = std::chrono::seconds(2);
+
+// The running kernel's version, from which the cgroup2 files a backend can count on follow
+// (Documentation/admin-guide/cgroup-v2.rst and the release notes of each version):
+// cgroup.freeze and PSI triggers since 5.2, cgroup.kill since 5.14, memory.peak since 5.19.
+// Most of these files do not exist in a cgroup root, so they cannot be looked for before a
+// cgroup is made; the version answers features() up front.
+struct KernelVersion {
+  int major = 0;
+  int minor = 0;
+  bool at_least(int ma, int mi) const { return major > ma || (major == ma && minor >= mi); }
+};
+// "6.1.0-18-amd64" -> {6, 1}; {0, 0} when unreadable.
+KernelVersion parse_kernel_release(std::string_view release);
+KernelVersion running_kernel();  // uname(2)
+
+// `rel` must be a relative path of plain names: no "", ".", ".." or leading '/'.
+Status check_rel(const std::string& rel);
+
+// Called with each existing parent before its child component is made (v2 enables the
+// controllers the child needs in the parent's cgroup.subtree_control here).
+using PrepareParent = std::function<Status(const DirFd& parent)>;
+
+// Makes `rel` under `mount` one component at a time and returns the absolute directory. A new
+// directory is recorded in `state` (when not null) before mkdir and forgotten again when mkdir
+// fails; an existing one is reused and not recorded (it is not ours to remove).
+Result<std::string> make_cgroup_dirs(const std::string& mount, const std::string& rel,
+                                     RunState* state, const PrepareParent& prepare = {});
+
+// The distinct directories of a cgroup, in key order (comounted hierarchies share one).
+std::vector<std::string> distinct_dirs(const Cgroup& cg);
+
+// The directory of hierarchy `key`, or an error naming what needed it.
+Result<std::string> dir_of(const Cgroup& cg, const std::string& key, std::string_view what);
+
+// The pids in <dir>/cgroup.procs.
+Result<std::vector<pid_t>> read_procs(const std::string& dir);
+// The pids in the cgroup.procs of each of `dirs` (not their children), sorted and unique: on
+// v1 and hybrid a process is in one cgroup per hierarchy.
+Result<std::vector<pid_t>> procs_of(const std::vector<std::string>& dirs);
+// `dir` and every cgroup below it, deepest first (the order they can be removed in).
+Result<std::vector<std::string>> subtree_deepest_first(const std::string& dir);
+// The pids of every cgroup in the subtrees of `dirs`, sorted and unique. A cgroup that vanishes
+// while it is walked (ENOENT, ENODEV) is skipped.
+Result<std::vector<pid_t>> subtree_procs(const std::vector<std::string>& dirs);
+// kill(2)s every pid in the subtrees of `dirs`; a pid that is already gone (ESRCH) is fine.
+Status signal_subtrees(const std::vector<std::string>& dirs, int sig);
+// Waits (until `deadline`) for the subtrees of `dirs` to hold no process, sending SIGKILL again
+// to what is still there when `rekill` (a process forked between the read and the kill).
+Status wait_empty(const std::vector<std::string>& dirs,
+                  std::chrono::steady_clock::time_point deadline, bool rekill);
+// rmdir of every cgroup in the subtrees of `dirs`, deepest first, retrying EBUSY until
+// `deadline`; ENOENT / ENODEV (someone else removed it) are logged at debug.
+Status remove_subtrees(const std::vector<std::string>& dirs,
+                       std::chrono::steady_clock::time_point deadline);
+// Kills without cgroup.kill: freezes (so nothing forks between the read of cgroup.procs and
+// the kill), SIGKILLs every pid in the subtrees of `dirs` and thaws, so the kills are
+// delivered. Without `freeze` (no freezer), or when the freeze is not reached in time, SIGKILL
+// is repeated until the subtrees are empty.
+using FreezeFn = std::function<Status(bool frozen)>;
+Status kill_by_freezing(const FreezeFn& freeze, const std::vector<std::string>& dirs);
+// CgroupBackend::remove for every backend: kills what is left in the subtrees (backend.kill),
+// waits (bounded) until they are empty and removes them deepest first. A cgroup that is
+// already gone is not an error.
+Status remove_cgroup(CgroupBackend& backend, const Cgroup& cg);
+// Whether an error is the cgroup having vanished underneath us: ENOENT or ENODEV.
+bool is_gone(const Error& e);
+
+// Calls `done` every millisecond or so until it returns true or an error, or `bound` passes.
+Status poll_until(const std::function<Result<bool>()>& done, Duration bound,
+                  const std::string& what, const std::string& path);
+
+// Reads a file of one unsigned number ("max" is an error: callers that accept it check first).
+Result<uint64_t> read_u64(const DirFd& dir, const std::string& name);
+// parse_flat_keyed on a control file, naming it on error.
+Result<std::map<std::string, uint64_t>> read_flat_keyed(const DirFd& dir, const std::string& name);
+// A key of a flat-keyed map, 0 when absent (older kernels lack newer keys).
+uint64_t value_or_zero(const std::map<std::string, uint64_t>& m, const std::string& key);
+
+// The cpu bandwidth every backend writes: a 100 ms period (the kernel default,
+// Documentation/scheduler/sched-bwc.rst) and the quota for `cores` of it, at least the
+// kernel's 1 ms minimum. Errors name "cpu_cores" when cores is not a positive finite number.
+inline constexpr uint64_t kCpuPeriodUs = 100000;
+Result<uint64_t> cpu_quota_us(double cores);
+// 1..10000 (Documentation/admin-guide/cgroup-v2.rst, cpu.weight); errors name "cpu_weight".
+Status check_cpu_weight(uint32_t weight);
+
+}  // namespace sandgate::controller::cgroup_detail

@@ -1,0 +1,227 @@
+#include "controller/cgroup_v1.h"
+
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace sandgate::controller {
+
+using namespace cgroup_detail;
+
+namespace {
+
+// cpu.shares for a cgroup2-style weight: the default weight 100 is the default 1024 shares
+// (Documentation/admin-guide/cgroup-v2.rst, "Weights"); the kernel's minimum is 2
+// (kernel/sched/sched.h, MIN_SHARES).
+uint64_t shares_for_weight(uint32_t weight) {
+  return std::max<uint64_t>(2, static_cast<uint64_t>(weight) * 1024 / 100);
+}
+
+}  // namespace
+
+V1Hierarchies::V1Hierarchies(const CgroupLayout& layout, bool with_freezer) {
+  std::vector<std::string> wanted = {"memory", "cpu", "cpuacct", "pids"};
+  if (with_freezer) wanted.push_back("freezer");
+  for (const auto& h : wanted) {
+    if (auto m = layout.v1_mount(h); !m.empty()) mounts_[h] = m;
+  }
+}
+
+Status V1Hierarchies::create(const std::string& rel, RunState* state, Cgroup& cg) const {
+  if (mounts_.empty())
+    return logic_error("create cgroup", "no v1 memory, cpu, cpuacct or pids hierarchy", rel);
+  // Comounted controllers share a mount: make the directory once, name it for each.
+  std::map<std::string, std::string> made;  // mount -> directory
+  for (const auto& [hierarchy, mount] : mounts_) {
+    auto it = made.find(mount);
+    if (it == made.end()) {
+      SG_ASSIGN_OR_RETURN(std::string dir,
+                          std::move(make_cgroup_dirs(mount, rel, state))
+                              .context("creating cgroup " + rel + " in v1 " + hierarchy));
+      it = made.emplace(mount, dir).first;
+    }
+    cg.dirs[hierarchy] = it->second;
+  }
+  return {};
+}
+
+Status V1Hierarchies::set_limits(const Cgroup& cg, const Limits& limits) const {
+  if (limits.memory_high)
+    return logic_error("set_limits",
+                       "memory_high: cgroup v1 has no memory.high (only the hard limit, "
+                       "memory_max); consult features().memory_high",
+                       cg.rel);
+  auto open = [&](const char* hierarchy, const char* field) -> Result<DirFd> {
+    auto it = cg.dirs.find(hierarchy);
+    if (it == cg.dirs.end())
+      return logic_error("set_limits",
+                         std::string(field) + ": no v1 " + hierarchy + " hierarchy is mounted",
+                         cg.rel);
+    return DirFd::open(it->second);
+  };
+  // Check every field before writing any, so a refused grant leaves the cgroup as it was.
+  std::optional<DirFd> memory, cpu, pids;
+  std::optional<uint64_t> quota;
+  if (limits.memory_max) {
+    SG_ASSIGN_OR_RETURN(memory, open("memory", "memory_max"));
+  }
+  if (limits.cpu_cores) {
+    SG_ASSIGN_OR_RETURN(quota, cpu_quota_us(*limits.cpu_cores));
+  }
+  if (limits.cpu_weight) SG_TRY(check_cpu_weight(*limits.cpu_weight));
+  if (limits.cpu_cores || limits.cpu_weight) {
+    SG_ASSIGN_OR_RETURN(cpu, open("cpu", limits.cpu_cores ? "cpu_cores" : "cpu_weight"));
+  }
+  if (limits.pids_max) {
+    SG_ASSIGN_OR_RETURN(pids, open("pids", "pids_max"));
+  }
+
+  auto put = [](const DirFd& d, const char* field, const char* file, uint64_t value) {
+    return std::move(d.write(file, std::to_string(value)))
+        .context(std::string("set_limits ") + field);
+  };
+  if (limits.memory_max)
+    SG_TRY(put(*memory, "memory_max", "memory.limit_in_bytes", limits.memory_max->value));
+  if (quota) {
+    // The period first: the kernel checks the quota against the period it is written with.
+    SG_TRY(put(*cpu, "cpu_cores", "cpu.cfs_period_us", kCpuPeriodUs));
+    SG_TRY(put(*cpu, "cpu_cores", "cpu.cfs_quota_us", *quota));
+  }
+  if (limits.cpu_weight)
+    SG_TRY(put(*cpu, "cpu_weight", "cpu.shares", shares_for_weight(*limits.cpu_weight)));
+  if (limits.pids_max) SG_TRY(put(*pids, "pids_max", "pids.max", *limits.pids_max));
+  return {};
+}
+
+Status V1Hierarchies::read_usage(const Cgroup& cg, Usage& u) const {
+  auto open = [&](const char* hierarchy) -> Result<std::optional<DirFd>> {
+    auto it = cg.dirs.find(hierarchy);
+    if (it == cg.dirs.end()) return std::optional<DirFd>();
+    SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(it->second));
+    return std::optional<DirFd>(std::move(d));
+  };
+  SG_ASSIGN_OR_RETURN(auto memory, open("memory"));
+  if (memory) {
+    SG_ASSIGN_OR_RETURN(u.memory_current, read_u64(*memory, "memory.usage_in_bytes"));
+    SG_ASSIGN_OR_RETURN(u.memory_peak, read_u64(*memory, "memory.max_usage_in_bytes"));
+    // failcnt: how often the usage hit the limit, the nearest v1 has to memory.events "max".
+    SG_ASSIGN_OR_RETURN(u.memory_events.max, read_u64(*memory, "memory.failcnt"));
+    SG_ASSIGN_OR_RETURN(auto oom, read_flat_keyed(*memory, "memory.oom_control"));
+    u.memory_events.oom_kill = value_or_zero(oom, "oom_kill");  // Linux 4.13
+  }
+  SG_ASSIGN_OR_RETURN(auto cpu, open("cpu"));
+  if (cpu) {
+    SG_ASSIGN_OR_RETURN(auto stat, read_flat_keyed(*cpu, "cpu.stat"));
+    u.cpu_nr_throttled = value_or_zero(stat, "nr_throttled");
+    u.cpu_throttled_us = value_or_zero(stat, "throttled_time") / 1000;  // ns
+  }
+  SG_ASSIGN_OR_RETURN(auto cpuacct, open("cpuacct"));
+  if (cpuacct) {
+    SG_ASSIGN_OR_RETURN(uint64_t ns, read_u64(*cpuacct, "cpuacct.usage"));
+    u.cpu_usage_us = ns / 1000;
+  }
+  SG_ASSIGN_OR_RETURN(auto pids, open("pids"));
+  if (pids) {
+    SG_ASSIGN_OR_RETURN(u.pids_current, read_u64(*pids, "pids.current"));
+    SG_ASSIGN_OR_RETURN(auto events, read_flat_keyed(*pids, "pids.events"));
+    u.pids_max_events = value_or_zero(events, "max");
+  }
+  return {};
+}
+
+Result<UniqueFd> V1Hierarchies::pressure_level_eventfd(const Cgroup& cg) const {
+  SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "memory", "memory pressure trigger"));
+  SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
+  UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!efd) return sys_error("eventfd");
+  // The registration holds the eventfd, not the pressure_level file: that may close after.
+  SG_ASSIGN_OR_RETURN(UniqueFd level, d.openat("memory.pressure_level", O_RDONLY));
+  SG_TRY(std::move(d.write("cgroup.event_control", std::to_string(efd.get()) + " " +
+                                                       std::to_string(level.get()) + " medium"))
+             .context("registering for memory.pressure_level"));
+  return efd;
+}
+
+Status V1Hierarchies::freezer_freeze(const Cgroup& cg, bool frozen) const {
+  SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "freezer", "freeze"));
+  SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
+  const std::string want = frozen ? "FROZEN" : "THAWED";
+  if (frozen) {
+    SG_TRY(d.write("freezer.state", want));
+  } else {
+    // A descendant frozen on its own (CGROUP_FREEZING_SELF) stays frozen when only its parent
+    // thaws, and a SIGKILLed task does not exit while frozen: thaw the whole subtree.
+    SG_ASSIGN_OR_RETURN(auto tree, subtree_deepest_first(dir));
+    for (const auto& sub : tree) {
+      auto sub_dir = DirFd::open(sub);
+      auto s =
+          sub_dir.ok() ? sub_dir->write("freezer.state", want) : Status(std::move(sub_dir).error());
+      if (!s.ok() && !is_gone(s.error())) return s;
+    }
+  }
+  // FREEZING until every task has stopped
+  // (Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst).
+  return poll_until(
+      [&]() -> Result<bool> {
+        SG_ASSIGN_OR_RETURN(std::string state, d.read("freezer.state", 64));
+        while (!state.empty() && state.back() == '\n') state.pop_back();
+        return state == want;
+      },
+      kSettleTimeout, frozen ? "freeze" : "thaw", d.child("freezer.state"));
+}
+
+V1Backend::V1Backend(const CgroupLayout& layout) : v1_(layout, /*with_freezer=*/true) {
+  features_.memory_high = false;
+  features_.memory_peak = v1_.has("memory");  // memory.max_usage_in_bytes
+  features_.psi = false;
+  features_.psi_triggers = false;
+  features_.freeze = v1_.has("freezer");
+  features_.atomic_kill = false;
+}
+
+Result<Cgroup> V1Backend::create(const std::string& rel, RunState* state) {
+  Cgroup cg;
+  cg.rel = rel;
+  SG_TRY(v1_.create(rel, state, cg));
+  return cg;
+}
+
+Status V1Backend::set_limits(const Cgroup& cg, const Limits& limits) {
+  return v1_.set_limits(cg, limits);
+}
+
+Result<Usage> V1Backend::read_usage(const Cgroup& cg) const {
+  Usage u;
+  SG_TRY(v1_.read_usage(cg, u));
+  return u;
+}
+
+Status V1Backend::freeze(const Cgroup& cg, bool frozen) {
+  if (!features_.freeze) return logic_error("freeze", "no v1 freezer hierarchy is mounted", cg.rel);
+  return v1_.freezer_freeze(cg, frozen);
+}
+
+Status V1Backend::kill(const Cgroup& cg) {
+  FreezeFn freeze;
+  if (features_.freeze) freeze = [&](bool f) { return v1_.freezer_freeze(cg, f); };
+  return kill_by_freezing(freeze, distinct_dirs(cg));
+}
+
+Status V1Backend::signal(const Cgroup& cg, int sig) {
+  return signal_subtrees(distinct_dirs(cg), sig);
+}
+
+Result<std::vector<pid_t>> V1Backend::procs(const Cgroup& cg) const {
+  return procs_of(distinct_dirs(cg));
+}
+
+Status V1Backend::remove(const Cgroup& cg) { return remove_cgroup(*this, cg); }
+
+providers::Placement V1Backend::placement(const Cgroup& cg) const { return {distinct_dirs(cg)}; }
+
+Result<UniqueFd> V1Backend::memory_pressure_trigger(const Cgroup& cg, Duration, Duration) {
+  return v1_.pressure_level_eventfd(cg);
+}
+
+}  // namespace sandgate::controller

@@ -1,0 +1,74 @@
+// The pure cgroup v1 backend (Documentation/admin-guide/cgroup-v1/): one hierarchy per
+// controller, limits in memory.limit_in_bytes, cpu.cfs_quota_us, cpu.shares, pids.max; memory
+// pressure only as memory.pressure_level notifications; freeze through the freezer hierarchy,
+// and kill emulated as freeze + SIGKILL + thaw.
+//
+// V1Hierarchies is the v1 controller part on its own (limits and usage): the v1 backend is it
+// plus the freezer, the hybrid backend is it plus the unified mount.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "controller/cgroup.h"
+#include "controller/cgroup_internal.h"
+
+namespace sandgate::controller {
+
+class V1Hierarchies {
+ public:
+  // The hierarchies (memory, cpu, cpuacct, pids, and freezer when `with_freezer`) the layout
+  // mounts; a missing one is simply absent and a limit that needs it is an error naming it.
+  // cpuset is never used: its children need cpuset.cpus/mems before a process can join.
+  V1Hierarchies(const CgroupLayout& layout, bool with_freezer);
+
+  // hierarchy -> mount point; comounted controllers ("cpu,cpuacct") share a mount.
+  const std::map<std::string, std::string>& mounts() const { return mounts_; }
+  bool has(const std::string& hierarchy) const { return mounts_.count(hierarchy) > 0; }
+
+  // Makes `rel` in each distinct mount and fills cg.dirs for every hierarchy.
+  Status create(const std::string& rel, RunState* state, Cgroup& cg) const;
+  // memory_max, cpu_cores, cpu_weight, pids_max; memory_high is an error naming it (v1 has no
+  // soft limit the kernel throttles at). Every field is checked before any is written.
+  Status set_limits(const Cgroup& cg, const Limits& limits) const;
+  // Memory, cpu, cpuacct and pids counters into `usage`; a hierarchy the layout lacks leaves
+  // its counters at zero. v1 counts no memory.high or plain OOM events: memory_events.max is
+  // memory.failcnt, memory_events.oom_kill is memory.oom_control "oom_kill".
+  Status read_usage(const Cgroup& cg, Usage& usage) const;
+  // An eventfd registered for memory.pressure_level "medium" through cgroup.event_control
+  // (Documentation/admin-guide/cgroup-v1/memory.rst, "Memory Pressure").
+  Result<UniqueFd> pressure_level_eventfd(const Cgroup& cg) const;
+  // freezer.state FROZEN / THAWED, polled (bounded) until the state is reached. Thawing
+  // thaws the whole subtree, so a killed task below can exit.
+  Status freezer_freeze(const Cgroup& cg, bool frozen) const;
+
+ private:
+  std::map<std::string, std::string> mounts_;
+};
+
+class V1Backend final : public CgroupBackend {
+ public:
+  explicit V1Backend(const CgroupLayout& layout);
+
+  CgroupLayoutKind kind() const override { return CgroupLayoutKind::kV1; }
+  const CgroupFeatures& features() const override { return features_; }
+  Result<Cgroup> create(const std::string& rel, RunState* state) override;
+  Status set_limits(const Cgroup& cg, const Limits& limits) override;
+  Result<Usage> read_usage(const Cgroup& cg) const override;
+  Status freeze(const Cgroup& cg, bool frozen) override;
+  Status kill(const Cgroup& cg) override;
+  Status signal(const Cgroup& cg, int sig) override;
+  Result<std::vector<pid_t>> procs(const Cgroup& cg) const override;
+  Status remove(const Cgroup& cg) override;
+  providers::Placement placement(const Cgroup& cg) const override;
+  // `stall` and `window` cannot be expressed in v1: the kernel decides "medium" itself.
+  Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
+                                           Duration window) override;
+
+ private:
+  V1Hierarchies v1_;
+  CgroupFeatures features_;
+};
+
+}  // namespace sandgate::controller

@@ -1,0 +1,236 @@
+// The v1 backend against fake v1 hierarchies: directories per controller, the exact values it
+// writes, the counters it parses, the freezer and the pressure_level registration.
+#include "controller/cgroup_v1.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "controller/cgroup_fake_fs.h"
+
+namespace sandgate::controller {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::FakeCgroupFs;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+class V1BackendTest : public ::testing::Test {
+ protected:
+  Cgroup make_call(V1Backend& backend) {
+    auto cg = backend.create("sandgate/r1/call-1", nullptr);
+    EXPECT_TRUE(cg.ok()) << cg.error().message();
+    if (!cg.ok()) return {};
+    fs_.populate(*cg);
+    return *cg;
+  }
+  std::string file(const Cgroup& cg, const std::string& hierarchy, const std::string& name) {
+    return FakeCgroupFs::read_abs(cg.dirs.at(hierarchy) + "/" + name);
+  }
+
+  FakeCgroupFs fs_;
+  CgroupLayout layout_ = fs_.v1_layout();
+  V1Backend backend_{layout_};
+};
+
+TEST_F(V1BackendTest, CreateMakesTheCgroupInEveryHierarchyButCpuset) {
+  Cgroup cg = make_call(backend_);
+  EXPECT_EQ(cg.rel, "sandgate/r1/call-1");
+  EXPECT_EQ(cg.dirs.size(), 5u);
+  for (const char* h : {"memory", "cpu", "cpuacct", "pids", "freezer"})
+    EXPECT_EQ(cg.dirs.at(h), fs_.path(std::string("v1/") + h + "/sandgate/r1/call-1")) << h;
+  EXPECT_FALSE(std::filesystem::exists(fs_.path("v1/cpuset/sandgate")));
+}
+
+TEST_F(V1BackendTest, ComountedHierarchiesShareOneDirectoryAndOnePlacement) {
+  FakeCgroupFs fs;
+  V1Backend backend(fs.v1_layout(/*comount_cpu=*/true));
+  auto cg = backend.create("sandgate/call-1", nullptr);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  std::string both = fs.path("v1/cpu,cpuacct/sandgate/call-1");
+  EXPECT_EQ(cg->dirs.at("cpu"), both);
+  EXPECT_EQ(cg->dirs.at("cpuacct"), both);
+  EXPECT_THAT(backend.placement(*cg).cgroup_dirs,
+              UnorderedElementsAre(both, fs.path("v1/memory/sandgate/call-1"),
+                                   fs.path("v1/pids/sandgate/call-1"),
+                                   fs.path("v1/freezer/sandgate/call-1")));
+}
+
+TEST_F(V1BackendTest, PlacementListsEveryHierarchyOnce) {
+  Cgroup cg = make_call(backend_);
+  EXPECT_THAT(backend_.placement(cg).cgroup_dirs,
+              UnorderedElementsAre(cg.dirs.at("memory"), cg.dirs.at("cpu"), cg.dirs.at("cpuacct"),
+                                   cg.dirs.at("pids"), cg.dirs.at("freezer")));
+}
+
+TEST_F(V1BackendTest, CreateRecordsEveryNewDirectoryInEveryHierarchy) {
+  ::sandgate::testing::TempDir state_tmp;
+  HostPaths paths;
+  paths.state_dir = state_tmp / "state";
+  auto state = RunState::create(paths, "r-test", "host_dir");
+  ASSERT_TRUE(state.ok()) << state.error().message();
+  fs_.write("v1/memory/sandgate/keep", "");  // v1/memory/sandgate exists already: not ours
+  auto cg = backend_.create("sandgate/r1", &*state);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  std::vector<std::string> recorded;
+  for (const auto& r : state->resources()) {
+    EXPECT_EQ(r.kind, Resource::Kind::kCgroup);
+    recorded.push_back(r.path);
+  }
+  EXPECT_THAT(recorded,
+              UnorderedElementsAre(fs_.path("v1/memory/sandgate/r1"), fs_.path("v1/cpu/sandgate"),
+                                   fs_.path("v1/cpu/sandgate/r1"), fs_.path("v1/cpuacct/sandgate"),
+                                   fs_.path("v1/cpuacct/sandgate/r1"), fs_.path("v1/pids/sandgate"),
+                                   fs_.path("v1/pids/sandgate/r1"), fs_.path("v1/freezer/sandgate"),
+                                   fs_.path("v1/freezer/sandgate/r1")));
+}
+
+TEST_F(V1BackendTest, AFailedMkdirIsNotLeftRecorded) {
+  ::sandgate::testing::TempDir state_tmp;
+  HostPaths paths;
+  paths.state_dir = state_tmp / "state";
+  auto state = RunState::create(paths, "r-test", "host_dir");
+  ASSERT_TRUE(state.ok());
+  auto cg = backend_.create(std::string(300, 'x'), &*state);  // ENAMETOOLONG
+  ASSERT_FALSE(cg.ok());
+  EXPECT_EQ(cg.error().err, ENAMETOOLONG) << cg.error().message();
+  EXPECT_TRUE(state->resources().empty());
+}
+
+TEST_F(V1BackendTest, SetLimitsWritesExactValues) {
+  Cgroup cg = make_call(backend_);
+  Limits l;
+  l.memory_max = MiB(512);
+  l.cpu_cores = 1.5;
+  l.cpu_weight = 100;
+  l.pids_max = 64;
+  auto s = backend_.set_limits(cg, l);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(file(cg, "memory", "memory.limit_in_bytes"), "536870912");
+  EXPECT_EQ(file(cg, "cpu", "cpu.cfs_period_us"), "100000");
+  EXPECT_EQ(file(cg, "cpu", "cpu.cfs_quota_us"), "150000");
+  EXPECT_EQ(file(cg, "cpu", "cpu.shares"), "1024");
+  EXPECT_EQ(file(cg, "pids", "pids.max"), "64");
+}
+
+TEST_F(V1BackendTest, WeightMapsToShares) {
+  Cgroup cg = make_call(backend_);
+  for (auto [weight, shares] :
+       {std::pair{1u, "10"}, std::pair{50u, "512"}, std::pair{10000u, "102400"}}) {
+    fs_.write_abs(cg.dirs.at("cpu") + "/cpu.shares", "");
+    Limits l;
+    l.cpu_weight = weight;
+    ASSERT_TRUE(backend_.set_limits(cg, l).ok());
+    EXPECT_EQ(file(cg, "cpu", "cpu.shares"), shares) << "weight " << weight;
+  }
+}
+
+TEST_F(V1BackendTest, MemoryHighIsAnErrorNamingItAndWritesNothing) {
+  Cgroup cg = make_call(backend_);
+  Limits l;
+  l.memory_max = MiB(64);
+  l.memory_high = MiB(32);
+  auto s = backend_.set_limits(cg, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("memory_high"));
+  EXPECT_EQ(file(cg, "memory", "memory.limit_in_bytes"), "");
+}
+
+TEST_F(V1BackendTest, LimitWhoseHierarchyIsMissingNamesTheField) {
+  CgroupLayout layout = fs_.v1_layout();
+  layout.v1_mounts.erase("pids");
+  V1Backend backend(layout);
+  auto cg = backend.create("sandgate/call-1", nullptr);
+  ASSERT_TRUE(cg.ok());
+  EXPECT_EQ(cg->dirs.count("pids"), 0u);
+  Limits l;
+  l.pids_max = 5;
+  auto s = backend.set_limits(*cg, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("pids_max"));
+}
+
+TEST_F(V1BackendTest, ReadUsageParsesEveryCounter) {
+  Cgroup cg = make_call(backend_);
+  auto u = backend_.read_usage(cg);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_EQ(u->memory_current, 33554432u);
+  EXPECT_EQ(u->memory_peak, 67108864u);
+  EXPECT_EQ(u->memory_events.max, 5u);       // memory.failcnt
+  EXPECT_EQ(u->memory_events.oom_kill, 2u);  // memory.oom_control
+  EXPECT_EQ(u->memory_events.oom, 0u);       // v1 cannot say
+  EXPECT_EQ(u->memory_events.high, 0u);
+  EXPECT_EQ(u->cpu_usage_us, 98765432u);     // cpuacct.usage 98765432109 ns
+  EXPECT_EQ(u->cpu_throttled_us, 1234567u);  // throttled_time 1234567890 ns
+  EXPECT_EQ(u->cpu_nr_throttled, 37u);
+  EXPECT_EQ(u->pids_current, 3u);
+  EXPECT_EQ(u->pids_max_events, 7u);
+  EXPECT_FALSE(u->memory_pressure.has_value());
+  EXPECT_FALSE(u->cpu_pressure.has_value());
+}
+
+TEST_F(V1BackendTest, ReadUsageOfAComountedCpuDirectory) {
+  FakeCgroupFs fs;
+  V1Backend backend(fs.v1_layout(/*comount_cpu=*/true));
+  auto cg = backend.create("c", nullptr);
+  ASSERT_TRUE(cg.ok());
+  fs.populate(*cg);
+  auto u = backend.read_usage(*cg);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_EQ(u->cpu_usage_us, 98765432u);
+  EXPECT_EQ(u->cpu_nr_throttled, 37u);
+}
+
+TEST_F(V1BackendTest, Features) {
+  const CgroupFeatures& f = backend_.features();
+  EXPECT_EQ(backend_.kind(), CgroupLayoutKind::kV1);
+  EXPECT_FALSE(f.memory_high);
+  EXPECT_TRUE(f.memory_peak);
+  EXPECT_FALSE(f.psi);
+  EXPECT_FALSE(f.psi_triggers);
+  EXPECT_TRUE(f.freeze);
+  EXPECT_FALSE(f.atomic_kill);
+  V1Backend no_freezer(fs_.v1_layout(false, /*freezer=*/false));
+  EXPECT_FALSE(no_freezer.features().freeze);
+}
+
+TEST_F(V1BackendTest, FreezeWritesFreezerState) {
+  Cgroup cg = make_call(backend_);
+  ASSERT_TRUE(backend_.freeze(cg, true).ok());
+  EXPECT_EQ(file(cg, "freezer", "freezer.state"), "FROZEN");
+  ASSERT_TRUE(backend_.freeze(cg, false).ok());
+  EXPECT_EQ(file(cg, "freezer", "freezer.state"), "THAWED");
+}
+
+TEST_F(V1BackendTest, FreezeWithoutAFreezerIsAnError) {
+  V1Backend backend(fs_.v1_layout(false, /*freezer=*/false));
+  Cgroup cg = make_call(backend);
+  auto s = backend.freeze(cg, true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("freezer"));
+}
+
+TEST_F(V1BackendTest, PressureTriggerRegistersAnEventfdForMedium) {
+  Cgroup cg = make_call(backend_);
+  auto fd =
+      backend_.memory_pressure_trigger(cg, std::chrono::milliseconds(100), std::chrono::seconds(1));
+  ASSERT_TRUE(fd.ok()) << fd.error().message();
+  std::string line = file(cg, "memory", "cgroup.event_control");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(line, m, std::regex("(\\d+) (\\d+) medium"))) << line;
+  EXPECT_EQ(std::stoi(m[1]), fd->get());  // the eventfd handed back is the one registered
+}
+
+TEST_F(V1BackendTest, ProcsIsTheUnionOfEveryHierarchy) {
+  Cgroup cg = make_call(backend_);
+  fs_.write_abs(cg.dirs.at("memory") + "/cgroup.procs", "40\n41\n");
+  fs_.write_abs(cg.dirs.at("pids") + "/cgroup.procs", "41\n42\n");
+  auto p = backend_.procs(cg);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_THAT(*p, ElementsAre(40, 41, 42));
+}
+
+}  // namespace
+}  // namespace sandgate::controller

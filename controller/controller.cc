@@ -1,0 +1,196 @@
+#include "controller/controller.h"
+
+#include "core/log.h"
+
+namespace sandgate::controller {
+
+providers::Placement RunScope::main_placement() const {
+  // Placement is the backend's business; the scope only carries the cgroup.
+  providers::Placement p;
+  for (const auto& [hierarchy, dir] : main_.dirs) {
+    bool seen = false;
+    for (const auto& d : p.cgroup_dirs) seen |= d == dir;
+    if (!seen) p.cgroup_dirs.push_back(dir);
+  }
+  return p;
+}
+
+providers::Placement CallScope::placement() const {
+  providers::Placement p;
+  for (const auto& [hierarchy, dir] : cg_.dirs) {
+    bool seen = false;
+    for (const auto& d : p.cgroup_dirs) seen |= d == dir;
+    if (!seen) p.cgroup_dirs.push_back(dir);
+  }
+  return p;
+}
+
+Controller::Controller(ControllerOptions options) : options_(std::move(options)) {}
+
+Controller::~Controller() { monitor_.reset(); }
+
+Result<std::unique_ptr<Controller>> Controller::create(ControllerOptions options) {
+  if (!options.backend) {
+    auto layout = detect_cgroup_layout(options.paths.proc + "/self/mountinfo");
+    if (!layout.ok()) return std::move(layout).error().context_add("choosing a cgroup backend");
+    auto backend = make_cgroup_backend(*layout);
+    if (!backend.ok()) return std::move(backend).error();
+    options.backend = std::move(backend).value();
+  }
+  std::unique_ptr<Controller> c(new Controller(std::move(options)));
+  if (c->options_.actuator) {
+    c->actuator_ = c->options_.actuator;
+  } else {
+    c->own_actuator_ = std::make_unique<BackendActuator>(*c->options_.backend);
+    c->actuator_ = c->own_actuator_.get();
+  }
+  const CgroupFeatures& f = c->options_.backend->features();
+  bool wants_high = false;
+  for (const auto& [name, grant] : c->options_.policy.intents) wants_high |= grant.memory_high.has_value();
+  if (wants_high && !f.memory_high)
+    c->absent_.push_back("memory.high: this cgroup layout has no soft memory limit (v1 memory "
+                         "controller); the ladder throttles with the CPU squeeze only");
+  if (!f.psi) c->absent_.push_back("per-call PSI: pressure is sampled, not triggered");
+  if (!f.freeze) c->absent_.push_back("freeze: the ladder goes from throttle straight to cancel");
+  if (!f.atomic_kill) c->absent_.push_back("atomic kill: kill is freeze + SIGKILL + thaw");
+  for (const auto& a : c->absent_) spdlog::info("controller: absent capability: {}", a);
+  c->monitor_ = std::make_unique<Monitor>(*c->options_.backend, c->options_.paths,
+                                          c->options_.policy.ladder.sample_interval);
+  return c;
+}
+
+Limits Controller::call_limits(const Grant& grant) const {
+  Limits l = grant.to_limits();
+  // Reported once as an absent capability, not failed on every call.
+  if (!options_.backend->features().memory_high) l.memory_high.reset();
+  return l;
+}
+
+Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenant,
+                                                        const std::string& run_id) {
+  const Policy& p = options_.policy;
+  auto t = p.tenants.find(tenant);
+  if (t == p.tenants.end()) {
+    std::string known;
+    for (const auto& [name, tp] : p.tenants) known += (known.empty() ? "" : ", ") + name;
+    return logic_error("begin run", "unknown tenant '" + tenant + "' (policy has: " + known + ")");
+  }
+  auto run = std::make_unique<RunScope>();
+  run->run_id_ = run_id;
+  run->tenant_name_ = tenant;
+  SG_ASSIGN_OR_RETURN(RunState state, RunState::create(options_.paths, run_id + "-cgroups", "controller"));
+  run->state_.emplace(std::move(state));
+  CgroupBackend& b = *options_.backend;
+  auto fail = [&](Error e) -> Error {
+    (void)release_resources(options_.paths, run->state_->resources());
+    (void)run->state_->finish();
+    e.context.push_back("starting run " + run_id);
+    return e;
+  };
+
+  // The root and the tenant are shared with other runs: recorded as parents, removed only
+  // when empty, never killed.
+  std::string tenant_rel = options_.root + "/" + tenant;
+  auto tenant_cg = b.create(tenant_rel, nullptr);
+  if (!tenant_cg.ok()) return fail(std::move(tenant_cg).error());
+  run->tenant_ = *tenant_cg;
+  for (const auto& [h, dir] : run->tenant_.dirs) {
+    std::string root_dir = dir.substr(0, dir.rfind('/'));
+    for (const std::string& d : {root_dir, dir}) {
+      Resource r{Resource::Kind::kCgroupParent, d};
+      if (std::find(run->state_->resources().begin(), run->state_->resources().end(), r) ==
+          run->state_->resources().end())
+        if (auto s = run->state_->record(r); !s.ok()) return fail(std::move(s).error());
+    }
+  }
+  Limits tenant_limits;
+  tenant_limits.cpu_weight = t->second.cpu_weight;
+  tenant_limits.memory_max = t->second.memory_budget;
+  if (auto s = b.set_limits(run->tenant_, tenant_limits); !s.ok())
+    return fail(std::move(s).error().context_add("tenant " + tenant));
+
+  auto run_cg = b.create(tenant_rel + "/" + run_id, &*run->state_);
+  if (!run_cg.ok()) return fail(std::move(run_cg).error());
+  run->run_ = *run_cg;
+  if (auto s = b.set_limits(run->run_, call_limits(p.run)); !s.ok())
+    return fail(std::move(s).error().context_add("run ceiling"));
+  auto main_cg = b.create(run->run_.rel + "/main", &*run->state_);
+  if (!main_cg.ok()) return fail(std::move(main_cg).error());
+  run->main_ = *main_cg;
+  return run;
+}
+
+Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
+                                                          const std::optional<std::string>& intent,
+                                                          const std::vector<std::string>& argv) {
+  const Policy& p = options_.policy;
+  SG_ASSIGN_OR_RETURN(IntentChoice choice, choose_intent(p, intent, argv));
+  auto call = std::make_unique<CallScope>();
+  call->serial_ = next_serial_++;
+  call->id_ = "call-" + std::to_string(run.next_call_++);
+  call->argv_ = argv;
+  call->intent_ = choice;
+  call->grant_ = grant_for(p, choice.intent);
+  call->run_ = &run;
+  CgroupBackend& b = *options_.backend;
+  SG_ASSIGN_OR_RETURN(call->cg_, b.create(run.run_.rel + "/" + call->id_, &*run.state_));
+  if (auto s = b.set_limits(call->cg_, call_limits(call->grant_)); !s.ok()) {
+    (void)b.remove(call->cg_);
+    return std::move(s).error().context_add("grant for " + call->id_ + " (" + choice.intent + ")");
+  }
+  UniqueFd trigger;
+  if (auto t = b.memory_pressure_trigger(call->cg_, p.ladder.psi_trigger_stall, p.ladder.psi_trigger_window); t.ok())
+    trigger = std::move(t).value();
+  else
+    spdlog::debug("no pressure trigger for {}: {}", call->cg_.rel, t.error().message());
+  call->ladder_ = std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
+  call->start_ = std::chrono::steady_clock::now();
+  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), std::move(trigger), call->start_);
+  return call;
+}
+
+CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, const providers::ExecResult& result) {
+  monitor_->unwatch(call->serial_);
+  CgroupBackend& b = *options_.backend;
+  auto now = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - call->start_);
+  // One last read: the kernel's counters (OOM kills, refused forks, peaks) as the call left them.
+  if (auto u = b.read_usage(call->cg_); u.ok()) {
+    LadderInput in;
+    in.now = now;
+    in.usage = std::move(u).value();
+    call->ladder_->observe(in);
+  }
+  call->ladder_->finish(now);
+
+  CallOutcome o;
+  o.call_id = call->id_;
+  o.argv = call->argv_;
+  o.intent = call->intent_;
+  o.grant = call->grant_;
+  o.observed = call->ladder_->observation();
+  o.exit = result.status;
+  o.wall = result.wall;
+  o.stdout_data = result.stdout_data;
+  o.stderr_data = result.stderr_data;
+  o.stdout_truncated = result.stdout_truncated;
+  o.stderr_truncated = result.stderr_truncated;
+  classify(o, result.timed_out, result.cancelled);
+
+  // Revoke the grant: nothing the call started survives it.
+  if (auto s = b.remove(call->cg_); !s.ok()) {
+    spdlog::warn("revoking {}: {}", call->cg_.rel, s.error().message());
+  } else if (call->run_ && call->run_->state_) {
+    for (const auto& [h, dir] : call->cg_.dirs) (void)call->run_->state_->forget({Resource::Kind::kCgroup, dir});
+  }
+  return o;
+}
+
+Status Controller::end_run(std::unique_ptr<RunScope> run) {
+  Status first = options_.backend->remove(run->run_);
+  auto released = release_resources(options_.paths, run->state_->resources());
+  if (!released.ok()) return released;  // keep the record: gc retries
+  SG_TRY(run->state_->finish());
+  return first;
+}
+
+}  // namespace sandgate::controller

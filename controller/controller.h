@@ -1,0 +1,117 @@
+// The per-call resource controller (DESIGN.md ideas 4-6). A run gets a cgroup carrying the run
+// ceiling, under its tenant's cgroup (weight, budget); its long-lived processes live in
+// <run>/main; each tool call gets <run>/call-<n> with the grant of its intent, is watched by
+// the monitor and handled by its ladder, and ends with a structured outcome. The grant is
+// revoked (the call's cgroup killed and removed) when the call ends.
+//
+// The controller knows nothing of providers: it hands out Placements, and the caller gives
+// it the provider's ExecResult at the end of a call.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/cgroup.h"
+#include "controller/ladder.h"
+#include "controller/monitor.h"
+#include "controller/outcome.h"
+#include "controller/policy.h"
+#include "core/host_paths.h"
+#include "core/state.h"
+#include "providers/provider.h"
+
+namespace sandgate::controller {
+
+struct ControllerOptions {
+  HostPaths paths;
+  // sandgate's top cgroup in every hierarchy; tests use their own so they never touch a real run.
+  std::string root = "sandgate";
+  Policy policy = default_policy();
+  // Null: detected from <proc>/self/mountinfo.
+  std::unique_ptr<CgroupBackend> backend;
+  // Null: the backend itself. Tests pass a recording fake.
+  Actuator* actuator = nullptr;
+};
+
+class RunScope {
+ public:
+  const std::string& run_id() const { return run_id_; }
+  const std::string& tenant() const { return tenant_name_; }
+  const Cgroup& cgroup() const { return run_; }
+  // Where the run's long-lived processes go (EnvSpec::placement).
+  providers::Placement main_placement() const;
+
+ private:
+  friend class Controller;
+  std::string run_id_, tenant_name_;
+  Cgroup tenant_, run_, main_;
+  std::optional<RunState> state_;
+  int next_call_ = 1;
+};
+
+class CallScope {
+ public:
+  const std::string& id() const { return id_; }
+  const IntentChoice& intent() const { return intent_; }
+  const Grant& grant() const { return grant_; }
+  const Cgroup& cgroup() const { return cg_; }
+  // Where the call's first process goes (Environment::exec's placement).
+  providers::Placement placement() const;
+  // The wall-clock limit to give the provider for this call (0: none).
+  Duration timeout() const { return grant_.timeout; }
+
+ private:
+  friend class Controller;
+  uint64_t serial_ = 0;
+  std::string id_;
+  std::vector<std::string> argv_;
+  IntentChoice intent_;
+  Grant grant_;
+  Cgroup cg_;
+  std::unique_ptr<Ladder> ladder_;
+  std::chrono::steady_clock::time_point start_;
+  RunScope* run_ = nullptr;
+};
+
+class Controller {
+ public:
+  static Result<std::unique_ptr<Controller>> create(ControllerOptions options);
+  ~Controller();
+
+  const Policy& policy() const { return options_.policy; }
+  CgroupBackend& backend() { return *options_.backend; }
+  // What the layout cannot do for this policy (e.g. "memory_high: v1 has no soft limit"): the
+  // controller still runs, and reports say so.
+  const std::vector<std::string>& absent_capabilities() const { return absent_; }
+
+  // Makes <root>/<tenant>/<run>/main with the run ceiling and the tenant's weight and budget,
+  // recorded in a run record of its own (<run>-cgroups) before anything is made.
+  Result<std::unique_ptr<RunScope>> begin_run(const std::string& tenant, const std::string& run_id);
+  // Makes <run>/call-<n> with the grant of the declared or inferred intent and starts
+  // watching it.
+  Result<std::unique_ptr<CallScope>> begin_call(RunScope& run,
+                                                const std::optional<std::string>& intent,
+                                                const std::vector<std::string>& argv);
+  // Stops watching, reads the final counters, revokes the grant (kills anything left in the
+  // call's cgroup and removes it) and classifies how the call ended.
+  CallOutcome end_call(std::unique_ptr<CallScope> call, const providers::ExecResult& result);
+  // Removes the run's cgroups (after the provider's environment is destroyed), and the
+  // tenant's and root's if no other run uses them.
+  Status end_run(std::unique_ptr<RunScope> run);
+
+ private:
+  explicit Controller(ControllerOptions options);
+  Limits call_limits(const Grant& grant) const;
+
+  ControllerOptions options_;
+  std::unique_ptr<BackendActuator> own_actuator_;
+  Actuator* actuator_ = nullptr;
+  std::unique_ptr<Monitor> monitor_;
+  std::vector<std::string> absent_;
+  std::atomic<uint64_t> next_serial_{1};
+};
+
+}  // namespace sandgate::controller

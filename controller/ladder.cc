@@ -1,0 +1,177 @@
+#include "controller/ladder.h"
+
+#include <signal.h>
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace sandgate::controller {
+namespace {
+// A fork bomb pinned at pids.max for this long is cancelled: the kernel refuses its forks, but
+// it would spin until its timeout otherwise.
+constexpr Duration kPidsPinnedLimit = std::chrono::milliseconds(500);
+}  // namespace
+
+Ladder::Ladder(const LadderSettings& settings, const Grant& grant, const CgroupFeatures& features,
+               Cgroup cgroup, Actuator& actuator)
+    : settings_(settings), grant_(grant), features_(features), cgroup_(std::move(cgroup)),
+      actuator_(actuator) {}
+
+void Ladder::record(const std::string& action, Duration at, const std::string& reason) {
+  obs_.actions.push_back({action, at, reason});
+  spdlog::debug("ladder {} {} at {}: {}", cgroup_.rel, action, format_duration(at), reason);
+}
+
+void Ladder::observe(const LadderInput& in) {
+  const Usage& u = in.usage;
+  ++obs_.samples;
+  uint64_t mem = std::max<uint64_t>(u.memory_current, u.memory_peak.value_or(0));
+  obs_.peaks.memory_bytes = std::max(obs_.peaks.memory_bytes, mem);
+  obs_.peaks.pids = std::max(obs_.peaks.pids, u.pids_current);
+  if (!first_ && in.now > last_at_ && u.cpu_usage_us >= last_cpu_us_) {
+    double cores = static_cast<double>(u.cpu_usage_us - last_cpu_us_) /
+                   (static_cast<double>((in.now - last_at_).count()) / 1e3);
+    obs_.peaks.cpu_cores = std::max(obs_.peaks.cpu_cores, cores);
+  }
+  obs_.cpu_usage_us = u.cpu_usage_us;
+  obs_.cpu_throttled_us = u.cpu_throttled_us;
+  if (u.memory_events.oom_kill > last_oom_kill_) {
+    record("oom_kill", in.now, "the kernel OOM-killed a process at the call's memory limit");
+    obs_.oom_kills = u.memory_events.oom_kill;
+  }
+  obs_.pids_refused = u.pids_max_events;
+  last_oom_kill_ = u.memory_events.oom_kill;
+  last_cpu_us_ = u.cpu_usage_us;
+  last_at_ = in.now;
+  first_ = false;
+}
+
+void Ladder::throttle(const LadderInput& in) {
+  // memory.high (set with the grant where the layout has it) already makes the kernel reclaim
+  // and throttle allocations; the CPU squeeze slows the allocator on every layout.
+  double cores = grant_.cpu_cores.value_or(1.0) * settings_.throttle_cpu_fraction;
+  Limits squeeze;
+  squeeze.cpu_cores = std::max(cores, 0.01);
+  if (auto s = actuator_.set_limits(cgroup_, squeeze); !s.ok()) {
+    spdlog::warn("ladder: throttle {}: {}", cgroup_.rel, s.error().message());
+    return;
+  }
+  throttled_ = true;
+  throttled_since_ = in.now;
+  state_ = State::kThrottled;
+  record("throttle", in.now,
+         "memory " + format_bytes({in.usage.memory_current}) + " reached " +
+             std::to_string(static_cast<int>(settings_.throttle_at * 100)) + "% of the " +
+             format_bytes(*grant_.memory_max) + " grant; cpu squeezed to " +
+             std::to_string(squeeze.cpu_cores.value()).substr(0, 4) + " cores");
+}
+
+void Ladder::unthrottle(const LadderInput& in) {
+  Limits restore;
+  // No grant of cores: give back an unlimited quota (a large value the backends clamp).
+  restore.cpu_cores = grant_.cpu_cores.value_or(1024.0);
+  (void)actuator_.set_limits(cgroup_, restore);
+  throttled_ = false;
+  obs_.throttled_for += in.now - throttled_since_;
+  state_ = State::kNormal;
+  record("unthrottle", in.now, "memory back to " + format_bytes({in.usage.memory_current}));
+}
+
+void Ladder::cancel(Duration at, Termination why, const std::string& reason) {
+  if (state_ == State::kFrozen) {
+    // A frozen task cannot handle SIGTERM: thaw first.
+    (void)actuator_.freeze(cgroup_, false);
+    obs_.frozen_for += at - frozen_since_;
+  }
+  (void)actuator_.signal(cgroup_, SIGTERM);
+  obs_.cancelled_by_ladder = true;
+  obs_.ladder_termination = why;
+  obs_.ladder_reason = reason;
+  cancelled_at_ = at;
+  state_ = State::kCancelling;
+  record("cancel", at, reason + "; SIGTERM, kill after " + format_duration(settings_.cancel_grace));
+}
+
+void Ladder::kill(Duration at, const std::string& reason) {
+  (void)actuator_.kill(cgroup_);
+  obs_.killed_by_ladder = true;
+  if (obs_.ladder_reason.empty()) obs_.ladder_reason = reason;
+  state_ = State::kKilled;
+  record("kill", at, reason);
+}
+
+void Ladder::step(const LadderInput& in) {
+  observe(in);
+  if (!settings_.enabled || state_ == State::kKilled) return;
+  const Usage& u = in.usage;
+
+  if (state_ == State::kCancelling) {
+    if (in.now - cancelled_at_ >= settings_.cancel_grace && u.pids_current > 0)
+      kill(in.now, "still running " + format_duration(settings_.cancel_grace) + " after SIGTERM");
+    return;
+  }
+
+  // Fork bomb: the kernel refuses forks at pids.max; a call pinned there is cancelled.
+  if (grant_.pids_max && u.pids_current >= *grant_.pids_max && u.pids_max_events > last_pids_refused_) {
+    if (pids_pinned_since_.count() < 0) pids_pinned_since_ = in.now;
+    if (in.now - pids_pinned_since_ >= kPidsPinnedLimit) {
+      last_pids_refused_ = u.pids_max_events;
+      cancel(in.now, Termination::kPidsLimit,
+             "pinned at its limit of " + std::to_string(*grant_.pids_max) + " processes for " +
+                 format_duration(kPidsPinnedLimit) + " (" + std::to_string(u.pids_max_events) +
+                 " forks refused)");
+      return;
+    }
+  } else if (u.pids_current < grant_.pids_max.value_or(UINT64_MAX)) {
+    pids_pinned_since_ = Duration(-1);
+  }
+  last_pids_refused_ = u.pids_max_events;
+
+  if (state_ == State::kFrozen) {
+    if (in.host_memory_psi && *in.host_memory_psi < settings_.thaw_host_psi) {
+      (void)actuator_.freeze(cgroup_, false);
+      obs_.frozen_for += in.now - frozen_since_;
+      state_ = throttled_ ? State::kThrottled : State::kNormal;
+      record("thaw", in.now, "host memory pressure down to " + std::to_string(*in.host_memory_psi).substr(0, 5) + "%");
+    } else if (in.now - frozen_since_ >= settings_.freeze_max) {
+      cancel(in.now, Termination::kCancelled,
+             "host memory pressure did not clear within " + format_duration(settings_.freeze_max) +
+                 " of freezing the largest call");
+    }
+    return;
+  }
+
+  // Host under pressure: the largest call is frozen while it clears (bounded).
+  if (features_.freeze && in.largest_active_call && in.host_memory_psi &&
+      *in.host_memory_psi >= settings_.freeze_host_psi) {
+    if (auto s = actuator_.freeze(cgroup_, true); s.ok()) {
+      frozen_since_ = in.now;
+      state_ = State::kFrozen;
+      record("freeze", in.now,
+             "host memory pressure " + std::to_string(*in.host_memory_psi).substr(0, 5) +
+                 "% and this is the largest call");
+      return;
+    }
+  }
+
+  if (grant_.memory_max) {
+    double threshold = settings_.throttle_at * static_cast<double>(grant_.memory_max->value);
+    if (!throttled_ && static_cast<double>(u.memory_current) >= threshold) {
+      throttle(in);
+    } else if (throttled_ && static_cast<double>(u.memory_current) < 0.8 * threshold) {
+      unthrottle(in);
+    }
+  }
+}
+
+void Ladder::finish(Duration now) {
+  if (throttled_) obs_.throttled_for += now - throttled_since_;
+  if (state_ == State::kFrozen) {
+    obs_.frozen_for += now - frozen_since_;
+    (void)actuator_.freeze(cgroup_, false);
+  }
+  throttled_ = false;
+}
+
+}  // namespace sandgate::controller

@@ -1,0 +1,87 @@
+// The graduated response for one call: throttle -> freeze -> cancel -> kill, each step taken
+// only when the one before did not help, each recorded with its time (DESIGN.md idea 6).
+//
+// Every side effect goes through an Actuator, so the decisions are tested with a recording
+// fake (oomd BaseKillPluginMock) and separately for real through the cgroup backend.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "controller/cgroup.h"
+#include "controller/outcome.h"
+#include "controller/policy.h"
+
+namespace sandgate::controller {
+
+class Actuator {
+ public:
+  virtual ~Actuator() = default;
+  virtual Status set_limits(const Cgroup& cg, const Limits& limits) = 0;
+  virtual Status freeze(const Cgroup& cg, bool frozen) = 0;
+  virtual Status signal(const Cgroup& cg, int sig) = 0;
+  virtual Status kill(const Cgroup& cg) = 0;
+};
+
+// The real one: straight to the cgroup backend.
+class BackendActuator : public Actuator {
+ public:
+  explicit BackendActuator(CgroupBackend& backend) : backend_(backend) {}
+  Status set_limits(const Cgroup& cg, const Limits& l) override { return backend_.set_limits(cg, l); }
+  Status freeze(const Cgroup& cg, bool f) override { return backend_.freeze(cg, f); }
+  Status signal(const Cgroup& cg, int sig) override { return backend_.signal(cg, sig); }
+  Status kill(const Cgroup& cg) override { return backend_.kill(cg); }
+
+ private:
+  CgroupBackend& backend_;
+};
+
+// What the ladder sees at one step.
+struct LadderInput {
+  Duration now{0};                      // since the call started
+  Usage usage;
+  std::optional<double> host_memory_psi;  // host memory pressure, some avg10 (%)
+  bool largest_active_call = true;      // this call holds the most memory of the active ones
+};
+
+class Ladder {
+ public:
+  Ladder(const LadderSettings& settings, const Grant& grant, const CgroupFeatures& features,
+         Cgroup cgroup, Actuator& actuator);
+
+  // Decides and acts on one sample. Records every action (and observed kernel OOM kills) into
+  // the observation, which also accumulates peaks.
+  void step(const LadderInput& in);
+  // Records a sample without acting on it (the last read after the call ended).
+  void observe(const LadderInput& in);
+  // The call ended: close open intervals (throttled / frozen time).
+  void finish(Duration now);
+
+  const CallObservation& observation() const { return obs_; }
+  bool done() const { return state_ == State::kKilled; }
+
+ private:
+  enum class State { kNormal, kThrottled, kFrozen, kCancelling, kKilled };
+  void record(const std::string& action, Duration at, const std::string& reason);
+  void throttle(const LadderInput& in);
+  void unthrottle(const LadderInput& in);
+  void cancel(Duration at, Termination why, const std::string& reason);
+  void kill(Duration at, const std::string& reason);
+
+  LadderSettings settings_;
+  Grant grant_;
+  CgroupFeatures features_;
+  Cgroup cgroup_;
+  Actuator& actuator_;
+  State state_ = State::kNormal;
+  CallObservation obs_;
+  Duration throttled_since_{0}, frozen_since_{0}, cancelled_at_{0};
+  bool throttled_ = false;
+  // Counters seen at the previous step, to turn totals into events.
+  uint64_t last_oom_kill_ = 0, last_pids_refused_ = 0, last_cpu_us_ = 0;
+  Duration last_at_{0};
+  bool first_ = true;
+  Duration pids_pinned_since_{-1};
+};
+
+}  // namespace sandgate::controller

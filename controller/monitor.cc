@@ -1,0 +1,135 @@
+#include "controller/monitor.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "core/host_features.h"
+#include "core/log.h"
+
+namespace sandgate::controller {
+
+std::optional<double> host_memory_pressure(const HostPaths& paths) {
+  auto text = read_file(paths.proc + "/pressure/memory", 4096);
+  if (!text.ok()) return std::nullopt;
+  auto p = parse_pressure(*text);
+  if (!p.ok()) return std::nullopt;
+  return p->some.avg10;
+}
+
+Monitor::Monitor(CgroupBackend& backend, HostPaths paths, Duration interval)
+    : backend_(backend), paths_(std::move(paths)), interval_(interval),
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Monitor::~Monitor() {
+  stop_ = true;
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+  thread_.join();
+}
+
+void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trigger,
+                    std::chrono::steady_clock::time_point start) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    watched_[id] = Watched{cg, ladder, std::move(trigger), start};
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+void Monitor::unwatch(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watched_.erase(id);
+}
+
+void Monitor::sample_all() {
+  auto host_psi = host_memory_pressure(paths_);
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  // Read every call first, so the ladder knows which one is the largest.
+  std::vector<std::pair<Watched*, Usage>> usages;
+  usages.reserve(watched_.size());
+  uint64_t largest = 0;
+  for (auto& [id, w] : watched_) {
+    auto u = backend_.read_usage(w.cg);
+    if (!u.ok()) {
+      // The call may be ending right now: a vanished cgroup is normal (expect the races).
+      spdlog::debug("monitor: {}: {}", w.cg.rel, u.error().message());
+      continue;
+    }
+    largest = std::max(largest, u->memory_current);
+    usages.emplace_back(&w, std::move(u).value());
+  }
+  for (auto& [w, u] : usages) {
+    LadderInput in;
+    in.now = std::chrono::duration_cast<Duration>(now - w->start);
+    in.host_memory_psi = host_psi;
+    in.largest_active_call = u.memory_current == largest;
+    in.usage = std::move(u);
+    w->ladder->step(in);
+  }
+  samples_ += usages.size();
+}
+
+void Monitor::loop() {
+  auto next = std::chrono::steady_clock::now();
+  std::vector<struct pollfd> fds;
+  while (!stop_) {
+    fds.clear();
+    fds.push_back({wake_.get(), POLLIN, 0});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, w] : watched_)
+        if (w.trigger.valid()) fds.push_back({w.trigger.get(), POLLPRI | POLLIN, 0});
+    }
+    bool idle;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      idle = watched_.empty();
+    }
+    int timeout_ms = -1;
+    if (!idle) {
+      auto left = std::chrono::duration_cast<std::chrono::microseconds>(next - std::chrono::steady_clock::now());
+      timeout_ms = static_cast<int>(std::max<int64_t>(0, (left.count() + 999) / 1000));
+    }
+    int r = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (stop_) break;
+    bool triggered = false;
+    if (r > 0) {
+      if (fds[0].revents) {
+        uint64_t v;
+        (void)!::read(wake_.get(), &v, sizeof v);
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (fds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+          // The cgroup went away under the trigger: stop polling it, or poll would spin.
+          std::lock_guard<std::mutex> lock(mu_);
+          for (auto& [id, w] : watched_)
+            if (w.trigger.get() == fds[i].fd) w.trigger.reset();
+          continue;
+        }
+        if (fds[i].revents & (POLLPRI | POLLIN)) {
+          triggered = true;
+          // A v1 eventfd must be drained; a PSI trigger fd has nothing to read.
+          uint64_t v;
+          (void)!::read(fds[i].fd, &v, sizeof v);
+        }
+      }
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (triggered) ++wakeups_;
+    if (triggered || now >= next) {
+      sample_all();
+      next = now + interval_;
+    } else if (idle) {
+      next = now + interval_;
+    }
+  }
+}
+
+}  // namespace sandgate::controller

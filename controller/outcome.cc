@@ -1,0 +1,132 @@
+#include "controller/outcome.h"
+
+#include <signal.h>
+
+namespace sandgate::controller {
+
+std::string to_string(Termination t) {
+  switch (t) {
+    case Termination::kExited: return "exited";
+    case Termination::kTimeout: return "timeout";
+    case Termination::kMemoryLimit: return "memory_limit";
+    case Termination::kPidsLimit: return "pids_limit";
+    case Termination::kCancelled: return "cancelled";
+    case Termination::kKilled: return "killed";
+  }
+  return "unknown";
+}
+
+std::string to_string(RetryAdvice r) {
+  switch (r) {
+    case RetryAdvice::kRetry: return "retry";
+    case RetryAdvice::kRetryWithSmallerScope: return "retry_with_smaller_scope";
+    case RetryAdvice::kNoRetry: return "no_retry";
+  }
+  return "unknown";
+}
+
+void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
+  const CallObservation& seen = o.observed;
+  std::string limit = o.grant.memory_max ? format_bytes(*o.grant.memory_max) : "the run's limit";
+  if (seen.oom_kills > 0) {
+    // The kernel killed inside this call's cgroup: whatever the exit status says, this is it.
+    o.termination = Termination::kMemoryLimit;
+    o.reason = "the call used all of its " + limit + " memory grant (peak " +
+               format_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
+    o.retry = RetryAdvice::kRetryWithSmallerScope;
+    o.advice = "do less in one call (fewer parallel jobs, a smaller input, one test file at a "
+               "time) or declare an intent with a larger memory grant";
+    return;
+  }
+  if (seen.killed_by_ladder || seen.cancelled_by_ladder) {
+    o.termination = seen.ladder_termination;
+    o.reason = seen.ladder_reason;
+    if (o.termination == Termination::kPidsLimit) {
+      o.retry = RetryAdvice::kRetryWithSmallerScope;
+      o.advice = "the call kept hitting its limit of " +
+                 (o.grant.pids_max ? std::to_string(*o.grant.pids_max) : std::string("?")) +
+                 " processes: run fewer processes at once (lower -j, no fork loops)";
+    } else if (o.termination == Termination::kMemoryLimit) {
+      o.retry = RetryAdvice::kRetryWithSmallerScope;
+      o.advice = "use less memory in one call, or declare an intent with a larger grant";
+    } else {
+      // Cancelled or killed for host pressure: not the call's fault, it may go again.
+      o.retry = RetryAdvice::kRetry;
+      o.advice = "the host was under pressure; retry the same call shortly";
+    }
+    return;
+  }
+  if (timed_out) {
+    o.termination = Termination::kTimeout;
+    o.reason = "the call ran past its " + format_duration(o.grant.timeout) + " wall-clock limit";
+    o.retry = RetryAdvice::kRetryWithSmallerScope;
+    o.advice = "split the work or run it in the background with a narrower scope";
+    return;
+  }
+  if (cancelled_by_caller) {
+    o.termination = Termination::kCancelled;
+    o.reason = "the caller cancelled the call";
+    o.retry = RetryAdvice::kRetry;
+    o.advice = "cancelled on request; run it again if it is still wanted";
+    return;
+  }
+  if (seen.pids_refused > 0 && !(o.exit.exited && o.exit.code == 0)) {
+    o.termination = Termination::kPidsLimit;
+    o.reason = std::to_string(seen.pids_refused) + " fork(s) were refused at the call's limit of " +
+               (o.grant.pids_max ? std::to_string(*o.grant.pids_max) : std::string("?")) +
+               " processes";
+    o.retry = RetryAdvice::kRetryWithSmallerScope;
+    o.advice = "run fewer processes at once (lower -j, fewer workers)";
+    return;
+  }
+  o.termination = Termination::kExited;
+  if (o.exit.exited) {
+    o.reason = "exited with status " + std::to_string(o.exit.code);
+    o.retry = RetryAdvice::kNoRetry;
+    o.advice = o.exit.code == 0 ? "done" : "the command itself failed; read its output";
+  } else {
+    o.reason = "terminated by " + o.exit.describe();
+    o.retry = RetryAdvice::kNoRetry;
+    o.advice = "the command was killed by a signal it did not get from sandgate; read its output";
+  }
+}
+
+Json to_json(const CallOutcome& o, bool with_output) {
+  Json actions = Json::array();
+  for (const auto& a : o.observed.actions)
+    actions.push_back({{"action", a.action}, {"at_ms", to_millis(a.at)}, {"reason", a.reason}});
+  Json j = {
+      {"call_id", o.call_id},
+      {"argv", o.argv},
+      {"intent", {{"name", o.intent.intent}, {"inferred", o.intent.inferred}, {"because", o.intent.because}}},
+      {"grant", to_json(o.grant)},
+      {"observed",
+       {{"memory_peak_bytes", o.observed.peaks.memory_bytes},
+        {"pids_peak", o.observed.peaks.pids},
+        {"cpu_peak_cores", o.observed.peaks.cpu_cores},
+        {"cpu_usage_ms", o.observed.cpu_usage_us / 1000.0},
+        {"cpu_throttled_ms", o.observed.cpu_throttled_us / 1000.0},
+        {"oom_kills", o.observed.oom_kills},
+        {"pids_refused", o.observed.pids_refused},
+        {"throttled_ms", to_millis(o.observed.throttled_for)},
+        {"frozen_ms", to_millis(o.observed.frozen_for)},
+        {"samples", o.observed.samples}}},
+      {"actions", actions},
+      {"exit", {{"code", o.exit.exited ? Json(o.exit.code) : Json(nullptr)},
+                {"signal", o.exit.exited ? Json(nullptr) : Json(o.exit.signal)}}},
+      {"wall_ms", to_millis(o.wall)},
+      {"termination", to_string(o.termination)},
+      {"reason", o.reason},
+      {"retry", to_string(o.retry)},
+      {"advice", o.advice},
+  };
+  if (with_output) {
+    j["stdout"] = o.stdout_data;
+    j["stderr"] = o.stderr_data;
+    j["stdout_truncated"] = o.stdout_truncated;
+    j["stderr_truncated"] = o.stderr_truncated;
+  }
+  return j;
+}
+
+}  // namespace sandgate::controller

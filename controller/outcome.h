@@ -1,0 +1,73 @@
+// The structured outcome every call returns (DESIGN.md idea 6): what was asked for, what was
+// granted, what was used, what the ladder did and when, how the call ended and whether an
+// agent should retry. An OOM never reaches the agent as "exit 137".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "controller/policy.h"
+#include "core/json.h"
+#include "core/process.h"
+#include "core/units.h"
+
+namespace sandgate::controller {
+
+enum class Termination { kExited, kTimeout, kMemoryLimit, kPidsLimit, kCancelled, kKilled };
+enum class RetryAdvice { kRetry, kRetryWithSmallerScope, kNoRetry };
+std::string to_string(Termination t);  // "exited", "timeout", "memory_limit", ...
+std::string to_string(RetryAdvice r);  // "retry", "retry_with_smaller_scope", "no_retry"
+
+// One step the ladder took (or an event it observed, such as a kernel OOM kill).
+struct LadderAction {
+  std::string action;  // throttle, unthrottle, freeze, thaw, cancel, kill, oom_kill
+  Duration at{0};      // since the call started
+  std::string reason;
+};
+
+struct Peaks {
+  uint64_t memory_bytes = 0;
+  uint64_t pids = 0;
+  double cpu_cores = 0;  // highest usage rate between two samples
+};
+
+// What the monitor learned about one call.
+struct CallObservation {
+  Peaks peaks;
+  uint64_t cpu_usage_us = 0;
+  uint64_t cpu_throttled_us = 0;
+  uint64_t oom_kills = 0;         // kernel OOM kills inside the call's cgroup
+  uint64_t pids_refused = 0;      // forks refused at pids.max
+  Duration throttled_for{0};      // time the ladder held the call throttled
+  Duration frozen_for{0};
+  std::vector<LadderAction> actions;
+  bool cancelled_by_ladder = false;
+  bool killed_by_ladder = false;
+  std::string ladder_reason;      // why the ladder cancelled / killed
+  Termination ladder_termination = Termination::kKilled;  // what its cancel/kill was for
+  int samples = 0;
+};
+
+struct CallOutcome {
+  std::string call_id;
+  std::vector<std::string> argv;
+  IntentChoice intent;
+  Grant grant;
+  CallObservation observed;
+  ExitStatus exit;
+  Duration wall{0};
+  Termination termination = Termination::kExited;
+  std::string reason;   // one line: why it ended
+  RetryAdvice retry = RetryAdvice::kNoRetry;
+  std::string advice;   // one line an agent can act on
+  std::string stdout_data, stderr_data;
+  bool stdout_truncated = false, stderr_truncated = false;
+};
+
+// The termination, reason and retry advice, from what the call did and what was seen.
+// Pure: unit-tested against every combination.
+void classify(CallOutcome& outcome, bool timed_out, bool cancelled_by_caller);
+
+Json to_json(const CallOutcome& o, bool with_output = true);
+
+}  // namespace sandgate::controller
