@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/log.h"
 
@@ -11,6 +12,7 @@ namespace {
 // A fork bomb pinned at pids.max for this long is cancelled: the kernel refuses its forks, but
 // it would spin until its timeout otherwise.
 constexpr Duration kPidsPinnedLimit = std::chrono::milliseconds(500);
+constexpr Duration kCpuRateWindow = std::chrono::milliseconds(100);
 }  // namespace
 
 Ladder::Ladder(const LadderSettings& settings, const Grant& grant, const CgroupFeatures& features,
@@ -29,10 +31,17 @@ void Ladder::observe(const LadderInput& in) {
   uint64_t mem = std::max<uint64_t>(u.memory_current, u.memory_peak.value_or(0));
   obs_.peaks.memory_bytes = std::max(obs_.peaks.memory_bytes, mem);
   obs_.peaks.pids = std::max(obs_.peaks.pids, u.pids_current);
-  if (!first_ && in.now > last_at_ && u.cpu_usage_us >= last_cpu_us_) {
+  // CPU counters move in scheduler-tick steps: a rate over a few milliseconds is noise, so the
+  // peak rate is taken over windows of at least kCpuRateWindow.
+  if (first_) {
+    last_cpu_us_ = u.cpu_usage_us;
+    last_at_ = in.now;
+  } else if (in.now - last_at_ >= kCpuRateWindow && u.cpu_usage_us >= last_cpu_us_) {
     double cores = static_cast<double>(u.cpu_usage_us - last_cpu_us_) /
-                   (static_cast<double>((in.now - last_at_).count()) / 1e3);
+                   (static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(in.now - last_at_).count()));
     obs_.peaks.cpu_cores = std::max(obs_.peaks.cpu_cores, cores);
+    last_cpu_us_ = u.cpu_usage_us;
+    last_at_ = in.now;
   }
   obs_.cpu_usage_us = u.cpu_usage_us;
   obs_.cpu_throttled_us = u.cpu_throttled_us;
@@ -42,8 +51,6 @@ void Ladder::observe(const LadderInput& in) {
   }
   obs_.pids_refused = u.pids_max_events;
   last_oom_kill_ = u.memory_events.oom_kill;
-  last_cpu_us_ = u.cpu_usage_us;
-  last_at_ = in.now;
   first_ = false;
 }
 
@@ -61,8 +68,8 @@ void Ladder::throttle(const LadderInput& in) {
   throttled_since_ = in.now;
   state_ = State::kThrottled;
   record("throttle", in.now,
-         "memory " + format_bytes({in.usage.memory_current}) + " reached " +
-             std::to_string(static_cast<int>(settings_.throttle_at * 100)) + "% of the " +
+         "memory " + human_bytes({in.usage.memory_current}) + " reached " +
+             std::to_string(std::lround(settings_.throttle_at * 100)) + "% of the " +
              format_bytes(*grant_.memory_max) + " grant; cpu squeezed to " +
              std::to_string(squeeze.cpu_cores.value()).substr(0, 4) + " cores");
 }
@@ -75,7 +82,7 @@ void Ladder::unthrottle(const LadderInput& in) {
   throttled_ = false;
   obs_.throttled_for += in.now - throttled_since_;
   state_ = State::kNormal;
-  record("unthrottle", in.now, "memory back to " + format_bytes({in.usage.memory_current}));
+  record("unthrottle", in.now, "memory back to " + human_bytes({in.usage.memory_current}));
 }
 
 void Ladder::cancel(Duration at, Termination why, const std::string& reason) {

@@ -21,7 +21,10 @@ std::optional<double> host_memory_pressure(const HostPaths& paths) {
 
 Monitor::Monitor(CgroupBackend& backend, HostPaths paths, Duration interval)
     : backend_(backend), paths_(std::move(paths)), interval_(interval),
-      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      // A PSI trigger file always polls readable (DEFAULT_POLLMASK); only POLLPRI means it
+      // fired (kernel/sched/psi.c psi_trigger_poll). A v1 pressure_level eventfd is POLLIN.
+      trigger_events_(backend.features().psi_triggers ? POLLPRI : POLLIN) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -85,7 +88,7 @@ void Monitor::loop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [id, w] : watched_)
-        if (w.trigger.valid()) fds.push_back({w.trigger.get(), POLLPRI | POLLIN, 0});
+        if (w.trigger.valid()) fds.push_back({w.trigger.get(), trigger_events_, 0});
     }
     bool idle;
     {
@@ -113,7 +116,7 @@ void Monitor::loop() {
             if (w.trigger.get() == fds[i].fd) w.trigger.reset();
           continue;
         }
-        if (fds[i].revents & (POLLPRI | POLLIN)) {
+        if (fds[i].revents & trigger_events_) {
           triggered = true;
           // A v1 eventfd must be drained; a PSI trigger fd has nothing to read.
           uint64_t v;

@@ -51,6 +51,7 @@ class Monitor {
   std::mutex mu_;
   std::map<uint64_t, Watched> watched_;
   UniqueFd wake_;  // eventfd: the set of watched calls changed, or stop
+  short trigger_events_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> samples_{0}, wakeups_{0};
   std::thread thread_;

@@ -32,7 +32,7 @@ void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
     // The kernel killed inside this call's cgroup: whatever the exit status says, this is it.
     o.termination = Termination::kMemoryLimit;
     o.reason = "the call used all of its " + limit + " memory grant (peak " +
-               format_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
+               human_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
     o.retry = RetryAdvice::kRetryWithSmallerScope;
     o.advice = "do less in one call (fewer parallel jobs, a smaller input, one test file at a "
                "time) or declare an intent with a larger memory grant";
@@ -58,7 +58,10 @@ void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
   }
   if (timed_out) {
     o.termination = Termination::kTimeout;
-    o.reason = "the call ran past its " + format_duration(o.grant.timeout) + " wall-clock limit";
+    // A grant without a timeout of its own was ended by the run's deadline.
+    o.reason = o.grant.timeout > Duration(0)
+                   ? "the call ran past its " + format_duration(o.grant.timeout) + " wall-clock limit"
+                   : std::string("the call ran past the run's wall-clock limit");
     o.retry = RetryAdvice::kRetryWithSmallerScope;
     o.advice = "split the work or run it in the background with a narrower scope";
     return;

@@ -88,6 +88,20 @@ Result<Duration> parse_duration(std::string_view text) {
   return Duration(static_cast<int64_t>(std::llround(total)));
 }
 
+std::string human_bytes(Bytes b) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b.value);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0fB", v);
+  else std::snprintf(buf, sizeof buf, v < 10 ? "%.2f%s" : v < 100 ? "%.1f%s" : "%.0f%s", v, units[u]);
+  return buf;
+}
+
 std::string format_bytes(Bytes b) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   // The largest unit in which the value is exact to two decimals (b * 100 divisible by the

@@ -31,6 +31,9 @@ Result<Duration> parse_duration(std::string_view text);
 
 // The largest binary unit that keeps the value exact to two decimals: "512MiB", "1.50GiB".
 std::string format_bytes(Bytes b);
+// For people, not for parsing back: three significant digits in the largest binary unit that
+// keeps the number >= 1 ("57.9MiB", "1.50GiB", "512B").
+std::string human_bytes(Bytes b);
 // "250ms", "2.000s", "15us".
 std::string format_duration(Duration d);
 

@@ -215,5 +215,13 @@ TEST(Conversions, SecondsAndMillis) {
   EXPECT_DOUBLE_EQ(to_millis(microseconds(2500)), 2.5);
 }
 
+TEST(HumanBytesTest, ThreeSignificantDigits) {
+  EXPECT_EQ(human_bytes({512}), "512B");
+  EXPECT_EQ(human_bytes({59324 * 1024ULL}), "57.9MiB");
+  EXPECT_EQ(human_bytes({GiB(1).value + MiB(512).value}), "1.50GiB");
+  EXPECT_EQ(human_bytes(MiB(64)), "64.0MiB");
+  EXPECT_EQ(human_bytes(MiB(640)), "640MiB");
+}
+
 }  // namespace
 }  // namespace sandgate

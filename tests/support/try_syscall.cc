@@ -8,8 +8,11 @@
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -63,12 +66,67 @@ long attempt(const std::string& action) {
 
 }  // namespace
 
+// Resource actions for controller tests (until sandgate-load exists): they do the thing and
+// report what they managed, so the test can tell "limited" from "never tried".
+int resource_action(const std::string& action, long arg) {
+  if (action == "alloc") {  // alloc MIB: touch MIB mebibytes, 1 MiB at a time, then hold 1 s
+    long done = 0;
+    for (; done < arg; ++done) {
+      char* p = static_cast<char*>(mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE,
+                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      if (p == MAP_FAILED) break;
+      memset(p, 1, 1 << 20);
+      if (done % 16 == 0) {
+        printf("alloc %ld\n", done);
+        fflush(stdout);
+      }
+    }
+    printf("alloc done %ld\n", done);
+    fflush(stdout);
+    usleep(1000000);
+    return 0;
+  }
+  if (action == "spin") {  // spin MS: burn CPU for MS milliseconds of wall time
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    volatile unsigned long x = 0;
+    do {
+      for (int i = 0; i < 100000; ++i) x = x + i;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < arg);
+    printf("spin done\n");
+    return 0;
+  }
+  if (action == "forkbomb") {  // forkbomb MS: fork children that sleep, retrying refusals
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    long made = 0, refused = 0;
+    do {
+      pid_t pid = fork();
+      if (pid == 0) {
+        pause();
+        _exit(0);
+      }
+      if (pid > 0) ++made;
+      else ++refused;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < arg);
+    printf("forkbomb made %ld refused %ld\n", made, refused);
+    return 0;
+  }
+  return -1;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: sandgate-try ACTION [PATH]\n");
+    fprintf(stderr, "usage: sandgate-try ACTION [PATH|N]\n");
     return 2;
   }
   std::string action = argv[1];
+  if (action == "alloc" || action == "spin" || action == "forkbomb") {
+    if (argc < 3) return 2;
+    return resource_action(action, atol(argv[2]));
+  }
   long r;
   if (action == "write-file" || action == "read-file") {
     if (argc < 3) return 2;

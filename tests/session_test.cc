@@ -1,0 +1,197 @@
+// The provider-plus-controller stack end to end on this host's real cgroups (hybrid here, v2
+// in the guest lane): each call in its own cgroup with its intent's grant, stopped and
+// reported by what it did, while the run itself lives on.
+#include "controller/session.h"
+
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <thread>
+
+#include "controller/cgroup_layout.h"
+#include "providers/supervised_environment.h"
+#include "tests/support/provider_fixture.h"
+
+namespace sandgate::testing {
+namespace {
+
+using controller::CallOutcome;
+using controller::CallRequest;
+using controller::Termination;
+
+constexpr char kTry[] = "/opt/sandgate-try";
+
+class SessionTest : public ProviderTest {
+ protected:
+  void SetUp() override {
+    ProviderTest::SetUp();
+    if (!is_root()) return;
+    root_ = "sandgate-test-" + std::to_string(::getpid());
+    policy_ = controller::default_policy();
+    // Small, fast grants so the tests are quick and their limits certain.
+    auto& t = policy_.intents["test"];
+    t.memory_max = MiB(64);
+    t.memory_high.reset();
+    t.pids_max = 16;
+    t.cpu_cores = 0.2;
+    t.timeout = std::chrono::seconds(20);
+    policy_.intents["run"].timeout = std::chrono::milliseconds(500);
+  }
+  void TearDown() override {
+    session_.reset();
+    controller_.reset();
+    // Nothing of the test's cgroup tree may remain in any hierarchy.
+    auto layout = controller::detect_cgroup_layout("/proc/self/mountinfo");
+    if (layout.ok()) {
+      for (const auto& dir : {layout->unified_mount, layout->v1_mount("memory"), layout->v1_mount("pids")})
+        if (!dir.empty()) {
+          EXPECT_NE(::access((dir + "/" + root_).c_str(), F_OK), 0) << dir << "/" << root_ << " left";
+        }
+    }
+    ProviderTest::TearDown();
+  }
+  void open() {
+    controller::ControllerOptions o;
+    o.paths = options_.paths;
+    o.root = root_;
+    o.policy = policy_;
+    auto c = controller::Controller::create(std::move(o));
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    controller_ = std::move(c).value();
+    provider_ = provider("namespaces");
+    providers::EnvSpec spec;
+    spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, kTry});
+    auto s = controller::RunSession::open(*controller_, *provider_, spec);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    session_ = std::move(s).value();
+  }
+  CallOutcome call(std::vector<std::string> argv, std::optional<std::string> intent, int cancel_fd = -1) {
+    CallRequest r;
+    r.argv = std::move(argv);
+    r.intent = std::move(intent);
+    r.cancel_fd = cancel_fd;
+    auto o = session_->call(r);
+    EXPECT_TRUE(o.ok()) << o.error().message();
+    return o.ok() ? *o : CallOutcome{};
+  }
+  pid_t supervisor() {
+    return dynamic_cast<providers::SupervisedEnvironment&>(session_->environment()).supervisor_pid();
+  }
+
+  std::string root_;
+  controller::Policy policy_;
+  std::unique_ptr<controller::Controller> controller_;
+  std::unique_ptr<providers::Provider> provider_;
+  std::unique_ptr<controller::RunSession> session_;
+};
+
+TEST_F(SessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({kTry, "alloc", "256"}, "test");
+  if (std::getenv("SANDGATE_TEST_VERBOSE")) std::cerr << controller::to_json(o).dump(2) << "\n";
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit) << controller::to_json(o).dump(2);
+  EXPECT_EQ(o.retry, controller::RetryAdvice::kRetryWithSmallerScope);
+  EXPECT_GE(o.observed.oom_kills, 1u);
+  EXPECT_GE(o.observed.peaks.memory_bytes, MiB(32).value);
+  EXPECT_LE(o.observed.peaks.memory_bytes, MiB(64).value + MiB(1).value);
+  EXPECT_NE(o.reason.find("64MiB"), std::string::npos) << o.reason;
+  // The run's main process (the supervisor) lives on, and the next call works.
+  EXPECT_TRUE(process_exists(supervisor()));
+  auto next = call({"echo", "still here"}, "edit");
+  EXPECT_EQ(next.termination, Termination::kExited);
+  EXPECT_EQ(next.stdout_data, "still here\n");
+}
+
+TEST_F(SessionTest, ForkBombStopsAtPidsMax) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({kTry, "forkbomb", "5000"}, "test");
+  EXPECT_EQ(o.termination, Termination::kPidsLimit) << controller::to_json(o).dump(2);
+  EXPECT_LE(o.observed.peaks.pids, 16u);
+  EXPECT_GT(o.observed.pids_refused, 0u);
+  // The ladder cancelled it well before its own 5 s.
+  EXPECT_LT(o.wall, std::chrono::seconds(4));
+  EXPECT_TRUE(process_exists(supervisor()));
+}
+
+TEST_F(SessionTest, CpuSpinnerIsThrottled) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({kTry, "spin", "800"}, "test");
+  EXPECT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
+  EXPECT_GT(o.observed.cpu_throttled_us, 0u);
+  // 0.2 cores over 0.8 s of wall time: well under 0.8 s of CPU.
+  EXPECT_LT(o.observed.cpu_usage_us, 600'000u);
+}
+
+TEST_F(SessionTest, IntentTimeoutIsReportedAsTimeout) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({"sleep", "30"}, "run");
+  EXPECT_EQ(o.termination, Termination::kTimeout) << controller::to_json(o).dump(2);
+  EXPECT_LT(o.wall, std::chrono::seconds(3));
+}
+
+TEST_F(SessionTest, IntentIsInferredWhenNotDeclared) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({"sh", "-c", "grep -r nothing /workspace || true"}, std::nullopt);
+  EXPECT_EQ(o.intent.intent, "search");
+  EXPECT_TRUE(o.intent.inferred);
+  EXPECT_EQ(o.grant, controller::grant_for(policy_, "search"));
+}
+
+TEST_F(SessionTest, EndOfCallLeavesNoProcessAndCancelIsReported) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  // A daemon started by a call dies with the call's cgroup when the grant is revoked.
+  auto o = call({"sh", "-c", "setsid sleep 300 >/dev/null 2>&1 & echo started"}, "edit");
+  EXPECT_EQ(o.stdout_data, "started\n");
+  auto in_run = pids_in_pidns_of(supervisor());
+  EXPECT_EQ(in_run.size(), 1u) << "only the supervisor should remain";
+  // A caller's cancel ends the call, and is reported as such.
+  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    uint64_t one = 1;
+    (void)!::write(cancel.get(), &one, sizeof one);
+  });
+  auto c = call({"sh", "-c", "sleep 300 & sleep 300"}, "edit", cancel.get());
+  canceller.join();
+  EXPECT_EQ(c.termination, Termination::kCancelled) << controller::to_json(c).dump(2);
+  EXPECT_EQ(pids_in_pidns_of(supervisor()).size(), 1u);
+}
+
+TEST_F(SessionTest, LimitsReadBackFromTheKernelMatchTheGrant) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  // Inside the call, read its own limits from outside-visible files via the host: the call
+  // cgroup is call-1 under the run.
+  auto scope = controller_->begin_call(const_cast<controller::RunScope&>(session_->run()), "test", {"true"});
+  ASSERT_TRUE(scope.ok()) << scope.error().message();
+  const auto& dirs = (*scope)->cgroup().dirs;
+  if (dirs.count("memory")) {
+    auto v = read_file(dirs.at("memory") + "/memory.limit_in_bytes");
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(std::stoull(*v), MiB(64).value);
+  }
+  if (dirs.count("pids")) {
+    auto v = read_file(dirs.at("pids") + "/pids.max");
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(*v, "16\n");
+  }
+  controller_->end_call(std::move(scope).value(), providers::ExecResult{});
+}
+
+}  // namespace
+}  // namespace sandgate::testing
