@@ -21,10 +21,13 @@ struct Globals {
   std::string state_dir;
   std::string work_dir;
   std::string log_level;
+  std::string cgroup_root;  // sandgate's top cgroup name (default "sandgate")
   providers::Registry registry;
   int exit_code = 0;  // set by the subcommand that ran
 
   HostPaths paths() const;
+  // --cgroup-root, else SANDGATE_CGROUP_ROOT, else "sandgate".
+  std::string cgroup_root_name() const;
 };
 
 // "sandgate: error: <message>" on stderr; returns kExitError.
@@ -39,5 +42,6 @@ void add_providers_command(CLI::App& app, Globals& g);
 void add_gc_command(CLI::App& app, Globals& g);
 void add_doctor_command(CLI::App& app, Globals& g);
 void add_qualify_command(CLI::App& app, Globals& g);
+void add_serve_command(CLI::App& app, Globals& g);
 
 }  // namespace sandgate::cli

@@ -6,6 +6,7 @@
 
 #include "cli/common.h"
 #include "cli/signals.h"
+#include "controller/session.h"
 #include "core/json.h"
 #include "core/units.h"
 
@@ -14,6 +15,10 @@ namespace {
 
 struct ExecArgs {
   std::string provider;
+  std::string intent;
+  std::string policy;
+  std::string tenant = "default";
+  bool no_controller = false;
   std::string workspace;
   std::vector<std::string> env;
   std::vector<std::string> ro_binds;
@@ -44,6 +49,39 @@ Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
   };
 }
 
+Result<controller::Policy> load_policy(const std::string& name) {
+  if (name.empty() || name == "default") return controller::default_policy();
+  return controller::load_policy_file(name);
+}
+
+// Without the controller: the provider alone, no per-call cgroup or outcome.
+int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, const ExecArgs& a,
+               InterruptFd& interrupt) {
+  auto env = provider.create(spec);
+  if (!env.ok()) return fail(env.error());
+  providers::Call call;
+  call.argv = a.command;
+  call.cancel_fd = interrupt.fd();
+  if (!a.json) {
+    call.on_output = [](int stream, std::string_view data) {
+      (void)!::write(stream, data.data(), data.size());
+    };
+  }
+  auto result = (*env)->exec(call, {});
+  std::string run_id = (*env)->run_id();
+  auto destroyed = (*env)->destroy();
+  if (!result.ok()) return fail(result.error());
+  if (!destroyed.ok()) return fail(std::move(destroyed).error().context_add("tearing down the run"));
+  if (a.json) std::cout << result_json(provider.info(), run_id, *result).dump(2) << "\n";
+  if (result->cancelled) {
+    int sig = interrupt.pending();
+    std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
+    return 128 + (sig ? sig : SIGINT);
+  }
+  if (result->timed_out) std::cerr << "sandgate: timed out; run " << run_id << " killed\n";
+  return result->status.shell_code();
+}
+
 int run_exec(Globals& g, const ExecArgs& a) {
   providers::ProviderOptions options;
   options.paths = g.paths();
@@ -69,30 +107,61 @@ int run_exec(Globals& g, const ExecArgs& a) {
               << ": the command runs on this host with no isolation\n";
 
   InterruptFd interrupt;
-  auto env = (*provider)->create(spec);
-  if (!env.ok()) return fail(env.error());
+  if (a.no_controller) return exec_plain(**provider, spec, a, interrupt);
 
-  providers::Call call;
+  auto policy = load_policy(a.policy);
+  if (!policy.ok()) return fail(policy.error());
+  if (auto s = check_requirements(**provider, policy->required_capabilities); !s.ok()) return fail(s.error());
+  controller::ControllerOptions copts;
+  copts.paths = options.paths;
+  copts.root = g.cgroup_root_name();
+  copts.policy = std::move(policy).value();
+  auto ctl = controller::Controller::create(std::move(copts));
+  if (!ctl.ok())
+    return fail(std::move(ctl).error().context_add("per-call control needs root and cgroups; "
+                                                   "--no-controller runs without it"));
+  spec.tenant = a.tenant;
+  auto session = controller::RunSession::open(**ctl, **provider, spec);
+  if (!session.ok()) return fail(session.error());
+  controller::CallRequest call;
   call.argv = a.command;
+  if (!a.intent.empty()) call.intent = a.intent;
   call.cancel_fd = interrupt.fd();
   if (!a.json) {
     call.on_output = [](int stream, std::string_view data) {
       (void)!::write(stream, data.data(), data.size());
     };
   }
-  auto result = (*env)->exec(call, {});
-  std::string run_id = (*env)->run_id();
-  auto destroyed = (*env)->destroy();
-  if (!result.ok()) return fail(result.error());
-  if (!destroyed.ok()) return fail(std::move(destroyed).error().context_add("tearing down the run"));
-  if (a.json) std::cout << result_json((*provider)->info(), run_id, *result).dump(2) << "\n";
-  if (result->cancelled) {
-    int sig = interrupt.pending();
-    std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
-    return 128 + (sig ? sig : SIGINT);
+  auto outcome = (*session)->call(call);
+  std::string run_id = (*session)->environment().run_id();
+  auto closed = (*session)->close();
+  if (!outcome.ok()) return fail(outcome.error());
+  if (!closed.ok()) return fail(std::move(closed).error().context_add("tearing down the run"));
+  const controller::CallOutcome& o = *outcome;
+  if (a.json) {
+    providers::ExecResult r;
+    r.status = o.exit;
+    r.wall = o.wall;
+    r.stdout_data = o.stdout_data;
+    r.stderr_data = o.stderr_data;
+    r.stdout_truncated = o.stdout_truncated;
+    r.stderr_truncated = o.stderr_truncated;
+    r.stdout_bytes = o.stdout_bytes;
+    r.stderr_bytes = o.stderr_bytes;
+    r.cancelled = o.termination == controller::Termination::kCancelled;
+    r.timed_out = o.termination == controller::Termination::kTimeout;
+    Json j = result_json((*provider)->info(), run_id, r);
+    j["outcome"] = controller::to_json(o, /*with_output=*/false);
+    std::cout << j.dump(2) << "\n";
+  } else if (o.termination != controller::Termination::kExited) {
+    std::cerr << "sandgate: " << controller::to_string(o.termination) << ": " << o.reason
+              << "\nsandgate: advice (" << controller::to_string(o.retry) << "): " << o.advice << "\n";
   }
-  if (result->timed_out) std::cerr << "sandgate: timed out; run " << run_id << " killed\n";
-  return result->status.shell_code();
+  if (int sig = interrupt.pending(); sig && o.termination == controller::Termination::kCancelled) {
+    std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
+    return 128 + sig;
+  }
+  return o.exit.shell_code();
 }
 
 }  // namespace
@@ -103,7 +172,11 @@ void add_exec_command(CLI::App& app, Globals& g) {
       "exec",
       "Run one command in a fresh environment and exit with its status.\n"
       "  sandgate exec --provider namespaces -- sh -c 'id; ls /'\n"
-      "  sandgate exec --provider namespaces --workspace ./repo --env TERM --timeout 30s -- make\n"
+      "  sandgate exec --provider namespaces --workspace ./repo --intent compile --json -- make -j2\n"
+      "The command is a tool call: it runs in its own cgroup with the grant of its intent\n"
+      "(declared with --intent, else inferred from the command), is watched and degraded\n"
+      "gradually (throttle, freeze, cancel, kill), and ends with a structured outcome\n"
+      "(--json: \"outcome\"; otherwise a line on stderr when it did not simply exit).\n"
       "The environment is destroyed afterwards: nothing it started or wrote survives.");
   sub->add_option("--provider", a->provider, "isolation provider (see `sandgate providers`)")->required();
   sub->add_option("--workspace", a->workspace, "directory copied into the fresh workspace")
@@ -115,6 +188,13 @@ void add_exec_command(CLI::App& app, Globals& g) {
   sub->add_flag("--json", a->json, "print the result as JSON instead of streaming output");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host,
                 "permit the host_dir provider, which runs the command with no isolation");
+  sub->add_option("--intent", a->intent,
+                  "compile, test, install, search, edit, run, default (or any the policy defines)");
+  sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
+  sub->add_option("--tenant", a->tenant, "tenant the run belongs to (a policy tenant)")
+      ->capture_default_str();
+  sub->add_flag("--no-controller", a->no_controller,
+                "no per-call cgroup, grant or outcome: the provider alone");
   sub->add_option("command", a->command, "the command and its arguments (after --)")->required();
   sub->callback([&g, a] { g.exit_code = run_exec(g, *a); });
 }

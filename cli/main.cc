@@ -17,6 +17,12 @@ HostPaths Globals::paths() const {
   return p;
 }
 
+std::string Globals::cgroup_root_name() const {
+  if (!cgroup_root.empty()) return cgroup_root;
+  const char* env = std::getenv("SANDGATE_CGROUP_ROOT");
+  return env && *env ? env : "sandgate";
+}
+
 int fail(const Error& e) { return fail(e.message()); }
 
 int fail(const std::string& message) {
@@ -45,6 +51,9 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", g.work_dir,
                  "where per-run workspaces live (default /var/tmp/sandgate, env SANDGATE_WORK_DIR)");
   app.add_option("--log-level", g.log_level, "trace, debug, info, warn (default), error, off");
+  app.add_option("--cgroup-root", g.cgroup_root,
+                 "name of sandgate's top cgroup in each hierarchy (default sandgate, env "
+                 "SANDGATE_CGROUP_ROOT)");
   app.parse_complete_callback([&] { sandgate::init_logging(g.log_level); });
 
   add_exec_command(app, g);
@@ -52,6 +61,7 @@ int main(int argc, char** argv) {
   add_gc_command(app, g);
   add_doctor_command(app, g);
   add_qualify_command(app, g);
+  add_serve_command(app, g);
 
   try {
     app.parse(argc, argv);

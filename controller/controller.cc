@@ -172,6 +172,8 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, const provider
   o.wall = result.wall;
   o.stdout_data = result.stdout_data;
   o.stderr_data = result.stderr_data;
+  o.stdout_bytes = result.stdout_bytes;
+  o.stderr_bytes = result.stderr_bytes;
   o.stdout_truncated = result.stdout_truncated;
   o.stderr_truncated = result.stderr_truncated;
   classify(o, result.timed_out, result.cancelled);

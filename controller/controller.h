@@ -62,6 +62,8 @@ class CallScope {
   providers::Placement placement() const;
   // The wall-clock limit to give the provider for this call (0: none).
   Duration timeout() const { return grant_.timeout; }
+  // When the call started: LadderAction::at is measured from here (steady_clock).
+  std::chrono::steady_clock::time_point start() const { return start_; }
 
  private:
   friend class Controller;
@@ -83,6 +85,8 @@ class Controller {
 
   const Policy& policy() const { return options_.policy; }
   CgroupBackend& backend() { return *options_.backend; }
+  // The burst monitor shared by all calls (its counters and CPU time, for benchmarks).
+  const Monitor& monitor() const { return *monitor_; }
   // What the layout cannot do for this policy (e.g. "memory_high: v1 has no soft limit"): the
   // controller still runs, and reports say so.
   const std::vector<std::string>& absent_capabilities() const { return absent_; }

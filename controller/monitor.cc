@@ -1,7 +1,9 @@
 #include "controller/monitor.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <vector>
@@ -33,6 +35,16 @@ Monitor::~Monitor() {
   uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof one);
   thread_.join();
+}
+
+std::optional<std::chrono::nanoseconds> Monitor::cpu_time() const {
+  clockid_t clock;
+  // const_cast: native_handle() is not const, and reading the clock id changes nothing.
+  if (::pthread_getcpuclockid(const_cast<std::thread&>(thread_).native_handle(), &clock) != 0)
+    return std::nullopt;
+  struct timespec ts;
+  if (::clock_gettime(clock, &ts) != 0) return std::nullopt;
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
 void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trigger,

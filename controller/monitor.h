@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "controller/cgroup.h"
@@ -34,6 +35,9 @@ class Monitor {
   // Samples taken and trigger wake-ups so far (for benchmarks and tests).
   uint64_t samples() const { return samples_.load(); }
   uint64_t trigger_wakeups() const { return wakeups_.load(); }
+  // CPU time the monitor thread has used so far (its pthread CPU clock), for the benchmark
+  // that holds the monitor to a share of one core; nullopt if the clock cannot be read.
+  std::optional<std::chrono::nanoseconds> cpu_time() const;
 
  private:
   struct Watched {

@@ -58,8 +58,8 @@ void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
   }
   if (timed_out) {
     o.termination = Termination::kTimeout;
-    // A grant without a timeout of its own was ended by the run's deadline.
-    o.reason = o.grant.timeout > Duration(0)
+    // Ended before its own limit (or with none): the run's deadline came first.
+    o.reason = o.grant.timeout > Duration(0) && o.wall >= o.grant.timeout
                    ? "the call ran past its " + format_duration(o.grant.timeout) + " wall-clock limit"
                    : std::string("the call ran past the run's wall-clock limit");
     o.retry = RetryAdvice::kRetryWithSmallerScope;
@@ -126,6 +126,8 @@ Json to_json(const CallOutcome& o, bool with_output) {
   if (with_output) {
     j["stdout"] = o.stdout_data;
     j["stderr"] = o.stderr_data;
+    j["stdout_bytes"] = o.stdout_bytes;
+    j["stderr_bytes"] = o.stderr_bytes;
     j["stdout_truncated"] = o.stdout_truncated;
     j["stderr_truncated"] = o.stderr_truncated;
   }

@@ -61,6 +61,7 @@ struct CallOutcome {
   RetryAdvice retry = RetryAdvice::kNoRetry;
   std::string advice;   // one line an agent can act on
   std::string stdout_data, stderr_data;
+  uint64_t stdout_bytes = 0, stderr_bytes = 0;
   bool stdout_truncated = false, stderr_truncated = false;
 };
 

@@ -279,6 +279,8 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       if (op == "started") {
         result.host_pid = msg->sender_pid;
         if (!wait_for_go) continue;
+        // Already cancelled or timed out while starting: it was killed parked, never placed.
+        if (result.cancelled || result.timed_out) continue;
         // Placement: the call is parked before exec until it is in every cgroup it belongs to.
         for (const auto& dir : placement.cgroup_dirs) {
           auto placed = write_file(dir + "/cgroup.procs", std::to_string(result.host_pid));

@@ -20,10 +20,18 @@ class CliTest : public ProviderTest {
     ProviderTest::SetUp();
     ::setenv("SANDGATE_STATE_DIR", options_.paths.state_dir.c_str(), 1);
     ::setenv("SANDGATE_WORK_DIR", options_.paths.work_dir.c_str(), 1);
+    // Never the real "sandgate" cgroup tree.
+    cgroup_root_ = "sandgate-test-" + std::to_string(::getpid());
+    ::setenv("SANDGATE_CGROUP_ROOT", cgroup_root_.c_str(), 1);
   }
   void TearDown() override {
     ::unsetenv("SANDGATE_STATE_DIR");
     ::unsetenv("SANDGATE_WORK_DIR");
+    ::unsetenv("SANDGATE_CGROUP_ROOT");
+    for (const char* h : {"unified", "memory", "pids", "cpu"}) {
+      std::string dir = std::string("/sys/fs/cgroup/") + h + "/" + cgroup_root_;
+      EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " was left";
+    }
     ProviderTest::TearDown();
   }
   CommandResult sandgate(std::vector<std::string> args) {
@@ -41,7 +49,9 @@ class CliTest : public ProviderTest {
         std::string n = e->d_name;
         if (!n.ends_with(".json")) continue;
         auto j = read_json_file(dir + "/" + n);
-        if (j.ok() && j->at("resources").size() >= 2) {
+        // The environment's record, once its supervisor exists (the controller keeps a record
+        // of its own for the run's cgroups).
+        if (j.ok() && supervisor_pid(*j) > 0) {
           ::closedir(d);
           return *j;
         }
@@ -52,6 +62,7 @@ class CliTest : public ProviderTest {
     ADD_FAILURE() << "no run record with a process appeared";
     return Json::object();
   }
+  std::string cgroup_root_;
   static pid_t supervisor_pid(const Json& record) {
     for (const auto& r : record.at("resources"))
       if (r.at("kind") == "process") return r.at("pid").get<pid_t>();
@@ -79,7 +90,8 @@ class CliTest : public ProviderTest {
 
     auto gc = sandgate({"gc"});
     EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
-    EXPECT_NE(gc.output.find("1 removed"), std::string::npos) << gc.output;
+    // Two records: the environment's and the controller's (the run's cgroups).
+    EXPECT_NE(gc.output.find("2 run record(s), 2 removed"), std::string::npos) << gc.output;
     EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "gc left the run directory";
     pid_t sup = supervisor_pid(record);
     for (int i = 0; i < 200 && (process_exists(sup) || process_exists(daemon)); ++i)
@@ -120,7 +132,7 @@ TEST_F(CliTest, DoctorReportsThisHost) {
 }
 
 TEST_F(CliTest, HelpForEveryCommand) {
-  for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify"}) {
+  for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify", "serve"}) {
     auto r = sandgate({cmd, "--help"});
     EXPECT_EQ(r.status.shell_code(), 0) << cmd;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
@@ -173,13 +185,38 @@ TEST_F(CliTest, ExecPassesExitStatusAndPrintsJson) {
   EXPECT_EQ((*hp)["unsafe"], true);
 }
 
+TEST_F(CliTest, ExecReportsTheCallOutcome) {
+  SANDGATE_REQUIRE_ROOT();
+  auto j = sandgate({"exec", "--provider", "namespaces", "--intent", "search", "--json", "--", "sh", "-c",
+                     "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo ${#x}"});
+  auto parsed = parse_json(j.output, "exec --json");
+  ASSERT_TRUE(parsed.ok()) << j.output;
+  const Json& o = (*parsed)["outcome"];
+  EXPECT_EQ(o["termination"], "memory_limit") << o.dump(2);
+  EXPECT_EQ(o["intent"]["name"], "search");
+  EXPECT_EQ(o["intent"]["because"], "declared");
+  EXPECT_EQ(o["retry"], "retry_with_smaller_scope");
+  EXPECT_EQ(o["grant"]["memory_max"], "256MiB");
+  // Without --json, the outcome is one explained line on stderr, not a bare 137.
+  auto plain = sandgate({"exec", "--provider", "namespaces", "--intent", "search", "--", "sh", "-c",
+                         "x=$(head -c 400000000 /dev/zero | tr '\\0' a)"});
+  EXPECT_NE(plain.output.find("sandgate: memory_limit: the call used all of its 256MiB"), std::string::npos)
+      << plain.output;
+  auto bad = sandgate({"exec", "--provider", "namespaces", "--policy", tmp_ + "/nope.json", "--", "true"});
+  EXPECT_EQ(bad.status.shell_code(), 2);
+  EXPECT_NE(bad.output.find("nope.json"), std::string::npos) << bad.output;
+  auto intent = sandgate({"exec", "--provider", "namespaces", "--intent", "bake", "--", "true"});
+  EXPECT_EQ(intent.status.shell_code(), 2);
+  EXPECT_NE(intent.output.find("bake"), std::string::npos) << intent.output;
+}
+
 TEST_F(CliTest, TimeoutKillsTheRun) {
   SANDGATE_REQUIRE_ROOT();
   auto start = std::chrono::steady_clock::now();
   auto r = sandgate({"exec", "--provider", "namespaces", "--timeout", "300ms", "--", "sleep", "30"});
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(r.status.shell_code(), 128 + SIGKILL);
-  EXPECT_NE(r.output.find("timed out"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sandgate: timeout: the call ran past the run's wall-clock limit"), std::string::npos) << r.output;
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 

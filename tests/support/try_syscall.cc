@@ -117,12 +117,60 @@ int resource_action(const std::string& action, long arg) {
   return -1;
 }
 
+static long long monotonic_ns() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void sleep_until_ns(long long deadline) {
+  struct timespec t = {static_cast<time_t>(deadline / 1000000000LL), static_cast<long>(deadline % 1000000000LL)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, nullptr) == EINTR) {
+  }
+}
+
+// ramp STEP_MIB INTERVAL_MS COUNT [HOLD_MS [DELAY_MS]]: a memory burst for the controller
+// benchmark. After DELAY_MS, touches STEP_MIB more every INTERVAL_MS (a step that takes longer
+// starts the next one at once), COUNT times, then holds it all for HOLD_MS. Each step prints
+// "ramp <total MiB> <begin ns> <end ns>" in CLOCK_MONOTONIC, which is the host's clock too: the
+// jail makes no time namespace.
+static int ramp_action(long step_mib, long interval_ms, long count, long hold_ms, long delay_ms) {
+  if (step_mib <= 0 || interval_ms < 0 || count <= 0) return 2;
+  if (delay_ms > 0) usleep(static_cast<useconds_t>(delay_ms) * 1000);
+  const size_t step = static_cast<size_t>(step_mib) << 20;
+  long long start = monotonic_ns();
+  long total = 0;
+  for (long i = 1; i <= count; ++i) {
+    long long begin = monotonic_ns();
+    char* p = static_cast<char*>(mmap(nullptr, step, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == MAP_FAILED) {
+      printf("ramp failed %ld %s\n", total, strerrorname_np(errno));
+      return 1;
+    }
+    memset(p, 1, step);
+    long long end = monotonic_ns();
+    total += step_mib;
+    printf("ramp %ld %lld %lld\n", total, begin, end);
+    fflush(stdout);
+    sleep_until_ns(start + i * interval_ms * 1000000LL);
+  }
+  if (hold_ms > 0) usleep(static_cast<useconds_t>(hold_ms) * 1000);
+  printf("ramp done %ld\n", total);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: sandgate-try ACTION [PATH|N]\n");
+    fprintf(stderr, "usage: sandgate-try ACTION [PATH|N] (ramp STEP_MIB INTERVAL_MS COUNT [HOLD_MS [DELAY_MS]])\n");
     return 2;
   }
   std::string action = argv[1];
+  if (action == "ramp") {
+    if (argc < 5) return 2;
+    return ramp_action(atol(argv[2]), atol(argv[3]), atol(argv[4]), argc > 5 ? atol(argv[5]) : 0,
+                       argc > 6 ? atol(argv[6]) : 0);
+  }
   if (action == "alloc" || action == "spin" || action == "forkbomb") {
     if (argc < 3) return 2;
     return resource_action(action, atol(argv[2]));

@@ -1,0 +1,379 @@
+// The controller against an in-memory cgroup backend and a recording actuator: the cgroups a
+// run and its calls get, the limits on each, the run record, the outcome of a call and what
+// an absent capability does. No kernel, no root.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "controller/controller.h"
+#include "controller/fake_actuator.h"
+#include "controller/fake_backend.h"
+#include "core/files.h"
+#include "core/test_temp_dir.h"
+
+namespace sandgate::controller {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::ActuatorCall;
+using testing::FakeBackend;
+using testing::RecordingActuator;
+
+constexpr Duration ms(int64_t n) { return std::chrono::milliseconds(n); }
+
+class ControllerFakeTest : public ::testing::Test {
+ protected:
+  ControllerFakeTest() {
+    policy_ = default_policy();
+    policy_.tenants["t1"] = TenantPolicy{300, GiB(8)};
+    // The monitor samples once when a call starts and then not again within a test: the
+    // outcome follows the final read, whatever the thread did.
+    policy_.ladder.sample_interval = std::chrono::hours(1);
+  }
+
+  // Makes the controller; `backend_` points at its FakeBackend afterwards.
+  std::unique_ptr<Controller> make(CgroupFeatures features = FakeBackend::all_features()) {
+    ControllerOptions o;
+    o.paths.state_dir = tmp_ / "state";
+    o.paths.work_dir = tmp_ / "work";
+    // No host pressure file: the ladder never sees host PSI, so it never freezes.
+    o.paths.proc = tmp_ / "proc";
+    o.paths.cgroup = tmp_ / "cgroup";
+    o.root = "sgtest";
+    o.policy = policy_;
+    auto backend = std::make_unique<FakeBackend>(features, tmp_ / "no-such-cgroupfs");
+    backend_ = backend.get();
+    o.backend = std::move(backend);
+    o.actuator = &actuator_;
+    paths_ = o.paths;
+    auto c = Controller::create(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.error().message();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::string record_file(const std::string& run_id) const {
+    return paths_.state_dir + "/runs/" + run_id + "-cgroups.json";
+  }
+  std::string record_text(const std::string& run_id) const {
+    auto t = read_file(record_file(run_id));
+    return t.ok() ? *t : std::string();
+  }
+
+  static providers::ExecResult exited(int code) {
+    providers::ExecResult r;
+    r.status = ExitStatus{true, code, 0};
+    r.wall = ms(42);
+    r.stdout_data = "hello\n";
+    r.stdout_bytes = 6;
+    return r;
+  }
+
+  sandgate::testing::TempDir tmp_;
+  HostPaths paths_;
+  Policy policy_;
+  RecordingActuator actuator_;
+  FakeBackend* backend_ = nullptr;
+};
+
+TEST_F(ControllerFakeTest, BeginRunMakesTenantRunAndMainWithTheirLimits) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  EXPECT_EQ((*run)->run_id(), "r1");
+  EXPECT_EQ((*run)->tenant(), "t1");
+  EXPECT_EQ((*run)->cgroup().rel, "sgtest/t1/r1");
+  EXPECT_THAT(backend_->created(), ElementsAre("sgtest", "sgtest/t1", "sgtest/t1/r1", "sgtest/t1/r1/main"));
+
+  // The tenant: its weight and budget.
+  auto tenant = backend_->limits_of("sgtest/t1");
+  ASSERT_EQ(tenant.size(), 1u);
+  Limits want_tenant;
+  want_tenant.cpu_weight = 300;
+  want_tenant.memory_max = GiB(8);
+  EXPECT_EQ(tenant[0], want_tenant);
+  // The run: the policy's ceiling.
+  auto ceiling = backend_->limits_of("sgtest/t1/r1");
+  ASSERT_EQ(ceiling.size(), 1u);
+  EXPECT_EQ(ceiling[0], policy_.run.to_limits());
+  EXPECT_TRUE(ceiling[0].memory_high.has_value());  // this layout has memory.high
+
+  // main goes where the run's long-lived processes go.
+  auto placement = (*run)->main_placement();
+  ASSERT_EQ(placement.cgroup_dirs.size(), 1u);
+  EXPECT_EQ(placement.cgroup_dirs[0], backend_->dir("sgtest/t1/r1/main"));
+
+  // The run record names what was made, before it was made.
+  std::string rec = record_text("r1");
+  EXPECT_THAT(rec, HasSubstr(backend_->dir("sgtest/t1/r1/main")));
+  EXPECT_THAT(rec, HasSubstr(backend_->dir("sgtest/t1/r1")));
+  // No kernel action went through the actuator: limits at creation are the backend's.
+  EXPECT_EQ(actuator_.size(), 0u);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, DefaultTenantGetsDefaultWeightAndNoBudget) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("default", "r2");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto tenant = backend_->limits_of("sgtest/default");
+  ASSERT_EQ(tenant.size(), 1u);
+  EXPECT_EQ(tenant[0].cpu_weight, 100u);
+  EXPECT_FALSE(tenant[0].memory_max.has_value());
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, UnknownTenantIsAnErrorListingTheKnownOnes) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("nope", "r1");
+  ASSERT_FALSE(run.ok());
+  std::string msg = run.error().message();
+  EXPECT_THAT(msg, HasSubstr("nope"));
+  EXPECT_THAT(msg, HasSubstr("default"));
+  EXPECT_THAT(msg, HasSubstr("t1"));
+  EXPECT_TRUE(backend_->created().empty());
+  EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
+}
+
+TEST_F(ControllerFakeTest, BeginCallMakesNumberedCallsWithTheIntentsGrant) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+
+  auto declared = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(declared.ok()) << declared.error().message();
+  EXPECT_EQ((*declared)->id(), "call-1");
+  EXPECT_EQ((*declared)->cgroup().rel, "sgtest/t1/r1/call-1");
+  EXPECT_EQ((*declared)->intent().intent, "test");
+  EXPECT_FALSE((*declared)->intent().inferred);
+  EXPECT_EQ((*declared)->grant(), policy_.intents.at("test"));
+  EXPECT_EQ((*declared)->timeout(), policy_.intents.at("test").timeout);
+  auto l1 = backend_->limits_of("sgtest/t1/r1/call-1");
+  ASSERT_EQ(l1.size(), 1u);
+  EXPECT_EQ(l1[0], policy_.intents.at("test").to_limits());
+  ASSERT_EQ((*declared)->placement().cgroup_dirs.size(), 1u);
+  EXPECT_EQ((*declared)->placement().cgroup_dirs[0], backend_->dir("sgtest/t1/r1/call-1"));
+
+  auto inferred = c->begin_call(**run, std::nullopt, {"make", "-j4"});
+  ASSERT_TRUE(inferred.ok()) << inferred.error().message();
+  EXPECT_EQ((*inferred)->id(), "call-2");
+  EXPECT_EQ((*inferred)->cgroup().rel, "sgtest/t1/r1/call-2");
+  EXPECT_EQ((*inferred)->intent().intent, "compile");
+  EXPECT_TRUE((*inferred)->intent().inferred);
+  auto l2 = backend_->limits_of("sgtest/t1/r1/call-2");
+  ASSERT_EQ(l2.size(), 1u);
+  EXPECT_EQ(l2[0], policy_.intents.at("compile").to_limits());
+  EXPECT_THAT(record_text("r1"), HasSubstr(backend_->dir("sgtest/t1/r1/call-2")));
+
+  (void)c->end_call(std::move(declared).value(), exited(0));
+  (void)c->end_call(std::move(inferred).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, UndeclaredIntentIsAnErrorAndMakesNothing) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto call = c->begin_call(**run, "fly", {"true"});
+  ASSERT_FALSE(call.ok());
+  EXPECT_THAT(call.error().message(), HasSubstr("fly"));
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-1"));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, StaticPolicyGrantsNoPerCallLimits) {
+  Grant ceiling;
+  ceiling.memory_max = GiB(2);
+  ceiling.pids_max = 256;
+  policy_ = static_policy(ceiling);
+  policy_.ladder.sample_interval = std::chrono::hours(1);
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("default", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  EXPECT_EQ(backend_->limits_of("sgtest/default/r1").at(0), ceiling.to_limits());
+
+  auto call = c->begin_call(**run, "compile", {"make", "-j4"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  EXPECT_FALSE((*call)->grant().memory_max.has_value());
+  EXPECT_FALSE((*call)->grant().cpu_cores.has_value());
+  EXPECT_FALSE((*call)->grant().pids_max.has_value());
+  EXPECT_EQ((*call)->timeout(), default_policy().intents.at("compile").timeout);
+  auto l = backend_->limits_of("sgtest/default/r1/call-1");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0], Limits{});
+  (void)c->end_call(std::move(call).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, EndCallRevokesTheGrantAndClassifiesFromTheFinalRead) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto call = c->begin_call(**run, "compile", {"make", "-j4"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  std::string rel = (*call)->cgroup().rel;
+  std::string dir = backend_->dir(rel);
+
+  // The kernel OOM-killed a process in the call; the shell reports it as 137.
+  Usage u;
+  u.memory_current = 0;
+  u.memory_peak = GiB(2).value;
+  u.pids_current = 0;
+  u.memory_events.oom_kill = 1;
+  backend_->script(rel, {u});
+
+  CallOutcome o = c->end_call(std::move(call).value(), exited(137));
+  EXPECT_EQ(o.call_id, "call-1");
+  EXPECT_EQ(o.argv, (std::vector<std::string>{"make", "-j4"}));
+  EXPECT_EQ(o.intent.intent, "compile");
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit);
+  EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope);
+  EXPECT_EQ(o.observed.oom_kills, 1u);
+  EXPECT_EQ(o.observed.peaks.memory_bytes, GiB(2).value);
+  ASSERT_FALSE(o.observed.actions.empty());
+  EXPECT_EQ(o.observed.actions.back().action, "oom_kill");
+  EXPECT_EQ(o.wall, ms(42));
+  EXPECT_EQ(o.stdout_data, "hello\n");
+  EXPECT_EQ(o.stdout_bytes, 6u);
+  EXPECT_GE(backend_->reads(rel), 1);
+
+  // Revoked: the call's cgroup is removed and no longer in the run record.
+  EXPECT_THAT(backend_->removed(), Contains(rel));
+  EXPECT_FALSE(backend_->exists(rel));
+  EXPECT_THAT(record_text("r1"), Not(HasSubstr(dir)));
+  EXPECT_TRUE(backend_->exists("sgtest/t1/r1"));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, EndCallOfACleanExitIsExited) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto call = c->begin_call(**run, "search", {"rg", "foo"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  Usage u;
+  u.memory_current = MiB(20).value;
+  u.pids_current = 1;
+  backend_->script((*call)->cgroup().rel, {u});
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  EXPECT_EQ(o.termination, Termination::kExited);
+  EXPECT_EQ(o.retry, RetryAdvice::kNoRetry);
+  EXPECT_TRUE(o.observed.actions.empty());
+  EXPECT_EQ(o.observed.peaks.memory_bytes, MiB(20).value);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, EndRunRemovesTheRunAndItsRecord) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto call = c->begin_call(**run, "edit", {"touch", "x"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  (void)c->end_call(std::move(call).value(), exited(0));
+  ASSERT_TRUE(std::filesystem::exists(record_file("r1")));
+
+  Status s = c->end_run(std::move(run).value());
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_THAT(backend_->removed(), Contains("sgtest/t1/r1"));
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1"));
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/main"));
+  EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
+}
+
+TEST_F(ControllerFakeTest, WithoutMemoryHighItIsReportedAbsentAndNeverApplied) {
+  CgroupFeatures f = FakeBackend::all_features();
+  f.memory_high = false;  // a v1 memory controller
+  auto c = make(f);
+  ASSERT_TRUE(c);
+  EXPECT_THAT(c->absent_capabilities(), Contains(HasSubstr("memory.high")));
+
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto ceiling = backend_->limits_of("sgtest/t1/r1");
+  ASSERT_EQ(ceiling.size(), 1u);
+  EXPECT_FALSE(ceiling[0].memory_high.has_value());
+  EXPECT_EQ(ceiling[0].memory_max, policy_.run.memory_max);
+
+  auto call = c->begin_call(**run, "compile", {"make"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  // The grant still says what the policy meant; the cgroup gets what the layout can do.
+  EXPECT_TRUE((*call)->grant().memory_high.has_value());
+  auto l = backend_->limits_of("sgtest/t1/r1/call-1");
+  ASSERT_EQ(l.size(), 1u);
+  Limits want = policy_.intents.at("compile").to_limits();
+  want.memory_high.reset();
+  EXPECT_EQ(l[0], want);
+  (void)c->end_call(std::move(call).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, WithEveryCapabilityNothingIsAbsent) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->absent_capabilities().empty());
+}
+
+TEST_F(ControllerFakeTest, AbsentFreezeAndKillAreReported) {
+  CgroupFeatures f = FakeBackend::all_features();
+  f.freeze = false;
+  f.atomic_kill = false;
+  f.psi = false;
+  auto c = make(f);
+  ASSERT_TRUE(c);
+  EXPECT_THAT(c->absent_capabilities(), Contains(HasSubstr("freeze")));
+  EXPECT_THAT(c->absent_capabilities(), Contains(HasSubstr("atomic kill")));
+  EXPECT_THAT(c->absent_capabilities(), Contains(HasSubstr("PSI")));
+  EXPECT_THAT(c->absent_capabilities(), Not(Contains(HasSubstr("memory.high"))));
+}
+
+TEST_F(ControllerFakeTest, TheMonitorDrivesTheCallsLadderThroughTheActuator) {
+  policy_.ladder.sample_interval = ms(5);
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto call = c->begin_call(**run, "search", {"rg", "foo"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  std::string rel = (*call)->cgroup().rel;
+  Usage u;
+  u.memory_current = MiB(250).value;  // over 90% of the 256MiB search grant
+  u.pids_current = 2;
+  backend_->script(rel, {u});
+
+  // Bounded wait for the monitor thread (it samples every 5ms).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (actuator_.count(ActuatorCall::Op::kSetLimits) == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(ms(5));
+  auto squeezes = actuator_.calls(ActuatorCall::Op::kSetLimits);
+  ASSERT_EQ(squeezes.size(), 1u);
+  EXPECT_EQ(squeezes[0].cgroup, rel);
+  EXPECT_DOUBLE_EQ(*squeezes[0].limits.cpu_cores,
+                   *policy_.intents.at("search").cpu_cores * policy_.ladder.throttle_cpu_fraction);
+
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  ASSERT_FALSE(o.observed.actions.empty());
+  EXPECT_EQ(o.observed.actions[0].action, "throttle");
+  EXPECT_GT(o.observed.throttled_for, Duration(0));
+  EXPECT_GE(o.observed.samples, 2);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+}  // namespace
+}  // namespace sandgate::controller

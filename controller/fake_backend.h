@@ -1,0 +1,175 @@
+// An in-memory CgroupBackend for the controller unit tests (firecracker MockCgroupFs, one
+// level up): cgroups are names in a set, never directories. It records every create,
+// set_limits, freeze, kill, signal and remove, and answers read_usage from a scripted sequence
+// per cgroup (the last sample repeats once the script runs out). Directories it reports are
+// under a mount that does not exist, so the run record's cleanup (release_resources) finds
+// nothing to touch. Thread-safe: the controller's monitor thread reads usage concurrently.
+// Test-only.
+#pragma once
+
+#include <cerrno>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controller/cgroup.h"
+
+namespace sandgate::controller::testing {
+
+class FakeBackend : public CgroupBackend {
+ public:
+  // `mount` should not exist: the controller's run record names directories under it.
+  explicit FakeBackend(CgroupFeatures features, std::string mount,
+                       CgroupLayoutKind kind = CgroupLayoutKind::kV2)
+      : features_(features), mount_(std::move(mount)), kind_(kind) {}
+
+  // Every capability (a pure v2 host with cgroup.kill).
+  static CgroupFeatures all_features() {
+    CgroupFeatures f;
+    f.memory_high = f.memory_peak = f.psi = f.psi_triggers = f.freeze = f.atomic_kill = true;
+    return f;
+  }
+
+  CgroupLayoutKind kind() const override { return kind_; }
+  const CgroupFeatures& features() const override { return features_; }
+
+  Result<Cgroup> create(const std::string& rel, RunState* state) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Missing parents first, as the real backends make them.
+    for (size_t pos = rel.find('/'); ; pos = rel.find('/', pos + 1)) {
+      std::string part = pos == std::string::npos ? rel : rel.substr(0, pos);
+      if (!existing_.contains(part)) {
+        if (state)
+          if (auto s = state->record({Resource::Kind::kCgroup, dir(part)}); !s.ok())
+            return std::move(s).error();
+        existing_.insert(part);
+        created_.push_back(part);
+      }
+      if (pos == std::string::npos) break;
+    }
+    return cgroup(rel);
+  }
+
+  Status set_limits(const Cgroup& cg, const Limits& limits) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_calls_.emplace_back(cg.rel, limits);
+    if (!existing_.contains(cg.rel)) return sys_error(ENOENT, "fake set_limits", cg.rel);
+    // The contract: a field this layout cannot apply is an error naming it.
+    if (limits.memory_high && !features_.memory_high)
+      return logic_error("fake set_limits", "memory.high: this layout has none", cg.rel);
+    return ok_status();
+  }
+
+  Result<Usage> read_usage(const Cgroup& cg) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++reads_[cg.rel];
+    if (!existing_.contains(cg.rel)) return sys_error(ENOENT, "fake read_usage", cg.rel);
+    auto it = scripts_.find(cg.rel);
+    if (it == scripts_.end() || it->second.empty()) return Usage{};
+    Usage u = it->second.front();
+    if (it->second.size() > 1) it->second.pop_front();
+    return u;
+  }
+
+  Status freeze(const Cgroup& cg, bool frozen) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ops_.push_back(std::string(frozen ? "freeze " : "thaw ") + cg.rel);
+    return ok_status();
+  }
+  Status kill(const Cgroup& cg) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ops_.push_back("kill " + cg.rel);
+    return ok_status();
+  }
+  Status signal(const Cgroup& cg, int sig) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ops_.push_back("signal " + std::to_string(sig) + " " + cg.rel);
+    return ok_status();
+  }
+  Result<std::vector<pid_t>> procs(const Cgroup&) const override { return std::vector<pid_t>{}; }
+
+  // Removes `cg` and everything below it, as the real backends do (children first).
+  Status remove(const Cgroup& cg) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    removed_.push_back(cg.rel);
+    for (auto it = existing_.begin(); it != existing_.end();) {
+      if (*it == cg.rel || it->starts_with(cg.rel + "/")) {
+        it = existing_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return ok_status();
+  }
+
+  providers::Placement placement(const Cgroup& cg) const override {
+    providers::Placement p;
+    for (const auto& [h, d] : cg.dirs) p.cgroup_dirs.push_back(d);
+    return p;
+  }
+
+  Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration, Duration) override {
+    return sys_error(ENOTSUP, "fake memory_pressure_trigger", cg.rel);
+  }
+
+  // --- scripting and inspection -----------------------------------------------------------
+
+  // read_usage(rel) returns these in order, then repeats the last one.
+  void script(const std::string& rel, std::vector<Usage> samples) {
+    std::lock_guard<std::mutex> lock(mu_);
+    scripts_[rel] = std::deque<Usage>(samples.begin(), samples.end());
+  }
+  std::string dir(const std::string& rel) const { return mount_ + "/" + rel; }
+  bool exists(const std::string& rel) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return existing_.contains(rel);
+  }
+  std::vector<std::string> created() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return created_;
+  }
+  std::vector<std::string> removed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return removed_;
+  }
+  std::vector<std::string> ops() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ops_;
+  }
+  std::vector<std::pair<std::string, Limits>> limit_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return limit_calls_;
+  }
+  // Every set_limits call on `rel`, oldest first.
+  std::vector<Limits> limits_of(const std::string& rel) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Limits> out;
+    for (const auto& [r, l] : limit_calls_)
+      if (r == rel) out.push_back(l);
+    return out;
+  }
+  int reads(const std::string& rel) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reads_.find(rel);
+    return it == reads_.end() ? 0 : it->second;
+  }
+
+ private:
+  Cgroup cgroup(const std::string& rel) const { return Cgroup{rel, {{"unified", dir(rel)}}}; }
+
+  CgroupFeatures features_;
+  std::string mount_;
+  CgroupLayoutKind kind_;
+  mutable std::mutex mu_;
+  std::set<std::string> existing_;
+  std::vector<std::string> created_, removed_, ops_;
+  std::vector<std::pair<std::string, Limits>> limit_calls_;
+  mutable std::map<std::string, std::deque<Usage>> scripts_;
+  mutable std::map<std::string, int> reads_;
+};
+
+}  // namespace sandgate::controller::testing

@@ -1,0 +1,527 @@
+// The ladder's decisions against a recording actuator (oomd BaseKillPluginMock): no kernel,
+// every sample scripted, every side effect checked by what the actuator was asked to do.
+#include "controller/ladder.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "controller/fake_actuator.h"
+
+namespace sandgate::controller {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ActuatorCall;
+using testing::RecordingActuator;
+using Op = ActuatorCall::Op;
+
+constexpr Duration ms(int64_t n) { return std::chrono::milliseconds(n); }
+
+constexpr uint64_t kGiB = 1ULL << 30;
+constexpr uint64_t kMiB = 1ULL << 20;
+
+Usage memory(uint64_t current) {
+  Usage u;
+  u.memory_current = current;
+  u.pids_current = 1;
+  return u;
+}
+
+Usage pids(uint64_t current, uint64_t refused) {
+  Usage u;
+  u.memory_current = 10 * kMiB;
+  u.pids_current = current;
+  u.pids_max_events = refused;
+  return u;
+}
+
+class LadderTest : public ::testing::Test {
+ protected:
+  LadderTest() {
+    grant_.memory_max = GiB(1);
+    grant_.cpu_cores = 2.0;
+    grant_.pids_max = 64;
+    features_.freeze = true;
+  }
+
+  Ladder& ladder() {
+    if (!ladder_)
+      ladder_ = std::make_unique<Ladder>(settings_, grant_, features_, cg_, actuator_);
+    return *ladder_;
+  }
+
+  void step(int64_t at_ms, Usage u, std::optional<double> host_psi = std::nullopt,
+            bool largest = true) {
+    LadderInput in;
+    in.now = ms(at_ms);
+    in.usage = u;
+    in.host_memory_psi = host_psi;
+    in.largest_active_call = largest;
+    ladder().step(in);
+  }
+
+  const CallObservation& obs() { return ladder().observation(); }
+
+  std::vector<std::string> action_names() {
+    std::vector<std::string> names;
+    for (const auto& a : obs().actions) names.push_back(a.action);
+    return names;
+  }
+
+  // Freezes the call at `at_ms` (host pressure 50%, the largest call).
+  void freeze_at(int64_t at_ms) {
+    step(at_ms, memory(100 * kMiB), 50.0);
+    ASSERT_EQ(actuator_.count(Op::kFreeze), 1u);
+    ASSERT_EQ(obs().actions.back().action, "freeze");
+  }
+
+  LadderSettings settings_;
+  Grant grant_;
+  CgroupFeatures features_;
+  Cgroup cg_{"sgtest/default/r1/call-1", {{"unified", "/nonexistent/sgtest/default/r1/call-1"}}};
+  RecordingActuator actuator_;
+  std::unique_ptr<Ladder> ladder_;
+};
+
+// --- throttle ----------------------------------------------------------------------------
+
+TEST_F(LadderTest, NoActionBelowThrottleAt) {
+  // 0.89 of the grant, just under throttle_at = 0.9.
+  for (int i = 0; i < 10; ++i) step(i * 20, memory(static_cast<uint64_t>(0.89 * kGiB)));
+  EXPECT_EQ(actuator_.size(), 0u);
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_EQ(obs().samples, 10);
+  EXPECT_FALSE(ladder().done());
+}
+
+TEST_F(LadderTest, ThrottlesWhenMemoryCrossesThrottleAt) {
+  step(0, memory(100 * kMiB));
+  step(20, memory(950 * kMiB));  // 0.93 of 1GiB
+  ASSERT_EQ(obs().actions.size(), 1u);
+  const LadderAction& a = obs().actions[0];
+  EXPECT_EQ(a.action, "throttle");
+  EXPECT_EQ(a.at, ms(20));
+  // The reason names the numbers: what was used, the threshold, the grant, the squeeze.
+  EXPECT_THAT(a.reason, HasSubstr("950MiB"));
+  EXPECT_THAT(a.reason, HasSubstr("90%"));
+  EXPECT_THAT(a.reason, HasSubstr("1GiB"));
+  EXPECT_THAT(a.reason, HasSubstr("0.50 cores"));
+
+  auto calls = actuator_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].op, Op::kSetLimits);
+  EXPECT_EQ(calls[0].cgroup, cg_.rel);
+  // Only the CPU is squeezed (grant cores * throttle_cpu_fraction); memory is left alone.
+  Limits want;
+  want.cpu_cores = 2.0 * 0.25;
+  EXPECT_EQ(calls[0].limits, want);
+
+  // Still above: no second throttle.
+  step(40, memory(1000 * kMiB));
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 1u);
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+}
+
+TEST_F(LadderTest, ThrottleThresholdIsInclusiveAndFollowsSettings) {
+  settings_.throttle_at = 0.5;
+  settings_.throttle_cpu_fraction = 0.1;
+  step(0, memory(kGiB / 2 - 1));
+  EXPECT_EQ(actuator_.size(), 0u);
+  step(20, memory(kGiB / 2));
+  ASSERT_EQ(actuator_.count(Op::kSetLimits), 1u);
+  EXPECT_DOUBLE_EQ(*actuator_.calls(Op::kSetLimits)[0].limits.cpu_cores, 0.2);
+  EXPECT_THAT(obs().actions[0].reason, HasSubstr("50%"));
+}
+
+TEST_F(LadderTest, ThrottleReasonRoundsThePercentage) {
+  settings_.throttle_at = 0.29;  // 0.29 * 100 is 28.999999999999996 in binary floating point
+  step(0, memory(300 * kMiB));
+  ASSERT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  EXPECT_THAT(obs().actions[0].reason, HasSubstr("29%"));
+}
+
+TEST_F(LadderTest, ThrottleWithoutGrantedCoresSqueezesOneCore) {
+  grant_.cpu_cores.reset();
+  step(0, memory(kGiB));
+  auto calls = actuator_.calls(Op::kSetLimits);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_DOUBLE_EQ(*calls[0].limits.cpu_cores, 0.25);
+}
+
+TEST_F(LadderTest, NoMemoryGrantNeverThrottles) {
+  grant_.memory_max.reset();
+  step(0, memory(64 * kGiB));
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderTest, UnthrottlesOnlyBelowEightyPercentOfThreshold) {
+  step(0, memory(950 * kMiB));
+  ASSERT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  // threshold = 0.9 GiB; unthrottle below 0.72 GiB. 0.75 GiB stays throttled.
+  step(100, memory(static_cast<uint64_t>(0.75 * kGiB)));
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  step(300, memory(static_cast<uint64_t>(0.70 * kGiB)));
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"throttle", "unthrottle"}));
+  EXPECT_EQ(obs().actions[1].at, ms(300));
+
+  auto calls = actuator_.calls(Op::kSetLimits);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_DOUBLE_EQ(*calls[1].limits.cpu_cores, 2.0);  // the grant's cores back
+  EXPECT_FALSE(calls[1].limits.memory_max.has_value());
+  EXPECT_EQ(obs().throttled_for, ms(300));
+}
+
+TEST_F(LadderTest, ThrottledTimeAccumulatesAndFinishClosesTheOpenInterval) {
+  step(0, memory(950 * kMiB));    // throttle at 0
+  step(100, memory(100 * kMiB));  // unthrottle at 100: 100ms
+  step(200, memory(950 * kMiB));  // throttle at 200
+  step(250, memory(100 * kMiB));  // unthrottle at 250: +50ms
+  step(400, memory(950 * kMiB));  // throttle at 400, still throttled at the end
+  EXPECT_EQ(obs().throttled_for, ms(150));
+  ladder().finish(ms(1000));      // +600ms
+  EXPECT_EQ(obs().throttled_for, ms(750));
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 5u);
+}
+
+TEST_F(LadderTest, ActuatorFailureOnThrottleIsSurvived) {
+  actuator_.fail(Op::kSetLimits);
+  step(0, memory(950 * kMiB));
+  step(20, memory(960 * kMiB));
+  // Asked (and refused) each time; nothing recorded as done, nothing counted as throttled.
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 2u);
+  EXPECT_TRUE(obs().actions.empty());
+  ladder().finish(ms(100));
+  EXPECT_EQ(obs().throttled_for, Duration(0));
+
+  // Once the actuator works again the next sample throttles.
+  actuator_.fail(Op::kSetLimits, false);
+  step(40, memory(960 * kMiB));
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+}
+
+// --- freeze / thaw / cancel --------------------------------------------------------------
+
+TEST_F(LadderTest, FreezesTheLargestCallUnderHostPressure) {
+  step(0, memory(100 * kMiB), 40.0);  // exactly freeze_host_psi
+  auto calls = actuator_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].op, Op::kFreeze);
+  EXPECT_TRUE(calls[0].frozen);
+  EXPECT_EQ(calls[0].cgroup, cg_.rel);
+  ASSERT_EQ(action_names(), std::vector<std::string>{"freeze"});
+  EXPECT_THAT(obs().actions[0].reason, HasSubstr("40"));
+  EXPECT_THAT(obs().actions[0].reason, HasSubstr("largest"));
+}
+
+TEST_F(LadderTest, NoFreezeBelowFreezeHostPsi) {
+  step(0, memory(100 * kMiB), 39.9);
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderTest, NoFreezeWhenNotTheLargestCall) {
+  step(0, memory(100 * kMiB), 90.0, /*largest=*/false);
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderTest, NoFreezeWhenTheLayoutCannotFreeze) {
+  features_.freeze = false;
+  step(0, memory(100 * kMiB), 90.0);
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderTest, NoFreezeWithoutHostPsi) {
+  step(0, memory(100 * kMiB), std::nullopt);
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderTest, FailedFreezeChangesNothingAndIsRetried) {
+  actuator_.fail(Op::kFreeze);
+  step(0, memory(100 * kMiB), 50.0);
+  EXPECT_TRUE(obs().actions.empty());
+  actuator_.fail(Op::kFreeze, false);
+  step(20, memory(100 * kMiB), 50.0);
+  EXPECT_EQ(action_names(), std::vector<std::string>{"freeze"});
+  EXPECT_EQ(actuator_.count(Op::kFreeze), 2u);
+}
+
+TEST_F(LadderTest, ThawsWhenHostPressureFallsBelowThawPsi) {
+  freeze_at(100);
+  step(200, memory(100 * kMiB), 20.0);  // between thaw (10) and freeze (40): stays frozen
+  EXPECT_EQ(actuator_.count(Op::kFreeze), 1u);
+  step(400, memory(100 * kMiB), 9.5);
+  auto freezes = actuator_.calls(Op::kFreeze);
+  ASSERT_EQ(freezes.size(), 2u);
+  EXPECT_FALSE(freezes[1].frozen);
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"freeze", "thaw"}));
+  EXPECT_EQ(obs().actions[1].at, ms(400));
+  EXPECT_EQ(obs().frozen_for, ms(300));
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+}
+
+TEST_F(LadderTest, FrozenCallIsNotThrottledOrUnthrottled) {
+  freeze_at(0);
+  step(20, memory(kGiB), 50.0);
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 0u);
+}
+
+TEST_F(LadderTest, ThawReturnsToThrottledWhenThrottledBefore) {
+  step(0, memory(950 * kMiB));  // throttle
+  step(20, memory(950 * kMiB), 60.0);  // freeze
+  step(40, memory(950 * kMiB), 5.0);  // thaw
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"throttle", "freeze", "thaw"}));
+  // Still throttled: memory dropping unthrottles, and no second throttle happened.
+  step(60, memory(100 * kMiB));
+  EXPECT_EQ(action_names(),
+            (std::vector<std::string>{"throttle", "freeze", "thaw", "unthrottle"}));
+  EXPECT_EQ(obs().throttled_for, ms(60));
+  EXPECT_EQ(obs().frozen_for, ms(20));
+}
+
+TEST_F(LadderTest, CancelsAfterThawingWhenFrozenLongerThanFreezeMax) {
+  freeze_at(100);
+  step(2099, memory(100 * kMiB), 50.0);  // 1999ms frozen: not yet
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+  EXPECT_EQ(actuator_.count(Op::kSignal), 0u);
+
+  step(2100, memory(100 * kMiB), 50.0);  // freeze_max = 2s
+  auto calls = actuator_.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[1].op, Op::kFreeze);  // thaw first: a frozen task cannot handle SIGTERM
+  EXPECT_FALSE(calls[1].frozen);
+  EXPECT_EQ(calls[2].op, Op::kSignal);
+  EXPECT_EQ(calls[2].sig, SIGTERM);
+  EXPECT_EQ(calls[2].cgroup, cg_.rel);
+
+  EXPECT_TRUE(obs().cancelled_by_ladder);
+  EXPECT_FALSE(obs().killed_by_ladder);
+  EXPECT_EQ(obs().ladder_termination, Termination::kCancelled);
+  EXPECT_THAT(obs().ladder_reason, HasSubstr("pressure"));
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"freeze", "cancel"}));
+  EXPECT_EQ(obs().actions[1].at, ms(2100));
+  EXPECT_EQ(obs().frozen_for, ms(2000));
+  // The interval is closed once: finish adds nothing more.
+  ladder().finish(ms(2500));
+  EXPECT_EQ(obs().frozen_for, ms(2000));
+  EXPECT_EQ(actuator_.count(Op::kFreeze), 2u);
+}
+
+TEST_F(LadderTest, FinishThawsAFrozenCallAndClosesFrozenTime) {
+  freeze_at(100);
+  ladder().finish(ms(400));
+  EXPECT_EQ(obs().frozen_for, ms(300));
+  auto freezes = actuator_.calls(Op::kFreeze);
+  ASSERT_EQ(freezes.size(), 2u);
+  EXPECT_FALSE(freezes[1].frozen);
+}
+
+// --- kill after cancel -------------------------------------------------------------------
+
+class LadderKillTest : public LadderTest {
+ protected:
+  // Cancelled (frozen since 0, cancelled at 2000ms).
+  void cancel() {
+    freeze_at(0);
+    step(2000, memory(100 * kMiB), 50.0);
+    ASSERT_TRUE(obs().cancelled_by_ladder);
+  }
+};
+
+TEST_F(LadderKillTest, KillsAfterCancelGraceWhenProcessesRemain) {
+  cancel();
+  Usage still = memory(100 * kMiB);
+  still.pids_current = 3;
+  step(2499, still, 50.0);  // cancel_grace = 500ms
+  EXPECT_EQ(actuator_.count(Op::kKill), 0u);
+  EXPECT_FALSE(ladder().done());
+  step(2500, still, 50.0);
+  auto kills = actuator_.calls(Op::kKill);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].cgroup, cg_.rel);
+  EXPECT_TRUE(ladder().done());
+  EXPECT_TRUE(obs().killed_by_ladder);
+  EXPECT_EQ(action_names().back(), "kill");
+  EXPECT_EQ(obs().actions.back().at, ms(2500));
+  // The cancel's reason stays the reason; termination stays what the cancel was for.
+  EXPECT_THAT(obs().ladder_reason, HasSubstr("pressure"));
+  EXPECT_EQ(obs().ladder_termination, Termination::kCancelled);
+  // Done: nothing more happens.
+  step(3000, still, 50.0);
+  EXPECT_EQ(actuator_.count(Op::kKill), 1u);
+  EXPECT_EQ(obs().samples, 5);
+}
+
+TEST_F(LadderKillTest, NoKillWhenTheCallAlreadyExited) {
+  cancel();
+  Usage gone = memory(0);
+  gone.pids_current = 0;
+  step(2600, gone, 50.0);
+  step(5000, gone, 50.0);
+  EXPECT_EQ(actuator_.count(Op::kKill), 0u);
+  EXPECT_FALSE(obs().killed_by_ladder);
+  EXPECT_FALSE(ladder().done());
+}
+
+TEST_F(LadderKillTest, CancellingCallIsNotFrozenOrThrottledAgain) {
+  cancel();
+  size_t before = actuator_.size();
+  step(2100, memory(kGiB), 90.0);
+  EXPECT_EQ(actuator_.size(), before);
+}
+
+// --- fork bomb ---------------------------------------------------------------------------
+
+TEST_F(LadderTest, ForkBombPinnedAtPidsMaxIsCancelledAfter500ms) {
+  // pids_max = 64; pinned, and the kernel refuses more forks at every sample.
+  for (int t = 0; t < 500; t += 100) {
+    step(t, pids(64, 10 + static_cast<uint64_t>(t)));
+    ASSERT_FALSE(obs().cancelled_by_ladder) << "at " << t << "ms";
+  }
+  EXPECT_EQ(actuator_.count(Op::kSignal), 0u);
+  step(500, pids(64, 600));
+  ASSERT_TRUE(obs().cancelled_by_ladder);
+  EXPECT_EQ(obs().ladder_termination, Termination::kPidsLimit);
+  EXPECT_THAT(obs().ladder_reason, HasSubstr("64 processes"));
+  auto signals = actuator_.calls(Op::kSignal);
+  ASSERT_EQ(signals.size(), 1u);
+  EXPECT_EQ(signals[0].sig, SIGTERM);
+  EXPECT_EQ(actuator_.count(Op::kFreeze), 0u);  // not frozen: nothing to thaw
+  ASSERT_EQ(action_names(), std::vector<std::string>{"cancel"});
+  EXPECT_EQ(obs().actions[0].at, ms(500));
+  EXPECT_EQ(obs().pids_refused, 600u);
+}
+
+TEST_F(LadderTest, ForkBombTimerResetsWhenTheCallDipsBelowPidsMax) {
+  step(0, pids(64, 10));
+  step(100, pids(64, 20));
+  step(200, pids(64, 30));
+  step(300, pids(63, 30));  // dipped: the pinned timer starts again
+  step(400, pids(64, 40));  // pinned since 400
+  step(600, pids(64, 50));
+  step(800, pids(64, 60));
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+  step(899, pids(64, 70));
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+  step(900, pids(64, 80));
+  EXPECT_TRUE(obs().cancelled_by_ladder);
+  EXPECT_EQ(obs().ladder_termination, Termination::kPidsLimit);
+}
+
+TEST_F(LadderTest, HoldingPidsMaxWithoutRefusedForksIsNotAForkBomb) {
+  // A call that holds exactly pids_max tasks and tries no more is within its grant.
+  for (int t = 0; t <= 2000; t += 100) step(t, pids(64, 0));
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderTest, ForkBombWithQuietSamplesBetweenRefusalsIsStillCancelled) {
+  // bash backs off between failed forks (1s, 2s, ...): a sample without a new refusal while
+  // the call stays pinned does not restart the clock; only dipping below pids_max does.
+  step(0, pids(64, 10));
+  step(100, pids(64, 10));
+  step(300, pids(64, 10));
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+  step(500, pids(64, 20));
+  EXPECT_TRUE(obs().cancelled_by_ladder);
+  EXPECT_EQ(obs().ladder_termination, Termination::kPidsLimit);
+}
+
+TEST_F(LadderTest, NoPidsGrantNoForkBombCancel) {
+  grant_.pids_max.reset();
+  for (int t = 0; t <= 2000; t += 100) step(t, pids(4096, static_cast<uint64_t>(t)));
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+}
+
+// --- observation -------------------------------------------------------------------------
+
+TEST_F(LadderTest, KernelOomKillIsRecorded) {
+  Usage u = memory(100 * kMiB);
+  step(0, u);
+  u.memory_events.oom_kill = 1;
+  step(20, u);
+  ASSERT_EQ(action_names(), std::vector<std::string>{"oom_kill"});
+  EXPECT_EQ(obs().actions[0].at, ms(20));
+  EXPECT_FALSE(obs().actions[0].reason.empty());
+  EXPECT_EQ(obs().oom_kills, 1u);
+  step(40, u);  // the same total: no new event
+  EXPECT_EQ(obs().actions.size(), 1u);
+  u.memory_events.oom_kill = 3;
+  step(60, u);
+  EXPECT_EQ(action_names(), (std::vector<std::string>{"oom_kill", "oom_kill"}));
+  EXPECT_EQ(obs().oom_kills, 3u);
+  // Observed, not acted on.
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderTest, PeaksFromMemoryPeakPidsAndCpuDeltas) {
+  Usage u;
+  u.memory_current = 100 * kMiB;
+  u.memory_peak = 300 * kMiB;  // the kernel saw more between samples
+  u.pids_current = 3;
+  u.cpu_usage_us = 0;
+  step(0, u);
+  EXPECT_EQ(obs().peaks.memory_bytes, 300 * kMiB);
+  EXPECT_EQ(obs().peaks.cpu_cores, 0.0);  // one sample: no rate yet
+
+  u.memory_current = 400 * kMiB;
+  u.memory_peak.reset();  // v1 without max_usage: current only
+  u.pids_current = 9;
+  u.cpu_usage_us = 50'000;  // 50ms of CPU in 100ms
+  step(100, u);
+  EXPECT_EQ(obs().peaks.memory_bytes, 400 * kMiB);
+  EXPECT_EQ(obs().peaks.pids, 9u);
+  EXPECT_DOUBLE_EQ(obs().peaks.cpu_cores, 0.5);
+
+  u.memory_current = 50 * kMiB;
+  u.pids_current = 2;
+  u.cpu_usage_us = 250'000;  // 200ms in 100ms: 2 cores
+  step(200, u);
+  u.cpu_usage_us = 260'000;  // 10ms in 100ms
+  u.cpu_throttled_us = 1234;
+  step(300, u);
+  EXPECT_EQ(obs().peaks.memory_bytes, 400 * kMiB);
+  EXPECT_EQ(obs().peaks.pids, 9u);
+  EXPECT_DOUBLE_EQ(obs().peaks.cpu_cores, 2.0);
+  EXPECT_EQ(obs().cpu_usage_us, 260'000u);
+  EXPECT_EQ(obs().cpu_throttled_us, 1234u);
+  EXPECT_EQ(obs().samples, 4);
+}
+
+TEST_F(LadderTest, ObserveRecordsWithoutActing) {
+  LadderInput in;
+  in.now = ms(5);
+  in.usage = memory(kGiB);
+  in.host_memory_psi = 99.0;
+  ladder().observe(in);
+  EXPECT_EQ(actuator_.size(), 0u);
+  EXPECT_EQ(obs().samples, 1);
+  EXPECT_EQ(obs().peaks.memory_bytes, kGiB);
+}
+
+TEST_F(LadderTest, DisabledLadderObservesButNeverActs) {
+  settings_.enabled = false;
+  step(0, memory(kGiB), 90.0);                 // over throttle_at, host under pressure
+  for (int t = 100; t <= 3000; t += 100) step(t, pids(64, static_cast<uint64_t>(t)), 90.0);
+  Usage oom = memory(kGiB);
+  oom.memory_events.oom_kill = 1;
+  step(3100, oom, 90.0);
+  ladder().finish(ms(4000));
+  EXPECT_EQ(actuator_.size(), 0u);
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+  EXPECT_FALSE(obs().killed_by_ladder);
+  EXPECT_EQ(obs().throttled_for, Duration(0));
+  EXPECT_EQ(obs().frozen_for, Duration(0));
+  // Still observed: peaks and the kernel's OOM kill.
+  EXPECT_EQ(obs().peaks.memory_bytes, kGiB);
+  EXPECT_EQ(obs().peaks.pids, 64u);
+  EXPECT_EQ(obs().oom_kills, 1u);
+  EXPECT_EQ(action_names(), std::vector<std::string>{"oom_kill"});
+  EXPECT_EQ(obs().samples, 32);
+}
+
+}  // namespace
+}  // namespace sandgate::controller
