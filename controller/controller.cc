@@ -143,6 +143,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
     trigger = std::move(t).value();
   else
     spdlog::debug("no pressure trigger for {}: {}", call->cg_.rel, t.error().message());
+  if (auto u = b.read_usage(run.run_); u.ok()) call->run_oom_kills_before_ = u->memory_events.oom_kill;
   call->ladder_ = std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
   monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), std::move(trigger), call->start_);
@@ -161,6 +162,11 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, const provider
     call->ladder_->observe(in);
   }
   call->ladder_->finish(now);
+  uint64_t run_oom_kills = 0;
+  if (call->run_) {
+    if (auto u = b.read_usage(call->run_->run_); u.ok() && u->memory_events.oom_kill > call->run_oom_kills_before_)
+      run_oom_kills = u->memory_events.oom_kill - call->run_oom_kills_before_;
+  }
 
   CallOutcome o;
   o.call_id = call->id_;
@@ -168,6 +174,7 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, const provider
   o.intent = call->intent_;
   o.grant = call->grant_;
   o.observed = call->ladder_->observation();
+  o.observed.run_oom_kills = run_oom_kills;
   o.exit = result.status;
   o.wall = result.wall;
   o.stdout_data = result.stdout_data;

@@ -76,6 +76,7 @@ class CallScope {
   std::unique_ptr<Ladder> ladder_;
   std::chrono::steady_clock::time_point start_;
   RunScope* run_ = nullptr;
+  uint64_t run_oom_kills_before_ = 0;
 };
 
 class Controller {

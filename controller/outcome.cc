@@ -38,6 +38,15 @@ void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
                "time) or declare an intent with a larger memory grant";
     return;
   }
+  if (seen.run_oom_kills > 0 && !o.exit.exited && o.exit.signal == SIGKILL) {
+    o.termination = Termination::kMemoryLimit;
+    o.reason = "the run hit its shared memory limit while this call ran (call peak " +
+               human_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
+    o.retry = RetryAdvice::kRetryWithSmallerScope;
+    o.advice = "the whole run shares one memory limit: do less in one call, or stop other "
+               "memory-hungry work in the run first";
+    return;
+  }
   if (seen.killed_by_ladder || seen.cancelled_by_ladder) {
     o.termination = seen.ladder_termination;
     o.reason = seen.ladder_reason;
@@ -110,6 +119,7 @@ Json to_json(const CallOutcome& o, bool with_output) {
         {"cpu_usage_ms", o.observed.cpu_usage_us / 1000.0},
         {"cpu_throttled_ms", o.observed.cpu_throttled_us / 1000.0},
         {"oom_kills", o.observed.oom_kills},
+        {"run_oom_kills", o.observed.run_oom_kills},
         {"pids_refused", o.observed.pids_refused},
         {"throttled_ms", to_millis(o.observed.throttled_for)},
         {"frozen_ms", to_millis(o.observed.frozen_for)},

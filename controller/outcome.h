@@ -37,6 +37,9 @@ struct CallObservation {
   uint64_t cpu_usage_us = 0;
   uint64_t cpu_throttled_us = 0;
   uint64_t oom_kills = 0;         // kernel OOM kills inside the call's cgroup
+  // OOM kills at the run's ceiling while the call ran (static mode: the run's one limit is
+  // where memory runs out, and the kernel counts the kill there, not in the call's cgroup).
+  uint64_t run_oom_kills = 0;
   uint64_t pids_refused = 0;      // forks refused at pids.max
   Duration throttled_for{0};      // time the ladder held the call throttled
   Duration frozen_for{0};

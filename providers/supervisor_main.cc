@@ -26,6 +26,10 @@ extern char** environ;
 namespace sandgate::providers {
 namespace {
 
+// proc(5): -1000..1000; +500 makes a call's processes the OOM killer's first choice over the
+// supervisor (0) while leaving room for a call to mark its own children as more expendable.
+constexpr char kCallOomScoreAdj[] = "500";
+
 struct ChildError {
   int err;
   char step[48];
@@ -231,6 +235,15 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) child_fail(error_fd, "open /dev/null");
   if (::dup2(null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) child_fail(error_fd, "dup2");
+
+  // When memory runs out above the call (a run's or tenant's shared limit, the host), the
+  // kernel must pick the call, not the supervisor that holds the run together. Raising one's
+  // own oom_score_adj needs no privilege; lowering the supervisor's would need
+  // CAP_SYS_RESOURCE, which even root may lack.
+  if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+    (void)!::write(fd, kCallOomScoreAdj, sizeof kCallOomScoreAdj - 1);
+    ::close(fd);
+  }
 
   char byte;
   if (::read(go, &byte, 1) != 1) ::_exit(127);  // the host never released us

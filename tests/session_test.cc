@@ -193,5 +193,74 @@ TEST_F(SessionTest, LimitsReadBackFromTheKernelMatchTheGrant) {
   controller_->end_call(std::move(scope).value(), providers::ExecResult{});
 }
 
+TEST_F(SessionTest, StaticModeHasOneRunLimitAndStillAttributesTheKill) {
+  SANDGATE_REQUIRE_ROOT();
+  controller::Grant run_limit;
+  run_limit.memory_max = MiB(96);
+  policy_ = controller::static_policy(run_limit);
+  open();
+  ASSERT_TRUE(session_);
+  // compile would grant 2GiB per call; in static mode only the run's 96MiB applies.
+  auto o = call({kTry, "alloc", "256"}, "compile");
+  EXPECT_FALSE(o.grant.memory_max.has_value());
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit) << controller::to_json(o).dump(2);
+  EXPECT_GE(o.observed.peaks.memory_bytes, MiB(32).value);
+  // The run's supervisor shares the one limit, but the kernel took the call (oom_score_adj).
+  EXPECT_TRUE(process_exists(supervisor()));
+}
+
+TEST_F(SessionTest, TenantBudgetBindsAllOfItsRunsAndWeightIsApplied) {
+  SANDGATE_REQUIRE_ROOT();
+  controller::TenantPolicy small;
+  small.cpu_weight = 50;
+  small.memory_budget = GiB(1);  // tightened below, once the runs exist
+  policy_.tenants["small"] = small;
+  open();  // the default tenant's run
+  ASSERT_TRUE(session_);
+  auto p = provider("namespaces");
+  providers::EnvSpec spec;
+  spec.tenant = "small";
+  spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, kTry});
+  auto a = controller::RunSession::open(*controller_, *p, spec);
+  auto b = controller::RunSession::open(*controller_, *p, spec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // The tenant's cgroup carries the weight (v1: shares = weight * 1024 / 100) and budget.
+  std::string tenant_cpu = "/sys/fs/cgroup/cpu/" + root_ + "/small/cpu.shares";
+  if (::access(tenant_cpu.c_str(), F_OK) == 0) {
+    EXPECT_EQ(*read_file(tenant_cpu), "512\n");
+  }
+  // The budget counts the runs' supervisors too (tens of MiB each in a sanitizer build): set
+  // it to what they use now plus 100MiB, so two calls of 60MiB cannot both fit.
+  auto tenant = controller_->backend().create(root_ + "/small", nullptr);
+  ASSERT_TRUE(tenant.ok());
+  auto base = controller_->backend().read_usage(*tenant);
+  ASSERT_TRUE(base.ok());
+  controller::Limits budget;
+  budget.memory_max = Bytes{base->memory_current + MiB(100).value};
+  ASSERT_TRUE(controller_->backend().set_limits(*tenant, budget).ok());
+  // Two runs of the tenant, each within its own grant (test: 64MiB), together past the
+  // budget: one of them is stopped at the tenant's limit.
+  controller::CallOutcome oa, ob;
+  std::thread ta([&] {
+    auto r = (*a)->call({{kTry, "alloc", "60"}, "test"});
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    if (r.ok()) oa = *r;
+  });
+  std::thread tb([&] {
+    auto r = (*b)->call({{kTry, "alloc", "60"}, "test"});
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    if (r.ok()) ob = *r;
+  });
+  ta.join();
+  tb.join();
+  int stopped = (oa.termination == Termination::kMemoryLimit) + (ob.termination == Termination::kMemoryLimit);
+  EXPECT_GE(stopped, 1) << controller::to_json(oa, false).dump(2) << controller::to_json(ob, false).dump(2);
+  // The default tenant is not bound by "small"'s budget.
+  auto d = call({kTry, "alloc", "60"}, "test");
+  EXPECT_EQ(d.termination, Termination::kExited) << controller::to_json(d, false).dump(2);
+  EXPECT_TRUE((*a)->close().ok());
+  EXPECT_TRUE((*b)->close().ok());
+}
+
 }  // namespace
 }  // namespace sandgate::testing
