@@ -83,11 +83,21 @@ TEST(Classify, KilledByAForeignSignal) {
 
 TEST(Classify, Timeout) {
   CallOutcome o = outcome(signalled(SIGKILL));
+  o.wall = std::chrono::seconds(10);  // it used its whole limit
   classify(o, /*timed_out=*/true, false);
   EXPECT_EQ(o.termination, Termination::kTimeout);
   EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope);
   EXPECT_THAT(o.reason, HasSubstr("10s"));
   ExpectOneLineReasonAndAdvice(o);
+}
+
+TEST(Classify, TimeoutBeforeTheCallsOwnLimitIsTheRunsDeadline) {
+  CallOutcome o = outcome(signalled(SIGKILL));
+  o.wall = std::chrono::milliseconds(300);  // well before its 10s
+  classify(o, /*timed_out=*/true, false);
+  EXPECT_EQ(o.termination, Termination::kTimeout);
+  EXPECT_THAT(o.reason, HasSubstr("the run's wall-clock limit"));
+  EXPECT_THAT(o.reason, Not(HasSubstr("10s")));
 }
 
 TEST(Classify, TimeoutWithoutACallTimeoutDoesNotClaimAZeroLimit) {
