@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "core/files.h"
 #include "core/host_paths.h"
 #include "core/log.h"
@@ -211,129 +212,43 @@ BENCHMARK(BM_NamespacesCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesExecOnly)->Apply(configure);
 BENCHMARK(BM_HostDirCreateExecDestroy)->Apply(configure);
 
-// Wraps the display reporter and keeps the median real time of each benchmark, so the ratios
-// come from the very run that was displayed.
-class RatioReporter : public benchmark::BenchmarkReporter {
- public:
-  explicit RatioReporter(std::unique_ptr<benchmark::BenchmarkReporter> display)
-      : display_(std::move(display)) {}
-
-  bool ReportContext(const Context& context) override { return display_->ReportContext(context); }
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      const std::string& name = run.run_name.function_name;
-      if (run.error_occurred) {
-        errors_[name] = run.error_message;
-        continue;
-      }
-      double ms = run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit) * 1e3;
-      if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median") medians_[name] = ms;
-      if (run.run_type == Run::RT_Iteration) samples_[name].push_back(ms);
-    }
-    display_->ReportRuns(runs);
-  }
-
-  void Finalize() override { display_->Finalize(); }
-
-  // Median real time in ms: the median aggregate, or (one repetition, or aggregates not
-  // reported) the median of the individual runs.
-  std::optional<double> median_ms(const std::string& name) const {
-    if (auto it = medians_.find(name); it != medians_.end()) return it->second;
-    auto it = samples_.find(name);
-    if (it == samples_.end() || it->second.empty()) return std::nullopt;
-    std::vector<double> v = it->second;
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  }
-
-  // Returns false if a benchmark failed (so the binary exits non-zero: never pass quietly).
-  bool print_summary(std::ostream& out) const {
-    const char* names[] = {"BM_BareForkExec", "BM_Bwrap", "BM_NamespacesCreateExecDestroy",
-                           "BM_NamespacesExecOnly", "BM_HostDirCreateExecDestroy"};
-    char line[256];
-    out << "\njail_bench summary (median real time per iteration, this run)\n";
-    for (const char* n : names) {
-      if (auto e = errors_.find(n); e != errors_.end()) {
-        out << "  " << n << ": FAILED: " << e->second << "\n";
-      } else if (auto m = median_ms(n)) {
-        std::snprintf(line, sizeof line, "  %-32s %9.3f ms\n", n, *m);
-        out << line;
-      } else {
-        out << "  " << n << ": not run (filtered out)\n";
-      }
-    }
-    auto ratio = [&](const char* label, const char* a, const char* b) {
-      auto x = median_ms(a), y = median_ms(b);
-      if (!x || !y || errors_.count(a) || errors_.count(b) || *y <= 0) return;
-      std::snprintf(line, sizeof line, "  %-40s %7.2fx\n", label, *x / *y);
+// The summary: the medians and the ratios namespaces/bwrap and namespaces/bare, from the same
+// run's results. Returns false if a benchmark failed (so the binary exits non-zero: never pass
+// quietly).
+bool print_summary(const RunCollector& runs, std::ostream& out) {
+  const char* names[] = {"BM_BareForkExec", "BM_Bwrap", "BM_NamespacesCreateExecDestroy",
+                         "BM_NamespacesExecOnly", "BM_HostDirCreateExecDestroy"};
+  char line[256];
+  out << "\njail_bench summary (median real time per iteration, this run)\n";
+  for (const char* n : names) {
+    if (auto e = runs.errors().find(n); e != runs.errors().end()) {
+      out << "  " << n << ": FAILED: " << e->second << "\n";
+    } else if (auto m = runs.median_ms(n)) {
+      std::snprintf(line, sizeof line, "  %-32s %9.3f ms\n", n, *m);
       out << line;
-    };
-    out << "ratios\n";
-    ratio("namespaces/bwrap (create+exec+destroy)", "BM_NamespacesCreateExecDestroy", "BM_Bwrap");
-    ratio("namespaces/bare  (create+exec+destroy)", "BM_NamespacesCreateExecDestroy",
-          "BM_BareForkExec");
-    ratio("namespaces exec-only/bwrap", "BM_NamespacesExecOnly", "BM_Bwrap");
-    ratio("namespaces exec-only/bare", "BM_NamespacesExecOnly", "BM_BareForkExec");
-    ratio("bwrap/bare", "BM_Bwrap", "BM_BareForkExec");
-    ratio("host_dir/bare    (create+exec+destroy)", "BM_HostDirCreateExecDestroy",
-          "BM_BareForkExec");
-    auto ns = median_ms("BM_NamespacesCreateExecDestroy"), bw = median_ms("BM_Bwrap");
-    if (ns && bw && !errors_.count("BM_NamespacesCreateExecDestroy") && !errors_.count("BM_Bwrap"))
-      out << "goal (namespaces no slower than bwrap): " << (*ns <= *bw ? "met" : "NOT met") << "\n";
-    return errors_.empty();
+    } else {
+      out << "  " << n << ": not run (filtered out)\n";
+    }
   }
-
- private:
-  std::unique_ptr<benchmark::BenchmarkReporter> display_;
-  std::map<std::string, double> medians_;
-  std::map<std::string, std::vector<double>> samples_;
-  std::map<std::string, std::string> errors_;
-};
-
-// The display flags Google Benchmark would apply to its own default reporter, which we replace
-// (Initialize() consumes them, so they are read first). Last occurrence wins, as in the library.
-struct DisplayFlags {
-  std::string format = "console";
-  std::string color = "auto";
-  bool tabular = false;
-};
-
-DisplayFlags read_display_flags(int argc, char** argv) {
-  DisplayFlags f;
-  auto value = [](const char* arg, const char* flag) -> const char* {
-    size_t n = std::strlen(flag);
-    if (std::strncmp(arg, flag, n) != 0) return nullptr;
-    if (arg[n] == '=') return arg + n + 1;
-    if (arg[n] == 0) return "true";  // a bare boolean flag
-    return nullptr;
+  auto ratio = [&](const char* label, const char* a, const char* b) {
+    auto x = runs.median_ms(a), y = runs.median_ms(b);
+    if (!x || !y || runs.failed(a) || runs.failed(b) || *y <= 0) return;
+    std::snprintf(line, sizeof line, "  %-40s %7.2fx\n", label, *x / *y);
+    out << line;
   };
-  auto truthy = [](std::string v) {
-    return v == "true" || v == "yes" || v == "1" || v == "t" || v == "y";
-  };
-  for (int i = 1; i < argc; ++i) {
-    if (const char* v = value(argv[i], "--benchmark_format")) f.format = v;
-    if (const char* v = value(argv[i], "--benchmark_color")) f.color = v;
-    if (const char* v = value(argv[i], "--benchmark_counters_tabular")) f.tabular = truthy(v);
-  }
-  return f;
-}
-
-std::unique_ptr<benchmark::BenchmarkReporter> make_display_reporter(const DisplayFlags& f) {
-  if (f.format == "json") return std::make_unique<benchmark::JSONReporter>();
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // deprecated upstream, still a flag
-  if (f.format == "csv") return std::make_unique<benchmark::CSVReporter>();
-#pragma GCC diagnostic pop
-  bool color = f.color == "auto" ? ::isatty(STDOUT_FILENO) && std::getenv("TERM") &&
-                                       std::strcmp(std::getenv("TERM"), "dumb") != 0
-                                 : f.color == "true" || f.color == "yes" || f.color == "1";
-  int opts = benchmark::ConsoleReporter::OO_None;
-  if (color) opts |= benchmark::ConsoleReporter::OO_Color;
-  if (f.tabular) opts |= benchmark::ConsoleReporter::OO_Tabular;
-  return std::make_unique<benchmark::ConsoleReporter>(
-      static_cast<benchmark::ConsoleReporter::OutputOptions>(opts));
+  out << "ratios\n";
+  ratio("namespaces/bwrap (create+exec+destroy)", "BM_NamespacesCreateExecDestroy", "BM_Bwrap");
+  ratio("namespaces/bare  (create+exec+destroy)", "BM_NamespacesCreateExecDestroy",
+        "BM_BareForkExec");
+  ratio("namespaces exec-only/bwrap", "BM_NamespacesExecOnly", "BM_Bwrap");
+  ratio("namespaces exec-only/bare", "BM_NamespacesExecOnly", "BM_BareForkExec");
+  ratio("bwrap/bare", "BM_Bwrap", "BM_BareForkExec");
+  ratio("host_dir/bare    (create+exec+destroy)", "BM_HostDirCreateExecDestroy",
+        "BM_BareForkExec");
+  auto ns = runs.median_ms("BM_NamespacesCreateExecDestroy"), bw = runs.median_ms("BM_Bwrap");
+  if (ns && bw && !runs.failed("BM_NamespacesCreateExecDestroy") && !runs.failed("BM_Bwrap"))
+    out << "goal (namespaces no slower than bwrap): " << (*ns <= *bw ? "met" : "NOT met") << "\n";
+  return runs.errors().empty();
 }
 
 }  // namespace
@@ -349,33 +264,16 @@ int main(int argc, char** argv) {
   // repetition runs at least min_time; the median of the repetitions is what counts. Random
   // interleaving shuffles the repetitions of all benchmarks, so a noisy second on a 2-core VM
   // is shared out instead of landing on one side of the comparison.
-  std::string defaults[] = {"--benchmark_repetitions=7", "--benchmark_min_time=0.5",
-                            "--benchmark_report_aggregates_only=true",
-                            "--benchmark_enable_random_interleaving=true"};
-  std::vector<char*> args(argv, argv + argc);
-  for (auto it = std::rbegin(defaults); it != std::rend(defaults); ++it)
-    args.insert(args.begin() + 1, it->data());
-  int args_count = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  DisplayFlags display = read_display_flags(args_count, args.data());
-  benchmark::Initialize(&args_count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
+  auto display = initialize_with_defaults(
+      argc, argv,
+      {"--benchmark_repetitions=7", "--benchmark_min_time=0.5",
+       "--benchmark_report_aggregates_only=true", "--benchmark_enable_random_interleaving=true"});
+  if (!display) return 1;
 
-  // State and work directories of every run. The directory must be traversable (0711) by the
-  // jail's mapped root (host uid id_map_base), which is not host root and has no DAC override.
-  const char* tmp_base = std::getenv("TMPDIR");
-  std::string tmp_template =
-      std::string(tmp_base && *tmp_base ? tmp_base : "/var/tmp") + "/sandgate-jail-bench.XXXXXX";
-  if (!::mkdtemp(tmp_template.data())) {
-    std::perror(("mkdtemp " + tmp_template).c_str());
-    return 1;
-  }
-  const std::string tmp_dir = tmp_template;
-  if (::chmod(tmp_dir.c_str(), 0711) != 0) {
-    std::perror(("chmod " + tmp_dir).c_str());
-    (void)sandgate::remove_tree(tmp_dir);
-    return 1;
-  }
+  // State and work directories of every run (traversable by the jail's mapped root).
+  auto tmp = make_bench_tmp_dir("sandgate-jail-bench");
+  if (!tmp) return 1;
+  const std::string tmp_dir = *tmp;
   BenchContext context;
   context.paths = sandgate::HostPaths{};
   context.paths.state_dir = tmp_dir + "/state";
@@ -383,11 +281,11 @@ int main(int argc, char** argv) {
   context.bwrap = find_in_path("bwrap");
   g_context = &context;
 
-  RatioReporter reporter(make_display_reporter(display));
+  RunCollector reporter(make_display_reporter(*display));
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   // Console output carries the summary; machine-readable formats keep stdout parseable.
-  bool ok = reporter.print_summary(display.format == "console" ? std::cout : std::cerr);
+  bool ok = print_summary(reporter, display->format == "console" ? std::cout : std::cerr);
 
   int rc = ok ? 0 : 1;
   if (auto s = sandgate::remove_tree(tmp_dir); !s.ok()) {

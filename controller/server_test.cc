@@ -1,0 +1,99 @@
+// The serve protocol's request handling: every malformed or impossible request is a one-line
+// error response, never a crash. (The happy path runs end to end in the orchestrator example.)
+#include "controller/server.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "controller/fake_backend.h"
+#include "core/files.h"
+
+namespace sandgate::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sg-server-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    tmp_ = tmpl;
+    ControllerOptions o;
+    o.paths.state_dir = tmp_ + "/state";
+    o.paths.work_dir = tmp_ + "/work";
+    o.root = "sgtest";
+    o.backend = std::make_unique<testing::FakeBackend>(testing::FakeBackend::all_features(),
+                                                       tmp_ + "/no-such-cgroupfs");
+    o.policy = default_policy();
+    o.policy.required_capabilities = {providers::Capability::kFsIsolated};
+    auto c = Controller::create(std::move(o));
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    controller_ = std::move(c).value();
+    providers::register_builtin_providers(registry_);
+    providers::ProviderOptions popts;
+    popts.allow_unsafe_host = true;
+    server_ = std::make_unique<Server>(*controller_, registry_, popts);
+  }
+  void TearDown() override {
+    server_.reset();
+    controller_.reset();
+    (void)remove_tree(tmp_);
+  }
+  Json ask(const std::string& line) {
+    auto reply = parse_json(server_->handle_line(line), "reply");
+    EXPECT_TRUE(reply.ok());
+    return reply.ok() ? *reply : Json();
+  }
+  std::string tmp_;
+  std::unique_ptr<Controller> controller_;
+  providers::Registry registry_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, MalformedAndUnknownRequestsAreErrors) {
+  Json r = ask("{not json");
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("line 1 column"));
+  r = ask("[1,2]");
+  EXPECT_EQ(r["ok"], false);
+  r = ask(R"({"id":7,"op":"bake"})");
+  EXPECT_EQ(r["id"], 7);
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("unknown op 'bake'"));
+}
+
+TEST_F(ServerTest, ExecAndDestroyNeedAKnownEnvironment) {
+  Json r = ask(R"({"id":1,"op":"exec","env":"nope","argv":["true"]})");
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("no environment 'nope'"));
+  r = ask(R"({"id":2,"op":"exec","argv":["true"]})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("missing \"env\""));
+  r = ask(R"({"id":3,"op":"destroy","env":"nope"})");
+  EXPECT_EQ(r["ok"], false);
+  r = ask(R"({"id":4,"op":"exec","env":5,"argv":["true"]})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("\"env\" must be a string"));
+}
+
+TEST_F(ServerTest, ProvidersLackingThePolicysRequirementsAreDisqualified) {
+  Json r = ask(R"({"id":1,"op":"create","provider":"host_dir"})");
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("disqualified: it lacks fs.isolated"));
+  r = ask(R"({"id":2,"op":"create","provider":"qemu"})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("unknown provider 'qemu'"));
+  r = ask(R"({"id":3,"op":"create","provider":"namespaces","timeout":"30"})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("has no unit"));
+}
+
+TEST_F(ServerTest, ListsProvidersPolicyAndEnvironments) {
+  Json r = ask(R"({"op":"providers"})");
+  ASSERT_EQ(r["ok"], true);
+  EXPECT_EQ(r["providers"].size(), 2u);
+  r = ask(R"({"op":"policy"})");
+  EXPECT_EQ(r["policy"]["schema_version"], 1);
+  r = ask(R"({"op":"list"})");
+  EXPECT_EQ(r["envs"].size(), 0u);
+}
+
+}  // namespace
+}  // namespace sandgate::controller
