@@ -1,5 +1,6 @@
 // sandgate: qualify the sandboxes that run agent-generated code. Wiring only: each subcommand
 // lives in its own file and calls into the libraries.
+#include <signal.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -35,6 +36,14 @@ int fail(const std::string& message) {
 int main(int argc, char** argv) {
   // A provider's supervisor is this binary re-executed; it must not parse the command line.
   if (auto rc = sandgate::providers::maybe_run_supervisor(argc, argv)) return *rc;
+
+  // SIGINT/SIGTERM/SIGHUP are taken through a signalfd (cli/signals.h) so that a run is torn
+  // down before exiting. Block them here, before any thread exists (the controller's monitor
+  // is one): a thread with them unblocked would take the default action and kill us mid-run.
+  sigset_t interrupts;
+  sigemptyset(&interrupts);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&interrupts, sig);
+  sigprocmask(SIG_BLOCK, &interrupts, nullptr);
 
   using namespace sandgate::cli;
   Globals g;

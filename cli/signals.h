@@ -1,5 +1,6 @@
-// SIGINT/SIGTERM as a readable fd: blocked for the process, delivered through a signalfd that
-// calls poll as their cancel_fd, so an interrupted run still tears down everything it made.
+// SIGINT/SIGTERM as a readable fd: blocked for the process (main blocks them before any thread
+// starts), delivered through a signalfd that calls poll as their cancel_fd, so an interrupted
+// run still tears down everything it made.
 #pragma once
 
 #include "core/fd.h"

@@ -1,6 +1,7 @@
 #include "controller/cgroup.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -65,6 +66,26 @@ std::vector<std::string> describe(const CgroupFeatures& f) {
                           "neither cgroup.freeze nor a v1 freezer hierarchy"),
       "atomic kill: " + yes_no(f.atomic_kill, "cgroup.kill", "emulated as freeze + SIGKILL + thaw"),
   };
+}
+
+namespace {
+
+// The default reader: read_usage every time (fakes, and any backend without its own).
+class ReadUsageEachTime final : public UsageReader {
+ public:
+  ReadUsageEachTime(const CgroupBackend& backend, Cgroup cg)
+      : backend_(backend), cg_(std::move(cg)) {}
+  Result<Usage> read(bool) override { return backend_.read_usage(cg_); }
+
+ private:
+  const CgroupBackend& backend_;
+  Cgroup cg_;
+};
+
+}  // namespace
+
+std::unique_ptr<UsageReader> CgroupBackend::usage_reader(const Cgroup& cg) const {
+  return std::make_unique<ReadUsageEachTime>(*this, cg);
 }
 
 Result<std::unique_ptr<CgroupBackend>> make_cgroup_backend(const CgroupLayout& layout) {
@@ -357,14 +378,155 @@ Status poll_until(const std::function<Result<bool>()>& done, Duration bound,
   }
 }
 
-Result<uint64_t> read_u64(const DirFd& dir, const std::string& name) {
-  SG_ASSIGN_OR_RETURN(std::string text, dir.read(name, 256));
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+Result<uint64_t> parse_u64(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    return logic_error("parse", "not an unsigned number: '" + text + "'", dir.child(name));
+    return logic_error("parse", "not an unsigned number: '" + std::string(text) + "'");
   return v;
+}
+
+Status parse_u64_into(std::string_view text, uint64_t& out) {
+  SG_ASSIGN_OR_RETURN(out, parse_u64(text));
+  return {};
+}
+
+Status parse_flat_keyed_into(
+    std::string_view text,
+    std::initializer_list<std::pair<std::string_view, uint64_t*>> fields) {
+  SG_ASSIGN_OR_RETURN(auto m, parse_flat_keyed(text));
+  for (auto [key, out] : fields) {
+    auto it = m.find(std::string(key));
+    *out = it == m.end() ? 0 : it->second;
+  }
+  return {};
+}
+
+std::vector<CounterFile> pids_counter_files(const char* hierarchy) {
+  return {
+      {hierarchy, "pids.current", Tier::kEveryRead, false,
+       [](std::string_view t, Usage& u) { return parse_u64_into(t, u.pids_current); }},
+      {hierarchy, "pids.events", Tier::kEveryRead, false,
+       [](std::string_view t, Usage& u) {
+         return parse_flat_keyed_into(t, {{"max", &u.pids_max_events}});
+       }},
+  };
+}
+
+namespace {
+
+// The directories of a cgroup that its counter files are in, each opened once.
+class CounterDirs {
+ public:
+  explicit CounterDirs(const Cgroup& cg) : cg_(cg) {}
+
+  // Opens `f` in its directory and names its path in `path`; an invalid fd when the file may
+  // be absent and is.
+  Result<UniqueFd> open(const CounterFile& f, std::string& path) {
+    SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg_, f.hierarchy, "read_usage"));
+    auto it = dirs_.find(dir);
+    if (it == dirs_.end()) {
+      SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
+      it = dirs_.emplace(dir, std::move(d)).first;
+    }
+    path = it->second.child(f.name);
+    auto fd = it->second.openat(f.name, O_RDONLY);
+    if (!fd.ok() && f.may_be_absent && fd.error().err == ENOENT) return UniqueFd();
+    return fd;
+  }
+
+ private:
+  const Cgroup& cg_;
+  std::map<std::string, DirFd> dirs_;
+};
+
+// Reads the whole of an open counter file from offset 0 (into `buf`, kept between reads) and
+// parses it into `u`. A read shorter than asked for is the whole text: a cgroup file's text
+// is made at once by its show function (seq_file), a regular file's (the fakes) ends at EOF.
+Status read_counter(int fd, const CounterFile& f, const std::string& path, std::string& buf,
+                    Usage& u) {
+  constexpr size_t kMaxBytes = 1 << 20;
+  if (buf.size() < 4096) buf.resize(4096);
+  size_t len = 0;
+  for (;;) {
+    if (len == buf.size()) {
+      if (buf.size() >= kMaxBytes) return logic_error("read", "larger than 1 MiB", path);
+      buf.resize(buf.size() * 2);
+    }
+    ssize_t n = ::pread(fd, buf.data() + len, buf.size() - len, static_cast<off_t>(len));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("read", path);
+    }
+    len += static_cast<size_t>(n);
+    if (n == 0 || len < buf.size()) break;
+  }
+  auto parsed = f.parse(std::string_view(buf.data(), len), u);
+  if (!parsed.ok()) {
+    Error e = std::move(parsed).error();
+    if (e.path.empty()) e.path = path;
+    return e;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Usage> read_counters(const Cgroup& cg, const std::vector<CounterFile>& files) {
+  CounterDirs dirs(cg);
+  Usage u;
+  std::string buf, path;
+  for (const auto& f : files) {
+    SG_ASSIGN_OR_RETURN(UniqueFd fd, dirs.open(f, path));
+    if (fd.valid()) SG_TRY(read_counter(fd.get(), f, path, buf, u));
+  }
+  return u;
+}
+
+CounterReader::CounterReader(Cgroup cg, CounterFileList list)
+    : cg_(std::move(cg)), list_(std::move(list)) {}
+
+Status CounterReader::open() {
+  SG_ASSIGN_OR_RETURN(auto files, list_(cg_));
+  CounterDirs dirs(cg_);
+  std::vector<OpenFile> opened;
+  opened.reserve(files.size());
+  for (const auto& f : files) {
+    std::string path;
+    SG_ASSIGN_OR_RETURN(UniqueFd fd, dirs.open(f, path));
+    // An absent file stays absent for the cgroup's life (kernel version, PSI off).
+    if (fd.valid()) opened.push_back({f, std::move(path), std::move(fd)});
+  }
+  files_ = std::move(opened);
+  opened_ = true;
+  return {};
+}
+
+Result<Usage> CounterReader::read(bool full) {
+  if (!opened_) {
+    auto s = open();
+    if (!s.ok()) {
+      int err = s.error().err;
+      if (err != EMFILE && err != ENFILE) return std::move(s).error();
+      // No descriptors to keep: read by path this time (a full read), and try again next.
+      if (!warned_)
+        spdlog::warn("cgroup {}: no file descriptors to keep its counters open, reading them "
+                     "by path: {}", cg_.rel, s.error().message());
+      warned_ = true;
+      SG_ASSIGN_OR_RETURN(auto files, list_(cg_));
+      return read_counters(cg_, files);
+    }
+  }
+  // The fields a partial read skips come from a full read, never from a zeroed Usage.
+  if (!last_full_) full = true;
+  Usage u = full ? Usage{} : *last_full_;
+  for (const auto& f : files_) {
+    if (!full && f.file.tier == Tier::kFullOnly) continue;
+    SG_TRY(read_counter(f.fd.get(), f.file, f.path, buf_, u));
+  }
+  if (full) last_full_ = u;
+  return u;
 }
 
 Result<std::map<std::string, uint64_t>> read_flat_keyed(const DirFd& dir, const std::string& name) {

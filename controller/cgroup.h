@@ -69,6 +69,26 @@ struct Cgroup {
                                             // "freezer", "cpuacct") -> absolute directory
 };
 
+// One cgroup's counters, read again and again (the burst monitor's samples). A backend's own
+// reader keeps the control files open and re-reads them with pread at offset 0 (cgroupfs files
+// regenerate their text on each read from offset 0), so a sample costs no path lookup.
+//
+// read(true) reads every counter, as CgroupBackend::read_usage does. read(false) reads only
+// what the ladder acts on at every step: memory_current, memory_events.oom_kill, cpu_usage_us
+// (the peak-rate window needs a fresh value at every step), pids_current and pids_max_events;
+// a backend may refresh more where they share a file (v2 memory.events, cpu.stat). Every other
+// field keeps the value of the last full read, never zero: cpu throttling on v1,
+// memory.failcnt, pressure, and memory_peak (a high-water mark the kernel keeps, so a full read
+// now and then and the last one at the end of a call miss nothing; memory_current covers the
+// samples between). The first read is always a full one. Once the cgroup is
+// removed, reads fail with ENOENT or ENODEV (cgroup_detail::is_gone). Not thread-safe: one
+// reader per reading thread.
+class UsageReader {
+ public:
+  virtual ~UsageReader() = default;
+  virtual Result<Usage> read(bool full) = 0;
+};
+
 class CgroupBackend {
  public:
   virtual ~CgroupBackend() = default;
@@ -101,6 +121,10 @@ class CgroupBackend {
   // cgroup.event_control).
   virtual Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                                    Duration window) = 0;
+  // A reader of `cg`'s counters (see UsageReader); it opens nothing until its first read, so
+  // this cannot fail, and it must not outlive the backend. This default calls read_usage on
+  // every read (full or not), so a fake backend needs nothing more.
+  virtual std::unique_ptr<UsageReader> usage_reader(const Cgroup& cg) const;
 };
 
 // The backend for a layout: kV2, kHybrid or kV1; kNone is an error that says so.

@@ -30,13 +30,20 @@ Status HybridBackend::set_limits(const Cgroup& cg, const Limits& limits) {
   return v1_.set_limits(cg, limits);
 }
 
+Result<std::vector<CounterFile>> HybridBackend::counter_files(const Cgroup& cg) const {
+  SG_TRY(dir_of(cg, "unified", "read_usage"));
+  std::vector<CounterFile> files = v1_.counter_files(cg);
+  for (const auto& f : unified::pressure_files()) files.push_back(f);
+  return files;
+}
+
 Result<Usage> HybridBackend::read_usage(const Cgroup& cg) const {
-  Usage u;
-  SG_TRY(v1_.read_usage(cg, u));
-  SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "unified", "read_usage"));
-  SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
-  SG_TRY(unified::read_pressure(d, u));
-  return u;
+  SG_ASSIGN_OR_RETURN(auto files, counter_files(cg));
+  return read_counters(cg, files);
+}
+
+std::unique_ptr<UsageReader> HybridBackend::usage_reader(const Cgroup& cg) const {
+  return std::make_unique<CounterReader>(cg, [this](const Cgroup& c) { return counter_files(c); });
 }
 
 Status HybridBackend::freeze(const Cgroup& cg, bool frozen) {

@@ -19,6 +19,7 @@ class HybridBackend final : public CgroupBackend {
   Result<Cgroup> create(const std::string& rel, RunState* state) override;
   Status set_limits(const Cgroup& cg, const Limits& limits) override;
   Result<Usage> read_usage(const Cgroup& cg) const override;
+  std::unique_ptr<UsageReader> usage_reader(const Cgroup& cg) const override;
   Status freeze(const Cgroup& cg, bool frozen) override;
   Status kill(const Cgroup& cg) override;
   Status signal(const Cgroup& cg, int sig) override;
@@ -29,6 +30,10 @@ class HybridBackend final : public CgroupBackend {
                                            Duration window) override;
 
  private:
+  // The files read_usage and usage_reader read: V1Hierarchies' counters and the unified
+  // mount's pressure files.
+  Result<std::vector<cgroup_detail::CounterFile>> counter_files(const Cgroup& cg) const;
+
   std::string unified_mount_;
   V1Hierarchies v1_;
   CgroupFeatures features_;

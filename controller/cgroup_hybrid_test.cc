@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <regex>
 
@@ -114,6 +115,57 @@ TEST_F(HybridBackendTest, ReadUsageTakesCountersFromV1AndPressureFromUnified) {
   EXPECT_EQ(u->memory_pressure->some.total_us, 2875401u);
   ASSERT_TRUE(u->cpu_pressure.has_value());
   EXPECT_DOUBLE_EQ(u->cpu_pressure->some.avg10, 12.50);
+}
+
+TEST_F(HybridBackendTest, UsageReaderReadsPressureOnlyOnFullReads) {
+  Cgroup cg = make_call(backend_);
+  auto reader = backend_.usage_reader(cg);
+  auto first = reader->read(/*full=*/true);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  ASSERT_TRUE(first->memory_pressure.has_value());
+  EXPECT_EQ(first->memory_pressure->some.total_us, 2875401u);
+  EXPECT_EQ(first->cpu_throttled_us, 1234567u);
+
+  const std::string unified = cg.dirs.at("unified"), memory = cg.dirs.at("memory");
+  fs_.write_abs(unified + "/memory.pressure",
+                "some avg10=9.00 avg60=1.00 avg300=0.50 total=3000000\n"
+                "full avg10=4.00 avg60=0.50 avg300=0.10 total=1600000\n");
+  fs_.write_abs(cg.dirs.at("cpu") + "/cpu.stat", "nr_throttled 40\nthrottled_time 2000000000\n");
+  fs_.write_abs(memory + "/memory.usage_in_bytes", "50331648\n");
+  fs_.write_abs(memory + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n");
+
+  auto partial = reader->read(false);
+  ASSERT_TRUE(partial.ok()) << partial.error().message();
+  EXPECT_EQ(partial->memory_current, 50331648u);
+  EXPECT_EQ(partial->memory_events.oom_kill, 4u);
+  // The last full read's pressure and throttling, not unset or zero.
+  ASSERT_TRUE(partial->memory_pressure.has_value());
+  EXPECT_EQ(partial->memory_pressure->some.total_us, 2875401u);
+  ASSERT_TRUE(partial->cpu_pressure.has_value());
+  EXPECT_DOUBLE_EQ(partial->cpu_pressure->some.avg10, 12.50);
+  EXPECT_EQ(partial->cpu_throttled_us, 1234567u);
+
+  auto full = reader->read(true);
+  ASSERT_TRUE(full.ok()) << full.error().message();
+  ASSERT_TRUE(full->memory_pressure.has_value());
+  EXPECT_EQ(full->memory_pressure->some.total_us, 3000000u);
+  EXPECT_DOUBLE_EQ(full->memory_pressure->some.avg10, 9.00);
+  EXPECT_EQ(full->cpu_throttled_us, 2000000u);
+  EXPECT_EQ(full->memory_current, 50331648u);
+}
+
+TEST_F(HybridBackendTest, UsageReaderWithoutPsiLeavesPressureUnset) {
+  Cgroup cg = make_call(backend_);
+  for (const char* f : {"memory.pressure", "cpu.pressure"})
+    ASSERT_EQ(::unlink((cg.dirs.at("unified") + "/" + f).c_str()), 0);
+  auto reader = backend_.usage_reader(cg);
+  for (bool full : {true, false, true}) {
+    auto u = reader->read(full);
+    ASSERT_TRUE(u.ok()) << u.error().message();
+    EXPECT_FALSE(u->memory_pressure.has_value());
+    EXPECT_FALSE(u->cpu_pressure.has_value());
+    EXPECT_EQ(u->memory_current, 33554432u);
+  }
 }
 
 TEST_F(HybridBackendTest, FreezeUsesTheUnifiedCgroupFreeze) {

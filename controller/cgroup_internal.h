@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,12 +97,75 @@ bool is_gone(const Error& e);
 Status poll_until(const std::function<Result<bool>()>& done, Duration bound,
                   const std::string& what, const std::string& path);
 
-// Reads a file of one unsigned number ("max" is an error: callers that accept it check first).
-Result<uint64_t> read_u64(const DirFd& dir, const std::string& name);
+// One unsigned number, trailing newline or blanks allowed ("max" is an error: callers that
+// accept it check first). Errors have no path (read_counters adds the file's).
+Result<uint64_t> parse_u64(std::string_view text);
+Status parse_u64_into(std::string_view text, uint64_t& out);
+// parse_flat_keyed, then the value of each key (0 when absent: older kernels lack newer keys)
+// into its field.
+Status parse_flat_keyed_into(std::string_view text,
+                             std::initializer_list<std::pair<std::string_view, uint64_t*>> fields);
 // parse_flat_keyed on a control file, naming it on error.
 Result<std::map<std::string, uint64_t>> read_flat_keyed(const DirFd& dir, const std::string& name);
 // A key of a flat-keyed map, 0 when absent (older kernels lack newer keys).
 uint64_t value_or_zero(const std::map<std::string, uint64_t>& m, const std::string& key);
+
+// ---- Usage: which control files hold a cgroup's counters, and reading them -------------------
+//
+// Each backend describes its counters as a list of CounterFiles (which hierarchy's directory,
+// which file, how often, how it is parsed); read_counters reads such a list once for
+// CgroupBackend::read_usage, and CounterReader keeps it open for CgroupBackend::usage_reader.
+// The three backends differ only in their lists.
+
+// Which reads of a UsageReader read a file: every one, or only full ones.
+enum class Tier { kEveryRead, kFullOnly };
+
+struct CounterFile {
+  const char* hierarchy;  // key of Cgroup::dirs
+  const char* name;       // "memory.current"
+  Tier tier;
+  // ENOENT leaves its fields unset instead of failing (memory.peak before Linux 5.19, the
+  // pressure files without PSI).
+  bool may_be_absent;
+  // The file's whole text into the fields it holds; the error is given the file's path.
+  Status (*parse)(std::string_view text, Usage& usage);
+};
+
+// The counter files of a cgroup; may read the cgroup (v2: its cgroup.controllers).
+using CounterFileList = std::function<Result<std::vector<CounterFile>>(const Cgroup& cg)>;
+
+// Every file of `files` opened, read and closed in turn, into a fresh Usage.
+Result<Usage> read_counters(const Cgroup& cg, const std::vector<CounterFile>& files);
+
+// The UsageReader of every backend: on its first read it lists and opens the files (each
+// directory opened once) and keeps them open; each read preads the files its tier needs from
+// offset 0 into the last full Usage. When the process is out of file descriptors (EMFILE,
+// ENFILE) it falls back to read_counters, full every time, rather than leave the call
+// unwatched.
+class CounterReader final : public UsageReader {
+ public:
+  CounterReader(Cgroup cg, CounterFileList list);
+  Result<Usage> read(bool full) override;
+
+ private:
+  struct OpenFile {
+    CounterFile file;
+    std::string path;
+    UniqueFd fd;
+  };
+  Status open();
+
+  Cgroup cg_;
+  CounterFileList list_;
+  std::vector<OpenFile> files_;
+  bool opened_ = false;
+  bool warned_ = false;  // about running out of file descriptors
+  std::optional<Usage> last_full_;
+  std::string buf_;
+};
+
+// pids.current and pids.events "max", read every time: the same files on v1 and v2.
+std::vector<CounterFile> pids_counter_files(const char* hierarchy);
 
 // The cpu bandwidth every backend writes: a 100 ms period (the kernel default,
 // Documentation/scheduler/sched-bwc.rst) and the quota for `cores` of it, at least the

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "controller/cgroup.h"
+#include "controller/cgroup_internal.h"
 #include "controller/cgroup_layout.h"
 #include "controller/cgroup_v1.h"
 #include "controller/cgroup_v2.h"
@@ -374,6 +375,49 @@ TEST_P(RealCgroupTest, MemoryTouchedByTheChildIsCounted) {
     EXPECT_GE(*u.memory_peak, u.memory_current);
   }
   EXPECT_GE(u.pids_current, 1u);
+}
+
+// The monitor's reader on the kernel's own files: opened once, re-read with pread, it sees the
+// counters move; once the cgroup is removed, its reads fail as gone (ENOENT / ENODEV).
+TEST_P(RealCgroupTest, AUsageReaderSeesMemoryGrowWhileTheChildTouchesIt) {
+  Cgroup cg = make("call-1");
+  auto reader = backend_->usage_reader(cg);
+  ASSERT_NE(reader, nullptr);
+  auto before = reader->read(/*full=*/true);
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  EXPECT_LT(before->memory_current, MiB(30).value);
+  BlockedChild* c = spawn_in(cg, Action::kTouch, 32);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->report(std::chrono::seconds(10)), 't');
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  Usage u;
+  int reads = 0;
+  for (;;) {
+    auto r = reader->read(/*full=*/++reads % 5 == 0);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    u = *r;
+    if (u.memory_current >= MiB(30).value || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(u.memory_current, MiB(30).value);
+  EXPECT_GT(u.memory_current, before->memory_current);
+  EXPECT_GE(u.pids_current, 1u);
+  // The peak is read on full reads (the kernel keeps it): one now has seen the growth.
+  auto full = reader->read(/*full=*/true);
+  ASSERT_TRUE(full.ok()) << full.error().message();
+  if (backend_->features().memory_peak) {
+    ASSERT_TRUE(full->memory_peak.has_value());
+    EXPECT_GE(*full->memory_peak, full->memory_current);
+    EXPECT_GE(*full->memory_peak, MiB(30).value);
+  }
+  // The open files do not keep the cgroup from being removed; the reader then says it is gone.
+  ASSERT_TRUE(backend_->remove(cg).ok());
+  for (const auto& [h, dir] : cg.dirs) EXPECT_FALSE(exists(dir)) << dir;
+  for (bool full : {false, true}) {
+    auto gone = reader->read(full);
+    ASSERT_FALSE(gone.ok());
+    EXPECT_TRUE(cgroup_detail::is_gone(gone.error())) << gone.error().message();
+  }
 }
 
 TEST_P(RealCgroupTest, ACpuSpinnerOverItsQuotaIsThrottled) {

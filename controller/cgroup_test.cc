@@ -7,6 +7,7 @@
 
 #include "controller/cgroup_fake_fs.h"
 #include "controller/cgroup_internal.h"
+#include "controller/fake_backend.h"
 
 namespace sandgate::controller {
 namespace {
@@ -43,6 +44,35 @@ TEST(ParseFlatKeyed, ReadsTheKernelSnapshots) {
     ASSERT_TRUE(text.ok()) << f;
     EXPECT_TRUE(parse_flat_keyed(*text).ok()) << f;
   }
+}
+
+// A backend without a reader of its own (the fakes): every read, full or not, is read_usage.
+TEST(DefaultUsageReader, ReadsUsageEveryTime) {
+  testing::FakeBackend backend(testing::FakeBackend::all_features(), "/nonexistent-sandgate-fake");
+  auto cg = backend.create("r1/call-1", nullptr);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  Usage a, b;
+  a.memory_current = 1;
+  b.memory_current = 2;
+  backend.script("r1/call-1", {a, b});
+  auto reader = backend.usage_reader(*cg);
+  auto first = reader->read(true);
+  auto second = reader->read(false);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->memory_current, 1u);
+  EXPECT_EQ(second->memory_current, 2u);
+  EXPECT_EQ(backend.reads("r1/call-1"), 2);
+  ASSERT_TRUE(backend.remove(*cg).ok());
+  auto gone = reader->read(false);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_TRUE(cgroup_detail::is_gone(gone.error()));
+}
+
+TEST(ParseU64, TakesOneNumberAndATrailingNewline) {
+  EXPECT_EQ(cgroup_detail::parse_u64("42\n").value(), 42u);
+  EXPECT_EQ(cgroup_detail::parse_u64("0").value(), 0u);
+  for (const char* bad : {"", "\n", "max\n", "-1", "4 2"})
+    EXPECT_FALSE(cgroup_detail::parse_u64(bad).ok()) << bad;
 }
 
 TEST(DescribeFeatures, SaysWhatIsMissingAndWhy) {

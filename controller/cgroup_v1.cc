@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 namespace sandgate::controller {
@@ -94,40 +95,43 @@ Status V1Hierarchies::set_limits(const Cgroup& cg, const Limits& limits) const {
   return {};
 }
 
-Status V1Hierarchies::read_usage(const Cgroup& cg, Usage& u) const {
-  auto open = [&](const char* hierarchy) -> Result<std::optional<DirFd>> {
-    auto it = cg.dirs.find(hierarchy);
-    if (it == cg.dirs.end()) return std::optional<DirFd>();
-    SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(it->second));
-    return std::optional<DirFd>(std::move(d));
+std::vector<CounterFile> V1Hierarchies::counter_files(const Cgroup& cg) const {
+  static const CounterFile kFiles[] = {
+      {"memory", "memory.usage_in_bytes", Tier::kEveryRead, false,
+       [](std::string_view t, Usage& u) { return parse_u64_into(t, u.memory_current); }},
+      // A high-water mark the kernel keeps: a full read's is never behind on what matters.
+      {"memory", "memory.max_usage_in_bytes", Tier::kFullOnly, false,
+       [](std::string_view t, Usage& u) -> Status {
+         SG_ASSIGN_OR_RETURN(u.memory_peak, parse_u64(t));
+         return {};
+       }},
+      // failcnt: how often the usage hit the limit, the nearest v1 has to memory.events "max".
+      {"memory", "memory.failcnt", Tier::kFullOnly, false,
+       [](std::string_view t, Usage& u) { return parse_u64_into(t, u.memory_events.max); }},
+      {"memory", "memory.oom_control", Tier::kEveryRead, false,
+       [](std::string_view t, Usage& u) {
+         return parse_flat_keyed_into(t, {{"oom_kill", &u.memory_events.oom_kill}});  // 4.13
+       }},
+      {"cpu", "cpu.stat", Tier::kFullOnly, false,
+       [](std::string_view t, Usage& u) -> Status {
+         uint64_t throttled_ns = 0;
+         SG_TRY(parse_flat_keyed_into(
+             t, {{"nr_throttled", &u.cpu_nr_throttled}, {"throttled_time", &throttled_ns}}));
+         u.cpu_throttled_us = throttled_ns / 1000;
+         return {};
+       }},
+      {"cpuacct", "cpuacct.usage", Tier::kEveryRead, false,
+       [](std::string_view t, Usage& u) -> Status {
+         SG_ASSIGN_OR_RETURN(uint64_t ns, parse_u64(t));
+         u.cpu_usage_us = ns / 1000;
+         return {};
+       }},
   };
-  SG_ASSIGN_OR_RETURN(auto memory, open("memory"));
-  if (memory) {
-    SG_ASSIGN_OR_RETURN(u.memory_current, read_u64(*memory, "memory.usage_in_bytes"));
-    SG_ASSIGN_OR_RETURN(u.memory_peak, read_u64(*memory, "memory.max_usage_in_bytes"));
-    // failcnt: how often the usage hit the limit, the nearest v1 has to memory.events "max".
-    SG_ASSIGN_OR_RETURN(u.memory_events.max, read_u64(*memory, "memory.failcnt"));
-    SG_ASSIGN_OR_RETURN(auto oom, read_flat_keyed(*memory, "memory.oom_control"));
-    u.memory_events.oom_kill = value_or_zero(oom, "oom_kill");  // Linux 4.13
-  }
-  SG_ASSIGN_OR_RETURN(auto cpu, open("cpu"));
-  if (cpu) {
-    SG_ASSIGN_OR_RETURN(auto stat, read_flat_keyed(*cpu, "cpu.stat"));
-    u.cpu_nr_throttled = value_or_zero(stat, "nr_throttled");
-    u.cpu_throttled_us = value_or_zero(stat, "throttled_time") / 1000;  // ns
-  }
-  SG_ASSIGN_OR_RETURN(auto cpuacct, open("cpuacct"));
-  if (cpuacct) {
-    SG_ASSIGN_OR_RETURN(uint64_t ns, read_u64(*cpuacct, "cpuacct.usage"));
-    u.cpu_usage_us = ns / 1000;
-  }
-  SG_ASSIGN_OR_RETURN(auto pids, open("pids"));
-  if (pids) {
-    SG_ASSIGN_OR_RETURN(u.pids_current, read_u64(*pids, "pids.current"));
-    SG_ASSIGN_OR_RETURN(auto events, read_flat_keyed(*pids, "pids.events"));
-    u.pids_max_events = value_or_zero(events, "max");
-  }
-  return {};
+  std::vector<CounterFile> files(std::begin(kFiles), std::end(kFiles));
+  for (const auto& f : pids_counter_files("pids")) files.push_back(f);
+  // A hierarchy the layout lacks leaves its counters at zero.
+  std::erase_if(files, [&](const CounterFile& f) { return !cg.dirs.count(f.hierarchy); });
+  return files;
 }
 
 Result<UniqueFd> V1Hierarchies::pressure_level_eventfd(const Cgroup& cg) const {
@@ -191,10 +195,17 @@ Status V1Backend::set_limits(const Cgroup& cg, const Limits& limits) {
   return v1_.set_limits(cg, limits);
 }
 
+Result<std::vector<CounterFile>> V1Backend::counter_files(const Cgroup& cg) const {
+  return v1_.counter_files(cg);
+}
+
 Result<Usage> V1Backend::read_usage(const Cgroup& cg) const {
-  Usage u;
-  SG_TRY(v1_.read_usage(cg, u));
-  return u;
+  SG_ASSIGN_OR_RETURN(auto files, counter_files(cg));
+  return read_counters(cg, files);
+}
+
+std::unique_ptr<UsageReader> V1Backend::usage_reader(const Cgroup& cg) const {
+  return std::make_unique<CounterReader>(cg, [this](const Cgroup& c) { return counter_files(c); });
 }
 
 Status V1Backend::freeze(const Cgroup& cg, bool frozen) {

@@ -32,10 +32,12 @@ class V1Hierarchies {
   // memory_max, cpu_cores, cpu_weight, pids_max; memory_high is an error naming it (v1 has no
   // soft limit the kernel throttles at). Every field is checked before any is written.
   Status set_limits(const Cgroup& cg, const Limits& limits) const;
-  // Memory, cpu, cpuacct and pids counters into `usage`; a hierarchy the layout lacks leaves
-  // its counters at zero. v1 counts no memory.high or plain OOM events: memory_events.max is
-  // memory.failcnt, memory_events.oom_kill is memory.oom_control "oom_kill".
-  Status read_usage(const Cgroup& cg, Usage& usage) const;
+  // The memory, cpu, cpuacct and pids counter files of `cg` (for read_counters and
+  // CounterReader); a hierarchy the cgroup lacks leaves its counters at zero. v1 counts no
+  // memory.high or plain OOM events: memory_events.max is memory.failcnt,
+  // memory_events.oom_kill is memory.oom_control "oom_kill". Full reads only: memory.failcnt
+  // and cpu.stat (throttling).
+  std::vector<cgroup_detail::CounterFile> counter_files(const Cgroup& cg) const;
   // An eventfd registered for memory.pressure_level "medium" through cgroup.event_control
   // (Documentation/admin-guide/cgroup-v1/memory.rst, "Memory Pressure").
   Result<UniqueFd> pressure_level_eventfd(const Cgroup& cg) const;
@@ -56,6 +58,7 @@ class V1Backend final : public CgroupBackend {
   Result<Cgroup> create(const std::string& rel, RunState* state) override;
   Status set_limits(const Cgroup& cg, const Limits& limits) override;
   Result<Usage> read_usage(const Cgroup& cg) const override;
+  std::unique_ptr<UsageReader> usage_reader(const Cgroup& cg) const override;
   Status freeze(const Cgroup& cg, bool frozen) override;
   Status kill(const Cgroup& cg) override;
   Status signal(const Cgroup& cg, int sig) override;
@@ -67,6 +70,9 @@ class V1Backend final : public CgroupBackend {
                                            Duration window) override;
 
  private:
+  // The files read_usage and usage_reader read: V1Hierarchies' counters.
+  Result<std::vector<cgroup_detail::CounterFile>> counter_files(const Cgroup& cg) const;
+
   V1Hierarchies v1_;
   CgroupFeatures features_;
 };

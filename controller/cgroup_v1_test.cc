@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <regex>
 
@@ -178,6 +179,91 @@ TEST_F(V1BackendTest, ReadUsageOfAComountedCpuDirectory) {
   ASSERT_TRUE(cg.ok());
   fs.populate(*cg);
   auto u = backend.read_usage(*cg);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_EQ(u->cpu_usage_us, 98765432u);
+  EXPECT_EQ(u->cpu_nr_throttled, 37u);
+}
+
+// The monitor's reader: the files stay open, every read sees what the kernel (here the test)
+// wrote since, and a partial read leaves the full-only counters at their last full values.
+TEST_F(V1BackendTest, UsageReaderSeesNewValuesAndPartialReadsKeepFullOnlyOnes) {
+  Cgroup cg = make_call(backend_);
+  auto reader = backend_.usage_reader(cg);
+  ASSERT_NE(reader, nullptr);
+  auto first = reader->read(/*full=*/false);  // the first read is a full one anyway
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  EXPECT_EQ(first->memory_current, 33554432u);
+  EXPECT_EQ(first->memory_events.max, 5u);
+  EXPECT_EQ(first->cpu_nr_throttled, 37u);
+  EXPECT_EQ(first->cpu_throttled_us, 1234567u);
+
+  auto put = [&](const char* h, const char* f, const std::string& text) {
+    fs_.write_abs(cg.dirs.at(h) + "/" + f, text);
+  };
+  put("memory", "memory.usage_in_bytes", "50331648\n");
+  put("memory", "memory.max_usage_in_bytes", "83886080\n");
+  put("memory", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+  put("memory", "memory.failcnt", "6\n");
+  put("cpuacct", "cpuacct.usage", "99000000000\n");
+  put("cpu", "cpu.stat", "nr_periods 500\nnr_throttled 40\nthrottled_time 2000000000\n");
+  put("pids", "pids.current", "5\n");
+  put("pids", "pids.events", "max 8\n");
+
+  auto partial = reader->read(false);
+  ASSERT_TRUE(partial.ok()) << partial.error().message();
+  EXPECT_EQ(partial->memory_current, 50331648u);
+  EXPECT_EQ(partial->memory_events.oom_kill, 3u);
+  EXPECT_EQ(partial->cpu_usage_us, 99000000u);
+  EXPECT_EQ(partial->pids_current, 5u);
+  EXPECT_EQ(partial->pids_max_events, 8u);
+  // Full reads only: still the first read's values, not zero.
+  EXPECT_EQ(partial->memory_peak, 67108864u);
+  EXPECT_EQ(partial->memory_events.max, 5u);
+  EXPECT_EQ(partial->cpu_nr_throttled, 37u);
+  EXPECT_EQ(partial->cpu_throttled_us, 1234567u);
+
+  auto full = reader->read(true);
+  ASSERT_TRUE(full.ok()) << full.error().message();
+  EXPECT_EQ(full->memory_events.max, 6u);
+  EXPECT_EQ(full->memory_peak, 83886080u);
+  EXPECT_EQ(full->cpu_nr_throttled, 40u);
+  EXPECT_EQ(full->cpu_throttled_us, 2000000u);
+  EXPECT_EQ(full->memory_current, 50331648u);
+  // The same as a read_usage of the cgroup.
+  auto once = backend_.read_usage(cg);
+  ASSERT_TRUE(once.ok()) << once.error().message();
+  EXPECT_EQ(once->memory_events.max, 6u);
+  EXPECT_EQ(once->cpu_usage_us, full->cpu_usage_us);
+  EXPECT_EQ(once->memory_peak, full->memory_peak);
+}
+
+TEST_F(V1BackendTest, UsageReaderKeepsItsFilesOpen) {
+  Cgroup cg = make_call(backend_);
+  auto reader = backend_.usage_reader(cg);
+  ASSERT_TRUE(reader->read(true).ok());
+  // Gone by path, still read through the open fd: no path lookup per sample.
+  std::string usage = cg.dirs.at("memory") + "/memory.usage_in_bytes";
+  ASSERT_EQ(::unlink(usage.c_str()), 0);
+  EXPECT_FALSE(backend_.read_usage(cg).ok());
+  auto u = reader->read(false);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_EQ(u->memory_current, 33554432u);
+}
+
+TEST_F(V1BackendTest, AReaderOfAMissingCgroupFailsAsGone) {
+  Cgroup cg{"gone", {{"memory", fs_.path("v1/memory/gone")}}};
+  auto u = backend_.usage_reader(cg)->read(false);
+  ASSERT_FALSE(u.ok());
+  EXPECT_TRUE(cgroup_detail::is_gone(u.error())) << u.error().message();
+}
+
+TEST_F(V1BackendTest, UsageReaderOfAComountedCpuDirectory) {
+  FakeCgroupFs fs;
+  V1Backend backend(fs.v1_layout(/*comount_cpu=*/true));
+  auto cg = backend.create("c", nullptr);
+  ASSERT_TRUE(cg.ok());
+  fs.populate(*cg);
+  auto u = backend.usage_reader(*cg)->read(true);
   ASSERT_TRUE(u.ok()) << u.error().message();
   EXPECT_EQ(u->cpu_usage_us, 98765432u);
   EXPECT_EQ(u->cpu_nr_throttled, 37u);

@@ -143,19 +143,19 @@ Result<UniqueFd> pressure_trigger(const std::string& dir, const std::string& fil
   return fd;
 }
 
-Status read_pressure(const DirFd& dir, Usage& usage) {
-  for (auto [file, out] : {std::pair{"memory.pressure", &usage.memory_pressure},
-                           std::pair{"cpu.pressure", &usage.cpu_pressure}}) {
-    auto text = dir.read(file);
-    if (!text.ok()) {
-      if (text.error().err == ENOENT) continue;  // no PSI: absent, not zero
-      return std::move(text).error();
-    }
-    auto p = parse_pressure(*text);
-    if (!p.ok()) return std::move(p).error().context_add("reading " + dir.child(file));
-    *out = *p;
-  }
-  return {};
+std::vector<CounterFile> pressure_files() {
+  return {
+      {"unified", "memory.pressure", Tier::kFullOnly, true,
+       [](std::string_view t, Usage& u) -> Status {
+         SG_ASSIGN_OR_RETURN(u.memory_pressure, parse_pressure(t));
+         return {};
+       }},
+      {"unified", "cpu.pressure", Tier::kFullOnly, true,
+       [](std::string_view t, Usage& u) -> Status {
+         SG_ASSIGN_OR_RETURN(u.cpu_pressure, parse_pressure(t));
+         return {};
+       }},
+  };
 }
 
 }  // namespace unified
@@ -213,34 +213,54 @@ Status V2Backend::set_limits(const Cgroup& cg, const Limits& limits) {
   return {};
 }
 
-Result<Usage> V2Backend::read_usage(const Cgroup& cg) const {
+Result<std::vector<CounterFile>> V2Backend::counter_files(const Cgroup& cg) const {
+  // What the ladder acts on is read every time; the kernel-kept peak and pressure wait for a
+  // full read.
+  static const std::pair<const char*, CounterFile> kFiles[] = {
+      {"memory",
+       {"unified", "memory.current", Tier::kEveryRead, false,
+        [](std::string_view t, Usage& u) { return parse_u64_into(t, u.memory_current); }}},
+      {"memory",
+       {"unified", "memory.peak", Tier::kFullOnly, /*may_be_absent=*/true,  // Linux 5.19
+        [](std::string_view t, Usage& u) -> Status {
+          SG_ASSIGN_OR_RETURN(u.memory_peak, parse_u64(t));
+          return {};
+        }}},
+      {"memory",
+       {"unified", "memory.events", Tier::kEveryRead, false,
+        [](std::string_view t, Usage& u) {
+          MemoryEvents& e = u.memory_events;
+          return parse_flat_keyed_into(
+              t, {{"high", &e.high}, {"max", &e.max}, {"oom", &e.oom}, {"oom_kill", &e.oom_kill}});
+        }}},
+      // cpu.stat is always there (usage); the throttling keys only with the cpu controller.
+      {nullptr,
+       {"unified", "cpu.stat", Tier::kEveryRead, false,
+        [](std::string_view t, Usage& u) {
+          return parse_flat_keyed_into(t, {{"usage_usec", &u.cpu_usage_us},
+                                           {"throttled_usec", &u.cpu_throttled_us},
+                                           {"nr_throttled", &u.cpu_nr_throttled}});
+        }}},
+  };
   SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "unified", "read_usage"));
   SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
   SG_ASSIGN_OR_RETURN(auto controllers, read_words(d, "cgroup.controllers"));
-  Usage u;
-  if (controllers.count("memory")) {
-    SG_ASSIGN_OR_RETURN(u.memory_current, read_u64(d, "memory.current"));
-    if (auto peak = read_u64(d, "memory.peak"); peak.ok()) {
-      u.memory_peak = *peak;
-    } else if (peak.error().err != ENOENT) {  // before 5.19 there is none
-      return std::move(peak).error();
-    }
-    SG_ASSIGN_OR_RETURN(auto events, read_flat_keyed(d, "memory.events"));
-    u.memory_events = {value_or_zero(events, "high"), value_or_zero(events, "max"),
-                       value_or_zero(events, "oom"), value_or_zero(events, "oom_kill")};
-  }
-  // cpu.stat is always there (usage); the throttling keys only with the cpu controller.
-  SG_ASSIGN_OR_RETURN(auto cpu, read_flat_keyed(d, "cpu.stat"));
-  u.cpu_usage_us = value_or_zero(cpu, "usage_usec");
-  u.cpu_throttled_us = value_or_zero(cpu, "throttled_usec");
-  u.cpu_nr_throttled = value_or_zero(cpu, "nr_throttled");
-  if (controllers.count("pids")) {
-    SG_ASSIGN_OR_RETURN(u.pids_current, read_u64(d, "pids.current"));
-    SG_ASSIGN_OR_RETURN(auto events, read_flat_keyed(d, "pids.events"));
-    u.pids_max_events = value_or_zero(events, "max");
-  }
-  SG_TRY(unified::read_pressure(d, u));
-  return u;
+  std::vector<CounterFile> files;
+  for (const auto& [controller, f] : kFiles)
+    if (!controller || controllers.count(controller)) files.push_back(f);
+  if (controllers.count("pids"))
+    for (const auto& f : pids_counter_files("unified")) files.push_back(f);
+  for (const auto& f : unified::pressure_files()) files.push_back(f);
+  return files;
+}
+
+Result<Usage> V2Backend::read_usage(const Cgroup& cg) const {
+  SG_ASSIGN_OR_RETURN(auto files, counter_files(cg));
+  return read_counters(cg, files);
+}
+
+std::unique_ptr<UsageReader> V2Backend::usage_reader(const Cgroup& cg) const {
+  return std::make_unique<CounterReader>(cg, [this](const Cgroup& c) { return counter_files(c); });
 }
 
 Status V2Backend::freeze(const Cgroup& cg, bool frozen) {

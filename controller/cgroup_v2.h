@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "controller/cgroup.h"
 #include "controller/cgroup_internal.h"
@@ -34,8 +35,9 @@ Status check_trigger(Duration stall, Duration window, bool any_window);
 // written to it (Documentation/accounting/psi.rst); the fd polls POLLPRI when crossed.
 Result<UniqueFd> pressure_trigger(const std::string& dir, const std::string& file, Duration stall,
                                   Duration window);
-// memory.pressure and cpu.pressure of `dir` into `usage`; a missing file leaves them unset.
-Status read_pressure(const DirFd& dir, Usage& usage);
+// memory.pressure and cpu.pressure of the "unified" directory, full reads only (the ladder acts
+// on the host's pressure, not the call's); a missing file (no PSI) leaves them unset.
+std::vector<cgroup_detail::CounterFile> pressure_files();
 
 }  // namespace unified
 
@@ -48,6 +50,7 @@ class V2Backend final : public CgroupBackend {
   Result<Cgroup> create(const std::string& rel, RunState* state) override;
   Status set_limits(const Cgroup& cg, const Limits& limits) override;
   Result<Usage> read_usage(const Cgroup& cg) const override;
+  std::unique_ptr<UsageReader> usage_reader(const Cgroup& cg) const override;
   Status freeze(const Cgroup& cg, bool frozen) override;
   Status kill(const Cgroup& cg) override;
   Status signal(const Cgroup& cg, int sig) override;
@@ -58,6 +61,10 @@ class V2Backend final : public CgroupBackend {
                                            Duration window) override;
 
  private:
+  // The files read_usage and usage_reader read: those of the controllers the cgroup has (its
+  // cgroup.controllers, read once per reader) and the pressure files.
+  Result<std::vector<cgroup_detail::CounterFile>> counter_files(const Cgroup& cg) const;
+
   CgroupLayout layout_;
   CgroupFeatures features_;
 };

@@ -198,6 +198,79 @@ TEST_F(V2BackendTest, ReadUsageNamesAMalformedFile) {
   EXPECT_THAT(u.error().message(), HasSubstr("line 2"));
 }
 
+TEST_F(V2BackendTest, UsageReaderSeesNewValuesAndPartialReadsKeepPeakAndPressure) {
+  Cgroup cg = make_call();
+  auto reader = backend_.usage_reader(cg);
+  auto first = reader->read(/*full=*/false);  // the first read is a full one anyway
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  EXPECT_EQ(first->memory_current, 41943040u);
+  ASSERT_TRUE(first->memory_pressure.has_value());
+  EXPECT_EQ(first->memory_pressure->some.total_us, 2875401u);
+
+  const std::string d = cg.dirs.at("unified");
+  fs_.write_abs(d + "/memory.current", "52428800\n");
+  fs_.write_abs(d + "/memory.peak", "157286400\n");
+  fs_.write_abs(d + "/memory.events", "low 0\nhigh 13\nmax 35\noom 4\noom_kill 2\n");
+  fs_.write_abs(d + "/cpu.stat", "usage_usec 5000000\nnr_throttled 46\nthrottled_usec 990000\n");
+  fs_.write_abs(d + "/pids.current", "6\n");
+  fs_.write_abs(d + "/pids.events", "max 10\n");
+  fs_.write_abs(d + "/memory.pressure",
+                "some avg10=9.00 avg60=1.00 avg300=0.50 total=3000000\n"
+                "full avg10=4.00 avg60=0.50 avg300=0.10 total=1600000\n");
+
+  auto partial = reader->read(false);
+  ASSERT_TRUE(partial.ok()) << partial.error().message();
+  EXPECT_EQ(partial->memory_current, 52428800u);
+  EXPECT_EQ(partial->memory_events.oom_kill, 2u);
+  EXPECT_EQ(partial->memory_events.high, 13u);  // the same file
+  EXPECT_EQ(partial->cpu_usage_us, 5000000u);
+  EXPECT_EQ(partial->cpu_throttled_us, 990000u);  // the same file
+  EXPECT_EQ(partial->pids_current, 6u);
+  EXPECT_EQ(partial->pids_max_events, 10u);
+  // The peak and pressure are read on full reads only: the last full read's, not unset.
+  EXPECT_EQ(partial->memory_peak, 136314880u);
+  ASSERT_TRUE(partial->memory_pressure.has_value());
+  EXPECT_EQ(partial->memory_pressure->some.total_us, 2875401u);
+  ASSERT_TRUE(partial->cpu_pressure.has_value());
+  EXPECT_EQ(partial->cpu_pressure->some.total_us, 91133212u);
+
+  auto full = reader->read(true);
+  ASSERT_TRUE(full.ok()) << full.error().message();
+  ASSERT_TRUE(full->memory_pressure.has_value());
+  EXPECT_EQ(full->memory_pressure->some.total_us, 3000000u);
+  EXPECT_EQ(full->memory_peak, 157286400u);
+  EXPECT_EQ(full->memory_current, 52428800u);
+}
+
+TEST_F(V2BackendTest, UsageReaderReadsOnlyTheControllersTheCgroupHas) {
+  Cgroup cg = make_call({"cpu"});
+  // Files of controllers the cgroup lacks are not even opened (the kernel has none).
+  for (const char* f : {"memory.current", "memory.peak", "memory.events", "pids.current",
+                        "pids.events", "memory.pressure"})
+    ASSERT_EQ(::unlink((cg.dirs.at("unified") + "/" + f).c_str()), 0);
+  auto reader = backend_.usage_reader(cg);
+  for (bool full : {true, false}) {
+    auto u = reader->read(full);
+    ASSERT_TRUE(u.ok()) << u.error().message();
+    EXPECT_EQ(u->memory_current, 0u);
+    EXPECT_FALSE(u->memory_peak.has_value());
+    EXPECT_FALSE(u->memory_pressure.has_value());
+    EXPECT_EQ(u->cpu_usage_us, 4511234u);
+    EXPECT_TRUE(u->cpu_pressure.has_value());
+  }
+}
+
+TEST_F(V2BackendTest, UsageReaderNamesAMalformedFile) {
+  Cgroup cg = make_call();
+  auto reader = backend_.usage_reader(cg);
+  ASSERT_TRUE(reader->read(true).ok());
+  fs_.write_abs(cg.dirs.at("unified") + "/memory.events", "low 0\nhigh twelve\n");
+  auto u = reader->read(false);
+  ASSERT_FALSE(u.ok());
+  EXPECT_THAT(u.error().message(), HasSubstr("memory.events"));
+  EXPECT_THAT(u.error().message(), HasSubstr("line 2"));
+}
+
 TEST_F(V2BackendTest, PlacementIsTheOneUnifiedDirectory) {
   Cgroup cg = make_call();
   EXPECT_THAT(backend_.placement(cg).cgroup_dirs, ElementsAre(fs_.path("v2/sandgate/r1/call-1")));

@@ -4,27 +4,6 @@
 
 namespace sandgate::controller {
 
-providers::Placement RunScope::main_placement() const {
-  // Placement is the backend's business; the scope only carries the cgroup.
-  providers::Placement p;
-  for (const auto& [hierarchy, dir] : main_.dirs) {
-    bool seen = false;
-    for (const auto& d : p.cgroup_dirs) seen |= d == dir;
-    if (!seen) p.cgroup_dirs.push_back(dir);
-  }
-  return p;
-}
-
-providers::Placement CallScope::placement() const {
-  providers::Placement p;
-  for (const auto& [hierarchy, dir] : cg_.dirs) {
-    bool seen = false;
-    for (const auto& d : p.cgroup_dirs) seen |= d == dir;
-    if (!seen) p.cgroup_dirs.push_back(dir);
-  }
-  return p;
-}
-
 Controller::Controller(ControllerOptions options) : options_(std::move(options)) {}
 
 Controller::~Controller() { monitor_.reset(); }
@@ -117,6 +96,14 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   auto main_cg = b.create(run->run_.rel + "/main", &*run->state_);
   if (!main_cg.ok()) return fail(std::move(main_cg).error());
   run->main_ = *main_cg;
+  run->main_placement_ = b.placement(run->main_);
+  // One pressure trigger for the run: a call's stalls show in its parent's pressure too.
+  if (auto t = b.memory_pressure_trigger(run->run_, p.ladder.psi_trigger_stall, p.ladder.psi_trigger_window); t.ok()) {
+    run->trigger_key_ = next_serial_++;
+    monitor_->add_trigger(run->trigger_key_, std::move(t).value());
+  } else {
+    spdlog::debug("no pressure trigger for {}: {}", run->run_.rel, t.error().message());
+  }
   return run;
 }
 
@@ -134,19 +121,15 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   call->run_ = &run;
   CgroupBackend& b = *options_.backend;
   SG_ASSIGN_OR_RETURN(call->cg_, b.create(run.run_.rel + "/" + call->id_, &*run.state_));
+  call->placement_ = b.placement(call->cg_);
   if (auto s = b.set_limits(call->cg_, call_limits(call->grant_)); !s.ok()) {
     (void)b.remove(call->cg_);
     return std::move(s).error().context_add("grant for " + call->id_ + " (" + choice.intent + ")");
   }
-  UniqueFd trigger;
-  if (auto t = b.memory_pressure_trigger(call->cg_, p.ladder.psi_trigger_stall, p.ladder.psi_trigger_window); t.ok())
-    trigger = std::move(t).value();
-  else
-    spdlog::debug("no pressure trigger for {}: {}", call->cg_.rel, t.error().message());
   if (auto u = b.read_usage(run.run_); u.ok()) call->run_oom_kills_before_ = u->memory_events.oom_kill;
   call->ladder_ = std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
-  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), std::move(trigger), call->start_);
+  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), UniqueFd(), call->start_);
   return call;
 }
 
@@ -195,6 +178,7 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, const provider
 }
 
 Status Controller::end_run(std::unique_ptr<RunScope> run) {
+  if (run->trigger_key_) monitor_->remove_trigger(run->trigger_key_);
   Status first = options_.backend->remove(run->run_);
   auto released = release_resources(options_.paths, run->state_->resources());
   if (!released.ok()) return released;  // keep the record: gc retries

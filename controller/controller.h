@@ -42,14 +42,16 @@ class RunScope {
   const std::string& tenant() const { return tenant_name_; }
   const Cgroup& cgroup() const { return run_; }
   // Where the run's long-lived processes go (EnvSpec::placement).
-  providers::Placement main_placement() const;
+  const providers::Placement& main_placement() const { return main_placement_; }
 
  private:
   friend class Controller;
   std::string run_id_, tenant_name_;
   Cgroup tenant_, run_, main_;
+  providers::Placement main_placement_;
   std::optional<RunState> state_;
   int next_call_ = 1;
+  uint64_t trigger_key_ = 0;  // the run's pressure trigger in the monitor (0: none)
 };
 
 class CallScope {
@@ -59,7 +61,7 @@ class CallScope {
   const Grant& grant() const { return grant_; }
   const Cgroup& cgroup() const { return cg_; }
   // Where the call's first process goes (Environment::exec's placement).
-  providers::Placement placement() const;
+  const providers::Placement& placement() const { return placement_; }
   // The wall-clock limit to give the provider for this call (0: none).
   Duration timeout() const { return grant_.timeout; }
   // When the call started: LadderAction::at is measured from here (steady_clock).
@@ -73,6 +75,7 @@ class CallScope {
   IntentChoice intent_;
   Grant grant_;
   Cgroup cg_;
+  providers::Placement placement_;
   std::unique_ptr<Ladder> ladder_;
   std::chrono::steady_clock::time_point start_;
   RunScope* run_ = nullptr;

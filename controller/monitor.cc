@@ -1,5 +1,6 @@
 #include "controller/monitor.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -49,12 +50,28 @@ std::optional<std::chrono::nanoseconds> Monitor::cpu_time() const {
 
 void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trigger,
                     std::chrono::steady_clock::time_point start) {
+  // The reader opens nothing until the monitor thread's first sample.
+  auto reader = backend_.usage_reader(cg);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    watched_[id] = Watched{cg, ladder, std::move(trigger), start};
+    watched_[id] = Watched{cg, ladder, std::move(trigger), start, std::move(reader), 0};
   }
   uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+void Monitor::add_trigger(uint64_t key, UniqueFd trigger) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    triggers_[key] = std::move(trigger);
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+void Monitor::remove_trigger(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  triggers_.erase(key);
 }
 
 void Monitor::unwatch(uint64_t id) {
@@ -62,8 +79,26 @@ void Monitor::unwatch(uint64_t id) {
   watched_.erase(id);
 }
 
+std::optional<double> Monitor::read_host_psi() {
+  const std::string path = paths_.proc + "/pressure/memory";
+  if (!host_psi_.valid()) {
+    auto fd = open_fd(path, O_RDONLY | O_CLOEXEC);
+    if (!fd.ok()) return std::nullopt;  // no PSI
+    host_psi_ = std::move(fd).value();
+  }
+  char buf[4096];
+  ssize_t n = ::pread(host_psi_.get(), buf, sizeof buf, 0);
+  if (n < 0) {
+    host_psi_.reset();
+    return std::nullopt;
+  }
+  auto p = parse_pressure(std::string_view(buf, static_cast<size_t>(n)));
+  if (!p.ok()) return std::nullopt;
+  return p->some.avg10;
+}
+
 void Monitor::sample_all() {
-  auto host_psi = host_memory_pressure(paths_);
+  auto host_psi = read_host_psi();
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   // Read every call first, so the ladder knows which one is the largest.
@@ -71,7 +106,8 @@ void Monitor::sample_all() {
   usages.reserve(watched_.size());
   uint64_t largest = 0;
   for (auto& [id, w] : watched_) {
-    auto u = backend_.read_usage(w.cg);
+    bool full = w.reads++ % kFullReadEvery == 0;
+    auto u = w.reader->read(full);
     if (!u.ok()) {
       // The call may be ending right now: a vanished cgroup is normal (expect the races).
       spdlog::debug("monitor: {}: {}", w.cg.rel, u.error().message());
@@ -101,6 +137,8 @@ void Monitor::loop() {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [id, w] : watched_)
         if (w.trigger.valid()) fds.push_back({w.trigger.get(), trigger_events_, 0});
+      for (auto& [key, t] : triggers_)
+        if (t.valid()) fds.push_back({t.get(), trigger_events_, 0});
     }
     bool idle;
     {
@@ -126,6 +164,8 @@ void Monitor::loop() {
           std::lock_guard<std::mutex> lock(mu_);
           for (auto& [id, w] : watched_)
             if (w.trigger.get() == fds[i].fd) w.trigger.reset();
+          for (auto& [key, t] : triggers_)
+            if (t.get() == fds[i].fd) t.reset();
           continue;
         }
         if (fds[i].revents & trigger_events_) {

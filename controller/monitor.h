@@ -2,12 +2,18 @@
 // short interval (20 ms by default), and is woken early by each call's memory-pressure trigger
 // (a PSI trigger on v2/unified, memory.pressure_level on v1). Each sample is handed to the
 // call's ladder together with the host's memory pressure.
+//
+// Each watched call has its own UsageReader (CgroupBackend::usage_reader), which keeps the
+// cgroup's control files open: a sample is a few preads, no path lookup. Every
+// kFullReadEvery-th sample of a call (and its first) is a full read; the others read only
+// what the ladder acts on at every step.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -21,6 +27,9 @@ namespace sandgate::controller {
 
 class Monitor {
  public:
+  // A call's samples 0, N, 2N, ... are full reads (100 ms at the 20 ms default interval).
+  static constexpr uint64_t kFullReadEvery = 5;
+
   Monitor(CgroupBackend& backend, HostPaths paths, Duration interval);
   ~Monitor();
   Monitor(const Monitor&) = delete;
@@ -31,6 +40,11 @@ class Monitor {
              std::chrono::steady_clock::time_point start);
   // Stops watching; after it returns the monitor no longer touches the ladder.
   void unwatch(uint64_t id);
+  // A pressure trigger of a whole run (its calls' pressure shows there too): wakes the monitor
+  // to sample every call. One per run rather than one per call, because tearing a PSI trigger
+  // down costs an RCU grace period (~9 ms here) at every call's end.
+  void add_trigger(uint64_t key, UniqueFd trigger);
+  void remove_trigger(uint64_t key);
 
   // Samples taken and trigger wake-ups so far (for benchmarks and tests).
   uint64_t samples() const { return samples_.load(); }
@@ -45,17 +59,24 @@ class Monitor {
     Ladder* ladder;
     UniqueFd trigger;
     std::chrono::steady_clock::time_point start;
+    std::unique_ptr<UsageReader> reader;  // owned; closed on unwatch
+    uint64_t reads = 0;                   // reads attempted, to pace the full ones
   };
   void loop();
   void sample_all();
+  // host_memory_pressure through an fd kept open and re-read with pread (the monitor thread
+  // only); opened again while it is missing or fails.
+  std::optional<double> read_host_psi();
 
   CgroupBackend& backend_;
   HostPaths paths_;
   Duration interval_;
   std::mutex mu_;
   std::map<uint64_t, Watched> watched_;
+  UniqueFd host_psi_;  // <proc>/pressure/memory
   UniqueFd wake_;  // eventfd: the set of watched calls changed, or stop
   short trigger_events_;
+  std::map<uint64_t, UniqueFd> triggers_;  // run triggers, under mu_
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> samples_{0}, wakeups_{0};
   std::thread thread_;

@@ -32,6 +32,7 @@ Result<std::unique_ptr<Environment>> HostDirProvider::create(const EnvSpec& spec
   recipe.provider = "host_dir";
   recipe.workspace_uid = ::geteuid();
   recipe.workspace_gid = ::getegid();
+  recipe.supervisor_exe = options_.supervisor_exe;
   recipe.configure = [&](const RunLayout& layout) -> Result<SupervisorConfig> {
     SupervisorConfig c;
     c.isolate = false;

@@ -46,6 +46,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
   recipe.workspace_uid = base + spec.uid;
   recipe.workspace_gid = base + spec.gid;
   recipe.workspace_inside = "/workspace";
+  recipe.supervisor_exe = options_.supervisor_exe;
   recipe.configure = [&](const RunLayout& layout) -> Result<SupervisorConfig> {
     SupervisorConfig c;
     c.isolate = true;

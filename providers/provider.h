@@ -128,6 +128,11 @@ struct ProviderOptions {
   bool allow_unsafe_host = false;
   // Host uid/gid that uid/gid 0 inside a user namespace maps to; 65536 ids are mapped.
   uid_t id_map_base = 1'000'000;
+  // The binary run as each run's supervisor (it must call maybe_run_supervisor() first in
+  // main). Empty: this very binary (/proc/self/exe). A program that embeds the library
+  // without that hook, or a benchmark that wants the production supervisor, names the
+  // sandgate binary here.
+  std::string supervisor_exe;
 };
 
 class Provider {

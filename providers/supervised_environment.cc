@@ -100,7 +100,7 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
 
   auto config = recipe.configure(layout);
   if (!config.ok()) return fail(std::move(config).error());
-  auto supervisor = Supervisor::start(*config, spec.placement, env->state_);
+  auto supervisor = Supervisor::start(*config, spec.placement, env->state_, recipe.supervisor_exe);
   if (!supervisor.ok()) return fail(std::move(supervisor).error());
   env->supervisor_.emplace(std::move(supervisor).value());
   if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;

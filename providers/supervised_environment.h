@@ -33,6 +33,7 @@ class SupervisedEnvironment : public Environment {
     uid_t workspace_uid = 0;      // host ids owning the workspace
     gid_t workspace_gid = 0;
     std::string workspace_inside;  // the workspace as calls see it; empty: the host path
+    std::string supervisor_exe;    // ProviderOptions::supervisor_exe
     std::function<Result<SupervisorConfig>(const RunLayout&)> configure;
   };
 

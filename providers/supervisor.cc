@@ -147,14 +147,14 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
 }  // namespace
 
 Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Placement& placement,
-                                     RunState& state) {
+                                     RunState& state, const std::string& exe_path) {
   Supervisor s;
   s.isolate_ = config.isolate;
 
   // Everything the child touches is prepared here, before clone.
   SG_ASSIGN_OR_RETURN(auto control, make_control_pair());
   SG_ASSIGN_OR_RETURN(Pipe go, make_pipe(O_CLOEXEC));
-  SG_ASSIGN_OR_RETURN(UniqueFd exe, open_fd("/proc/self/exe", O_PATH));
+  SG_ASSIGN_OR_RETURN(UniqueFd exe, open_fd(exe_path.empty() ? "/proc/self/exe" : exe_path, O_PATH));
   std::vector<std::string> argv_s = {"sandgate-supervisor", kSupervisorArg, "3"};
   std::vector<std::string> env_s = supervisor_env();
   std::vector<char*> argv, envp;

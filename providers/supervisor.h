@@ -67,8 +67,9 @@ class Supervisor {
   // recorded in `state` right after it exists and before it does anything.
   // `placement` puts the supervisor (and so every call it forks, until placed itself) into
   // the run's cgroups before it execs.
+  // `exe` is the binary to re-execute (empty: /proc/self/exe).
   static Result<Supervisor> start(const SupervisorConfig& config, const Placement& placement,
-                                  RunState& state);
+                                  RunState& state, const std::string& exe = {});
   Supervisor(Supervisor&&) noexcept = default;
   Supervisor& operator=(Supervisor&&) noexcept = default;
   ~Supervisor() { (void)stop(); }

@@ -4,7 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "core/json.h"
@@ -208,6 +213,49 @@ TEST_F(CliTest, ExecReportsTheCallOutcome) {
   auto intent = sandgate({"exec", "--provider", "namespaces", "--intent", "bake", "--", "true"});
   EXPECT_EQ(intent.status.shell_code(), 2);
   EXPECT_NE(intent.output.find("bake"), std::string::npos) << intent.output;
+}
+
+TEST_F(CliTest, ServeOnAUnixSocket) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string path = tmp_ + "/serve.sock";
+  auto server = spawn({SANDGATE_BINARY, "serve", "--socket", path});
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  for (int i = 0; i < 500 && ::access(path.c_str(), F_OK) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "only its owner may drive sandboxes through it";
+  std::string buffer;
+  auto ask = [&](const Json& request) {
+    EXPECT_TRUE(write_all(fd.get(), request.dump() + "\n").ok());
+    char chunk[65536];
+    size_t nl;
+    while ((nl = buffer.find('\n')) == std::string::npos) {
+      ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+      if (n <= 0) return Json();
+      buffer.append(chunk, static_cast<size_t>(n));
+    }
+    auto j = parse_json(buffer.substr(0, nl), "reply");
+    buffer.erase(0, nl + 1);
+    return j.ok() ? *j : Json();
+  };
+  Json created = ask({{"id", 1}, {"op", "create"}, {"provider", "namespaces"}});
+  ASSERT_EQ(created["ok"], true) << created.dump();
+  Json ran = ask({{"id", 2}, {"op", "exec"}, {"env", created["env"]}, {"argv", {"sh", "-c", "echo over the socket"}}});
+  ASSERT_EQ(ran["ok"], true) << ran.dump();
+  EXPECT_EQ(ran["outcome"]["stdout"], "over the socket\n");
+  EXPECT_EQ(ran["outcome"]["intent"]["name"], "run");
+  // SIGTERM: every environment still open is destroyed, and the socket is removed.
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st2 = server->wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(st2.ok() && st2->has_value());
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+  // TearDown checks that no run record, directory or cgroup is left.
 }
 
 TEST_F(CliTest, TimeoutKillsTheRun) {
