@@ -111,10 +111,10 @@ std::unique_ptr<Provider> make_provider(benchmark::State& state, const std::stri
   ProviderOptions options;
   options.paths = g_context->paths;
   options.allow_unsafe_host = name == "host_dir";
-#ifdef SANDGATE_BINARY
-  // The production supervisor is the sandgate binary re-executed, not this benchmark binary
+#ifdef SANDGATE_SUPERVISOR
+  // The production supervisor is sandgate-supervisor, not this benchmark binary re-executed
   // (which also loads libbenchmark): measure that one.
-  options.supervisor_exe = SANDGATE_BINARY;
+  options.supervisor_exe = SANDGATE_SUPERVISOR;
 #endif
   auto provider = registry.create(name, options);
   if (!provider.ok()) {

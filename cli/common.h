@@ -28,6 +28,9 @@ struct Globals {
   HostPaths paths() const;
   // --cgroup-root, else SANDGATE_CGROUP_ROOT, else "sandgate".
   std::string cgroup_root_name() const;
+  // Provider options every subcommand starts from: paths, and the sandgate-supervisor binary
+  // beside this one when it exists (else this binary re-executes itself).
+  providers::ProviderOptions provider_options() const;
 };
 
 // "sandgate: error: <message>" on stderr; returns kExitError.

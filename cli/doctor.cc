@@ -20,8 +20,7 @@ namespace {
 constexpr int kDoctorSchemaVersion = 1;
 
 std::vector<Check> provider_checks(Globals& g) {
-  providers::ProviderOptions options;
-  options.paths = g.paths();
+  providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = true;  // only to ask it questions; nothing is created
   std::vector<Check> out;
   for (const auto& entry : g.registry.entries()) {

@@ -83,8 +83,7 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
 }
 
 int run_exec(Globals& g, const ExecArgs& a) {
-  providers::ProviderOptions options;
-  options.paths = g.paths();
+  providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = a.allow_unsafe_host;
   auto provider = g.registry.create(a.provider, options);
   if (!provider.ok()) return fail(provider.error());

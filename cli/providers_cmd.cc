@@ -8,8 +8,7 @@ namespace sandgate::cli {
 namespace {
 
 int run_providers(Globals& g, bool json) {
-  providers::ProviderOptions options;
-  options.paths = g.paths();
+  providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = true;  // only to ask it questions; nothing is created
   Json out = Json::array();
   for (const auto& entry : g.registry.entries()) {

@@ -36,8 +36,7 @@ Result<double> cycle(providers::Provider& p) {
 }
 
 int run_qualify(Globals& g, const QualifyArgs& a) {
-  providers::ProviderOptions options;
-  options.paths = g.paths();
+  providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = a.allow_unsafe_host;
   std::vector<std::string> names = a.providers;
   if (names.empty()) {

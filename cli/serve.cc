@@ -60,8 +60,7 @@ int run_serve(Globals& g, const ServeArgs& a) {
   }
   auto ctl = controller::Controller::create(std::move(copts));
   if (!ctl.ok()) return fail(ctl.error());
-  providers::ProviderOptions popts;
-  popts.paths = g.paths();
+  providers::ProviderOptions popts = g.provider_options();
   popts.allow_unsafe_host = a.allow_unsafe_host;
   InterruptFd interrupt;
   controller::Server server(**ctl, g.registry, popts);
