@@ -11,12 +11,15 @@ REPORT_DIR ?= reports/out
 
 .PHONY: qualify test bench format bootstrap release dev
 
+# `release` builds what qualify needs (sandgate and sandgate-supervisor); `bench` adds the
+# benchmark binaries.
+
 bootstrap:
 	@ci/bootstrap
 
 release: bootstrap
 	@cmake --preset release >/dev/null
-	@cmake --build --preset release
+	@cmake --build --preset release --target sandgate
 
 dev: bootstrap
 	@cmake --preset dev >/dev/null
@@ -30,6 +33,7 @@ test: bootstrap
 	@cmake --workflow --preset dev
 
 bench: release
+	@cmake --build --preset release --target jail_bench controller_bench
 	@for b in $(RELEASE)/bench/*_bench; do echo "== $$b"; $$b --benchmark_counters_tabular=true || exit 1; done
 
 format:
