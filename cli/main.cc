@@ -66,7 +66,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "sandgate: proves what a sandbox for agent-run code really contains and how it behaves.\n"
       "Providers make isolated environments (see `sandgate providers`); `exec` runs a command in\n"
-      "a fresh one; `doctor` says what this host supports; `gc` cleans up after a crash."};
+      "a fresh one as a tool call with its own cgroup and grant; `serve` lets an orchestrator do\n"
+      "the same over JSON lines; `qualify` is the main job; `doctor` says what this host\n"
+      "supports; `gc` cleans up after a crash."};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
   app.add_option("--state-dir", g.state_dir,
