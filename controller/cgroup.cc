@@ -65,6 +65,8 @@ std::vector<std::string> describe(const CgroupFeatures& f) {
       "freeze: " + yes_no(f.freeze, "cgroup.freeze or the v1 freezer",
                           "neither cgroup.freeze nor a v1 freezer hierarchy"),
       "atomic kill: " + yes_no(f.atomic_kill, "cgroup.kill", "emulated as freeze + SIGKILL + thaw"),
+      "io limits: " + yes_no(f.io_limits, "io.max or blkio.throttle.*_bps_device",
+                             "no cgroup2 io controller and no v1 blkio hierarchy"),
   };
 }
 
@@ -558,6 +560,31 @@ Result<uint64_t> cpu_quota_us(double cores) {
 Status check_cpu_weight(uint32_t weight) {
   if (weight < 1 || weight > 10000)
     return logic_error("set_limits", "cpu_weight must be 1..10000, got " + std::to_string(weight));
+  return {};
+}
+
+Status check_io_limits(const Limits& limits, const std::string& rel) {
+  if (!has_io_limits(limits)) return {};
+  const char* field = limits.io_read_bps ? "io_read_bps" : "io_write_bps";
+  const std::string& dev = limits.io_device;
+  size_t colon = dev.find(':');
+  auto digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 10 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (dev.empty())
+    return logic_error("set_limits",
+                       std::string("io_device: ") + field +
+                           " needs the MAJOR:MINOR of the block device it applies to",
+                       rel);
+  if (colon == std::string::npos || !digits(std::string_view(dev).substr(0, colon)) ||
+      !digits(std::string_view(dev).substr(colon + 1)))
+    return logic_error("set_limits", "io_device: expected MAJOR:MINOR like 254:0, got '" + dev + "'",
+                       rel);
+  if (limits.io_read_bps && *limits.io_read_bps == 0)
+    return logic_error("set_limits", "io_read_bps: must be positive", rel);
+  if (limits.io_write_bps && *limits.io_write_bps == 0)
+    return logic_error("set_limits", "io_write_bps: must be positive", rel);
   return {};
 }
 

@@ -29,6 +29,12 @@ struct Limits {
   std::optional<double> cpu_cores;   // v2 cpu.max "quota period"; v1 cpu.cfs_quota_us/period_us
   std::optional<uint32_t> cpu_weight;  // 1..10000 (v2 cpu.weight); v1 cpu.shares = w*1024/100
   std::optional<uint64_t> pids_max;  // pids.max
+  // Bytes per second read from / written to `io_device`: v2 io.max "MAJ:MIN rbps=N wbps=M";
+  // v1 blkio.throttle.read_bps_device / write_bps_device "MAJ:MIN N". A set io field without
+  // io_device is an error naming io_device.
+  std::optional<uint64_t> io_read_bps;
+  std::optional<uint64_t> io_write_bps;
+  std::string io_device;  // "MAJOR:MINOR" of the block device the io limits apply to
   bool operator==(const Limits&) const = default;
 };
 
@@ -59,6 +65,7 @@ struct CgroupFeatures {
   bool psi_triggers = false;  // pressure files take triggers (poll POLLPRI), else v1 pressure_level
   bool freeze = false;        // cgroup.freeze, or the v1 freezer
   bool atomic_kill = false;   // cgroup.kill; otherwise kill = freeze + SIGKILL + thaw
+  bool io_limits = false;     // per-device bandwidth limits: v2 io.max, v1 blkio.throttle.*
 };
 std::vector<std::string> describe(const CgroupFeatures& f);  // "memory.high: no (v1)" ...
 
@@ -66,7 +73,8 @@ std::vector<std::string> describe(const CgroupFeatures& f);  // "memory.high: no
 struct Cgroup {
   std::string rel;                          // "sandgate/default/r1/call-3"
   std::map<std::string, std::string> dirs;  // hierarchy ("unified", "memory", "cpu", "pids",
-                                            // "freezer", "cpuacct") -> absolute directory
+                                            // "freezer", "cpuacct", "blkio") -> absolute
+                                            // directory
 };
 
 // One cgroup's counters, read again and again (the burst monitor's samples). A backend's own

@@ -28,8 +28,9 @@ inline std::string testdata(const std::string& name) {
 class FakeCgroupFs {
  public:
   // v1 hierarchies under <tmp>/v1/<name>; `comount_cpu` mounts cpu and cpuacct together as
-  // "cpu,cpuacct" (the usual systemd layout; this project's hosts mount them apart).
-  CgroupLayout v1_layout(bool comount_cpu = false, bool freezer = true) {
+  // "cpu,cpuacct" (the usual systemd layout; this project's hosts mount them apart). `blkio`
+  // adds the blkio hierarchy (the io limits' tests; the others keep to the five).
+  CgroupLayout v1_layout(bool comount_cpu = false, bool freezer = true, bool blkio = false) {
     CgroupLayout l;
     l.kind = CgroupLayoutKind::kV1;
     for (const char* h : {"memory", "pids"}) l.v1_mounts[h] = mount("v1/" + std::string(h));
@@ -42,14 +43,15 @@ class FakeCgroupFs {
       l.v1_mounts["cpuacct"] = mount("v1/cpuacct");
     }
     if (freezer) l.v1_mounts["freezer"] = mount("v1/freezer");
+    if (blkio) l.v1_mounts["blkio"] = mount("v1/blkio");
     l.v1_mounts["cpuset"] = mount("v1/cpuset");  // mounted, never to be used
     return l;
   }
 
   // This host's layout: v1 controllers and a controller-less cgroup2 mount at .../unified
   // whose root has the pressure files.
-  CgroupLayout hybrid_layout() {
-    CgroupLayout l = v1_layout(/*comount_cpu=*/false, /*freezer=*/true);
+  CgroupLayout hybrid_layout(bool blkio = false) {
+    CgroupLayout l = v1_layout(/*comount_cpu=*/false, /*freezer=*/true, blkio);
     l.kind = CgroupLayoutKind::kHybrid;
     l.unified_mount = mount("unified");
     write("unified/cgroup.controllers", "hugetlb\n");
@@ -148,6 +150,9 @@ class FakeCgroupFs {
       v1_counters = {"pids.current", "pids.events"};
     } else if (hierarchy == "freezer") {
       empty.push_back("freezer.state");
+    } else if (hierarchy == "blkio") {
+      empty.insert(empty.end(),
+                   {"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"});
     } else if (hierarchy == "unified") {
       empty.insert(empty.end(), {"cgroup.freeze", "cgroup.kill"});
       v2_counters = {"cgroup.events", "memory.pressure", "cpu.pressure"};
@@ -156,7 +161,7 @@ class FakeCgroupFs {
         for (const auto& c : v2_controllers) list += (list.empty() ? "" : " ") + c;
         write_abs(dir + "/cgroup.controllers", list + "\n");
         empty.insert(empty.end(), {"cgroup.subtree_control", "memory.max", "memory.high", "cpu.max",
-                                   "cpu.weight", "pids.max"});
+                                   "cpu.weight", "pids.max", "io.max"});
         v2_counters.insert(v2_counters.end(), {"memory.current", "memory.peak", "memory.events",
                                                "cpu.stat", "pids.current", "pids.events"});
       }

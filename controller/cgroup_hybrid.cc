@@ -13,6 +13,7 @@ HybridBackend::HybridBackend(const CgroupLayout& layout, KernelVersion kernel)
   unified::add_features(unified_mount_, kernel, features_);
   features_.memory_high = false;              // the memory controller is v1's
   features_.memory_peak = v1_.has("memory");  // memory.max_usage_in_bytes
+  features_.io_limits = v1_.has("blkio");     // blkio.throttle.*_bps_device
 }
 
 Result<Cgroup> HybridBackend::create(const std::string& rel, RunState* state) {

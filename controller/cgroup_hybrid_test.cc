@@ -92,6 +92,41 @@ TEST_F(HybridBackendTest, SetLimitsWritesV1Files) {
   EXPECT_EQ(file(cg, "pids", "pids.max"), "32");
 }
 
+TEST(HybridBackendIo, WritesBlkioThrottleFilesAndPlacesInBlkio) {
+  FakeCgroupFs fs;
+  HybridBackend backend(fs.hybrid_layout(/*blkio=*/true), kModern);
+  EXPECT_TRUE(backend.features().io_limits);
+  auto cg = backend.create("sandgate/r1/call-1", nullptr);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  fs.populate(*cg);
+  EXPECT_EQ(cg->dirs.at("blkio"), fs.path("v1/blkio/sandgate/r1/call-1"));
+  EXPECT_THAT(backend.placement(*cg).cgroup_dirs, ::testing::Contains(cg->dirs.at("blkio")));
+  Limits l;
+  l.io_read_bps = 52428800;
+  l.io_write_bps = 52428800;
+  l.io_device = "252:0";
+  auto s = backend.set_limits(*cg, l);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  std::string dir = cg->dirs.at("blkio");
+  EXPECT_EQ(FakeCgroupFs::read_abs(dir + "/blkio.throttle.read_bps_device"), "252:0 52428800");
+  EXPECT_EQ(FakeCgroupFs::read_abs(dir + "/blkio.throttle.write_bps_device"), "252:0 52428800");
+}
+
+TEST(HybridBackendIo, WithoutBlkioIoLimitsAreAnErrorNamingTheField) {
+  FakeCgroupFs fs;
+  HybridBackend backend(fs.hybrid_layout(), kModern);
+  EXPECT_FALSE(backend.features().io_limits);
+  auto cg = backend.create("sandgate/r1/call-1", nullptr);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  Limits l;
+  l.io_write_bps = 52428800;
+  l.io_device = "252:0";
+  auto s = backend.set_limits(*cg, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("io_write_bps"));
+  EXPECT_THAT(s.error().message(), HasSubstr("blkio"));
+}
+
 TEST_F(HybridBackendTest, MemoryHighIsAnErrorNamingIt) {
   Cgroup cg = make_call(backend_);
   Limits l;

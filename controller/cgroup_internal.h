@@ -175,4 +175,13 @@ Result<uint64_t> cpu_quota_us(double cores);
 // 1..10000 (Documentation/admin-guide/cgroup-v2.rst, cpu.weight); errors name "cpu_weight".
 Status check_cpu_weight(uint32_t weight);
 
+// Whether `limits` sets io_read_bps or io_write_bps.
+inline bool has_io_limits(const Limits& limits) {
+  return limits.io_read_bps.has_value() || limits.io_write_bps.has_value();
+}
+// With an io limit set: io_device must be "MAJOR:MINOR" (decimal; errors name "io_device") and
+// each rate positive (0 would remove a v1 throttle rule; errors name the field). Without one:
+// nothing to check.
+Status check_io_limits(const Limits& limits, const std::string& rel);
+
 }  // namespace sandgate::controller::cgroup_detail

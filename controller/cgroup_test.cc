@@ -80,12 +80,13 @@ TEST(DescribeFeatures, SaysWhatIsMissingAndWhy) {
   v1.memory_peak = true;
   v1.freeze = true;
   auto lines = describe(v1);
-  ASSERT_EQ(lines.size(), 6u);
+  ASSERT_EQ(lines.size(), 7u);
   EXPECT_THAT(lines[0], HasSubstr("memory.high: no"));
   EXPECT_THAT(lines[1], HasSubstr("memory peak: yes"));
   EXPECT_THAT(lines[3], HasSubstr("memory.pressure_level"));
   EXPECT_THAT(lines[5], HasSubstr("freeze + SIGKILL + thaw"));
-  CgroupFeatures all{true, true, true, true, true, true};
+  EXPECT_THAT(lines[6], HasSubstr("io limits: no"));
+  CgroupFeatures all{true, true, true, true, true, true, true};
   for (const auto& l : describe(all)) EXPECT_THAT(l, HasSubstr(": yes")) << l;
 }
 

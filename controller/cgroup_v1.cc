@@ -22,7 +22,7 @@ uint64_t shares_for_weight(uint32_t weight) {
 }  // namespace
 
 V1Hierarchies::V1Hierarchies(const CgroupLayout& layout, bool with_freezer) {
-  std::vector<std::string> wanted = {"memory", "cpu", "cpuacct", "pids"};
+  std::vector<std::string> wanted = {"memory", "cpu", "cpuacct", "pids", "blkio"};
   if (with_freezer) wanted.push_back("freezer");
   for (const auto& h : wanted) {
     if (auto m = layout.v1_mount(h); !m.empty()) mounts_[h] = m;
@@ -31,7 +31,8 @@ V1Hierarchies::V1Hierarchies(const CgroupLayout& layout, bool with_freezer) {
 
 Status V1Hierarchies::create(const std::string& rel, RunState* state, Cgroup& cg) const {
   if (mounts_.empty())
-    return logic_error("create cgroup", "no v1 memory, cpu, cpuacct or pids hierarchy", rel);
+    return logic_error("create cgroup", "no v1 memory, cpu, cpuacct, pids or blkio hierarchy",
+                       rel);
   // Comounted controllers share a mount: make the directory once, name it for each.
   std::map<std::string, std::string> made;  // mount -> directory
   for (const auto& [hierarchy, mount] : mounts_) {
@@ -62,7 +63,7 @@ Status V1Hierarchies::set_limits(const Cgroup& cg, const Limits& limits) const {
     return DirFd::open(it->second);
   };
   // Check every field before writing any, so a refused grant leaves the cgroup as it was.
-  std::optional<DirFd> memory, cpu, pids;
+  std::optional<DirFd> memory, cpu, pids, blkio;
   std::optional<uint64_t> quota;
   if (limits.memory_max) {
     SG_ASSIGN_OR_RETURN(memory, open("memory", "memory_max"));
@@ -76,6 +77,10 @@ Status V1Hierarchies::set_limits(const Cgroup& cg, const Limits& limits) const {
   }
   if (limits.pids_max) {
     SG_ASSIGN_OR_RETURN(pids, open("pids", "pids_max"));
+  }
+  if (has_io_limits(limits)) {
+    SG_TRY(check_io_limits(limits, cg.rel));
+    SG_ASSIGN_OR_RETURN(blkio, open("blkio", limits.io_read_bps ? "io_read_bps" : "io_write_bps"));
   }
 
   auto put = [](const DirFd& d, const char* field, const char* file, uint64_t value) {
@@ -92,6 +97,16 @@ Status V1Hierarchies::set_limits(const Cgroup& cg, const Limits& limits) const {
   if (limits.cpu_weight)
     SG_TRY(put(*cpu, "cpu_weight", "cpu.shares", shares_for_weight(*limits.cpu_weight)));
   if (limits.pids_max) SG_TRY(put(*pids, "pids_max", "pids.max", *limits.pids_max));
+  // Documentation/admin-guide/cgroup-v1/blkio-controller.rst, "Throttling/Upper limit policy":
+  // one "MAJ:MIN bytes_per_second" rule per write.
+  auto put_io = [&](const char* field, const char* file, uint64_t bps) {
+    return std::move(blkio->write(file, limits.io_device + " " + std::to_string(bps)))
+        .context(std::string("set_limits ") + field);
+  };
+  if (limits.io_read_bps)
+    SG_TRY(put_io("io_read_bps", "blkio.throttle.read_bps_device", *limits.io_read_bps));
+  if (limits.io_write_bps)
+    SG_TRY(put_io("io_write_bps", "blkio.throttle.write_bps_device", *limits.io_write_bps));
   return {};
 }
 
@@ -182,6 +197,7 @@ V1Backend::V1Backend(const CgroupLayout& layout) : v1_(layout, /*with_freezer=*/
   features_.psi_triggers = false;
   features_.freeze = v1_.has("freezer");
   features_.atomic_kill = false;
+  features_.io_limits = v1_.has("blkio");  // blkio.throttle.*_bps_device
 }
 
 Result<Cgroup> V1Backend::create(const std::string& rel, RunState* state) {

@@ -1,5 +1,6 @@
 // The pure cgroup v1 backend (Documentation/admin-guide/cgroup-v1/): one hierarchy per
-// controller, limits in memory.limit_in_bytes, cpu.cfs_quota_us, cpu.shares, pids.max; memory
+// controller, limits in memory.limit_in_bytes, cpu.cfs_quota_us, cpu.shares, pids.max,
+// blkio.throttle.*_bps_device; memory
 // pressure only as memory.pressure_level notifications; freeze through the freezer hierarchy,
 // and kill emulated as freeze + SIGKILL + thaw.
 //
@@ -18,8 +19,8 @@ namespace sandgate::controller {
 
 class V1Hierarchies {
  public:
-  // The hierarchies (memory, cpu, cpuacct, pids, and freezer when `with_freezer`) the layout
-  // mounts; a missing one is simply absent and a limit that needs it is an error naming it.
+  // The hierarchies (memory, cpu, cpuacct, pids, blkio, and freezer when `with_freezer`) the
+  // layout mounts; a missing one is simply absent and a limit that needs it is an error naming it.
   // cpuset is never used: its children need cpuset.cpus/mems before a process can join.
   V1Hierarchies(const CgroupLayout& layout, bool with_freezer);
 
@@ -29,8 +30,10 @@ class V1Hierarchies {
 
   // Makes `rel` in each distinct mount and fills cg.dirs for every hierarchy.
   Status create(const std::string& rel, RunState* state, Cgroup& cg) const;
-  // memory_max, cpu_cores, cpu_weight, pids_max; memory_high is an error naming it (v1 has no
-  // soft limit the kernel throttles at). Every field is checked before any is written.
+  // memory_max, cpu_cores, cpu_weight, pids_max, io_read_bps / io_write_bps (blkio.throttle.
+  // read_bps_device / write_bps_device "MAJ:MIN N" for io_device); memory_high is an error
+  // naming it (v1 has no soft limit the kernel throttles at). Every field is checked before
+  // any is written.
   Status set_limits(const Cgroup& cg, const Limits& limits) const;
   // The memory, cpu, cpuacct and pids counter files of `cg` (for read_counters and
   // CounterReader); a hierarchy the cgroup lacks leaves its counters at zero. v1 counts no

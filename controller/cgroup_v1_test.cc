@@ -139,6 +139,69 @@ TEST_F(V1BackendTest, MemoryHighIsAnErrorNamingItAndWritesNothing) {
   EXPECT_EQ(file(cg, "memory", "memory.limit_in_bytes"), "");
 }
 
+TEST(V1BackendIo, BlkioIsManagedPlacedAndThrottled) {
+  FakeCgroupFs fs;
+  V1Backend backend(fs.v1_layout(/*comount_cpu=*/false, /*freezer=*/true, /*blkio=*/true));
+  EXPECT_TRUE(backend.features().io_limits);
+  auto cg = backend.create("sandgate/r1/call-1", nullptr);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  fs.populate(*cg);
+  ASSERT_EQ(cg->dirs.at("blkio"), fs.path("v1/blkio/sandgate/r1/call-1"));
+  EXPECT_THAT(backend.placement(*cg).cgroup_dirs, ::testing::Contains(cg->dirs.at("blkio")));
+  Limits l;
+  l.io_read_bps = 52428800;
+  l.io_write_bps = 10485760;
+  l.io_device = "252:0";
+  auto s = backend.set_limits(*cg, l);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  std::string dir = cg->dirs.at("blkio");
+  EXPECT_EQ(FakeCgroupFs::read_abs(dir + "/blkio.throttle.read_bps_device"), "252:0 52428800");
+  EXPECT_EQ(FakeCgroupFs::read_abs(dir + "/blkio.throttle.write_bps_device"), "252:0 10485760");
+}
+
+TEST(V1BackendIo, OnlyTheSetRateIsWritten) {
+  FakeCgroupFs fs;
+  V1Backend backend(fs.v1_layout(false, true, /*blkio=*/true));
+  auto cg = backend.create("sandgate/call-1", nullptr);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  fs.populate(*cg);
+  Limits l;
+  l.io_read_bps = 52428800;
+  l.io_device = "252:0";
+  ASSERT_TRUE(backend.set_limits(*cg, l).ok());
+  std::string dir = cg->dirs.at("blkio");
+  EXPECT_EQ(FakeCgroupFs::read_abs(dir + "/blkio.throttle.read_bps_device"), "252:0 52428800");
+  EXPECT_EQ(FakeCgroupFs::read_abs(dir + "/blkio.throttle.write_bps_device"), "");
+}
+
+TEST(V1BackendIo, MissingDeviceOrHierarchyIsAnErrorNamingItAndWritesNothing) {
+  FakeCgroupFs fs;
+  V1Backend backend(fs.v1_layout(false, true, /*blkio=*/true));
+  auto cg = backend.create("sandgate/call-1", nullptr);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  fs.populate(*cg);
+  Limits l;
+  l.pids_max = 5;
+  l.io_read_bps = 52428800;
+  auto s = backend.set_limits(*cg, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("io_device"));
+  EXPECT_EQ(FakeCgroupFs::read_abs(cg->dirs.at("pids") + "/pids.max"), "");
+  EXPECT_EQ(FakeCgroupFs::read_abs(cg->dirs.at("blkio") + "/blkio.throttle.read_bps_device"), "");
+
+  // No blkio hierarchy: the field is named, and so is the hierarchy.
+  V1Backend without(fs.v1_layout());
+  EXPECT_FALSE(without.features().io_limits);
+  auto cg2 = without.create("sandgate/call-2", nullptr);
+  ASSERT_TRUE(cg2.ok()) << cg2.error().message();
+  l.pids_max.reset();
+  l.io_device = "252:0";
+  s = without.set_limits(*cg2, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("io_read_bps"));
+  EXPECT_THAT(s.error().message(), HasSubstr("blkio"));
+}
+
 TEST_F(V1BackendTest, LimitWhoseHierarchyIsMissingNamesTheField) {
   CgroupLayout layout = fs_.v1_layout();
   layout.v1_mounts.erase("pids");

@@ -165,6 +165,7 @@ V2Backend::V2Backend(CgroupLayout layout, KernelVersion kernel) : layout_(std::m
   bool memory = layout_.has_v2_controller("memory");
   features_.memory_high = memory;
   features_.memory_peak = memory && kernel.at_least(5, 19);
+  features_.io_limits = layout_.has_v2_controller("io");  // io.max
 }
 
 Result<Cgroup> V2Backend::create(const std::string& rel, RunState* state) {
@@ -196,6 +197,11 @@ Status V2Backend::set_limits(const Cgroup& cg, const Limits& limits) {
     SG_TRY(check_cpu_weight(*limits.cpu_weight));
   }
   if (limits.pids_max) SG_TRY(need_controller(controllers, "pids", "pids_max", dir));
+  if (has_io_limits(limits)) {
+    SG_TRY(need_controller(controllers, "io", limits.io_read_bps ? "io_read_bps" : "io_write_bps",
+                           dir));
+    SG_TRY(check_io_limits(limits, dir));
+  }
 
   auto put = [&](const char* field, const char* file, const std::string& value) {
     return std::move(d.write(file, value)).context(std::string("set_limits ") + field);
@@ -210,6 +216,16 @@ Status V2Backend::set_limits(const Cgroup& cg, const Limits& limits) {
   if (limits.cpu_weight)
     SG_TRY(put("cpu_weight", "cpu.weight", std::to_string(*limits.cpu_weight)));
   if (limits.pids_max) SG_TRY(put("pids_max", "pids.max", std::to_string(*limits.pids_max)));
+  if (has_io_limits(limits)) {
+    // Documentation/admin-guide/cgroup-v2.rst, io.max: "MAJ:MIN rbps=N wbps=M", "max" for no
+    // limit; both keys are written so an unset one is unlimited rather than left over.
+    auto rate = [](const std::optional<uint64_t>& bps) {
+      return bps ? std::to_string(*bps) : std::string("max");
+    };
+    SG_TRY(put(limits.io_read_bps ? "io_read_bps" : "io_write_bps", "io.max",
+               limits.io_device + " rbps=" + rate(limits.io_read_bps) +
+                   " wbps=" + rate(limits.io_write_bps)));
+  }
   return {};
 }
 

@@ -1,5 +1,5 @@
 // The pure cgroup2 backend (Documentation/admin-guide/cgroup-v2.rst): one hierarchy, limits in
-// memory.max/high, cpu.max, cpu.weight, pids.max; PSI, cgroup.freeze and cgroup.kill per cgroup.
+// memory.max/high, cpu.max, cpu.weight, pids.max, io.max; PSI, cgroup.freeze and cgroup.kill per cgroup.
 //
 // The `unified` functions are what cgroup2 does without any controller (pressure, freeze,
 // kill); the hybrid backend uses them on its controller-less unified mount.

@@ -138,6 +138,59 @@ TEST_F(V2BackendTest, LimitWithoutItsControllerIsAnErrorNamingTheFieldAndWritesN
   EXPECT_EQ(FakeCgroupFs::read_abs(cg.dirs.at("unified") + "/pids.max"), "");
 }
 
+TEST_F(V2BackendTest, IoLimitsWriteIoMaxWithMaxForTheUnsetRate) {
+  Cgroup cg = make_call();
+  std::string io_max = cg.dirs.at("unified") + "/io.max";
+  Limits l;
+  l.io_read_bps = 52428800;
+  l.io_device = "252:0";
+  auto s = backend_.set_limits(cg, l);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(FakeCgroupFs::read_abs(io_max), "252:0 rbps=52428800 wbps=max");
+  fs_.write_abs(io_max, "");
+  l.io_read_bps.reset();
+  l.io_write_bps = 1048576;
+  ASSERT_TRUE(backend_.set_limits(cg, l).ok());
+  EXPECT_EQ(FakeCgroupFs::read_abs(io_max), "252:0 rbps=max wbps=1048576");
+  fs_.write_abs(io_max, "");
+  l.io_read_bps = 2097152;
+  ASSERT_TRUE(backend_.set_limits(cg, l).ok());
+  EXPECT_EQ(FakeCgroupFs::read_abs(io_max), "252:0 rbps=2097152 wbps=1048576");
+}
+
+TEST_F(V2BackendTest, IoLimitWithoutADeviceIsAnErrorNamingItAndWritesNothing) {
+  Cgroup cg = make_call();
+  Limits l;
+  l.pids_max = 10;
+  l.io_write_bps = 52428800;
+  auto s = backend_.set_limits(cg, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("io_device"));
+  EXPECT_THAT(s.error().message(), HasSubstr("io_write_bps"));
+  l.io_device = "sda1";
+  s = backend_.set_limits(cg, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("io_device"));
+  EXPECT_EQ(FakeCgroupFs::read_abs(cg.dirs.at("unified") + "/pids.max"), "");
+  EXPECT_EQ(FakeCgroupFs::read_abs(cg.dirs.at("unified") + "/io.max"), "");
+}
+
+TEST_F(V2BackendTest, IoLimitWithoutTheIoControllerIsAnErrorNamingIo) {
+  Cgroup cg = make_call({"cpu", "memory", "pids"});  // io not enabled for this cgroup
+  Limits l;
+  l.io_read_bps = 52428800;
+  l.io_device = "252:0";
+  auto s = backend_.set_limits(cg, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("io_read_bps"));
+  EXPECT_THAT(s.error().message(), HasSubstr("the io controller"));
+
+  FakeCgroupFs fs;
+  V2Backend without(fs.v2_layout({"cpu", "memory", "pids"}), kModern);
+  EXPECT_FALSE(without.features().io_limits);
+  EXPECT_TRUE(backend_.features().io_limits);
+}
+
 TEST_F(V2BackendTest, BadCpuValuesAreErrorsNamingTheField) {
   Cgroup cg = make_call();
   Limits zero;

@@ -32,17 +32,57 @@ Result<std::unique_ptr<Controller>> Controller::create(ControllerOptions options
   if (!f.psi) c->absent_.push_back("per-call PSI: pressure is sampled, not triggered");
   if (!f.freeze) c->absent_.push_back("freeze: the ladder goes from throttle straight to cancel");
   if (!f.atomic_kill) c->absent_.push_back("atomic kill: kill is freeze + SIGKILL + thaw");
+  if (c->policy_wants_io() && !f.io_limits)
+    c->absent_.push_back("io limits: no cgroup2 io controller and no v1 blkio hierarchy; "
+                         "io_read_bps / io_write_bps are not applied");
   for (const auto& a : c->absent_) spdlog::info("controller: absent capability: {}", a);
   c->monitor_ = std::make_unique<Monitor>(*c->options_.backend, c->options_.paths,
                                           c->options_.policy.ladder.sample_interval);
   return c;
 }
 
-Limits Controller::call_limits(const Grant& grant) const {
+bool Controller::policy_wants_io() const {
+  auto wants = [](const Grant& g) { return g.io_read_bps || g.io_write_bps; };
+  if (wants(options_.policy.run)) return true;
+  for (const auto& [name, grant] : options_.policy.intents)
+    if (wants(grant)) return true;
+  return false;
+}
+
+Limits Controller::call_limits(const Grant& grant, const std::string& io_device) const {
   Limits l = grant.to_limits();
+  const CgroupFeatures& f = options_.backend->features();
   // Reported once as an absent capability, not failed on every call.
-  if (!options_.backend->features().memory_high) l.memory_high.reset();
+  if (!f.memory_high) l.memory_high.reset();
+  if (!f.io_limits || io_device.empty()) {
+    // No io controller (an absent capability) or no throttlable device (logged per run).
+    l.io_read_bps.reset();
+    l.io_write_bps.reset();
+  } else if (l.io_read_bps || l.io_write_bps) {
+    l.io_device = io_device;
+  }
   return l;
+}
+
+Status Controller::set_io_device(RunScope& run, std::string device) {
+  if (!policy_wants_io()) return {};
+  if (device.empty()) {
+    spdlog::info("run {}: io limits dropped: its workspace is on no block device that can be "
+                 "throttled",
+                 run.run_id_);
+    run.io_device_.clear();
+    return {};
+  }
+  run.io_device_ = std::move(device);
+  if (!options_.backend->features().io_limits) return {};  // reported as absent at create
+  Limits l = call_limits(options_.policy.run, run.io_device_);
+  Limits io;
+  io.io_read_bps = l.io_read_bps;
+  io.io_write_bps = l.io_write_bps;
+  io.io_device = l.io_device;
+  if (!io.io_read_bps && !io.io_write_bps) return {};
+  return std::move(options_.backend->set_limits(run.run_, io))
+      .context("run ceiling io limits on " + run.io_device_);
 }
 
 Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenant,
@@ -91,7 +131,7 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   auto run_cg = b.create(tenant_rel + "/" + run_id, &*run->state_);
   if (!run_cg.ok()) return fail(std::move(run_cg).error());
   run->run_ = *run_cg;
-  if (auto s = b.set_limits(run->run_, call_limits(p.run)); !s.ok())
+  if (auto s = b.set_limits(run->run_, call_limits(p.run, run->io_device_)); !s.ok())
     return fail(std::move(s).error().context_add("run ceiling"));
   auto main_cg = b.create(run->run_.rel + "/main", &*run->state_);
   if (!main_cg.ok()) return fail(std::move(main_cg).error());
@@ -122,7 +162,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   CgroupBackend& b = *options_.backend;
   SG_ASSIGN_OR_RETURN(call->cg_, b.create(run.run_.rel + "/" + call->id_, &*run.state_));
   call->placement_ = b.placement(call->cg_);
-  if (auto s = b.set_limits(call->cg_, call_limits(call->grant_)); !s.ok()) {
+  if (auto s = b.set_limits(call->cg_, call_limits(call->grant_, run.io_device_)); !s.ok()) {
     (void)b.remove(call->cg_);
     return std::move(s).error().context_add("grant for " + call->id_ + " (" + choice.intent + ")");
   }

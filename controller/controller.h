@@ -43,10 +43,13 @@ class RunScope {
   const Cgroup& cgroup() const { return run_; }
   // Where the run's long-lived processes go (EnvSpec::placement).
   const providers::Placement& main_placement() const { return main_placement_; }
+  // "MAJOR:MINOR" of the block device io grants apply to ("": none, io limits dropped).
+  const std::string& io_device() const { return io_device_; }
 
  private:
   friend class Controller;
   std::string run_id_, tenant_name_;
+  std::string io_device_;
   Cgroup tenant_, run_, main_;
   providers::Placement main_placement_;
   std::optional<RunState> state_;
@@ -103,6 +106,11 @@ class Controller {
   Result<std::unique_ptr<CallScope>> begin_call(RunScope& run,
                                                 const std::optional<std::string>& intent,
                                                 const std::vector<std::string>& argv);
+  // The block device ("MAJOR:MINOR", from the run's workspace) that the io grants of this run
+  // and its later calls apply to; applies the run ceiling's io limits to the run cgroup.
+  // "" (the workspace is on no block device, e.g. tmpfs) drops the io limits of the run with
+  // a log line; so does a layout without io limits (an absent capability).
+  Status set_io_device(RunScope& run, std::string device);
   // Stops watching, reads the final counters, revokes the grant (kills anything left in the
   // call's cgroup and removes it) and classifies how the call ended.
   CallOutcome end_call(std::unique_ptr<CallScope> call, const providers::ExecResult& result);
@@ -112,7 +120,9 @@ class Controller {
 
  private:
   explicit Controller(ControllerOptions options);
-  Limits call_limits(const Grant& grant) const;
+  // The grant's limits this layout applies, io ones only with an `io_device`.
+  Limits call_limits(const Grant& grant, const std::string& io_device) const;
+  bool policy_wants_io() const;
 
   ControllerOptions options_;
   std::unique_ptr<BackendActuator> own_actuator_;

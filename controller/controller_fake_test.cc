@@ -323,6 +323,83 @@ TEST_F(ControllerFakeTest, WithoutMemoryHighItIsReportedAbsentAndNeverApplied) {
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+TEST_F(ControllerFakeTest, IoGrantsApplyToTheRunsDeviceOnceItIsKnown) {
+  policy_.run.io_read_bps = MiB(200);
+  policy_.intents["install"].io_read_bps = MiB(50);
+  policy_.intents["install"].io_write_bps = MiB(20);
+  auto c = make();
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->absent_capabilities().empty());
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  // No device yet: the run ceiling is set without io.
+  auto ceiling = backend_->limits_of("sgtest/t1/r1");
+  ASSERT_EQ(ceiling.size(), 1u);
+  EXPECT_FALSE(ceiling[0].io_read_bps);
+  ASSERT_TRUE(c->set_io_device(**run, "254:0").ok());
+  EXPECT_EQ((*run)->io_device(), "254:0");
+  ceiling = backend_->limits_of("sgtest/t1/r1");
+  ASSERT_EQ(ceiling.size(), 2u);
+  Limits io;
+  io.io_read_bps = 209715200;
+  io.io_device = "254:0";
+  EXPECT_EQ(ceiling[1], io);
+
+  auto call = c->begin_call(**run, "install", {"pip", "install", "x"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  auto l = backend_->limits_of("sgtest/t1/r1/call-1");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].io_read_bps, 52428800u);
+  EXPECT_EQ(l[0].io_write_bps, 20971520u);
+  EXPECT_EQ(l[0].io_device, "254:0");
+  (void)c->end_call(std::move(call).value(), exited(0));
+  // A grant without io gets no device either.
+  auto edit = c->begin_call(**run, "edit", {"touch", "x"});
+  ASSERT_TRUE(edit.ok()) << edit.error().message();
+  auto e = backend_->limits_of("sgtest/t1/r1/call-2");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_FALSE(e[0].io_read_bps);
+  EXPECT_EQ(e[0].io_device, "");
+  (void)c->end_call(std::move(edit).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, IoGrantsAreDroppedWithoutAThrottlableDevice) {
+  policy_.intents["install"].io_write_bps = MiB(20);
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  ASSERT_TRUE(c->set_io_device(**run, "").ok());  // a tmpfs workspace
+  auto call = c->begin_call(**run, "install", {"pip", "install", "x"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  auto l = backend_->limits_of("sgtest/t1/r1/call-1");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0].io_write_bps);
+  EXPECT_EQ(l[0].memory_max, policy_.intents.at("install").memory_max);
+  (void)c->end_call(std::move(call).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, WithoutIoLimitsIoGrantsAreReportedAbsentAndNeverApplied) {
+  policy_.intents["install"].io_read_bps = MiB(50);
+  CgroupFeatures f = FakeBackend::all_features();
+  f.io_limits = false;
+  auto c = make(f);
+  ASSERT_TRUE(c);
+  EXPECT_THAT(c->absent_capabilities(), Contains(HasSubstr("io limits")));
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  ASSERT_TRUE(c->set_io_device(**run, "254:0").ok());
+  auto call = c->begin_call(**run, "install", {"pip", "install", "x"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  auto l = backend_->limits_of("sgtest/t1/r1/call-1");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0].io_read_bps);
+  (void)c->end_call(std::move(call).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 TEST_F(ControllerFakeTest, WithEveryCapabilityNothingIsAbsent) {
   auto c = make();
   ASSERT_TRUE(c);
@@ -340,6 +417,7 @@ TEST_F(ControllerFakeTest, AbsentFreezeAndKillAreReported) {
   EXPECT_THAT(c->absent_capabilities(), Contains(HasSubstr("atomic kill")));
   EXPECT_THAT(c->absent_capabilities(), Contains(HasSubstr("PSI")));
   EXPECT_THAT(c->absent_capabilities(), Not(Contains(HasSubstr("memory.high"))));
+  EXPECT_THAT(c->absent_capabilities(), Not(Contains(HasSubstr("io limits"))));  // none wanted
 }
 
 TEST_F(ControllerFakeTest, TheMonitorDrivesTheCallsLadderThroughTheActuator) {

@@ -31,6 +31,7 @@ class FakeBackend : public CgroupBackend {
   static CgroupFeatures all_features() {
     CgroupFeatures f;
     f.memory_high = f.memory_peak = f.psi = f.psi_triggers = f.freeze = f.atomic_kill = true;
+    f.io_limits = true;
     return f;
   }
 
@@ -61,6 +62,10 @@ class FakeBackend : public CgroupBackend {
     // The contract: a field this layout cannot apply is an error naming it.
     if (limits.memory_high && !features_.memory_high)
       return logic_error("fake set_limits", "memory.high: this layout has none", cg.rel);
+    if ((limits.io_read_bps || limits.io_write_bps) && !features_.io_limits)
+      return logic_error("fake set_limits", "io_read_bps: this layout has no io limits", cg.rel);
+    if ((limits.io_read_bps || limits.io_write_bps) && limits.io_device.empty())
+      return logic_error("fake set_limits", "io_device: missing", cg.rel);
     return ok_status();
   }
 

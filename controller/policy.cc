@@ -19,6 +19,9 @@ constexpr std::string_view kStep = "parse policy";
 // Memory limits below this are almost certainly a forgotten unit ("memory_max": "512" is 512
 // bytes, and every call would be OOM-killed on its first page fault).
 constexpr Bytes kMinMemoryLimit = MiB(1);
+// io_read_bps / io_write_bps below 1MiB per second: a forgotten unit, or a grant that turns
+// every call into a crawl.
+constexpr Bytes kMinIoBps = MiB(1);
 // cpu.max rejects a quota below 1ms (kernel/sched/core.c, min_cfs_quota_period); with the
 // default 100ms period that is 0.01 of a core.
 constexpr double kMinCpuCores = 0.01;
@@ -198,7 +201,8 @@ class Parser {
   }
 
   Result<Grant> grant(const Json& j, const std::string& path) const {
-    SG_TRY(keys(j, path, {"memory_max", "memory_high", "cpu", "pids_max", "timeout"}));
+    SG_TRY(keys(j, path, {"memory_max", "memory_high", "cpu", "pids_max", "io_read_bps",
+                          "io_write_bps", "timeout"}));
     Grant g;
     if (j.contains("memory_max")) {
       SG_ASSIGN_OR_RETURN(g.memory_max, size(j["memory_max"], child(path, "memory_max")));
@@ -213,6 +217,15 @@ class Parser {
     if (j.contains("pids_max")) {
       SG_ASSIGN_OR_RETURN(g.pids_max, integer(j["pids_max"], child(path, "pids_max"), 1,
                                               uint64_t{1} << 22));  // pid_max limit (PID_MAX_LIMIT)
+    }
+    // Bandwidths are sizes per second; below 1MiB/s is almost certainly a forgotten unit.
+    if (j.contains("io_read_bps")) {
+      SG_ASSIGN_OR_RETURN(g.io_read_bps,
+                          size(j["io_read_bps"], child(path, "io_read_bps"), kMinIoBps));
+    }
+    if (j.contains("io_write_bps")) {
+      SG_ASSIGN_OR_RETURN(g.io_write_bps,
+                          size(j["io_write_bps"], child(path, "io_write_bps"), kMinIoBps));
     }
     if (j.contains("timeout")) {
       SG_ASSIGN_OR_RETURN(g.timeout, duration(j["timeout"], child(path, "timeout")));
@@ -427,6 +440,11 @@ class Parser {
         return over("cpu", Json(*g.cpu_cores).dump(), Json(*run.cpu_cores).dump());
       if (g.pids_max && run.pids_max && *g.pids_max > *run.pids_max)
         return over("pids_max", std::to_string(*g.pids_max), std::to_string(*run.pids_max));
+      if (g.io_read_bps && run.io_read_bps && *g.io_read_bps > *run.io_read_bps)
+        return over("io_read_bps", format_bytes(*g.io_read_bps), format_bytes(*run.io_read_bps));
+      if (g.io_write_bps && run.io_write_bps && *g.io_write_bps > *run.io_write_bps)
+        return over("io_write_bps", format_bytes(*g.io_write_bps),
+                    format_bytes(*run.io_write_bps));
     }
     return {};
   }
@@ -677,7 +695,9 @@ Limits Grant::to_limits() const {
   l.memory_high = memory_high;
   l.cpu_cores = cpu_cores;
   l.pids_max = pids_max;
-  return l;
+  if (io_read_bps) l.io_read_bps = io_read_bps->value;
+  if (io_write_bps) l.io_write_bps = io_write_bps->value;
+  return l;  // io_device: the controller's to fill in
 }
 
 Json to_json(const Grant& g) {
@@ -686,6 +706,8 @@ Json to_json(const Grant& g) {
   if (g.memory_high) j["memory_high"] = format_bytes(*g.memory_high);
   if (g.cpu_cores) j["cpu"] = *g.cpu_cores;
   if (g.pids_max) j["pids_max"] = *g.pids_max;
+  if (g.io_read_bps) j["io_read_bps"] = format_bytes(*g.io_read_bps);
+  if (g.io_write_bps) j["io_write_bps"] = format_bytes(*g.io_write_bps);
   if (g.timeout != Duration(0)) j["timeout"] = format_duration(g.timeout);
   return j;
 }

@@ -29,6 +29,12 @@ struct Grant {
   std::optional<Bytes> memory_high;  // soft: throttled above it where the layout has memory.high
   std::optional<double> cpu_cores;
   std::optional<uint64_t> pids_max;
+  // Disk bandwidth, bytes per second (JSON "io_read_bps" / "io_write_bps", size strings like
+  // "50MiB" read as per second, at least 1MiB). Applied to the block device of the run's
+  // workspace (Limits::io_device, filled in by the controller); dropped, with a log line, when
+  // the workspace is on no throttlable device (tmpfs) or the layout has no io limits.
+  std::optional<Bytes> io_read_bps;
+  std::optional<Bytes> io_write_bps;
   Duration timeout{0};               // wall clock for one call (0: none)
 
   Limits to_limits() const;  // timeout is enforced by the controller, not a cgroup

@@ -163,6 +163,45 @@ TEST(GrantToLimits, CopiesTheCgroupFieldsButNotTheTimeout) {
   EXPECT_EQ(Grant{}.to_limits(), Limits{});
 }
 
+TEST(GrantToLimits, MapsIoRatesButLeavesTheDeviceToTheController) {
+  Grant g;
+  g.io_read_bps = MiB(50);
+  Limits l = g.to_limits();
+  EXPECT_EQ(l.io_read_bps, 52428800u);
+  EXPECT_FALSE(l.io_write_bps);
+  EXPECT_EQ(l.io_device, "");
+  g.io_write_bps = MiB(10);
+  EXPECT_EQ(g.to_limits().io_write_bps, 10485760u);
+}
+
+TEST(PolicyIo, ParsesWritesBackAndRoundTrips) {
+  Json j = to_json(default_policy());
+  j["run"]["io_read_bps"] = "200MiB";
+  j["run"]["io_write_bps"] = "100MiB";
+  j["intents"]["install"]["io_read_bps"] = "50MiB";
+  j["intents"]["install"]["io_write_bps"] = "1MiB";  // the minimum
+  j["intents"]["compile"]["io_write_bps"] = "100MiB";  // == the ceiling
+  auto p = parse_policy(j, "io");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->run.io_read_bps, MiB(200));
+  EXPECT_EQ(p->run.io_write_bps, MiB(100));
+  EXPECT_EQ(p->intents.at("install").io_read_bps, MiB(50));
+  EXPECT_EQ(p->intents.at("install").io_write_bps, MiB(1));
+  EXPECT_FALSE(p->intents.at("compile").io_read_bps);
+  EXPECT_FALSE(p->intents.at("edit").io_read_bps);
+  Json back = to_json(*p);
+  EXPECT_EQ(back["intents"]["install"]["io_read_bps"], "50MiB");
+  EXPECT_EQ(back["run"]["io_write_bps"], "100MiB");
+  EXPECT_FALSE(back["intents"]["edit"].contains("io_read_bps"));
+  auto again = parse_policy(back, "io again");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  ExpectSamePolicy(*p, *again);
+  // The built-in policy grants no io limits.
+  EXPECT_FALSE(default_policy().run.io_read_bps);
+  for (const auto& [name, g] : default_policy().intents)
+    EXPECT_FALSE(g.io_read_bps || g.io_write_bps) << name;
+}
+
 TEST(GrantToJson, OmitsUnsetFields) {
   EXPECT_EQ(to_json(Grant{}), Json::object());
   Grant g;
@@ -315,6 +354,22 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "intents.search.cpu: expected a number of cores >= 0.01 like 0.5 or 2, got \"1\""},
       {"cpu zero", [](Json& j) { j["run"]["cpu"] = 0; },
        "run.cpu: expected a number of cores >= 0.01 like 0.5 or 2, got 0"},
+      {"io_read_bps as a number", [](Json& j) { j["intents"]["install"]["io_read_bps"] = 50; },
+       "intents.install.io_read_bps: expected a size like \"512MiB\", got 50"},
+      {"io_write_bps without a unit is too small",
+       [](Json& j) { j["run"]["io_write_bps"] = "4096"; },
+       "run.io_write_bps: 4KiB is below the minimum of 1MiB"},
+      {"io_write_bps with a bad unit",
+       [](Json& j) { j["intents"]["test"]["io_write_bps"] = "50MB/s"; },
+       "intents.test.io_write_bps: expected a size like \"512MiB\", got \"50MB/s\""},
+      {"io misspelt", [](Json& j) { j["intents"]["test"]["io_read_bp"] = "50MiB"; },
+       "intents.test.io_read_bp: unknown key (did you mean 'io_read_bps'?)"},
+      {"io intent over the run ceiling",
+       [](Json& j) {
+         j["run"]["io_read_bps"] = "50MiB";
+         j["intents"]["install"]["io_read_bps"] = "100MiB";
+       },
+       "intents.install.io_read_bps (100MiB) exceeds run.io_read_bps (50MiB)"},
       {"pids negative", [](Json& j) { j["intents"]["edit"]["pids_max"] = -1; },
        "intents.edit.pids_max: expected an integer from 1 to 4194304, got -1"},
       {"pids fractional", [](Json& j) { j["intents"]["edit"]["pids_max"] = 1.5; },

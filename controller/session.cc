@@ -1,9 +1,42 @@
 #include "controller/session.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "core/files.h"
 #include "core/log.h"
 #include "core/state.h"
 
 namespace sandgate::controller {
+
+std::string io_device_of(const std::string& path, const std::string& sysfs) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    spdlog::warn("io limits: cannot stat workspace {}: {}", path, std::strerror(errno));
+    return "";
+  }
+  // Major 0 is an anonymous device (tmpfs, overlayfs, btrfs subvolumes): nothing to throttle.
+  if (major(st.st_dev) == 0) return "";
+  std::string dev = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  // io.max and blkio.throttle.* take whole disks only: the kernel refuses a partition with
+  // ENODEV (block/blk-cgroup.c, blkcg_conf_open_bdev). A partition's sysfs directory has a
+  // "partition" file and sits in its disk's directory, whose "dev" is the disk's MAJ:MIN.
+  std::error_code ec;
+  std::filesystem::path node = std::filesystem::path(sysfs) / "dev/block" / dev;
+  if (!std::filesystem::exists(node / "partition", ec)) return dev;
+  auto real = std::filesystem::canonical(node, ec);
+  if (ec) return dev;
+  auto disk = read_file((real.parent_path() / "dev").string());
+  if (!disk.ok()) return dev;
+  std::string d = *disk;
+  while (!d.empty() && (d.back() == '\n' || d.back() == ' ')) d.pop_back();
+  return d.empty() ? dev : d;
+}
 
 Result<std::unique_ptr<RunSession>> RunSession::open(Controller& controller,
                                                      providers::Provider& provider,
@@ -19,6 +52,13 @@ Result<std::unique_ptr<RunSession>> RunSession::open(Controller& controller,
     return std::move(env).error();
   }
   s->env_ = std::move(env).value();
+  // io grants apply to the block device the workspace is on; only the provider knows where
+  // that is, so the run learns it once the environment exists.
+  if (auto st = controller.set_io_device(*s->run_, io_device_of(s->env_->workspace_host_path()));
+      !st.ok()) {
+    (void)s->close();
+    return std::move(st).error();
+  }
   return s;
 }
 

@@ -25,9 +25,15 @@ struct CallRequest {
   std::function<void(int stream, std::string_view data)> on_output;
 };
 
+// "MAJOR:MINOR" of the block device `path` is on (stat's st_dev), for io grants; the whole disk
+// when that is a partition (the kernel throttles disks only; found through <sysfs>/dev/block);
+// "" when it is on an anonymous device (major 0: tmpfs, overlayfs) or cannot be stat'ed (logged).
+std::string io_device_of(const std::string& path, const std::string& sysfs = "/sys");
+
 class RunSession {
  public:
-  // begin_run, then the provider's environment with its supervisor placed in <run>/main.
+  // begin_run, then the provider's environment with its supervisor placed in <run>/main, then
+  // the io device of its workspace (Controller::set_io_device).
   static Result<std::unique_ptr<RunSession>> open(Controller& controller,
                                                   providers::Provider& provider,
                                                   providers::EnvSpec spec);

@@ -16,13 +16,11 @@ class TempDir {
  public:
   TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sandgate-core-test.XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp " << tmpl << " failed";
-      return;
-    }
-    path_ = tmpl;
+    make(base && *base ? base : "/tmp");
   }
+  // Under `base` instead of $TMPDIR (a test that needs a particular filesystem: /var/tmp is on
+  // disk where /tmp may be tmpfs).
+  explicit TempDir(const std::string& base) { make(base); }
   ~TempDir() {
     if (path_.empty()) return;
     std::error_code ec;
@@ -36,6 +34,15 @@ class TempDir {
   std::string operator/(const std::string& name) const { return path_ + "/" + name; }
 
  private:
+  void make(const std::string& base) {
+    std::string tmpl = base + "/sandgate-core-test.XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp " << tmpl << " failed";
+      return;
+    }
+    path_ = tmpl;
+  }
+
   std::string path_;
 };
 

@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "controller/cgroup_layout.h"
+#include "core/test_temp_dir.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/provider_fixture.h"
 
@@ -45,7 +49,8 @@ class SessionTest : public ProviderTest {
     // Nothing of the test's cgroup tree may remain in any hierarchy.
     auto layout = controller::detect_cgroup_layout("/proc/self/mountinfo");
     if (layout.ok()) {
-      for (const auto& dir : {layout->unified_mount, layout->v1_mount("memory"), layout->v1_mount("pids")})
+      for (const auto& dir : {layout->unified_mount, layout->v1_mount("memory"), layout->v1_mount("pids"),
+                              layout->v1_mount("blkio")})
         if (!dir.empty()) {
           EXPECT_NE(::access((dir + "/" + root_).c_str(), F_OK), 0) << dir << "/" << root_ << " left";
         }
@@ -189,6 +194,59 @@ TEST_F(SessionTest, LimitsReadBackFromTheKernelMatchTheGrant) {
     auto v = read_file(dirs.at("pids") + "/pids.max");
     ASSERT_TRUE(v.ok());
     EXPECT_EQ(*v, "16\n");
+  }
+  controller_->end_call(std::move(scope).value(), providers::ExecResult{});
+}
+
+TEST(IoDeviceOf, IsTheMajorMinorOfTheFilesystemsDeviceOrNone) {
+  struct stat st {};
+  ASSERT_EQ(::stat("/", &st), 0);
+  std::string root = controller::io_device_of("/");
+  if (major(st.st_dev) == 0) {
+    EXPECT_EQ(root, "");
+  } else {
+    EXPECT_EQ(root, std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)));
+  }
+  EXPECT_EQ(controller::io_device_of("/proc"), "");  // procfs: an anonymous device
+  EXPECT_EQ(controller::io_device_of("/no/such/workspace"), "");
+}
+
+TEST(IoDeviceOf, APartitionIsThrottledOnItsDisk) {
+  struct stat st {};
+  ASSERT_EQ(::stat("/", &st), 0);
+  SANDGATE_REQUIRE(major(st.st_dev) != 0, "/ is on no block device");
+  std::string dev = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  // A fake sysfs in which the root filesystem's device is partition 1 of disk 8:0.
+  sandgate::testing::TempDir sys;
+  std::filesystem::create_directories(sys / "devices/sda/sda1");
+  std::filesystem::create_directories(sys / "dev/block");
+  ASSERT_TRUE(write_file(sys / "devices/sda/dev", "8:0\n", O_WRONLY | O_CREAT | O_TRUNC).ok());
+  ASSERT_TRUE(write_file(sys / "devices/sda/sda1/partition", "1\n", O_WRONLY | O_CREAT | O_TRUNC).ok());
+  std::filesystem::create_directory_symlink("../../devices/sda/sda1", sys / ("dev/block/" + dev));
+  EXPECT_EQ(controller::io_device_of("/", sys.path()), "8:0");
+  // A whole disk (no "partition" file) is used as it is.
+  std::filesystem::remove(sys / "devices/sda/sda1/partition");
+  EXPECT_EQ(controller::io_device_of("/", sys.path()), dev);
+}
+
+TEST_F(SessionTest, IoGrantIsWrittenForTheWorkspacesDevice) {
+  SANDGATE_REQUIRE_ROOT();
+  policy_.intents["test"].io_read_bps = MiB(50);
+  open();
+  ASSERT_TRUE(session_);
+  std::string dev = controller::io_device_of(session_->environment().workspace_host_path());
+  EXPECT_EQ(session_->run().io_device(), dev);
+  auto scope = controller_->begin_call(const_cast<controller::RunScope&>(session_->run()), "test", {"true"});
+  ASSERT_TRUE(scope.ok()) << scope.error().message();
+  const auto& dirs = (*scope)->cgroup().dirs;
+  if (!dev.empty() && dirs.count("blkio")) {
+    auto v = read_file(dirs.at("blkio") + "/blkio.throttle.read_bps_device");
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(*v, dev + " 52428800\n");
+  } else if (!dev.empty() && controller_->backend().features().io_limits) {
+    auto v = read_file(dirs.at("unified") + "/io.max");
+    ASSERT_TRUE(v.ok());
+    EXPECT_NE(v->find(dev + " rbps=52428800"), std::string::npos) << *v;
   }
   controller_->end_call(std::move(scope).value(), providers::ExecResult{});
 }
