@@ -1,0 +1,67 @@
+// `sandgate trace v1`: a recorded burst-silence run. JSON lines: one header, then call events
+// and samples in time order (README.md, "Trace format").
+//
+//   {"type":"header","schema":"sandgate-trace","version":1,"source":"...","host":{...},
+//    "interval_ms":50,"units":{"time":"ms","memory":"bytes","cpu":"millicores","io":"bytes"}}
+//   {"type":"call","id":"c1","intent":"compile","tool":"Bash","command":"make -j2",
+//    "start_ms":1200,"end_ms":4800}
+//   {"type":"sample","t_ms":1250,"mem_bytes":123456789,"cpu_millicores":1800,"pids":12,
+//    "io_bytes":4096,"call":"c1"}
+//
+// Times are milliseconds from the start of the run. A sample's `call` is optional (the call
+// the recorder knew was running); io_bytes is cumulative read+write bytes of the run's cgroup.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/result.h"
+
+namespace sandgate::replay {
+
+inline constexpr int kTraceVersion = 1;
+
+struct TraceHeader {
+  int version = kTraceVersion;
+  std::string source;        // "sandgate record", "agentcgroup import: <file>", "synthetic"
+  Json host = Json::object();  // free-form host description: cores, memory, kernel, provider
+  int64_t interval_ms = 0;     // nominal sample interval
+};
+
+struct CallEvent {
+  std::string id;       // unique in the trace
+  std::string intent;   // controller intent: compile, test, install, search, edit, run, default
+  std::string tool;     // "Bash", "Read", "exec", ...
+  std::string command;  // as run (or the tool's main argument)
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;   // >= start_ms
+};
+
+struct Sample {
+  int64_t t_ms = 0;
+  uint64_t mem_bytes = 0;
+  uint64_t cpu_millicores = 0;  // average use over the interval ending at t_ms; 1000 = one core
+  uint64_t pids = 0;
+  uint64_t io_bytes = 0;        // cumulative
+  std::optional<std::string> call;  // id of the call running at t_ms, when known
+};
+
+struct Trace {
+  TraceHeader header;
+  std::vector<CallEvent> calls;   // sorted by start_ms
+  std::vector<Sample> samples;    // sorted by t_ms
+  int64_t duration_ms() const;    // last sample or call end, whichever is later
+};
+
+// Reads a trace; every error names the file, the line and the field ("trace.jsonl:12: field
+// 'mem_bytes': expected a non-negative integer").
+Result<Trace> read_trace(const std::string& path);
+Result<Trace> parse_trace(std::string_view text, const std::string& source_name);
+// Writes header, then calls and samples merged in time order.
+std::string format_trace(const Trace& trace);
+Status write_trace(const std::string& path, const Trace& trace);
+
+}  // namespace sandgate::replay
