@@ -33,6 +33,10 @@ struct Globals {
   providers::ProviderOptions provider_options() const;
 };
 
+// The path of a binary installed beside this one (sandgate-supervisor, sandgate-probe,
+// sandgate-load); "" when there is none.
+std::string companion_binary(const std::string& name);
+
 // "sandgate: error: <message>" on stderr; returns kExitError.
 int fail(const Error& e);
 int fail(const std::string& message);

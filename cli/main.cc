@@ -24,17 +24,20 @@ std::string Globals::cgroup_root_name() const {
   return env && *env ? env : "sandgate";
 }
 
+std::string companion_binary(const std::string& name) {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  self[n] = 0;
+  std::string dir(self);
+  std::string candidate = dir.substr(0, dir.rfind('/')) + "/" + name;
+  return ::access(candidate.c_str(), X_OK) == 0 ? candidate : "";
+}
+
 providers::ProviderOptions Globals::provider_options() const {
   providers::ProviderOptions o;
   o.paths = paths();
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = 0;
-    std::string dir(self);
-    std::string candidate = dir.substr(0, dir.rfind('/')) + "/sandgate-supervisor";
-    if (::access(candidate.c_str(), X_OK) == 0) o.supervisor_exe = candidate;
-  }
+  o.supervisor_exe = companion_binary("sandgate-supervisor");
   return o;
 }
 

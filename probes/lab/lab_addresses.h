@@ -21,6 +21,9 @@ inline constexpr uint16_t kMetadataPort = 80;
 inline constexpr char kProductionHost[] = "203.0.113.10";
 inline constexpr uint16_t kProductionPort = 443;
 
+// UDP exfiltration target on the same host (a datagram carrying a token; the decoy logs it).
+inline constexpr uint16_t kProductionUdpPort = 514;
+
 // The allow-listed package registry: port kRegistryPort is allowed by an egress allowlist,
 // kRegistryOtherPort (also listening, also logged) is not.
 inline constexpr char kRegistryHost[] = "203.0.113.20";
