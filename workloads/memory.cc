@@ -1,0 +1,89 @@
+#include "workloads/memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <utility>
+
+namespace sandgate::workloads {
+
+Result<MemoryHolder> MemoryHolder::reserve(uint64_t max_bytes) {
+  MemoryHolder h;
+  h.page_ = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (max_bytes == 0) return h;
+  uint64_t size = (max_bytes + h.page_ - 1) / h.page_ * h.page_;
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return sys_error("mmap", std::to_string(size) + " bytes");
+  // Best effort: EINVAL when the kernel has no THP, and then 4 KiB pages do the same job.
+  (void)::madvise(p, size, MADV_HUGEPAGE);
+  h.base_ = static_cast<char*>(p);
+  h.size_ = size;
+  return h;
+}
+
+MemoryHolder::~MemoryHolder() {
+  if (base_) ::munmap(base_, size_);
+}
+
+MemoryHolder::MemoryHolder(MemoryHolder&& o) noexcept
+    : base_(std::exchange(o.base_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      touched_(std::exchange(o.touched_, 0)),
+      page_(o.page_) {}
+
+MemoryHolder& MemoryHolder::operator=(MemoryHolder&& o) noexcept {
+  if (this != &o) {
+    if (base_) ::munmap(base_, size_);
+    base_ = std::exchange(o.base_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    touched_ = std::exchange(o.touched_, 0);
+    page_ = o.page_;
+  }
+  return *this;
+}
+
+uint64_t MemoryHolder::grow(uint64_t goal, uint64_t max_step) {
+  goal = std::min(goal, size_);
+  if (goal <= touched_) return 0;
+  uint64_t end = std::min(goal, touched_ + max_step);
+  end = std::min((end + page_ - 1) / page_ * page_, size_);
+  // A volatile store per page: the compiler may not drop or merge it, and the kernel sees one
+  // write fault per page (one per 2 MiB with THP). MAP_NORESERVE keeps overcommit from
+  // refusing the reservation up front.
+  volatile char* p = base_;
+  for (uint64_t off = touched_; off < end; off += page_) p[off] = 1;
+  uint64_t grown = end - touched_;
+  touched_ = end;
+  return grown;
+}
+
+Status MemoryHolder::shrink(uint64_t goal) {
+  uint64_t keep = goal / page_ * page_;
+  if (keep >= touched_) return ok_status();
+  if (::madvise(base_ + keep, touched_ - keep, MADV_DONTNEED) != 0)
+    return sys_error("madvise MADV_DONTNEED");
+  touched_ = keep;
+  return ok_status();
+}
+
+uint64_t self_rss_bytes() {
+  // statm is small and regenerated on each read: one pread at 0 on a kept fd would do, but a
+  // fresh open costs ~10 us and keeps this function stateless.
+  int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  unsigned long long size = 0, resident = 0;
+  if (std::sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace sandgate::workloads
