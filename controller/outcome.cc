@@ -96,6 +96,13 @@ void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
     o.reason = "exited with status " + std::to_string(o.exit.code);
     o.retry = RetryAdvice::kNoRetry;
     o.advice = o.exit.code == 0 ? "done" : "the command itself failed; read its output";
+  } else if (o.exit.signal == SIGXFSZ && o.grant.file_size) {
+    // The kernel's signal for a write past RLIMIT_FSIZE: the grant's doing, not a crash.
+    o.reason = "terminated by " + o.exit.describe() + ": it wrote a file past its " +
+               format_bytes(*o.grant.file_size) + " file_size grant";
+    o.retry = RetryAdvice::kRetryWithSmallerScope;
+    o.advice = "write smaller files (split the output, stream it elsewhere) or declare an intent "
+               "with a larger file_size grant";
   } else {
     o.reason = "terminated by " + o.exit.describe();
     o.retry = RetryAdvice::kNoRetry;

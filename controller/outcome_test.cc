@@ -81,6 +81,21 @@ TEST(Classify, KilledByAForeignSignal) {
   ExpectOneLineReasonAndAdvice(o);
 }
 
+TEST(Classify, SigxfszUnderAFileSizeGrantNamesTheGrant) {
+  CallOutcome o = outcome(signalled(SIGXFSZ));
+  o.grant.file_size = MiB(256);
+  classify(o, false, false);
+  EXPECT_EQ(o.termination, Termination::kExited);
+  EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope);
+  EXPECT_THAT(o.reason, HasSubstr("256MiB file_size grant"));
+  ExpectOneLineReasonAndAdvice(o);
+  // The twin: without the grant it is just a foreign signal.
+  CallOutcome bare = outcome(signalled(SIGXFSZ));
+  classify(bare, false, false);
+  EXPECT_EQ(bare.retry, RetryAdvice::kNoRetry);
+  EXPECT_THAT(bare.reason, Not(HasSubstr("file_size")));
+}
+
 TEST(Classify, Timeout) {
   CallOutcome o = outcome(signalled(SIGKILL));
   o.wall = std::chrono::seconds(10);  // it used its whole limit

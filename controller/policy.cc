@@ -22,6 +22,14 @@ constexpr Bytes kMinMemoryLimit = MiB(1);
 // io_read_bps / io_write_bps below 1MiB per second: a forgotten unit, or a grant that turns
 // every call into a crawl.
 constexpr Bytes kMinIoBps = MiB(1);
+// open_files: the dynamic loader, libc and a shell need a dozen descriptors before main; below
+// 16 a call fails in ways that look nothing like a limit. Above fs.nr_open (1048576 by default,
+// fs/file.c sysctl_nr_open) the kernel refuses RLIMIT_NOFILE with EPERM.
+constexpr uint64_t kMinOpenFiles = 16;
+constexpr uint64_t kMaxOpenFiles = uint64_t{1} << 20;
+// file_size below 1MiB: a forgotten unit (compilers, git and package managers write temporary
+// files of several MiB and would die of SIGXFSZ).
+constexpr Bytes kMinFileSize = MiB(1);
 // cpu.max rejects a quota below 1ms (kernel/sched/core.c, min_cfs_quota_period); with the
 // default 100ms period that is 0.01 of a core.
 constexpr double kMinCpuCores = 0.01;
@@ -202,7 +210,7 @@ class Parser {
 
   Result<Grant> grant(const Json& j, const std::string& path) const {
     SG_TRY(keys(j, path, {"memory_max", "memory_high", "cpu", "pids_max", "io_read_bps",
-                          "io_write_bps", "timeout"}));
+                          "io_write_bps", "open_files", "file_size", "timeout"}));
     Grant g;
     if (j.contains("memory_max")) {
       SG_ASSIGN_OR_RETURN(g.memory_max, size(j["memory_max"], child(path, "memory_max")));
@@ -226,6 +234,13 @@ class Parser {
     if (j.contains("io_write_bps")) {
       SG_ASSIGN_OR_RETURN(g.io_write_bps,
                           size(j["io_write_bps"], child(path, "io_write_bps"), kMinIoBps));
+    }
+    if (j.contains("open_files")) {
+      SG_ASSIGN_OR_RETURN(g.open_files, integer(j["open_files"], child(path, "open_files"),
+                                                kMinOpenFiles, kMaxOpenFiles));
+    }
+    if (j.contains("file_size")) {
+      SG_ASSIGN_OR_RETURN(g.file_size, size(j["file_size"], child(path, "file_size"), kMinFileSize));
     }
     if (j.contains("timeout")) {
       SG_ASSIGN_OR_RETURN(g.timeout, duration(j["timeout"], child(path, "timeout")));
@@ -583,12 +598,15 @@ std::optional<std::string> shell_script(const std::vector<std::string>& words) {
 // ---------------------------------------------------------------------------------------------
 // The built-in policy.
 
-Grant make_grant(Bytes max, Bytes high, double cpu, uint64_t pids, Duration timeout) {
+Grant make_grant(Bytes max, Bytes high, double cpu, uint64_t pids, Duration timeout,
+                 uint64_t open_files, Bytes file_size) {
   Grant g;
   g.memory_max = max;
   g.memory_high = high;
   g.cpu_cores = cpu;
   g.pids_max = pids;
+  g.open_files = open_files;
+  g.file_size = file_size;
   g.timeout = timeout;
   return g;
 }
@@ -614,28 +632,37 @@ Policy build_default_policy() {
   // keeps room. memory_high at 3.5GiB makes the kernel reclaim and throttle before the OOM
   // killer acts at memory_max. pids_max 1024 bounds a fork bomb (pids.max counts threads).
   // No run timeout: a run lives as long as the agent session; each call has its own.
-  p.run = make_grant(GiB(4), MiB(3584), 2.0, 1024, Duration(0));
+  //
+  // open_files and file_size are rlimits, per process: 1024 descriptors is the soft limit
+  // most distributions give a login shell, so nothing an agent runs expects more, and a leak
+  // or fd bomb stops there (EMFILE) instead of at the host's nr_open. file_size bounds one
+  // file (EFBIG), not the workspace (a quota would need project quotas or a loop-mounted
+  // filesystem): 1GiB where calls legitimately write big files (object files, static
+  // archives, debug binaries, downloaded wheels and tarballs), 256MiB where a large file
+  // would be a runaway (edit, search), 512MiB elsewhere. The run's values apply to calls in
+  // static mode, where no intent grants anything of its own.
+  p.run = make_grant(GiB(4), MiB(3584), 2.0, 1024, Duration(0), 1024, GiB(1));
 
   // compile: a C++ translation unit with heavy templates reaches ~1GiB in cc1plus, and make
   // -j2 runs two; the linker peaks at the end. 2GiB max with reclaim from 1.5GiB, both cores,
   // 512 tasks for parallel make/ninja/cargo/go (their worker threads count too), 10 minutes.
-  p.intents["compile"] = make_grant(GiB(2), MiB(1536), 2.0, 512, minutes(10));
+  p.intents["compile"] = make_grant(GiB(2), MiB(1536), 2.0, 512, minutes(10), 1024, GiB(1));
   // test: test runners fork workers (pytest-xdist, jest, ctest -j) but each is smaller than a
   // compiler; 1.5GiB / 1GiB high, both cores, 512 tasks, 10 minutes.
-  p.intents["test"] = make_grant(MiB(1536), GiB(1), 2.0, 512, minutes(10));
+  p.intents["test"] = make_grant(MiB(1536), GiB(1), 2.0, 512, minutes(10), 1024, MiB(512));
   // install: package managers are network- and disk-bound; resolvers (pip, npm) reach a few
   // hundred MiB and the odd wheel build more: 1GiB / 768MiB high, 1 core, 10 minutes.
-  p.intents["install"] = make_grant(GiB(1), MiB(768), 1.0, 256, minutes(10));
+  p.intents["install"] = make_grant(GiB(1), MiB(768), 1.0, 256, minutes(10), 1024, GiB(1));
   // search: grep/rg/find stream; rg's mmap'd files count as page cache the kernel can reclaim.
   // 256MiB, 1 core (rg's threads share it), 64 tasks, 2 minutes.
-  p.intents["search"] = make_grant(MiB(256), MiB(192), 1.0, 64, minutes(2));
+  p.intents["search"] = make_grant(MiB(256), MiB(192), 1.0, 64, minutes(2), 1024, MiB(256));
   // edit: sed -i, patch, git apply, cat > file: tiny. Half a core keeps a runaway loop cheap.
-  p.intents["edit"] = make_grant(MiB(256), MiB(192), 0.5, 32, minutes(1));
+  p.intents["edit"] = make_grant(MiB(256), MiB(192), 0.5, 32, minutes(1), 1024, MiB(256));
   // run: the agent's own scripts (python, node, ./prog): unknown, so middling, 1 core.
-  p.intents["run"] = make_grant(GiB(1), MiB(768), 1.0, 256, minutes(10));
+  p.intents["run"] = make_grant(GiB(1), MiB(768), 1.0, 256, minutes(10), 1024, MiB(512));
   // default: nothing recognised it; modest, so an unrecognised heavy call is throttled early
   // (the agent can declare an intent to get more).
-  p.intents["default"] = make_grant(MiB(512), MiB(384), 1.0, 128, minutes(5));
+  p.intents["default"] = make_grant(MiB(512), MiB(384), 1.0, 128, minutes(5), 1024, MiB(512));
 
   // Inference: first match wins, so the specific rules come first: "make test" is a test
   // before "make" is a compile, "cat > f" an edit before "cat f" a search, "python -m pytest"
@@ -700,6 +727,13 @@ Limits Grant::to_limits() const {
   return l;  // io_device: the controller's to fill in
 }
 
+providers::ProcessLimits Grant::to_process_limits() const {
+  providers::ProcessLimits l;
+  l.open_files = open_files;
+  if (file_size) l.file_size = file_size->value;
+  return l;
+}
+
 Json to_json(const Grant& g) {
   Json j = Json::object();
   if (g.memory_max) j["memory_max"] = format_bytes(*g.memory_max);
@@ -708,6 +742,8 @@ Json to_json(const Grant& g) {
   if (g.pids_max) j["pids_max"] = *g.pids_max;
   if (g.io_read_bps) j["io_read_bps"] = format_bytes(*g.io_read_bps);
   if (g.io_write_bps) j["io_write_bps"] = format_bytes(*g.io_write_bps);
+  if (g.open_files) j["open_files"] = *g.open_files;
+  if (g.file_size) j["file_size"] = format_bytes(*g.file_size);
   if (g.timeout != Duration(0)) j["timeout"] = format_duration(g.timeout);
   return j;
 }
@@ -845,9 +881,13 @@ Grant grant_for(const Policy& p, const std::string& intent) {
   if (it == p.intents.end()) it = p.intents.find("default");
   if (it == p.intents.end()) return Grant{};
   if (p.mode == PolicyMode::kStatic) {
-    // Static mode: the run ceiling is the one limit; a call keeps only its wall-clock timeout.
+    // Static mode: the run ceiling is the one limit; a call keeps only its wall-clock timeout,
+    // and the run's rlimits (per process, so they cannot be a shared ceiling: every call gets
+    // them, or nothing applies them at all).
     Grant g;
     g.timeout = it->second.timeout;
+    g.open_files = p.run.open_files;
+    g.file_size = p.run.file_size;
     return g;
   }
   return it->second;

@@ -35,9 +35,19 @@ struct Grant {
   // the workspace is on no throttlable device (tmpfs) or the layout has no io limits.
   std::optional<Bytes> io_read_bps;
   std::optional<Bytes> io_write_bps;
+  // Per-process rlimits of the call's processes (set soft = hard, so the call cannot raise
+  // them back; inherited by everything it forks). open_files is RLIMIT_NOFILE (JSON
+  // "open_files", 1..1048576, the kernel's default fs.nr_open); file_size is RLIMIT_FSIZE (JSON
+  // "file_size", a size like "256MiB"): a write past it fails with EFBIG (and SIGXFSZ). Note
+  // file_size bounds each file, not the workspace: a call can still fill the disk with many
+  // files. A per-run workspace quota needs project quotas or a loop-mounted filesystem, which
+  // this host does not set up.
+  std::optional<uint64_t> open_files;
+  std::optional<Bytes> file_size;
   Duration timeout{0};               // wall clock for one call (0: none)
 
   Limits to_limits() const;  // timeout is enforced by the controller, not a cgroup
+  providers::ProcessLimits to_process_limits() const;  // open_files and file_size
   bool operator==(const Grant&) const = default;
 };
 Json to_json(const Grant& g);

@@ -202,6 +202,73 @@ TEST(PolicyIo, ParsesWritesBackAndRoundTrips) {
     EXPECT_FALSE(g.io_read_bps || g.io_write_bps) << name;
 }
 
+TEST(PolicyRlimits, ParsesWritesBackAndRoundTrips) {
+  Json j = to_json(default_policy());
+  j["intents"]["edit"]["open_files"] = 16;            // the minimum
+  j["intents"]["edit"]["file_size"] = "1MiB";         // the minimum
+  j["intents"]["compile"]["open_files"] = 1048576;    // fs.nr_open, the maximum
+  j["intents"]["compile"]["file_size"] = "8GiB";
+  j["intents"]["search"].erase("open_files");
+  j["intents"]["search"].erase("file_size");
+  auto p = parse_policy(j, "rlimits");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->intents.at("edit").open_files, 16u);
+  EXPECT_EQ(p->intents.at("edit").file_size, MiB(1));
+  EXPECT_EQ(p->intents.at("compile").open_files, 1048576u);
+  EXPECT_EQ(p->intents.at("compile").file_size, GiB(8));
+  EXPECT_FALSE(p->intents.at("search").open_files);
+  EXPECT_FALSE(p->intents.at("search").file_size);
+  Json back = to_json(*p);
+  EXPECT_EQ(back["intents"]["edit"]["open_files"], 16);
+  EXPECT_EQ(back["intents"]["compile"]["file_size"], "8GiB");
+  EXPECT_FALSE(back["intents"]["search"].contains("open_files"));
+  auto again = parse_policy(back, "rlimits again");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  ExpectSamePolicy(*p, *again);
+}
+
+TEST(PolicyRlimits, DefaultPolicyGrantsThemToEveryIntent) {
+  const Policy& p = default_policy();
+  EXPECT_EQ(p.run.open_files, 1024u);
+  EXPECT_EQ(p.run.file_size, GiB(1));
+  for (const auto& name : required_intents()) {
+    const Grant& g = p.intents.at(name);
+    EXPECT_EQ(g.open_files, 1024u) << name;
+    ASSERT_TRUE(g.file_size) << name;
+    EXPECT_GE(*g.file_size, MiB(256)) << name;
+    EXPECT_LE(*g.file_size, GiB(1)) << name;
+  }
+  EXPECT_EQ(p.intents.at("compile").file_size, GiB(1));
+  EXPECT_EQ(p.intents.at("edit").file_size, MiB(256));
+}
+
+TEST(PolicyRlimits, ToProcessLimitsCarriesThemAndNothingElse) {
+  Grant g;
+  g.memory_max = GiB(1);
+  EXPECT_TRUE(g.to_process_limits().empty());
+  g.open_files = 64;
+  g.file_size = MiB(2);
+  providers::ProcessLimits l = g.to_process_limits();
+  EXPECT_EQ(l.open_files, 64u);
+  EXPECT_EQ(l.file_size, 2097152u);
+  // Not cgroup limits: to_limits leaves them out.
+  EXPECT_EQ(g.to_limits().memory_max, GiB(1));
+}
+
+TEST(PolicyRlimits, StaticModeGivesEveryCallTheRunsRlimits) {
+  Grant ceiling;
+  ceiling.memory_max = GiB(3);
+  ceiling.open_files = 256;
+  ceiling.file_size = MiB(64);
+  Policy p = static_policy(ceiling);
+  for (const auto& name : required_intents()) {
+    Grant g = grant_for(p, name);
+    EXPECT_FALSE(g.memory_max) << name;
+    EXPECT_EQ(g.open_files, 256u) << name;
+    EXPECT_EQ(g.file_size, MiB(64)) << name;
+  }
+}
+
 TEST(GrantToJson, OmitsUnsetFields) {
   EXPECT_EQ(to_json(Grant{}), Json::object());
   Grant g;
@@ -231,6 +298,8 @@ TEST(PolicyFile, ExampleLoadsWithEveryField) {
   EXPECT_EQ(p->run.timeout, std::chrono::hours(2));
   EXPECT_EQ(p->intents.at("install").memory_high, MiB(1536));
   EXPECT_EQ(p->intents.at("edit").cpu_cores, 0.5);
+  EXPECT_EQ(p->intents.at("compile").open_files, 4096u);
+  EXPECT_EQ(p->intents.at("compile").file_size, GiB(2));
   EXPECT_TRUE(p->intents.contains("bench"));  // extra intents are allowed
   ASSERT_EQ(p->inference.size(), 8u);
   EXPECT_EQ(p->inference[0].intent, "bench");
@@ -318,6 +387,18 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "tennants: unknown key (did you mean 'tenants'?); known keys here: schema_version, name"},
       {"unknown key in an intent", [](Json& j) { j["intents"]["compile"]["memory"] = "1GiB"; },
        "intents.compile.memory: unknown key"},
+      {"open_files as a string", [](Json& j) { j["intents"]["test"]["open_files"] = "1024"; },
+       "intents.test.open_files: expected an integer from 16 to 1048576, got \"1024\""},
+      {"open_files too small", [](Json& j) { j["intents"]["edit"]["open_files"] = 8; },
+       "intents.edit.open_files: expected an integer from 16 to 1048576, got 8"},
+      {"open_files past nr_open", [](Json& j) { j["run"]["open_files"] = 2000000; },
+       "run.open_files: expected an integer from 16 to 1048576, got 2000000"},
+      {"file_size as a number", [](Json& j) { j["intents"]["compile"]["file_size"] = 1024; },
+       "intents.compile.file_size: expected a size like \"512MiB\", got 1024"},
+      {"file_size without a unit", [](Json& j) { j["intents"]["install"]["file_size"] = "4096"; },
+       "intents.install.file_size: 4KiB is below the minimum of 1MiB"},
+      {"misspelt open_files", [](Json& j) { j["intents"]["run"]["open_file"] = 64; },
+       "intents.run.open_file: unknown key (did you mean 'open_files'?)"},
       {"unknown key in a tenant", [](Json& j) { j["tenants"]["default"]["weight"] = 5; },
        "tenants.default.weight: unknown key"},
       {"unknown key in the ladder", [](Json& j) { j["ladder"]["freeze_at"] = 1; },

@@ -74,6 +74,7 @@ Result<CallOutcome> RunSession::call(const CallRequest& request) {
   call.env = request.env;
   call.cwd = request.cwd;
   call.timeout = scope->timeout();
+  call.rlimits = scope->grant().to_process_limits();  // the grant's per-process part
   call.cancel_fd = request.cancel_fd;
   call.on_output = request.on_output;
   auto result = env_->exec(call, scope->placement());

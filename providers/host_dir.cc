@@ -28,6 +28,11 @@ Result<std::unique_ptr<Provider>> HostDirProvider::make(const ProviderOptions& o
 }
 
 Result<std::unique_ptr<Environment>> HostDirProvider::create(const EnvSpec& spec) {
+  // Already weaker than any weakening: they apply to the namespace jail only.
+  if (!spec.weakenings.empty())
+    return logic_error("create environment",
+                       "host_dir has no isolation to weaken; test-only weakenings apply to the "
+                       "namespaces provider alone");
   SupervisedEnvironment::Recipe recipe;
   recipe.provider = "host_dir";
   recipe.workspace_uid = ::geteuid();

@@ -144,10 +144,28 @@ Status step_proc(const std::string& root) {
   return do_mount("mount /proc", "proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
 }
 
-Status step_tmp(const std::string& root) {
+// A read-write bind that cannot carry setuid binaries or device nodes in; the flags the kernel
+// locked on the source (noexec, atime) are kept, or the remount is EPERM.
+Status bind_readwrite(const std::string& step, const std::string& source, const std::string& target) {
+  SG_TRY(do_mount(step, source.c_str(), target, nullptr, MS_BIND));
+  struct statvfs sv;
+  if (::statvfs(target.c_str(), &sv) != 0) return sys_error("statvfs", target);
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return do_mount("remount " + target + " nosuid", nullptr, target, nullptr, flags);
+}
+
+Status step_tmp(const std::string& root, const JailConfig& c) {
   SG_TRY(make_dirs(root + "/tmp", 01777));
-  SG_TRY(do_mount("mount /tmp tmpfs", "sandgate-tmp", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-                  "mode=1777"));
+  if (!c.tmp_host.empty()) {
+    // share_tmp (test-only weakening): one host directory shared by every such run.
+    SG_TRY(bind_readwrite("bind shared /tmp", c.tmp_host, root + "/tmp"));
+  } else {
+    SG_TRY(do_mount("mount /tmp tmpfs", "sandgate-tmp", root + "/tmp", "tmpfs",
+                    MS_NOSUID | MS_NODEV, "mode=1777"));
+  }
   SG_TRY(make_dirs(root + "/var/tmp", 0755));
   return do_mount("mount /var/tmp tmpfs", "sandgate-vartmp", root + "/var/tmp", "tmpfs",
                   MS_NOSUID | MS_NODEV, "mode=1777");
@@ -164,23 +182,28 @@ Status step_home(const std::string& root, const JailConfig& c) {
 Status step_workspace(const std::string& root, const JailConfig& c) {
   std::string target = root + c.workspace;
   SG_TRY(make_dirs(target, 0755));
-  SG_TRY(do_mount("bind workspace", c.workspace_host.c_str(), target, nullptr, MS_BIND));
-  struct statvfs sv;
-  if (::statvfs(target.c_str(), &sv) != 0) return sys_error("statvfs", target);
-  unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
-  if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
-  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
-  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
-  return do_mount("remount workspace nosuid", nullptr, target, nullptr, flags);
+  return bind_readwrite("bind workspace", c.workspace_host, target);
+}
+
+Status check_mount_target(const std::string& step, const BindMount& m) {
+  if (m.target.empty() || m.target[0] != '/' || m.target.find("..") != std::string::npos)
+    return logic_error(step, "target must be an absolute path without '..'", m.target);
+  return {};
 }
 
 Status step_extra_mounts(const std::string& root, const JailConfig& c) {
   for (const auto& m : c.readonly_mounts) {
-    if (m.target.empty() || m.target[0] != '/' || m.target.find("..") != std::string::npos)
-      return logic_error("read-only mount", "target must be an absolute path without '..'", m.target);
+    SG_TRY(check_mount_target("read-only mount", m));
     std::string target = root + m.target;
     SG_TRY(make_mount_point(m.source, target));
     SG_TRY(bind_readonly(m.source, target));
+  }
+  // mount_home (test-only weakening).
+  for (const auto& m : c.readwrite_mounts) {
+    SG_TRY(check_mount_target("read-write mount", m));
+    std::string target = root + m.target;
+    SG_TRY(make_mount_point(m.source, target));
+    SG_TRY(bind_readwrite("bind " + m.source, m.source, target));
   }
   return {};
 }
@@ -225,13 +248,17 @@ Status assemble_jail(const JailConfig& c) {
   SG_TRY(step_etc(root, c));
   SG_TRY(step_dev(root));
   SG_TRY(step_proc(root));
-  SG_TRY(step_tmp(root));
+  SG_TRY(step_tmp(root, c));
   SG_TRY(step_home(root, c));
   SG_TRY(step_workspace(root, c));
   SG_TRY(step_extra_mounts(root, c));
   SG_TRY(step_pivot(root));
   SG_TRY(step_uts(c));
-  SG_TRY(step_loopback());
+  // A shared network (share_host_network) is the launcher's to configure, and not ours to
+  // change: its loopback is whatever the launcher made it.
+  if (c.new_network) {
+    SG_TRY(step_loopback());
+  }
   return {};
 }
 

@@ -1,6 +1,11 @@
 #include "providers/namespaces.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/fd.h"
 #include "providers/supervised_environment.h"
@@ -34,13 +39,47 @@ Status NamespacesProvider::available() const {
   return {};
 }
 
+namespace {
+
+bool has(const std::vector<Weakening>& list, Weakening w) {
+  return std::find(list.begin(), list.end(), w) != list.end();
+}
+
+// The launcher's home, as its environment names it (the self-test points HOME at a canary
+// home; the password database would name the real one).
+Result<std::string> launcher_home() {
+  const char* home = std::getenv("HOME");
+  if (!home || home[0] != '/' || std::string_view(home) == "/")
+    return logic_error("mount_home", "HOME must name an absolute directory other than /");
+  struct stat st;
+  if (::stat(home, &st) != 0) return sys_error("stat HOME", home);
+  if (!S_ISDIR(st.st_mode)) return logic_error("mount_home", "HOME is not a directory", home);
+  return std::string(home);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& spec) {
   SG_TRY(available());
+  SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "namespaces"));
   const uid_t base = options_.id_map_base;
   if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
     return logic_error("create environment", "uid/gid inside must be in 1..65535 (got " +
                                                  std::to_string(spec.uid) + ")");
+  const auto& weak = spec.weakenings;
+  std::string home_host, shared_tmp;
+  if (has(weak, Weakening::kMountHome)) {
+    SG_ASSIGN_OR_RETURN(home_host, launcher_home());
+  }
+  if (has(weak, Weakening::kShareTmp)) {
+    SG_ASSIGN_OR_RETURN(shared_tmp, prepare_shared_dir(options_.paths, kSharedTmpDir, "", 0, 0, 01777));
+  }
   SupervisedEnvironment::Recipe recipe;
+  if (has(weak, Weakening::kReuseWorkspace)) {
+    SG_ASSIGN_OR_RETURN(recipe.shared_workspace,
+                        prepare_shared_dir(options_.paths, kSharedWorkspaceDir, spec.workspace_recipe,
+                                           base + spec.uid, base + spec.gid, 0700));
+  }
   recipe.provider = "namespaces";
   recipe.needs_root_dir = true;
   recipe.workspace_uid = base + spec.uid;
@@ -61,10 +100,26 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
     c.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
                   "HOME=/home/sandbox", "USER=sandbox", "LOGNAME=sandbox", "SHELL=/bin/sh",
                   "TMPDIR=/tmp", "LANG=C.UTF-8", "SANDGATE_RUN_ID=" + layout.run_id};
-    // Nothing of the host's environment passes unless the spec names it.
+    if (has(weak, Weakening::kPassHostEnv)) {
+      // Everything of the host's, under the jail's own essentials (a host PATH may name
+      // directories the jail lacks).
+      std::vector<std::string> host_env;
+      for (char** e = environ; e && *e; ++e) host_env.emplace_back(*e);
+      c.base_env = merge_env(std::move(host_env), c.base_env);
+    }
+    // Otherwise nothing of the host's environment passes unless the spec names it.
     SG_ASSIGN_OR_RETURN(auto allowed, resolve_env_allowlist(spec.env, environ));
     c.base_env = merge_env(std::move(c.base_env), allowed);
     c.default_cwd = "/workspace";
+    // Test-only weakenings (weakening.h), each one switch of the hardened jail.
+    if (!home_host.empty()) {
+      c.jail.readwrite_mounts.push_back({home_host, home_host});
+      c.base_env = merge_env(std::move(c.base_env), {"HOME=" + home_host});
+    }
+    c.jail.tmp_host = shared_tmp;
+    c.jail.new_network = !has(weak, Weakening::kShareHostNetwork);
+    c.jail.drop_privileges = !has(weak, Weakening::kRootWithCaps);
+    c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
     return c;
   };
   auto env = SupervisedEnvironment::create(options_.paths, spec, recipe);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "core/defer.h"
 #include "core/fd.h"
@@ -210,6 +211,84 @@ TEST_F(NamespacesTest, StreamsOutputAsItArrives) {
   ASSERT_TRUE(r.ok());
   EXPECT_NE(streamed.find("1one\n"), std::string::npos);
   EXPECT_NE(streamed.find("2two\n"), std::string::npos);
+}
+
+// The limits line of /proc/<pid>/limits ("Max open files  64  64  files"), soft and hard.
+std::string host_limit_line(pid_t pid, const std::string& name) {
+  auto text = read_file("/proc/" + std::to_string(pid) + "/limits");
+  if (!text.ok()) return "unreadable: " + text.error().message();
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with(name)) continue;
+    std::istringstream words(line.substr(name.size()));
+    std::string soft, hard;
+    words >> soft >> hard;
+    return soft + " " + hard;
+  }
+  return "no line " + name;
+}
+
+// Both providers that run calls through the supervisor (host_dir too) apply a call's rlimits
+// before it execs, soft and hard, where the host can read them back.
+void expect_rlimits_hold(providers::Environment& env, const std::string& try_binary) {
+  providers::Call call;
+  call.argv = {try_binary, "fds", "200"};
+  call.rlimits.open_files = 64;
+  std::string seen;
+  call.on_started = [&](pid_t pid) { seen = host_limit_line(pid, "Max open files"); };
+  auto r = env.exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(seen, "64 64");
+  // 0, 1 and 2 are open at exec and nothing else: fds 3..63 and then EMFILE.
+  EXPECT_EQ(r->stdout_data, "fds opened 61 EMFILE\n") << r->stderr_data;
+
+  call.argv = {try_binary, "fsize", "2048"};  // 2MiB into the working directory
+  call.rlimits = {};
+  call.rlimits.file_size = MiB(1).value;
+  call.on_started = [&](pid_t pid) { seen = host_limit_line(pid, "Max file size"); };
+  r = env.exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(seen, "1048576 1048576");
+  EXPECT_EQ(r->stdout_data, "fsize wrote 1048576 EFBIG\n") << r->stderr_data;
+
+  // The call cannot raise them back: the hard limit is the granted value too.
+  call.argv = {"sh", "-c", "ulimit -n 65 2>/dev/null && echo raised || echo refused"};
+  call.rlimits = {};
+  call.rlimits.open_files = 64;
+  call.on_started = nullptr;
+  r = env.exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "refused\n");
+
+  // The positive twins: without the limits the same calls go all the way.
+  call.rlimits = {};
+  call.argv = {try_binary, "fds", "200"};
+  r = env.exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "fds opened 200 ok\n");
+  call.argv = {try_binary, "fsize", "2048"};
+  r = env.exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "fsize wrote 2097152 ok\n");
+}
+
+TEST_F(NamespacesTest, CallRlimitsHoldAndAreReadableFromTheHost) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::EnvSpec spec;
+  spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, "/opt/sandgate-try"});
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  expect_rlimits_hold(*env, "/opt/sandgate-try");
+}
+
+TEST_F(NamespacesTest, HostDirAppliesCallRlimitsToo) {
+  SANDGATE_REQUIRE_ROOT();
+  auto host = provider("host_dir");
+  ASSERT_TRUE(host);
+  auto env = make_env(*host);
+  ASSERT_TRUE(env);
+  expect_rlimits_hold(*env, SANDGATE_TRY_BINARY);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "core/process.h"
 #include "core/result.h"
 #include "core/units.h"
+#include "providers/weakening.h"
 
 namespace sandgate::providers {
 
@@ -76,6 +77,20 @@ struct EnvSpec {
   // Where the run's long-lived processes (the supervisor) live, placed before they exec: the
   // controller's <run>/main cgroup. Empty: wherever sandgate runs.
   Placement placement;
+  // Test-only weakenings (providers/weakening.h) for `sandgate probe --self-test`. A provider
+  // refuses a spec carrying any unless ProviderOptions::self_test_weakenings is set.
+  std::vector<Weakening> weakenings;
+};
+
+// Per-process resource limits for a call (setrlimit(2)), applied to its first process before
+// it execs, soft and hard alike so the call cannot raise them back (raising a hard limit needs
+// CAP_SYS_RESOURCE in the initial user namespace); everything it forks inherits them. A value
+// above the supervisor's own hard limit is lowered to it: a limit is never raised.
+struct ProcessLimits {
+  std::optional<uint64_t> open_files;  // RLIMIT_NOFILE: descriptors per process
+  std::optional<uint64_t> file_size;   // RLIMIT_FSIZE: bytes per file written (EFBIG, SIGXFSZ)
+  bool empty() const { return !open_files && !file_size; }
+  bool operator==(const ProcessLimits&) const = default;
 };
 
 struct Call {
@@ -85,8 +100,14 @@ struct Call {
   Duration timeout{0};              // 0: only the run's timeout applies
   size_t output_limit = 1 << 20;    // per stream; the rest is counted, not kept
   int cancel_fd = -1;               // readable: cancel the call (e.g. a signalfd for SIGINT)
+  ProcessLimits rlimits;
   // Called with (1 or 2, bytes) as output arrives, for streaming; capture happens regardless.
   std::function<void(int stream, std::string_view data)> on_output;
+  // Called with the call's host pid once its first process exists, has its rlimits and (with a
+  // placement) sits in its cgroups, before it execs: the moment to check from the host what
+  // the call was given (/proc/<pid>/limits). Without a placement the call is not held, so it
+  // may already be running (or gone) when this runs.
+  std::function<void(pid_t host_pid)> on_started;
 };
 
 struct ExecResult {
@@ -133,6 +154,9 @@ struct ProviderOptions {
   // without that hook, or a benchmark that wants the production supervisor, names the
   // sandgate binary here.
   std::string supervisor_exe;
+  // Honour EnvSpec::weakenings. Set only by the probe self-test (`sandgate probe --self-test`);
+  // no other command, flag, policy or environment variable sets it.
+  bool self_test_weakenings = false;
 };
 
 class Provider {

@@ -65,7 +65,8 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   }
 
   RunLayout layout{run_id, paths.work_dir + "/" + run_id, "", ""};
-  layout.workspace = layout.run_dir + "/workspace";
+  layout.workspace = recipe.shared_workspace.empty() ? layout.run_dir + "/workspace"
+                                                     : recipe.shared_workspace;
   layout.root = layout.run_dir + "/root";
   // The record names the run directory from the start: one write, before the mkdir.
   SG_ASSIGN_OR_RETURN(RunState state,
@@ -84,7 +85,9 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   if (auto s = make_dirs(paths.work_dir, 0711); !s.ok()) return fail(std::move(s).error());
   // The run directory is traversable, not listable: one run cannot enumerate the others.
   if (::mkdir(layout.run_dir.c_str(), 0711) != 0) return fail(sys_error("mkdir run directory", layout.run_dir));
-  if (!spec.workspace_recipe.empty()) {
+  if (!recipe.shared_workspace.empty()) {
+    // Made (and recorded) by prepare_shared_dir(); not part of this run.
+  } else if (!spec.workspace_recipe.empty()) {
     if (auto s = copy_tree(spec.workspace_recipe, layout.workspace, recipe.workspace_uid,
                            recipe.workspace_gid);
         !s.ok())

@@ -34,6 +34,9 @@ class SupervisedEnvironment : public Environment {
     gid_t workspace_gid = 0;
     std::string workspace_inside;  // the workspace as calls see it; empty: the host path
     std::string supervisor_exe;    // ProviderOptions::supervisor_exe
+    // Non-empty (reuse_workspace, a test-only weakening): the workspace is this existing
+    // directory, shared with other runs and left in place at destroy.
+    std::string shared_workspace;
     std::function<Result<SupervisorConfig>(const RunLayout&)> configure;
   };
 

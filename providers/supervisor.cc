@@ -22,6 +22,8 @@ namespace sandgate::providers {
 Json to_json(const SupervisorConfig& c) {
   Json mounts = Json::array();
   for (const auto& m : c.jail.readonly_mounts) mounts.push_back({{"source", m.source}, {"target", m.target}});
+  Json rw_mounts = Json::array();
+  for (const auto& m : c.jail.readwrite_mounts) rw_mounts.push_back({{"source", m.source}, {"target", m.target}});
   return {
       {"isolate", c.isolate},
       {"base_env", c.base_env},
@@ -36,7 +38,11 @@ Json to_json(const SupervisorConfig& c) {
         {"uid", c.jail.uid},
         {"gid", c.jail.gid},
         {"hostname", c.jail.hostname},
-        {"seccomp", c.jail.seccomp}}},
+        {"seccomp", c.jail.seccomp},
+        {"readwrite_mounts", rw_mounts},
+        {"tmp_host", c.jail.tmp_host},
+        {"new_network", c.jail.new_network},
+        {"drop_privileges", c.jail.drop_privileges}}},
   };
 }
 
@@ -58,6 +64,12 @@ Result<SupervisorConfig> supervisor_config_from_json(const Json& j) {
     c.jail.gid = jj.at("gid").get<gid_t>();
     c.jail.hostname = jj.at("hostname").get<std::string>();
     c.jail.seccomp = jj.at("seccomp").get<bool>();
+    // The weakenings default to the hardened jail when absent.
+    for (const auto& m : jj.value("readwrite_mounts", Json::array()))
+      c.jail.readwrite_mounts.push_back({m.at("source").get<std::string>(), m.at("target").get<std::string>()});
+    c.jail.tmp_host = jj.value("tmp_host", "");
+    c.jail.new_network = jj.value("new_network", true);
+    c.jail.drop_privileges = jj.value("drop_privileges", true);
   } catch (const Json::exception& e) {
     return logic_error("read supervisor config", e.what());
   }
@@ -163,8 +175,14 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  uint64_t flags = 0;
+  if (config.isolate) {
+    flags = kNamespaceFlags;
+    // share_host_network (test-only weakening): the run stays in the launcher's network.
+    if (!config.jail.new_network) flags &= ~static_cast<uint64_t>(CLONE_NEWNET);
+  }
   SG_ASSIGN_OR_RETURN(s.process_,
-                      clone_supervisor(config.isolate ? kNamespaceFlags : 0, go.read.get(),
+                      clone_supervisor(flags, go.read.get(),
                                        control.second.get(), exe.get(), config.isolate,
                                        argv.data(), envp.data()));
   control.second.reset();
@@ -213,9 +231,12 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
     if (::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) return sys_error("fcntl O_NONBLOCK");
   uint64_t id = next_call_++;
   bool wait_for_go = !placement.cgroup_dirs.empty();
+  Json rlimits = Json::object();
+  if (call.rlimits.open_files) rlimits["open_files"] = *call.rlimits.open_files;
+  if (call.rlimits.file_size) rlimits["file_size"] = *call.rlimits.file_size;
   SG_TRY(send_message(control_.get(),
                       {{"op", "exec"}, {"id", id}, {"argv", call.argv}, {"env", call.env},
-                       {"cwd", call.cwd}, {"wait_for_go", wait_for_go}},
+                       {"cwd", call.cwd}, {"wait_for_go", wait_for_go}, {"rlimits", rlimits}},
                       {out.write.get(), err.write.get()}));
   out.write.reset();
   err.write.reset();
@@ -278,7 +299,10 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       if (msg->body.value("id", uint64_t{0}) != id) continue;
       if (op == "started") {
         result.host_pid = msg->sender_pid;
-        if (!wait_for_go) continue;
+        if (!wait_for_go) {
+          if (call.on_started) call.on_started(result.host_pid);
+          continue;
+        }
         // Already cancelled or timed out while starting: it was killed parked, never placed.
         if (result.cancelled || result.timed_out) continue;
         // Placement: the call is parked before exec until it is in every cgroup it belongs to.
@@ -289,6 +313,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
             return std::move(placed).error().context_add("place call in its cgroup");
           }
         }
+        if (call.on_started) call.on_started(result.host_pid);
         SG_TRY(send_message(control_.get(), {{"op", "go"}, {"id", id}}));
       } else if (op == "exec_failed") {
         Error e = error_from_json(msg->body);

@@ -42,6 +42,12 @@ struct JailConfig {
   gid_t gid = 10001;
   std::string hostname = "sandgate";
   bool seccomp = true;
+  // Test-only weakenings (weakening.h); the defaults are the hardened jail.
+  std::vector<BindMount> readwrite_mounts;  // mount_home: bound read-write, nosuid, nodev
+  std::string tmp_host;        // share_tmp: this host directory at /tmp instead of a tmpfs
+  bool new_network = true;     // false (share_host_network): stay in the launcher's network
+  bool drop_privileges = true;  // false (root_with_caps): calls keep uid 0 of the user
+                                // namespace, every capability, and no no_new_privs
 };
 
 struct SupervisorConfig {

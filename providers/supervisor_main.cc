@@ -5,15 +5,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "providers/jail.h"
@@ -41,6 +44,27 @@ struct CallProcess {
   UniqueFd error;      // read end of the child's CLOEXEC error pipe
   bool failed = false;
 };
+
+// The call's rlimits, set on the parked child from here (prlimit) rather than by the child
+// itself: when the host hears "started", the limits are already in place, so it can read them
+// back from /proc/<pid>/limits before the call execs. The child has our credentials until it
+// drops privileges, which is what prlimit on another process asks (no CAP_SYS_RESOURCE, which
+// even root lacks on some hosts: lowering a limit needs none). Soft and hard alike, so the
+// call cannot raise them back; never above the hard limit it inherited (that would be a raise).
+Status apply_rlimits(pid_t pid, const Json& rlimits) {
+  if (!rlimits.is_object()) return {};
+  for (auto [key, resource, name] :
+       {std::tuple{"open_files", RLIMIT_NOFILE, "RLIMIT_NOFILE"},
+        std::tuple{"file_size", RLIMIT_FSIZE, "RLIMIT_FSIZE"}}) {
+    if (!rlimits.contains(key) || !rlimits[key].is_number_unsigned()) continue;
+    struct rlimit old {};
+    if (::prlimit(pid, resource, nullptr, &old) != 0) return sys_error("prlimit", name);
+    rlim_t want = std::min<rlim_t>(rlimits[key].get<uint64_t>(), old.rlim_max);
+    struct rlimit lim = {want, want};
+    if (::prlimit(pid, resource, &lim, nullptr) != 0) return sys_error("prlimit", name);
+  }
+  return {};
+}
 
 [[noreturn]] void child_fail(int fd, const char* step) {
   ChildError e = {errno, {}};
@@ -143,6 +167,11 @@ void SupervisorLoop::start_call(Message& msg) {
   // Our copies of the child's ends: the error pipe must see EOF when the child execs.
   go->read.reset();
   error->write.reset();
+  if (auto st = apply_rlimits(pid, msg.body.value("rlimits", Json::object())); !st.ok()) {
+    // Closing the go pipe unparks the child into _exit; reap() ignores it (not in calls_).
+    ::kill(pid, SIGKILL);
+    return fail(st.error());
+  }
   calls_[pid] = CallProcess{id, std::move(go->write), std::move(error->read)};
   // The kernel translates this pid into the host's pid namespace for the receiver.
   (void)send_message(control_, {{"op", "started"}, {"id", id}}, {}, pid);
@@ -256,7 +285,7 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
   if (cwd.empty()) cwd = config_.default_cwd;
   if (::chdir(cwd.c_str()) != 0) child_fail(error_fd, "chdir");
 
-  if (config_.isolate) {
+  if (config_.isolate && config_.jail.drop_privileges) {
     if (auto s = drop_privileges(config_.jail.uid, config_.jail.gid); !s.ok()) {
       errno = s.error().err;
       child_fail(error_fd, s.error().step.c_str());

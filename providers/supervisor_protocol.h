@@ -8,8 +8,9 @@
 //
 //   host -> supervisor            supervisor -> host
 //   config {SupervisorConfig}     ready | error {step, path, errno, detail}
-//   exec {id, argv, env, cwd,     started {id} + SCM_CREDENTIALS(pid of the call)
-//         wait_for_go} + [out,err]
+//   exec {id, argv, env, cwd,     started {id} + SCM_CREDENTIALS(pid of the call), sent
+//         wait_for_go, rlimits}     once the call's rlimits are in place
+//         + [out,err]
 //   go {id}                       exec_failed {id, step, errno}
 //   kill {id, signal}             exited {id, wait_status}
 //   shutdown

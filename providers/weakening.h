@@ -6,26 +6,65 @@
 // variable sets it, and create() refuses a spec that carries one otherwise.
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/host_paths.h"
 #include "core/result.h"
 
 namespace sandgate::providers {
 
+// What each one does in the namespaces provider (everything else stays hardened):
 enum class Weakening {
-  kMountHome,           // bind the launching user's home read-write at the same path
-  kPassHostEnv,         // pass the whole host environment to calls
-  kShareHostNetwork,    // no new network namespace: the launcher's (in probe: the lab's)
-  kRootWithCaps,        // calls run as uid 0 with the full capability sets, no no_new_privs
-  kNoSeccomp,           // no syscall filter
-  kReuseWorkspace,      // one workspace shared by every run (not removed at destroy)
-  kShareTmp,            // /tmp is one host directory shared by every run
+  // $HOME of the launching process (its environment, not the password database) is bound
+  // read-write, nosuid, nodev at the same path, and calls get HOME set to it. Calls still run
+  // as uid 10001 (host id_map_base + 10001): what they can read there is what that id may.
+  kMountHome,
+  // Calls start from the launcher's whole environment; the jail's PATH, HOME, USER, LOGNAME,
+  // SHELL, TMPDIR, LANG and SANDGATE_RUN_ID override same-named host variables.
+  kPassHostEnv,
+  // No new network namespace: the run is in the launcher's (in `probe`: the lab's), and the
+  // jail leaves its loopback alone.
+  kShareHostNetwork,
+  // Calls stay uid/gid 0 of the run's user namespace (host id_map_base) with full effective,
+  // permitted and bounding sets and no no_new_privs. The seccomp filter is still installed.
+  kRootWithCaps,
+  // No seccomp filter is installed (Seccomp: 0); privileges are still dropped.
+  kNoSeccomp,
+  // The workspace is <work_dir>/shared-workspace, shared by every run with this weakening,
+  // made on first use (from the recipe, if any) and not removed at destroy.
+  kReuseWorkspace,
+  // /tmp is a bind of <work_dir>/shared-tmp (01777), shared by every run with this weakening
+  // and not removed at destroy (/var/tmp stays a private tmpfs).
+  kShareTmp,
 };
 
 std::string to_string(Weakening w);  // "mount_home", "pass_host_env", ...
 Result<Weakening> weakening_from_string(const std::string& name);
 std::vector<Weakening> all_weakenings();
+
+// Refuses a spec that carries weakenings unless `allowed` (ProviderOptions::self_test_weakenings);
+// the error names each weakening and the provider.
+Status check_weakenings_allowed(const std::vector<Weakening>& weakenings, bool allowed,
+                                const std::string& provider);
+
+// The fixed host directories of the sharing weakenings, <work_dir>/<name>. Each is recorded in
+// the state directory as a run of that name owned by the process that last used it, so it
+// outlives every run (that is the weakening) and `sandgate gc` removes it once that process is
+// gone; remove_shared_dirs() removes it at once (the self-test calls it when it is done).
+inline constexpr char kSharedWorkspaceDir[] = "shared-workspace";  // reuse_workspace
+inline constexpr char kSharedTmpDir[] = "shared-tmp";              // share_tmp
+
+// Records <work_dir>/<name>, then makes it if it is missing: a copy of `recipe` (a directory;
+// empty: none) or an empty directory, owned by uid:gid with `mode`. An existing one is reused
+// as it is. Returns its path.
+Result<std::string> prepare_shared_dir(const HostPaths& paths, const std::string& name,
+                                       const std::string& recipe, uid_t uid, gid_t gid,
+                                       mode_t mode);
+// Removes both shared directories and their records. Precondition: no run uses them.
+Status remove_shared_dirs(const HostPaths& paths);
 
 }  // namespace sandgate::providers

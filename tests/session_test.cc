@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <regex>
 #include <thread>
 
 #include "controller/cgroup_layout.h"
@@ -196,6 +197,27 @@ TEST_F(SessionTest, LimitsReadBackFromTheKernelMatchTheGrant) {
     EXPECT_EQ(*v, "16\n");
   }
   controller_->end_call(std::move(scope).value(), providers::ExecResult{});
+}
+
+TEST_F(SessionTest, GrantRlimitsReachTheCallAndTheOutcomeShowsThem) {
+  SANDGATE_REQUIRE_ROOT();
+  policy_.intents["edit"].open_files = 64;
+  policy_.intents["edit"].file_size = MiB(2);
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({"sh", "-c", "cat /proc/self/limits"}, "edit");
+  EXPECT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
+  // "Max open files  64  64  files": soft and hard, as the call itself sees them.
+  std::regex files(R"(Max open files\s+64\s+64\s)"), size(R"(Max file size\s+2097152\s+2097152\s)");
+  EXPECT_TRUE(std::regex_search(o.stdout_data, files)) << o.stdout_data;
+  EXPECT_TRUE(std::regex_search(o.stdout_data, size)) << o.stdout_data;
+  Json j = controller::to_json(o);
+  EXPECT_EQ(j["grant"]["open_files"], 64);
+  EXPECT_EQ(j["grant"]["file_size"], "2MiB");
+  // The twin: another intent keeps the built-in 1024 descriptors.
+  auto other = call({"sh", "-c", "cat /proc/self/limits"}, "search");
+  EXPECT_TRUE(std::regex_search(other.stdout_data, std::regex(R"(Max open files\s+1024\s+1024\s)")))
+      << other.stdout_data;
 }
 
 TEST(IoDeviceOf, IsTheMajorMinorOfTheFilesystemsDeviceOrNone) {

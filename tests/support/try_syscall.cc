@@ -7,6 +7,7 @@
 #include <linux/bpf.h>
 #include <linux/perf_event.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -114,6 +115,41 @@ int resource_action(const std::string& action, long arg) {
     printf("forkbomb made %ld refused %ld\n", made, refused);
     return 0;
   }
+  if (action == "fds") {  // fds N: open /dev/null until N are open or the kernel refuses
+    long opened = 0;
+    int err = 0;
+    for (; opened < arg; ++opened) {
+      if (open("/dev/null", O_RDONLY) < 0) {
+        err = errno;
+        break;
+      }
+    }
+    printf("fds opened %ld %s\n", opened, err ? strerrorname_np(err) : "ok");
+    return 0;
+  }
+  if (action == "fsize") {  // fsize KIB: write KIB KiB to ./sandgate-try-fsize, then remove it
+    signal(SIGXFSZ, SIG_IGN);  // a file size limit then shows as EFBIG
+    int fd = open("sandgate-try-fsize", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      printf("fsize open %s\n", strerrorname_np(errno));
+      return 0;
+    }
+    static char chunk[1024];
+    long written = 0;
+    int err = 0;
+    for (long i = 0; i < arg; ++i) {
+      ssize_t n = write(fd, chunk, sizeof chunk);
+      if (n < 0) {
+        err = errno;
+        break;
+      }
+      written += n;
+    }
+    close(fd);
+    unlink("sandgate-try-fsize");
+    printf("fsize wrote %ld %s\n", written, err ? strerrorname_np(err) : "ok");
+    return 0;
+  }
   return -1;
 }
 
@@ -171,7 +207,8 @@ int main(int argc, char** argv) {
     return ramp_action(atol(argv[2]), atol(argv[3]), atol(argv[4]), argc > 5 ? atol(argv[5]) : 0,
                        argc > 6 ? atol(argv[6]) : 0);
   }
-  if (action == "alloc" || action == "spin" || action == "forkbomb") {
+  if (action == "alloc" || action == "spin" || action == "forkbomb" || action == "fds" ||
+      action == "fsize") {
     if (argc < 3) return 2;
     return resource_action(action, atol(argv[2]));
   }
