@@ -50,5 +50,9 @@ void add_gc_command(CLI::App& app, Globals& g);
 void add_doctor_command(CLI::App& app, Globals& g);
 void add_qualify_command(CLI::App& app, Globals& g);
 void add_serve_command(CLI::App& app, Globals& g);
+void add_record_command(CLI::App& app, Globals& g);
+void add_replay_command(CLI::App& app, Globals& g);
+void add_trace_command(CLI::App& app, Globals& g);
+void add_plan_command(CLI::App& app, Globals& g);
 
 }  // namespace sandgate::cli

@@ -1,6 +1,11 @@
 // sandgate exec: one command in a fresh environment; exits with the command's status.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <iostream>
 
@@ -25,6 +30,8 @@ struct ExecArgs {
   std::string timeout;
   bool json = false;
   bool allow_unsafe_host = false;
+  std::string socket;  // client mode: the call goes to a `serve --socket` / `record` server
+  std::string run;     // client mode: the environment there (default $SANDGATE_RUN)
   std::vector<std::string> command;
 };
 
@@ -82,7 +89,77 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   return result->status.shell_code();
 }
 
+// Client mode: one request line to the server on `fd`, one reply line back.
+Result<Json> request(int fd, const Json& req) {
+  SG_TRY(write_all(fd, req.dump() + "\n"));
+  std::string line;
+  char c;
+  for (;;) {
+    ssize_t n = ::read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sys_error("read reply");
+    if (n == 0) return logic_error("exec", "the server closed the connection before replying");
+    if (c == '\n') break;
+    line += c;
+  }
+  SG_ASSIGN_OR_RETURN(Json reply, parse_json(line, "server reply"));
+  if (!reply.value("ok", false))
+    return logic_error("exec", reply.value("error", std::string("request failed")));
+  return reply;
+}
+
+// `exec --socket PATH`: the call runs in an environment of a `sandgate serve --socket` or
+// `sandgate record` server, as a call with its intent; its output and outcome come back in the
+// reply. Without --run (or $SANDGATE_RUN) an environment is created for this one call and
+// destroyed after it, as plain `exec` does.
+int exec_client(const ExecArgs& a) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return fail(sys_error("socket"));
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (a.socket.size() >= sizeof addr.sun_path) return fail("--socket: path too long: " + a.socket);
+  std::strncpy(addr.sun_path, a.socket.c_str(), sizeof addr.sun_path - 1);
+  if (::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0)
+    return fail(sys_error("connect", a.socket).context_add("--socket"));
+
+  std::string run = a.run;
+  if (run.empty())
+    if (const char* v = std::getenv("SANDGATE_RUN")) run = v;
+  bool own_run = run.empty();
+  if (own_run) {
+    if (a.provider.empty()) return fail("exec --socket without --run or $SANDGATE_RUN needs --provider");
+    Json create = {{"op", "create"}, {"provider", a.provider}, {"env", a.env}, {"tenant", a.tenant}};
+    if (!a.workspace.empty()) create["workspace"] = a.workspace;
+    if (!a.timeout.empty()) create["timeout"] = a.timeout;
+    auto reply = request(fd.get(), create);
+    if (!reply.ok()) return fail(reply.error());
+    run = (*reply)["env"].get<std::string>();
+  }
+  Json req = {{"op", "exec"}, {"env", run}, {"argv", a.command}};
+  if (!a.intent.empty()) req["intent"] = a.intent;
+  auto reply = request(fd.get(), req);
+  if (own_run) (void)request(fd.get(), {{"op", "destroy"}, {"env", run}});
+  if (!reply.ok()) return fail(reply.error());
+  const Json& o = (*reply)["outcome"];
+  if (a.json) {
+    std::cout << o.dump(2) << "\n";
+  } else {
+    std::string out = o.value("stdout", ""), err = o.value("stderr", "");
+    (void)!::write(1, out.data(), out.size());
+    (void)!::write(2, err.data(), err.size());
+    if (o.value("termination", "exited") != "exited")
+      std::cerr << "sandgate: " << o.value("termination", "") << ": " << o.value("reason", "")
+                << "\nsandgate: advice (" << o.value("retry", "") << "): " << o.value("advice", "") << "\n";
+  }
+  const Json& exit = o["exit"];
+  if (exit.contains("code") && exit["code"].is_number_integer()) return exit["code"].get<int>();
+  if (exit.contains("signal") && exit["signal"].is_number_integer()) return 128 + exit["signal"].get<int>();
+  return kExitError;
+}
+
 int run_exec(Globals& g, const ExecArgs& a) {
+  if (!a.socket.empty()) return exec_client(a);
+  if (a.provider.empty()) return fail("exec needs --provider (or --socket to use a server's environment)");
   providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = a.allow_unsafe_host;
   auto provider = g.registry.create(a.provider, options);
@@ -172,12 +249,14 @@ void add_exec_command(CLI::App& app, Globals& g) {
       "Run one command in a fresh environment and exit with its status.\n"
       "  sandgate exec --provider namespaces -- sh -c 'id; ls /'\n"
       "  sandgate exec --provider namespaces --workspace ./repo --intent compile --json -- make -j2\n"
+      "  sandgate exec --socket \"$SANDGATE_SOCKET\" --intent search -- grep -rn TODO .\n"
       "The command is a tool call: it runs in its own cgroup with the grant of its intent\n"
       "(declared with --intent, else inferred from the command), is watched and degraded\n"
       "gradually (throttle, freeze, cancel, kill), and ends with a structured outcome\n"
       "(--json: \"outcome\"; otherwise a line on stderr when it did not simply exit).\n"
       "The environment is destroyed afterwards: nothing it started or wrote survives.");
-  sub->add_option("--provider", a->provider, "isolation provider (see `sandgate providers`)")->required();
+  sub->add_option("--provider", a->provider,
+                  "isolation provider (see `sandgate providers`); required unless --socket");
   sub->add_option("--workspace", a->workspace, "directory copied into the fresh workspace")
       ->check(CLI::ExistingDirectory);
   sub->add_option("--env", a->env,
@@ -194,6 +273,12 @@ void add_exec_command(CLI::App& app, Globals& g) {
       ->capture_default_str();
   sub->add_flag("--no-controller", a->no_controller,
                 "no per-call cgroup, grant or outcome: the provider alone");
+  sub->add_option("--socket", a->socket,
+                  "client mode: send the call to a `sandgate serve --socket` or `sandgate record`\n"
+                  "server at PATH and print its output and outcome (--json: the outcome)");
+  sub->add_option("--run", a->run,
+                  "client mode: the server's environment to use (default $SANDGATE_RUN; none:\n"
+                  "one is created with --provider for this call and destroyed after it)");
   sub->add_option("command", a->command, "the command and its arguments (after --)")->required();
   sub->callback([&g, a] { g.exit_code = run_exec(g, *a); });
 }

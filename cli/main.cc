@@ -90,6 +90,10 @@ int main(int argc, char** argv) {
   add_doctor_command(app, g);
   add_qualify_command(app, g);
   add_serve_command(app, g);
+  add_record_command(app, g);
+  add_replay_command(app, g);
+  add_trace_command(app, g);
+  add_plan_command(app, g);
 
   try {
     app.parse(argc, argv);

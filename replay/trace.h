@@ -10,11 +10,20 @@
 //
 // Times are milliseconds from the start of the run. A sample's `call` is optional (the call
 // the recorder knew was running); io_bytes is cumulative read+write bytes of the run's cgroup.
+// Optional header keys: "unmeasured" (sample fields the source did not measure and wrote as 0,
+// e.g. ["pids","io_bytes"] for AgentCgroup imports) and "notes" (free text for people).
+//
+// Reading is strict: unknown keys, a wrong type, a negative number, a header that is missing or
+// not first, an unsupported version, samples whose time goes backwards (equal times included),
+// a call ending before it starts, a duplicate call id, and a sample naming a call that is not in
+// the file are all errors. Call events may come in any order (a recorder writes a call when it
+// ends); they are sorted by start_ms after reading.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/json.h"
@@ -26,9 +35,12 @@ inline constexpr int kTraceVersion = 1;
 
 struct TraceHeader {
   int version = kTraceVersion;
-  std::string source;        // "sandgate record", "agentcgroup import: <file>", "synthetic"
+  std::string source;          // "sandgate record", "agentcgroup import: <file>", "synthetic"
   Json host = Json::object();  // free-form host description: cores, memory, kernel, provider
   int64_t interval_ms = 0;     // nominal sample interval
+  std::vector<std::string> unmeasured;  // sample fields written as 0 because not measured
+  std::string notes;                    // free text (how the trace was made, caveats)
+  bool operator==(const TraceHeader&) const = default;
 };
 
 struct CallEvent {
@@ -37,7 +49,11 @@ struct CallEvent {
   std::string tool;     // "Bash", "Read", "exec", ...
   std::string command;  // as run (or the tool's main argument)
   int64_t start_ms = 0;
-  int64_t end_ms = 0;   // >= start_ms
+  int64_t end_ms = 0;  // >= start_ms
+  // Made inside another call that is still running (a sub-agent's call inside its Task), so it
+  // overlaps that call. JSON "nested": true, omitted when false.
+  bool nested = false;
+  bool operator==(const CallEvent&) const = default;
 };
 
 struct Sample {
@@ -45,23 +61,35 @@ struct Sample {
   uint64_t mem_bytes = 0;
   uint64_t cpu_millicores = 0;  // average use over the interval ending at t_ms; 1000 = one core
   uint64_t pids = 0;
-  uint64_t io_bytes = 0;        // cumulative
+  uint64_t io_bytes = 0;            // cumulative
   std::optional<std::string> call;  // id of the call running at t_ms, when known
+  bool operator==(const Sample&) const = default;
 };
 
 struct Trace {
   TraceHeader header;
-  std::vector<CallEvent> calls;   // sorted by start_ms
-  std::vector<Sample> samples;    // sorted by t_ms
-  int64_t duration_ms() const;    // last sample or call end, whichever is later
+  std::vector<CallEvent> calls;  // sorted by start_ms
+  std::vector<Sample> samples;   // sorted by t_ms
+  int64_t duration_ms() const;   // last sample or call end, whichever is later
+  bool operator==(const Trace&) const = default;
 };
 
-// Reads a trace; every error names the file, the line and the field ("trace.jsonl:12: field
-// 'mem_bytes': expected a non-negative integer").
+// Reads a trace; every error names the file, the line and the field ("read trace
+// trace.jsonl:12: field 'mem_bytes': expected a non-negative integer, got 1.5").
 Result<Trace> read_trace(const std::string& path);
 Result<Trace> parse_trace(std::string_view text, const std::string& source_name);
 // Writes header, then calls and samples merged in time order.
 std::string format_trace(const Trace& trace);
 Status write_trace(const std::string& path, const Trace& trace);
+
+// The files named, with each directory replaced by its *.jsonl files (sorted); an error for a
+// directory with none.
+Result<std::vector<std::string>> trace_files(const std::vector<std::string>& paths);
+
+// One line each (newline included), for writers that stream a trace as it is recorded: the
+// header first, then calls and samples in any order the reader accepts.
+std::string format_header_line(const TraceHeader& header);
+std::string format_call_line(const CallEvent& call);
+std::string format_sample_line(const Sample& sample);
 
 }  // namespace sandgate::replay

@@ -1,0 +1,432 @@
+// sandgate record: one run, recorded as a `sandgate trace v1` while a command on the host
+// drives its calls.
+//
+// The run (provider + controller, as `exec` and `serve` make it) is served on a unix socket
+// with the orchestrator protocol of `sandgate serve`; CMD runs on the host with
+// SANDGATE_SOCKET, SANDGATE_RUN and SANDGATE_BIN set and makes its calls through it, typically
+// with `"$SANDGATE_BIN" exec --socket "$SANDGATE_SOCKET" [--intent X] -- CMD...` (or
+// examples/orchestrator.py speaking the protocol itself). Every exec is a call event with its
+// intent; the run's cgroup is sampled at --interval meanwhile. The trace is written atomically
+// when CMD exits.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include "cli/common.h"
+#include "cli/signals.h"
+#include "controller/session.h"
+#include "core/fd.h"
+#include "core/defer.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "replay/recorder.h"
+
+extern char** environ;
+
+namespace sandgate::cli {
+namespace {
+
+struct RecordArgs {
+  std::string out;
+  std::string interval = "50ms";
+  std::string provider = "namespaces";
+  std::string policy;
+  std::string workspace;
+  std::vector<std::string> env;
+  std::vector<std::string> ro_binds;
+  std::string socket;
+  std::string notes;
+  std::string tenant = "default";
+  bool allow_unsafe_host = false;
+  std::vector<std::string> command;
+};
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "sandgate";
+}
+
+// The recorded run behind the orchestrator protocol: `create` answers with this run, `exec`
+// runs a call in it and notes it in the trace, `destroy` is a no-op (the recording owns the
+// run until CMD exits), `list` and `policy` as in `serve`.
+class RecordingServer {
+ public:
+  RecordingServer(controller::RunSession& session, const controller::Policy& policy,
+                  replay::Recorder& recorder, std::string provider, int cancel_fd)
+      : session_(session), policy_(policy), recorder_(recorder), provider_(std::move(provider)),
+        cancel_fd_(cancel_fd) {}
+
+  Json handle(const Json& r) {
+    Json response = {{"ok", false}};
+    if (r.is_object() && r.contains("id")) response["id"] = r["id"];
+    if (!r.is_object()) {
+      response["error"] = "a request is a JSON object";
+      return response;
+    }
+    const std::string& run = session_.environment().run_id();
+    std::string op = r.value("op", "");
+    try {
+      if (r.contains("env") && (!r["env"].is_string() || r["env"].get<std::string>() != run)) {
+        response["error"] = "this recording serves one run, '" + run + "'";
+        return response;
+      }
+      if (op == "create") {
+        response.update({{"env", run},
+                         {"provider", provider_},
+                         {"workspace", session_.environment().workspace_path()},
+                         {"workspace_host", session_.environment().workspace_host_path()},
+                         {"recording", true}});
+      } else if (op == "exec") {
+        auto out = exec(r);
+        if (!out.ok()) {
+          response["error"] = out.error().message();
+          return response;
+        }
+        response["outcome"] = std::move(out).value();
+      } else if (op == "destroy") {
+        response["kept"] = true;  // the recording destroys the run when CMD exits
+      } else if (op == "list") {
+        response["envs"] = Json::array({run});
+      } else if (op == "policy") {
+        response["policy"] = controller::to_json(policy_);
+      } else {
+        response["error"] = "unknown op '" + op + "' (create, exec, destroy, list, policy)";
+        return response;
+      }
+    } catch (const std::exception& e) {
+      response["error"] = std::string("request: ") + e.what();
+      return response;
+    }
+    response["ok"] = true;
+    return response;
+  }
+
+ private:
+  Result<Json> exec(const Json& r) {
+    controller::CallRequest call;
+    if (!r.contains("argv") || !r["argv"].is_array() || r["argv"].empty())
+      return logic_error("exec", "\"argv\" must be a non-empty array of strings");
+    call.argv = r["argv"].get<std::vector<std::string>>();
+    if (r.contains("intent")) call.intent = r["intent"].get<std::string>();
+    if (r.contains("call_env")) call.env = r["call_env"].get<std::vector<std::string>>();
+    call.cwd = r.value("cwd", "");
+    call.cancel_fd = cancel_fd_;
+    // The trace names the intent the controller will grant: declared, or inferred by the very
+    // rules begin_call applies.
+    SG_ASSIGN_OR_RETURN(auto choice, controller::choose_intent(policy_, call.intent, call.argv));
+    std::string id = recorder_.begin_call(choice.intent, "exec", replay::join_command(call.argv));
+    auto outcome = session_.call(call);
+    recorder_.end_call(id);
+    if (!outcome.ok()) return std::move(outcome).error();
+    return controller::to_json(*outcome);
+  }
+
+  controller::RunSession& session_;
+  const controller::Policy& policy_;
+  replay::Recorder& recorder_;
+  std::string provider_;
+  int cancel_fd_;
+};
+
+// Accepts connections one at a time and answers each request line; stops when `stop_fd`
+// becomes readable.
+void serve_socket(int listener, int stop_fd, RecordingServer& server) {
+  for (;;) {
+    struct pollfd fds[2] = {{listener, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents) return;
+    UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!conn.valid()) continue;
+    std::string buffer;
+    char chunk[65536];
+    bool open = true;
+    while (open) {
+      struct pollfd cf[2] = {{conn.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+      if (::poll(cf, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (cf[1].revents) return;
+      ssize_t n = ::read(conn.get(), chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      buffer.append(chunk, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        std::string line = buffer.substr(0, nl);
+        buffer.erase(0, nl + 1);
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        auto j = parse_json(line, "request");
+        Json reply = j.ok() ? server.handle(*j) : Json{{"ok", false}, {"error", j.error().message()}};
+        if (!write_all(conn.get(), reply.dump() + "\n").ok()) {
+          open = false;
+          break;
+        }
+      }
+    }
+  }
+}
+
+Result<UniqueFd> listen_unix(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return sys_error("socket");
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return logic_error("listen", "socket path too long", path);
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  ::unlink(path.c_str());
+  if (::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0)
+    return sys_error("bind", path);
+  ::chmod(path.c_str(), 0600);  // calls run code in root-made sandboxes: owner only
+  if (::listen(fd.get(), 16) != 0) return sys_error("listen", path);
+  return fd;
+}
+
+// CMD on the host, in a process group of its own (so an interrupt can end all of it), with
+// the socket named in its environment.
+Result<ChildProcess> spawn_driver(const std::vector<std::string>& argv,
+                                  const std::vector<std::string>& extra_env) {
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const auto& x : extra_env)
+      if (kv.substr(0, kv.find('=') + 1) == x.substr(0, x.find('=') + 1)) replaced = true;
+    if (!replaced) env_s.push_back(kv);
+  }
+  for (const auto& x : extra_env) env_s.push_back(x);
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (auto& e : env_s) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  SG_ASSIGN_OR_RETURN(Pipe err, make_pipe(O_CLOEXEC));
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_error("fork");
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);  // sandgate blocks SIGINT/SIGTERM for signalfd
+    ::setpgid(0, 0);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    environ = cenv.data();
+    ::execvp(cargv[0], cargv.data());
+    int e = errno;
+    (void)!::write(err.write.get(), &e, sizeof e);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from here: no race with a signal sent before the child ran
+  err.write.reset();
+  auto pidfd = pidfd_open(pid);
+  ChildProcess child(pid, pidfd.ok() ? std::move(pidfd).value() : UniqueFd());
+  int e = 0;
+  ssize_t n;
+  while ((n = ::read(err.read.get(), &e, sizeof e)) < 0 && errno == EINTR) {
+  }
+  if (n == sizeof e) {
+    (void)child.wait();
+    return sys_error(e, "exec", argv[0]);
+  }
+  return child;
+}
+
+void print_progress(const replay::RecorderProgress& p, bool tty, bool final_line) {
+  std::string line = "record: " + std::to_string(static_cast<int>(to_seconds(p.elapsed))) + "s  calls " +
+                     std::to_string(p.calls) + "  samples " + std::to_string(p.samples) + "  memory " +
+                     human_bytes(Bytes{p.mem_bytes}) + (p.open_call ? "  (in " + *p.open_call + ")" : "");
+  if (tty) std::cerr << "\r" << line << "\033[K" << (final_line ? "\n" : "") << std::flush;
+  else std::cerr << line << "\n";
+}
+
+Json host_description(const std::string& provider, controller::Controller& ctl) {
+  Json host = {{"cpus", std::thread::hardware_concurrency()}, {"provider", provider}};
+  if (auto mem = read_file("/proc/meminfo", 1 << 16); mem.ok()) {
+    unsigned long long kb = 0;
+    if (std::sscanf(mem->c_str(), "MemTotal: %llu kB", &kb) == 1) host["memory_bytes"] = kb * 1024;
+  }
+  if (auto k = read_file("/proc/sys/kernel/osrelease", 256); k.ok()) {
+    std::string v = *k;
+    while (!v.empty() && v.back() == '\n') v.pop_back();
+    host["kernel"] = v;
+  }
+  host["cgroup_layout"] = controller::to_string(ctl.backend().kind());
+  return host;
+}
+
+int run_record(Globals& g, const RecordArgs& a) {
+  auto interval = parse_duration(a.interval);
+  if (!interval.ok()) return fail(std::move(interval).error().context_add("--interval"));
+  if (*interval < std::chrono::milliseconds(5))
+    return fail("--interval " + a.interval + ": at least 5ms (each sample reads several cgroup files)");
+
+  providers::ProviderOptions options = g.provider_options();
+  options.allow_unsafe_host = a.allow_unsafe_host;
+  auto provider = g.registry.create(a.provider, options);
+  if (!provider.ok()) return fail(provider.error());
+  controller::Policy policy = controller::default_policy();
+  if (!a.policy.empty() && a.policy != "default") {
+    auto p = controller::load_policy_file(a.policy);
+    if (!p.ok()) return fail(p.error());
+    policy = std::move(p).value();
+  }
+  if (auto s = check_requirements(**provider, policy.required_capabilities); !s.ok()) return fail(s.error());
+  controller::ControllerOptions copts;
+  copts.paths = options.paths;
+  copts.root = g.cgroup_root_name();
+  copts.policy = policy;
+  auto ctl = controller::Controller::create(std::move(copts));
+  if (!ctl.ok()) return fail(std::move(ctl).error().context_add("recording needs root and cgroups"));
+
+  providers::EnvSpec spec;
+  spec.workspace_recipe = a.workspace;
+  spec.env = a.env;
+  spec.tenant = a.tenant;
+  for (const auto& b : a.ro_binds) {
+    auto colon = b.find(':');
+    spec.readonly_mounts.push_back(
+        {b.substr(0, colon), colon == std::string::npos ? b : b.substr(colon + 1)});
+  }
+  auto session = controller::RunSession::open(**ctl, **provider, spec);
+  if (!session.ok()) return fail(session.error());
+  const std::string run_id = (*session)->environment().run_id();
+
+  std::string socket_path = a.socket;
+  if (socket_path.empty()) {
+    if (auto s = make_dirs(options.paths.state_dir, 0700); !s.ok()) return fail(s.error());
+    socket_path = options.paths.state_dir + "/record-" + run_id + ".sock";
+  }
+  auto listener = listen_unix(socket_path);
+  if (!listener.ok()) return fail(listener.error());
+  Defer unlink_socket([&] { ::unlink(socket_path.c_str()); });
+
+  replay::RecorderOptions ropts;
+  ropts.interval = *interval;
+  ropts.header.source = "sandgate record";
+  ropts.header.host = host_description(a.provider, **ctl);
+  ropts.header.notes = a.notes.empty() ? "command: " + replay::join_command(a.command) : a.notes;
+  replay::Recorder recorder((*ctl)->backend(), (*session)->run().cgroup(), ropts);
+
+  InterruptFd interrupt;
+  auto stop = make_pipe(O_CLOEXEC);
+  if (!stop.ok()) return fail(stop.error());
+  RecordingServer server(**session, policy, recorder, a.provider, interrupt.fd());
+  std::thread server_thread([&] { serve_socket(listener->get(), stop->read.get(), server); });
+  auto stop_server = [&] {
+    if (!server_thread.joinable()) return;
+    (void)write_all(stop->write.get(), "x");
+    server_thread.join();
+  };
+
+  auto driver = spawn_driver(a.command, {"SANDGATE_SOCKET=" + socket_path, "SANDGATE_RUN=" + run_id,
+                                         "SANDGATE_BIN=" + self_exe()});
+  if (!driver.ok()) {
+    stop_server();
+    (void)recorder.finish();
+    (void)(*session)->close();
+    return fail(driver.error());
+  }
+  std::cerr << "sandgate: recording run " << run_id << " on " << socket_path << "\n";
+
+  bool tty = ::isatty(2);
+  auto last_print = std::chrono::steady_clock::now();
+  ExitStatus status;
+  int interrupted = 0;
+  for (;;) {
+    struct pollfd fds[2] = {{driver->pidfd(), POLLIN, 0}, {interrupt.fd(), POLLIN, 0}};
+    int r = ::poll(fds, 2, 1000);
+    if (r < 0 && errno != EINTR) break;
+    if (fds[1].revents && !interrupted) {
+      // The call in progress is cancelled through the same fd; end the driver too.
+      interrupted = interrupt.pending() ? interrupt.pending() : SIGINT;
+      ::kill(-driver->pid(), SIGTERM);
+      auto st = driver->wait_for(std::chrono::seconds(3));
+      if (!st.ok() || !st->has_value()) ::kill(-driver->pid(), SIGKILL);
+    }
+    if (fds[0].revents || interrupted) {
+      auto st = driver->wait();
+      if (st.ok()) status = *st;
+      break;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_print >= std::chrono::seconds(tty ? 1 : 5)) {
+      print_progress(recorder.progress(), tty, false);
+      last_print = now;
+    }
+  }
+  // Whatever CMD left in its process group (a background job) ends with it.
+  ::kill(-driver->pid(), SIGKILL);
+  stop_server();
+  replay::Trace trace = recorder.finish();
+  print_progress(recorder.progress(), tty, true);
+  auto closed = (*session)->close();
+
+  std::string tmp = a.out + ".tmp-" + std::to_string(::getpid());
+  Status written = replay::write_trace(tmp, trace);
+  if (written.ok() && ::rename(tmp.c_str(), a.out.c_str()) != 0) written = sys_error("rename", a.out);
+  if (!written.ok()) {
+    ::unlink(tmp.c_str());
+    return fail(std::move(written).error().context_add("writing the trace"));
+  }
+  std::cerr << "sandgate: wrote " << a.out << ": " << trace.calls.size() << " calls, "
+            << trace.samples.size() << " samples, " << format_duration(std::chrono::milliseconds(trace.duration_ms()))
+            << "\n";
+  if (!closed.ok()) return fail(std::move(closed).error().context_add("tearing down the run"));
+  if (interrupted) {
+    std::cerr << "sandgate: interrupted; run " << run_id << " torn down, trace kept\n";
+    return 128 + interrupted;
+  }
+  if (status.shell_code() != 0)
+    std::cerr << "sandgate: warning: the recorded command ended with " << status.describe()
+              << " (trace written anyway)\n";
+  return status.shell_code();
+}
+
+}  // namespace
+
+void add_record_command(CLI::App& app, Globals& g) {
+  auto a = std::make_shared<RecordArgs>();
+  auto* sub = app.add_subcommand(
+      "record",
+      "Record a run as a `sandgate trace v1` (JSON lines: calls and resource samples).\n"
+      "One environment is made (provider + per-call controller) and served on a unix socket;\n"
+      "CMD runs on the host with SANDGATE_SOCKET, SANDGATE_RUN and SANDGATE_BIN set and makes\n"
+      "its tool calls through it, for example a script of\n"
+      "  \"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent compile -- make -j2\n"
+      "(or anything speaking the `sandgate serve` protocol: `create` answers with the recorded\n"
+      "run). Each call is a call event with its intent; the run's cgroup (memory, CPU, pids,\n"
+      "io) is sampled every --interval, and samples taken during a call carry its id. The\n"
+      "trace is written atomically when CMD exits; sandgate exits with CMD's status.\n"
+      "  sandgate record --out build.trace --interval 100ms --workspace ./src -- ./drive.sh");
+  sub->add_option("--out", a->out, "trace file to write")->required();
+  sub->add_option("--interval", a->interval, "sample interval (at least 5ms)")->capture_default_str();
+  sub->add_option("--provider", a->provider, "isolation provider")->capture_default_str();
+  sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
+  sub->add_option("--workspace", a->workspace, "directory copied into the fresh workspace")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--env", a->env, "NAME or NAME=VALUE passed into the environment (repeatable)");
+  sub->add_option("--ro-bind", a->ro_binds, "SRC[:DST] host path mounted read-only (repeatable)");
+  sub->add_option("--socket", a->socket, "socket path (default: <state-dir>/record-<run>.sock)");
+  sub->add_option("--notes", a->notes, "free text for the trace header (default: the command)");
+  sub->add_option("--tenant", a->tenant, "tenant the run belongs to")->capture_default_str();
+  sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
+  sub->add_option("command", a->command, "the driving command on the host (after --)")->required();
+  sub->callback([&g, a] { g.exit_code = run_record(g, *a); });
+}
+
+}  // namespace sandgate::cli

@@ -1,0 +1,221 @@
+// sandgate replay: recorded traces replayed as real resource effects through a provider and
+// the controller, once per policy, scored side by side (replay/experiment.h).
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <thread>
+
+#include "cli/common.h"
+#include "cli/signals.h"
+#include "core/units.h"
+#include "replay/experiment.h"
+#include "replay/trace_stats.h"
+
+namespace sandgate::cli {
+namespace {
+
+struct ReplayArgs {
+  std::string provider = "namespaces";
+  std::vector<std::string> policies;
+  size_t concurrency = 0;
+  double time_scale = 1.0;
+  bool compress_silence = false;
+  std::string max_silence = "1s";
+  bool victim = false;
+  std::string host_budget;
+  std::string json;
+  std::string load;
+  bool allow_unsafe_host = false;
+  std::vector<std::string> traces;
+};
+
+std::string seconds(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", ms / 1000.0);
+  return buf;
+}
+
+int run_replay(Globals& g, const ReplayArgs& a) {
+  if (a.policies.empty()) return fail("replay needs at least one --policy (none, static, static-peak, default or a file)");
+  if (!(a.time_scale > 0)) return fail("--time-scale must be positive");
+  replay::ReplayTiming timing;
+  timing.time_scale = a.time_scale;
+  timing.compress_silence = a.compress_silence;
+  auto ms = parse_duration(a.max_silence);
+  if (!ms.ok()) return fail(std::move(ms).error().context_add("--max-silence"));
+  timing.max_silence = *ms;
+
+  replay::ExperimentOptions o;
+  o.provider = a.provider;
+  o.provider_options = g.provider_options();
+  o.provider_options.allow_unsafe_host = a.allow_unsafe_host;
+  o.cgroup_root = g.cgroup_root_name();
+  o.concurrency = a.concurrency;
+  o.victim = a.victim;
+  o.load_binary = a.load.empty() ? companion_binary("sandgate-load") : a.load;
+  if (o.load_binary.empty())
+    return fail("sandgate-load not found beside sandgate (build the sandgate-load target, or give --load PATH)");
+  if (!a.host_budget.empty()) {
+    auto b = parse_bytes(a.host_budget);
+    if (!b.ok()) return fail(std::move(b).error().context_add("--host-budget"));
+    o.host_budget_bytes = b->value;
+  }
+
+  // Plans first: every trace is read and checked before anything runs.
+  std::vector<replay::ReplayPlan> plans;
+  uint64_t avg = 0, peak = 0;
+  Json traces_json = Json::array();
+  for (const auto& path : a.traces) {
+    auto t = replay::read_trace(path);
+    if (!t.ok()) return fail(t.error());
+    auto stats = replay::compute_stats(*t, path);
+    avg = std::max(avg, static_cast<uint64_t>(stats.avg_mem_bytes));
+    peak = std::max(peak, stats.peak_mem_bytes);
+    std::string name = path.substr(path.rfind('/') + 1);
+    auto plan = replay::plan_replay(*t, name, timing);
+    if (!plan.ok()) return fail(plan.error());
+    std::cerr << "replay: " << name << ": " << plan->calls.size() << " calls";
+    if (plan->absorbed_calls) std::cerr << " (+" << plan->absorbed_calls << " nested, absorbed)";
+    std::cerr << ", trace " << seconds(static_cast<double>(plan->trace_duration_ms)) << " -> replay "
+              << seconds(static_cast<double>(plan->duration_ms)) << " (" << plan->speedup() << "x), peak "
+              << human_bytes(Bytes{stats.peak_mem_bytes}) << ", average "
+              << human_bytes(Bytes{static_cast<uint64_t>(stats.avg_mem_bytes)}) << "\n";
+    traces_json.push_back({{"trace", path},
+                           {"calls", plan->calls.size()},
+                           {"trace_calls", plan->trace_calls},
+                           {"absorbed_calls", plan->absorbed_calls},
+                           {"trace_duration_ms", plan->trace_duration_ms},
+                           {"replay_duration_ms", plan->duration_ms},
+                           {"speedup", plan->speedup()},
+                           {"peak_mem_bytes", stats.peak_mem_bytes},
+                           {"avg_mem_bytes", stats.avg_mem_bytes}});
+    plans.push_back(std::move(plan).value());
+  }
+  std::vector<replay::PolicyChoice> choices;
+  for (const auto& p : a.policies) {
+    auto c = replay::resolve_policy(p, avg, peak);
+    if (!c.ok()) return fail(std::move(c).error().context_add("--policy " + p));
+    choices.push_back(std::move(c).value());
+  }
+
+  InterruptFd interrupt;
+  std::atomic<bool> stop{false};
+  auto stop_pipe = make_pipe(O_CLOEXEC);
+  if (!stop_pipe.ok()) return fail(stop_pipe.error());
+  std::thread watcher([&] {
+    struct pollfd fds[2] = {{interrupt.fd(), POLLIN, 0}, {stop_pipe->read.get(), POLLIN, 0}};
+    while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
+    }
+    if (fds[0].revents) {
+      stop = true;
+      std::cerr << "\nreplay: interrupted; finishing the calls in progress\n";
+    }
+  });
+  auto end_watcher = [&] {
+    (void)write_all(stop_pipe->write.get(), "x");
+    if (watcher.joinable()) watcher.join();
+  };
+  o.stop = &stop;
+  bool tty = ::isatty(2);
+  o.progress = [tty](const std::string& line) {
+    if (tty) std::cerr << "\r" << line << "\033[K" << std::flush;
+    else std::cerr << line << "\n";
+  };
+
+  int64_t longest = 0;
+  for (const auto& p : plans) longest = std::max(longest, p.duration_ms);
+  std::optional<replay::VictimLatency> solo;
+  if (a.victim) {
+    Duration d = std::min<Duration>(std::chrono::milliseconds(longest + 1000), o.solo_max);
+    std::cerr << "replay: victim alone for " << format_duration(d) << "\n";
+    auto s = replay::measure_victim_solo(g.registry, d, o);
+    if (!s.ok()) {
+      end_watcher();
+      return fail(std::move(s).error().context_add("victim solo baseline"));
+    }
+    solo = *s;
+  }
+
+  std::vector<replay::PolicyScores> scores;
+  Json runs_json = Json::object();
+  for (const auto& c : choices) {
+    if (stop) break;
+    std::cerr << "replay: policy " << c.label << " (" << replay::to_string(c.kind) << ")\n";
+    auto pass = replay::run_policy_pass(g.registry, c, plans, o, solo);
+    if (tty) std::cerr << "\n";
+    if (!pass.ok()) {
+      end_watcher();
+      return fail(std::move(pass).error().context_add("policy " + c.label));
+    }
+    for (const auto& r : pass->runs)
+      if (!r.error.empty()) std::cerr << "replay: warning: " << c.label << ": " << r.name << ": " << r.error << "\n";
+    Json rj = Json::array();
+    for (const auto& r : pass->runs) rj.push_back(replay::to_json(r));
+    runs_json[c.label] = std::move(rj);
+    scores.push_back(std::move(pass->scores));
+  }
+  end_watcher();
+
+  std::cout << replay::format_table(scores, solo);
+  if (!a.json.empty()) {
+    Json j = {{"schema_version", 1},
+              {"provider", a.provider},
+              {"timing", {{"time_scale", a.time_scale},
+                          {"compress_silence", a.compress_silence},
+                          {"max_silence_ms", to_millis(timing.max_silence)}}},
+              {"traces", traces_json},
+              {"victim_solo", solo ? Json{{"p50_us", solo->p50_us}, {"p90_us", solo->p90_us},
+                                          {"p99_us", solo->p99_us}, {"max_us", solo->max_us},
+                                          {"count", solo->count}}
+                                   : Json(nullptr)},
+              {"policies", Json::array()},
+              {"runs", runs_json}};
+    for (const auto& s : scores) j["policies"].push_back(replay::to_json(s));
+    if (auto s = write_json_file_atomic(a.json, j); !s.ok()) return fail(s.error());
+    std::cerr << "replay: wrote " << a.json << "\n";
+  }
+  if (stop) return 128 + (interrupt.pending() ? interrupt.pending() : SIGINT);
+  return 0;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, Globals& g) {
+  auto a = std::make_shared<ReplayArgs>();
+  auto* sub = app.add_subcommand(
+      "replay",
+      "Replay traces as real resource effects and score what they do to a neighbour.\n"
+      "Each trace becomes a run; each call a controller call with its intent that runs\n"
+      "`sandgate-load run` for the call's slice of the trace; the run's memory between calls\n"
+      "is held by a run-level `sandgate-load hold`. Each --policy replays all traces once:\n"
+      "  none         no limits, no ladder, no timeouts\n"
+      "  static       one run limit sized on the traces' average memory (what people do)\n"
+      "  static-peak  one run limit sized on their peak (+10%)\n"
+      "  default      the built-in per-call policy;  FILE  a policy file\n"
+      "--victim runs `sandgate-load victim` beside the aggressors (its solo baseline first),\n"
+      "so its latency is reported as inflation over solo. Prints a table (policies side by\n"
+      "side); --json FILE has every figure, per call included.\n"
+      "  sandgate replay --policy none --policy static --policy default --victim \\\n"
+      "      --compress-silence --json out.json traces/*.trace");
+  sub->add_option("--provider", a->provider, "isolation provider")->capture_default_str();
+  sub->add_option("--policy", a->policies, "none, static, static-peak, default or a policy file (repeatable)");
+  sub->add_option("--concurrency", a->concurrency,
+                  "runs at once (default: one per trace; more than the traces repeats them)");
+  sub->add_option("--time-scale", a->time_scale, "divide every time by X (2 = twice as fast)")
+      ->capture_default_str();
+  sub->add_flag("--compress-silence", a->compress_silence,
+                "shorten every gap between calls longer than --max-silence to --max-silence");
+  sub->add_option("--max-silence", a->max_silence, "with --compress-silence")->capture_default_str();
+  sub->add_flag("--victim", a->victim, "run the latency victim beside the aggressors");
+  sub->add_option("--host-budget", a->host_budget, "host memory budget, e.g. 16GiB (default: MemTotal)");
+  sub->add_option("--json", a->json, "write every figure to this file");
+  sub->add_option("--load", a->load, "sandgate-load binary (default: beside sandgate)");
+  sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
+  sub->add_option("traces", a->traces, "trace files (sandgate trace v1)")->required()->check(CLI::ExistingFile);
+  sub->callback([&g, a] { g.exit_code = run_replay(g, *a); });
+}
+
+}  // namespace sandgate::cli

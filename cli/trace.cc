@@ -1,0 +1,206 @@
+// sandgate trace: check, summarise and import burst-silence traces (`sandgate trace v1`,
+// README.md "Trace format").
+#include "replay/trace.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include "cli/common.h"
+#include "controller/policy.h"
+#include "core/files.h"
+#include "core/units.h"
+#include "replay/agentcgroup.h"
+#include "replay/trace_stats.h"
+
+namespace sandgate::cli {
+
+namespace {
+
+std::string pct(double share) { return fmt::format("{:.1f}%", share * 100); }
+std::string bytes(double b) { return human_bytes(Bytes{static_cast<uint64_t>(std::max(0.0, b))}); }
+std::string rate(double bps) { return (bps < 0 ? "-" : "") + bytes(std::abs(bps)) + "/s"; }
+std::string short_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+bool is_dir(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void print_stats_row(const replay::TraceStats& s, const std::string& name, double ratio_column) {
+  std::cout << fmt::format("{:<44} {:>8.1f} {:>7} {:>5} {:>9} {:>9} {:>6} {:>11} {:>7} {:>11}\n",
+                           name.size() > 44 ? name.substr(0, 41) + "..." : name, s.duration_s,
+                           s.samples, s.calls, bytes(s.peak_mem_bytes), bytes(s.avg_mem_bytes),
+                           ratio_column > 0 ? fmt::format("{:.2f}x", ratio_column) : "-",
+                           rate(s.max_rise_bytes_per_s), pct(s.time_in_calls_share),
+                           fmt::format("{}/{}", s.peak_samples_in_calls, s.peak_samples));
+}
+
+struct StatsArgs {
+  std::vector<std::string> files;
+  bool json = false;
+  std::string peak_threshold = "300MB";
+};
+
+int run_stats(const StatsArgs& a) {
+  auto threshold = parse_bytes(a.peak_threshold);
+  if (!threshold.ok()) return fail("--peak-threshold: " + threshold.error().message());
+  auto paths = replay::trace_files(a.files);
+  if (!paths.ok()) return fail(paths.error());
+  std::vector<replay::TraceStats> each;
+  for (const auto& path : *paths) {
+    auto trace = replay::read_trace(path);
+    if (!trace.ok()) return fail(trace.error());
+    each.push_back(replay::compute_stats(*trace, path, threshold->value));
+  }
+  replay::StatsSummary sum = replay::summarize(each);
+  if (a.json) {
+    Json traces = Json::array();
+    for (const auto& s : each) traces.push_back(replay::to_json(s));
+    Json out = {{"schema_version", 1},
+                {"peak_threshold_bytes", threshold->value},
+                {"definitions",
+                 "README.md, Trace format: average = mean of samples; change rate between "
+                 "consecutive samples; time in calls = union of call intervals over the sampled "
+                 "span; peak sample = memory strictly above peak_threshold_bytes, inside a call "
+                 "when its time is within [start_ms, end_ms] of any call"},
+                {"traces", traces}};
+    if (each.size() > 1) out["summary"] = replay::to_json(sum);
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<44} {:>8} {:>7} {:>5} {:>9} {:>9} {:>6} {:>11} {:>7} {:>11}\n",
+                           "trace", "dur s", "samples", "calls", "peak", "average", "pk/avg",
+                           "max rise", "in call", "peaks in");
+  for (const auto& s : each) print_stats_row(s, short_name(s.name), s.peak_to_avg);
+  const replay::TraceStats& all = each.size() > 1 ? sum.pooled : each.front();
+  if (each.size() > 1) {
+    print_stats_row(sum.pooled, fmt::format("all {} traces (pooled)", each.size()), 0);
+    std::cout << fmt::format(
+        "peak-to-average: median {:.2f}x, max {:.2f}x ({}); largest rise {} = {:.2f} GB/s ({}); "
+        "largest drop {}\n",
+        sum.peak_to_avg_median, sum.peak_to_avg_max, short_name(sum.peak_to_avg_max_trace),
+        rate(sum.pooled.max_rise_bytes_per_s), sum.pooled.max_rise_bytes_per_s / 1e9,
+        short_name(sum.max_rise_trace), rate(sum.pooled.max_drop_bytes_per_s));
+  } else {
+    std::cout << fmt::format("largest drop {}; cpu peak {} millicores, average {:.0f}\n",
+                             rate(all.max_drop_bytes_per_s), all.peak_cpu_millicores,
+                             all.avg_cpu_millicores);
+  }
+  std::cout << fmt::format(
+      "time in calls: {} of {:.0f} s sampled (union of call intervals); peak samples (memory "
+      "above {} bytes): {} of {} inside a call ({})\n",
+      pct(all.time_in_calls_share), all.sampled_s, threshold->value, all.peak_samples_in_calls,
+      all.peak_samples, all.peak_samples ? pct(all.peak_samples_in_calls_share) : "-");
+  std::cout << fmt::format("{:<10} {:>6} {:>10}   (seconds: sum of call durations)\n", "intent",
+                           "calls", "seconds");
+  for (const auto& [intent, is] : all.by_intent)
+    std::cout << fmt::format("{:<10} {:>6} {:>10.1f}\n", intent, is.calls, is.seconds);
+  return 0;
+}
+
+int run_validate(const std::vector<std::string>& files) {
+  auto paths = replay::trace_files(files);
+  if (!paths.ok()) return fail(paths.error());
+  int rc = 0;
+  for (const auto& path : *paths) {
+    auto trace = replay::read_trace(path);
+    if (!trace.ok()) {
+      rc = fail(trace.error());
+      continue;
+    }
+    std::cout << fmt::format("{}: ok, {} samples, {} calls, {:.1f} s ({})\n", path,
+                             trace->samples.size(), trace->calls.size(),
+                             trace->duration_ms() / 1000.0, trace->header.source);
+  }
+  return rc;
+}
+
+struct ImportArgs {
+  std::string from;
+  std::vector<std::string> files;
+  std::string out;
+  std::string policy;
+};
+
+int run_import(const ImportArgs& a) {
+  if (a.from != "agentcgroup")
+    return fail("--from: unknown format '" + a.from + "' (known: agentcgroup)");
+  auto policy = a.policy.empty() ? Result<controller::Policy>(controller::default_policy())
+                                 : controller::load_policy_file(a.policy);
+  if (!policy.ok()) return fail(policy.error());
+  auto paths = replay::trace_files(a.files);
+  if (!paths.ok()) return fail(paths.error());
+  // One input and an --out that is not a directory (and not meant as one): a file.
+  bool to_file = paths->size() == 1 && !is_dir(a.out) && a.out.ends_with(".jsonl");
+  if (!to_file) {
+    if (auto s = make_dirs(a.out); !s.ok()) return fail(s.error());
+  }
+  for (const auto& path : *paths) {
+    auto trace = replay::import_agentcgroup(path, *policy);
+    if (!trace.ok()) return fail(trace.error());
+    std::string dest = to_file ? a.out : a.out + "/" + short_name(path);
+    if (auto s = replay::write_trace(dest, *trace); !s.ok()) return fail(s.error());
+    std::cout << fmt::format("{} -> {}: {} samples, {} calls\n", path, dest, trace->samples.size(),
+                             trace->calls.size());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_trace_command(CLI::App& app, Globals& g) {
+  auto* sub = app.add_subcommand(
+      "trace",
+      "Burst-silence traces (`sandgate trace v1`: JSON lines, a header, call events, samples;\n"
+      "README.md \"Trace format\").\n"
+      "  sandgate trace validate FILE|DIR...    strict check; errors name file:line and field\n"
+      "  sandgate trace stats FILE|DIR... [--json] [--peak-threshold 300MB]\n"
+      "  sandgate trace import --from agentcgroup FILE|DIR... --out DIR|FILE.jsonl");
+  sub->require_subcommand(1);
+
+  auto* validate = sub->add_subcommand(
+      "validate", "Read each trace strictly; one line per file, exit 2 if any is bad");
+  auto files = std::make_shared<std::vector<std::string>>();
+  validate->add_option("files", *files, "trace files, or directories of *.jsonl")->required();
+  validate->callback([&g, files] { g.exit_code = run_validate(*files); });
+
+  auto* stats = sub->add_subcommand(
+      "stats",
+      "Duration, calls by intent, peak and average memory, peak-to-average, largest change\n"
+      "rate, share of time in calls (union of call intervals: overlapping calls count once),\n"
+      "share of peak samples inside calls. A peak sample is one whose memory is strictly above\n"
+      "--peak-threshold (default 300MB = 300,000,000 bytes, the AgentCgroup paper's). With\n"
+      "several traces, a pooled row and the median/max peak-to-average follow.");
+  auto sa = std::make_shared<StatsArgs>();
+  stats->add_option("files", sa->files, "trace files, or directories of *.jsonl")->required();
+  stats->add_flag("--json", sa->json, "print every figure as JSON instead of the table");
+  stats->add_option("--peak-threshold", sa->peak_threshold,
+                    "memory above which a sample is a peak: 300MB, 1GiB");
+  stats->callback([&g, sa] { g.exit_code = run_stats(*sa); });
+
+  auto* import = sub->add_subcommand(
+      "import",
+      "Convert traces from another format. agentcgroup: the AgentCgroup paper's per-run files\n"
+      "(samples with t_ms, mem_bytes, cpu_pct_interval_est; tool calls with name, cmd, start_ms,\n"
+      "end_ms, sidechain). cpu millicores = cpu_pct_interval_est x 10; pids and io are not in\n"
+      "the data (0, listed in the header's \"unmeasured\"). Intents: Bash commands by the\n"
+      "policy's inference rules (as `exec` without --intent), Read/Grep/Glob search,\n"
+      "Edit/Write/MultiEdit/NotebookEdit edit, anything else default.");
+  auto ia = std::make_shared<ImportArgs>();
+  import->add_option("--from", ia->from, "source format: agentcgroup")->required();
+  import->add_option("files", ia->files, "source files, or directories of *.jsonl")->required();
+  import
+      ->add_option("--out", ia->out,
+                   "output directory (one trace per input, same name), or FILE.jsonl for one input")
+      ->required();
+  import->add_option("--policy", ia->policy,
+                     "policy whose inference rules name Bash intents (default: built-in)");
+  import->callback([&g, ia] { g.exit_code = run_import(*ia);
+});
+}  // namespace sandgate::cli
+
+}  // namespace sandgate::cli

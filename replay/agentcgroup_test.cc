@@ -1,0 +1,191 @@
+#include "replay/agentcgroup.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "replay/trace_stats.h"
+#include "tests/support/privileged.h"
+
+namespace sandgate::replay {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AgentCgroupIntent, ToolsAndBashCommands) {
+  const auto& p = controller::default_policy();
+  EXPECT_EQ(agentcgroup_intent(p, "Read", "/testbed/x.py"), "search");
+  EXPECT_EQ(agentcgroup_intent(p, "Grep", "foo"), "search");
+  EXPECT_EQ(agentcgroup_intent(p, "Glob", "**/*.py"), "search");
+  EXPECT_EQ(agentcgroup_intent(p, "Edit", "x.py"), "edit");
+  EXPECT_EQ(agentcgroup_intent(p, "Write", "x.py"), "edit");
+  EXPECT_EQ(agentcgroup_intent(p, "MultiEdit", "x.py"), "edit");
+  EXPECT_EQ(agentcgroup_intent(p, "NotebookEdit", "x.ipynb"), "edit");
+  EXPECT_EQ(agentcgroup_intent(p, "TodoWrite", "todos[4]"), "default");
+  EXPECT_EQ(agentcgroup_intent(p, "Task", "explore"), "default");
+  EXPECT_EQ(agentcgroup_intent(p, "WebFetch", "https://x"), "default");
+  // Bash goes through the controller's inference, shell splitting included.
+  EXPECT_EQ(agentcgroup_intent(p, "Bash", "python3 -m pytest tests/ -x"), "test");
+  EXPECT_EQ(agentcgroup_intent(p, "Bash", "cd /testbed && make -j4"), "compile");
+  EXPECT_EQ(agentcgroup_intent(p, "Bash", "pip install -e ."), "install");
+  EXPECT_EQ(agentcgroup_intent(p, "Bash", "grep -rn foo ."), "search");
+  // No rule knows the command itself, so the rule for `bash -c` decides, exactly as for
+  // `sandgate exec -- bash -c 'frobnicate --all'`.
+  EXPECT_EQ(agentcgroup_intent(p, "Bash", "frobnicate --all"), "run");
+}
+
+constexpr const char* kSmall =
+    R"({"t_ms":0,"mem_bytes":11850000,"cpu_pct":99.44,"cpu_pct_interval_est":null,"mem_pct":0.01})"
+    "\n"
+    R"({"tool_call":{"name":"Task","cmd":"explore","start_ms":500,"end_ms":3000,"sidechain":false}})"
+    "\n"
+    R"({"t_ms":1033,"mem_bytes":185300000,"cpu_pct":62.21,"cpu_pct_interval_est":62.21,"mem_pct":0.14})"
+    "\n"
+    R"({"tool_call":{"name":"Bash","cmd":"cat &gt; a.txt","start_ms":1500,"end_ms":2500,"sidechain":true}})"
+    "\n"
+    R"({"t_ms":2069,"mem_bytes":195800000,"cpu_pct":47.76,"cpu_pct_interval_est":-0.4,"mem_pct":0.15})"
+    "\n"
+    R"({"t_ms":3104,"mem_bytes":196000000,"cpu_pct":32.63,"cpu_pct_interval_est":2.46,"mem_pct":0.15})"
+    "\n";
+
+TEST(AgentCgroupImport, ConvertsSamplesCallsAndHeader) {
+  auto t = parse_agentcgroup(kSmall, "dir/small.jsonl");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  ASSERT_EQ(t->samples.size(), 4u);
+  ASSERT_EQ(t->calls.size(), 2u);
+  EXPECT_EQ(t->samples[0].cpu_millicores, 0u);    // null estimate
+  EXPECT_EQ(t->samples[1].cpu_millicores, 622u);  // 62.21 % x 10
+  EXPECT_EQ(t->samples[2].cpu_millicores, 0u);    // negative estimate
+  EXPECT_EQ(t->samples[3].cpu_millicores, 25u);   // 2.46 % -> 24.6 -> 25
+  EXPECT_EQ(t->samples[1].mem_bytes, 185300000u);
+  EXPECT_EQ(t->calls[0].id, "c1");
+  EXPECT_EQ(t->calls[0].intent, "default");
+  EXPECT_FALSE(t->calls[0].nested);
+  EXPECT_EQ(t->calls[1].command, "cat > a.txt");  // HTML escape undone
+  EXPECT_EQ(t->calls[1].intent, "edit");
+  EXPECT_TRUE(t->calls[1].nested);
+  // The innermost running call: Task at 1033 ms, the sub-agent's Bash at 2069 ms.
+  EXPECT_EQ(t->samples[1].call, "c1");
+  EXPECT_EQ(t->samples[2].call, "c2");
+  EXPECT_EQ(t->samples[3].call, std::nullopt);
+  EXPECT_EQ(t->header.source, "agentcgroup import: small.jsonl");
+  EXPECT_EQ(t->header.interval_ms, 1035);  // median of 1033, 1036, 1035
+  EXPECT_EQ(t->header.unmeasured, (std::vector<std::string>{"pids", "io_bytes"}));
+  EXPECT_EQ(t->header.host["cores"], 24);
+  EXPECT_THAT(t->header.notes, HasSubstr("1 sample(s) with a null estimate and 1 with a negative"));
+  // The result is a valid trace: it survives the strict reader.
+  auto back = parse_trace(format_trace(*t), "imported.jsonl");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(*back, *t);
+}
+
+struct BadLine {
+  const char* what;
+  std::string line;
+  std::string field;
+};
+
+class AgentCgroupBad : public ::testing::TestWithParam<BadLine> {};
+void PrintTo(const BadLine& b, std::ostream* os) { *os << b.what; }
+
+TEST_P(AgentCgroupBad, NamesFileLineAndField) {
+  std::string text =
+      R"({"t_ms":0,"mem_bytes":1,"cpu_pct":1,"cpu_pct_interval_est":null,"mem_pct":0})"
+      "\n" +
+      GetParam().line + "\n";
+  auto t = parse_agentcgroup(text, "run.jsonl");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message(), HasSubstr("run.jsonl:2"));
+  EXPECT_THAT(t.error().message(), HasSubstr(GetParam().field));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Each, AgentCgroupBad,
+    ::testing::Values(
+        BadLine{"not JSON", R"({"t_ms":5,)", "not JSON at column"},
+        BadLine{"missing mem", R"({"t_ms":5,"cpu_pct_interval_est":1})", "'mem_bytes': missing"},
+        BadLine{"negative time", R"({"t_ms":-5,"mem_bytes":1,"cpu_pct_interval_est":1})", "'t_ms'"},
+        BadLine{"out of order", R"({"t_ms":0,"mem_bytes":1,"cpu_pct_interval_est":1})",
+                "'t_ms': samples out of time order"},
+        BadLine{"cpu text", R"({"t_ms":5,"mem_bytes":1,"cpu_pct_interval_est":"x"})",
+                "'cpu_pct_interval_est'"},
+        BadLine{"unknown key", R"({"t_ms":5,"mem_bytes":1,"cpu_pct_interval_est":1,"gpu":0})",
+                "'gpu'"},
+        BadLine{
+            "call end before start",
+            R"({"tool_call":{"name":"Bash","cmd":"x","start_ms":9,"end_ms":3,"sidechain":false}})",
+            "'tool_call.end_ms'"},
+        BadLine{"call without sidechain",
+                R"({"tool_call":{"name":"Bash","cmd":"x","start_ms":1,"end_ms":3}})",
+                "'tool_call.sidechain': missing"},
+        BadLine{
+            "call cmd not text",
+            R"({"tool_call":{"name":"Bash","cmd":7,"start_ms":1,"end_ms":3,"sidechain":false}})",
+            "'tool_call.cmd'"}));
+
+TEST(AgentCgroupImport, EmptyFileIsAnError) {
+  auto t = parse_agentcgroup("", "empty.jsonl");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message(), HasSubstr("empty.jsonl"));
+}
+
+// The shared data: never committed; SANDGATE_AGENTCGROUP_TRACES or ../shared beside the tree.
+std::string agentcgroup_dir() {
+  const char* env = std::getenv("SANDGATE_AGENTCGROUP_TRACES");
+  if (env && *env) return env;
+  return sandgate::testing::source_dir() + "/../shared/traces/agentcgroup";
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Figures checked by hand on the files (grep/python over the raw lines), not by this importer.
+TEST(AgentCgroupRealData, RdflibRun) {
+  std::string path = agentcgroup_dir() + "/haiku/RDFLib__rdflib-1117.jsonl";
+  SANDGATE_REQUIRE(exists(path),
+                   "AgentCgroup data not found at " + path + " (set SANDGATE_AGENTCGROUP_TRACES)");
+  auto t = import_agentcgroup(path);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->samples.size(), 63u);
+  EXPECT_EQ(t->calls.size(), 17u);
+  EXPECT_EQ(t->samples.back().t_ms, 64221);
+  EXPECT_EQ(t->samples[1].cpu_millicores, 622u);  // "cpu_pct_interval_est":62.21
+  TraceStats s = compute_stats(*t, path);
+  EXPECT_EQ(s.peak_mem_bytes, 262000000u);
+  EXPECT_NEAR(s.avg_mem_bytes, 194507142, 1);  // index.jsonl avg_mem_bytes
+  // Calls in file order: TodoWrite, Glob, Read, Edit, ..., then "python3 -m pytest" at 22778.
+  EXPECT_EQ(t->calls[0].intent, "default");
+  EXPECT_EQ(t->calls[1].intent, "search");
+  EXPECT_EQ(t->calls[3].intent, "edit");
+  auto pytest = std::find_if(t->calls.begin(), t->calls.end(),
+                             [](const CallEvent& c) { return c.start_ms == 22778; });
+  ASSERT_NE(pytest, t->calls.end());
+  EXPECT_EQ(pytest->command, "python3 -m pytest");
+  EXPECT_EQ(pytest->intent, "test");
+}
+
+TEST(AgentCgroupRealData, PreCommitRunWithTheLargestRise) {
+  std::string path = agentcgroup_dir() + "/haiku/pre-commit__pre-commit-2524.jsonl";
+  SANDGATE_REQUIRE(exists(path),
+                   "AgentCgroup data not found at " + path + " (set SANDGATE_AGENTCGROUP_TRACES)");
+  auto t = import_agentcgroup(path);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->samples.size(), 314u);
+  EXPECT_EQ(t->calls.size(), 24u);
+  TraceStats s = compute_stats(*t, path);
+  EXPECT_EQ(s.peak_mem_bytes, 1862000000u);
+  EXPECT_NEAR(s.avg_mem_bytes, 306133343, 1);
+  EXPECT_NEAR(s.peak_to_avg, 6.082, 0.001);
+  // index.jsonl says 1163824608 B/s from unrounded times; from the ms times it is 1.1645e9.
+  EXPECT_NEAR(s.max_rise_bytes_per_s, 1.1645e9, 1e6);
+  // The long pytest runs (59.4-179.5 s, 191.3-312.0 s) are tests.
+  auto long_run = std::find_if(t->calls.begin(), t->calls.end(),
+                               [](const CallEvent& c) { return c.start_ms == 59428; });
+  ASSERT_NE(long_run, t->calls.end());
+  EXPECT_EQ(long_run->intent, "test");
+}
+
+}  // namespace
+}  // namespace sandgate::replay

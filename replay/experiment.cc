@@ -1,0 +1,584 @@
+#include "replay/experiment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "core/fd.h"
+#include "core/log.h"
+#include "core/units.h"
+
+namespace sandgate::replay {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+bool completed(const ReplayedCall& c) {
+  return c.error.empty() && c.outcome.termination == controller::Termination::kExited &&
+         c.outcome.exit.exited && c.outcome.exit.code == 0;
+}
+
+bool has_action(const ReplayedCall& c, const std::string& what) {
+  for (const auto& a : c.outcome.observed.actions)
+    if (a.action == what) return true;
+  return false;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+Json opt(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+
+Json to_json(const ErrorSummary& e) {
+  return {{"n", e.n}, {"median", e.median}, {"p95", e.p95}, {"max", e.max}, {"within_target", e.within}};
+}
+
+Json to_json(const VictimLatency& v) {
+  return {{"count", v.count}, {"p50_us", v.p50_us}, {"p90_us", v.p90_us}, {"p99_us", v.p99_us},
+          {"max_us", v.max_us}, {"missed_deadlines", v.missed_deadlines}};
+}
+
+}  // namespace
+
+std::string to_string(PolicyKind k) {
+  switch (k) {
+    case PolicyKind::kNone: return "none";
+    case PolicyKind::kStatic: return "static";
+    case PolicyKind::kStaticPeak: return "static-peak";
+    case PolicyKind::kPerCall: return "per-call";
+  }
+  return "?";
+}
+
+Result<PolicyChoice> resolve_policy(const std::string& arg, uint64_t avg_bytes, uint64_t peak_bytes) {
+  PolicyChoice c;
+  c.label = arg;
+  auto static_sized = [&](uint64_t bytes) {
+    controller::Grant run = controller::default_policy().run;
+    // At least 1MiB: the policy's own floor for a size.
+    run.memory_max = Bytes{std::max<uint64_t>(bytes, 1ull << 20)};
+    run.memory_high.reset();
+    c.run_limit_bytes = run.memory_max->value;
+    c.policy = controller::static_policy(run);
+  };
+  if (arg == "none") {
+    c.kind = PolicyKind::kNone;
+    c.policy = controller::static_policy(controller::Grant{});
+    c.policy.name = "none";
+    c.policy.ladder.enabled = false;
+    for (auto& [name, g] : c.policy.intents) g.timeout = Duration(0);
+  } else if (arg == "static") {
+    c.kind = PolicyKind::kStatic;
+    static_sized(avg_bytes);
+    c.policy.name = "static (average)";
+  } else if (arg == "static-peak") {
+    c.kind = PolicyKind::kStaticPeak;
+    static_sized(peak_bytes + peak_bytes / 10);
+    c.policy.name = "static (peak)";
+  } else if (arg == "default") {
+    c.policy = controller::default_policy();
+    c.kind = PolicyKind::kPerCall;
+  } else {
+    SG_ASSIGN_OR_RETURN(c.policy, controller::load_policy_file(arg));
+    c.kind = c.policy.mode == controller::PolicyMode::kStatic ? PolicyKind::kStatic : PolicyKind::kPerCall;
+    if (c.kind == PolicyKind::kStatic && c.policy.run.memory_max) c.run_limit_bytes = c.policy.run.memory_max->value;
+  }
+  return c;
+}
+
+Result<VictimLatency> parse_victim(const Json& j) {
+  if (!j.is_object()) return logic_error("victim report", "expected a JSON object");
+  VictimLatency v;
+  auto num = [&](const char* key, double& out) -> Status {
+    if (!j.contains(key) || !j[key].is_number()) return logic_error("victim report", std::string("field '") + key + "': expected a number");
+    out = j[key].get<double>();
+    return {};
+  };
+  double count = 0, missed = 0;
+  SG_TRY(num("count", count));
+  SG_TRY(num("p50_us", v.p50_us));
+  SG_TRY(num("p90_us", v.p90_us));
+  SG_TRY(num("p99_us", v.p99_us));
+  SG_TRY(num("max_us", v.max_us));
+  SG_TRY(num("missed_deadlines", missed));
+  v.count = static_cast<uint64_t>(count);
+  v.missed_deadlines = static_cast<uint64_t>(missed);
+  return v;
+}
+
+ErrorSummary summarize_errors(std::vector<double> values, double target) {
+  ErrorSummary e;
+  e.n = values.size();
+  if (values.empty()) return e;
+  std::sort(values.begin(), values.end());
+  auto rank = [&](double p) {
+    double r = std::ceil(p * static_cast<double>(values.size()));
+    size_t i = r < 1 ? 0 : static_cast<size_t>(r) - 1;
+    return values[std::min(i, values.size() - 1)];
+  };
+  e.median = rank(0.5);
+  e.p95 = rank(0.95);
+  e.max = values.back();
+  for (double v : values)
+    if (v <= target) ++e.within;
+  return e;
+}
+
+double gib_seconds(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / kGiB * seconds; }
+
+PolicyScores score_policy(const PolicyChoice& policy, const std::vector<ReplayedRun>& runs,
+                          const std::vector<RunUsage>& usage, uint64_t host_peak_bytes,
+                          uint64_t host_budget_bytes, const std::optional<VictimLatency>& victim,
+                          const std::optional<VictimLatency>& solo) {
+  PolicyScores s;
+  s.label = policy.label;
+  s.kind = policy.kind;
+  s.run_limit_bytes = policy.run_limit_bytes;
+  s.runs = runs.size();
+  s.host_peak_bytes = host_peak_bytes;
+  s.host_budget_bytes = host_budget_bytes;
+  s.victim = victim;
+  if (victim && solo) {
+    if (solo->p50_us > 0) s.victim_p50_inflation = victim->p50_us / solo->p50_us;
+    if (solo->p99_us > 0) s.victim_p99_inflation = victim->p99_us / solo->p99_us;
+  }
+
+  double granted_call_gib_s = 0;
+  std::vector<double> burst_to_action, mem_host, mem_self, start_err, end_err;
+  for (const auto& r : runs) {
+    if (!r.error.empty()) ++s.run_errors;
+    for (const auto& c : r.calls) {
+      ++s.calls;
+      double wall_s = to_seconds(c.outcome.wall);
+      if (!c.error.empty()) {
+        ++s.not_run;
+        continue;
+      }
+      using controller::Termination;
+      switch (c.outcome.termination) {
+        case Termination::kExited:
+          if (completed(c)) ++s.completed;
+          else ++s.failed_exit;
+          break;
+        case Termination::kTimeout: ++s.timed_out; break;
+        case Termination::kCancelled: ++s.cancelled; break;
+        case Termination::kMemoryLimit:
+        case Termination::kPidsLimit:
+        case Termination::kKilled: ++s.killed; break;
+      }
+      if (has_action(c, "throttle")) ++s.throttled;
+      if (has_action(c, "freeze") || c.outcome.observed.frozen_for.count() > 0) ++s.frozen;
+      if (!completed(c)) s.work_lost_call_s += wall_s;
+      if (c.outcome.grant.memory_max) granted_call_gib_s += gib_seconds(c.outcome.grant.memory_max->value, wall_s);
+      // The first thing the ladder did, measured from the burst onset in the call.
+      for (const auto& a : c.outcome.observed.actions) {
+        if (a.action == "unthrottle" || a.action == "thaw") continue;
+        ++s.calls_with_action;
+        burst_to_action.push_back(to_millis(a.at) - static_cast<double>(c.burst_onset_ms));
+        break;
+      }
+      start_err.push_back(std::abs(c.actual_start_ms - c.planned_start_ms));
+      // A call that was stopped ends early by design: its end says nothing about fidelity.
+      if (!completed(c)) continue;
+      end_err.push_back(std::abs(c.actual_end_ms - c.planned_end_ms));
+      if (c.target_peak_bytes < kFidelityFloorBytes) {
+        ++s.fidelity.calls_below_floor;
+        continue;
+      }
+      ++s.fidelity.calls_scored;
+      double target = static_cast<double>(c.target_peak_bytes);
+      mem_host.push_back(std::abs(static_cast<double>(c.outcome.observed.peaks.memory_bytes) - target) / target);
+      if (c.achieved) mem_self.push_back(std::abs(static_cast<double>(c.achieved->achieved_peak_mem) - target) / target);
+    }
+  }
+  s.fidelity.mem_host = summarize_errors(mem_host, kMemoryFidelityTarget);
+  s.fidelity.mem_self = summarize_errors(mem_self, kMemoryFidelityTarget);
+  s.fidelity.start_ms = summarize_errors(start_err, kTimingFidelityTargetMs);
+  s.fidelity.end_ms = summarize_errors(end_err, kTimingFidelityTargetMs);
+  if (!burst_to_action.empty()) {
+    std::sort(burst_to_action.begin(), burst_to_action.end());
+    s.burst_to_action_median_ms = burst_to_action[(burst_to_action.size() - 1) / 2];
+    s.burst_to_action_max_ms = burst_to_action.back();
+  }
+
+  double main_gib_s = 0, run_limit_gib_s = 0;
+  for (const auto& u : usage) {
+    s.used_gib_s += u.used_gib_s;
+    main_gib_s += u.main_gib_s;
+    if (policy.run_limit_bytes) run_limit_gib_s += gib_seconds(*policy.run_limit_bytes, u.duration_s);
+  }
+  if (policy.kind == PolicyKind::kStatic || policy.kind == PolicyKind::kStaticPeak) {
+    if (policy.run_limit_bytes) s.reserved_gib_s = run_limit_gib_s;
+  } else if (policy.kind == PolicyKind::kPerCall) {
+    s.reserved_gib_s = granted_call_gib_s + main_gib_s;
+  }
+  if (s.reserved_gib_s && s.used_gib_s > 0) s.reserved_over_used = *s.reserved_gib_s / s.used_gib_s;
+  return s;
+}
+
+Json to_json(const PolicyScores& s) {
+  Json j = {
+      {"policy", s.label},
+      {"kind", to_string(s.kind)},
+      {"run_limit_bytes", s.run_limit_bytes ? Json(*s.run_limit_bytes) : Json(nullptr)},
+      {"runs", s.runs},
+      {"run_errors", s.run_errors},
+      {"calls", {{"total", s.calls}, {"completed", s.completed}, {"throttled", s.throttled},
+                 {"frozen", s.frozen}, {"cancelled", s.cancelled}, {"killed", s.killed},
+                 {"timed_out", s.timed_out}, {"failed_exit", s.failed_exit}, {"not_run", s.not_run}}},
+      {"work_lost_call_s", s.work_lost_call_s},
+      {"victim", s.victim ? to_json(*s.victim) : Json(nullptr)},
+      {"victim_p50_inflation", opt(s.victim_p50_inflation)},
+      {"victim_p99_inflation", opt(s.victim_p99_inflation)},
+      {"host_peak_bytes", s.host_peak_bytes},
+      {"host_budget_bytes", s.host_budget_bytes},
+      {"host_peak_over_budget", s.host_budget_bytes ? Json(static_cast<double>(s.host_peak_bytes) / static_cast<double>(s.host_budget_bytes)) : Json(nullptr)},
+      {"reserved_gib_s", opt(s.reserved_gib_s)},
+      {"used_gib_s", s.used_gib_s},
+      {"reserved_over_used", opt(s.reserved_over_used)},
+      {"calls_with_action", s.calls_with_action},
+      {"burst_to_first_action_ms", {{"median", opt(s.burst_to_action_median_ms)}, {"max", opt(s.burst_to_action_max_ms)}}},
+      {"fidelity", {{"calls_scored", s.fidelity.calls_scored},
+                    {"calls_below_floor", s.fidelity.calls_below_floor},
+                    {"floor_bytes", kFidelityFloorBytes},
+                    {"memory_peak_rel_error_host", to_json(s.fidelity.mem_host)},
+                    {"memory_peak_rel_error_self", to_json(s.fidelity.mem_self)},
+                    {"memory_target", kMemoryFidelityTarget},
+                    {"start_abs_error_ms", to_json(s.fidelity.start_ms)},
+                    {"end_abs_error_ms", to_json(s.fidelity.end_ms)},
+                    {"timing_target_ms", kTimingFidelityTargetMs}}},
+      {"wall_s", s.wall_s},
+  };
+  return j;
+}
+
+Json to_json(const ReplayedRun& r) {
+  Json calls = Json::array();
+  for (const auto& c : r.calls) {
+    Json j = {{"id", c.id},
+              {"intent", c.intent},
+              {"planned_start_ms", c.planned_start_ms},
+              {"planned_end_ms", c.planned_end_ms},
+              {"actual_start_ms", c.actual_start_ms},
+              {"actual_end_ms", c.actual_end_ms},
+              {"target_peak_bytes", c.target_peak_bytes},
+              {"burst_onset_ms", c.burst_onset_ms}};
+    if (!c.error.empty()) j["error"] = c.error;
+    else j["outcome"] = controller::to_json(c.outcome, /*with_output=*/false);
+    j["achieved"] = c.achieved ? c.achieved->to_json() : Json(nullptr);
+    calls.push_back(std::move(j));
+  }
+  Json j = {{"trace", r.name}, {"run_id", r.run_id}, {"wall_s", r.wall_s}, {"calls", calls}};
+  if (!r.error.empty()) j["error"] = r.error;
+  return j;
+}
+
+std::string format_table(const std::vector<PolicyScores>& scores, const std::optional<VictimLatency>& solo) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  auto row = [&](const std::string& name, auto cell) {
+    std::vector<std::string> cells;
+    for (const auto& s : scores) cells.push_back(cell(s));
+    rows.emplace_back(name, std::move(cells));
+  };
+  auto mib = [](uint64_t b) { return human_bytes(Bytes{b}); };
+  auto ratio = [](const std::optional<double>& v) { return v ? fmt("%.2fx", *v) : std::string("-"); };
+  row("policy kind", [](const PolicyScores& s) { return to_string(s.kind); });
+  row("run limit", [&](const PolicyScores& s) { return s.run_limit_bytes ? mib(*s.run_limit_bytes) : std::string("per call"); });
+  if (solo) {
+    row("victim p50 (solo " + fmt("%.0fus", solo->p50_us) + ")", [&](const PolicyScores& s) {
+      return s.victim ? fmt("%.0fus", s.victim->p50_us) + " " + ratio(s.victim_p50_inflation) : std::string("-");
+    });
+    row("victim p99 (solo " + fmt("%.0fus", solo->p99_us) + ")", [&](const PolicyScores& s) {
+      return s.victim ? fmt("%.0fus", s.victim->p99_us) + " " + ratio(s.victim_p99_inflation) : std::string("-");
+    });
+  }
+  row("calls", [](const PolicyScores& s) { return std::to_string(s.calls); });
+  row("  completed", [](const PolicyScores& s) { return std::to_string(s.completed); });
+  row("  throttled (any)", [](const PolicyScores& s) { return std::to_string(s.throttled); });
+  row("  frozen (any)", [](const PolicyScores& s) { return std::to_string(s.frozen); });
+  row("  cancelled", [](const PolicyScores& s) { return std::to_string(s.cancelled); });
+  row("  killed / OOM", [](const PolicyScores& s) { return std::to_string(s.killed); });
+  row("  timed out", [](const PolicyScores& s) { return std::to_string(s.timed_out); });
+  row("  failed exit / not run", [](const PolicyScores& s) { return std::to_string(s.failed_exit) + " / " + std::to_string(s.not_run); });
+  row("work lost (call-s)", [](const PolicyScores& s) { return fmt("%.1f", s.work_lost_call_s); });
+  row("host peak / budget", [&](const PolicyScores& s) {
+    return mib(s.host_peak_bytes) + " / " + mib(s.host_budget_bytes);
+  });
+  row("reserved GiB-s", [](const PolicyScores& s) { return s.reserved_gib_s ? fmt("%.2f", *s.reserved_gib_s) : std::string("-"); });
+  row("used GiB-s", [](const PolicyScores& s) { return fmt("%.2f", s.used_gib_s); });
+  row("reserved / used", [&](const PolicyScores& s) { return ratio(s.reserved_over_used); });
+  row("burst->1st action med/max", [](const PolicyScores& s) {
+    if (!s.burst_to_action_median_ms) return std::string("- (") + std::to_string(s.calls_with_action) + " calls)";
+    return fmt("%.0f", *s.burst_to_action_median_ms) + "/" + fmt("%.0fms", *s.burst_to_action_max_ms) + " (" +
+           std::to_string(s.calls_with_action) + ")";
+  });
+  row("mem peak err host med/max", [](const PolicyScores& s) {
+    const auto& e = s.fidelity.mem_host;
+    if (!e.n) return std::string("- (no call >= 32MiB)");
+    return fmt("%.1f%%", e.median * 100) + "/" + fmt("%.1f%%", e.max * 100) + " " +
+           std::to_string(e.within) + "/" + std::to_string(e.n) + "<=5%";
+  });
+  row("mem peak err self med/max", [](const PolicyScores& s) {
+    const auto& e = s.fidelity.mem_self;
+    if (!e.n) return std::string("-");
+    return fmt("%.1f%%", e.median * 100) + "/" + fmt("%.1f%%", e.max * 100) + " " +
+           std::to_string(e.within) + "/" + std::to_string(e.n) + "<=5%";
+  });
+  row("start err med/max", [](const PolicyScores& s) {
+    const auto& e = s.fidelity.start_ms;
+    return fmt("%.0f", e.median) + "/" + fmt("%.0fms", e.max) + " " + std::to_string(e.within) + "/" +
+           std::to_string(e.n) + "<=50ms";
+  });
+  row("end err med/max", [](const PolicyScores& s) {
+    const auto& e = s.fidelity.end_ms;
+    return fmt("%.0f", e.median) + "/" + fmt("%.0fms", e.max) + " " + std::to_string(e.within) + "/" +
+           std::to_string(e.n) + "<=50ms";
+  });
+  row("wall", [](const PolicyScores& s) { return fmt("%.1fs", s.wall_s); });
+
+  size_t w0 = 6;
+  for (const auto& [name, cells] : rows) w0 = std::max(w0, name.size());
+  std::vector<size_t> w(scores.size(), 0);
+  for (size_t i = 0; i < scores.size(); ++i) {
+    w[i] = scores[i].label.size();
+    for (const auto& [name, cells] : rows) w[i] = std::max(w[i], cells[i].size());
+  }
+  std::ostringstream out;
+  auto pad = [](const std::string& s, size_t n) { return s + std::string(n > s.size() ? n - s.size() : 0, ' '); };
+  out << pad("", w0);
+  for (size_t i = 0; i < scores.size(); ++i) out << "  " << pad(scores[i].label, w[i]);
+  out << "\n";
+  for (const auto& [name, cells] : rows) {
+    out << pad(name, w0);
+    for (size_t i = 0; i < cells.size(); ++i) out << "  " << pad(cells[i], w[i]);
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> parse_meminfo(std::string_view text) {
+  std::optional<uint64_t> total, available;
+  std::istringstream in{std::string(text)};
+  std::string key;
+  uint64_t kb;
+  std::string unit;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemTotal:") total = kb * 1024;
+    if (key == "MemAvailable:") available = kb * 1024;
+  }
+  if (!total || !available) return std::nullopt;
+  return std::make_pair(*total, *total > *available ? *total - *available : 0);
+}
+
+namespace {
+
+// Host memory and each open run's memory, every interval, on a thread of its own.
+class HostSampler {
+ public:
+  HostSampler(controller::CgroupBackend& backend, Duration interval) : backend_(backend), interval_(interval) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~HostSampler() { stop(); }
+  void opened(const std::string& run, const controller::Cgroup& run_cg, const controller::Cgroup& main_cg) {
+    std::lock_guard lock(mu_);
+    auto& w = watched_[run];
+    w.run_cg = run_cg;
+    w.main_cg = main_cg;
+    w.usage.run = run;
+    w.open = true;
+    w.started = Clock::now();
+    w.last = w.started;
+  }
+  void closed(const std::string& run) {
+    std::lock_guard lock(mu_);
+    auto it = watched_.find(run);
+    if (it == watched_.end()) return;
+    it->second.open = false;
+    it->second.usage.duration_s = std::chrono::duration<double>(Clock::now() - it->second.started).count();
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t host_peak() const { return host_peak_; }
+  std::vector<RunUsage> usage() const {
+    std::vector<RunUsage> out;
+    std::lock_guard lock(mu_);
+    for (const auto& [name, w] : watched_) out.push_back(w.usage);
+    return out;
+  }
+
+ private:
+  struct Watched {
+    controller::Cgroup run_cg, main_cg;
+    RunUsage usage;
+    bool open = false;
+    Clock::time_point started, last;
+  };
+  void loop() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      if (auto text = read_file("/proc/meminfo", 1 << 16); text.ok())
+        if (auto m = parse_meminfo(*text)) host_peak_ = std::max(host_peak_, m->second);
+      lock.lock();
+      for (auto& [name, w] : watched_) {
+        if (!w.open) continue;
+        auto now = Clock::now();
+        double dt = std::chrono::duration<double>(now - w.last).count();
+        w.last = now;
+        if (auto u = backend_.read_usage(w.run_cg); u.ok()) w.usage.used_gib_s += gib_seconds(u->memory_current, dt);
+        if (auto u = backend_.read_usage(w.main_cg); u.ok()) w.usage.main_gib_s += gib_seconds(u->memory_current, dt);
+      }
+      cv_.wait_for(lock, interval_, [this] { return stop_; });
+    }
+  }
+  controller::CgroupBackend& backend_;
+  Duration interval_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::map<std::string, Watched> watched_;
+  uint64_t host_peak_ = 0;
+  std::thread thread_;
+};
+
+uint64_t mem_total() {
+  if (auto text = read_file("/proc/meminfo", 1 << 16); text.ok())
+    if (auto m = parse_meminfo(*text)) return m->first;
+  return 0;
+}
+
+// The victim in a run of its own, in that run's main cgroup (not a call: no call timeout
+// applies to it, and its limits are the run's).
+Result<VictimLatency> run_victim(controller::Controller& controller, providers::Provider& provider,
+                                 Duration duration, const ExperimentOptions& options) {
+  providers::EnvSpec spec;
+  spec.readonly_mounts.push_back({options.load_binary, kLoadInside});
+  SG_ASSIGN_OR_RETURN(auto session, controller::RunSession::open(controller, provider, spec));
+  providers::Call call;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
+  auto iv = std::chrono::duration_cast<std::chrono::milliseconds>(options.victim_interval).count();
+  call.argv = {kLoadInside, "victim", "--duration", std::to_string(ms) + "ms", "--interval",
+               std::to_string(iv) + "ms", "--json"};
+  auto r = session->environment().exec(call, session->run().main_placement());
+  (void)session->close();
+  if (!r.ok()) return std::move(r).error().context_add("running the victim");
+  if (!r->status.exited || r->status.code != 0)
+    return logic_error("victim", "sandgate-load victim ended with " + r->status.describe() + ": " + r->stderr_data);
+  SG_ASSIGN_OR_RETURN(Json j, parse_json(r->stdout_data, "victim report"));
+  return parse_victim(j);
+}
+
+}  // namespace
+
+Result<VictimLatency> measure_victim_solo(const providers::Registry& registry, Duration duration,
+                                          const ExperimentOptions& options) {
+  SG_ASSIGN_OR_RETURN(PolicyChoice none, resolve_policy("none", 0, 0));
+  controller::ControllerOptions copts;
+  copts.paths = options.provider_options.paths;
+  copts.root = options.cgroup_root;
+  copts.policy = none.policy;
+  SG_ASSIGN_OR_RETURN(auto ctl, controller::Controller::create(std::move(copts)));
+  SG_ASSIGN_OR_RETURN(auto provider, registry.create(options.provider, options.provider_options));
+  return run_victim(*ctl, *provider, duration, options);
+}
+
+Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const PolicyChoice& policy,
+                                   const std::vector<ReplayPlan>& plans, const ExperimentOptions& options,
+                                   const std::optional<VictimLatency>& solo) {
+  if (plans.empty()) return logic_error("replay", "no traces to replay");
+  controller::ControllerOptions copts;
+  copts.paths = options.provider_options.paths;
+  copts.root = options.cgroup_root;
+  copts.policy = policy.policy;
+  SG_ASSIGN_OR_RETURN(auto ctl, controller::Controller::create(std::move(copts)));
+  SG_ASSIGN_OR_RETURN(auto provider, registry.create(options.provider, options.provider_options));
+  SG_TRY(providers::check_requirements(*provider, policy.policy.required_capabilities));
+
+  size_t concurrency = options.concurrency ? options.concurrency : plans.size();
+  size_t total = std::max(concurrency, plans.size());
+  int64_t longest = 0;
+  for (const auto& p : plans) longest = std::max(longest, p.duration_ms);
+
+  HostSampler sampler(ctl->backend(), options.sample_interval);
+  std::mutex mu;
+  size_t next = 0, done_calls = 0, all_calls = 0;
+  for (size_t i = 0; i < total; ++i) all_calls += plans[i % plans.size()].calls.size();
+  std::vector<ReplayedRun> runs(total);
+  RunObserver observer;
+  observer.opened = [&](const std::string& run, const controller::Cgroup& r, const controller::Cgroup& m) {
+    sampler.opened(run, r, m);
+  };
+  observer.closed = [&](const std::string& run) { sampler.closed(run); };
+  observer.call_done = [&](const ReplayedCall& c) {
+    std::lock_guard lock(mu);
+    ++done_calls;
+    if (options.progress) {
+      std::string how = !c.error.empty() ? "not run" : controller::to_string(c.outcome.termination);
+      options.progress("[" + policy.label + "] " + std::to_string(done_calls) + "/" + std::to_string(all_calls) +
+                       " calls; " + c.run + " " + c.id + " (" + c.intent + ") " + how + ", peak " +
+                       human_bytes(Bytes{c.outcome.observed.peaks.memory_bytes}));
+    }
+  };
+
+  auto began = Clock::now();
+  std::optional<Result<VictimLatency>> victim_result;
+  std::thread victim_thread;
+  if (options.victim) {
+    victim_thread = std::thread([&] {
+      victim_result = run_victim(*ctl, *provider, std::chrono::milliseconds(longest + 1000), options);
+    });
+  }
+  std::vector<std::thread> workers;
+  for (size_t w = 0; w < std::min(concurrency, total); ++w) {
+    workers.emplace_back([&] {
+      for (;;) {
+        size_t i;
+        {
+          std::lock_guard lock(mu);
+          if (next >= total) return;
+          i = next++;
+        }
+        if (options.stop && options.stop->load()) return;
+        ReplayPlan plan = plans[i % plans.size()];
+        if (total > plans.size()) plan.name += "#" + std::to_string(i / plans.size() + 1);
+        RunReplayOptions ro;
+        ro.load_binary = options.load_binary;
+        ro.stop = options.stop;
+        runs[i] = replay_run(*ctl, *provider, plan, ro, observer);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  if (victim_thread.joinable()) victim_thread.join();
+  sampler.stop();
+  double wall = std::chrono::duration<double>(Clock::now() - began).count();
+
+  std::optional<VictimLatency> victim;
+  if (victim_result) {
+    if (!victim_result->ok()) return std::move(*victim_result).error().context_add("victim under " + policy.label);
+    victim = **victim_result;
+  }
+  uint64_t budget = options.host_budget_bytes ? options.host_budget_bytes : mem_total();
+  PolicyPass pass;
+  pass.scores = score_policy(policy, runs, sampler.usage(), sampler.host_peak(), budget, victim, solo);
+  pass.scores.wall_s = wall;
+  pass.runs = std::move(runs);
+  return pass;
+}
+
+}  // namespace sandgate::replay

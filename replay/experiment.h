@@ -1,0 +1,155 @@
+// The neighbour experiment behind `sandgate replay`: the same traces replayed once per policy,
+// side by side, with a victim beside the aggressors, and scored.
+//
+// Scores (README.md, "Replay"), per policy:
+// - victim p50/p99 latency over its solo run in the same invocation (inflation ratio);
+// - aggressor calls completed / throttled / frozen / cancelled / killed (CallOutcome);
+// - work lost: the wall seconds of every call that did not complete (killed, cancelled,
+//   timed out, memory or pids limit, non-zero exit);
+// - host peak memory (MemTotal - MemAvailable, sampled) against the host budget;
+// - reserved vs used memory in GiB-seconds: used = the integral of each run's cgroup memory;
+//   reserved = static: the run limit for the run's whole life; per-call: each call's memory
+//   grant for its wall time plus what the run's main cgroup (its resident baseline) used;
+//   none: nothing is reserved (not reported);
+// - burst to first action: from a call's burst onset (its segment first reaching half of its
+//   memory peak) to the ladder's first action on it;
+// - fidelity: per call, replayed memory peak vs the trace's (host: the call cgroup's peak;
+//   self: sandgate-load's Achieved report), for calls that completed with a target of at least
+//   kFidelityFloorBytes; call start vs the plan for every call that ran, end for completed
+//   ones (host side, request to outcome).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/controller.h"
+#include "core/json.h"
+#include "providers/registry.h"
+#include "replay/replayer.h"
+
+namespace sandgate::replay {
+
+// Below this a call's memory target is mostly sandgate-load's own process (a few MiB of
+// binary and stacks), so a relative error says nothing; such calls are counted, not scored.
+inline constexpr uint64_t kFidelityFloorBytes = 32ull << 20;
+inline constexpr double kMemoryFidelityTarget = 0.05;  // 5% at time scale 1 (issue 5)
+inline constexpr double kTimingFidelityTargetMs = 50;
+
+enum class PolicyKind { kNone, kStatic, kStaticPeak, kPerCall };
+std::string to_string(PolicyKind k);  // "none", "static", "static-peak", "per-call"
+
+struct PolicyChoice {
+  std::string label;  // as given: "none", "static", "static-peak", "default", a file name
+  PolicyKind kind = PolicyKind::kPerCall;
+  controller::Policy policy;
+  std::optional<uint64_t> run_limit_bytes;  // static kinds
+};
+
+// "none": no limits, no ladder, no timeouts. "static": one run limit sized on the traces'
+// average memory (the largest of their averages); "static-peak": on their peak plus 10%
+// headroom for the generator's own process. "default": the built-in per-call policy; anything
+// else: a policy file.
+Result<PolicyChoice> resolve_policy(const std::string& arg, uint64_t avg_bytes, uint64_t peak_bytes);
+
+struct VictimLatency {
+  uint64_t count = 0;
+  double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
+  uint64_t missed_deadlines = 0;
+};
+// From `sandgate-load victim --json`; errors name the field.
+Result<VictimLatency> parse_victim(const Json& j);
+
+// The distribution of absolute errors, and how many are within a target.
+struct ErrorSummary {
+  size_t n = 0;
+  double median = 0, p95 = 0, max = 0;
+  size_t within = 0;  // <= target
+};
+ErrorSummary summarize_errors(std::vector<double> values, double target);
+
+struct FidelityScores {
+  size_t calls_scored = 0;    // completed, target >= floor
+  size_t calls_below_floor = 0;
+  ErrorSummary mem_host;      // |call cgroup peak - target| / target
+  ErrorSummary mem_self;      // |Achieved peak - target| / target
+  ErrorSummary start_ms;      // |actual - planned|
+  ErrorSummary end_ms;
+};
+
+// What the host sampler measured for one run.
+struct RunUsage {
+  std::string run;
+  double used_gib_s = 0;   // integral of the run cgroup's memory
+  double main_gib_s = 0;   // integral of its main cgroup's memory (the resident baseline)
+  double duration_s = 0;
+};
+
+struct PolicyScores {
+  std::string label;
+  PolicyKind kind = PolicyKind::kPerCall;
+  std::optional<uint64_t> run_limit_bytes;
+  size_t runs = 0, run_errors = 0;
+  size_t calls = 0, completed = 0, throttled = 0, frozen = 0, cancelled = 0, killed = 0,
+         timed_out = 0, failed_exit = 0, not_run = 0;
+  double work_lost_call_s = 0;
+  std::optional<VictimLatency> victim;
+  std::optional<double> victim_p50_inflation, victim_p99_inflation;
+  uint64_t host_peak_bytes = 0, host_budget_bytes = 0;
+  std::optional<double> reserved_gib_s;
+  double used_gib_s = 0;
+  std::optional<double> reserved_over_used;
+  size_t calls_with_action = 0;
+  std::optional<double> burst_to_action_median_ms, burst_to_action_max_ms;
+  FidelityScores fidelity;
+  double wall_s = 0;
+};
+
+// GiB-seconds of `bytes` held for `seconds`.
+double gib_seconds(uint64_t bytes, double seconds);
+
+// Pure: the scores of one policy from what happened (unit-tested on fabricated outcomes).
+PolicyScores score_policy(const PolicyChoice& policy, const std::vector<ReplayedRun>& runs,
+                          const std::vector<RunUsage>& usage, uint64_t host_peak_bytes,
+                          uint64_t host_budget_bytes, const std::optional<VictimLatency>& victim,
+                          const std::optional<VictimLatency>& solo);
+
+Json to_json(const PolicyScores& s);
+Json to_json(const ReplayedRun& r);
+// Metrics as rows, policies as columns.
+std::string format_table(const std::vector<PolicyScores>& scores, const std::optional<VictimLatency>& solo);
+
+struct ExperimentOptions {
+  std::string provider = "namespaces";
+  providers::ProviderOptions provider_options;
+  std::string cgroup_root = "sandgate";
+  std::string load_binary;
+  size_t concurrency = 0;     // runs at once (0: one per trace); more than traces: repeated
+  bool victim = false;
+  Duration victim_interval = std::chrono::milliseconds(10);
+  Duration solo_max = std::chrono::seconds(30);
+  uint64_t host_budget_bytes = 0;  // 0: MemTotal
+  Duration sample_interval = std::chrono::milliseconds(100);
+  std::function<void(const std::string&)> progress;  // one line at a time
+  std::atomic<bool>* stop = nullptr;
+};
+
+struct PolicyPass {
+  PolicyScores scores;
+  std::vector<ReplayedRun> runs;
+};
+
+// The victim alone, before any aggressor (in its own run, under no limits).
+Result<VictimLatency> measure_victim_solo(const providers::Registry& registry, Duration duration,
+                                          const ExperimentOptions& options);
+// Replays every plan under one policy, the victim beside them when asked.
+Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const PolicyChoice& policy,
+                                   const std::vector<ReplayPlan>& plans, const ExperimentOptions& options,
+                                   const std::optional<VictimLatency>& solo);
+
+// MemTotal and MemTotal - MemAvailable from a /proc/meminfo text.
+std::optional<std::pair<uint64_t, uint64_t>> parse_meminfo(std::string_view text);
+
+}  // namespace sandgate::replay

@@ -1,0 +1,223 @@
+// The neighbour experiment's arithmetic on fabricated outcomes: GiB-seconds reserved and used,
+// work lost, victim inflation, burst-to-action, fidelity errors, policy resolution.
+#include "replay/experiment.h"
+
+#include <gtest/gtest.h>
+
+namespace sandgate::replay {
+namespace {
+
+using controller::Termination;
+using namespace std::chrono_literals;
+
+ReplayedCall call(const std::string& id, Termination how, Duration wall, std::optional<uint64_t> grant_bytes,
+                  uint64_t target_peak, uint64_t observed_peak) {
+  ReplayedCall c;
+  c.run = "t";
+  c.id = id;
+  c.intent = "compile";
+  c.outcome.termination = how;
+  c.outcome.exit.exited = how == Termination::kExited;
+  c.outcome.exit.code = 0;
+  c.outcome.wall = wall;
+  if (grant_bytes) c.outcome.grant.memory_max = Bytes{*grant_bytes};
+  c.target_peak_bytes = target_peak;
+  c.outcome.observed.peaks.memory_bytes = observed_peak;
+  return c;
+}
+
+TEST(Scoring, GibSecondsIsBytesTimesSeconds) {
+  EXPECT_DOUBLE_EQ(gib_seconds(1ull << 30, 2.0), 2.0);
+  EXPECT_DOUBLE_EQ(gib_seconds(512ull << 20, 3.0), 1.5);
+  EXPECT_DOUBLE_EQ(gib_seconds(0, 100.0), 0.0);
+}
+
+TEST(Scoring, PerCallReservesGrantsForTheirWallPlusTheBaselineUsed) {
+  PolicyChoice p;
+  p.label = "per-call";
+  p.kind = PolicyKind::kPerCall;
+  ReplayedRun r;
+  r.calls.push_back(call("c1", Termination::kExited, 2s, 2ull << 30, 1ull << 30, 1ull << 30));  // 4 GiB-s
+  r.calls.push_back(call("c2", Termination::kExited, 1s, 256ull << 20, 0, 0));                   // 0.25
+  std::vector<RunUsage> usage = {{"t", /*used*/ 2.0, /*main*/ 0.5, /*duration*/ 10}};
+  auto s = score_policy(p, {r}, usage, 0, 0, std::nullopt, std::nullopt);
+  ASSERT_TRUE(s.reserved_gib_s);
+  EXPECT_DOUBLE_EQ(*s.reserved_gib_s, 4.0 + 0.25 + 0.5);
+  EXPECT_DOUBLE_EQ(s.used_gib_s, 2.0);
+  EXPECT_DOUBLE_EQ(*s.reserved_over_used, 4.75 / 2.0);
+  EXPECT_EQ(s.completed, 2u);
+  EXPECT_DOUBLE_EQ(s.work_lost_call_s, 0.0);
+}
+
+TEST(Scoring, StaticReservesTheRunLimitForTheRunsWholeLife) {
+  PolicyChoice p;
+  p.label = "static";
+  p.kind = PolicyKind::kStatic;
+  p.run_limit_bytes = 1ull << 30;
+  ReplayedRun r;
+  r.calls.push_back(call("c1", Termination::kExited, 2s, std::nullopt, 0, 0));
+  std::vector<RunUsage> usage = {{"a", 1.0, 0.2, 10}, {"b", 1.0, 0.2, 20}};
+  auto s = score_policy(p, {r}, usage, 0, 0, std::nullopt, std::nullopt);
+  ASSERT_TRUE(s.reserved_gib_s);
+  EXPECT_DOUBLE_EQ(*s.reserved_gib_s, 30.0);  // 1 GiB for 10 s + 20 s
+  EXPECT_DOUBLE_EQ(*s.reserved_over_used, 15.0);
+}
+
+TEST(Scoring, NoneReservesNothingAndSaysSo) {
+  PolicyChoice p;
+  p.label = "none";
+  p.kind = PolicyKind::kNone;
+  auto s = score_policy(p, {}, {{"a", 1.0, 0.2, 10}}, 0, 0, std::nullopt, std::nullopt);
+  EXPECT_FALSE(s.reserved_gib_s);
+  EXPECT_FALSE(s.reserved_over_used);
+  EXPECT_DOUBLE_EQ(s.used_gib_s, 1.0);
+}
+
+TEST(Scoring, WorkLostIsTheWallOfEveryCallThatDidNotComplete) {
+  PolicyChoice p;
+  p.kind = PolicyKind::kStatic;
+  ReplayedRun r;
+  r.calls.push_back(call("ok", Termination::kExited, 5s, std::nullopt, 0, 0));
+  r.calls.push_back(call("oom", Termination::kMemoryLimit, 1500ms, std::nullopt, 0, 0));
+  r.calls.push_back(call("killed", Termination::kKilled, 2s, std::nullopt, 0, 0));
+  r.calls.push_back(call("cancel", Termination::kCancelled, 500ms, std::nullopt, 0, 0));
+  r.calls.push_back(call("late", Termination::kTimeout, 1s, std::nullopt, 0, 0));
+  auto bad_exit = call("exit1", Termination::kExited, 250ms, std::nullopt, 0, 0);
+  bad_exit.outcome.exit.code = 1;
+  r.calls.push_back(bad_exit);
+  ReplayedCall not_run;
+  not_run.error = "no such file";
+  r.calls.push_back(not_run);
+  auto s = score_policy(p, {r}, {}, 0, 0, std::nullopt, std::nullopt);
+  EXPECT_EQ(s.calls, 7u);
+  EXPECT_EQ(s.completed, 1u);
+  EXPECT_EQ(s.killed, 2u);
+  EXPECT_EQ(s.cancelled, 1u);
+  EXPECT_EQ(s.timed_out, 1u);
+  EXPECT_EQ(s.failed_exit, 1u);
+  EXPECT_EQ(s.not_run, 1u);
+  EXPECT_DOUBLE_EQ(s.work_lost_call_s, 1.5 + 2 + 0.5 + 1 + 0.25);
+}
+
+TEST(Scoring, VictimInflationIsOverSolo) {
+  VictimLatency solo{1000, 400, 600, 2000, 9000, 0};
+  VictimLatency beside{1000, 600, 900, 5000, 20000, 3};
+  PolicyChoice p;
+  auto s = score_policy(p, {}, {}, 0, 0, beside, solo);
+  ASSERT_TRUE(s.victim_p50_inflation && s.victim_p99_inflation);
+  EXPECT_DOUBLE_EQ(*s.victim_p50_inflation, 1.5);
+  EXPECT_DOUBLE_EQ(*s.victim_p99_inflation, 2.5);
+  auto none = score_policy(p, {}, {}, 0, 0, beside, std::nullopt);
+  EXPECT_FALSE(none.victim_p99_inflation);
+}
+
+TEST(Scoring, BurstToActionStartsAtTheBurstOnsetAndSkipsReleases) {
+  PolicyChoice p;
+  ReplayedRun r;
+  auto c = call("c1", Termination::kExited, 3s, 1ull << 30, 0, 0);
+  c.burst_onset_ms = 1000;
+  c.outcome.observed.actions = {{"unthrottle", 900ms, ""}, {"throttle", 1040ms, "memory at 90%"},
+                                {"kill", 2000ms, ""}};
+  r.calls.push_back(c);
+  auto d = call("c2", Termination::kExited, 3s, 1ull << 30, 0, 0);
+  d.burst_onset_ms = 0;
+  d.outcome.observed.actions = {{"freeze", 100ms, "host pressure"}};
+  r.calls.push_back(d);
+  r.calls.push_back(call("quiet", Termination::kExited, 1s, 1ull << 30, 0, 0));
+  auto s = score_policy(p, {r}, {}, 0, 0, std::nullopt, std::nullopt);
+  EXPECT_EQ(s.calls_with_action, 2u);
+  EXPECT_EQ(s.throttled, 1u);
+  EXPECT_EQ(s.frozen, 1u);
+  ASSERT_TRUE(s.burst_to_action_median_ms);
+  EXPECT_DOUBLE_EQ(*s.burst_to_action_median_ms, 40.0);  // lower median of {40, 100}
+  EXPECT_DOUBLE_EQ(*s.burst_to_action_max_ms, 100.0);
+}
+
+TEST(Scoring, FidelityScoresCompletedCallsAboveTheFloor) {
+  PolicyChoice p;
+  ReplayedRun r;
+  auto a = call("a", Termination::kExited, 1s, std::nullopt, 100ull << 20, 103ull << 20);  // 3%
+  a.achieved = workloads::Achieved{};
+  a.achieved->achieved_peak_mem = 99ull << 20;  // 1%
+  a.planned_start_ms = 1000;
+  a.actual_start_ms = 1020;
+  a.planned_end_ms = 2000;
+  a.actual_end_ms = 2090;
+  r.calls.push_back(a);
+  r.calls.push_back(call("b", Termination::kExited, 1s, std::nullopt, 200ull << 20, 180ull << 20));  // 10%
+  r.calls.push_back(call("small", Termination::kExited, 1s, std::nullopt, 4ull << 20, 9ull << 20));
+  r.calls.push_back(call("oom", Termination::kMemoryLimit, 1s, std::nullopt, 500ull << 20, 100ull << 20));
+  auto s = score_policy(p, {r}, {}, 0, 0, std::nullopt, std::nullopt);
+  EXPECT_EQ(s.fidelity.calls_scored, 2u);
+  EXPECT_EQ(s.fidelity.calls_below_floor, 1u);
+  EXPECT_EQ(s.fidelity.mem_host.n, 2u);
+  EXPECT_EQ(s.fidelity.mem_host.within, 1u);
+  EXPECT_NEAR(s.fidelity.mem_host.max, 0.10, 1e-9);
+  EXPECT_EQ(s.fidelity.mem_self.n, 1u);
+  EXPECT_NEAR(s.fidelity.mem_self.max, 0.01, 1e-9);
+  // Starts count every call that ran; ends only completed ones (a killed call ends early).
+  EXPECT_EQ(s.fidelity.start_ms.n, 4u);
+  EXPECT_DOUBLE_EQ(s.fidelity.start_ms.max, 20.0);
+  EXPECT_EQ(s.fidelity.end_ms.n, 3u);
+  EXPECT_DOUBLE_EQ(s.fidelity.end_ms.max, 90.0);
+  EXPECT_EQ(s.fidelity.end_ms.within, 2u);
+}
+
+TEST(Scoring, ErrorSummaryIsNearestRank) {
+  auto e = summarize_errors({5, 1, 3, 2, 4}, 3);
+  EXPECT_EQ(e.n, 5u);
+  EXPECT_DOUBLE_EQ(e.median, 3);
+  EXPECT_DOUBLE_EQ(e.p95, 5);
+  EXPECT_DOUBLE_EQ(e.max, 5);
+  EXPECT_EQ(e.within, 3u);
+  EXPECT_EQ(summarize_errors({}, 1).n, 0u);
+}
+
+TEST(Policies, StaticIsSizedOnTheAverageAndPeakOnThePeak) {
+  auto none = resolve_policy("none", 0, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->kind, PolicyKind::kNone);
+  EXPECT_FALSE(none->policy.ladder.enabled);
+  EXPECT_FALSE(none->policy.run.memory_max);
+  for (const auto& [name, g] : none->policy.intents) EXPECT_EQ(g.timeout.count(), 0) << name;
+
+  auto avg = resolve_policy("static", 300ull << 20, 2ull << 30);
+  ASSERT_TRUE(avg.ok());
+  EXPECT_EQ(avg->policy.mode, controller::PolicyMode::kStatic);
+  EXPECT_EQ(avg->run_limit_bytes, 300ull << 20);
+  EXPECT_EQ(avg->policy.run.memory_max->value, 300ull << 20);
+
+  auto peak = resolve_policy("static-peak", 300ull << 20, 2000ull << 20);
+  ASSERT_TRUE(peak.ok());
+  EXPECT_EQ(peak->run_limit_bytes, 2200ull << 20);
+
+  auto def = resolve_policy("default", 0, 0);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->kind, PolicyKind::kPerCall);
+
+  auto missing = resolve_policy("/nonexistent/policy.json", 0, 0);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("/nonexistent/policy.json"), std::string::npos);
+}
+
+TEST(Victim, ParsesTheReportAndNamesAMissingField) {
+  auto v = parse_victim(Json::parse(R"({"count":100,"p50_us":400,"p90_us":500,"p99_us":900,"max_us":1200,
+                                        "missed_deadlines":2,"mean_us":420})"));
+  ASSERT_TRUE(v.ok()) << v.error().message();
+  EXPECT_EQ(v->count, 100u);
+  EXPECT_DOUBLE_EQ(v->p99_us, 900);
+  auto bad = parse_victim(Json::parse(R"({"count":100,"p50_us":400})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("p90_us"), std::string::npos);
+}
+
+TEST(Meminfo, UsedIsTotalMinusAvailable) {
+  auto m = parse_meminfo("MemTotal:       24684100 kB\nMemFree:        20000000 kB\nMemAvailable:   23000000 kB\n");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->first, 24684100ull * 1024);
+  EXPECT_EQ(m->second, (24684100ull - 23000000ull) * 1024);
+  EXPECT_FALSE(parse_meminfo("MemTotal: 1 kB\n"));
+}
+
+}  // namespace
+}  // namespace sandgate::replay

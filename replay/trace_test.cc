@@ -1,0 +1,229 @@
+#include "replay/trace.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/test_temp_dir.h"
+#include "tests/support/privileged.h"
+
+namespace sandgate::replay {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr const char* kHeader =
+    R"({"type":"header","schema":"sandgate-trace","version":1,"source":"synthetic","host":{},)"
+    R"("interval_ms":50,"units":{"time":"ms","memory":"bytes","cpu":"millicores","io":"bytes"}})";
+
+Trace sample_trace() {
+  Trace t;
+  t.header.source = "synthetic: unit test";
+  t.header.host = {{"cores", 2}, {"memory_bytes", 4294967296ULL}};
+  t.header.interval_ms = 50;
+  t.header.unmeasured = {"io_bytes"};
+  t.header.notes = "made by hand, \"quoted\" and ünïcode";
+  t.calls = {{"c1", "compile", "Bash", "make -j2", 100, 300},
+             {"c2", "search", "Grep", "", 300, 300},
+             {"c3", "default", "Task", "explore", 320, 400}};
+  t.calls[2].nested = true;
+  t.samples = {{0, 100'000'000, 10, 1, 0, std::nullopt},
+               {100, 900'000'000, 1800, 12, 4096, "c1"},
+               {200, 18'446'744'073'709'551'615ULL, 2000, 12, 8192, "c1"},
+               {300, 100'000'000, 50, 1, 8192, "c2"},
+               {350, 100'000'000, 0, 1, 8192, std::nullopt}};
+  return t;
+}
+
+TEST(TraceCodec, RoundTripsThroughText) {
+  Trace t = sample_trace();
+  std::string text = format_trace(t);
+  auto back = parse_trace(text, "mem.jsonl");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(*back, t);
+  EXPECT_EQ(back->duration_ms(), 400);  // c3 ends after the last sample
+  // Header first, then merged by time with a call before the sample that names it.
+  EXPECT_THAT(text.substr(0, text.find('\n')), HasSubstr(R"("type":"header")"));
+  EXPECT_LT(text.find(R"("id":"c1")"), text.find(R"("call":"c1")"));
+}
+
+TEST(TraceCodec, RoundTripsThroughAFile) {
+  testing::TempDir dir;
+  Trace t = sample_trace();
+  ASSERT_TRUE(write_trace(dir / "t.jsonl", t).ok());
+  auto back = read_trace(dir / "t.jsonl");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(*back, t);
+}
+
+TEST(TraceCodec, StreamedLinesReadBackWithCallsAfterTheirSamples) {
+  // A recorder writes a call when it ends: after the samples that name it.
+  Trace t = sample_trace();
+  std::string text = format_header_line(t.header);
+  for (const auto& s : t.samples) text += format_sample_line(s);
+  for (auto it = t.calls.rbegin(); it != t.calls.rend(); ++it) text += format_call_line(*it);
+  auto back = parse_trace(text, "stream.jsonl");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(*back, t);  // calls sorted by start again
+}
+
+TEST(TraceCodec, DurationIsTheLaterOfLastSampleAndLastCallEnd) {
+  Trace t;
+  t.samples = {{0, 1, 0, 0, 0, std::nullopt}, {100, 1, 0, 0, 0, std::nullopt}};
+  EXPECT_EQ(t.duration_ms(), 100);
+  t.calls = {{"a", "run", "exec", "x", 50, 900}};
+  EXPECT_EQ(t.duration_ms(), 900);
+}
+
+TEST(TraceCodec, BlankLinesAreSkippedButCounted) {
+  std::string text =
+      std::string(kHeader) + "\n\n" +
+      R"({"type":"sample","t_ms":0,"mem_bytes":1,"cpu_millicores":0,"pids":0,"io_bytes":0})" +
+      "\n\n" +
+      R"({"type":"sample","t_ms":0,"mem_bytes":1,"cpu_millicores":0,"pids":0,"io_bytes":0})";
+  auto r = parse_trace(text, "blank.jsonl");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), AllOf(HasSubstr("blank.jsonl:5"), HasSubstr("'t_ms'")));
+}
+
+TEST(TraceCodec, CommittedSyntheticTracesRead) {
+  for (const char* name : {"flat.jsonl", "spiky.jsonl"}) {
+    auto t = read_trace(sandgate::testing::source_dir() + "/replay/testdata/" + name);
+    ASSERT_TRUE(t.ok()) << t.error().message();
+    EXPECT_THAT(t->header.source, HasSubstr("synthetic"));
+    EXPECT_FALSE(t->samples.empty());
+  }
+}
+
+// Each malformed input, with the file:line and field its error must name.
+struct Malformed {
+  const char* what;
+  std::string body;  // lines after the header (or the whole file when header_too is false)
+  bool with_header;
+  std::string where;  // "bad.jsonl:N"
+  std::string field;  // "'mem_bytes'" or a phrase the message must carry
+  std::string says;
+};
+
+std::string S(const std::string& extra) {
+  return R"({"type":"sample","t_ms":10,"mem_bytes":5,"cpu_millicores":0,"pids":0,"io_bytes":0)" +
+         extra + "}";
+}
+std::string C(const std::string& id, const std::string& times) {
+  return R"({"type":"call","id":")" + id +
+         R"(","intent":"test","tool":"Bash","command":"pytest",)" + times + "}";
+}
+
+void PrintTo(const Malformed& m, std::ostream* os) { *os << m.what; }
+
+class TraceMalformed : public ::testing::TestWithParam<Malformed> {};
+
+TEST_P(TraceMalformed, NamesLineAndField) {
+  const Malformed& m = GetParam();
+  std::string text = m.with_header ? std::string(kHeader) + "\n" + m.body : m.body;
+  auto r = parse_trace(text, "bad.jsonl");
+  ASSERT_FALSE(r.ok()) << m.what;
+  std::string msg = r.error().message();
+  EXPECT_THAT(msg, HasSubstr(m.where + ":")) << m.what;
+  EXPECT_THAT(msg, HasSubstr(m.field)) << m.what;
+  EXPECT_THAT(msg, HasSubstr(m.says)) << m.what;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+}
+
+std::string header_with(const std::string& from, const std::string& to) {
+  std::string h = kHeader;
+  auto p = h.find(from);
+  return h.replace(p, from.size(), to);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Each, TraceMalformed,
+    ::testing::Values(
+        Malformed{"not JSON", S("") + "\n{\"type\":\"sample\",", true, "bad.jsonl:3", "column",
+                  "not JSON"},
+        Malformed{"not an object", "[1,2]", true, "bad.jsonl:2", "JSON object", "an array"},
+        Malformed{"missing field",
+                  R"({"type":"sample","t_ms":10,"cpu_millicores":0,"pids":0,"io_bytes":0})", true,
+                  "bad.jsonl:2", "'mem_bytes'", "missing"},
+        Malformed{"missing type", R"({"t_ms":10})", true, "bad.jsonl:2", "'type'", "missing"},
+        Malformed{"wrong type (string)", S(R"(,"call":7)"), true, "bad.jsonl:2", "'call'",
+                  "expected a string"},
+        Malformed{
+            "wrong type (float)",
+            R"({"type":"sample","t_ms":10,"mem_bytes":1.5,"cpu_millicores":0,"pids":0,"io_bytes":0})",
+            true, "bad.jsonl:2", "'mem_bytes'", "not an integer"},
+        Malformed{
+            "wrong type (text)",
+            R"({"type":"sample","t_ms":"10","mem_bytes":1,"cpu_millicores":0,"pids":0,"io_bytes":0})",
+            true, "bad.jsonl:2", "'t_ms'", "expected a non-negative integer"},
+        Malformed{
+            "negative",
+            R"({"type":"sample","t_ms":10,"mem_bytes":1,"cpu_millicores":-3,"pids":0,"io_bytes":0})",
+            true, "bad.jsonl:2", "'cpu_millicores'", "must not be negative"},
+        Malformed{"negative time", C("a", R"("start_ms":-1,"end_ms":5)"), true, "bad.jsonl:2",
+                  "'start_ms'", "must not be negative"},
+        Malformed{"unknown type", R"({"type":"comment"})", true, "bad.jsonl:2", "'type'",
+                  "unknown type"},
+        Malformed{"header not first", S(""), false, "bad.jsonl:1", "'type'",
+                  "expected the header first"},
+        Malformed{"header missing (empty)", "", false, "bad.jsonl:1", "'type'", "no header"},
+        Malformed{"second header", std::string(kHeader), true, "bad.jsonl:2", "'type'",
+                  "second header"},
+        Malformed{"version unsupported", header_with(R"("version":1)", R"("version":2)"), false,
+                  "bad.jsonl:1", "'version'", "unsupported version 2"},
+        Malformed{"wrong schema", header_with("sandgate-trace", "other"), false, "bad.jsonl:1",
+                  "'schema'", "expected \"sandgate-trace\""},
+        Malformed{"wrong units", header_with(R"("time":"ms")", R"("time":"s")"), false,
+                  "bad.jsonl:1", "'units'", "v1 fixes the units"},
+        Malformed{"unknown header key",
+                  header_with(R"("interval_ms")", R"("interval":1,"interval_ms")"), false,
+                  "bad.jsonl:1", "'interval'", "unknown key"},
+        Malformed{"unmeasured names a non-field",
+                  header_with(R"("interval_ms")", R"("unmeasured":["gpu"],"interval_ms")"), false,
+                  "bad.jsonl:1", "'unmeasured'", "\"gpu\""},
+        Malformed{"samples out of order", S("") + "\n" + S(""), true, "bad.jsonl:3", "'t_ms'",
+                  "out of time order"},
+        Malformed{"call end before start", C("a", R"("start_ms":50,"end_ms":40)"), true,
+                  "bad.jsonl:2", "'end_ms'", "ends before it starts"},
+        Malformed{
+            "duplicate call id",
+            C("a", R"("start_ms":1,"end_ms":2)") + "\n" + C("a", R"("start_ms":3,"end_ms":4)"),
+            true, "bad.jsonl:3", "'id'", "first defined on line 2"},
+        Malformed{"sample names no call", S(R"(,"call":"ghost")"), true, "bad.jsonl:2", "'call'",
+                  "\"ghost\""},
+        Malformed{"unknown sample key", S(R"(,"mem_byte":1)"), true, "bad.jsonl:2", "'mem_byte'",
+                  "unknown key"},
+        Malformed{"unknown call key", C("a", R"("start_ms":1,"end_ms":2,"exit":0)"), true,
+                  "bad.jsonl:2", "'exit'", "unknown key"},
+        Malformed{"nested not a boolean", C("a", R"("start_ms":1,"end_ms":2,"nested":1)"), true,
+                  "bad.jsonl:2", "'nested'", "true or false"},
+        Malformed{
+            "empty intent",
+            R"({"type":"call","id":"a","intent":"","tool":"Bash","command":"x","start_ms":1,"end_ms":2})",
+            true, "bad.jsonl:2", "'intent'", "must not be empty"}),
+    [](const ::testing::TestParamInfo<Malformed>& info) {
+      std::string n;
+      for (char c : std::string(info.param.what))
+        n += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return n;
+    });
+
+// The positive twins of the strictness above: what is allowed reads.
+TEST(TraceCodec, AcceptsEmptyCommandZeroLengthCallsAndNoSamples) {
+  std::string text =
+      std::string(kHeader) + "\n" +
+      R"({"type":"call","id":"a","intent":"edit","tool":"Edit","command":"","start_ms":5,"end_ms":5})";
+  auto r = parse_trace(text, "ok.jsonl");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->calls.size(), 1u);
+  EXPECT_EQ(r->duration_ms(), 5);
+}
+
+TEST(TraceCodec, MissingFileNamesThePath) {
+  auto r = read_trace("/nonexistent/trace.jsonl");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("/nonexistent/trace.jsonl"));
+}
+
+}  // namespace
+}  // namespace sandgate::replay

@@ -1,0 +1,182 @@
+// Record and replay end to end, through the real binaries on this host's cgroups:
+// `sandgate record` with calls made through its socket by `sandgate exec --socket`, and
+// `sandgate replay` of a short real trace (traces/burst.trace) through the namespaces provider
+// with the controller, with its fidelity figures.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "core/json.h"
+#include "core/process.h"
+#include "replay/trace.h"
+#include "tests/support/provider_fixture.h"
+
+namespace sandgate::testing {
+namespace {
+
+class ReplayTest : public ProviderTest {
+ protected:
+  void SetUp() override {
+    ProviderTest::SetUp();
+    ::setenv("SANDGATE_STATE_DIR", options_.paths.state_dir.c_str(), 1);
+    ::setenv("SANDGATE_WORK_DIR", options_.paths.work_dir.c_str(), 1);
+    cgroup_root_ = "sandgate-test-" + std::to_string(::getpid());
+    ::setenv("SANDGATE_CGROUP_ROOT", cgroup_root_.c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("SANDGATE_STATE_DIR");
+    ::unsetenv("SANDGATE_WORK_DIR");
+    ::unsetenv("SANDGATE_CGROUP_ROOT");
+    // Nothing left behind: no cgroup in any hierarchy (the fixture checks runs and workspaces).
+    for (const char* h : {"unified", "memory", "pids", "cpu", "cpuacct", "blkio", "freezer"}) {
+      std::string dir = std::string("/sys/fs/cgroup/") + h + "/" + cgroup_root_;
+      EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " was left";
+    }
+    ProviderTest::TearDown();
+  }
+  CommandResult sandgate(std::vector<std::string> args, Duration timeout = std::chrono::seconds(120)) {
+    args.insert(args.begin(), SANDGATE_BINARY);
+    auto r = run_command(args, timeout, 8 << 20);
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? *r : CommandResult{};
+  }
+  std::string cgroup_root_;
+};
+
+TEST_F(ReplayTest, RecordingThroughTheSocketGivesAValidTrace) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string script = tmp_ + "/drive.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\nset -e\n"
+         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent search -- sh -c 'echo one'\n"
+         "sleep 0.2\n"
+         // A real burst: a shell string of 100 MB held for half a second.
+         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent compile -- "
+         "sh -c 'x=$(head -c 100000000 /dev/zero | tr \"\\0\" a); sleep 0.5; echo ${#x}'\n"
+         "sleep 0.2\n"
+         // No --intent: the policy's inference names it (grep -> search).
+         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" -- grep -c root /etc/passwd\n";
+  }
+  ::chmod(script.c_str(), 0755);
+  std::string out = tmp_ + "/t.trace";
+  auto r = sandgate({"record", "--out", out, "--interval", "20ms", "--", script});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_NE(r.output.find("100000000"), std::string::npos) << "the call's output reaches the driver";
+
+  auto t = replay::read_trace(out);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->header.source, "sandgate record");
+  EXPECT_EQ(t->header.interval_ms, 20);
+  ASSERT_EQ(t->calls.size(), 3u);
+  EXPECT_EQ(t->calls[0].intent, "search");
+  EXPECT_EQ(t->calls[0].command, "sh -c 'echo one'");
+  EXPECT_EQ(t->calls[1].intent, "compile");
+  EXPECT_EQ(t->calls[2].intent, "search");
+  EXPECT_EQ(t->calls[2].command, "grep -c root /etc/passwd");
+  EXPECT_GE(t->calls[1].end_ms - t->calls[1].start_ms, 500);
+  EXPECT_GE(t->calls[1].start_ms, t->calls[0].end_ms + 200);  // the driver's sleep
+
+  size_t in_burst = 0;
+  uint64_t burst_peak = 0, outside_peak = 0;
+  for (const auto& s : t->samples) {
+    if (s.call == "c2") {
+      ++in_burst;
+      burst_peak = std::max(burst_peak, s.mem_bytes);
+      EXPECT_GE(s.t_ms, t->calls[1].start_ms);
+      EXPECT_LE(s.t_ms, t->calls[1].end_ms);
+    } else if (!s.call) {
+      outside_peak = std::max(outside_peak, s.mem_bytes);
+    }
+  }
+  EXPECT_GE(in_burst, 20u);  // >= 0.5 s at 20 ms
+  EXPECT_GE(burst_peak, 100'000'000u) << "the burst shows in the samples that carry its call id";
+  EXPECT_LT(outside_peak, burst_peak / 4) << "and not between calls";
+}
+
+TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string trace = source_dir() + "/traces/burst.trace";
+  SANDGATE_REQUIRE(::access(trace.c_str(), R_OK) == 0, "traces/burst.trace not found (SANDGATE_SOURCE_DIR)");
+  auto recorded = replay::read_trace(trace);
+  ASSERT_TRUE(recorded.ok()) << recorded.error().message();
+
+  // The 5% memory target holds on a quiet host. On a loaded one (this project's 2-core
+  // machines, shared by several builds) sandgate-load itself can be starved of CPU while it
+  // touches its memory; its report says so (control_wait_ms: how late its control loop ran).
+  // Such an attempt is repeated, at most three times in all; a miss without that evidence, or
+  // three misses, fails.
+  std::string json = tmp_ + "/replay.json";
+  Json j;
+  std::string misses;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto r = sandgate({"replay", "--policy", "none", "--policy", "default", "--json", json, trace});
+    ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+    std::cerr << r.output;  // the table, with the measured fidelity, in the test log
+    auto parsed = read_json_file(json);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+    j = std::move(parsed).value();
+    ASSERT_EQ(j["policies"].size(), 2u);
+    bool faithful = true, starved = false;
+    for (const auto& p : j["policies"]) {
+      SCOPED_TRACE(p["policy"].get<std::string>());
+      EXPECT_EQ(p["calls"]["total"], recorded->calls.size());
+      EXPECT_EQ(p["calls"]["completed"], recorded->calls.size()) << "every call completes under "
+                                                                   "no limits and the default grants";
+      EXPECT_EQ(p["run_errors"], 0);
+      EXPECT_GT(p["used_gib_s"].get<double>(), 0);
+      const Json& f = p["fidelity"];
+      // The python call's 300 MB burst is the one call above the floor.
+      EXPECT_GE(f["calls_scored"].get<int>(), 1);
+      double host = f["memory_peak_rel_error_host"]["max"].get<double>();
+      double self = f["memory_peak_rel_error_self"]["max"].get<double>();
+      std::cerr << p["policy"] << ": memory peak error (host, max) " << host << ", self " << self
+                << "; start error max " << f["start_abs_error_ms"]["max"] << " ms, end error max "
+                << f["end_abs_error_ms"]["max"] << " ms\n";
+      // Timing is reported for every call; its target (50 ms) is reported, not asserted: a
+      // replayed call pays the controller's per-call cost on top of the recorded one.
+      EXPECT_EQ(f["start_abs_error_ms"]["n"], recorded->calls.size());
+      EXPECT_LT(f["start_abs_error_ms"]["max"].get<double>(), 1000);
+      if (host <= 0.05 && self <= 0.05) continue;
+      faithful = false;
+      misses += "attempt " + std::to_string(attempt) + " " + p["policy"].get<std::string>() +
+                ": host " + std::to_string(host) + ", self " + std::to_string(self) + "; ";
+      for (const auto& c : j["runs"][p["policy"].get<std::string>()][0]["calls"])
+        if (c["achieved"].is_object() && c["achieved"].value("control_wait_ms", 0.0) > 100) starved = true;
+    }
+    if (faithful) break;
+    ASSERT_TRUE(starved) << "memory peak outside 5% with the generator not starved: " << misses;
+    ASSERT_LT(attempt, 3) << "memory peak outside 5% in three attempts on a loaded host: " << misses;
+  }
+  // Per-call grants reserve something; none reserves nothing.
+  EXPECT_TRUE(j["policies"][0]["reserved_gib_s"].is_null());
+  EXPECT_GT(j["policies"][1]["reserved_gib_s"].get<double>(), 0);
+  // The per-call records carry the outcome and the generator's report.
+  const Json& calls = j["runs"]["default"][0]["calls"];
+  ASSERT_EQ(calls.size(), recorded->calls.size());
+  EXPECT_EQ(calls[2]["intent"], "test");
+  EXPECT_EQ(calls[2]["outcome"]["intent"]["name"], "test");
+  EXPECT_TRUE(calls[2]["achieved"].is_object());
+}
+
+TEST_F(ReplayTest, BadInputIsOneClearLine) {
+  std::string bad = tmp_ + "/bad.trace";
+  {
+    std::ofstream f(bad);
+    f << "{\"type\":\"sample\",\"t_ms\":1}\n";
+  }
+  auto r = sandgate({"replay", "--policy", "none", bad});
+  EXPECT_EQ(r.status.shell_code(), 2);
+  EXPECT_NE(r.output.find("bad.trace"), std::string::npos) << r.output;
+  auto p = sandgate({"replay", "--policy", "/nonexistent-policy.json", source_dir() + "/traces/burst.trace"});
+  EXPECT_EQ(p.status.shell_code(), 2);
+  EXPECT_NE(p.output.find("nonexistent-policy.json"), std::string::npos) << p.output;
+  auto nopol = sandgate({"replay", source_dir() + "/traces/burst.trace"});
+  EXPECT_EQ(nopol.status.shell_code(), 2);
+  EXPECT_NE(nopol.output.find("--policy"), std::string::npos) << nopol.output;
+}
+
+}  // namespace
+}  // namespace sandgate::testing
