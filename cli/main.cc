@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   add_doctor_command(app, g);
   add_qualify_command(app, g);
   add_serve_command(app, g);
+  add_probe_command(app, g);
   add_record_command(app, g);
   add_replay_command(app, g);
   add_trace_command(app, g);

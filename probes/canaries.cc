@@ -1,0 +1,228 @@
+#include "probes/canaries.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/fd.h"
+#include "core/files.h"
+#include "core/log.h"
+
+namespace sandgate::probes {
+namespace {
+
+constexpr const char* kTokenNames[] = {"AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN",
+                                       "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "SANDGATE_TOKEN"};
+
+// Each credential file in the shape its tool expects, with the marker where the secret goes.
+std::string credential_content(const std::string& rel, const std::string& marker) {
+  if (rel == ".ssh/id_ed25519")
+    return "-----BEGIN OPENSSH PRIVATE KEY-----\nsandgate-canary-" + marker +
+           "\n-----END OPENSSH PRIVATE KEY-----\n";
+  if (rel == ".aws/credentials")
+    return "[default]\naws_access_key_id = AKIASANDGATECANARY\naws_secret_access_key = " + marker + "\n";
+  if (rel == ".docker/config.json")
+    return "{\"auths\":{\"registry.sandgate.test\":{\"auth\":\"" + marker + "\"}}}\n";
+  if (rel == ".netrc") return "machine registry.sandgate.test login canary password " + marker + "\n";
+  if (rel == ".kube/config")
+    return "apiVersion: v1\nkind: Config\nusers:\n- name: canary\n  user:\n    token: " + marker + "\n";
+  return "https://canary:" + marker + "@git.sandgate.test\n";  // .git-credentials
+}
+
+Status write_new(const std::string& path, const std::string& data, mode_t mode = 0644) {
+  SG_TRY(write_file(path, data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  // The umask may have taken bits the canary needs (see the header: world-readable on purpose).
+  if (::chmod(path.c_str(), mode) != 0) return sys_error("chmod", path);
+  return {};
+}
+
+Status mkdir_mode(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0) return sys_error("mkdir", path);
+  if (::chmod(path.c_str(), mode) != 0) return sys_error("chmod", path);
+  return {};
+}
+
+// The sentinel: a shell whose argv carries the marker (the probes check it is the sentinel, not
+// a recycled pid) and which traps every signal a probe might send, appending its name to the
+// log. It waits in `read` on a pipe nobody writes to (a trapped signal interrupts the read and
+// runs the trap), so it leaves no child behind; PR_SET_PDEATHSIG ends it with sandgate.
+constexpr char kSentinelScript[] =
+    "for s in HUP INT QUIT ABRT USR1 USR2 ALRM TERM CHLD CONT TSTP TTIN TTOU URG WINCH IO PWR SYS; do "
+    "trap \"echo $s >> \\\"\\$1\\\"\" $s; done; echo r >&3; exec 3>&-; "
+    "while :; do read x <&4; done";
+
+}  // namespace
+
+const std::vector<std::string>& Canaries::credential_files() {
+  static const std::vector<std::string> kFiles = {".ssh/id_ed25519", ".aws/credentials",
+                                                  ".docker/config.json", ".netrc",
+                                                  ".kube/config", ".git-credentials"};
+  return kFiles;
+}
+
+Result<std::unique_ptr<Canaries>> Canaries::plant(const CanaryOptions& options) {
+  std::unique_ptr<Canaries> c(new Canaries());
+  c->paths_ = options.paths;
+  c->marker_ = options.marker.empty() ? "sgp-" + new_run_id() : options.marker;
+  c->dir_ = options.parent_dir + "/sandgate-canary-" + c->marker_;
+  // Recorded before anything exists, like a run (core/state.h).
+  SG_ASSIGN_OR_RETURN(auto state, RunState::create(options.paths, "canaries-" + c->marker_, "probe",
+                                                   {{Resource::Kind::kDirectory, c->dir_}}));
+  c->state_.emplace(std::move(state));
+  if (auto s = c->plant_files(options); !s.ok()) {
+    (void)c->remove();
+    return std::move(s).error().context_add("planting canaries in " + c->dir_);
+  }
+  for (const char* name : kTokenNames)
+    c->tokens_.emplace_back(name, std::string("sgcanary-") + name + "-" + c->marker_);
+  if (auto s = c->start_sentinel(); !s.ok()) {
+    (void)c->remove();
+    return std::move(s).error().context_add("starting the sentinel");
+  }
+  if (options.set_environment) c->set_environment();
+  return c;
+}
+
+Status Canaries::plant_files(const CanaryOptions& options) {
+  SG_TRY(mkdir_mode(dir_, 0755));
+  SG_TRY(write_new(host_canary(), "sandgate host canary " + marker_ + "\n"));
+  // Writable by anyone: what stops a write from a sandbox must be its isolation.
+  SG_TRY(mkdir_mode(host_write_dir(), 0777));
+
+  SG_TRY(mkdir_mode(home(), 0755));
+  for (const auto& rel : credential_files()) {
+    std::string path = home() + "/" + rel;
+    auto slash = rel.rfind('/');
+    if (slash != std::string::npos) {
+      std::string sub = home() + "/" + rel.substr(0, slash);
+      if (::access(sub.c_str(), F_OK) != 0) SG_TRY(mkdir_mode(sub, 0755));
+    }
+    SG_TRY(write_new(path, credential_content(rel, marker_)));
+  }
+
+  // A workspace recipe that looks like a repository: persistence probes plant in .git/hooks and
+  // .git/config, and a fresh run from the same recipe must not find what they planted.
+  SG_TRY(mkdir_mode(recipe(), 0755));
+  SG_TRY(write_new(recipe() + "/README", "sandgate probe workspace\n"));
+  SG_TRY(mkdir_mode(recipe() + "/.git", 0755));
+  SG_TRY(mkdir_mode(recipe() + "/.git/hooks", 0755));
+  SG_TRY(write_new(recipe() + "/.git/HEAD", "ref: refs/heads/main\n"));
+  SG_TRY(write_new(recipe() + "/.git/config",
+                   "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"));
+  SG_TRY(write_new(recipe() + "/.git/hooks/pre-commit.sample", "#!/bin/sh\nexit 0\n", 0755));
+
+  if (!options.probe_binary.empty()) {
+    // A setuid-root program a sandbox can run: it must not raise the caller's privilege.
+    std::string helper = dir_ + "/setuid-probe";
+    SG_ASSIGN_OR_RETURN(auto bytes, read_file(options.probe_binary, 64 << 20));
+    SG_TRY(write_new(helper, bytes, 0755));
+    if (::chown(helper.c_str(), 0, 0) != 0) return sys_error("chown", helper);
+    if (::chmod(helper.c_str(), 04755) != 0) return sys_error("chmod setuid", helper);
+    setuid_helper_ = helper;
+  }
+  return {};
+}
+
+Status Canaries::start_sentinel() {
+  std::string log = dir_ + "/sentinel.log";
+  SG_TRY(write_new(log, ""));
+  SG_ASSIGN_OR_RETURN(auto ready, make_pipe());
+  SG_ASSIGN_OR_RETURN(auto block, make_pipe());
+  std::string name = "sandgate-sentinel-" + marker_;
+  // A host process launched with the tokens, as launchers are: in its environment and one on its
+  // command line. The creds probes look for them in /proc/*/environ and /proc/*/cmdline.
+  std::string token_arg = "--token=" + tokens_.front().second;
+  std::vector<char*> argv = {const_cast<char*>("/bin/sh"), const_cast<char*>("-c"),
+                             const_cast<char*>(kSentinelScript), name.data(), log.data(),
+                             token_arg.data(), nullptr};
+  std::vector<std::string> env_strings = {"PATH=/usr/bin:/bin"};
+  for (const auto& [k, v] : tokens_) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_error("fork sentinel");
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);  // the parent died before PDEATHSIG was set
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (::dup2(ready.write.get(), 3) < 0 || ::dup2(block.read.get(), 4) < 0) ::_exit(1);
+    ::execve("/bin/sh", argv.data(), envp.data());
+    ::_exit(127);
+  }
+  SG_ASSIGN_OR_RETURN(auto pidfd, pidfd_open(pid));
+  sentinel_ = ChildProcess(pid, std::move(pidfd));
+  block_ = std::move(block.write);  // held open: the sentinel's read never ends
+  ready.write.reset();
+  char byte;
+  if (::read(ready.read.get(), &byte, 1) != 1) return logic_error("start sentinel", "the shell did not start", log);
+  Resource r{Resource::Kind::kProcess, "", pid, process_start_time(paths_.proc, pid).value_or(0)};
+  return state_->record(r);
+}
+
+std::vector<std::string> Canaries::sentinel_signals(size_t from) const {
+  std::vector<std::string> out;
+  auto text = read_file(dir_ + "/sentinel.log");
+  if (!text.ok()) return out;
+  std::istringstream in(*text);
+  std::string line;
+  for (size_t n = 0; std::getline(in, line); ++n) {
+    if (n < from) continue;
+    if (!line.empty()) out.push_back("SIG" + line + " received");
+  }
+  return out;
+}
+
+std::string Canaries::token_names() const {
+  std::string names;
+  for (const auto& [name, value] : tokens_) names += (names.empty() ? "" : ",") + name;
+  return names;
+}
+
+void Canaries::set_environment() {
+  auto save_and_set = [&](const std::string& name, const std::string& value) {
+    const char* old = std::getenv(name.c_str());
+    saved_env_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    ::setenv(name.c_str(), value.c_str(), 1);
+  };
+  for (const auto& [name, value] : tokens_) save_and_set(name, value);
+  save_and_set("HOME", home());
+}
+
+void Canaries::restore_environment() {
+  for (auto it = saved_env_.rbegin(); it != saved_env_.rend(); ++it) {
+    if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+    else ::unsetenv(it->first.c_str());
+  }
+  saved_env_.clear();
+}
+
+Status Canaries::remove() {
+  if (removed_) return {};
+  removed_ = true;
+  restore_environment();
+  sentinel_.kill_and_reap();
+  block_.reset();
+  Status first;
+  if (!dir_.empty()) first = remove_tree(dir_);
+  if (state_) {
+    if (first.ok()) first = state_->finish();
+    state_.reset();
+  }
+  return first;
+}
+
+Canaries::~Canaries() {
+  if (auto s = remove(); !s.ok()) spdlog::error("removing canaries: {}", s.error().message());
+}
+
+}  // namespace sandgate::probes

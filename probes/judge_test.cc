@@ -1,0 +1,467 @@
+// The judge's rules, one test (or more) each, written so that removing a rule fails one:
+// fabricated probe reports and fabricated host evidence, no kernel.
+#include "probes/judge.h"
+
+#include <gtest/gtest.h>
+
+#include "providers/namespaces.h"
+
+namespace sandgate::probes {
+namespace {
+
+constexpr char kMarker[] = "sg-test-7f3a";
+
+ProbeReport report(const std::string& id, ProbeResult result, const std::string& err = "",
+                   const std::string& attempt = "") {
+  ProbeReport r;
+  r.id = id;
+  r.boundary = id.substr(0, id.find('.'));
+  r.attempt = attempt.empty() ? id : attempt;
+  r.result = result;
+  r.errno_name = err;
+  return r;
+}
+
+ProbeReport reached(const std::string& id) { return report(id, ProbeResult::kReached); }
+
+ProviderFacts namespaces_facts() {
+  return ProviderFacts::of(providers::NamespacesProvider::static_info());
+}
+ProviderFacts bare_facts() { return {}; }  // host_dir: declares nothing
+
+Judgement judge(const ProbeReport& sandbox, Witness w, const HostEvidence& host = {},
+                const ProviderFacts& facts = namespaces_facts()) {
+  return judge_probe(reached(sandbox.id), sandbox, w, host, facts, kMarker);
+}
+
+// --- Rule 1: host evidence wins, whatever the probe says (the two-witness override) ---
+
+TEST(JudgeRule1, DeniedButDecoySawItIsExposed) {
+  HostEvidence host;
+  host.decoy_events = {"tcp 169.254.169.254:80 GET /latest/meta-data/?sandgate=sg-test-7f3a"};
+  auto j = judge(report("net.metadata_v4", ProbeResult::kDenied, "ECONNREFUSED"), Witness::kDecoy, host);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+  EXPECT_NE(j.why.find("probe said denied ECONNREFUSED"), std::string::npos) << j.why;
+  EXPECT_NE(j.why.find("169.254.169.254"), std::string::npos) << j.why;
+}
+TEST(JudgeRule1, DeniedWithoutDecoyEventIsBlocked) {  // the negative twin of the above
+  auto j = judge(report("net.metadata_v4", ProbeResult::kDenied, "ENETUNREACH"), Witness::kDecoy);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+  EXPECT_EQ(j.layer, Layer::kNamespace);
+}
+TEST(JudgeRule1, ErrorButFileAppearedIsExposed) {
+  HostEvidence host;
+  host.files_appeared = {"/var/tmp/x/sandgate-probe-sg"};
+  auto j = judge(report("fs.write_host_dir", ProbeResult::kError), Witness::kHostFile, host);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+}
+TEST(JudgeRule1, NotFoundButSentinelSignalledIsExposed) {
+  HostEvidence host;
+  host.sentinel_signals = {"SIGWINCH from pid 4242"};
+  auto j = judge(report("proc.kill_sentinel", ProbeResult::kNotFound, "ESRCH"), Witness::kSentinel, host);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+}
+TEST(JudgeRule1, LeftoverProcessIsExposedEvenWithoutBaseline) {
+  HostEvidence host;
+  host.leftover_processes = {"4242 sandgate-probe linger sg-test-7f3a 60"};
+  auto j = judge_probe(std::nullopt, report("persist.plant", ProbeResult::kReached), Witness::kSelf,
+                       host, namespaces_facts(), kMarker);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+  EXPECT_NE(j.why.find("alive after destroy"), std::string::npos) << j.why;
+}
+TEST(JudgeRule1, AnotherRunsHolderSawItIsExposed) {
+  HostEvidence host;
+  host.other_run = {"1 signal(s), the last from pid 4242"};
+  auto j = judge(report("crossrun.signal_process", ProbeResult::kDenied, "ESRCH"), Witness::kSelf, host);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+  EXPECT_NE(j.why.find("run A saw"), std::string::npos) << j.why;
+}
+TEST(JudgeRule1, NotesAloneAreNotEvidence) {
+  HostEvidence host;
+  host.notes = {"decoy log had 3 unrelated events"};
+  auto j = judge(report("net.metadata_v4", ProbeResult::kDenied, "ENETUNREACH"), Witness::kDecoy, host);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+}
+
+// --- Rule 2: reached needs the witness that fits the probe ---
+
+TEST(JudgeRule2, ReachedConfirmedByDecoyIsExposed) {
+  HostEvidence host;
+  host.decoy_events = {"tcp 169.254.169.254:80 GET /"};
+  auto j = judge(reached("net.metadata_v4"), Witness::kDecoy, host);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+}
+TEST(JudgeRule2, ReachedWithoutDecoyEventIsInconclusive) {
+  auto j = judge(reached("net.metadata_v4"), Witness::kDecoy);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+  EXPECT_NE(j.why.find("no decoy"), std::string::npos) << j.why;
+}
+TEST(JudgeRule2, ReachedWithoutHostFileIsInconclusive) {
+  auto j = judge(reached("fs.write_host_dir"), Witness::kHostFile);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+}
+TEST(JudgeRule2, ReachedWithoutSentinelSignalIsInconclusive) {
+  auto j = judge(reached("proc.kill_sentinel"), Witness::kSentinel);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+}
+TEST(JudgeRule2, CanaryBytesCarryingTheMarkerAreExposed) {
+  auto r = reached("fs.read_host_canary");
+  r.evidence = {{"bytes", std::string("canary ") + kMarker + "\n"}};
+  auto j = judge(r, Witness::kCanary);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+  EXPECT_NE(j.why.find(kMarker), std::string::npos) << j.why;
+}
+TEST(JudgeRule2, CanaryReadWithoutTheMarkerIsInconclusive) {
+  auto r = reached("fs.read_host_canary");
+  r.evidence = {{"bytes", "some other file with the same name"}};
+  EXPECT_EQ(judge(r, Witness::kCanary).verdict, Verdict::kInconclusive);
+  // No marker configured: nothing can be matched, so nothing is claimed.
+  EXPECT_EQ(judge_probe(reached(r.id), r, Witness::kCanary, {}, namespaces_facts(), "").verdict,
+            Verdict::kInconclusive);
+}
+TEST(JudgeRule2, ReachedSyscallIsExposedOnItsOwnWord) {
+  auto r = reached("proc.bpf");
+  r.evidence = {{"fd", 5}};
+  auto j = judge(r, Witness::kSelf);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+  EXPECT_NE(j.why.find("kernel allowed"), std::string::npos) << j.why;
+}
+TEST(JudgeRule2, ReachedSyscallWithoutPreconditionsIsInconclusive) {
+  auto r = reached("proc.bpf");
+  r.preconditions = false;
+  EXPECT_EQ(judge(r, Witness::kSelf).verdict, Verdict::kInconclusive);
+}
+TEST(JudgeRule2, ResourceProbesAreNotJudgedHere) {
+  EXPECT_EQ(judge(reached("resource.memory"), Witness::kResource).verdict, Verdict::kInconclusive);
+}
+
+// --- Rule 3: what proves nothing is inconclusive, never blocked ---
+
+TEST(JudgeRule3, ProbeErrorIsInconclusive) {
+  auto j = judge(report("fs.open_by_handle", ProbeResult::kError, "EBADF"), Witness::kSelf);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+  EXPECT_NE(j.why.find("probe error"), std::string::npos) << j.why;
+}
+TEST(JudgeRule3, PreconditionsFalseIsInconclusive) {
+  auto r = report("crossrun.find", ProbeResult::kNotFound, "ENOENT");
+  r.preconditions = false;
+  r.detail = "no other_workspace";
+  auto j = judge(r, Witness::kCanary);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+  EXPECT_NE(j.why.find("no other_workspace"), std::string::npos) << j.why;
+}
+TEST(JudgeRule3, BaselineThatDidNotReachIsInconclusive) {
+  auto base = report("proc.kvm", ProbeResult::kNotFound, "ENOENT");
+  auto j = judge_probe(base, report("proc.kvm", ProbeResult::kNotFound, "ENOENT"), Witness::kSelf,
+                       {}, namespaces_facts(), kMarker);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+  EXPECT_NE(j.why.find("baseline did not reach"), std::string::npos) << j.why;
+}
+TEST(JudgeRule3, BaselineWithoutPreconditionsIsInconclusive) {
+  auto base = reached("proc.kvm");
+  base.preconditions = false;
+  auto j = judge_probe(base, report("proc.kvm", ProbeResult::kDenied, "EPERM"), Witness::kSelf, {},
+                       namespaces_facts(), kMarker);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+}
+TEST(JudgeRule3, NoBaselineIsInconclusive) {
+  auto j = judge_probe(std::nullopt, report("proc.bpf", ProbeResult::kDenied, "EPERM"),
+                       Witness::kSelf, {}, namespaces_facts(), kMarker);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+}
+
+// --- Rule 4: blocked, and by which layer ---
+
+TEST(JudgeLayers, EpermOnAFilteredSyscallIsSeccomp) {
+  auto r = report("proc.bpf", ProbeResult::kDenied, "EPERM", "bpf(BPF_PROG_LOAD)");
+  auto j = judge(r, Witness::kSelf);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+  EXPECT_EQ(j.layer, Layer::kSeccomp);
+  EXPECT_NE(j.why.find("seccomp"), std::string::npos);
+}
+TEST(JudgeLayers, SyscallFromEvidenceWinsOverAttempt) {
+  auto r = report("proc.mount", ProbeResult::kDenied, "EPERM", "mount a tmpfs on /mnt");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kPermissions);
+  r.evidence = {{"syscall", "mount"}};
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kSeccomp);
+}
+TEST(JudgeLayers, EpermWithoutADeclaredFilterIsPermissions) {
+  auto r = report("proc.bpf", ProbeResult::kDenied, "EPERM", "bpf(BPF_PROG_LOAD)");
+  EXPECT_EQ(blocking_layer(r, bare_facts()), Layer::kPermissions);
+}
+TEST(JudgeLayers, EpermOnAnUnfilteredSyscallIsPermissions) {
+  auto r = report("proc.kill_sentinel", ProbeResult::kDenied, "EPERM", "kill(4242, SIGWINCH)");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kPermissions);
+}
+TEST(JudgeLayers, ErofsIsMount) {
+  auto r = report("fs.readonly_base", ProbeResult::kDenied, "EROFS", "open(/usr/x, O_CREAT)");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kMount);
+}
+TEST(JudgeLayers, EaccesIsPermissions) {
+  auto r = report("fs.core_pattern", ProbeResult::kDenied, "EACCES", "open(/proc/sys/kernel/core_pattern)");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kPermissions);
+}
+TEST(JudgeLayers, EnoentForAHostPathIsMount) {
+  auto r = report("fs.read_host_canary", ProbeResult::kNotFound, "ENOENT", "open(/var/tmp/c)");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kMount);
+}
+TEST(JudgeLayers, NotFoundWithoutAPathIsNamespace) {
+  auto r = report("crossrun.signal", ProbeResult::kNotFound, "", "signal run A's processes");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kNamespace);
+  EXPECT_EQ(blocking_layer(report("proc.kill", ProbeResult::kDenied, "ESRCH"), namespaces_facts()),
+            Layer::kNamespace);
+}
+TEST(JudgeLayers, UnreachableNetworkIsNamespaceWithNetNoneAndEgressWithAPolicy) {
+  auto r = report("net.production", ProbeResult::kDenied, "ENETUNREACH");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kNamespace);
+  ProviderFacts egress;
+  egress.capabilities = {providers::Capability::kNetEgressPolicy};
+  EXPECT_EQ(blocking_layer(r, egress), Layer::kEgress);
+}
+TEST(JudgeLayers, ExhaustionIsLimit) {
+  EXPECT_EQ(blocking_layer(report("proc.x", ProbeResult::kDenied, "EMFILE"), namespaces_facts()),
+            Layer::kLimit);
+  EXPECT_EQ(blocking_layer(report("resource.x", ProbeResult::kDenied, "EPERM"), namespaces_facts()),
+            Layer::kLimit);
+}
+TEST(JudgeLayers, AbsentTokenIsEnvironment) {
+  auto r = report("creds.env_tokens", ProbeResult::kNotFound, "", "getenv(GITHUB_TOKEN,...)");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kEnvironment);
+  EXPECT_EQ(blocking_layer(report("creds.env_tokens", ProbeResult::kNotFound, "ENOENT", "getenv"),
+                           namespaces_facts()),
+            Layer::kEnvironment);
+  auto file = report("creds.home_files", ProbeResult::kNotFound, "", "read ~/.ssh/id_ed25519");
+  file.evidence = {{"path", "/var/tmp/home/.ssh/id_ed25519"}};
+  EXPECT_EQ(blocking_layer(file, namespaces_facts()), Layer::kMount);
+}
+TEST(JudgeLayers, UnofferedFamilyIsNamespace) {
+  auto r = report("net.vsock", ProbeResult::kDenied, "EAFNOSUPPORT", "socket(AF_VSOCK)");
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kNamespace);
+}
+TEST(JudgeLayers, BoundaryDefaultsWithoutErrno) {
+  EXPECT_EQ(blocking_layer(report("proc.caps", ProbeResult::kDenied), namespaces_facts()),
+            Layer::kPermissions);
+  EXPECT_EQ(blocking_layer(report("persist.find", ProbeResult::kNotFound, "", "look for markers"),
+                           namespaces_facts()),
+            Layer::kMount);
+  EXPECT_EQ(blocking_layer(report("crossrun.find", ProbeResult::kDenied), namespaces_facts()),
+            Layer::kNamespace);
+}
+TEST(JudgeLayers, SyscallName) {
+  EXPECT_EQ(probe_syscall(report("a.b", ProbeResult::kDenied, "", "bpf(BPF_PROG_LOAD)")), "bpf");
+  EXPECT_EQ(probe_syscall(report("a.b", ProbeResult::kDenied, "", "read the canary (/x)")), "");
+  EXPECT_EQ(probe_syscall(report("a.b", ProbeResult::kDenied, "", "no parens")), "");
+}
+TEST(JudgeLayers, NamespacesFactsCarryTheSeccompList) {
+  auto f = namespaces_facts();
+  EXPECT_TRUE(f.seccomp_denied.count("bpf"));
+  EXPECT_TRUE(f.seccomp_denied.count("mount"));
+  EXPECT_TRUE(bare_facts().seccomp_denied.empty());
+}
+
+// --- Resource probes: the controller's outcome and the limits read back ---
+
+ResourceEvidence ended(const std::string& termination) {
+  ResourceEvidence e;
+  e.termination = termination;
+  e.expected = {"memory_limit"};
+  return e;
+}
+
+TEST(JudgeResource, DroppedLimitIsExposedEvenWhenTheCallEndedAsExpected) {
+  auto e = ended("memory_limit");
+  e.limit_mismatches = {"memory.limit_in_bytes: granted 64MiB, host has 9223372036854771712"};
+  auto j = judge_resource(reached("resource.memory"), std::nullopt, "resource.memory", e);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+  EXPECT_NE(j.why.find("limit not applied"), std::string::npos) << j.why;
+}
+TEST(JudgeResource, ExpectedTerminationIsBlockedByLimit) {
+  auto j = judge_resource(reached("resource.memory"), std::nullopt, "resource.memory", ended("memory_limit"));
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+  EXPECT_EQ(j.layer, Layer::kLimit);
+  EXPECT_EQ(j.id, "resource.memory");
+}
+TEST(JudgeResource, PastTheGrantAndExitedIsExposed) {
+  auto j = judge_resource(reached("resource.memory"), reached("resource.memory"), "resource.memory",
+                          ended("exited"));
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+}
+TEST(JudgeResource, KilledWithoutReportAndUnexpectedEndingIsInconclusive) {
+  auto j = judge_resource(reached("resource.memory"), std::nullopt, "resource.memory", ended("killed"));
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+}
+TEST(JudgeResource, RefusalWithAnErrnoIsBlockedByLimit) {
+  auto e = ended("exited");
+  e.expected = {"pids_limit"};
+  auto j = judge_resource(reached("resource.fd_exhaust"),
+                          report("resource.fd_exhaust", ProbeResult::kDenied, "EMFILE"),
+                          "resource.fd_exhaust", e);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+  EXPECT_EQ(j.layer, Layer::kLimit);
+}
+TEST(JudgeResource, ThrottlingThatHeldIsBlocked) {
+  auto e = ended("exited");
+  e.expected = {};
+  auto j = judge_resource(reached("resource.cpu_spin"), reached("resource.cpu_spin"), "resource.cpu_spin", e);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);  // the twin: nothing held it
+  e.held_by = "throttled 420ms at 0.25 cores";
+  j = judge_resource(reached("resource.cpu_spin"), reached("resource.cpu_spin"), "resource.cpu_spin", e);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+  EXPECT_EQ(j.layer, Layer::kLimit);
+}
+TEST(JudgeResource, ReachingTheCapWithNoDeclaredLimitIsInconclusive) {
+  auto e = ended("exited");
+  e.limit_declared = false;
+  auto j = judge_resource(reached("resource.disk_fill"), reached("resource.disk_fill"), "resource.disk_fill", e);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+  EXPECT_NE(j.why.find("no limit is declared"), std::string::npos) << j.why;
+}
+// fd_exhaust and disk_fill against an rlimit grant: the probe's count against the grant.
+ResourceEvidence rlimit(uint64_t granted, const char* key, const char* err, std::optional<uint64_t> host) {
+  auto e = ended("exited");
+  e.expected = {};
+  e.rlimit_granted = granted;
+  e.rlimit_count_key = key;
+  e.rlimit_errno = err;
+  e.rlimit_host = host;
+  return e;
+}
+ProbeReport stopped(const std::string& id, const std::string& err, const char* key, uint64_t count) {
+  // As the probe binary reports it: EMFILE / EFBIG are an error result, not a refusal.
+  ProbeReport r = report(id, ProbeResult::kError, err);
+  r.evidence = {{key, count}};
+  return r;
+}
+
+TEST(JudgeResource, FdsStoppedAtEmfileWithinTheGrantAreBlockedByLimit) {
+  auto j = judge_resource(reached("resource.fd_exhaust"),
+                          stopped("resource.fd_exhaust", "EMFILE", "fds_opened", 253),
+                          "resource.fd_exhaust", rlimit(256, "fds_opened", "EMFILE", 256));
+  EXPECT_EQ(j.verdict, Verdict::kBlocked) << j.why;
+  EXPECT_EQ(j.layer, Layer::kLimit);
+  EXPECT_NE(j.why.find("within the grant of 256"), std::string::npos) << j.why;
+}
+TEST(JudgeResource, FdsPastTheGrantAreExposed) {
+  // The negative twin: more descriptors than granted (the rlimit was not what held it).
+  auto j = judge_resource(reached("resource.fd_exhaust"),
+                          stopped("resource.fd_exhaust", "EMFILE", "fds_opened", 1021),
+                          "resource.fd_exhaust", rlimit(256, "fds_opened", "EMFILE", 256));
+  EXPECT_EQ(j.verdict, Verdict::kExposed) << j.why;
+  EXPECT_NE(j.why.find("past the grant of 256"), std::string::npos) << j.why;
+  // Reaching its own cap is past the grant too.
+  ProbeReport all = reached("resource.fd_exhaust");
+  all.evidence = {{"fds_opened", 4096}};
+  j = judge_resource(reached("resource.fd_exhaust"), all, "resource.fd_exhaust",
+                     rlimit(256, "fds_opened", "EMFILE", 256));
+  EXPECT_EQ(j.verdict, Verdict::kExposed) << j.why;
+}
+TEST(JudgeResource, FileWithinItsSizeGrantIsBlockedAndPastItExposed) {
+  auto e = rlimit(8 << 20, "bytes_written", "EFBIG", 8 << 20);
+  auto j = judge_resource(reached("resource.disk_fill"),
+                          stopped("resource.disk_fill", "EFBIG", "bytes_written", 8 << 20),
+                          "resource.disk_fill", e);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked) << j.why;
+  EXPECT_EQ(j.layer, Layer::kLimit);
+  ProbeReport past = reached("resource.disk_fill");
+  past.evidence = {{"bytes_written", 32 << 20}};
+  j = judge_resource(reached("resource.disk_fill"), past, "resource.disk_fill", e);
+  EXPECT_EQ(j.verdict, Verdict::kExposed) << j.why;
+}
+TEST(JudgeResource, RlimitThatWasNotReadBackOrAnotherErrnoIsInconclusive) {
+  auto j = judge_resource(reached("resource.fd_exhaust"),
+                          stopped("resource.fd_exhaust", "EMFILE", "fds_opened", 253),
+                          "resource.fd_exhaust", rlimit(256, "fds_opened", "EMFILE", std::nullopt));
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive) << j.why;
+  j = judge_resource(reached("resource.disk_fill"),
+                     stopped("resource.disk_fill", "ENOSPC", "bytes_written", 1 << 20),
+                     "resource.disk_fill", rlimit(8 << 20, "bytes_written", "EFBIG", 8 << 20));
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive) << j.why;
+  j = judge_resource(reached("resource.disk_fill"), report("resource.disk_fill", ProbeResult::kError, "EFBIG"),
+                     "resource.disk_fill", rlimit(8 << 20, "bytes_written", "EFBIG", 8 << 20));
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive) << j.why;  // no count to compare
+}
+TEST(JudgeResource, RlimitReadBackThatDiffersIsExposed) {
+  auto e = rlimit(256, "fds_opened", "EMFILE", 1024);
+  e.limit_mismatches = {"open_files (/proc/1/limits): granted 256, host has 1024 / 1024"};
+  auto j = judge_resource(reached("resource.fd_exhaust"),
+                          stopped("resource.fd_exhaust", "EMFILE", "fds_opened", 253),
+                          "resource.fd_exhaust", e);
+  EXPECT_EQ(j.verdict, Verdict::kExposed) << j.why;
+}
+
+// --- persist.git_hooks: a vector inside the workspace is a warning ---
+
+ProbeReport plant(const std::string& hook, const std::string& config) {
+  ProbeReport r = reached("persist.plant");
+  r.evidence = {{"planted",
+                 {{"git_hook", {{"path", "/workspace/.git/hooks/post-checkout"}, {"write", hook}}},
+                  {"git_config", {{"path", "/workspace/.git/config"}, {"write", config}}},
+                  {"workspace", {{"path", "/workspace/.sandgate-persist-x"}, {"write", "ok"}}}}}};
+  return r;
+}
+
+TEST(JudgeGitPersistence, WrittenHooksAreAWarningNamingTheFiles) {
+  auto j = judge_git_persistence(plant("ok", "ok"), "");
+  EXPECT_EQ(j.id, "persist.git_hooks");
+  EXPECT_EQ(j.verdict, Verdict::kWarning);
+  EXPECT_NE(j.why.find(".git/hooks/post-checkout"), std::string::npos) << j.why;
+  EXPECT_NE(j.why.find(".git/config"), std::string::npos) << j.why;
+  EXPECT_EQ(j.to_json()["verdict"], "warning");
+  // One of the two is enough.
+  EXPECT_EQ(judge_git_persistence(plant("EACCES", "ok"), "").verdict, Verdict::kWarning);
+  // Not exposed: it neither fails the run nor counts as one.
+  auto t = tally({j});
+  EXPECT_EQ(t.warning, 1);
+  EXPECT_EQ(t.exposed, 0);
+}
+TEST(JudgeGitPersistence, BothRefusedIsBlockedAndNoReportInconclusive) {
+  auto j = judge_git_persistence(plant("EROFS", "EROFS"), "");
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+  EXPECT_EQ(j.layer, Layer::kMount);
+  EXPECT_EQ(judge_git_persistence(plant("EACCES", "EACCES"), "").layer, Layer::kPermissions);
+  EXPECT_EQ(judge_git_persistence(std::nullopt, "killed").verdict, Verdict::kInconclusive);
+  ProbeReport empty = reached("persist.plant");
+  EXPECT_EQ(judge_git_persistence(empty, "").verdict, Verdict::kInconclusive);
+}
+
+TEST(JudgeResource, BaselineThatDidNotReachIsInconclusive) {
+  auto j = judge_resource(report("resource.memory", ProbeResult::kError), std::nullopt,
+                          "resource.memory", ended("memory_limit"));
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive);
+}
+
+// --- Host-only checks, serialisation, tally ---
+
+TEST(JudgeHostCheck, LeftoversAreExposedAndNoneIsBlocked) {
+  HostEvidence host;
+  host.leftover_cgroups = {"/sys/fs/cgroup/memory/sg/default/r1"};
+  auto bad = judge_host_check("persist.after_destroy", "persist", "look on the host", host,
+                              Layer::kNamespace, "nothing left");
+  EXPECT_EQ(bad.verdict, Verdict::kExposed);
+  auto good = judge_host_check("persist.after_destroy", "persist", "look on the host", {},
+                               Layer::kNamespace, "nothing left");
+  EXPECT_EQ(good.verdict, Verdict::kBlocked);
+  EXPECT_EQ(good.layer, Layer::kNamespace);
+}
+TEST(JudgeJson, LayerOnlyWhenBlockedAndReportsIncluded) {
+  auto blocked = judge(report("proc.bpf", ProbeResult::kDenied, "EPERM", "bpf(x)"), Witness::kSelf);
+  auto j = blocked.to_json();
+  EXPECT_EQ(j["verdict"], "blocked");
+  EXPECT_EQ(j["layer"], "seccomp");
+  EXPECT_EQ(j["sandbox"]["errno"], "EPERM");
+  EXPECT_EQ(j["baseline"]["result"], "reached");
+  auto exposed = judge(reached("proc.bpf"), Witness::kSelf).to_json();
+  EXPECT_FALSE(exposed.contains("layer"));
+}
+TEST(JudgeTally, Counts) {
+  std::vector<Judgement> js = {judge(reached("proc.bpf"), Witness::kSelf),
+                               judge(report("proc.bpf", ProbeResult::kDenied, "EPERM"), Witness::kSelf),
+                               judge(report("proc.bpf", ProbeResult::kError), Witness::kSelf)};
+  auto t = tally(js);
+  EXPECT_EQ(t.exposed, 1);
+  EXPECT_EQ(t.blocked, 1);
+  EXPECT_EQ(t.inconclusive, 1);
+}
+
+}  // namespace
+}  // namespace sandgate::probes

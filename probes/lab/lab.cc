@@ -1,0 +1,172 @@
+#include "probes/lab/lab.h"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+#include "core/files.h"
+#include "core/log.h"
+#include "probes/lab/decoys.h"
+#include "probes/lab/lab_addresses.h"
+#include "probes/lab/netlink.h"
+
+namespace sandgate::probes::lab {
+namespace {
+
+// Addresses the lab must not be able to route to, asked of its routing table (a lookup, not a
+// packet): TEST-NET-2 and the IPv6 documentation prefix, which no network here uses.
+constexpr const char* kOutsideAddresses[] = {"198.51.100.1", "2001:db8::1"};
+
+std::string random_token() {
+  std::random_device rd;
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return std::string("sgcanary-") + hex;
+}
+
+// A fresh network namespace, bind-mounted at `path` (an empty file) so that it outlives the
+// short-lived thread that made it; returns an fd on it. The calling thread stays where it is.
+Result<UniqueFd> make_namespace(const std::string& path) {
+  {
+    SG_ASSIGN_OR_RETURN(UniqueFd file, open_fd(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
+  }
+  Result<UniqueFd> out = logic_error("make the lab namespace", "thread did not run");
+  std::thread t([&] {
+    if (::unshare(CLONE_NEWNET) != 0) {
+      out = sys_error("unshare CLONE_NEWNET");
+      return;
+    }
+    if (::mount("/proc/thread-self/ns/net", path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      out = sys_error("bind-mount the lab namespace", path);
+      return;
+    }
+    out = open_fd("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  });
+  t.join();
+  return out;
+}
+
+// Loopback up, every decoy address on it.
+Status configure(int netns_fd) {
+  SG_ASSIGN_OR_RETURN(Netlink nl, Netlink::open_in(netns_fd));
+  SG_ASSIGN_OR_RETURN(auto links, nl.links());
+  int lo = 0;
+  for (const auto& l : links)
+    if (l.name == "lo") lo = l.index;
+  if (lo == 0) return logic_error("configure the lab", "no loopback link in the new namespace");
+  SG_TRY(nl.set_link_up(lo));
+  for (const char* v4 : {kMetadataV4, kProductionHost, kRegistryHost, kDnsServer})
+    SG_TRY(nl.add_address(lo, v4, 32));
+  SG_TRY(nl.add_address(lo, kMetadataV6, 128));
+  // Until then a connection to the address could take its prefix route instead of being local.
+  for (const char* decoy : {kMetadataV4, kProductionHost, kRegistryHost, kDnsServer, kMetadataV6})
+    SG_TRY(nl.await_local(decoy, std::chrono::seconds(2)));
+  return {};
+}
+
+// The safety check before any decoy listens: one interface (loopback), every route through it
+// without a gateway, no default route, and the routing table has no way to an outside address.
+Status check_isolated(int netns_fd) {
+  SG_ASSIGN_OR_RETURN(Netlink nl, Netlink::open_in(netns_fd));
+  SG_ASSIGN_OR_RETURN(auto links, nl.links());
+  if (links.size() != 1 || links[0].name != "lo")
+    return logic_error("check the lab", "the lab has an interface other than loopback");
+  int lo = links[0].index;
+  SG_ASSIGN_OR_RETURN(auto routes, nl.routes());
+  for (const auto& r : routes) {
+    if (r.dst_len == 0 || !r.gateway.empty() || r.multipath || (r.oif != 0 && r.oif != lo))
+      return logic_error("check the lab", "a route could leave the lab", r.dst + "/" + std::to_string(r.dst_len));
+  }
+  for (const char* outside : kOutsideAddresses) {
+    auto route = nl.route_get(outside);
+    if (route.ok())
+      return logic_error("check the lab", "the lab's routing table reaches an outside address", outside);
+    if (route.error().err != ENETUNREACH && route.error().err != EHOSTUNREACH)
+      return std::move(route).error();
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Lab>> Lab::create(const HostPaths& paths, LabOptions options) {
+  std::unique_ptr<Lab> lab(new Lab());
+  lab->paths_ = paths;
+  lab->id_ = "lab-" + new_run_id();
+  lab->netns_path_ = paths.state_dir + "/netns/" + lab->id_;
+  lab->canary_token_ = options.canary_token.empty() ? random_token() : options.canary_token;
+  // Recorded before it exists: after a crash `sandgate gc` unmounts and removes it.
+  SG_ASSIGN_OR_RETURN(RunState state,
+                      RunState::create(paths, lab->id_, "lab",
+                                       {{Resource::Kind::kNetns, lab->netns_path_}}));
+  lab->state_.emplace(std::move(state));
+  auto fail = [&](Error e) -> Error {
+    (void)lab->destroy();
+    e.context.push_back("creating the network lab");
+    return e;
+  };
+  if (auto s = make_dirs(paths.state_dir + "/netns", 0711); !s.ok()) return fail(std::move(s).error());
+  auto ns = make_namespace(lab->netns_path_);
+  if (!ns.ok()) return fail(std::move(ns).error());
+  lab->netns_ = std::move(ns).value();
+  if (auto s = configure(lab->netns_.get()); !s.ok()) return fail(std::move(s).error());
+  if (auto s = check_isolated(lab->netns_.get()); !s.ok()) return fail(std::move(s).error());
+  auto log = EventLog::open(options.events_file);
+  if (!log.ok()) return fail(std::move(log).error());
+  lab->log_ = std::move(log).value();
+  auto decoys = DecoyServer::start(lab->netns_.get(), lab->canary_token_, *lab->log_);
+  if (!decoys.ok()) return fail(std::move(decoys).error());
+  lab->decoys_ = std::move(decoys).value();
+  spdlog::debug("lab {} ready at {}", lab->id_, lab->netns_path_);
+  return lab;
+}
+
+Lab::~Lab() {
+  if (auto s = destroy(); !s.ok()) spdlog::error("destroying lab {}: {}", id_, s.error().message());
+}
+
+Result<NetnsGuard> Lab::enter() const {
+  if (destroyed_) return logic_error("enter the lab", "the lab was destroyed", id_);
+  return NetnsGuard::enter(netns_.get());
+}
+
+Status Lab::settle() const {
+  if (!decoys_) return logic_error("settle the lab", "the lab's decoys are not running", id_);
+  return decoys_->settle();
+}
+
+std::vector<LabEvent> Lab::events() const {
+  return log_ ? log_->snapshot() : std::vector<LabEvent>{};
+}
+
+std::vector<LabEvent> Lab::events_since(std::chrono::system_clock::time_point t) const {
+  auto all = events();
+  std::erase_if(all, [&](const LabEvent& e) { return e.at < t; });
+  return all;
+}
+
+std::vector<LabEvent> Lab::events_after(uint64_t seq) const {
+  auto all = events();
+  std::erase_if(all, [&](const LabEvent& e) { return e.seq <= seq; });
+  return all;
+}
+
+Status Lab::destroy() {
+  if (destroyed_) return {};
+  destroyed_ = true;
+  decoys_.reset();  // stops and joins the decoy thread, closing every lab socket it held
+  netns_.reset();
+  if (!state_) return {};
+  // The bind mount and its file, as `sandgate gc` would remove them.
+  SG_TRY(release_resources(paths_, state_->resources()));
+  SG_TRY(state_->finish());
+  state_.reset();
+  return {};
+}
+
+}  // namespace sandgate::probes::lab

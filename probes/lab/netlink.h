@@ -1,0 +1,83 @@
+// A small rtnetlink client: what the lab needs to configure its namespace (bring loopback up,
+// put the decoy addresses on it) and to prove what a namespace can reach, by reading links,
+// addresses and routes and asking the kernel's routing table (RTM_GETROUTE, `ip route get`),
+// which sends no packet. Real kernel mechanisms, no dependency on the `ip` tool.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "core/fd.h"
+#include "core/result.h"
+
+namespace sandgate::probes::lab {
+
+struct LinkInfo {
+  int index = 0;
+  std::string name;
+  unsigned flags = 0;  // IFF_*
+};
+
+struct AddressInfo {
+  int family = 0;  // AF_INET, AF_INET6
+  int index = 0;   // the link carrying it
+  std::string address;
+  int prefix_len = 0;
+};
+
+struct RouteInfo {
+  int family = 0;
+  unsigned table = 0;  // RT_TABLE_MAIN, RT_TABLE_LOCAL, ...
+  int type = 0;        // RTN_UNICAST, RTN_LOCAL, RTN_BROADCAST, RTN_UNREACHABLE, ...
+  std::string dst;     // empty with dst_len 0: the default route
+  int dst_len = 0;
+  int oif = 0;          // output link; 0 when none (or a multipath route)
+  std::string gateway;  // empty when directly connected
+  bool multipath = false;
+};
+
+// socket(2) in the network namespace behind `netns_fd`, made on a short-lived thread that
+// entered it: the calling thread never changes namespace. A socket belongs to the namespace
+// it was made in for its whole life.
+Result<UniqueFd> socket_in_netns(int netns_fd, int domain, int type, int protocol);
+
+// The IPv4/IPv6 address in `text` as bytes (4 or 16) and its family.
+Result<std::pair<int, std::string>> parse_address(const std::string& text);
+
+class Netlink {
+ public:
+  // A NETLINK_ROUTE socket in the calling thread's network namespace.
+  static Result<Netlink> open();
+  // One in the namespace behind netns_fd (socket_in_netns).
+  static Result<Netlink> open_in(int netns_fd);
+
+  Result<std::vector<LinkInfo>> links();
+  Result<std::vector<AddressInfo>> addresses();
+  // Every route of every table, IPv4 and IPv6.
+  Result<std::vector<RouteInfo>> routes();
+  // The route the kernel would use for `address` (a FIB lookup; nothing is sent). No route is
+  // an Error with err == ENETUNREACH (or EHOSTUNREACH).
+  Result<RouteInfo> route_get(const std::string& address);
+
+  // Waits (polling route_get) until the kernel routes `address` as local. IPv6 installs an
+  // address's local route from a work item after the address itself is added, so right after
+  // add_address a lookup may still take the prefix route instead.
+  Status await_local(const std::string& address, std::chrono::milliseconds timeout);
+
+  Status set_link_up(int index);
+  // Adds address/prefix_len to link `index` (IPv6: no duplicate address detection).
+  Status add_address(int index, const std::string& address, int prefix_len);
+
+ private:
+  explicit Netlink(UniqueFd fd) : fd_(std::move(fd)) {}
+  static Result<Netlink> from_socket(UniqueFd fd);
+  // Sends one request and collects every reply message (type, payload) until the ack, the end
+  // of a dump, or an answer to a lookup; a negative ack becomes the Error.
+  Result<std::vector<std::pair<int, std::string>>> transact(std::string request,
+                                                            const std::string& step);
+  UniqueFd fd_;
+  uint32_t seq_ = 0;
+};
+
+}  // namespace sandgate::probes::lab

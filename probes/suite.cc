@@ -1,0 +1,805 @@
+#include "probes/suite.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "controller/controller.h"
+#include "controller/session.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/process.h"
+#include "probes/catalogue.h"
+#include "probes/witness.h"
+
+namespace sandgate::probes {
+namespace {
+
+using std::chrono::steady_clock;
+
+// Where the probe binary and the setuid helper are bound inside a jail.
+constexpr char kProbeInside[] = "/opt/sandgate-probe";
+constexpr char kSetuidInside[] = "/opt/sandgate-setuid-probe";
+
+// Resource probes: each one's own intent with a small grant, its parameters (well past the
+// grant, capped), and the terminations that mean the limit held. A probe held by an rlimit
+// names the report field that counts against it and the errno of the limit instead.
+struct ResourcePlan {
+  const char* id;
+  const char* intent;
+  std::vector<std::string> params;
+  std::vector<std::string> expected;
+  const char* rlimit_count_key = "";  // "fds_opened", "bytes_written"
+  const char* rlimit_errno = "";      // "EMFILE", "EFBIG"
+};
+const std::vector<ResourcePlan>& resource_plans() {
+  static const std::vector<ResourcePlan> kPlans = {
+      {"resource.memory", "probe_memory", {"mem_bytes=256MiB", "resource_hold_ms=300"}, {"memory_limit"}},
+      {"resource.fork_bomb", "probe_pids", {"max_procs=256", "resource_hold_ms=800"}, {"pids_limit"}},
+      {"resource.cpu_spin", "probe_cpu", {"spin_ms=600", "spin_procs=2"}, {}},
+      {"resource.wall_clock", "probe_wall", {"sleep_ms=3000"}, {"timeout"}},
+      {"resource.fd_exhaust", "probe_fds", {"max_fds=4096"}, {}, "fds_opened", "EMFILE"},
+      {"resource.disk_fill", "probe_disk", {"fill_bytes=32MiB"}, {}, "bytes_written", "EFBIG"},
+  };
+  return kPlans;
+}
+
+controller::Policy probe_policy() {
+  controller::Policy p = controller::default_policy();
+  p.name = "sandgate-probe";
+  auto grant = [](std::optional<Bytes> mem, std::optional<uint64_t> pids, std::optional<double> cpu,
+                  Duration timeout) {
+    controller::Grant g;
+    g.memory_max = mem;
+    g.pids_max = pids;
+    g.cpu_cores = cpu;
+    g.timeout = timeout;
+    return g;
+  };
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  p.intents["probe"] = grant(MiB(512), 256, 1.0, seconds(60));
+  p.intents["probe_memory"] = grant(MiB(64), 256, 1.0, seconds(20));
+  p.intents["probe_pids"] = grant(MiB(512), 32, 1.0, seconds(20));
+  p.intents["probe_cpu"] = grant(MiB(512), 256, 0.25, seconds(20));
+  p.intents["probe_wall"] = grant(MiB(512), 256, 1.0, milliseconds(800));
+  // Well under what the probes try (4096 descriptors, a 32MiB file), and under the
+  // supervisor's own limits, so the value the host reads back is the grant itself.
+  p.intents["probe_fds"] = grant(MiB(512), 256, 1.0, seconds(20));
+  p.intents["probe_fds"].open_files = 256;
+  p.intents["probe_disk"] = grant(MiB(512), 256, 1.0, seconds(20));
+  p.intents["probe_disk"].file_size = MiB(8);
+  return p;
+}
+
+// One line of /proc/<pid>/limits ("Max open files  256  256  files"): soft and hard, with
+// "unlimited" as RLIM_INFINITY. nullopt when the line is missing or unreadable.
+std::optional<std::pair<uint64_t, uint64_t>> proc_limit(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with(name)) continue;
+    std::istringstream words(line.substr(name.size()));
+    std::string soft, hard;
+    if (!(words >> soft >> hard)) return std::nullopt;
+    auto value = [](const std::string& w) -> std::optional<uint64_t> {
+      if (w == "unlimited") return ~uint64_t{0};
+      if (w.empty() || w.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+      return std::stoull(w);
+    };
+    auto s = value(soft), h = value(hard);
+    if (!s || !h) return std::nullopt;
+    return std::make_pair(*s, *h);
+  }
+  return std::nullopt;
+}
+
+// The call's rlimits read from the host while it is parked before exec, compared with what was
+// granted (soft and hard must both be the grant: a lower soft only would let the call raise
+// it back). Returns the hard values read; records checks and mismatches in `out`.
+std::map<std::string, uint64_t> read_host_rlimits(const std::string& proc, pid_t pid,
+                                                  const providers::ProcessLimits& granted,
+                                                  LimitReadback& out) {
+  std::map<std::string, uint64_t> seen;
+  std::string path = proc + "/" + std::to_string(pid) + "/limits";
+  auto text = read_file(path);
+  for (auto [key, line, want] :
+       {std::tuple{"open_files", "Max open files", granted.open_files},
+        std::tuple{"file_size", "Max file size", granted.file_size}}) {
+    if (!want) continue;
+    std::string label = std::string(key) + " (" + path + ")";
+    auto got = text.ok() ? proc_limit(*text, line) : std::nullopt;
+    if (!got) {
+      out.checked.push_back(label + ": could not be read" +
+                            (text.ok() ? "" : ": " + text.error().message()));
+      continue;
+    }
+    seen[key] = got->second;
+    std::string values = std::to_string(got->first) + " / " + std::to_string(got->second);
+    if (got->first != *want || got->second != *want)
+      out.mismatches.push_back(label + ": granted " + std::to_string(*want) + ", host has " + values);
+    else
+      out.checked.push_back(label + " = " + values + " (granted " + std::to_string(*want) + ")");
+  }
+  return seen;
+}
+
+// A run through the controller whose calls have their limits read back from the host between
+// placement and exec: RunSession::call has no seam there, so this drives the same public
+// Controller steps itself (begin_run, create with the main placement, begin_call, exec,
+// end_call, end_run).
+class ControlledRun {
+ public:
+  static Result<std::unique_ptr<ControlledRun>> open(controller::Controller& c,
+                                                     providers::Provider& provider,
+                                                     providers::EnvSpec spec, std::string proc) {
+    std::unique_ptr<ControlledRun> r(new ControlledRun(c));
+    r->proc_ = std::move(proc);
+    if (spec.run_id.empty()) spec.run_id = new_run_id();
+    SG_ASSIGN_OR_RETURN(r->run_, c.begin_run(spec.tenant, spec.run_id));
+    r->cgroup_ = r->run_->cgroup();
+    spec.placement = r->run_->main_placement();
+    auto env = provider.create(spec);
+    if (!env.ok()) {
+      (void)r->close();
+      return std::move(env).error();
+    }
+    r->env_ = std::move(env).value();
+    return r;
+  }
+  ~ControlledRun() { (void)close(); }
+
+  struct Called {
+    controller::CallOutcome outcome;
+    LimitReadback limits;
+    // The call's rlimits as the host read them (/proc/<pid>/limits, hard values) while it was
+    // parked before exec: "open_files", "file_size". Only those the grant sets.
+    std::map<std::string, uint64_t> host_rlimits;
+  };
+  Result<Called> call(const std::vector<std::string>& argv, const std::string& intent) {
+    SG_ASSIGN_OR_RETURN(auto scope, controller_.begin_call(*run_, intent, argv));
+    Called out;
+    out.limits = read_back_limits(scope->cgroup(), scope->grant());
+    providers::Call call;
+    call.argv = argv;
+    call.timeout = scope->timeout();
+    call.rlimits = scope->grant().to_process_limits();
+    if (!call.rlimits.empty()) {
+      call.on_started = [&](pid_t pid) {
+        out.host_rlimits = read_host_rlimits(proc_, pid, call.rlimits, out.limits);
+      };
+    }
+    auto result = env_->exec(call, scope->placement());
+    if (!result.ok()) {
+      (void)controller_.end_call(std::move(scope), providers::ExecResult{});
+      return std::move(result).error();
+    }
+    out.outcome = controller_.end_call(std::move(scope), *result);
+    return out;
+  }
+  providers::Environment& env() { return *env_; }
+  const controller::Cgroup& cgroup() const { return cgroup_; }
+  Status close() {
+    Status first;
+    if (env_) first = env_->destroy();
+    env_.reset();
+    if (run_) {
+      auto s = controller_.end_run(std::move(run_));
+      if (first.ok()) first = std::move(s);
+    }
+    return first;
+  }
+
+ private:
+  explicit ControlledRun(controller::Controller& c) : controller_(c) {}
+  controller::Controller& controller_;
+  std::unique_ptr<controller::RunScope> run_;
+  std::unique_ptr<providers::Environment> env_;
+  controller::Cgroup cgroup_;
+  std::string proc_;  // the host's /proc
+};
+
+std::vector<std::string> probe_argv(const std::string& probe, const std::vector<std::string>& ids,
+                                    const std::vector<std::string>& params) {
+  std::vector<std::string> argv = {probe, "run"};
+  for (const auto& id : ids) argv.insert(argv.end(), {"--id", id});
+  for (const auto& p : params) argv.insert(argv.end(), {"--param", p});
+  return argv;
+}
+
+std::optional<ProbeReport> find_report(const std::vector<ProbeReport>& reports, const std::string& id) {
+  for (const auto& r : reports)
+    if (r.id == id) return r;
+  return std::nullopt;
+}
+
+unsigned long long ns_inode(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// Waits for a file to appear (run A's ready file), polling.
+Result<Json> wait_for_json(const std::string& path, Duration timeout) {
+  auto deadline = steady_clock::now() + timeout;
+  while (steady_clock::now() < deadline) {
+    if (::access(path.c_str(), F_OK) == 0) return read_json_file(path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return logic_error("wait for run A", "no ready file after " + format_duration(timeout), path);
+}
+
+std::string join(const Json& list) {
+  std::string out;
+  if (!list.is_array()) return out;
+  for (const auto& v : list)
+    if (v.is_number_integer()) out += (out.empty() ? "" : ",") + std::to_string(v.get<long long>());
+  return out;
+}
+
+// B's parameters from A's ready file (crossrun.cc documents its fields).
+std::vector<std::string> crossrun_params(const Json& ready, const std::string& other_workspace_host) {
+  std::vector<std::string> p = {"other_workspace=" + other_workspace_host};
+  if (ready.contains("pids")) p.push_back("other_pids=" + join(ready["pids"]));
+  if (ready.contains("host_pid") && ready["host_pid"].is_number_integer())
+    p.back() += "," + std::to_string(ready["host_pid"].get<long long>());
+  auto put = [&](const char* key, const char* param) {
+    if (!ready.contains(key) || ready[key].is_null()) return;
+    const Json& v = ready[key];
+    p.push_back(std::string(param) + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
+  };
+  put("abstract", "other_abstract");
+  put("port", "other_port");
+  put("shm_key", "other_shm_key");
+  put("msg_key", "other_msg_key");
+  return p;
+}
+
+// What run A's holder saw of B: a touch is host-side evidence against B's probes.
+std::vector<std::string> crossrun_touches(const ProbeReport& plant) {
+  std::vector<std::string> out;
+  const Json& ev = plant.evidence;
+  if (!ev.contains("observed")) return out;
+  const Json& o = ev["observed"];
+  if (o.contains("connections") && o["connections"].is_array())
+    for (const auto& c : o["connections"]) out.push_back("a connection: " + c.dump());
+  if (o.value("signals_received", 0) > 0)
+    out.push_back(std::to_string(o.value("signals_received", 0)) +
+                  " signal(s), the last from pid " + std::to_string(o.value("last_signal_sender", 0)));
+  if (o.value("shm_max_attached", 0) > 1) out.push_back("its shared memory attached by another process");
+  if (o.contains("msg_left") && o["msg_left"].is_number() && o["msg_left"].get<long long>() == 0)
+    out.push_back("its queued message taken");
+  return out;
+}
+
+}  // namespace
+
+Witness witness_for(const std::string& id) {
+  static const std::map<std::string, Witness> kWitness = {
+      {"fs.read_host_canary", Witness::kCanary},   {"fs.proc_pid1_root", Witness::kCanary},
+      {"fs.hardlink_escape", Witness::kCanary},    {"fs.write_host_dir", Witness::kHostFile},
+      {"net.metadata_v4_get", Witness::kDecoy},    {"net.metadata_v4_imdsv2", Witness::kDecoy},
+      {"net.metadata_v4_google", Witness::kDecoy}, {"net.metadata_v6_get", Witness::kDecoy},
+      {"net.production_tcp", Witness::kDecoy},     {"net.registry_allowed", Witness::kDecoy},
+      {"net.registry_other_port", Witness::kDecoy}, {"net.udp_exfil", Witness::kDecoy},
+      {"net.dns_exfil", Witness::kDecoy},          {"creds.env_tokens", Witness::kCanary},
+      {"creds.proc_environ", Witness::kCanary},    {"creds.proc_cmdline", Witness::kCanary},
+      {"creds.home_files", Witness::kCanary},      {"creds.own_home_files", Witness::kCanary},
+      {"proc.kill_all", Witness::kSentinel},       {"crossrun.workspace_canary", Witness::kCanary},
+      {"crossrun.tmp_canary", Witness::kCanary},   {"crossrun.dev_shm_canary", Witness::kCanary},
+      {"persist.find", Witness::kCanary},
+  };
+  if (id.rfind("resource.", 0) == 0) return Witness::kResource;
+  auto it = kWitness.find(id);
+  return it == kWitness.end() ? Witness::kSelf : it->second;
+}
+
+Result<std::vector<ProbeReport>> parse_reports(const std::string& output, const std::string& source) {
+  std::vector<ProbeReport> out;
+  std::istringstream in(output);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line[0] != '{') continue;
+    SG_ASSIGN_OR_RETURN(Json j, parse_json(line, source + " line " + std::to_string(n)));
+    auto r = ProbeReport::from_json(j);
+    if (!r.ok()) return std::move(r).error().context_add(source + " line " + std::to_string(n));
+    out.push_back(std::move(r).value());
+  }
+  return out;
+}
+
+Json ProviderRun::to_json() const {
+  Json j = {{"provider", provider}, {"unsafe", unsafe}, {"wall_ms", to_millis(wall)}};
+  Json w = Json::array();
+  for (auto x : weakenings) w.push_back(providers::to_string(x));
+  j["weakenings"] = w;
+  Json list = Json::array();
+  for (const auto& v : judgements) list.push_back(v.to_json());
+  j["judgements"] = list;
+  auto t = tally(judgements);
+  j["tally"] = {{"blocked", t.blocked},
+                {"exposed", t.exposed},
+                {"inconclusive", t.inconclusive},
+                {"warning", t.warning}};
+  return j;
+}
+
+std::vector<const Judgement*> ProviderRun::exposed() const {
+  std::vector<const Judgement*> out;
+  for (const auto& j : judgements)
+    if (j.verdict == Verdict::kExposed) out.push_back(&j);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Suite set-up and the native baseline.
+
+void Suite::progress(const std::string& line) const {
+  if (options_.progress) options_.progress(line);
+}
+
+bool Suite::selected(const std::string& boundary) const {
+  return options_.only.empty() ||
+         std::find(options_.only.begin(), options_.only.end(), boundary) != options_.only.end();
+}
+
+std::vector<const Suite::Listed*> Suite::probes_of(const std::string& boundary) const {
+  std::vector<const Listed*> out;
+  for (const auto& l : catalogue_)
+    if (l.boundary == boundary) out.push_back(&l);
+  return out;
+}
+
+Result<std::unique_ptr<Suite>> Suite::create(SuiteOptions options) {
+  if (options.probe_binary.empty() || ::access(options.probe_binary.c_str(), X_OK) != 0)
+    return logic_error("probe suite", "sandgate-probe not found beside sandgate", options.probe_binary);
+  for (const auto& b : options.only)
+    if (std::find(all_boundaries().begin(), all_boundaries().end(), b) == all_boundaries().end())
+      return logic_error("probe suite", "unknown boundary '" + b +
+                                            "' (fs, net, creds, proc, crossrun, persist, resource)");
+  std::unique_ptr<Suite> s(new Suite(std::move(options)));
+  // The host's namespaces, read before entering anything.
+  s->host_pidns_ = ns_inode(s->options_.paths.proc + "/1/ns/pid");
+  s->host_mntns_ = ns_inode(s->options_.paths.proc + "/1/ns/mnt");
+
+  // The lab first, entered before any provider or thread.
+  s->progress("lab: creating the network namespace and its decoys");
+  SG_ASSIGN_OR_RETURN(s->lab_, lab::Lab::create(s->options_.paths));
+  SG_ASSIGN_OR_RETURN(auto guard, s->lab_->enter());
+  s->in_lab_.emplace(std::move(guard));
+
+  CanaryOptions copts;
+  copts.paths = s->options_.paths;
+  copts.probe_binary = s->options_.probe_binary;
+  SG_ASSIGN_OR_RETURN(s->canaries_, Canaries::plant(copts));
+  s->progress("canaries: marker " + s->canaries_->marker() + " in " + s->canaries_->dir());
+
+  SG_ASSIGN_OR_RETURN(auto listed, run_command({s->options_.probe_binary, "list"}));
+  if (!listed.status.exited || listed.status.code != 0)
+    return logic_error("sandgate-probe list", listed.output);
+  std::istringstream in(listed.output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    SG_ASSIGN_OR_RETURN(Json j, parse_json(line, "sandgate-probe list"));
+    Listed l;
+    l.id = j.value("id", "");
+    l.boundary = j.value("boundary", "");
+    l.attempt = j.value("attempt", "");
+    if (j.contains("params") && j["params"].is_array())
+      for (const auto& p : j["params"]) l.params.push_back(p.get<std::string>());
+    if (l.id == "resource.limits_seen") continue;  // informative only: nothing to judge
+    s->catalogue_.push_back(std::move(l));
+  }
+  SG_TRY(s->run_baseline());
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One provider run.
+
+class Suite::Context {
+ public:
+  Context(Suite& s, providers::Provider& p, const std::vector<providers::Weakening>& w)
+      : s_(s), provider_(p), weakenings_(w), facts_(ProviderFacts::of(p.info())) {
+    jailed_ = !p.info().unsafe;
+    probe_ = jailed_ ? kProbeInside : s.options_.probe_binary;
+  }
+
+  Status run(ProviderRun& out) {
+    controller::ControllerOptions copts;
+    copts.paths = s_.options_.paths;
+    copts.root = s_.options_.cgroup_root;
+    copts.policy = probe_policy();
+    SG_ASSIGN_OR_RETURN(controller_, controller::Controller::create(std::move(copts)));
+    for (const char* b : {"fs", "net", "creds", "proc"})
+      if (s_.selected(b)) SG_TRY(run_simple(b, out.judgements));
+    if (s_.selected("crossrun")) SG_TRY(run_crossrun(out.judgements));
+    if (s_.selected("persist")) SG_TRY(run_persist(out.judgements));
+    if (s_.selected("resource")) SG_TRY(run_resource(out.judgements));
+    return {};
+  }
+
+ private:
+  providers::EnvSpec spec() const {
+    providers::EnvSpec spec;
+    spec.workspace_recipe = s_.canaries_->recipe();
+    spec.weakenings = weakenings_;
+    if (jailed_) {
+      spec.readonly_mounts.push_back({s_.options_.probe_binary, kProbeInside});
+      if (!s_.canaries_->setuid_helper().empty())
+        spec.readonly_mounts.push_back({s_.canaries_->setuid_helper(), kSetuidInside});
+    }
+    return spec;
+  }
+
+  Result<std::unique_ptr<ControlledRun>> open_run() {
+    return ControlledRun::open(*controller_, provider_, spec(), s_.options_.paths.proc);
+  }
+
+  // Parameters every probe gets, with the workspace as the probe sees it.
+  std::vector<std::string> params(const std::string& workspace) const {
+    const Canaries& c = *s_.canaries_;
+    std::vector<std::string> p = {
+        "marker=" + c.marker(),
+        "workspace=" + workspace,
+        "host_canary=" + c.host_canary(),
+        "host_write_dir=" + c.host_write_dir(),
+        "other_workspace=" + c.recipe(),
+        "home=" + c.home(),
+        "token_names=" + c.token_names(),
+        "sentinel_pid=" + std::to_string(c.sentinel_pid()),
+        "host_pidns=" + std::to_string(s_.host_pidns_),
+        "host_mntns=" + std::to_string(s_.host_mntns_),
+    };
+    if (!c.setuid_helper().empty())
+      p.push_back("setuid_helper=" + (jailed_ ? std::string(kSetuidInside) : c.setuid_helper()));
+    return p;
+  }
+
+  // What the host saw during one call: decoy events, sentinel signals, files in the write dir.
+  struct Window {
+    uint64_t seq = 0;
+    size_t sentinel_lines = 0;
+  };
+  Window open_window() const {
+    Window w;
+    auto events = s_.lab_->events();
+    w.seq = events.empty() ? 0 : events.back().seq;
+    w.sentinel_lines = s_.canaries_->sentinel_signals().size();
+    return w;
+  }
+  HostEvidence close_window(const Window& w) const {
+    (void)s_.lab_->settle();
+    HostEvidence h;
+    h.decoy_events = decoy_evidence(s_.lab_->events_after(w.seq), s_.canaries_->marker(), true);
+    h.sentinel_signals = s_.canaries_->sentinel_signals(w.sentinel_lines);
+    h.files_appeared = marked_entries(s_.canaries_->host_write_dir(), s_.canaries_->marker());
+    // Gone once witnessed, so the next probe's window starts clean.
+    for (const auto& f : h.files_appeared) ::unlink(f.c_str());
+    return h;
+  }
+
+  std::optional<ProbeReport> baseline(const std::string& id) const {
+    auto it = s_.baseline_.find(id);
+    if (it == s_.baseline_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  Judgement judge(const std::string& id, const std::optional<ProbeReport>& report,
+                  const HostEvidence& host, const std::string& failure) {
+    if (report) return judge_probe(baseline(id), *report, witness_for(id), host, facts_, s_.marker());
+    // No report: the probe was killed or its output was lost. Host evidence still counts.
+    ProbeReport missing;
+    missing.id = id;
+    missing.boundary = id.substr(0, id.find('.'));
+    missing.attempt = id;
+    missing.result = ProbeResult::kError;
+    missing.detail = failure.empty() ? "no report" : failure;
+    return judge_probe(baseline(id), missing, witness_for(id), host, facts_, s_.marker());
+  }
+
+  // One call of the probe binary; the reports it printed.
+  Result<std::vector<ProbeReport>> call(ControlledRun& run, const std::vector<std::string>& ids,
+                                        const std::vector<std::string>& extra,
+                                        const std::string& intent = "probe") {
+    auto p = params(run.env().workspace_path());
+    p.insert(p.end(), extra.begin(), extra.end());
+    SG_ASSIGN_OR_RETURN(auto called, run.call(probe_argv(probe_, ids, p), intent));
+    return parse_reports(called.outcome.stdout_data, "sandgate-probe in " + provider_.name());
+  }
+
+  Status run_simple(const std::string& boundary, std::vector<Judgement>& out) {
+    s_.progress(provider_.name() + ": " + boundary);
+    SG_ASSIGN_OR_RETURN(auto run, open_run());
+    for (const Listed* l : s_.probes_of(boundary)) {
+      Window w = open_window();
+      auto reports = call(*run, {l->id}, {});
+      HostEvidence host = close_window(w);
+      std::optional<ProbeReport> r;
+      if (reports.ok()) r = find_report(*reports, l->id);
+      out.push_back(judge(l->id, r, host, reports.ok() ? "" : reports.error().message()));
+    }
+    return run->close();
+  }
+
+  Status run_crossrun(std::vector<Judgement>& out) {
+    s_.progress(provider_.name() + ": crossrun (two runs at once)");
+    SG_ASSIGN_OR_RETURN(auto a, open_run());
+    SG_ASSIGN_OR_RETURN(auto b, open_run());
+    const std::string m = s_.marker();
+    std::string ready_file = a->env().workspace_host_path() + "/sandgate-crossrun-" + m + ".ready.json";
+    std::string release_file = a->env().workspace_host_path() + "/sandgate-crossrun-" + m + ".release";
+    // Run A's holder, in a thread: its call returns when released.
+    Result<providers::ExecResult> a_result = logic_error("crossrun", "run A did not run");
+    std::thread holder([&] {
+      providers::Call c;
+      auto p = params(a->env().workspace_path());
+      p.push_back("hold_ms=20000");
+      c.argv = probe_argv(probe_, {"crossrun.plant"}, p);
+      a_result = a->env().exec(c, {});
+    });
+    auto ready = wait_for_json(ready_file, std::chrono::seconds(10));
+    std::vector<std::string> extra;
+    if (ready.ok()) extra = crossrun_params(*ready, a->env().workspace_host_path());
+    for (const Listed* l : s_.probes_of("crossrun")) {
+      if (l->id == "crossrun.plant") continue;
+      Window w = open_window();
+      auto reports = ready.ok() ? call(*b, {l->id}, extra) : Result<std::vector<ProbeReport>>(ready.error());
+      HostEvidence host = close_window(w);
+      std::optional<ProbeReport> r;
+      if (reports.ok()) r = find_report(*reports, l->id);
+      out.push_back(judge(l->id, r, host, reports.ok() ? "" : reports.error().message()));
+    }
+    (void)write_file(release_file, "", O_WRONLY | O_CREAT | O_CLOEXEC);
+    holder.join();
+    // Run A's own account of who touched its objects: the host-side witness of the whole
+    // boundary (a connection, a signal, an attach, a message taken).
+    HostEvidence touched;
+    std::optional<ProbeReport> plant;
+    if (a_result.ok()) {
+      auto reports = parse_reports(a_result->stdout_data, "crossrun.plant");
+      if (reports.ok()) plant = find_report(*reports, "crossrun.plant");
+    }
+    if (plant) touched.other_run = crossrun_touches(*plant);
+    Judgement j = judge_host_check("crossrun.plant", "crossrun",
+                                   "run A holds canaries, listeners and SysV objects while run B runs",
+                                   touched, Layer::kNamespace, "run A saw nobody touch what it held");
+    if (!plant) {
+      j.verdict = Verdict::kInconclusive;
+      j.layer = Layer::kNone;
+      j.why = "run A's holder did not report" + (a_result.ok() ? "" : ": " + a_result.error().message());
+    }
+    j.sandbox = plant;
+    out.push_back(std::move(j));
+    Status first = b->close();
+    if (auto s = a->close(); first.ok()) first = std::move(s);
+    return first;
+  }
+
+  Status run_persist(std::vector<Judgement>& out) {
+    s_.progress(provider_.name() + ": persist (plant, destroy, look, fresh run)");
+    const std::string m = s_.marker();
+    const std::string home = s_.canaries_->home();
+    auto home_before = snapshot_tree(home);
+    controller::Cgroup cgroup;
+    unsigned long long pidns = 0;
+    {
+      SG_ASSIGN_OR_RETURN(auto run, open_run());
+      cgroup = run->cgroup();
+      // The run's pid namespace, from its supervisor (the first process in its main cgroup).
+      auto procs = controller_->backend().procs(controller::Cgroup{
+          cgroup.rel + "/main", [&] {
+            std::map<std::string, std::string> d;
+            for (const auto& [h, dir] : cgroup.dirs) d[h] = dir + "/main";
+            return d;
+          }()});
+      if (procs.ok() && !procs->empty()) pidns = pidns_inode(s_.options_.paths.proc, procs->front());
+      auto plant = call(*run, {"persist.plant"}, {"linger_s=30"});
+      if (!plant.ok()) spdlog::warn("persist.plant: {}", plant.error().message());
+      // .git/hooks and .git/config stay inside the workspace, so nothing on the host shows
+      // them: the plant's own account is the evidence (a warning, not exposed).
+      std::optional<ProbeReport> planted;
+      if (plant.ok()) planted = find_report(*plant, "persist.plant");
+      out.push_back(judge_git_persistence(planted, plant.ok() ? "" : plant.error().message()));
+      SG_TRY(run->close());
+    }
+    HostEvidence after;
+    std::set<pid_t> exclude = {::getpid(), s_.canaries_->sentinel_pid()};
+    after.leftover_processes = marked_processes(s_.options_.paths.proc, m, exclude);
+    for (auto& p : processes_in_pidns(s_.options_.paths.proc, pidns)) after.leftover_processes.push_back(p);
+    after.leftover_cgroups = remaining_cgroups(cgroup);
+    for (const char* dir : {"/tmp", "/var/tmp"})
+      for (auto& f : marked_entries(dir, m))
+        if (f != s_.canaries_->dir()) after.files_appeared.push_back(f);  // not the canaries' own
+    for (auto& f : tree_changes(home, home_before, snapshot_tree(home))) after.files_appeared.push_back(f);
+    out.push_back(judge_host_check("persist.after_destroy", "persist",
+                                   "after destroy: no process, cgroup or marker left on the host",
+                                   after, Layer::kNamespace,
+                                   "the run's processes, cgroups and files went with it"));
+    // Left by an unsafe provider: removed before the next look.
+    (void)run_command({s_.options_.probe_binary, "cleanup", "--param", "marker=" + m, "--param",
+                       "home=" + home});
+    SG_ASSIGN_OR_RETURN(auto fresh, open_run());
+    auto found = call(*fresh, {"persist.find"}, {});
+    std::optional<ProbeReport> r;
+    if (found.ok()) r = find_report(*found, "persist.find");
+    out.push_back(judge("persist.find", r, {}, found.ok() ? "" : found.error().message()));
+    return fresh->close();
+  }
+
+  Status run_resource(std::vector<Judgement>& out) {
+    s_.progress(provider_.name() + ": resource (through the controller)");
+    SG_ASSIGN_OR_RETURN(auto run, open_run());
+    for (const auto& plan : resource_plans()) {
+      bool listed = false;
+      for (const Listed* l : s_.probes_of("resource")) listed = listed || l->id == plan.id;
+      if (!listed) continue;
+      auto p = params(run->env().workspace_path());
+      p.insert(p.end(), plan.params.begin(), plan.params.end());
+      auto called = run->call(probe_argv(probe_, {plan.id}, p), plan.intent);
+      ResourceEvidence ev;
+      ev.expected = plan.expected;
+      ev.rlimit_count_key = plan.rlimit_count_key;
+      ev.rlimit_errno = plan.rlimit_errno;
+      std::optional<ProbeReport> r;
+      if (called.ok()) {
+        const auto& o = called->outcome;
+        ev.termination = controller::to_string(o.termination);
+        ev.reason = o.reason;
+        ev.limit_mismatches = called->limits.mismatches;
+        ev.limits_checked = called->limits.checked;
+        if (!ev.rlimit_count_key.empty()) {
+          // Which rlimit holds this probe, and whether the grant sets it at all.
+          bool fds = plan.id == std::string("resource.fd_exhaust");
+          const char* key = fds ? "open_files" : "file_size";
+          providers::ProcessLimits limits = o.grant.to_process_limits();
+          std::optional<uint64_t> granted = fds ? limits.open_files : limits.file_size;
+          ev.limit_declared = granted.has_value();
+          ev.rlimit_granted = granted.value_or(0);
+          if (auto it = called->host_rlimits.find(key); it != called->host_rlimits.end())
+            ev.rlimit_host = it->second;
+        }
+        if (plan.id == std::string("resource.cpu_spin") && o.observed.cpu_throttled_us > 0)
+          ev.held_by = "throttled " + std::to_string(o.observed.cpu_throttled_us / 1000) +
+                       "ms at the grant's " + std::to_string(o.grant.cpu_cores.value_or(0)) + " cores";
+        auto reports = parse_reports(o.stdout_data, plan.id);
+        if (reports.ok()) r = find_report(*reports, plan.id);
+      } else {
+        ev.termination = "not run";
+        ev.reason = called.error().message();
+      }
+      out.push_back(judge_resource(baseline(plan.id), r, plan.id, ev));
+    }
+    return run->close();
+  }
+
+  Suite& s_;
+  providers::Provider& provider_;
+  std::vector<providers::Weakening> weakenings_;
+  ProviderFacts facts_;
+  bool jailed_ = true;
+  std::string probe_;
+  std::unique_ptr<controller::Controller> controller_;
+};
+
+Status Suite::run_baseline() {
+  auto start = steady_clock::now();
+  progress("baseline: every probe natively, as root, in the lab");
+  const Canaries& c = *canaries_;
+  std::string ws_a = c.dir() + "/native-a", ws_b = c.dir() + "/native-b";
+  SG_TRY(copy_tree(c.recipe(), ws_a, 0, 0));
+  SG_TRY(copy_tree(c.recipe(), ws_b, 0, 0));
+  auto params = [&](const std::string& ws) {
+    std::vector<std::string> p = {"marker=" + c.marker(), "workspace=" + ws,
+                                  "host_canary=" + c.host_canary(), "host_write_dir=" + c.host_write_dir(),
+                                  "other_workspace=" + c.recipe(), "home=" + c.home(),
+                                  "token_names=" + c.token_names(),
+                                  "sentinel_pid=" + std::to_string(c.sentinel_pid()),
+                                  "host_pidns=" + std::to_string(host_pidns_),
+                                  "host_mntns=" + std::to_string(host_mntns_)};
+    if (!c.setuid_helper().empty()) p.push_back("setuid_helper=" + c.setuid_helper());
+    return p;
+  };
+  auto run_native = [&](const std::vector<std::string>& ids, std::vector<std::string> p) -> Status {
+    if (ids.empty()) return {};
+    SG_ASSIGN_OR_RETURN(auto r, run_command(probe_argv(options_.probe_binary, ids, p), std::chrono::seconds(120)));
+    SG_ASSIGN_OR_RETURN(auto reports, parse_reports(r.output, "native sandgate-probe"));
+    for (auto& rep : reports) baseline_[rep.id] = std::move(rep);
+    return {};
+  };
+  std::vector<std::string> simple;
+  for (const char* b : {"fs", "net", "creds", "proc"})
+    if (selected(b))
+      for (const Listed* l : probes_of(b)) simple.push_back(l->id);
+  SG_TRY(run_native(simple, params(ws_a)));
+  for (const auto& f : marked_entries(c.host_write_dir(), c.marker())) ::unlink(f.c_str());
+
+  if (selected("crossrun")) {
+    // Natively A and B share everything: each probe must reach.
+    std::string ready_file = ws_a + "/sandgate-crossrun-" + c.marker() + ".ready.json";
+    Result<CommandResult> a_result = logic_error("crossrun", "not run");
+    auto pa = params(ws_a);
+    pa.push_back("hold_ms=20000");
+    std::thread holder([&] {
+      a_result = run_command(probe_argv(options_.probe_binary, {"crossrun.plant"}, pa),
+                             std::chrono::seconds(60));
+    });
+    auto ready = wait_for_json(ready_file, std::chrono::seconds(10));
+    std::vector<std::string> ids;
+    for (const Listed* l : probes_of("crossrun"))
+      if (l->id != "crossrun.plant") ids.push_back(l->id);
+    Status st;
+    if (ready.ok()) {
+      auto pb = params(ws_b);
+      for (auto& x : crossrun_params(*ready, ws_a)) pb.push_back(x);
+      st = run_native(ids, pb);
+    }
+    (void)write_file(ws_a + "/sandgate-crossrun-" + c.marker() + ".release", "", O_WRONLY | O_CREAT | O_CLOEXEC);
+    holder.join();
+    if (!ready.ok()) return std::move(ready).error();
+    SG_TRY(std::move(st));
+  }
+  if (selected("persist")) {
+    auto p = params(ws_a);
+    p.push_back("linger_s=5");
+    SG_TRY(run_native({"persist.plant"}, p));
+    SG_TRY(run_native({"persist.find"}, params(ws_a)));
+    (void)run_command({options_.probe_binary, "cleanup", "--param", "marker=" + c.marker(), "--param",
+                       "workspace=" + ws_a, "--param", "home=" + c.home()});
+  }
+  if (selected("resource")) {
+    for (const auto& plan : resource_plans()) {
+      auto p = params(ws_a);
+      p.insert(p.end(), plan.params.begin(), plan.params.end());
+      if (plan.id == std::string("resource.wall_clock")) p.back() = "sleep_ms=100";  // no deadline natively
+      SG_TRY(run_native({plan.id}, p));
+    }
+  }
+  baseline_wall_ = steady_clock::now() - start;
+  return {};
+}
+
+Result<ProviderRun> Suite::run(providers::Provider& provider,
+                               const std::vector<providers::Weakening>& weakenings) {
+  auto start = steady_clock::now();
+  ProviderRun out;
+  out.provider = provider.name();
+  out.unsafe = provider.info().unsafe;
+  out.weakenings = weakenings;
+  Context ctx(*this, provider, weakenings);
+  auto st = ctx.run(out);
+  // Whatever the probes planted on the host (an unsafe or weakened provider lets them).
+  (void)run_command({options_.probe_binary, "cleanup", "--param", "marker=" + marker(), "--param",
+                     "home=" + canaries_->home()});
+  if (!st.ok()) return std::move(st).error().context_add("probing " + provider.name());
+  out.wall = steady_clock::now() - start;
+  return out;
+}
+
+Status Suite::close() {
+  if (closed_) return {};
+  closed_ = true;
+  Status first;
+  if (canaries_) {
+    (void)run_command({options_.probe_binary, "cleanup", "--param", "marker=" + marker(), "--param",
+                       "home=" + canaries_->home()});
+    first = canaries_->remove();
+  }
+  in_lab_.reset();
+  if (lab_) {
+    auto s = lab_->destroy();
+    if (first.ok()) first = std::move(s);
+  }
+  return first;
+}
+
+Suite::~Suite() {
+  if (auto s = close(); !s.ok()) spdlog::error("closing the probe suite: {}", s.error().message());
+}
+
+}  // namespace sandgate::probes

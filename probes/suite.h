@@ -1,0 +1,108 @@
+// The probe suite: runs the catalogue natively (the baseline), then inside a provider, collects
+// the host-side witnesses around every probe and hands both to the judge.
+//
+// Order matters and is fixed by create(): a fresh lab first, entered by the calling thread before
+// any provider, controller or other thread starts (so every thread and process made afterwards,
+// host_dir's included, lands on the decoys); then the canaries (tokens and HOME in this process's
+// environment); then the native baseline. run() then takes one provider (optionally weakened,
+// for the self-test):
+//   fs, net, creds, proc   each probe its own call in one fresh environment, so every decoy
+//                          event, sentinel signal and host file in the call's window is its own;
+//   crossrun               two environments at once: A's crossrun.plant held in a thread, B's
+//                          probes given A's ready file as parameters, then A released;
+//   persist                persist.plant, destroy, look at the host (processes, cgroups, files),
+//                          then a fresh run from the same recipe runs persist.find;
+//   resource               through the controller, each probe a call with a small grant read
+//                          back from the host before it execs.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/guards.h"
+#include "core/host_paths.h"
+#include "core/json.h"
+#include "core/result.h"
+#include "probes/canaries.h"
+#include "probes/judge.h"
+#include "probes/lab/lab.h"
+#include "providers/provider.h"
+
+namespace sandgate::probes {
+
+inline constexpr int kReportSchemaVersion = 1;
+
+struct SuiteOptions {
+  HostPaths paths;
+  std::string cgroup_root = "sandgate";  // the controller's top cgroup
+  std::string probe_binary;              // sandgate-probe on the host
+  std::vector<std::string> only;         // boundaries to run; empty: all
+  std::function<void(const std::string&)> progress;  // one line per step, for stderr
+};
+
+struct ProviderRun {
+  std::string provider;
+  bool unsafe = false;
+  std::vector<providers::Weakening> weakenings;
+  std::vector<Judgement> judgements;
+  Duration wall{0};
+
+  Json to_json() const;
+  // The judgements that are exposed.
+  std::vector<const Judgement*> exposed() const;
+};
+
+class Suite {
+ public:
+  // Lab (entered by the calling thread), canaries, native baseline. Needs root.
+  static Result<std::unique_ptr<Suite>> create(SuiteOptions options);
+  ~Suite();  // close(); errors logged
+
+  // Every selected boundary against one provider. `weakenings` only with a provider made with
+  // ProviderOptions::self_test_weakenings.
+  Result<ProviderRun> run(providers::Provider& provider,
+                          const std::vector<providers::Weakening>& weakenings = {});
+
+  // Removes what the probes may have left (markers, linger processes), the canaries, the lab.
+  Status close();
+
+  const std::string& marker() const { return canaries_->marker(); }
+  Duration baseline_wall() const { return baseline_wall_; }
+  const std::map<std::string, ProbeReport>& baseline() const { return baseline_; }
+
+ private:
+  struct Listed {
+    std::string id, boundary, attempt;
+    std::vector<std::string> params;
+  };
+  class Context;  // one provider run's state (suite.cc)
+  friend class Context;
+
+  explicit Suite(SuiteOptions options) : options_(std::move(options)) {}
+  bool selected(const std::string& boundary) const;
+  std::vector<const Listed*> probes_of(const std::string& boundary) const;
+  Status run_baseline();
+  void progress(const std::string& line) const;
+
+  SuiteOptions options_;
+  std::unique_ptr<lab::Lab> lab_;
+  std::optional<NetnsGuard> in_lab_;
+  std::unique_ptr<Canaries> canaries_;
+  std::vector<Listed> catalogue_;
+  std::map<std::string, ProbeReport> baseline_;
+  Duration baseline_wall_{0};
+  unsigned long long host_pidns_ = 0, host_mntns_ = 0;
+  bool closed_ = false;
+};
+
+// The witness that confirms a probe's `reached` (judge.h, rule 2), by id.
+Witness witness_for(const std::string& id);
+
+// The probe reports in a probe binary's output (one JSON object per line; other lines ignored).
+Result<std::vector<ProbeReport>> parse_reports(const std::string& output, const std::string& source);
+
+}  // namespace sandgate::probes

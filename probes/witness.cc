@@ -1,0 +1,204 @@
+#include "probes/witness.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/fd.h"
+#include "core/units.h"
+
+namespace sandgate::probes {
+namespace {
+
+// /proc/<pid>/cmdline and environ are NUL-separated.
+std::string printable_args(std::string s) {
+  for (char& c : s)
+    if (c == '\0') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s.size() > 160 ? s.substr(0, 157) + "..." : s;
+}
+
+std::vector<pid_t> list_pids(const std::string& proc) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir(proc.c_str());
+  if (!d) return out;
+  while (struct dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (pid > 0 && end && *end == '\0') out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// A cgroup control file of `cg` in hierarchy `h` ("" when the hierarchy or file is absent).
+std::optional<std::string> control_file(const controller::Cgroup& cg, const std::string& h,
+                                        const std::string& name) {
+  auto it = cg.dirs.find(h);
+  if (it == cg.dirs.end()) return std::nullopt;
+  auto text = read_file(it->second + "/" + name);
+  if (!text.ok()) return std::nullopt;
+  return trim(*text);
+}
+
+}  // namespace
+
+std::vector<std::string> decoy_evidence(const std::vector<lab::LabEvent>& events,
+                                        const std::string& marker, bool any_event) {
+  std::vector<std::string> out;
+  for (const auto& e : events) {
+    bool marked = !marker.empty() && (e.request_line.find(marker) != std::string::npos ||
+                                      e.payload.find(marker) != std::string::npos ||
+                                      e.dns_name.find(marker) != std::string::npos);
+    for (const auto& [k, v] : e.headers) marked = marked || (!marker.empty() && v.find(marker) != std::string::npos);
+    if (!marked && !any_event) continue;
+    std::string line = e.decoy + " " + lab::to_string(e.kind) + " " + e.local_address + ":" +
+                       std::to_string(e.local_port) + " from " + e.peer_address;
+    if (!e.request_line.empty()) line += " \"" + e.request_line + "\"";
+    if (!e.dns_name.empty()) line += " " + e.dns_name;
+    out.push_back(line);
+  }
+  return out;
+}
+
+unsigned long long pidns_inode(const std::string& proc, pid_t pid) {
+  struct stat st {};
+  std::string path = proc + "/" + std::to_string(pid) + "/ns/pid";
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return st.st_ino;
+}
+
+std::vector<std::string> marked_processes(const std::string& proc, const std::string& marker,
+                                          const std::set<pid_t>& exclude) {
+  std::vector<std::string> out;
+  if (marker.empty()) return out;
+  for (pid_t pid : list_pids(proc)) {
+    if (exclude.count(pid)) continue;
+    std::string base = proc + "/" + std::to_string(pid);
+    auto cmdline = read_file(base + "/cmdline", 1 << 16);
+    auto environ = read_file(base + "/environ", 1 << 20);
+    bool in_cmd = cmdline.ok() && cmdline->find(marker) != std::string::npos;
+    bool in_env = environ.ok() && environ->find(marker) != std::string::npos;
+    if (!in_cmd && !in_env) continue;  // gone meanwhile, or not ours: expect the races
+    out.push_back(std::to_string(pid) + " " + (cmdline.ok() ? printable_args(*cmdline) : "?") +
+                  (in_env && !in_cmd ? " (marker in its environment)" : ""));
+  }
+  return out;
+}
+
+std::vector<std::string> processes_in_pidns(const std::string& proc, unsigned long long pidns) {
+  std::vector<std::string> out;
+  if (pidns == 0 || pidns == pidns_inode(proc, ::getpid())) return out;
+  for (pid_t pid : list_pids(proc)) {
+    if (pidns_inode(proc, pid) != pidns) continue;
+    auto cmdline = read_file(proc + "/" + std::to_string(pid) + "/cmdline", 1 << 16);
+    out.push_back(std::to_string(pid) + " " + (cmdline.ok() ? printable_args(*cmdline) : "?"));
+  }
+  return out;
+}
+
+std::vector<std::string> marked_entries(const std::string& dir, const std::string& marker) {
+  std::vector<std::string> out;
+  if (marker.empty()) return out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (struct dirent* e = ::readdir(d))
+    if (std::string(e->d_name).find(marker) != std::string::npos) out.push_back(dir + "/" + e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+TreeSnapshot snapshot_tree(const std::string& dir) {
+  TreeSnapshot snap;
+  std::error_code ec;
+  namespace fs = std::filesystem;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    std::string rel = fs::relative(it->path(), dir, ec).string();
+    snap[rel] = std::to_string(st.st_size) + ":" +
+                std::to_string(st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec);
+  }
+  return snap;
+}
+
+std::vector<std::string> tree_changes(const std::string& dir, const TreeSnapshot& before,
+                                      const TreeSnapshot& after) {
+  std::vector<std::string> out;
+  for (const auto& [rel, sig] : after) {
+    auto it = before.find(rel);
+    if (it == before.end()) out.push_back(dir + "/" + rel + " (new)");
+    else if (it->second != sig) out.push_back(dir + "/" + rel + " (changed)");
+  }
+  return out;
+}
+
+std::vector<std::string> remaining_cgroups(const controller::Cgroup& cg) {
+  std::vector<std::string> out;
+  for (const auto& [h, dir] : cg.dirs)
+    if (::access(dir.c_str(), F_OK) == 0) out.push_back(dir);
+  return out;
+}
+
+LimitReadback read_back_limits(const controller::Cgroup& cg, const controller::Grant& grant) {
+  LimitReadback r;
+  auto check = [&](const std::string& file, const std::optional<std::string>& host,
+                   const std::string& want, const std::string& granted) {
+    if (!host) {
+      r.mismatches.push_back(file + ": granted " + granted + ", not found on the host");
+    } else if (*host != want) {
+      r.mismatches.push_back(file + ": granted " + granted + ", host has " + *host);
+    } else {
+      r.checked.push_back(file + " = " + *host + " (granted " + granted + ")");
+    }
+  };
+  bool v1 = cg.dirs.count("memory") || cg.dirs.count("pids") || cg.dirs.count("cpu");
+  if (grant.memory_max) {
+    std::string want = std::to_string(grant.memory_max->value);
+    std::string granted = format_bytes(*grant.memory_max);
+    if (v1) check("memory.limit_in_bytes", control_file(cg, "memory", "memory.limit_in_bytes"), want, granted);
+    else check("memory.max", control_file(cg, "unified", "memory.max"), want, granted);
+  }
+  if (grant.pids_max) {
+    std::string want = std::to_string(*grant.pids_max);
+    if (v1) check("pids.max", control_file(cg, "pids", "pids.max"), want, want);
+    else check("pids.max", control_file(cg, "unified", "pids.max"), want, want);
+  }
+  if (grant.cpu_cores) {
+    std::string granted = std::to_string(*grant.cpu_cores) + " cores";
+    if (v1) {
+      auto quota = control_file(cg, "cpu", "cpu.cfs_quota_us");
+      auto period = control_file(cg, "cpu", "cpu.cfs_period_us");
+      std::optional<std::string> cores;
+      if (quota && period && std::atoll(period->c_str()) > 0 && std::atoll(quota->c_str()) > 0)
+        cores = std::to_string(static_cast<double>(std::atoll(quota->c_str())) / std::atoll(period->c_str()));
+      else if (quota)
+        cores = *quota;  // "-1": no quota
+      check("cpu.cfs_quota_us/cpu.cfs_period_us", cores, std::to_string(*grant.cpu_cores), granted);
+    } else {
+      auto max = control_file(cg, "unified", "cpu.max");
+      std::optional<std::string> cores;
+      if (max) {
+        long long q = 0, p = 0;
+        if (std::sscanf(max->c_str(), "%lld %lld", &q, &p) == 2 && p > 0)
+          cores = std::to_string(static_cast<double>(q) / p);
+        else
+          cores = *max;  // "max 100000": no quota
+      }
+      check("cpu.max", cores, std::to_string(*grant.cpu_cores), granted);
+    }
+  }
+  return r;
+}
+
+}  // namespace sandgate::probes

@@ -1,0 +1,61 @@
+// Host-side witnesses: what the host saw of a probe, collected from outside the sandbox (the
+// second witness of DESIGN.md idea 8). Each collector reads an injected path, so it is tested
+// against fake trees; the judge (judge.h) turns what they return into verdicts.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "controller/cgroup.h"
+#include "controller/policy.h"
+#include "probes/lab/lab.h"
+
+namespace sandgate::probes {
+
+// Decoy events that carry the marker (request target, header, payload or DNS name), one line
+// each ("metadata http_request 169.254.169.254:80 GET /latest/...?sandgate=M"). With
+// `any_event` every event counts: the caller has already narrowed them to one probe's window
+// (a bare TCP connect carries no marker).
+std::vector<std::string> decoy_evidence(const std::vector<lab::LabEvent>& events,
+                                        const std::string& marker, bool any_event);
+
+// Processes whose cmdline or environ carries the marker, except `exclude` (sandgate itself,
+// the sentinel), one line each ("4242 sandgate-probe linger M 60"), read from <proc>.
+std::vector<std::string> marked_processes(const std::string& proc, const std::string& marker,
+                                          const std::set<pid_t>& exclude);
+
+// Processes in the pid namespace with inode `pidns` (the run's), read from <proc>; empty when
+// pidns is 0 or is the caller's own (host_dir runs share the host's).
+std::vector<std::string> processes_in_pidns(const std::string& proc, unsigned long long pidns);
+
+// The inode of <proc>/<pid>/ns/pid (0 when unreadable).
+unsigned long long pidns_inode(const std::string& proc, pid_t pid);
+
+// Entries of `dir` (not recursive) whose name carries the marker: files a probe left there.
+std::vector<std::string> marked_entries(const std::string& dir, const std::string& marker);
+
+// What a directory tree holds: relative path -> "size:mtime_ns". Two snapshots differ where
+// something was written (new files, appended lines, new hooks).
+using TreeSnapshot = std::map<std::string, std::string>;
+TreeSnapshot snapshot_tree(const std::string& dir);
+// Paths (under `dir`) that are new or changed in `after`.
+std::vector<std::string> tree_changes(const std::string& dir, const TreeSnapshot& before,
+                                      const TreeSnapshot& after);
+
+// The cgroup directories of `cg` that still exist.
+std::vector<std::string> remaining_cgroups(const controller::Cgroup& cg);
+
+// The limits a call's cgroup has on the host, compared with its grant: v1 / hybrid
+// memory.limit_in_bytes, cpu.cfs_quota_us / cpu.cfs_period_us, pids.max; v2 memory.max, cpu.max,
+// pids.max. Only the grant's set fields are checked.
+struct LimitReadback {
+  std::vector<std::string> checked;     // "pids.max = 32 (granted 32)"
+  std::vector<std::string> mismatches;  // "memory.limit_in_bytes: granted 64MiB, host has max"
+};
+LimitReadback read_back_limits(const controller::Cgroup& cg, const controller::Grant& grant);
+
+}  // namespace sandgate::probes

@@ -1,0 +1,147 @@
+// Host-side collectors against fake trees (cgroupfs, procfs, directories) and fabricated decoy
+// events; each with its negative twin.
+#include "probes/witness.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "core/fd.h"
+#include "core/files.h"
+
+namespace sandgate::probes {
+namespace {
+
+class WitnessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sgwitness-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    tmp_ = tmpl;
+  }
+  void TearDown() override { (void)remove_tree(tmp_); }
+  void put(const std::string& rel, const std::string& text) {
+    std::string path = tmp_ + "/" + rel;
+    ASSERT_TRUE(make_dirs(path.substr(0, path.rfind('/'))).ok());
+    ASSERT_TRUE(write_file(path, text, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC).ok());
+  }
+  std::string tmp_;
+};
+
+controller::Grant grant() {
+  controller::Grant g;
+  g.memory_max = MiB(64);
+  g.pids_max = 32;
+  g.cpu_cores = 0.5;
+  return g;
+}
+
+TEST_F(WitnessTest, V1LimitsMatchingTheGrant) {
+  put("memory/call/memory.limit_in_bytes", "67108864\n");
+  put("pids/call/pids.max", "32\n");
+  put("cpu/call/cpu.cfs_quota_us", "50000\n");
+  put("cpu/call/cpu.cfs_period_us", "100000\n");
+  controller::Cgroup cg{"x", {{"memory", tmp_ + "/memory/call"}, {"pids", tmp_ + "/pids/call"},
+                              {"cpu", tmp_ + "/cpu/call"}}};
+  auto r = read_back_limits(cg, grant());
+  EXPECT_TRUE(r.mismatches.empty()) << r.mismatches.front();
+  EXPECT_EQ(r.checked.size(), 3u);
+}
+TEST_F(WitnessTest, V1DroppedLimitsAreMismatches) {
+  put("memory/call/memory.limit_in_bytes", "9223372036854771712\n");
+  put("pids/call/pids.max", "max\n");
+  put("cpu/call/cpu.cfs_quota_us", "-1\n");
+  put("cpu/call/cpu.cfs_period_us", "100000\n");
+  controller::Cgroup cg{"x", {{"memory", tmp_ + "/memory/call"}, {"pids", tmp_ + "/pids/call"},
+                              {"cpu", tmp_ + "/cpu/call"}}};
+  auto r = read_back_limits(cg, grant());
+  ASSERT_EQ(r.mismatches.size(), 3u);
+  EXPECT_NE(r.mismatches[0].find("granted 64MiB, host has 9223372036854771712"), std::string::npos)
+      << r.mismatches[0];
+}
+TEST_F(WitnessTest, V2LimitsAndAMissingFile) {
+  put("unified/call/memory.max", "67108864\n");
+  put("unified/call/cpu.max", "50000 100000\n");
+  controller::Cgroup cg{"x", {{"unified", tmp_ + "/unified/call"}}};
+  auto r = read_back_limits(cg, grant());
+  EXPECT_EQ(r.checked.size(), 2u);
+  ASSERT_EQ(r.mismatches.size(), 1u);
+  EXPECT_NE(r.mismatches[0].find("pids.max"), std::string::npos);
+  EXPECT_NE(r.mismatches[0].find("not found"), std::string::npos);
+}
+
+TEST_F(WitnessTest, MarkedEntriesAndRemainingCgroups) {
+  put("dir/sandgate-probe-M1", "x");
+  put("dir/unrelated", "x");
+  auto found = marked_entries(tmp_ + "/dir", "M1");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], tmp_ + "/dir/sandgate-probe-M1");
+  EXPECT_TRUE(marked_entries(tmp_ + "/dir", "M2").empty());
+  controller::Cgroup cg{"x", {{"memory", tmp_ + "/dir"}, {"pids", tmp_ + "/gone"}}};
+  EXPECT_EQ(remaining_cgroups(cg), std::vector<std::string>{tmp_ + "/dir"});
+}
+
+TEST_F(WitnessTest, TreeChangesSeeNewAndAppendedFiles) {
+  put("home/.bashrc", "a\n");
+  put("home/.ssh/id", "k\n");
+  auto before = snapshot_tree(tmp_ + "/home");
+  EXPECT_TRUE(tree_changes(tmp_ + "/home", before, snapshot_tree(tmp_ + "/home")).empty());
+  ::usleep(2000);
+  put("home/.bashrc", "a\n# sandgate-persist M\n");
+  put("home/.sandgate-persist-M", "M\n");
+  auto changes = tree_changes(tmp_ + "/home", before, snapshot_tree(tmp_ + "/home"));
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0], tmp_ + "/home/.bashrc (changed)");
+  EXPECT_EQ(changes[1], tmp_ + "/home/.sandgate-persist-M (new)");
+}
+
+TEST_F(WitnessTest, MarkedProcessesFromAFakeProc) {
+  put("proc/100/cmdline", std::string("sandgate-probe\0linger\0M1\0" "60\0", 28));
+  put("proc/100/environ", "");
+  put("proc/200/cmdline", std::string("sh\0", 3));
+  put("proc/200/environ", std::string("TOKEN=x-M1\0", 11));
+  put("proc/300/cmdline", std::string("bash\0", 5));
+  put("proc/300/environ", "");
+  put("proc/self/cmdline", "M1");  // not a pid
+  auto found = marked_processes(tmp_ + "/proc", "M1", {});
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0], "100 sandgate-probe linger M1 60");
+  EXPECT_EQ(found[1], "200 sh (marker in its environment)");
+  EXPECT_EQ(marked_processes(tmp_ + "/proc", "M1", {100, 200}).size(), 0u);
+  EXPECT_TRUE(marked_processes(tmp_ + "/proc", "", {}).empty());
+}
+
+TEST_F(WitnessTest, PidnsOfTheCallerIsNeverScanned) {
+  // host_dir runs share the host's pid namespace: scanning it would name every process.
+  EXPECT_TRUE(processes_in_pidns("/proc", pidns_inode("/proc", ::getpid())).empty());
+  EXPECT_TRUE(processes_in_pidns("/proc", 0).empty());
+  EXPECT_GT(pidns_inode("/proc", ::getpid()), 0u);
+}
+
+TEST(DecoyEvidence, MarkedEventsOnlyUnlessTheWindowIsTheProbes) {
+  lab::LabEvent http;
+  http.kind = lab::LabEvent::Kind::kHttpRequest;
+  http.decoy = "metadata";
+  http.local_address = "169.254.169.254";
+  http.local_port = 80;
+  http.request_line = "GET /latest/meta-data/?sandgate=M1 HTTP/1.1";
+  lab::LabEvent header = http;
+  header.request_line = "GET / HTTP/1.1";
+  header.headers = {{"X-Sandgate-Marker", "M1"}};
+  lab::LabEvent dns;
+  dns.kind = lab::LabEvent::Kind::kDnsQuery;
+  dns.decoy = "dns";
+  dns.dns_name = "M1.exfil.sandgate.test";
+  lab::LabEvent bare;
+  bare.kind = lab::LabEvent::Kind::kTcpConnect;
+  bare.decoy = "production";
+  auto marked = decoy_evidence({http, header, dns, bare}, "M1", false);
+  ASSERT_EQ(marked.size(), 3u);
+  EXPECT_NE(marked[0].find("metadata"), std::string::npos);
+  EXPECT_NE(marked[0].find("sandgate=M1"), std::string::npos);
+  EXPECT_NE(marked[2].find("M1.exfil.sandgate.test"), std::string::npos);
+  EXPECT_EQ(decoy_evidence({http, header, dns, bare}, "M1", true).size(), 4u);
+  EXPECT_TRUE(decoy_evidence({http}, "M2", false).empty());
+}
+
+}  // namespace
+}  // namespace sandgate::probes

@@ -1,0 +1,170 @@
+// The probe suite end to end, on this host's kernel: the hardened namespaces provider shows
+// nothing exposed, host_dir (the bypass cable) is exposed on every boundary it opens, the
+// self-test's weakenings are each caught, and nothing is left behind (netns, cgroups, processes,
+// files, run records).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+
+#include "core/files.h"
+#include "probes/suite.h"
+#include "probes/witness.h"
+#include "providers/weakening.h"
+#include "tests/support/provider_fixture.h"
+
+namespace sandgate::testing {
+namespace {
+
+class ProbeSuiteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/var/tmp/sgprobe-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    tmp_ = tmpl;
+    ::chmod(tmp_.c_str(), 0711);
+    options_.paths.state_dir = tmp_ + "/state";
+    options_.paths.work_dir = tmp_ + "/work";
+    options_.cgroup_root = "sgtest-probe-" + std::to_string(::getpid());
+    options_.probe_binary = SANDGATE_PROBE_BINARY;
+    providers::register_builtin_providers(registry_);
+  }
+  void TearDown() override {
+    EXPECT_EQ(count_entries(options_.paths.state_dir + "/runs"), 0u) << "a run record was left";
+    EXPECT_EQ(count_entries(options_.paths.state_dir + "/netns"), 0u) << "a lab namespace was left";
+    EXPECT_EQ(count_entries(options_.paths.work_dir), 0u) << "a run directory was left";
+    for (const char* h : {"memory", "pids", "cpu", "unified", "freezer"}) {
+      std::string dir = "/sys/fs/cgroup/" + std::string(h) + "/" + options_.cgroup_root;
+      struct stat st {};
+      EXPECT_NE(::stat(dir.c_str(), &st), 0) << "cgroup left: " << dir;
+    }
+    if (!marker_.empty()) {
+      EXPECT_TRUE(probes::marked_processes("/proc", marker_, {::getpid()}).empty()) << "a process was left";
+      for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"})
+        EXPECT_TRUE(probes::marked_entries(dir, marker_).empty()) << "a file was left in " << dir;
+    }
+    (void)remove_tree(tmp_);
+  }
+
+  std::unique_ptr<providers::Provider> provider(const std::string& name, bool weakenings = false) {
+    providers::ProviderOptions o;
+    o.paths = options_.paths;
+    o.allow_unsafe_host = true;
+    o.self_test_weakenings = weakenings;
+    auto p = registry_.create(name, o);
+    EXPECT_TRUE(p.ok()) << p.error().message();
+    return p.ok() ? std::move(p).value() : nullptr;
+  }
+
+  std::unique_ptr<probes::Suite> suite() {
+    auto s = probes::Suite::create(options_);
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    if (!s.ok()) return nullptr;
+    marker_ = (*s)->marker();
+    return std::move(s).value();
+  }
+
+  static std::map<std::string, const probes::Judgement*> by_id(const probes::ProviderRun& run) {
+    std::map<std::string, const probes::Judgement*> m;
+    for (const auto& j : run.judgements) m[j.id] = &j;
+    return m;
+  }
+
+  std::string tmp_;
+  std::string marker_;
+  probes::SuiteOptions options_;
+  providers::Registry registry_;
+};
+
+TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
+  SANDGATE_REQUIRE_ROOT();
+  auto s = suite();
+  ASSERT_TRUE(s);
+  auto p = provider("namespaces");
+  ASSERT_TRUE(p);
+  auto run = s->run(*p);
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  for (const auto* j : run->exposed()) ADD_FAILURE() << j->id << ": " << j->why;
+  // Not vacuous: most probes ran and were blocked, on every boundary, for a stated layer.
+  auto t = probes::tally(run->judgements);
+  EXPECT_GT(t.blocked, 50) << t.inconclusive << " inconclusive";
+  std::set<std::string> blocked_boundaries;
+  for (const auto& j : run->judgements)
+    if (j.verdict == probes::Verdict::kBlocked) {
+      blocked_boundaries.insert(j.boundary);
+      EXPECT_NE(j.layer, probes::Layer::kNone) << j.id;
+    }
+  EXPECT_EQ(blocked_boundaries.size(), 7u);
+  auto m = by_id(*run);
+  ASSERT_TRUE(m.count("net.metadata_v4_get"));
+  EXPECT_EQ(m["net.metadata_v4_get"]->verdict, probes::Verdict::kBlocked);
+  EXPECT_EQ(m["net.metadata_v4_get"]->layer, probes::Layer::kNamespace);
+  ASSERT_TRUE(m.count("proc.bpf_prog_load"));
+  EXPECT_EQ(m["proc.bpf_prog_load"]->layer, probes::Layer::kSeccomp);
+  ASSERT_TRUE(m.count("resource.memory"));
+  EXPECT_EQ(m["resource.memory"]->layer, probes::Layer::kLimit);
+  // The rlimit grants: judged against the grant, with the value read back from the host's
+  // /proc/<pid>/limits of the call (not "no limit is declared").
+  for (const char* id : {"resource.fd_exhaust", "resource.disk_fill"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+    EXPECT_EQ(m[id]->layer, probes::Layer::kLimit) << id;
+    bool read_back = false;
+    for (const auto& note : m[id]->host.notes) read_back |= note.find("/limits") != std::string::npos;
+    EXPECT_TRUE(read_back) << id << ": no host read-back among the notes";
+  }
+  // Planting a git hook inside the workspace is allowed, and flagged as a vector.
+  ASSERT_TRUE(m.count("persist.git_hooks"));
+  EXPECT_EQ(m["persist.git_hooks"]->verdict, probes::Verdict::kWarning) << m["persist.git_hooks"]->why;
+  EXPECT_EQ(t.warning, 1);
+  ASSERT_TRUE(s->close().ok());
+}
+
+TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
+  SANDGATE_REQUIRE_ROOT();
+  auto s = suite();
+  ASSERT_TRUE(s);
+  auto p = provider("host_dir");
+  ASSERT_TRUE(p);
+  auto run = s->run(*p);
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto m = by_id(*run);
+  for (const char* id : {"net.metadata_v4_get", "net.metadata_v6_get", "fs.read_host_canary",
+                         "fs.write_host_dir", "creds.env_tokens", "creds.home_files",
+                         "crossrun.workspace_canary", "crossrun.tmp_canary", "persist.after_destroy"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << id << ": " << m[id]->why;
+  }
+  // The decoy itself witnessed the metadata request: the second witness, not the probe's word.
+  EXPECT_FALSE(m["net.metadata_v4_get"]->host.decoy_events.empty());
+  EXPECT_FALSE(m["fs.write_host_dir"]->host.files_appeared.empty());
+  ASSERT_TRUE(s->close().ok());
+}
+
+TEST_F(ProbeSuiteTest, SelfTestCatchesEveryWeakening) {
+  SANDGATE_REQUIRE_ROOT();
+  auto s = suite();
+  ASSERT_TRUE(s);
+  auto p = provider("namespaces", /*weakenings=*/true);
+  ASSERT_TRUE(p);
+  for (auto w : providers::all_weakenings()) {
+    auto run = s->run(*p, {w});
+    EXPECT_TRUE(providers::remove_shared_dirs(options_.paths).ok());
+    ASSERT_TRUE(run.ok()) << providers::to_string(w) << ": " << run.error().message();
+    EXPECT_FALSE(run->exposed().empty()) << providers::to_string(w) << " was not caught";
+  }
+  ASSERT_TRUE(s->close().ok());
+}
+
+TEST_F(ProbeSuiteTest, UnknownBoundaryIsRefusedBeforeAnythingIsMade) {
+  options_.only = {"filesystem"};
+  auto s = probes::Suite::create(options_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("unknown boundary 'filesystem'"), std::string::npos)
+      << s.error().message();
+}
+
+}  // namespace
+}  // namespace sandgate::testing
