@@ -1,5 +1,6 @@
 // sandgate qualify: the main job. What the host supports (doctor), then each selected provider
-// exercised for real (create + exec + destroy, timed), written as a JSON report.
+// exercised for real (create + exec + destroy, timed) and put through the escape probes
+// (probes/suite.h), written as a JSON report.
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "cli/common.h"
 #include "core/files.h"
 #include "core/units.h"
+#include "probes/suite.h"
 
 namespace sandgate::cli {
 namespace {
@@ -18,7 +20,19 @@ struct QualifyArgs {
   std::vector<std::string> providers;
   bool allow_unsafe_host = false;
   int cycles = 5;
+  bool probes = true;
 };
+
+// The probe suite's verdicts for one provider, summarised for qualify.json; the full report
+// goes beside it.
+Json probe_summary(const probes::ProviderRun& run, const std::string& file) {
+  auto t = probes::tally(run.judgements);
+  Json exposed = Json::array();
+  for (const auto* j : run.exposed()) exposed.push_back(j->id);
+  return {{"blocked", t.blocked}, {"exposed", t.exposed}, {"inconclusive", t.inconclusive},
+          {"warning", t.warning}, {"exposed_ids", exposed}, {"wall_ms", to_millis(run.wall)},
+          {"report", file}};
+}
 
 // One create + exec(/bin/true) + destroy; the wall time in milliseconds.
 Result<double> cycle(providers::Provider& p) {
@@ -43,6 +57,22 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     // The default providers: every safe one. The unsafe bypass cable is never a default.
     for (const auto& e : g.registry.entries())
       if (!e.info.unsafe) names.push_back(e.info.name);
+  }
+  if (auto s = make_dirs(a.out, 0755); !s.ok()) return fail(s.error());
+  // The suite makes the lab and enters it first (DESIGN.md, safety rules): every provider below
+  // is created inside it, so whatever a run sends lands on the decoys, never off the machine.
+  std::unique_ptr<probes::Suite> suite;
+  if (a.probes) {
+    if (::geteuid() != 0) return fail("qualify runs the escape probes as root (or pass --no-probes)");
+    probes::SuiteOptions so;
+    so.paths = g.paths();
+    so.cgroup_root = g.cgroup_root_name();
+    so.probe_binary = companion_binary("sandgate-probe");
+    if (so.probe_binary.empty()) return fail("sandgate-probe is not installed beside sandgate");
+    so.progress = [](const std::string& line) { std::cerr << "qualify: probes: " << line << "\n"; };
+    auto made = probes::Suite::create(so);
+    if (!made.ok()) return fail(std::move(made).error().context_add("setting up the escape probes"));
+    suite = std::move(made).value();
   }
   std::cerr << "qualify: checking the host (doctor)...\n";
   Json report = {{"schema_version", 1}, {"doctor", doctor_report(g)}, {"providers", Json::array()}};
@@ -84,6 +114,18 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
       std::sort(ms.begin(), ms.end());
       entry["median_ms"] = ms[ms.size() / 2];
     }
+    if (suite && error.empty()) {
+      auto run = suite->run(**p);
+      if (!run.ok()) {
+        error = run.error().message();
+      } else {
+        std::string file = a.out + "/probe-" + name + ".json";
+        Json full = {{"schema_version", probes::kReportSchemaVersion}, {"runs", {run->to_json()}}};
+        if (auto s = write_json_file_atomic(file, full); !s.ok()) return fail(s.error());
+        entry["probes"] = probe_summary(*run, file);
+        if (!run->exposed().empty()) error = "the escape probes found it exposed";
+      }
+    }
     entry["ok"] = error.empty();
     if (!error.empty()) {
       entry["error"] = error;
@@ -92,13 +134,20 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     report["providers"].push_back(entry);
   }
 
-  if (auto s = make_dirs(a.out, 0755); !s.ok()) return fail(s.error());
+  if (suite) {
+    if (auto s = suite->close(); !s.ok()) return fail(std::move(s).error().context_add("cleaning up the probes"));
+  }
   std::string file = a.out + "/qualify.json";
   if (auto s = write_json_file_atomic(file, report); !s.ok()) return fail(s.error());
   for (const auto& e : report["providers"]) {
     std::cout << (e["ok"].get<bool>() ? "✓ " : "✗ ") << e.value("display_name", e["name"].get<std::string>());
     if (e.contains("median_ms"))
       std::cout << ": create + exec + destroy median " << e["median_ms"].get<double>() << " ms";
+    if (e.contains("probes")) {
+      const Json& pr = e["probes"];
+      std::cout << "; probes: " << pr["blocked"] << " blocked, " << pr["exposed"] << " exposed, "
+                << pr["inconclusive"] << " inconclusive, " << pr["warning"] << " warning";
+    }
     if (e.contains("error")) std::cout << ": " << e["error"].get<std::string>();
     std::cout << "\n";
   }
@@ -113,15 +162,18 @@ void add_qualify_command(CLI::App& app, Globals& g) {
   auto* sub = app.add_subcommand(
       "qualify",
       "The main job: check the host (as `doctor`), then exercise each provider for real\n"
-      "(create an environment, run a command, destroy it; timed) and write DIR/qualify.json.\n"
+      "(create an environment, run a command, destroy it; timed), run the escape probes\n"
+      "against it (as `probe`, inside a fresh lab network namespace), and write\n"
+      "DIR/qualify.json with DIR/probe-<provider>.json beside it.\n"
       "Default providers: every safe one this build has. Exit status 1 if any selected provider\n"
-      "is unavailable or fails.");
+      "is unavailable, fails, or is exposed by a probe.");
   sub->add_option("--out", a->out, "report directory")->capture_default_str();
   sub->add_option("--provider", a->providers, "qualify only these providers (repeatable)");
   sub->add_option("--cycles", a->cycles, "create + exec + destroy cycles per provider")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit --provider host_dir");
+  sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes (no root needed)");
   sub->callback([&g, a] { g.exit_code = run_qualify(g, *a); });
 }
 

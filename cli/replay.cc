@@ -11,6 +11,7 @@
 #include "cli/common.h"
 #include "cli/signals.h"
 #include "core/units.h"
+#include "probes/lab/lab.h"
 #include "replay/experiment.h"
 #include "replay/trace_stats.h"
 
@@ -100,6 +101,14 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     if (!c.ok()) return fail(std::move(c).error().context_add("--policy " + p));
     choices.push_back(std::move(c).value());
   }
+
+  // DESIGN.md, safety rules: replay enters a fresh lab before any provider starts, so whatever
+  // a replayed call sends (even under host_dir, which shares sandgate's namespace) lands on the
+  // lab's decoys, never off the machine. Threads started below inherit it.
+  auto lab = probes::lab::Lab::create(g.paths());
+  if (!lab.ok()) return fail(std::move(lab).error().context_add("the replay's network lab"));
+  auto in_lab = (*lab)->enter();
+  if (!in_lab.ok()) return fail(std::move(in_lab).error().context_add("entering the lab"));
 
   InterruptFd interrupt;
   std::atomic<bool> stop{false};

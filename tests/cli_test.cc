@@ -121,8 +121,16 @@ TEST_F(CliTest, QualifyWritesTheReport) {
   EXPECT_EQ(ns["name"], "namespaces");
   EXPECT_EQ(ns["ok"], true) << ns.dump();
   EXPECT_EQ(ns["cycles_ms"].size(), 2u);
+  // The escape probes ran against it, in the lab, and found nothing exposed.
+  ASSERT_TRUE(ns.contains("probes")) << ns.dump();
+  EXPECT_EQ(ns["probes"]["exposed"], 0) << ns["probes"].dump();
+  EXPECT_GT(ns["probes"]["blocked"].get<int>(), 50) << ns["probes"].dump();
+  auto full = read_json_file(ns["probes"]["report"].get<std::string>());
+  ASSERT_TRUE(full.ok()) << full.error().message();
+  EXPECT_EQ((*full)["runs"][0]["provider"], "namespaces");
   // Asking for the bypass cable without the flag is refused and fails the job.
-  auto unsafe = sandgate({"qualify", "--out", tmp_ + "/report2", "--cycles", "1", "--provider", "host_dir"});
+  auto unsafe = sandgate({"qualify", "--out", tmp_ + "/report2", "--cycles", "1", "--no-probes",
+                          "--provider", "host_dir"});
   EXPECT_EQ(unsafe.status.shell_code(), 1) << unsafe.output;
   EXPECT_NE(unsafe.output.find("--allow-unsafe-host"), std::string::npos);
 }
