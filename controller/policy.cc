@@ -62,23 +62,6 @@ std::string index(const std::string& path, size_t i) {
   return path + "[" + std::to_string(i) + "]";
 }
 
-// A short description of what was found, for "expected X, got Y".
-std::string got(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::object:
-      return "an object";
-    case Json::value_t::array:
-      return "an array";
-    case Json::value_t::null:
-      return "null";
-    default: {
-      std::string s = j.dump();
-      if (s.size() > 60) s = s.substr(0, 57) + "...";
-      return s;
-    }
-  }
-}
-
 std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {
   std::string out;
   for (const auto& s : v) {
@@ -126,7 +109,7 @@ class Parser {
 
   Status object(const Json& j, const std::string& path) const {
     if (!j.is_object())
-      return fail(path.empty() ? "(top level)" : path, "expected an object, got " + got(j));
+      return fail(path.empty() ? "(top level)" : path, "expected an object, got " + describe_json(j));
     return {};
   }
 
@@ -152,22 +135,22 @@ class Parser {
   }
 
   Result<std::string> string(const Json& j, const std::string& path, std::string_view what) const {
-    if (!j.is_string()) return fail(path, "expected " + std::string(what) + ", got " + got(j));
+    if (!j.is_string()) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
     return j.get<std::string>();
   }
 
   Result<bool> boolean(const Json& j, const std::string& path) const {
-    if (!j.is_boolean()) return fail(path, "expected true or false, got " + got(j));
+    if (!j.is_boolean()) return fail(path, "expected true or false, got " + describe_json(j));
     return j.get<bool>();
   }
 
   // A size string; `min` guards against a forgotten unit.
   Result<Bytes> size(const Json& j, const std::string& path, Bytes min = kMinMemoryLimit) const {
-    if (!j.is_string()) return fail(path, "expected a size like \"512MiB\", got " + got(j));
+    if (!j.is_string()) return fail(path, "expected a size like \"512MiB\", got " + describe_json(j));
     auto b = parse_bytes(j.get<std::string>());
     if (!b.ok())
       return fail(path,
-                  "expected a size like \"512MiB\", got " + got(j) + " (" + b.error().detail + ")");
+                  "expected a size like \"512MiB\", got " + describe_json(j) + " (" + b.error().detail + ")");
     if (*b < min)
       return fail(path, format_bytes(*b) + " is below the minimum of " + format_bytes(min) +
                             " (a forgotten unit? write e.g. \"512MiB\")");
@@ -175,10 +158,10 @@ class Parser {
   }
 
   Result<Duration> duration(const Json& j, const std::string& path) const {
-    if (!j.is_string()) return fail(path, "expected a duration like \"250ms\", got " + got(j));
+    if (!j.is_string()) return fail(path, "expected a duration like \"250ms\", got " + describe_json(j));
     auto d = parse_duration(j.get<std::string>());
     if (!d.ok())
-      return fail(path, "expected a duration like \"250ms\", got " + got(j) + " (" +
+      return fail(path, "expected a duration like \"250ms\", got " + describe_json(j) + " (" +
                             d.error().detail + ")");
     return *d;
   }
@@ -186,7 +169,7 @@ class Parser {
   // An integer in [lo, hi].
   Result<uint64_t> integer(const Json& j, const std::string& path, uint64_t lo, uint64_t hi) const {
     std::string expected = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-    if (!j.is_number_integer()) return fail(path, "expected " + expected + ", got " + got(j));
+    if (!j.is_number_integer()) return fail(path, "expected " + expected + ", got " + describe_json(j));
     if (j.is_number_unsigned()) {
       uint64_t v = j.get<uint64_t>();
       if (v >= lo && v <= hi) return v;
@@ -195,16 +178,16 @@ class Parser {
       if (v >= 0 && static_cast<uint64_t>(v) >= lo && static_cast<uint64_t>(v) <= hi)
         return static_cast<uint64_t>(v);
     }
-    return fail(path, "expected " + expected + ", got " + got(j));
+    return fail(path, "expected " + expected + ", got " + describe_json(j));
   }
 
   // A number in (lo, hi] (lo_open) or [lo, hi].
   Result<double> number(const Json& j, const std::string& path, double lo, double hi, bool lo_open,
                         std::string_view what) const {
-    if (!j.is_number()) return fail(path, "expected " + std::string(what) + ", got " + got(j));
+    if (!j.is_number()) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
     double v = j.get<double>();
     bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
-    if (!ok) return fail(path, "expected " + std::string(what) + ", got " + got(j));
+    if (!ok) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
     return v;
   }
 
@@ -339,7 +322,7 @@ class Parser {
     const Json& v = j["schema_version"];
     if (!v.is_number_integer() || v.get<int64_t>() != kPolicySchemaVersion)
       return fail("schema_version", "expected " + std::to_string(kPolicySchemaVersion) + ", got " +
-                                        got(v) + " (this sandgate reads policy schema version " +
+                                        describe_json(v) + " (this sandgate reads policy schema version " +
                                         std::to_string(kPolicySchemaVersion) + ")");
     SG_TRY(keys(j, "",
                 {"schema_version", "name", "mode", "tenants", "run", "intents", "inference",
@@ -358,7 +341,7 @@ class Parser {
       } else if (mode == "static") {
         p.mode = PolicyMode::kStatic;
       } else {
-        return fail("mode", "expected \"per_call\" or \"static\", got " + got(j["mode"]));
+        return fail("mode", "expected \"per_call\" or \"static\", got " + describe_json(j["mode"]));
       }
     }
     if (j.contains("tenants")) {
@@ -393,7 +376,7 @@ class Parser {
     if (j.contains("inference")) {
       const Json& rules = j["inference"];
       if (!rules.is_array())
-        return fail("inference", "expected an array of {\"match\", \"intent\"}, got " + got(rules));
+        return fail("inference", "expected an array of {\"match\", \"intent\"}, got " + describe_json(rules));
       for (size_t i = 0; i < rules.size(); ++i) {
         std::string path = index("inference", i);
         SG_TRY(keys(rules[i], path, {"match", "intent"}));
@@ -426,7 +409,7 @@ class Parser {
     if (j.contains("requires")) {
       const Json& caps = j["requires"];
       if (!caps.is_array())
-        return fail("requires", "expected an array of capability names, got " + got(caps));
+        return fail("requires", "expected an array of capability names, got " + describe_json(caps));
       for (size_t i = 0; i < caps.size(); ++i) {
         std::string path = index("requires", i);
         SG_ASSIGN_OR_RETURN(std::string name,

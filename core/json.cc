@@ -59,4 +59,19 @@ Status write_json_file_atomic(const std::string& path, const Json& value, Durabi
   return {};
 }
 
+std::string describe_json(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::null:
+      return "null";
+    default: {
+      std::string s = j.dump();
+      return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+    }
+  }
+}
+
 }  // namespace sandgate

@@ -13,6 +13,10 @@ namespace sandgate {
 
 using Json = nlohmann::json;
 
+// What a value is, short, for "expected X, got Y" in strict-parsing errors: "an object",
+// "an array", "null", or the value itself cut at 60 characters.
+std::string describe_json(const Json& j);
+
 // Parses text; an error names `source` with line and column of the fault.
 Result<Json> parse_json(std::string_view text, const std::string& source);
 Result<Json> read_json_file(const std::string& path);

@@ -12,13 +12,6 @@ namespace {
 constexpr std::string_view kStep = "import agentcgroup";
 constexpr size_t kMaxFileBytes = size_t{256} << 20;
 
-std::string got(const Json& j) {
-  if (j.is_object()) return "an object";
-  if (j.is_array()) return "an array";
-  std::string s = j.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
 class Line {
  public:
   Line(const std::string& file, size_t line) : where_(file + ":" + std::to_string(line)) {}
@@ -50,16 +43,16 @@ class Line {
     std::string field = std::string(prefix) + std::string(key);
     // nlohmann stores non-negative integers as unsigned: anything else is a float or negative.
     if (!v->is_number_unsigned())
-      return fail(field, "expected a non-negative integer (ms), got " + got(*v));
+      return fail(field, "expected a non-negative integer (ms), got " + describe_json(*v));
     if (v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-      return fail(field, "out of range, got " + got(*v));
+      return fail(field, "out of range, got " + describe_json(*v));
     return static_cast<int64_t>(v->get<uint64_t>());
   }
 
   Result<std::string> string(const Json& j, std::string_view prefix, std::string_view key) const {
     SG_ASSIGN_OR_RETURN(const Json* v, require(j, prefix, key));
     if (!v->is_string())
-      return fail(std::string(prefix) + std::string(key), "expected a string, got " + got(*v));
+      return fail(std::string(prefix) + std::string(key), "expected a string, got " + describe_json(*v));
     return v->get<std::string>();
   }
 
@@ -127,12 +120,12 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
       if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
       return line.fail("not JSON at column " + std::to_string(column) + ": " + what);
     }
-    if (!j.is_object()) return line.fail("expected a JSON object, got " + got(j));
+    if (!j.is_object()) return line.fail("expected a JSON object, got " + describe_json(j));
 
     if (j.contains("tool_call")) {
       SG_TRY(line.keys(j, "", {"tool_call"}));
       const Json& tc = j["tool_call"];
-      if (!tc.is_object()) return line.fail("tool_call", "expected an object, got " + got(tc));
+      if (!tc.is_object()) return line.fail("tool_call", "expected an object, got " + describe_json(tc));
       SG_TRY(line.keys(tc, "tool_call.", {"name", "cmd", "start_ms", "end_ms", "sidechain"}));
       CallEvent c;
       c.id = "c" + std::to_string(trace.calls.size() + 1);
@@ -148,7 +141,7 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
       }
       SG_ASSIGN_OR_RETURN(const Json* side, line.require(tc, "tool_call.", "sidechain"));
       if (!side->is_boolean())
-        return line.fail("tool_call.sidechain", "expected true or false, got " + got(*side));
+        return line.fail("tool_call.sidechain", "expected true or false, got " + describe_json(*side));
       c.nested = side->get<bool>();
       nested += c.nested;
       if (c.tool == "Bash") c.command = unescape_html(std::move(c.command));
@@ -162,13 +155,13 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
     SG_ASSIGN_OR_RETURN(s.t_ms, line.time(j, "", "t_ms"));
     SG_ASSIGN_OR_RETURN(const Json* mem, line.require(j, "", "mem_bytes"));
     if (!mem->is_number_unsigned())
-      return line.fail("mem_bytes", "expected a non-negative integer, got " + got(*mem));
+      return line.fail("mem_bytes", "expected a non-negative integer, got " + describe_json(*mem));
     s.mem_bytes = mem->get<uint64_t>();
     SG_ASSIGN_OR_RETURN(const Json* cpu, line.require(j, "", "cpu_pct_interval_est"));
     if (cpu->is_null()) {
       ++null_cpu;
     } else if (!cpu->is_number() || !std::isfinite(cpu->get<double>())) {
-      return line.fail("cpu_pct_interval_est", "expected a number or null, got " + got(*cpu));
+      return line.fail("cpu_pct_interval_est", "expected a number or null, got " + describe_json(*cpu));
     } else if (double pct = cpu->get<double>(); pct < 0) {
       ++negative_cpu;
     } else {

@@ -41,23 +41,6 @@ const std::vector<std::string_view>& sample_field_names() {
   return names;
 }
 
-// A short description of what was found, for "expected X, got Y".
-std::string got(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::object:
-      return "an object";
-    case Json::value_t::array:
-      return "an array";
-    case Json::value_t::null:
-      return "null";
-    default: {
-      std::string s = j.dump();
-      if (s.size() > 60) s = s.substr(0, 57) + "...";
-      return s;
-    }
-  }
-}
-
 std::string join(const std::vector<std::string_view>& v) {
   std::string out;
   for (auto s : v) out += (out.empty() ? "" : ", ") + std::string(s);
@@ -101,7 +84,7 @@ class LineReader {
   }
 
   Result<std::string> string_value(std::string_view field, const Json& v, bool allow_empty) const {
-    if (!v.is_string()) return fail(field, "expected a string, got " + got(v));
+    if (!v.is_string()) return fail(field, "expected a string, got " + describe_json(v));
     std::string s = v.get<std::string>();
     if (!allow_empty && s.empty()) return fail(field, "must not be empty");
     return s;
@@ -110,18 +93,18 @@ class LineReader {
   // A non-negative integer that fits int64 (times) or uint64 (amounts).
   Result<uint64_t> count(std::string_view field, uint64_t max) const {
     SG_ASSIGN_OR_RETURN(const Json* v, require(field));
-    if (!v->is_number()) return fail(field, "expected a non-negative integer, got " + got(*v));
+    if (!v->is_number()) return fail(field, "expected a non-negative integer, got " + describe_json(*v));
     if (v->is_number_float()) {
-      return fail(field, "expected a non-negative integer, got " + got(*v) + " (not an integer)");
+      return fail(field, "expected a non-negative integer, got " + describe_json(*v) + " (not an integer)");
     }
     if (v->is_number_unsigned()) {
       uint64_t u = v->get<uint64_t>();
-      if (u > max) return fail(field, "out of range, got " + got(*v));
+      if (u > max) return fail(field, "out of range, got " + describe_json(*v));
       return u;
     }
     int64_t s = v->get<int64_t>();
-    if (s < 0) return fail(field, "must not be negative, got " + got(*v));
-    if (static_cast<uint64_t>(s) > max) return fail(field, "out of range, got " + got(*v));
+    if (s < 0) return fail(field, "must not be negative, got " + describe_json(*v));
+    if (static_cast<uint64_t>(s) > max) return fail(field, "out of range, got " + describe_json(*v));
     return static_cast<uint64_t>(s);
   }
 
@@ -145,7 +128,7 @@ Result<TraceHeader> read_header(const LineReader& r) {
   }
   SG_ASSIGN_OR_RETURN(const Json* version, r.require("version"));
   if (!version->is_number_integer()) {
-    return r.fail("version", "expected an integer, got " + got(*version));
+    return r.fail("version", "expected an integer, got " + describe_json(*version));
   }
   if (version->get<int64_t>() != kTraceVersion) {
     return r.fail("version", "unsupported version " + version->dump() + " (this sandgate reads " +
@@ -154,7 +137,7 @@ Result<TraceHeader> read_header(const LineReader& r) {
   TraceHeader h;
   SG_ASSIGN_OR_RETURN(h.source, r.string("source", false));
   SG_ASSIGN_OR_RETURN(const Json* host, r.require("host"));
-  if (!host->is_object()) return r.fail("host", "expected an object, got " + got(*host));
+  if (!host->is_object()) return r.fail("host", "expected an object, got " + describe_json(*host));
   h.host = *host;
   SG_ASSIGN_OR_RETURN(h.interval_ms, r.time("interval_ms"));
   SG_ASSIGN_OR_RETURN(const Json* units, r.require("units"));
@@ -165,14 +148,14 @@ Result<TraceHeader> read_header(const LineReader& r) {
   if (const Json* unmeasured = r.find("unmeasured")) {
     if (!unmeasured->is_array()) {
       return r.fail("unmeasured",
-                    "expected an array of sample field names, got " + got(*unmeasured));
+                    "expected an array of sample field names, got " + describe_json(*unmeasured));
     }
     for (const Json& f : *unmeasured) {
       const auto& names = sample_field_names();
       if (!f.is_string() ||
           std::find(names.begin(), names.end(), f.get<std::string>()) == names.end()) {
         return r.fail("unmeasured",
-                      "expected sample field names (" + join(names) + "), got " + got(f));
+                      "expected sample field names (" + join(names) + "), got " + describe_json(f));
       }
       h.unmeasured.push_back(f.get<std::string>());
     }
@@ -198,7 +181,7 @@ Result<CallEvent> read_call(const LineReader& r) {
   }
   if (const Json* nested = r.find("nested")) {
     if (!nested->is_boolean())
-      return r.fail("nested", "expected true or false, got " + got(*nested));
+      return r.fail("nested", "expected true or false, got " + describe_json(*nested));
     c.nested = nested->get<bool>();
   }
   return c;
@@ -301,7 +284,7 @@ Result<Trace> parse_trace(std::string_view text, const std::string& source_name)
                          "not JSON at column " + std::to_string(column) + ": " + what, where);
     }
     if (!j.is_object()) {
-      return logic_error(std::string(kStep), "expected a JSON object, got " + got(j), where);
+      return logic_error(std::string(kStep), "expected a JSON object, got " + describe_json(j), where);
     }
     LineReader r(source_name, line_no, j);
     SG_ASSIGN_OR_RETURN(std::string type, r.string("type", false));
