@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "core/process.h"
 #include "replay/trace_stats.h"
 #include "tests/support/privileged.h"
 
@@ -129,11 +130,23 @@ TEST(AgentCgroupImport, EmptyFileIsAnError) {
   EXPECT_THAT(t.error().message(), HasSubstr("empty.jsonl"));
 }
 
-// The shared data: never committed; SANDGATE_AGENTCGROUP_TRACES or ../shared beside the tree.
+// The shared data: never committed; SANDGATE_AGENTCGROUP_TRACES, else ../shared beside the
+// tree, else ../shared beside the checkout this one was cloned from (a fresh CI clone made
+// elsewhere on the same machine).
 std::string agentcgroup_dir() {
   const char* env = std::getenv("SANDGATE_AGENTCGROUP_TRACES");
   if (env && *env) return env;
-  return sandgate::testing::source_dir() + "/../shared/traces/agentcgroup";
+  const std::string rel = "/../shared/traces/agentcgroup";
+  std::string beside = sandgate::testing::source_dir() + rel;
+  struct stat st;
+  if (::stat(beside.c_str(), &st) == 0) return beside;
+  auto origin = sandgate::run_command(
+      {"git", "-C", sandgate::testing::source_dir(), "config", "--get", "remote.origin.url"});
+  if (origin.ok() && origin->status.shell_code() == 0) {
+    std::string url = origin->output.substr(0, origin->output.find('\n'));
+    if (url.starts_with("/") && ::stat((url + rel).c_str(), &st) == 0) return url + rel;
+  }
+  return beside;
 }
 
 bool exists(const std::string& path) {
