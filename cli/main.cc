@@ -70,8 +70,10 @@ int main(int argc, char** argv) {
       "sandgate: proves what a sandbox for agent-run code really contains and how it behaves.\n"
       "Providers make isolated environments (see `sandgate providers`); `exec` runs a command in\n"
       "a fresh one as a tool call with its own cgroup and grant; `serve` lets an orchestrator do\n"
-      "the same over JSON lines; `qualify` is the main job; `doctor` says what this host\n"
-      "supports; `gc` cleans up after a crash."};
+      "the same over JSON lines; `probe` tries to cross every boundary from inside and judges\n"
+      "each attempt with host-side evidence; `record`, `trace`, `replay` and `plan` record,\n"
+      "check, replay and plan capacity from burst-silence traces; `qualify` is the main job;\n"
+      "`doctor` says what this host supports; `gc` cleans up after a crash."};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
   app.add_option("--state-dir", g.state_dir,

@@ -145,7 +145,8 @@ TEST_F(CliTest, DoctorReportsThisHost) {
 }
 
 TEST_F(CliTest, HelpForEveryCommand) {
-  for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify", "serve"}) {
+  for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify", "serve", "probe", "record",
+                   "replay", "trace", "plan"}) {
     auto r = sandgate({cmd, "--help"});
     EXPECT_EQ(r.status.shell_code(), 0) << cmd;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
