@@ -2,7 +2,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -113,14 +112,9 @@ Result<Json> request(int fd, const Json& req) {
 // reply. Without --run (or $SANDGATE_RUN) an environment is created for this one call and
 // destroyed after it, as plain `exec` does.
 int exec_client(const ExecArgs& a) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return fail(sys_error("socket"));
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (a.socket.size() >= sizeof addr.sun_path) return fail("--socket: path too long: " + a.socket);
-  std::strncpy(addr.sun_path, a.socket.c_str(), sizeof addr.sun_path - 1);
-  if (::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0)
-    return fail(sys_error("connect", a.socket).context_add("--socket"));
+  auto connected = connect_unix(a.socket);
+  if (!connected.ok()) return fail(std::move(connected).error().context_add("--socket"));
+  UniqueFd fd = std::move(connected).value();
 
   std::string run = a.run;
   if (run.empty())

@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -182,70 +181,6 @@ void serve_socket(int listener, int stop_fd, RecordingServer& server) {
   }
 }
 
-Result<UniqueFd> listen_unix(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return sys_error("socket");
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return logic_error("listen", "socket path too long", path);
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  ::unlink(path.c_str());
-  if (::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0)
-    return sys_error("bind", path);
-  ::chmod(path.c_str(), 0600);  // calls run code in root-made sandboxes: owner only
-  if (::listen(fd.get(), 16) != 0) return sys_error("listen", path);
-  return fd;
-}
-
-// CMD on the host, in a process group of its own (so an interrupt can end all of it), with
-// the socket named in its environment.
-Result<ChildProcess> spawn_driver(const std::vector<std::string>& argv,
-                                  const std::vector<std::string>& extra_env) {
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    bool replaced = false;
-    for (const auto& x : extra_env)
-      if (kv.substr(0, kv.find('=') + 1) == x.substr(0, x.find('=') + 1)) replaced = true;
-    if (!replaced) env_s.push_back(kv);
-  }
-  for (const auto& x : extra_env) env_s.push_back(x);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (auto& e : env_s) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  SG_ASSIGN_OR_RETURN(Pipe err, make_pipe(O_CLOEXEC));
-  pid_t pid = ::fork();
-  if (pid < 0) return sys_error("fork");
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);  // sandgate blocks SIGINT/SIGTERM for signalfd
-    ::setpgid(0, 0);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    environ = cenv.data();
-    ::execvp(cargv[0], cargv.data());
-    int e = errno;
-    (void)!::write(err.write.get(), &e, sizeof e);
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also from here: no race with a signal sent before the child ran
-  err.write.reset();
-  auto pidfd = pidfd_open(pid);
-  ChildProcess child(pid, pidfd.ok() ? std::move(pidfd).value() : UniqueFd());
-  int e = 0;
-  ssize_t n;
-  while ((n = ::read(err.read.get(), &e, sizeof e)) < 0 && errno == EINTR) {
-  }
-  if (n == sizeof e) {
-    (void)child.wait();
-    return sys_error(e, "exec", argv[0]);
-  }
-  return child;
-}
-
 void print_progress(const replay::RecorderProgress& p, bool tty, bool final_line) {
   std::string line = "record: " + std::to_string(static_cast<int>(to_seconds(p.elapsed))) + "s  calls " +
                      std::to_string(p.calls) + "  samples " + std::to_string(p.samples) + "  memory " +
@@ -333,8 +268,11 @@ int run_record(Globals& g, const RecordArgs& a) {
     server_thread.join();
   };
 
-  auto driver = spawn_driver(a.command, {"SANDGATE_SOCKET=" + socket_path, "SANDGATE_RUN=" + run_id,
-                                         "SANDGATE_BIN=" + self_exe()});
+  // CMD on the host, in a process group of its own (so an interrupt can end all of it), with
+  // the socket named in its environment.
+  auto driver = spawn(a.command, {.env_set = {"SANDGATE_SOCKET=" + socket_path,
+                                              "SANDGATE_RUN=" + run_id, "SANDGATE_BIN=" + self_exe()},
+                                  .new_process_group = true});
   if (!driver.ok()) {
     stop_server();
     (void)recorder.finish();

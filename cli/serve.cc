@@ -4,7 +4,6 @@
 #include <cstring>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -72,18 +71,10 @@ int run_serve(Globals& g, const ServeArgs& a) {
     server.close_all();
     return interrupt.pending() ? 128 + interrupt.pending() : 0;
   }
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return fail(sys_error("socket"));
-  UniqueFd listener(fd);
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (a.socket.size() >= sizeof addr.sun_path) return fail("socket path too long: " + a.socket);
-  std::strncpy(addr.sun_path, a.socket.c_str(), sizeof addr.sun_path - 1);
-  ::unlink(a.socket.c_str());
-  if (::bind(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0)
-    return fail(sys_error("bind", a.socket));
-  ::chmod(a.socket.c_str(), 0600);  // the socket runs code as root-owned sandboxes: owner only
-  if (::listen(fd, 4) != 0) return fail(sys_error("listen", a.socket));
+  auto listening = listen_unix(a.socket, 4);
+  if (!listening.ok()) return fail(std::move(listening).error().context_add("--socket"));
+  UniqueFd listener = std::move(listening).value();
+  int fd = listener.get();
   std::cerr << "sandgate: serving on " << a.socket << "\n";
   bool interrupted = false;
   while (!interrupted) {

@@ -2,9 +2,12 @@
 
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace sandgate {
 
@@ -106,6 +109,38 @@ Status DirFd::write(const std::string& name, std::string_view value) const {
 bool DirFd::exists(const std::string& name) const {
   struct stat st;
   return ::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+namespace {
+
+Result<sockaddr_un> unix_address(const std::string& path) {
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path)
+    return logic_error("unix socket", "path longer than " + std::to_string(sizeof addr.sun_path - 1) + " bytes", path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  return addr;
+}
+
+}  // namespace
+
+Result<UniqueFd> listen_unix(const std::string& path, int backlog) {
+  SG_ASSIGN_OR_RETURN(sockaddr_un addr, unix_address(path));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return sys_error("socket");
+  ::unlink(path.c_str());
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return sys_error("bind", path);
+  if (::chmod(path.c_str(), 0600) != 0) return sys_error("chmod", path);
+  if (::listen(fd.get(), backlog) != 0) return sys_error("listen", path);
+  return fd;
+}
+
+Result<UniqueFd> connect_unix(const std::string& path) {
+  SG_ASSIGN_OR_RETURN(sockaddr_un addr, unix_address(path));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return sys_error("socket");
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return sys_error("connect", path);
+  return fd;
 }
 
 }  // namespace sandgate

@@ -61,6 +61,12 @@ Result<std::string> read_all(int fd, size_t max_bytes = 16 << 20);
 // Writes all of data, retrying on EINTR and short writes.
 Status write_all(int fd, std::string_view data);
 
+// A listening AF_UNIX stream socket at path (an old socket file there is replaced), mode 0600:
+// calls served on it run code in root-made sandboxes, so only its owner may connect.
+Result<UniqueFd> listen_unix(const std::string& path, int backlog = 16);
+// A stream connection to the AF_UNIX socket at path.
+Result<UniqueFd> connect_unix(const std::string& path);
+
 class DirFd {
  public:
   DirFd() = default;

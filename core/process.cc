@@ -110,13 +110,35 @@ Result<UniqueFd> pidfd_open(pid_t pid) {
 
 namespace {
 
-// Forks and execs argv with stdout/stderr to out_fd (or inherited when -1). Everything the
-// child touches is prepared before fork: after fork only async-signal-safe calls.
-Result<ChildProcess> spawn_to(const std::vector<std::string>& argv, int out_fd) {
+// The environment: this process's, with env_set's names replaced.
+std::vector<std::string> merged_environment(const std::vector<std::string>& env_set) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv = *e;
+    auto name = kv.substr(0, kv.find('=') + 1);
+    bool replaced = false;
+    for (const auto& x : env_set) replaced |= std::string_view(x).substr(0, x.find('=') + 1) == name;
+    if (!replaced) out.emplace_back(kv);
+  }
+  out.insert(out.end(), env_set.begin(), env_set.end());
+  return out;
+}
+
+}  // namespace
+
+// Everything the child touches is prepared before fork: after fork only async-signal-safe calls.
+Result<ChildProcess> spawn(const std::vector<std::string>& argv, const SpawnOptions& o) {
   if (argv.empty()) return logic_error("spawn", "empty argv");
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  std::vector<std::string> env_s;
+  std::vector<char*> cenv;
+  if (!o.env_set.empty()) {
+    env_s = merged_environment(o.env_set);
+    for (auto& e : env_s) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+  }
   SG_ASSIGN_OR_RETURN(Pipe err, make_pipe(O_CLOEXEC));
   pid_t pid = ::fork();
   if (pid < 0) return sys_error("fork");
@@ -124,17 +146,21 @@ Result<ChildProcess> spawn_to(const std::vector<std::string>& argv, int out_fd) 
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);  // sandgate blocks SIGINT/SIGTERM for signalfd
+    if (o.new_process_group) ::setpgid(0, 0);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
-    if (out_fd >= 0) {
-      ::dup2(out_fd, 1);
-      ::dup2(out_fd, 2);
+    if (o.out_fd >= 0) {
+      ::dup2(o.out_fd, 1);
+      ::dup2(o.out_fd, 2);
     }
+    if (!cenv.empty()) environ = cenv.data();
     ::execvp(cargv[0], cargv.data());
     int e = errno;
     (void)!::write(err.write.get(), &e, sizeof e);
     ::_exit(127);
   }
+  // Also from here: no race with a signal sent to the group before the child ran.
+  if (o.new_process_group) ::setpgid(pid, pid);
   err.write.reset();
   auto pidfd = pidfd_open(pid);
   ChildProcess child(pid, pidfd.ok() ? std::move(pidfd).value() : UniqueFd());
@@ -149,14 +175,10 @@ Result<ChildProcess> spawn_to(const std::vector<std::string>& argv, int out_fd) 
   return child;
 }
 
-}  // namespace
-
-Result<ChildProcess> spawn(const std::vector<std::string>& argv) { return spawn_to(argv, -1); }
-
 Result<CommandResult> run_command(const std::vector<std::string>& argv, Duration timeout,
                                   size_t max_output) {
   SG_ASSIGN_OR_RETURN(Pipe out, make_pipe(O_CLOEXEC));
-  SG_ASSIGN_OR_RETURN(ChildProcess child, spawn_to(argv, out.write.get()));
+  SG_ASSIGN_OR_RETURN(ChildProcess child, spawn(argv, {.out_fd = out.write.get()}));
   out.write.reset();
   CommandResult result;
   auto deadline = std::chrono::steady_clock::now() + timeout;

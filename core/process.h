@@ -59,8 +59,13 @@ class ChildProcess {
   UniqueFd pidfd_;
 };
 
-// Starts argv[0] (PATH is searched) with stdin from /dev/null.
-Result<ChildProcess> spawn(const std::vector<std::string>& argv);
+struct SpawnOptions {
+  int out_fd = -1;                     // stdout and stderr go here; -1: inherited
+  std::vector<std::string> env_set;    // NAME=VALUE, replacing the inherited value of NAME
+  bool new_process_group = false;      // its own group, so a signal can reach all it starts
+};
+// Starts argv[0] (PATH is searched) with stdin from /dev/null and sandgate's environment.
+Result<ChildProcess> spawn(const std::vector<std::string>& argv, const SpawnOptions& options = {});
 
 struct CommandResult {
   ExitStatus status;

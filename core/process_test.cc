@@ -111,6 +111,26 @@ TEST(Spawn, ExitCodes) {
   }
 }
 
+TEST(Spawn, EnvSetReplacesTheInheritedValue) {
+  ::setenv("SANDGATE_SPAWN_T", "inherited", 1);
+  auto c = spawn({"sh", "-c", "test \"$SANDGATE_SPAWN_T\" = set && test \"$HOME\" = \"$H0\""},
+                 {.env_set = {"SANDGATE_SPAWN_T=set", "H0=" + std::string(std::getenv("HOME"))}});
+  ::unsetenv("SANDGATE_SPAWN_T");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto st = c->wait();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->code, 0) << "the set value replaced the inherited one and the rest passed";
+}
+
+TEST(Spawn, NewProcessGroupOnlyWhenAsked) {
+  for (bool own : {false, true}) {
+    auto c = spawn({"sleep", "5"}, {.new_process_group = own});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(::getpgid(c->pid()) == c->pid(), own);
+    c->kill_and_reap();
+  }
+}
+
 TEST(Spawn, SearchesPath) {
   ChildProcess c = must_spawn({"true"});
   auto st = c.wait();
