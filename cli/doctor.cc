@@ -165,7 +165,7 @@ void add_doctor_command(CLI::App& app, Globals& g) {
   sub->callback([&g, json] {
     auto report = run_checks(g);
     if (*json) {
-      std::cout << to_json(report).dump(2) << "\n";
+      std::cout << dump_json(to_json(report), 2) << "\n";
     } else {
       print_table(report.sections);
     }

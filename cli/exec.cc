@@ -36,7 +36,7 @@ struct ExecArgs {
 
 Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
                  const providers::ExecResult& r) {
-  return {
+  Json j = {
       {"schema_version", 1},
       {"provider", info.name},
       {"unsafe", info.unsafe},
@@ -46,13 +46,14 @@ Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
       {"wall_ms", to_millis(r.wall)},
       {"timed_out", r.timed_out},
       {"cancelled", r.cancelled},
-      {"stdout", r.stdout_data},
-      {"stderr", r.stderr_data},
       {"stdout_bytes", r.stdout_bytes},
       {"stderr_bytes", r.stderr_bytes},
       {"stdout_truncated", r.stdout_truncated},
       {"stderr_truncated", r.stderr_truncated},
   };
+  set_text_field(j, "stdout", r.stdout_data);
+  set_text_field(j, "stderr", r.stderr_data);
+  return j;
 }
 
 Result<controller::Policy> load_policy(const std::string& name) {
@@ -78,7 +79,7 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   auto destroyed = (*env)->destroy();
   if (!result.ok()) return fail(result.error());
   if (!destroyed.ok()) return fail(std::move(destroyed).error().context_add("tearing down the run"));
-  if (a.json) std::cout << result_json(provider.info(), run_id, *result).dump(2) << "\n";
+  if (a.json) std::cout << dump_json(result_json(provider.info(), run_id, *result), 2) << "\n";
   if (result->cancelled) {
     int sig = interrupt.pending();
     std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
@@ -90,7 +91,7 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
 
 // Client mode: one request line to the server on `fd`, one reply line back.
 Result<Json> request(int fd, const Json& req) {
-  SG_TRY(write_all(fd, req.dump() + "\n"));
+  SG_TRY(write_all(fd, dump_json(req) + "\n"));
   std::string line;
   char c;
   for (;;) {
@@ -136,7 +137,7 @@ int exec_client(const ExecArgs& a) {
   if (!reply.ok()) return fail(reply.error());
   const Json& o = (*reply)["outcome"];
   if (a.json) {
-    std::cout << o.dump(2) << "\n";
+    std::cout << dump_json(o, 2) << "\n";
   } else {
     std::string out = o.value("stdout", ""), err = o.value("stderr", "");
     (void)!::write(1, out.data(), out.size());
@@ -222,7 +223,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
     r.timed_out = o.termination == controller::Termination::kTimeout;
     Json j = result_json((*provider)->info(), run_id, r);
     j["outcome"] = controller::to_json(o, /*with_output=*/false);
-    std::cout << j.dump(2) << "\n";
+    std::cout << dump_json(j, 2) << "\n";
   } else if (o.termination != controller::Termination::kExited) {
     std::cerr << "sandgate: " << controller::to_string(o.termination) << ": " << o.reason
               << "\nsandgate: advice (" << controller::to_string(o.retry) << "): " << o.advice << "\n";

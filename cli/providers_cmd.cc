@@ -30,7 +30,7 @@ int run_providers(Globals& g, bool json) {
                 << "\n  on this host: " << availability << "\n";
     }
   }
-  if (json) std::cout << Json{{"schema_version", 1}, {"providers", out}}.dump(2) << "\n";
+  if (json) std::cout << dump_json(Json{{"schema_version", 1}, {"providers", out}}, 2) << "\n";
   return 0;
 }
 

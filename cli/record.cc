@@ -172,7 +172,7 @@ void serve_socket(int listener, int stop_fd, RecordingServer& server) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         auto j = parse_json(line, "request");
         Json reply = j.ok() ? server.handle(*j) : Json{{"ok", false}, {"error", j.error().message()}};
-        if (!write_all(conn.get(), reply.dump() + "\n").ok()) {
+        if (!write_all(conn.get(), dump_json(reply) + "\n").ok()) {
           open = false;
           break;
         }

@@ -69,7 +69,7 @@ int run_stats(const StatsArgs& a) {
                  "when its time is within [start_ms, end_ms] of any call"},
                 {"traces", traces}};
     if (each.size() > 1) out["summary"] = replay::to_json(sum);
-    std::cout << out.dump(2) << "\n";
+    std::cout << dump_json(out, 2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{:<44} {:>8} {:>7} {:>5} {:>9} {:>9} {:>6} {:>11} {:>7} {:>11}\n",

@@ -141,8 +141,8 @@ Json to_json(const CallOutcome& o, bool with_output) {
       {"advice", o.advice},
   };
   if (with_output) {
-    j["stdout"] = o.stdout_data;
-    j["stderr"] = o.stderr_data;
+    set_text_field(j, "stdout", o.stdout_data);
+    set_text_field(j, "stderr", o.stderr_data);
     j["stdout_bytes"] = o.stdout_bytes;
     j["stderr_bytes"] = o.stderr_bytes;
     j["stdout_truncated"] = o.stdout_truncated;

@@ -319,6 +319,19 @@ TEST(OutcomeJson, HasEveryDocumentedField) {
   EXPECT_EQ(j.at("stderr_bytes"), 3);
   EXPECT_EQ(j.at("stdout_truncated"), true);
   EXPECT_EQ(j.at("stderr_truncated"), false);
+  EXPECT_EQ(j.at("stdout_invalid_utf8"), 0);
+  EXPECT_EQ(j.at("stderr_invalid_utf8"), 0);
+}
+
+TEST(OutcomeJson, OutputThatIsNotUtf8IsReplacedAndCounted) {
+  CallOutcome o = full_outcome();
+  o.stdout_data = "ok \xFF\xFE";
+  o.stderr_data = "\xC3";  // a character cut in half
+  Json j = to_json(o);
+  EXPECT_EQ(j.at("stdout"), "ok \xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(j.at("stdout_invalid_utf8"), 2);
+  EXPECT_EQ(j.at("stderr_invalid_utf8"), 1);
+  EXPECT_NO_THROW((void)j.dump()) << "the reply a server writes must serialise";
 }
 
 TEST(OutcomeJson, SignalledExitHasNullCode) {

@@ -137,8 +137,13 @@ Json Server::handle(const Json& request) {
 
 std::string Server::handle_line(const std::string& line) {
   auto j = parse_json(line, "request");
-  if (!j.ok()) return Json{{"ok", false}, {"error", j.error().message()}}.dump();
-  return handle(*j).dump();
+  if (!j.ok()) return dump_json(Json{{"ok", false}, {"error", j.error().message()}});
+  // dump_json never throws on what a call wrote; nothing else may end the server either.
+  try {
+    return dump_json(handle(*j));
+  } catch (const std::exception& e) {
+    return dump_json(Json{{"ok", false}, {"error", std::string("internal error: ") + e.what()}});
+  }
 }
 
 }  // namespace sandgate::controller

@@ -51,12 +51,100 @@ Status write_json_file_atomic(const std::string& path, const Json& value, Durabi
   SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600));
   // From here on a failure (ENOSPC half way, EIO on fsync) must not leave the temp file behind.
   Defer remove_tmp([&] { ::unlink(tmp.c_str()); });
-  SG_TRY(std::move(write_all(fd.get(), value.dump(2) + "\n")).context("writing " + tmp));
+  SG_TRY(std::move(write_all(fd.get(), dump_json(value, 2) + "\n")).context("writing " + tmp));
   if (durability == Durability::kSynced && ::fsync(fd.get()) != 0) return sys_error("fsync", tmp);
   fd.reset();
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("rename", tmp);
   remove_tmp.cancel();
   return {};
+}
+
+std::string dump_json(const Json& j, int indent) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+namespace {
+
+// One step of a UTF-8 scan at text[i] (RFC 3629: no overlongs, no surrogates, nothing above
+// U+10FFFF). Returns how many bytes to consume and sets `valid`: a whole valid sequence, or
+// the "maximal subpart" of an invalid one (the longest prefix of some valid sequence, at least
+// one byte), which Unicode's best practice and nlohmann's replace handler turn into one U+FFFD.
+size_t utf8_step(std::string_view text, size_t i, bool& valid) {
+  auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  unsigned char b = at(i);
+  valid = true;
+  if (b < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range allowed for the second byte
+  if (b >= 0xC2 && b <= 0xDF) n = 2;
+  else if (b == 0xE0) n = 3, lo = 0xA0;
+  else if (b == 0xED) n = 3, hi = 0x9F;
+  else if (b >= 0xE1 && b <= 0xEF) n = 3;
+  else if (b == 0xF0) n = 4, lo = 0x90;
+  else if (b == 0xF4) n = 4, hi = 0x8F;
+  else if (b >= 0xF1 && b <= 0xF3) n = 4;
+  else n = 1;  // a continuation byte or 0xC0, 0xC1, 0xF5..0xFF: never valid
+  size_t k = 1;
+  for (; k < n && i + k < text.size(); ++k) {
+    unsigned char c = at(i + k);
+    if (k == 1 ? (c < lo || c > hi) : (c < 0x80 || c > 0xBF)) break;
+  }
+  valid = n > 1 && k == n;
+  return k;
+}
+
+}  // namespace
+
+size_t make_valid_utf8(std::string& text) {
+  // Most output is valid: copy nothing until the first fault.
+  size_t i = 0;
+  bool valid = true;
+  while (i < text.size()) {
+    size_t n = utf8_step(text, i, valid);
+    if (!valid) break;
+    i += n;
+  }
+  if (i == text.size()) return 0;
+  std::string out(text, 0, i);
+  out.reserve(text.size() + 16);
+  size_t replaced = 0;
+  while (i < text.size()) {
+    size_t n = utf8_step(text, i, valid);
+    if (valid) {
+      out.append(text, i, n);
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++replaced;
+    }
+    i += n;
+  }
+  text = std::move(out);
+  return replaced;
+}
+
+void set_text_field(Json& j, const std::string& key, std::string text) {
+  size_t replaced = make_valid_utf8(text);
+  j[key] = std::move(text);
+  j[key + "_invalid_utf8"] = replaced;
+}
+
+size_t utf8_safe_cut(std::string_view text, size_t limit) {
+  if (limit >= text.size()) return text.size();
+  // Step back over at most three continuation bytes to the lead byte of the sequence the cut
+  // falls in; cut before it if the sequence does not end at the limit.
+  size_t lead = limit;
+  for (int k = 0; k < 3 && lead > 0; ++k) {
+    unsigned char c = static_cast<unsigned char>(text[lead - 1]);
+    if ((c & 0xC0) != 0x80) break;
+    --lead;
+  }
+  if (lead == 0) return limit;
+  unsigned char b = static_cast<unsigned char>(text[lead - 1]);
+  size_t want = b >= 0xF0 && b <= 0xF4 ? 4 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xC2 && b <= 0xDF ? 2 : 0;
+  size_t have = limit - (lead - 1);
+  // A lead byte whose sequence runs past the limit: cut before the lead byte.
+  if (want > have) return lead - 1;
+  return limit;
 }
 
 std::string describe_json(const Json& j) {
@@ -68,7 +156,7 @@ std::string describe_json(const Json& j) {
     case Json::value_t::null:
       return "null";
     default: {
-      std::string s = j.dump();
+      std::string s = dump_json(j);
       return s.size() > 60 ? s.substr(0, 57) + "..." : s;
     }
   }

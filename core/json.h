@@ -13,6 +13,26 @@ namespace sandgate {
 
 using Json = nlohmann::json;
 
+// Serialises without ever throwing: bytes that are not valid UTF-8 (a sandbox's output, a
+// path, a decoy's request line) become U+FFFD instead of nlohmann's type_error 316, which
+// would otherwise end the process. Every JSON sandgate writes goes through this.
+std::string dump_json(const Json& j, int indent = -1);
+
+// Replaces each invalid UTF-8 sequence in `text` with U+FFFD (maximal subparts, as Unicode's
+// "best practice" and nlohmann's replace handler do), and returns how many were replaced, so a
+// writer can say that the text was altered.
+size_t make_valid_utf8(std::string& text);
+
+// Sets j[key] to `text` made valid UTF-8 and j[key + "_invalid_utf8"] to the number of
+// sequences replaced (0 when none): output a sandbox wrote goes into JSON this way, so that a
+// reader can tell the text was altered.
+void set_text_field(Json& j, const std::string& key, std::string text);
+
+// The length of the longest prefix of `text` that does not end inside a UTF-8 sequence: where
+// to cut a capture so that a limit never splits a character. Bytes that are not a valid
+// sequence's beginning are left for make_valid_utf8 to replace.
+size_t utf8_safe_cut(std::string_view text, size_t limit);
+
 // What a value is, short, for "expected X, got Y" in strict-parsing errors: "an object",
 // "an array", "null", or the value itself cut at 60 characters.
 std::string describe_json(const Json& j);

@@ -148,5 +148,67 @@ TEST_F(JsonFileTest, ReadJsonFileErrorsNameTheFile) {
   EXPECT_THAT(bad.error().message(), HasSubstr("line 3 column 4"));
 }
 
+// --- hostile text: invalid UTF-8 never throws, is replaced and counted, a cut never splits ---
+
+TEST(Utf8, DumpJsonReplacesWhatPlainDumpThrowsOn) {
+  Json j = {{"stdout", std::string("ok \xFF")}};
+  EXPECT_THROW((void)j.dump(), Json::type_error) << "the defect this guards against";
+  EXPECT_EQ(dump_json(j), "{\"stdout\":\"ok \xEF\xBF\xBD\"}");
+}
+
+TEST(Utf8, MakeValidReplacesEachMaximalSubpartOnce) {
+  struct Case {
+    std::string in, out;
+    size_t replaced;
+  } cases[] = {
+      {"plain ascii", "plain ascii", 0},
+      {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", 0},
+      {"\xFF", "\xEF\xBF\xBD", 1},
+      {"a\xC3", "a\xEF\xBF\xBD", 1},                      // cut-off two-byte sequence
+      {"\xE2\x82", "\xEF\xBF\xBD", 1},                   // cut-off three-byte: one subpart
+      {"\xE2\x82x", "\xEF\xBF\xBDx", 1},
+      {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD", 2},          // overlong '/': two faults
+      {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 3},  // a surrogate
+      {"\xF4\x90\x80\x80", std::string(4 * 3, ' '), 4},   // above U+10FFFF (checked below)
+      {"\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD", 2},
+  };
+  for (auto c : cases) {
+    std::string s = c.in;
+    size_t n = make_valid_utf8(s);
+    EXPECT_EQ(n, c.replaced) << ::testing::PrintToString(c.in);
+    if (c.replaced == 4) {
+      EXPECT_EQ(s, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+    } else {
+      EXPECT_EQ(s, c.out) << ::testing::PrintToString(c.in);
+    }
+    // What comes out always serialises, and nlohmann's own replacement agrees with ours.
+    EXPECT_NO_THROW((void)Json(s).dump());
+    EXPECT_EQ(Json(s).dump(), dump_json(Json(c.in)));
+  }
+}
+
+TEST(Utf8, SetTextFieldSaysHowManyWereReplaced) {
+  Json j = Json::object();
+  set_text_field(j, "stderr", "x\xFEy\xFF");
+  EXPECT_EQ(j["stderr"], "x\xEF\xBF\xBDy\xEF\xBF\xBD");
+  EXPECT_EQ(j["stderr_invalid_utf8"], 2);
+  set_text_field(j, "stdout", "fine");
+  EXPECT_EQ(j["stdout_invalid_utf8"], 0);
+}
+
+TEST(Utf8, SafeCutNeverSplitsACharacter) {
+  std::string text = "ab\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80z";  // a b é € 😀 z
+  // Every limit inside a sequence moves back to its start; a limit on a boundary stays.
+  size_t expect[] = {0, 1, 2, 2, 4, 4, 4, 7, 7, 7, 7, 11, 12};
+  for (size_t limit = 0; limit <= text.size(); ++limit) {
+    EXPECT_EQ(utf8_safe_cut(text, limit), expect[limit]) << "limit " << limit;
+    std::string cut = text.substr(0, utf8_safe_cut(text, limit));
+    EXPECT_EQ(make_valid_utf8(cut), 0u) << "limit " << limit;
+  }
+  // Not UTF-8 at all: the cut stays where it was asked (the bytes are replaced later).
+  EXPECT_EQ(utf8_safe_cut("\xFF\xFF\xFF\xFF", 2), 2u);
+  EXPECT_EQ(utf8_safe_cut("\x80\x80\x80\x80\x80", 4), 4u);
+}
+
 }  // namespace
 }  // namespace sandgate

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "providers/supervisor_protocol.h"
 
@@ -245,6 +246,10 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (call.timeout.count() > 0) deadline = start + call.timeout;
 
+  // Up to output_limit bytes are kept, plus a few more as look-ahead so that the cut can be
+  // moved back to a character boundary when the capture ends (finish_capture): a limit that
+  // split a UTF-8 sequence would leave an invalid byte at the end of the text.
+  constexpr size_t kLookahead = 3;
   auto take = [&](int fd, std::string& data, uint64_t& count, bool& truncated) {
     char buf[16384];
     for (;;) {
@@ -253,10 +258,14 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       if (n <= 0) return n == 0;  // true at EOF
       if (call.on_output) call.on_output(&data == &result.stdout_data ? 1 : 2, std::string_view(buf, static_cast<size_t>(n)));
       count += static_cast<uint64_t>(n);
-      size_t room = call.output_limit > data.size() ? call.output_limit - data.size() : 0;
+      size_t keep = call.output_limit + kLookahead;
+      size_t room = keep > data.size() ? keep - data.size() : 0;
       data.append(buf, std::min(room, static_cast<size_t>(n)));
-      if (static_cast<size_t>(n) > room) truncated = true;
+      if (count > call.output_limit) truncated = true;
     }
+  };
+  auto finish_capture = [&](std::string& data, bool truncated) {
+    if (truncated) data.resize(utf8_safe_cut(data, call.output_limit));
   };
   auto kill_call = [&](int sig) {
     return send_message(control_.get(), {{"op", "kill"}, {"id", id}, {"signal", sig}});
@@ -330,6 +339,8 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   // them must not keep the call open, so read what is there and stop.
   if (out_open) take(out.read.get(), result.stdout_data, result.stdout_bytes, result.stdout_truncated);
   if (err_open) take(err.read.get(), result.stderr_data, result.stderr_bytes, result.stderr_truncated);
+  finish_capture(result.stdout_data, result.stdout_truncated);
+  finish_capture(result.stderr_data, result.stderr_truncated);
   return result;
 }
 

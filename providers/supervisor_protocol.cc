@@ -24,7 +24,7 @@ Result<std::pair<UniqueFd, UniqueFd>> make_control_pair() {
 }
 
 Status send_message(int sock, const Json& body, const std::vector<int>& fds, pid_t cred_pid) {
-  std::string text = body.dump();
+  std::string text = dump_json(body);
   if (text.size() > kMaxMessage)
     return logic_error("send message", "message of " + std::to_string(text.size()) +
                                            " bytes exceeds the limit (argv/env too large)");

@@ -317,7 +317,7 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
     const std::string seg_name = "seg-" + call.id + ".json";
     workloads::Segment seg = fit_segment(call.segment, overhead_ms);
     seg.workdir = ws;
-    if (auto s = write_atomically(ws_host + "/" + seg_name, seg.to_json().dump()); !s.ok()) {
+    if (auto s = write_atomically(ws_host + "/" + seg_name, dump_json(seg.to_json())); !s.ok()) {
       rc.error = s.error().message();
     } else {
       controller::CallRequest req;

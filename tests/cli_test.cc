@@ -14,99 +14,10 @@
 
 #include "core/json.h"
 #include "core/process.h"
-#include "tests/support/provider_fixture.h"
+#include "tests/support/cli_fixture.h"
 
 namespace sandgate::testing {
 namespace {
-
-class CliTest : public ProviderTest {
- protected:
-  void SetUp() override {
-    ProviderTest::SetUp();
-    ::setenv("SANDGATE_STATE_DIR", options_.paths.state_dir.c_str(), 1);
-    ::setenv("SANDGATE_WORK_DIR", options_.paths.work_dir.c_str(), 1);
-    // Never the real "sandgate" cgroup tree.
-    cgroup_root_ = "sandgate-test-" + std::to_string(::getpid());
-    ::setenv("SANDGATE_CGROUP_ROOT", cgroup_root_.c_str(), 1);
-  }
-  void TearDown() override {
-    ::unsetenv("SANDGATE_STATE_DIR");
-    ::unsetenv("SANDGATE_WORK_DIR");
-    ::unsetenv("SANDGATE_CGROUP_ROOT");
-    for (const char* h : {"unified", "memory", "pids", "cpu"}) {
-      std::string dir = std::string("/sys/fs/cgroup/") + h + "/" + cgroup_root_;
-      EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " was left";
-    }
-    ProviderTest::TearDown();
-  }
-  CommandResult sandgate(std::vector<std::string> args) {
-    args.insert(args.begin(), SANDGATE_BINARY);
-    auto r = run_command(args, std::chrono::seconds(60), 8 << 20);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : CommandResult{};
-  }
-  // Waits until a run has recorded its supervisor process; returns the record's JSON.
-  Json wait_for_running_record() {
-    for (int i = 0; i < 500; ++i) {
-      std::string dir = options_.paths.state_dir + "/runs";
-      DIR* d = ::opendir(dir.c_str());
-      while (struct dirent* e = d ? ::readdir(d) : nullptr) {
-        std::string n = e->d_name;
-        if (!n.ends_with(".json")) continue;
-        auto j = read_json_file(dir + "/" + n);
-        // The environment's record, once its supervisor exists (the controller keeps a record
-        // of its own for the run's cgroups).
-        if (j.ok() && supervisor_pid(*j) > 0) {
-          ::closedir(d);
-          return *j;
-        }
-      }
-      if (d) ::closedir(d);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "no run record with a process appeared";
-    return Json::object();
-  }
-  std::string cgroup_root_;
-  static pid_t supervisor_pid(const Json& record) {
-    for (const auto& r : record.at("resources"))
-      if (r.at("kind") == "process") return r.at("pid").get<pid_t>();
-    return 0;
-  }
-  // kill -9 of sandgate mid-run: the run's processes die with it (parent-death signal), and
-  // `sandgate gc` removes what is left on disk.
-  void crash_then_gc(const std::vector<std::string>& exec_args, const std::string& daemon_marker) {
-    std::vector<std::string> argv = {SANDGATE_BINARY, "exec"};
-    argv.insert(argv.end(), exec_args.begin(), exec_args.end());
-    auto child = spawn(argv);
-    ASSERT_TRUE(child.ok()) << child.error().message();
-    Json record = wait_for_running_record();
-    std::string run_dir = options_.paths.work_dir + "/" + record.value("run_id", "?");
-    // Give the command time to start its daemon.
-    std::string marker_file = run_dir + "/workspace/" + daemon_marker;
-    for (int i = 0; i < 500 && ::access(marker_file.c_str(), F_OK) != 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ASSERT_EQ(::access(marker_file.c_str(), F_OK), 0) << "the command never started";
-    pid_t daemon = 0;
-    if (auto text = read_file(marker_file); text.ok()) daemon = std::atoi(text->c_str());
-    ASSERT_TRUE(child->signal(SIGKILL).ok());
-    ASSERT_TRUE(child->wait().ok());
-    EXPECT_EQ(::access(run_dir.c_str(), F_OK), 0) << "nothing was left to collect; the test proves nothing";
-
-    auto gc = sandgate({"gc"});
-    EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
-    // Two records: the environment's and the controller's (the run's cgroups).
-    EXPECT_NE(gc.output.find("2 run record(s), 2 removed"), std::string::npos) << gc.output;
-    EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "gc left the run directory";
-    pid_t sup = supervisor_pid(record);
-    for (int i = 0; i < 200 && (process_exists(sup) || process_exists(daemon)); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    EXPECT_FALSE(process_exists(sup)) << "supervisor " << sup << " survived";
-    if (daemon > 0) {
-      EXPECT_FALSE(process_exists(daemon)) << "daemon " << daemon << " survived";
-    }
-  }
-};
 
 TEST_F(CliTest, QualifyWritesTheReport) {
   SANDGATE_REQUIRE_ROOT();

@@ -206,7 +206,7 @@ void EventLog::append(LabEvent event) {
   event.seq = events_.size() + 1;
   event.at = std::chrono::system_clock::now();
   if (file_.valid()) {
-    if (auto s = write_all(file_.get(), to_json(event).dump() + "\n"); !s.ok())
+    if (auto s = write_all(file_.get(), dump_json(to_json(event)) + "\n"); !s.ok())
       spdlog::warn("lab event log: {}", s.error().message());
   }
   events_.push_back(std::move(event));
