@@ -10,24 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/mounts.h"
 #include "core/result.h"
 
 namespace sandgate::controller {
-
-// One line of /proc/<pid>/mountinfo, octal escapes (\040 for a space) decoded.
-struct MountEntry {
-  int mount_id = 0;
-  int parent_id = 0;
-  std::string root;  // the part of the filesystem mounted here ("/" usually)
-  std::string mount_point;
-  std::vector<std::string> mount_options;  // per-mount: rw, nosuid, relatime ...
-  std::string fstype;                      // "cgroup", "cgroup2", "tracefs" ...
-  std::string source;
-  std::vector<std::string> super_options;  // per-superblock: for cgroup v1 the controllers
-};
-
-// Parses the whole text of a mountinfo file. A malformed line is an error naming its number.
-Result<std::vector<MountEntry>> parse_mount_table(std::string_view text);
 
 enum class CgroupLayoutKind {
   kNone,    // no cgroup filesystem mounted

@@ -26,46 +26,6 @@ CgroupLayout parse_testdata(const std::string& name) {
   return layout.ok() ? *layout : CgroupLayout{};
 }
 
-TEST(MountTable, ParsesFieldsAndOptionalFields) {
-  auto mounts = parse_mount_table(
-      "36 23 0:12 / /sys/kernel/tracing rw,nosuid,relatime shared:15 master:2 - tracefs "
-      "tracefs rw,mode=700\n");
-  ASSERT_TRUE(mounts.ok()) << mounts.error().message();
-  ASSERT_EQ(mounts->size(), 1u);
-  const MountEntry& m = (*mounts)[0];
-  EXPECT_EQ(m.mount_id, 36);
-  EXPECT_EQ(m.parent_id, 23);
-  EXPECT_EQ(m.root, "/");
-  EXPECT_EQ(m.mount_point, "/sys/kernel/tracing");
-  EXPECT_EQ(m.mount_options, (std::vector<std::string>{"rw", "nosuid", "relatime"}));
-  EXPECT_EQ(m.fstype, "tracefs");
-  EXPECT_EQ(m.source, "tracefs");
-  EXPECT_EQ(m.super_options, (std::vector<std::string>{"rw", "mode=700"}));
-}
-
-TEST(MountTable, DecodesOctalEscapes) {
-  auto text = read_file(testdata("mountinfo_odd.txt"));
-  ASSERT_TRUE(text.ok()) << text.error().message();
-  auto mounts = parse_mount_table(*text);
-  ASSERT_TRUE(mounts.ok()) << mounts.error().message();
-  EXPECT_EQ((*mounts)[1].mount_point, "/mnt/my cgroups");
-  EXPECT_EQ((*mounts)[1].source, "cg root");
-  EXPECT_EQ((*mounts)[2].mount_point, "/mnt/my cgroups/sys\\temd");
-  // A mount point literally named "-" is not the separator.
-  EXPECT_EQ((*mounts)[6].mount_point, "/-");
-  EXPECT_EQ((*mounts)[6].fstype, "tmpfs");
-}
-
-TEST(MountTable, MalformedLineIsAnErrorNamingTheLine) {
-  auto text = read_file(testdata("mountinfo_malformed.txt"));
-  ASSERT_TRUE(text.ok()) << text.error().message();
-  auto mounts = parse_mount_table(*text);
-  ASSERT_FALSE(mounts.ok());
-  EXPECT_NE(mounts.error().detail.find("line 2"), std::string::npos) << mounts.error().message();
-  EXPECT_FALSE(parse_mount_table("1 2 0:1 / /x rw - \n").ok());
-  EXPECT_FALSE(parse_mount_table("a b 0:1 / /x rw - tmpfs t rw\n").ok());
-}
-
 TEST(CgroupLayout, HybridAsOnTheProjectMachines) {
   CgroupLayout l = parse_testdata("mountinfo_hybrid.txt");
   EXPECT_EQ(l.kind, CgroupLayoutKind::kHybrid);

@@ -54,7 +54,7 @@ Check bpf_load_check(const HostPaths& paths) {
                   "loaded and closed a socket filter (libbpf " + libbpf_version() + ")");
 }
 
-std::string find_tracefs(const std::vector<controller::MountEntry>& mounts,
+std::string find_tracefs(const std::vector<MountEntry>& mounts,
                          const std::string& expected) {
   std::string other;
   for (const auto& m : mounts) {
@@ -71,7 +71,7 @@ Check tracefs_check(const HostPaths& paths) {
   std::string mountinfo = paths.proc + "/self/mountinfo";
   auto text = read_file(mountinfo);
   if (!text.ok()) return check_failed(name, text.error().message());
-  auto mounts = controller::parse_mount_table(*text);
+  auto mounts = parse_mount_table(*text);
   if (!mounts.ok()) return check_failed(name, mounts.error().message());
   std::string where = find_tracefs(*mounts, paths.tracefs);
   if (where == paths.tracefs) return check_ok(name, "mounted at " + where);

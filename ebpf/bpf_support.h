@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/cgroup_layout.h"
+#include "core/mounts.h"
 #include "core/check.h"
 #include "core/host_paths.h"
 #include "core/result.h"
@@ -22,7 +22,7 @@ Check bpf_load_check(const HostPaths& paths);
 
 // Where tracefs is mounted according to `mounts`: `expected` when it is mounted there, else
 // the first other tracefs mount (debugfs's tracing/ counts), else "".
-std::string find_tracefs(const std::vector<controller::MountEntry>& mounts,
+std::string find_tracefs(const std::vector<MountEntry>& mounts,
                          const std::string& expected);
 // tracefs at <paths.tracefs> per <paths.proc>/self/mountinfo; says how to mount it if not
 // (doctor never mounts anything itself).

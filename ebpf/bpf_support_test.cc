@@ -75,7 +75,7 @@ TEST_F(FakeHost, TracefsWithUnreadableOrBrokenMountinfoFails) {
 }
 
 TEST(FindTracefs, IgnoresOtherFilesystemsAtThePath) {
-  std::vector<controller::MountEntry> mounts(1);
+  std::vector<MountEntry> mounts(1);
   mounts[0].mount_point = "/sys/kernel/tracing";
   mounts[0].fstype = "tmpfs";
   EXPECT_EQ(find_tracefs(mounts, "/sys/kernel/tracing"), "");

@@ -15,9 +15,11 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "core/mounts.h"
 
 namespace sandgate::providers {
 namespace {
@@ -37,10 +39,9 @@ Status do_mount(const std::string& step, const char* source, const std::string& 
   return {};
 }
 
-// A read-only remount of a bind keeps the flags the kernel locked on it when it crossed into
+// A read-only remount of one mount keeps the flags the kernel locked on it when it crossed into
 // our user namespace (nosuid, nodev, noexec, atime): dropping one is EPERM (mount_namespaces(7)).
-Status bind_readonly(const std::string& source, const std::string& target) {
-  SG_TRY(do_mount("bind " + source, source.c_str(), target, nullptr, MS_BIND | MS_REC));
+Status remount_readonly(const std::string& target) {
   struct statvfs sv;
   if (::statvfs(target.c_str(), &sv) != 0) return sys_error("statvfs", target);
   unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
@@ -49,6 +50,24 @@ Status bind_readonly(const std::string& source, const std::string& target) {
   if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
   if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
   return do_mount("remount read-only", nullptr, target, nullptr, flags);
+}
+
+// A bind of `source` at `target` that is read-only all the way down. MS_BIND | MS_REC brings
+// the submounts under the source along, and a remount changes one mount only: a submount under
+// a bound directory would stay writable. mount_setattr(2) with AT_RECURSIVE (Linux 5.12) sets
+// read-only, nosuid and nodev on the whole tree at once and leaves every other flag (the locked
+// ones included) as it is; where the kernel lacks it, each mount of the tree is remounted.
+Status bind_readonly(const std::string& source, const std::string& target) {
+  SG_TRY(do_mount("bind " + source, source.c_str(), target, nullptr, MS_BIND | MS_REC));
+  struct mount_attr attr = {};
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (::mount_setattr(AT_FDCWD, target.c_str(), AT_RECURSIVE, &attr, sizeof attr) == 0) return {};
+  if (errno != ENOSYS) return sys_error("mount_setattr read-only, recursive", target);
+  SG_ASSIGN_OR_RETURN(auto mounts, read_mount_table("/proc/self/mountinfo"));
+  auto points = mount_points_under(mounts, target);  // parents first
+  if (points.empty()) points.push_back(target);
+  for (const auto& p : points) SG_TRY(remount_readonly(p));
+  return {};
 }
 
 Status make_mount_point(const std::string& host_source, const std::string& target) {

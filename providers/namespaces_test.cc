@@ -2,6 +2,7 @@
 #include "providers/namespaces.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +58,34 @@ TEST_F(NamespacesTest, ReadonlyMountIsVisibleAndReadOnly) {
   ASSERT_TRUE(env);
   auto r = sh(*env, "cat /opt/data/f; touch /opt/data/g 2>&1 | grep -c 'Read-only'");
   EXPECT_EQ(r.stdout_data, "ro\n1\n");
+}
+
+// A read-only bind is read-only all the way down: a mount under the bound directory comes
+// along (MS_REC) and must not stay writable (a remount changes one mount only).
+TEST_F(NamespacesTest, ReadonlyMountIsReadOnlyAllTheWayDown) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string data = tmp_ + "/data", sub = data + "/sub", deeper = sub + "/deeper";
+  ASSERT_TRUE(make_dirs(sub).ok());
+  ::chmod(data.c_str(), 0755);
+  ASSERT_EQ(::mount("sandgate-test-sub", sub.c_str(), "tmpfs", 0, "mode=1777,size=64k"), 0);
+  Defer unmount_sub([&] { ::umount2(sub.c_str(), MNT_DETACH); });
+  ASSERT_EQ(::mkdir(deeper.c_str(), 0755), 0);
+  ASSERT_EQ(::mount("sandgate-test-deeper", deeper.c_str(), "tmpfs", 0, "mode=1777,size=64k"), 0);
+  Defer unmount_deeper([&] { ::umount2(deeper.c_str(), MNT_DETACH); });
+  // Writable from the host, and by anyone: only the jail's bind can make it read-only.
+  ASSERT_TRUE(write_file(sub + "/host-wrote", "x", O_WRONLY | O_CREAT).ok());
+  providers::EnvSpec spec;
+  spec.readonly_mounts = {{data, "/opt/data"}};
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  auto r = sh(*env,
+              "cat /opt/data/sub/host-wrote; echo;"
+              "for d in /opt/data /opt/data/sub /opt/data/sub/deeper; do"
+              "  touch $d/jail-wrote 2>&1 | grep -c 'Read-only';"
+              "done");
+  EXPECT_EQ(r.stdout_data, "x\n1\n1\n1\n") << r.stderr_data;
+  EXPECT_NE(::access((sub + "/jail-wrote").c_str(), F_OK), 0) << "the jail wrote into the submount";
+  EXPECT_NE(::access((deeper + "/jail-wrote").c_str(), F_OK), 0);
 }
 
 TEST_F(NamespacesTest, FailedSetupStepNamesItselfAndLeavesNothing) {
@@ -211,6 +240,24 @@ TEST_F(NamespacesTest, StreamsOutputAsItArrives) {
   ASSERT_TRUE(r.ok());
   EXPECT_NE(streamed.find("1one\n"), std::string::npos);
   EXPECT_NE(streamed.find("2two\n"), std::string::npos);
+}
+
+TEST_F(NamespacesTest, CaptureLimitNeverSplitsACharacter) {
+  SANDGATE_REQUIRE_ROOT();
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  providers::Call call;
+  // "ab" then a two-byte "é" and a four-byte emoji: limits 3 and 8 fall inside them.
+  call.argv = {"printf", "ab\\303\\251cd\\360\\237\\230\\200"};
+  for (auto [limit, kept] : {std::pair<size_t, std::string>{3, "ab"}, {4, "ab\xC3\xA9"},
+                             {8, "ab\xC3\xA9" "cd"}, {10, "ab\xC3\xA9" "cd\xF0\x9F\x98\x80"}}) {
+    call.output_limit = limit;
+    auto r = env->exec(call, {});
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->stdout_data, kept) << "limit " << limit;
+    EXPECT_EQ(r->stdout_bytes, 10u);
+    EXPECT_EQ(r->stdout_truncated, limit < 10) << "limit " << limit;
+  }
 }
 
 // The limits line of /proc/<pid>/limits ("Max open files  64  64  files"), soft and hard.
