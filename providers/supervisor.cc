@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -217,6 +218,13 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     return e;
   }
   if (op != "ready") return logic_error("start supervisor", "unexpected reply '" + op + "'");
+  if (reply->body.contains("landlock_missing")) {
+    // Said once per process: the jail still runs, with one promise fewer.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      spdlog::warn("no Landlock on this kernel ({}): calls can lower the OOM priority they are given",
+                   reply->body.value("landlock_missing", ""));
+  }
   return s;
 }
 

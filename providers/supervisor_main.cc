@@ -91,6 +91,9 @@ class SupervisorLoop {
   int control_;
   SupervisorConfig config_;
   std::optional<SeccompProgram> seccomp_;  // compiled once, installed in each call
+  UniqueFd landlock_;                       // the calls' ruleset (jail.h), built once
+  int landlock_abi_ = 0;
+  std::string landlock_missing_;            // why there is none (this kernel lacks Landlock)
   std::map<pid_t, CallProcess> calls_;
 };
 
@@ -109,6 +112,16 @@ int SupervisorLoop::run() {
       if (program.ok()) seccomp_ = std::move(program).value();
       else s = std::move(program).error();
     }
+    if (s.ok()) {
+      auto ruleset = build_call_ruleset(call_writable_paths(config_.jail), &landlock_abi_);
+      if (ruleset.ok()) {
+        landlock_ = std::move(ruleset).value();
+      } else if (ruleset.error().err == ENOSYS || ruleset.error().err == EOPNOTSUPP) {
+        landlock_missing_ = ruleset.error().message();  // said to the host in "ready"
+      } else {
+        s = std::move(ruleset).error();
+      }
+    }
     if (!s.ok()) {
       Json j = error_to_json(s.error());
       j["op"] = "error";
@@ -116,7 +129,9 @@ int SupervisorLoop::run() {
       return 1;
     }
   }
-  if (!send_message(control_, {{"op", "ready"}}).ok()) return 1;
+  Json ready = {{"op", "ready"}, {"landlock_abi", landlock_.valid() ? landlock_abi_ : 0}};
+  if (!landlock_missing_.empty()) ready["landlock_missing"] = landlock_missing_;
+  if (!send_message(control_, ready).ok()) return 1;
 
   for (;;) {
     struct pollfd fds[2] = {{control_, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
@@ -293,6 +308,14 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
   }
   // No descriptor of the supervisor's may reach the call (the error pipe closes at exec).
   if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(error_fd, "close_range");
+  // Before the seccomp filter (which need not allow landlock_restrict_self for this). From
+  // here the oom_score_adj written above sticks: the call cannot open procfs files for writing.
+  if (landlock_.valid()) {
+    if (auto s = restrict_call_to_ruleset(landlock_.get()); !s.ok()) {
+      errno = s.error().err;
+      child_fail(error_fd, "landlock_restrict_self");
+    }
+  }
   if (seccomp_) {
     if (auto s = install_seccomp_program(*seccomp_); !s.ok()) {
       errno = s.error().err;
