@@ -1,12 +1,19 @@
 #include "core/files.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <stdio.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "core/defer.h"
 #include "core/fd.h"
@@ -36,6 +43,69 @@ class FilesTest : public ::testing::Test {
     return st;
   }
 
+  // Where a 100,000-level tree can be made and removed in a second or two: tmpfs. This
+  // machine's ext4 is mounted with `discard`, so every rmdir waits for the device (~2 ms each,
+  // 200 s for 100,000 levels, whatever does the removing).
+  static std::string tmpfs_base() {
+    struct statfs fs;
+    if (::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC) return "/dev/shm";
+    const char* base = std::getenv("TMPDIR");
+    return base && *base ? base : "/tmp";
+  }
+  // Makes `levels` nested directories named "d" below the existing directory `root`, holding
+  // one fd at a time (a path would pass PATH_MAX long before the bottom); returns the deepest.
+  static UniqueFd make_chain(const std::string& root, int levels) {
+    UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    EXPECT_TRUE(fd.valid()) << root;
+    for (int i = 0; i < levels && fd; ++i) {
+      if (::mkdirat(fd.get(), "d", 0755) != 0) {
+        ADD_FAILURE() << "mkdirat at level " << i << ": " << strerror(errno);
+        return {};
+      }
+      fd = UniqueFd(::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    return fd;
+  }
+  // Writes `data` to `name` in the directory open at dirfd.
+  static void put_at(int dirfd, const char* name, const std::string& data) {
+    UniqueFd f(::openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    ASSERT_TRUE(f.valid()) << name << ": " << strerror(errno);
+    ASSERT_TRUE(write_all(f.get(), data).ok());
+  }
+  // How many levels of "d" there are below root (0 when root is gone).
+  static int chain_depth(const std::string& root) {
+    UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return 0;
+    int depth = 0;
+    while (UniqueFd next{::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
+      fd = std::move(next);
+      ++depth;
+    }
+    return depth;
+  }
+  // Clean-up independent of the code under test, for when it failed: removes a chain of "d"
+  // (and the files in it) below root, from the bottom up through "..". TempDir's remove_all
+  // cannot: it keeps a descriptor per level and a path longer than PATH_MAX.
+  static void remove_chain(const std::string& root) {
+    UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return;
+    int depth = 0;
+    while (UniqueFd next{::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
+      fd = std::move(next);
+      ++depth;
+    }
+    for (;; --depth) {
+      if (DIR* d = ::fdopendir(::openat(fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))) {
+        while (struct dirent* e = ::readdir(d)) ::unlinkat(fd.get(), e->d_name, 0);
+        ::closedir(d);
+      }
+      if (depth == 0) break;
+      UniqueFd up(::openat(fd.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!up) return;
+      ::unlinkat(up.get(), "d", AT_REMOVEDIR);
+      fd = std::move(up);
+    }
+  }
   testing::TempDir tmp_;
 };
 
@@ -154,6 +224,135 @@ TEST_F(FilesTest, RemoveTreeLeavesABindMountAndItsContentsAlone) {
   EXPECT_EQ(*keep, "do not delete");
   EXPECT_TRUE(exists(tree + "/mnt/precious"));
   EXPECT_FALSE(exists(tree + "/other")) << "everything else is still removed";
+}
+
+TEST_F(FilesTest, RemoveTreeOfA100000LevelTree) {
+  // A sandbox made this in /workspace; the recursive removal died of SIGSEGV in teardown and in
+  // every `sandgate gc` after (issue 9).
+  testing::TempDir fast(tmpfs_base());
+  std::string tree = fast / "deep";
+  make_dir(tree);
+  Defer cleanup([&] { remove_chain(tree); });
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(make_chain(tree, 100'000).valid());
+  auto built = std::chrono::steady_clock::now();
+  Status s = remove_tree(tree);
+  auto removed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_FALSE(exists(tree));
+  using ms = std::chrono::milliseconds;
+  RecordProperty("build_ms", std::to_string(std::chrono::duration_cast<ms>(built - start).count()));
+  RecordProperty("remove_ms", std::to_string(std::chrono::duration_cast<ms>(removed - built).count()));
+}
+
+TEST_F(FilesTest, RemoveTreeOfA100000LevelTreeWithFilesAtTheBottomAndOnTheWay) {
+  testing::TempDir fast(tmpfs_base());
+  std::string tree = fast / "deep";
+  make_dir(tree);
+  Defer cleanup([&] { remove_chain(tree); });
+  UniqueFd mid = make_chain(tree, 50'000);
+  ASSERT_TRUE(mid.valid());
+  put_at(mid.get(), "halfway", "x");
+  ASSERT_EQ(::symlinkat("/etc", mid.get(), "link-out"), 0);
+  UniqueFd bottom = make_chain("/proc/self/fd/" + std::to_string(mid.get()), 50'000);
+  ASSERT_TRUE(bottom.valid());
+  put_at(bottom.get(), "bottom", "y");
+  ASSERT_EQ(::mkdirat(bottom.get(), "empty", 0755), 0);
+  mid.reset();
+  bottom.reset();
+  ASSERT_EQ(chain_depth(tree), 100'000);
+
+  Status s = remove_tree(tree);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_FALSE(exists(tree));
+  EXPECT_TRUE(exists("/etc/passwd"));
+}
+
+TEST_F(FilesTest, RemoveTreeLeavesAMountPointDeepInsideAlone) {
+  SANDGATE_REQUIRE_ROOT();
+  make_dir(tmp_ / "host");
+  make_file(tmp_ / "host/precious", "do not delete");
+  std::string tree = tmp_ / "tree";
+  make_dir(tree);
+  make_file(tree + "/top", "x");
+  Defer cleanup([&] { remove_chain(tree); });
+  // 3,000 levels: deeper than PATH_MAX, so the mount goes through the magic link of an fd.
+  UniqueFd deep = make_chain(tree, 3'000);
+  ASSERT_TRUE(deep.valid());
+  put_at(deep.get(), "beside", "x");
+  ASSERT_EQ(::mkdirat(deep.get(), "mnt", 0755), 0);
+  std::string at = "/proc/self/fd/" + std::to_string(deep.get()) + "/mnt";
+  ASSERT_EQ(::mount((tmp_ / "host").c_str(), at.c_str(), nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+  UniqueFd mounted(::openat(deep.get(), "mnt", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(mounted.valid());
+  std::string mounted_at = "/proc/self/fd/" + std::to_string(mounted.get());
+  Defer unmount([&] {
+    if (mounted) ::umount2(mounted_at.c_str(), MNT_DETACH);
+  });
+
+  Status s = remove_tree(tree);
+  ASSERT_FALSE(s.ok()) << "a mount point 3,000 levels down must be reported";
+  EXPECT_EQ(s.error().err, EBUSY) << s.error().message();
+  // The error names where, without a 6 KB path: the middle levels are counted, not spelled.
+  EXPECT_NE(s.error().path.find("levels>"), std::string::npos) << s.error().path;
+  EXPECT_LT(s.error().message().size(), 1024u) << s.error().message();
+  auto keep = read_file(tmp_ / "host/precious");
+  ASSERT_TRUE(keep.ok()) << "remove_tree crossed into a bind mount";
+  EXPECT_EQ(*keep, "do not delete");
+  EXPECT_TRUE(exists(mounted_at + "/precious"));
+  EXPECT_FALSE(exists(tree + "/top")) << "everything else is still removed";
+  struct stat st;
+  EXPECT_NE(::fstatat(deep.get(), "beside", &st, AT_SYMLINK_NOFOLLOW), 0) << "a file beside the mount is removed";
+  EXPECT_EQ(chain_depth(tree), 3'000) << "the directories above the mount point stay";
+
+  ASSERT_EQ(::umount2(mounted_at.c_str(), MNT_DETACH), 0) << strerror(errno);
+  mounted.reset();
+  deep.reset();
+  Status again = remove_tree(tree);
+  EXPECT_TRUE(again.ok()) << again.error().message();
+  EXPECT_FALSE(exists(tree));
+}
+
+TEST_F(FilesTest, RemoveTreeStopsWhenTheTreeIsMovedUnderIt) {
+  // fts(3)'s check: climbing back through ".." must land in the directory the walk came down
+  // through. Here a sandbox-like thread moves the branch being removed into another directory
+  // while the walk is inside it; climbing on would rmdir in, and then empty, the wrong
+  // directory ("elsewhere", and its "b" that has the same name as one in the tree).
+  testing::TempDir fast(tmpfs_base());
+  std::string tree = fast / "tree", elsewhere = fast / "elsewhere";
+  make_dir(tree);
+  make_dir(tree + "/b");
+  make_dir(elsewhere);
+  make_dir(elsewhere + "/b");
+  make_file(elsewhere + "/b/precious", "do not delete");
+  make_dir(tree + "/a");
+  Defer cleanup([&] {
+    remove_chain(tree + "/a");
+    remove_chain(elsewhere + "/a");
+  });
+  ASSERT_TRUE(make_chain(tree + "/a", 50'000).valid());
+  // The walk unlinks the files of a directory as soon as it enters it: this one going is the
+  // sign that it is inside "a", with 50,000 levels to go down and come back up. (Not a marker
+  // at the bottom watched through an fd: an fd held there keeps every dentry of the chain
+  // cached, and each rmdir on the way up then walks all of them, O(depth^2) in the kernel.)
+  make_file(tree + "/a/entered", "x");
+
+  std::atomic<bool> moved{false};
+  std::thread mover([&] {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (::access((tree + "/a/entered").c_str(), F_OK) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+    }
+    moved = ::rename((tree + "/a").c_str(), (elsewhere + "/a").c_str()) == 0;
+  });
+  Status s = remove_tree(tree);
+  mover.join();
+  ASSERT_TRUE(moved) << "the move came too late to test anything";
+  ASSERT_FALSE(s.ok()) << "the walk climbed out of a moved directory into another one";
+  EXPECT_EQ(s.error().err, ESTALE) << s.error().message();
+  EXPECT_TRUE(exists(elsewhere + "/a")) << "removed in the directory it was moved to";
+  auto keep = read_file(elsewhere + "/b/precious");
+  EXPECT_TRUE(keep.ok()) << "emptied a directory outside the tree";
 }
 
 // --- copy_tree ---
