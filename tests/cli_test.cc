@@ -1,5 +1,6 @@
 // The sandgate command line, end to end: exit statuses, clear errors for bad input, --json,
 // and clean-up after SIGTERM and after kill -9 (+ `sandgate gc`).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/fd.h"
 #include "core/json.h"
 #include "core/process.h"
 #include "tests/support/provider_fixture.h"
@@ -317,6 +319,31 @@ TEST_F(CliTest, GcAfterKillNineHostDir) {
   crash_then_gc({"--provider", "host_dir", "--allow-unsafe-host", "--", "sh", "-c",
                         "setsid sleep 120 >/dev/null 2>&1 & echo $! > daemon.pid; sleep 60"},
                 "daemon.pid");
+}
+
+TEST_F(CliTest, RecipeOverItsLimitsIsRefusedAndLeavesNothing) {
+  // EnvSpec::recipe_limits reach the copy; a refused recipe leaves no half-made workspace or
+  // run directory behind (TearDown checks).
+  std::string recipe = tmp_ + "/recipe";
+  ASSERT_TRUE(make_dirs(recipe + "/sub").ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(write_file(recipe + "/sub/f" + std::to_string(i), "x", O_WRONLY | O_CREAT | O_CLOEXEC).ok());
+  auto p = provider("host_dir");
+  ASSERT_NE(p, nullptr);
+  providers::EnvSpec spec;
+  spec.workspace_recipe = recipe;
+  spec.uid = ::getuid();
+  spec.gid = ::getgid();
+  spec.recipe_limits.max_entries = 5;
+  auto env = p->create(spec);
+  ASSERT_FALSE(env.ok()) << "a recipe of 12 entries passed a limit of 5";
+  EXPECT_NE(env.error().message().find("more than 5 entries (limit max_entries)"), std::string::npos)
+      << env.error().message();
+  // Its positive twin: the same recipe under the default limits.
+  spec.recipe_limits = {};
+  auto fine = p->create(spec);
+  ASSERT_TRUE(fine.ok()) << fine.error().message();
+  EXPECT_TRUE((*fine)->destroy().ok());
 }
 
 }  // namespace
