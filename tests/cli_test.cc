@@ -5,9 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <linux/magic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 
 #include <chrono>
 #include <cstring>
@@ -39,8 +41,24 @@ class CliTest : public ProviderTest {
       std::string dir = std::string("/sys/fs/cgroup/") + h + "/" + cgroup_root_;
       EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " was left";
     }
-    ProviderTest::TearDown();
+    ProviderTest::TearDown();  // checks the work directory is empty, wherever it is
+    if (!tmpfs_dir_.empty()) (void)remove_tree(tmpfs_dir_);
   }
+  // Moves the work directory (where workspaces live) to tmpfs, for the tests that make
+  // 100,000-level trees: this machine's ext4 is mounted with `discard`, so each rmdir waits
+  // for the device (~2 ms, 200 s for such a tree whatever removes it). Where /dev/shm is not
+  // tmpfs, the work directory stays where it was: slower, the same test.
+  void use_tmpfs_work_dir() {
+    struct statfs fs;
+    if (::statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC) return;
+    char tmpl[] = "/dev/shm/sgtest-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    tmpfs_dir_ = tmpl;
+    ::chmod(tmpfs_dir_.c_str(), 0711);
+    options_.paths.work_dir = tmpfs_dir_ + "/work";
+    ::setenv("SANDGATE_WORK_DIR", options_.paths.work_dir.c_str(), 1);
+  }
+  std::string tmpfs_dir_;
   CommandResult sandgate(std::vector<std::string> args) {
     args.insert(args.begin(), SANDGATE_BINARY);
     auto r = run_command(args, std::chrono::seconds(60), 8 << 20);
@@ -319,6 +337,62 @@ TEST_F(CliTest, GcAfterKillNineHostDir) {
   crash_then_gc({"--provider", "host_dir", "--allow-unsafe-host", "--", "sh", "-c",
                         "setsid sleep 120 >/dev/null 2>&1 & echo $! > daemon.pid; sleep 60"},
                 "daemon.pid");
+}
+
+// A workspace 100,000 directories deep (issue 9): the recursive removal died of SIGSEGV in
+// teardown, leaving the record, the cgroups and the workspace, and every later gc died the same
+// way. python3 makes it as an agent's code would: mkdir, chdir, 100,000 times.
+constexpr const char* kDeepTree =
+    "import os\n"
+    "for i in range(100000):\n"
+    "    os.mkdir('d')\n"
+    "    os.chdir('d')\n"
+    "print('levels', i + 1)\n";
+
+TEST_F(CliTest, ExecTearsDownA100000LevelWorkspace) {
+  SANDGATE_REQUIRE_ROOT();
+  use_tmpfs_work_dir();
+  auto r = sandgate({"exec", "--provider", "namespaces", "--", "python3", "-c", kDeepTree});
+  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_NE(r.output.find("levels 100000"), std::string::npos)
+      << "the tree was not made; the test proves nothing: " << r.output;
+  // TearDown checks that no record, run directory or cgroup is left.
+}
+
+TEST_F(CliTest, GcAfterKillNineRemovesA100000LevelWorkspace) {
+  SANDGATE_REQUIRE_ROOT();
+  use_tmpfs_work_dir();
+  // The command goes back to /workspace before it waits: a process whose cwd is the bottom
+  // keeps the whole chain's dentries pinned (and it is killed only as gc starts).
+  std::string script = std::string(kDeepTree) +
+                       "os.chdir('/workspace')\n"
+                       "open('/workspace/made', 'w').close()\n"
+                       "import time\n"
+                       "time.sleep(60)\n";
+  crash_then_gc({"--provider", "namespaces", "--", "python3", "-c", script}, "made");
+}
+
+TEST_F(CliTest, GcRemovesAnOrphaned100000LevelTree) {
+  // A run directory whose record was lost, holding what a sandbox made: gc's sweep of the work
+  // directory removes it like any other.
+  use_tmpfs_work_dir();
+  // A host that has made runs before has <state>/runs (gc sweeps the work directory only then).
+  ASSERT_TRUE(make_dirs(options_.paths.state_dir + "/runs", 0711).ok());
+  std::string run_dir = options_.paths.work_dir + "/lost-run";
+  ASSERT_TRUE(make_dirs(run_dir + "/workspace", 0711).ok());
+  {
+    UniqueFd fd(::open((run_dir + "/workspace").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    for (int i = 0; i < 100'000 && fd; ++i) {
+      ASSERT_EQ(::mkdirat(fd.get(), "d", 0755), 0) << i;
+      fd = UniqueFd(::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::mkdirat(fd.get(), "bottom", 0755), 0);
+  }
+  auto gc = sandgate({"gc"});
+  EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
+  EXPECT_NE(gc.output.find("1 orphaned run directory removed"), std::string::npos) << gc.output;
+  EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "gc left the deep tree";
 }
 
 TEST_F(CliTest, RecipeOverItsLimitsIsRefusedAndLeavesNothing) {
