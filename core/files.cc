@@ -2,8 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -267,7 +267,8 @@ Status remove_tree(const std::string& path) {
     std::string name = std::move(subdirs.back());
     subdirs.pop_back();
     // O_NOFOLLOW: a directory swapped for a symlink since it was listed is not followed.
-    UniqueFd dir(::openat(walk.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd dir(
+        ::openat(walk.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!dir) {
       if (errno == ENOENT) continue;
       if (errno != ENOTDIR && errno != ELOOP) {
@@ -348,10 +349,10 @@ class TreeCopier {
   // Every entry seen counts, skipped ones too: a million fifos cost time to walk as well.
   Status count_entry() {
     if (++entries_ > limits_.max_entries)
-      return logic_error("copy tree",
-                         "more than " + std::to_string(limits_.max_entries) +
-                             " entries (limit max_entries)",
-                         src_root_);
+      return logic_error(
+          "copy tree",
+          "more than " + std::to_string(limits_.max_entries) + " entries (limit max_entries)",
+          src_root_);
     return {};
   }
   Status count_bytes(uint64_t n) {
@@ -432,7 +433,8 @@ class TreeCopier {
       int err = errno;
       return sys_error(err, "readlink", src_.path(name));
     }
-    if (static_cast<size_t>(n) == sizeof target) return sys_error(ENAMETOOLONG, "readlink", src_.path(name));
+    if (static_cast<size_t>(n) == sizeof target)
+      return sys_error(ENAMETOOLONG, "readlink", src_.path(name));
     target[n] = '\0';
     SG_TRY(count_bytes(static_cast<uint64_t>(n)));
     if (::symlinkat(target, dst_.fd(), name) != 0 ||
@@ -456,7 +458,8 @@ class TreeCopier {
     }
     if (in_st.st_dev != st.st_dev || in_st.st_ino != st.st_ino)
       return sys_error(ESTALE, "reopen through " + self + " (another file)", src_.path(name));
-    UniqueFd out(::openat(dst_.fd(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    UniqueFd out(
+        ::openat(dst_.fd(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!out) {
       int err = errno;
       return sys_error(err, "create", dst_.path(name));
@@ -528,7 +531,8 @@ class TreeCopier {
       }
       if (n == 0) return {};
       for (ssize_t done = 0; done < n;) {
-        ssize_t w = ::pwrite(out, buffer_.data() + done, static_cast<size_t>(n - done), off_out + done);
+        ssize_t w =
+            ::pwrite(out, buffer_.data() + done, static_cast<size_t>(n - done), off_out + done);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0) {
           int err = errno;

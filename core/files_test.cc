@@ -2,8 +2,8 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
-#include <stdio.h>
 #include <linux/magic.h>
+#include <stdio.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -79,7 +79,8 @@ class FilesTest : public ::testing::Test {
     UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) return 0;
     int depth = 0;
-    while (UniqueFd next{::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
+    while (
+        UniqueFd next{::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
       fd = std::move(next);
       ++depth;
     }
@@ -92,7 +93,8 @@ class FilesTest : public ::testing::Test {
     UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) return;
     int depth = 0;
-    while (UniqueFd next{::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
+    while (
+        UniqueFd next{::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
       fd = std::move(next);
       ++depth;
     }
@@ -109,7 +111,8 @@ class FilesTest : public ::testing::Test {
     }
   }
   // Every regular file below `dir` whose content contains `needle` (for small trees).
-  static std::vector<std::string> files_containing(const std::string& dir, const std::string& needle) {
+  static std::vector<std::string> files_containing(const std::string& dir,
+                                                   const std::string& needle) {
     std::vector<std::string> out, todo = {dir};
     while (!todo.empty()) {
       std::string d = todo.back();
@@ -266,7 +269,8 @@ TEST_F(FilesTest, RemoveTreeOfA100000LevelTree) {
   EXPECT_FALSE(exists(tree));
   using ms = std::chrono::milliseconds;
   RecordProperty("build_ms", std::to_string(std::chrono::duration_cast<ms>(built - start).count()));
-  RecordProperty("remove_ms", std::to_string(std::chrono::duration_cast<ms>(removed - built).count()));
+  RecordProperty("remove_ms",
+                 std::to_string(std::chrono::duration_cast<ms>(removed - built).count()));
 }
 
 TEST_F(FilesTest, RemoveTreeOfA100000LevelTreeWithFilesAtTheBottomAndOnTheWay) {
@@ -306,7 +310,8 @@ TEST_F(FilesTest, RemoveTreeLeavesAMountPointDeepInsideAlone) {
   put_at(deep.get(), "beside", "x");
   ASSERT_EQ(::mkdirat(deep.get(), "mnt", 0755), 0);
   std::string at = "/proc/self/fd/" + std::to_string(deep.get()) + "/mnt";
-  ASSERT_EQ(::mount((tmp_ / "host").c_str(), at.c_str(), nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+  ASSERT_EQ(::mount((tmp_ / "host").c_str(), at.c_str(), nullptr, MS_BIND, nullptr), 0)
+      << strerror(errno);
   UniqueFd mounted(::openat(deep.get(), "mnt", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   ASSERT_TRUE(mounted.valid());
   std::string mounted_at = "/proc/self/fd/" + std::to_string(mounted.get());
@@ -326,7 +331,8 @@ TEST_F(FilesTest, RemoveTreeLeavesAMountPointDeepInsideAlone) {
   EXPECT_TRUE(exists(mounted_at + "/precious"));
   EXPECT_FALSE(exists(tree + "/top")) << "everything else is still removed";
   struct stat st;
-  EXPECT_NE(::fstatat(deep.get(), "beside", &st, AT_SYMLINK_NOFOLLOW), 0) << "a file beside the mount is removed";
+  EXPECT_NE(::fstatat(deep.get(), "beside", &st, AT_SYMLINK_NOFOLLOW), 0)
+      << "a file beside the mount is removed";
   EXPECT_EQ(chain_depth(tree), 3'000) << "the directories above the mount point stay";
 
   ASSERT_EQ(::umount2(mounted_at.c_str(), MNT_DETACH), 0) << strerror(errno);
@@ -496,7 +502,8 @@ TEST_F(FilesTest, CopyTreeCopiesDataHoleDataByteExact) {
     UniqueFd f(::open((src + "/mixed").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     ASSERT_TRUE(f.valid());
     ASSERT_EQ(::pwrite(f.get(), first.data(), first.size(), 0), static_cast<ssize_t>(first.size()));
-    ASSERT_EQ(::pwrite(f.get(), second.data(), second.size(), kSecond), static_cast<ssize_t>(second.size()));
+    ASSERT_EQ(::pwrite(f.get(), second.data(), second.size(), kSecond),
+              static_cast<ssize_t>(second.size()));
     ASSERT_EQ(::ftruncate(f.get(), kSize), 0);  // and a hole at the end
   }
 
@@ -586,20 +593,24 @@ TEST_F(FilesTest, CopyTreeRefusesTooManyBytesNamingTheLimit) {
   for (int i = 0; i < 4; ++i) make_file(src + "/sub/f" + std::to_string(i), std::string(1000, 'x'));
   Status s = copy_tree(src, tmp_ / "dst", ::getuid(), ::getgid(), CopyLimits{3'999, 100});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("(limit max_bytes)"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("(limit max_bytes)"), std::string::npos)
+      << s.error().message();
   EXPECT_FALSE(exists(tmp_ / "dst")) << "a half-made copy was left";
 
   // Apparent sizes count: a hole costs nothing to copy but is what the sandbox would see.
   make_dir(tmp_ / "sparse");
   {
-    UniqueFd f(::open((tmp_ / "sparse/big").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    UniqueFd f(
+        ::open((tmp_ / "sparse/big").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     ASSERT_TRUE(f.valid());
     ASSERT_EQ(::ftruncate(f.get(), off_t{1} << 30), 0);
   }
-  Status sparse = copy_tree(tmp_ / "sparse", tmp_ / "dst", ::getuid(), ::getgid(), CopyLimits{512 << 20, 100});
+  Status sparse =
+      copy_tree(tmp_ / "sparse", tmp_ / "dst", ::getuid(), ::getgid(), CopyLimits{512 << 20, 100});
   ASSERT_FALSE(sparse.ok());
-  EXPECT_NE(sparse.error().message().find("more than 512MiB in files and symlinks (limit max_bytes)"),
-            std::string::npos)
+  EXPECT_NE(
+      sparse.error().message().find("more than 512MiB in files and symlinks (limit max_bytes)"),
+      std::string::npos)
       << sparse.error().message();
   EXPECT_FALSE(exists(tmp_ / "dst"));
 }
@@ -646,7 +657,8 @@ TEST_F(FilesTest, CopyTreeNeverCopiesASecretSwappedInForAFile) {
   RecordProperty("copies", copies);
   RecordProperty("swaps", static_cast<int>(swaps));
   ASSERT_GT(swaps, 100) << "the swapping thread barely ran: the test proves nothing";
-  EXPECT_EQ(leaks, 0) << leaks << " of " << copies << " copies held the secret's content, e.g. " << leaked;
+  EXPECT_EQ(leaks, 0) << leaks << " of " << copies << " copies held the secret's content, e.g. "
+                      << leaked;
   // Each name is always something: a copy that decides from what it opened never trips on it.
   EXPECT_EQ(failures, 0) << failures << " of " << copies << " copies failed, e.g. " << failed;
 }

@@ -105,7 +105,8 @@ TEST_F(WitnessTest, TreeSnapshotOfA100000LevelTreeIsBoundedAndReported) {
   // On tmpfs where there is one: this machine's ext4 is mounted with `discard`, and removing
   // 100,000 directories there takes minutes whatever removes them.
   struct statfs fs;
-  std::string base = ::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC ? "/dev/shm" : "/tmp";
+  std::string base =
+      ::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC ? "/dev/shm" : "/tmp";
   std::string tmpl = base + "/sgwitness-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
   Defer cleanup([&] { EXPECT_TRUE(remove_tree(tmpl).ok()); });
@@ -138,7 +139,9 @@ TEST_F(WitnessTest, TreeSnapshotOfAWideTreeIsBoundedAndReported) {
   auto before = snapshot_tree(tmp_ + "/home");
   ASSERT_TRUE(make_dirs(tmp_ + "/home/many").ok());
   for (size_t i = 0; i < kSnapshotMaxEntries; ++i)
-    ASSERT_TRUE(write_file(tmp_ + "/home/many/" + std::to_string(i), "", O_WRONLY | O_CREAT | O_CLOEXEC).ok());
+    ASSERT_TRUE(
+        write_file(tmp_ + "/home/many/" + std::to_string(i), "", O_WRONLY | O_CREAT | O_CLOEXEC)
+            .ok());
   auto after = snapshot_tree(tmp_ + "/home");
   EXPECT_EQ(after.stopped, "more than " + std::to_string(kSnapshotMaxEntries) + " entries");
   EXPECT_EQ(after.entries.size(), kSnapshotMaxEntries);

@@ -2,14 +2,13 @@
 // and clean-up after SIGTERM and after kill -9 (+ `sandgate gc`).
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <linux/magic.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -401,7 +400,9 @@ TEST_F(CliTest, RecipeOverItsLimitsIsRefusedAndLeavesNothing) {
   std::string recipe = tmp_ + "/recipe";
   ASSERT_TRUE(make_dirs(recipe + "/sub").ok());
   for (int i = 0; i < 10; ++i)
-    ASSERT_TRUE(write_file(recipe + "/sub/f" + std::to_string(i), "x", O_WRONLY | O_CREAT | O_CLOEXEC).ok());
+    ASSERT_TRUE(
+        write_file(recipe + "/sub/f" + std::to_string(i), "x", O_WRONLY | O_CREAT | O_CLOEXEC)
+            .ok());
   auto p = provider("host_dir");
   ASSERT_NE(p, nullptr);
   providers::EnvSpec spec;
@@ -411,7 +412,8 @@ TEST_F(CliTest, RecipeOverItsLimitsIsRefusedAndLeavesNothing) {
   spec.recipe_limits.max_entries = 5;
   auto env = p->create(spec);
   ASSERT_FALSE(env.ok()) << "a recipe of 12 entries passed a limit of 5";
-  EXPECT_NE(env.error().message().find("more than 5 entries (limit max_entries)"), std::string::npos)
+  EXPECT_NE(env.error().message().find("more than 5 entries (limit max_entries)"),
+            std::string::npos)
       << env.error().message();
   // Its positive twin: the same recipe under the default limits.
   spec.recipe_limits = {};
