@@ -1,12 +1,15 @@
 #include "probes/witness.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string_view>
 
 #include "core/fd.h"
 #include "core/units.h"
@@ -119,15 +122,49 @@ std::vector<std::string> marked_entries(const std::string& dir, const std::strin
 
 TreeSnapshot snapshot_tree(const std::string& dir) {
   TreeSnapshot snap;
-  std::error_code ec;
-  namespace fs = std::filesystem;
-  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+  // One open directory stream per level on the way down, never more than kSnapshotMaxDepth:
+  // the depth bound is what keeps descriptors (and path lengths) bounded, without recursion.
+  struct Level {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir;
+    std::string rel;  // "" for dir itself
+  };
+  auto open_level = [](int at, const char* name, std::string rel) -> std::optional<Level> {
+    int fd = ::openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+    if (d == nullptr) {
+      if (fd >= 0) ::close(fd);
+      return std::nullopt;  // unreadable or gone meanwhile: skipped, as before
+    }
+    return Level{{d, ::closedir}, std::move(rel)};
+  };
+  std::vector<Level> levels;
+  if (auto root = open_level(AT_FDCWD, dir.c_str(), "")) levels.push_back(std::move(*root));
+  size_t seen = 0;
+  while (!levels.empty()) {
+    Level& top = levels.back();
+    struct dirent* e = ::readdir(top.dir.get());
+    if (e == nullptr) {
+      levels.pop_back();
+      continue;
+    }
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (++seen > kSnapshotMaxEntries) {
+      snap.stopped = "more than " + std::to_string(kSnapshotMaxEntries) + " entries";
+      break;
+    }
+    std::string rel = top.rel.empty() ? std::string(name) : top.rel + "/" + e->d_name;
     struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0) continue;
-    std::string rel = fs::relative(it->path(), dir, ec).string();
-    snap[rel] = std::to_string(st.st_size) + ":" +
-                std::to_string(st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec);
+    if (::fstatat(::dirfd(top.dir.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    snap.entries[rel] = std::to_string(st.st_size) + ":" +
+                        std::to_string(st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec);
+    if (!S_ISDIR(st.st_mode)) continue;
+    if (levels.size() >= static_cast<size_t>(kSnapshotMaxDepth)) {
+      snap.stopped = "deeper than " + std::to_string(kSnapshotMaxDepth) + " levels";
+      continue;  // the rest of this level is still within bounds
+    }
+    if (auto next = open_level(::dirfd(top.dir.get()), e->d_name, std::move(rel)))
+      levels.push_back(std::move(*next));
   }
   return snap;
 }
@@ -135,11 +172,13 @@ TreeSnapshot snapshot_tree(const std::string& dir) {
 std::vector<std::string> tree_changes(const std::string& dir, const TreeSnapshot& before,
                                       const TreeSnapshot& after) {
   std::vector<std::string> out;
-  for (const auto& [rel, sig] : after) {
-    auto it = before.find(rel);
-    if (it == before.end()) out.push_back(dir + "/" + rel + " (new)");
+  for (const auto& [rel, sig] : after.entries) {
+    auto it = before.entries.find(rel);
+    if (it == before.entries.end()) out.push_back(dir + "/" + rel + " (new)");
     else if (it->second != sig) out.push_back(dir + "/" + rel + " (changed)");
   }
+  if (!after.stopped.empty() && after.stopped != before.stopped)
+    out.push_back(dir + " (snapshot stopped: " + after.stopped + ")");
   return out;
 }
 

@@ -40,9 +40,20 @@ std::vector<std::string> marked_entries(const std::string& dir, const std::strin
 
 // What a directory tree holds: relative path -> "size:mtime_ns". Two snapshots differ where
 // something was written (new files, appended lines, new hooks).
-using TreeSnapshot = std::map<std::string, std::string>;
+//
+// The tree is a canary home a sandbox may have written into, so the walk is bounded: at most
+// kSnapshotMaxDepth levels below `dir` and kSnapshotMaxEntries entries (10,000 paths of at most
+// 32 names: ~80 MB at the very worst, kilobytes for a real home). Past either bound the walk
+// does not go on: `stopped` says which bound was hit, and what lies beyond it is not compared.
+constexpr int kSnapshotMaxDepth = 32;
+constexpr size_t kSnapshotMaxEntries = 10'000;
+struct TreeSnapshot {
+  std::map<std::string, std::string> entries;
+  std::string stopped;  // "deeper than 32 levels", "more than 10000 entries"; empty: complete
+};
 TreeSnapshot snapshot_tree(const std::string& dir);
-// Paths (under `dir`) that are new or changed in `after`.
+// Paths (under `dir`) that are new or changed in `after`, and "<dir> (snapshot stopped: ...)"
+// when `after` hit a bound that `before` did not: a tree grown past the bounds is a change.
 std::vector<std::string> tree_changes(const std::string& dir, const TreeSnapshot& before,
                                       const TreeSnapshot& after);
 

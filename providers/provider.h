@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/files.h"
 #include "core/host_paths.h"
 #include "core/process.h"
 #include "core/result.h"
@@ -66,6 +67,9 @@ struct EnvSpec {
   std::string run_id;               // empty: generated
   std::string tenant = "default";
   std::string workspace_recipe;     // a directory copied into the fresh workspace; empty: empty
+  // How large a recipe may be (total file bytes, entries): a recipe is data, possibly made by an
+  // earlier run, and is copied as root before any sandbox limit applies.
+  CopyLimits recipe_limits;
   // Host environment allowlist: "NAME" passes the host's value when set, "NAME=VALUE" sets it.
   // Nothing else from the host environment passes (providers with creds.scrubbed_env).
   std::vector<std::string> env;

@@ -88,8 +88,9 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   if (!recipe.shared_workspace.empty()) {
     // Made (and recorded) by prepare_shared_dir(); not part of this run.
   } else if (!spec.workspace_recipe.empty()) {
+    // A failed copy leaves nothing at layout.workspace, and fail() removes the run directory.
     if (auto s = copy_tree(spec.workspace_recipe, layout.workspace, recipe.workspace_uid,
-                           recipe.workspace_gid);
+                           recipe.workspace_gid, spec.recipe_limits);
         !s.ok())
       return fail(std::move(s).error().context_add("copy workspace recipe"));
     if (::chmod(layout.workspace.c_str(), 0700) != 0) return fail(sys_error("chmod", layout.workspace));

@@ -1,17 +1,20 @@
 // The sandgate command line, end to end: exit statuses, clear errors for bad input, --json,
 // and clean-up after SIGTERM and after kill -9 (+ `sandgate gc`).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <signal.h>
-#include <unistd.h>
-
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <thread>
 
+#include "core/fd.h"
 #include "core/json.h"
 #include "core/process.h"
 #include "tests/support/cli_fixture.h"
@@ -228,6 +231,90 @@ TEST_F(CliTest, GcAfterKillNineHostDir) {
   crash_then_gc({"--provider", "host_dir", "--allow-unsafe-host", "--", "sh", "-c",
                         "setsid sleep 120 >/dev/null 2>&1 & echo $! > daemon.pid; sleep 60"},
                 "daemon.pid");
+}
+
+// A workspace 100,000 directories deep (issue 9): the recursive removal died of SIGSEGV in
+// teardown, leaving the record, the cgroups and the workspace, and every later gc died the same
+// way. python3 makes it as an agent's code would: mkdir, chdir, 100,000 times.
+constexpr const char* kDeepTree =
+    "import os\n"
+    "for i in range(100000):\n"
+    "    os.mkdir('d')\n"
+    "    os.chdir('d')\n"
+    "print('levels', i + 1)\n";
+
+TEST_F(CliTest, ExecTearsDownA100000LevelWorkspace) {
+  SANDGATE_REQUIRE_ROOT();
+  use_tmpfs_work_dir();
+  auto r = sandgate({"exec", "--provider", "namespaces", "--", "python3", "-c", kDeepTree});
+  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_NE(r.output.find("levels 100000"), std::string::npos)
+      << "the tree was not made; the test proves nothing: " << r.output;
+  // TearDown checks that no record, run directory or cgroup is left.
+}
+
+TEST_F(CliTest, GcAfterKillNineRemovesA100000LevelWorkspace) {
+  SANDGATE_REQUIRE_ROOT();
+  use_tmpfs_work_dir();
+  // The command goes back to /workspace before it waits: a process whose cwd is the bottom
+  // keeps the whole chain's dentries pinned (and it is killed only as gc starts).
+  std::string script = std::string(kDeepTree) +
+                       "os.chdir('/workspace')\n"
+                       "open('/workspace/made', 'w').close()\n"
+                       "import time\n"
+                       "time.sleep(60)\n";
+  crash_then_gc({"--provider", "namespaces", "--", "python3", "-c", script}, "made");
+}
+
+TEST_F(CliTest, GcRemovesAnOrphaned100000LevelTree) {
+  // A run directory whose record was lost, holding what a sandbox made: gc's sweep of the work
+  // directory removes it like any other.
+  use_tmpfs_work_dir();
+  // A host that has made runs before has <state>/runs (gc sweeps the work directory only then).
+  ASSERT_TRUE(make_dirs(options_.paths.state_dir + "/runs", 0711).ok());
+  std::string run_dir = options_.paths.work_dir + "/lost-run";
+  ASSERT_TRUE(make_dirs(run_dir + "/workspace", 0711).ok());
+  {
+    UniqueFd fd(::open((run_dir + "/workspace").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    for (int i = 0; i < 100'000 && fd; ++i) {
+      ASSERT_EQ(::mkdirat(fd.get(), "d", 0755), 0) << i;
+      fd = UniqueFd(::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::mkdirat(fd.get(), "bottom", 0755), 0);
+  }
+  auto gc = sandgate({"gc"});
+  EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
+  EXPECT_NE(gc.output.find("1 orphaned run directory removed"), std::string::npos) << gc.output;
+  EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "gc left the deep tree";
+}
+
+TEST_F(CliTest, RecipeOverItsLimitsIsRefusedAndLeavesNothing) {
+  // EnvSpec::recipe_limits reach the copy; a refused recipe leaves no half-made workspace or
+  // run directory behind (TearDown checks).
+  std::string recipe = tmp_ + "/recipe";
+  ASSERT_TRUE(make_dirs(recipe + "/sub").ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(
+        write_file(recipe + "/sub/f" + std::to_string(i), "x", O_WRONLY | O_CREAT | O_CLOEXEC)
+            .ok());
+  auto p = provider("host_dir");
+  ASSERT_NE(p, nullptr);
+  providers::EnvSpec spec;
+  spec.workspace_recipe = recipe;
+  spec.uid = ::getuid();
+  spec.gid = ::getgid();
+  spec.recipe_limits.max_entries = 5;
+  auto env = p->create(spec);
+  ASSERT_FALSE(env.ok()) << "a recipe of 12 entries passed a limit of 5";
+  EXPECT_NE(env.error().message().find("more than 5 entries (limit max_entries)"),
+            std::string::npos)
+      << env.error().message();
+  // Its positive twin: the same recipe under the default limits.
+  spec.recipe_limits = {};
+  auto fine = p->create(spec);
+  ASSERT_TRUE(fine.ok()) << fine.error().message();
+  EXPECT_TRUE((*fine)->destroy().ok());
 }
 
 }  // namespace
