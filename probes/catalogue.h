@@ -68,6 +68,8 @@
 //   sleep_ms=N          resource.wall_clock sleep (default 1000, max 3600000)
 //   resource_hold_ms=N  how long memory and fork_bomb hold what they reached (default 0, max 60000)
 //   probe_timeout_ms=N  the runner kills a probe child after this (default 150000)
+//   newer_syscall_nr=N  proc.newer_syscall's number: the first above the highest the host's
+//                       seccomp library can name (424..1023; every argument is -1)
 // Sizes accept a plain byte count or a binary unit suffix: 512MiB, 1GiB, 64KiB.
 //
 // Safety (the probes also run natively, as root, and under the unsafe host_dir provider):
@@ -75,8 +77,10 @@
 // (opening them for writing is the evidence); mount and unshare happen in forked children;
 // kill(-1) is sent only when the pid namespace is provably not the host's, and then only
 // SIGWINCH (default action: ignore); network probes talk only to the lab decoys
-// (probes/lab/lab_addresses.h) and unix sockets; AF_VSOCK is created, never connected (CID 2 is
-// the real hypervisor, outside every namespace). Resource probes are capped by their parameters;
+// (probes/lab/lab_addresses.h) and unix sockets; AF_VSOCK is created and bound, never connected
+// (CID 2 is the real hypervisor, outside every namespace), also with high bits set in the
+// family; syscalls tried by raw number get arguments the kernel rejects (a bad fd, bad flags),
+// and a clone into a new user namespace only exits. Resource probes are capped by their parameters;
 // their children die with them (PR_SET_PDEATHSIG) and are reaped; files they make are removed.
 #pragma once
 

@@ -199,9 +199,21 @@ std::string probe_syscall(const ProbeReport& r) {
   return name;
 }
 
-Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f) {
+bool refused_by_seccomp_filter(const ProbeReport& r, const std::optional<ProbeReport>& baseline) {
+  if (r.errno_name != "ENOSYS" && r.errno_name != "EPERM") return false;
+  // The probe's own reading of /proc/self/status: a filter was in place when it was refused.
+  if (!r.evidence.is_object() || r.evidence.value("seccomp_mode", Json()) != 2) return false;
+  // Natively the same call got past the syscall table (an implemented syscall), so neither
+  // answer can be the kernel's "no such syscall": with the filter the only change, it is its.
+  return baseline && baseline->result == ProbeResult::kReached && baseline->preconditions &&
+         baseline->errno_name != "ENOSYS";
+}
+
+Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
+                     const std::optional<ProbeReport>& baseline) {
   const std::string& e = r.errno_name;
   if (r.boundary == "resource") return Layer::kLimit;
+  if (refused_by_seccomp_filter(r, baseline)) return Layer::kSeccomp;
   if (e == "EROFS") return Layer::kMount;
   if (e == "EACCES") return Layer::kPermissions;
   if (e == "EPERM") {
@@ -291,8 +303,11 @@ Judgement judge_probe(const std::optional<ProbeReport>& baseline, const ProbeRep
                   "baseline did not reach natively (" + describe_report(*baseline) + ")");
 
   // Rule 4: refused, and the refusal has a layer.
-  Layer layer = blocking_layer(sandbox, facts);
-  return decide(j, Verdict::kBlocked, blocking_reason(sandbox, layer), layer);
+  Layer layer = blocking_layer(sandbox, facts, baseline);
+  std::string why = blocking_reason(sandbox, layer);
+  if (refused_by_seccomp_filter(sandbox, baseline))
+    why += " (natively the kernel ran it: " + describe_report(*baseline) + "; here Seccomp: 2)";
+  return decide(j, Verdict::kBlocked, why, layer);
 }
 
 Judgement judge_resource(const std::optional<ProbeReport>& baseline,

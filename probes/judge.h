@@ -16,7 +16,10 @@
 //   3. A probe that errored, whose preconditions did not hold, or whose native baseline did not
 //      reach, proves nothing: `inconclusive`, with why. Never `blocked`.
 //   4. Otherwise (denied, not found) it is `blocked`, by the layer derived from the errno, the
-//      probe's boundary and syscall, and what the provider declares (blocking_layer).
+//      probe's boundary and syscall, and what the provider declares (blocking_layer). One
+//      clause reads evidence instead of declarations: ENOSYS or EPERM for a syscall that the
+//      native baseline showed the kernel runs, from a probe that reports seccomp filter mode
+//      itself (evidence "seccomp_mode": 2, from /proc/self/status), is the seccomp layer.
 //
 // Resource probes (judge_resource) are judged on the controller's outcome instead: the limit
 // read back from the host must equal the grant (a silently dropped limit is exposed), and the
@@ -109,9 +112,13 @@ Judgement judge_probe(const std::optional<ProbeReport>& baseline, const ProbeRep
                       Witness witness, const HostEvidence& host, const ProviderFacts& facts,
                       const std::string& marker);
 
-// The layer that refused a probe (rule 4), from its errno, syscall and boundary, and what the
-// provider declares. Exposed for unit tests.
-Layer blocking_layer(const ProbeReport& r, const ProviderFacts& facts);
+// The layer that refused a probe (rule 4), from its errno, syscall and boundary, what the
+// provider declares and, for the seccomp clause, the native baseline. Exposed for unit tests.
+Layer blocking_layer(const ProbeReport& r, const ProviderFacts& facts,
+                     const std::optional<ProbeReport>& baseline = std::nullopt);
+// Rule 4's evidence clause: `r` was refused with ENOSYS or EPERM, reports seccomp filter mode
+// (evidence "seccomp_mode": 2), and the baseline reached (the kernel runs the syscall).
+bool refused_by_seccomp_filter(const ProbeReport& r, const std::optional<ProbeReport>& baseline);
 // Why that layer, in a few words: "EPERM from the seccomp filter (bpf)".
 std::string blocking_reason(const ProbeReport& r, Layer layer);
 

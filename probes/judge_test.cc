@@ -252,6 +252,43 @@ TEST(JudgeLayers, SyscallName) {
   EXPECT_EQ(probe_syscall(report("a.b", ProbeResult::kDenied, "", "read the canary (/x)")), "");
   EXPECT_EQ(probe_syscall(report("a.b", ProbeResult::kDenied, "", "no parens")), "");
 }
+// Rule 4's evidence clause: a refusal of a syscall the kernel runs natively, by a probe that
+// saw its own seccomp filter, is the filter's, whatever the provider declares.
+ProbeReport new_syscall(ProbeResult result, const std::string& err, int seccomp_mode) {
+  auto r = report("proc.open_tree_attr", result, err, "open_tree_attr(-1, \"x\", 0, NULL, 0)");
+  r.evidence = {{"syscall", "open_tree_attr"}, {"nr", 467}, {"seccomp_mode", seccomp_mode}};
+  return r;
+}
+TEST(JudgeLayers, EnosysOfAnImplementedSyscallUnderAFilterIsSeccomp) {
+  auto base = new_syscall(ProbeResult::kReached, "EBADF", 0);  // the kernel ran it natively
+  auto j = judge_probe(base, new_syscall(ProbeResult::kDenied, "ENOSYS", 2), Witness::kSelf, {},
+                       bare_facts(), kMarker);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+  EXPECT_EQ(j.layer, Layer::kSeccomp) << j.why;
+  EXPECT_NE(j.why.find("natively the kernel ran it: reached EBADF"), std::string::npos) << j.why;
+  // EPERM too, though open_tree_attr is on no list the provider declares.
+  auto eperm = new_syscall(ProbeResult::kDenied, "EPERM", 2);
+  EXPECT_EQ(blocking_layer(eperm, bare_facts(), base), Layer::kSeccomp);
+}
+TEST(JudgeLayers, EnosysWithoutTheFilterEvidenceStaysNamespace) {  // the negative twins
+  auto base = new_syscall(ProbeResult::kReached, "EBADF", 0);
+  // No filter seen by the probe: whatever answered ENOSYS, it was not a seccomp filter.
+  EXPECT_EQ(
+      blocking_layer(new_syscall(ProbeResult::kDenied, "ENOSYS", 0), namespaces_facts(), base),
+      Layer::kNamespace);
+  // A probe that does not report the mode is judged as before.
+  auto silent = report("proc.x", ProbeResult::kDenied, "ENOSYS", "frobnicate()");
+  EXPECT_EQ(blocking_layer(silent, namespaces_facts(), base), Layer::kNamespace);
+  // No baseline, or a kernel that lacks the syscall: the ENOSYS may be the kernel's own.
+  auto filtered = new_syscall(ProbeResult::kDenied, "ENOSYS", 2);
+  EXPECT_EQ(blocking_layer(filtered, namespaces_facts()), Layer::kNamespace);
+  auto lacking = new_syscall(ProbeResult::kDenied, "ENOSYS", 0);
+  EXPECT_FALSE(refused_by_seccomp_filter(filtered, lacking));
+  auto j = judge_probe(lacking, filtered, Witness::kSelf, {}, namespaces_facts(), kMarker);
+  EXPECT_EQ(j.verdict, Verdict::kInconclusive) << "the baseline did not reach: rule 3";
+  // Other errnos are the kernel's own answer, filter or not.
+  EXPECT_FALSE(refused_by_seccomp_filter(new_syscall(ProbeResult::kDenied, "EACCES", 2), base));
+}
 TEST(JudgeLayers, NamespacesFactsCarryTheSeccompList) {
   auto f = namespaces_facts();
   EXPECT_TRUE(f.seccomp_denied.count("bpf"));

@@ -20,6 +20,8 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "probes/catalogue.h"
 #include "probes/lab/lab_addresses.h"
@@ -274,6 +276,34 @@ ProbeReport dns_exfil(const Params& p) {
   return reached(attempt, ev);
 }
 
+// A bit above the 32 the kernel reads of socket's `int family`: the register is 64 bits wide,
+// and a filter that compares all of it sees a family that is not the one the kernel uses.
+constexpr unsigned long kIgnoredHighBit = 1UL << 32;
+
+// socket(family, ...) as called, and its twin with kIgnoredHighBit set, by raw syscall (libc's
+// socket() would truncate the family to an int). on_socket(fd) adds to each made socket's
+// evidence before it is closed. Reached if either made a socket.
+template <typename F>
+ProbeReport socket_and_high_bit_twin(std::string attempt, int family, int type, int protocol,
+                                     F on_socket) {
+  Json ev = {{"syscall", "socket"}};
+  std::vector<int> errs;
+  for (auto [key, value] :
+       {std::pair{"plain", static_cast<unsigned long>(family)},
+        std::pair{"high_bits", kIgnoredHighBit | static_cast<unsigned>(family)}}) {
+    long fd = ::syscall(SYS_socket, value, type | SOCK_CLOEXEC, protocol);
+    int err = fd < 0 ? errno : 0;
+    Json one = {{"socket", outcome(err)}};
+    if (fd >= 0) {
+      on_socket(static_cast<int>(fd), one);
+      ::close(static_cast<int>(fd));
+    }
+    ev[key] = one;
+    errs.push_back(err);
+  }
+  return combine(std::move(attempt), errs, ev);
+}
+
 ProbeReport make_socket(const std::string& what, int domain, int type, int protocol) {
   std::string attempt = "socket(" + what + ") (created and closed, nothing sent)";
   int fd = ::socket(domain, type | SOCK_CLOEXEC, protocol);
@@ -287,29 +317,34 @@ ProbeReport raw_socket(const Params&) {
 }
 
 ProbeReport packet_socket(const Params&) {
-  return make_socket("AF_PACKET, SOCK_RAW", AF_PACKET, SOCK_RAW, 0);
+  return socket_and_high_bit_twin(
+      "socket(AF_PACKET, SOCK_RAW) and socket((1<<32) | AF_PACKET, SOCK_RAW) (created and "
+      "closed, nothing sent)",
+      AF_PACKET, SOCK_RAW, 0, [](int, Json&) {});
 }
 
+// SAFETY: an AF_VSOCK socket is created and bound to an ephemeral port of any local CID, never
+// connected: CID 2 is the real hypervisor, outside every namespace sandgate makes.
 ProbeReport vsock(const Params&) {
   std::string attempt =
-      "socket(AF_VSOCK) and bind it; connect to CID 2 deliberately not attempted (the real "
-      "hypervisor is outside every lab namespace)";
-  int fd = ::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return failed(attempt, errno);
-  sockaddr_vm a{};
-  a.svm_family = AF_VSOCK;
-  a.svm_cid = VMADDR_CID_ANY;
-  a.svm_port = VMADDR_PORT_ANY;
-  int bind_err = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
-  ::close(fd);
-  Json ev = {{"bind", outcome(bind_err)}};
+      "socket(AF_VSOCK) and socket((1<<32) | AF_VSOCK), each bound and closed; connect to CID 2 "
+      "deliberately not attempted (the real hypervisor is outside every lab namespace)";
+  ProbeReport r =
+      socket_and_high_bit_twin(attempt, AF_VSOCK, SOCK_STREAM, 0, [](int fd, Json& one) {
+        sockaddr_vm a{};
+        a.svm_family = AF_VSOCK;
+        a.svm_cid = VMADDR_CID_ANY;
+        a.svm_port = VMADDR_PORT_ANY;
+        one["bind"] =
+            outcome(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno);
+      });
   int dev = ::open("/dev/vsock", O_RDONLY | O_CLOEXEC);
   if (dev >= 0) {
     unsigned int cid = 0;
-    if (::ioctl(dev, IOCTL_VM_SOCKETS_GET_LOCAL_CID, &cid) == 0) ev["local_cid"] = cid;
+    if (::ioctl(dev, IOCTL_VM_SOCKETS_GET_LOCAL_CID, &cid) == 0) r.evidence["local_cid"] = cid;
     ::close(dev);
   }
-  return reached(attempt, ev);
+  return r;
 }
 
 ProbeReport io_uring_socket(const Params&) {
@@ -500,8 +535,14 @@ Status register_net_probes(Catalogue& c) {
                 {"marker", "lab_routed"},
                 dns_exfil}));
   SG_TRY(c.add({"net.raw_socket", "create a raw ICMP socket", {}, raw_socket}));
-  SG_TRY(c.add({"net.packet_socket", "create an AF_PACKET socket", {}, packet_socket}));
-  SG_TRY(c.add({"net.vsock", "create and bind an AF_VSOCK socket", {}, vsock}));
+  SG_TRY(c.add({"net.packet_socket",
+                "create an AF_PACKET socket (also with high bits set in the family)",
+                {},
+                packet_socket}));
+  SG_TRY(c.add({"net.vsock",
+                "create and bind an AF_VSOCK socket (also with high bits set in the family)",
+                {},
+                vsock}));
   SG_TRY(c.add({"net.io_uring_socket", "create a socket through io_uring", {}, io_uring_socket}));
   SG_TRY(c.add({"net.runtime_sockets",
                 "connect to container runtime sockets",

@@ -1,8 +1,10 @@
 // Process and kernel boundary: credentials of this process (capabilities, no_new_privs,
-// seccomp, uid mapping), setuid, host processes (see, signal, trace, read, steal fds), and the
+// seccomp, uid mapping), setuid, host processes (see, signal, trace, read, steal fds), the
 // kernel's privileged surface (modules, BPF, perf, userfaultfd, namespaces, mount, TIOCSTI,
-// syslog). Signals sent here are SIGWINCH only (default action: ignore), and kill(-1) only when
-// the pid namespace is provably not the host's.
+// syslog), and syscalls newer than a filter may know (by raw number, with arguments the kernel
+// rejects). Argument-filtered calls (ioctl TIOCSTI, clone namespace flags) are also tried with
+// bits set above the 32 the kernel reads. Signals sent here are SIGWINCH only (default action:
+// ignore), and kill(-1) only when the pid namespace is provably not the host's.
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/bpf.h>
@@ -24,6 +26,9 @@
 #include <cstring>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "probes/catalogue.h"
 #include "probes/probe_util.h"
@@ -402,8 +407,8 @@ ProbeReport mount_tmpfs(const Params&) {
 
 ProbeReport tiocsti(const Params&) {
   std::string attempt =
-      "TIOCSTI a character into a pseudo-terminal this probe made its controlling tty (the real "
-      "terminal is never touched)";
+      "TIOCSTI a character into a pseudo-terminal this probe made its controlling tty, then the "
+      "same with (1<<32) | TIOCSTI (the real terminal is never touched)";
   int tty = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
   Json ev = {{"has_controlling_tty", tty >= 0}};
   if (tty >= 0) ::close(tty);
@@ -415,21 +420,142 @@ ProbeReport tiocsti(const Params&) {
   }
   std::string slave = ::ptsname(master);
   ChildResult c = run_child(
-      [&](int) -> int {
+      [&](int out) -> int {
         // A new session, then opening the slave makes it this child's controlling terminal:
         // TIOCSTI is allowed (without CAP_SYS_ADMIN) only on one's own controlling tty.
         if (::setsid() < 0) return 200;
         int fd = ::open(slave.c_str(), O_RDWR);
         if (fd < 0) return 201;
         char c = '#';
-        return ::ioctl(fd, TIOCSTI, &c) == 0 ? 0 : errno;
+        // ioctl's cmd is an unsigned int to the kernel: the twin sets a bit above it, which a
+        // filter comparing the whole 64-bit register would not recognise. Raw syscalls, so
+        // libc passes the register as given.
+        int errs[2];
+        for (int i = 0; i < 2; ++i) {
+          unsigned long cmd = (i ? 1UL << 32 : 0) | TIOCSTI;
+          errs[i] = ::syscall(SYS_ioctl, fd, cmd, &c) == 0 ? 0 : errno;
+        }
+        (void)!::write(out, errs, sizeof errs);
+        return 0;
       },
       5000);
   ::close(master);
   if (!c.exited || c.code >= 200)
     return precondition_failed(attempt, "could not make the pty a controlling terminal", ev);
-  if (c.code != 0) return failed(attempt, c.code, ev);
-  return reached(attempt, ev);
+  int errs[2];
+  if (c.code != 0 || c.output.size() != sizeof errs)
+    return failed(attempt, EIO, ev, "the child reported no result");
+  std::memcpy(errs, c.output.data(), sizeof errs);
+  ev["syscall"] = "ioctl";
+  ev["plain"] = outcome(errs[0]);
+  ev["high_bits"] = outcome(errs[1]);
+  return combine(attempt, {errs[0], errs[1]}, ev);
+}
+
+ProbeReport clone_newuser(const Params&) {
+  std::string attempt =
+      "clone(CLONE_NEWUSER | SIGCHLD), then with (1<<32) set in the flags too, each child exiting "
+      "at once";
+  // clone's flags reach the kernel as lower_32_bits(flags) (kernel/fork.c): the twin differs
+  // only in a bit the kernel drops. No new stack: the child runs on a copy of this one, as
+  // after fork, and only exits.
+  std::vector<int> errs;
+  Json ev = {{"syscall", "clone"}};
+  for (auto [key, high] : {std::pair{"plain", 0UL}, std::pair{"high_bits", 1UL << 32}}) {
+    long pid = ::syscall(SYS_clone, high | CLONE_NEWUSER | SIGCHLD, 0, nullptr, nullptr, 0);
+    if (pid == 0) ::syscall(SYS_exit_group, 0);
+    int err = pid < 0 ? errno : 0;
+    if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+    ev[key] = outcome(err);
+    errs.push_back(err);
+  }
+  return combine(attempt, errs, ev);
+}
+
+// The seccomp mode this process runs under (/proc/self/status "Seccomp:"): 0 none, 1 strict,
+// 2 filter; -1 when unreadable. The judge reads a refusal as the filter's only with this.
+int own_seccomp_mode() {
+  std::string mode = status_field(self_status(), "Seccomp");
+  return mode.empty() ? -1 : std::atoi(mode.c_str());
+}
+
+// A syscall by number, with arguments every kernel that has it rejects (bad fd, bad flags), so
+// nothing happens when it runs. Reached when the kernel ran it (its own argument checks
+// answered, or it succeeded harmlessly); denied with ENOSYS or EPERM, which natively means
+// the kernel lacks it and under a filter (seccomp_mode 2) that the filter refused it.
+ProbeReport raw_syscall(const std::string& name, long nr, const std::string& args_text, long a0 = 0,
+                        long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
+  std::string attempt = name + "(" + args_text + ") by number (" + std::to_string(nr) +
+                        "): arguments the kernel rejects, so it fails harmlessly if it runs";
+  long ret = ::syscall(nr, a0, a1, a2, a3, a4, a5);
+  int err = ret < 0 ? errno : 0;
+  Json ev = {{"syscall", name},
+             {"nr", nr},
+             {"returned", ret < 0 ? -1 : ret},
+             {"seccomp_mode", own_seccomp_mode()}};
+  if (err == ENOSYS || err == EPERM) return failed(attempt, err, ev);
+  ProbeReport r = reached(attempt, ev);
+  if (err) {
+    r.errno_name = errno_name(err);
+    r.detail = "the kernel ran it; its own argument checks refused the arguments";
+  }
+  return r;
+}
+
+// x86_64 numbers (arch/x86/entry/syscalls/syscall_64.tbl); raw, since the C library's
+// headers may predate them. 424 and up are shared by every architecture.
+#if defined(__x86_64__)
+constexpr long kNrModifyLdt = 154;
+#else
+constexpr long kNrModifyLdt = -1;  // x86 only
+#endif
+constexpr long kNrMemfdSecret = 447;
+constexpr long kNrStatmount = 457;
+constexpr long kNrListmount = 458;
+constexpr long kNrMseal = 462;
+constexpr long kNrOpenTreeAttr = 467;
+
+ProbeReport open_tree_attr(const Params&) {
+  // A relative path from fd -1: EBADF. (With a real directory it returns an O_PATH descriptor
+  // of a mount, which is what the filter must prevent.)
+  return raw_syscall("open_tree_attr", kNrOpenTreeAttr, "-1, \"x\", 0, NULL, 0", -1,
+                     reinterpret_cast<long>("x"), 0, 0, 0);
+}
+ProbeReport listmount(const Params&) {
+  // Flags other than LISTMOUNT_REVERSE: EINVAL before the request is read.
+  return raw_syscall("listmount", kNrListmount, "NULL, NULL, 0, -1", 0, 0, 0, -1);
+}
+ProbeReport statmount(const Params&) {
+  // Any flags: EINVAL before the request is read.
+  return raw_syscall("statmount", kNrStatmount, "NULL, NULL, 0, -1", 0, 0, 0, -1);
+}
+ProbeReport mseal(const Params&) {
+  // Flags must be 0: EINVAL before any mapping is looked at.
+  return raw_syscall("mseal", kNrMseal, "0, 0, -1", 0, 0, -1);
+}
+ProbeReport memfd_secret(const Params&) {
+  // Unknown flags: EINVAL, no memory made.
+  return raw_syscall("memfd_secret", kNrMemfdSecret, "-1", -1);
+}
+ProbeReport modify_ldt(const Params&) {
+  if (kNrModifyLdt < 0) return precondition_failed("modify_ldt", "x86 only");
+  // func 0 reads the LDT: with a byte count of 0 it reads nothing and returns 0.
+  static char buf[16];
+  return raw_syscall("modify_ldt", kNrModifyLdt, "0, buf, 0", 0, reinterpret_cast<long>(buf), 0);
+}
+
+// The first number above the highest one the host's filter can name: a syscall newer than its
+// libseccomp. Only numbers in the shared range (424 up, pidfd_send_signal on) and below 1024
+// are tried, every argument -1: an invalid fd, pointer and flags.
+ProbeReport newer_syscall(const Params& p) {
+  std::string attempt = "a syscall numbered above what the filter knows";
+  auto nr = p.number("newer_syscall_nr");
+  if (!nr) return missing_param(attempt, "newer_syscall_nr");
+  if (*nr < 424 || *nr >= 1024)
+    return precondition_failed(
+        attempt, "newer_syscall_nr must be in 424..1023 (got " + std::to_string(*nr) + ")");
+  return raw_syscall("syscall_" + std::to_string(*nr), static_cast<long>(*nr),
+                     "-1, -1, -1, -1, -1, -1", -1, -1, -1, -1, -1, -1);
 }
 
 ProbeReport syslog_read(const Params&) {
@@ -482,7 +608,26 @@ Status register_proc_probes(Catalogue& c) {
   SG_TRY(c.add({"proc.unshare_user", "create (and nest) user namespaces", {}, unshare_user}));
   SG_TRY(c.add(
       {"proc.mount", "mount tmpfs and cgroup v1 in a private mount namespace", {}, mount_tmpfs}));
-  SG_TRY(c.add({"proc.tiocsti", "inject terminal input with TIOCSTI", {}, tiocsti}));
+  SG_TRY(c.add({"proc.tiocsti",
+                "inject terminal input with TIOCSTI (also with high bits set in the request)",
+                {},
+                tiocsti}));
+  SG_TRY(c.add({"proc.clone_newuser",
+                "clone into a new user namespace (also with high bits set in the flags)",
+                {},
+                clone_newuser}));
+  SG_TRY(c.add({"proc.newer_syscall",
+                "a syscall newer than the filter's library knows",
+                {"newer_syscall_nr"},
+                newer_syscall}));
+  SG_TRY(c.add(
+      {"proc.open_tree_attr", "open_tree_attr (new mount API, Linux 6.15)", {}, open_tree_attr}));
+  SG_TRY(c.add({"proc.listmount", "listmount (mounts by id, Linux 6.8)", {}, listmount}));
+  SG_TRY(c.add({"proc.statmount", "statmount (mounts by id, Linux 6.8)", {}, statmount}));
+  SG_TRY(c.add({"proc.mseal", "mseal (memory sealing, Linux 6.10)", {}, mseal}));
+  SG_TRY(
+      c.add({"proc.memfd_secret", "memfd_secret (secret memory, Linux 5.14)", {}, memfd_secret}));
+  SG_TRY(c.add({"proc.modify_ldt", "modify_ldt (x86 local descriptor table)", {}, modify_ldt}));
   SG_TRY(c.add({"proc.syslog", "read the kernel log with syslog(2)", {}, syslog_read}));
   return {};
 }

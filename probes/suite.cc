@@ -16,6 +16,7 @@
 #include "core/process.h"
 #include "probes/catalogue.h"
 #include "probes/witness.h"
+#include "providers/seccomp_policy.h"
 
 namespace sandgate::probes {
 namespace {
@@ -276,6 +277,13 @@ std::vector<std::string> crossrun_touches(const ProbeReport& plant) {
   return out;
 }
 
+// proc.newer_syscall's number: the first above the highest the seccomp library can name, so
+// a filter that allows what it does not know is caught. The native baseline shows whether
+// this kernel has it.
+std::string newer_syscall_param() {
+  return "newer_syscall_nr=" + std::to_string(providers::seccomp_highest_known_syscall() + 1);
+}
+
 }  // namespace
 
 Witness witness_for(const std::string& id) {
@@ -455,6 +463,7 @@ class Suite::Context {
         "sentinel_pid=" + std::to_string(c.sentinel_pid()),
         "host_pidns=" + std::to_string(s_.host_pidns_),
         "host_mntns=" + std::to_string(s_.host_mntns_),
+        newer_syscall_param(),
     };
     if (!c.setuid_helper().empty())
       p.push_back("setuid_helper=" + (jailed_ ? std::string(kSetuidInside) : c.setuid_helper()));
@@ -695,13 +704,17 @@ Status Suite::run_baseline() {
   SG_TRY(copy_tree(c.recipe(), ws_a, 0, 0));
   SG_TRY(copy_tree(c.recipe(), ws_b, 0, 0));
   auto params = [&](const std::string& ws) {
-    std::vector<std::string> p = {"marker=" + c.marker(), "workspace=" + ws,
-                                  "host_canary=" + c.host_canary(), "host_write_dir=" + c.host_write_dir(),
-                                  "other_workspace=" + c.recipe(), "home=" + c.home(),
+    std::vector<std::string> p = {"marker=" + c.marker(),
+                                  "workspace=" + ws,
+                                  "host_canary=" + c.host_canary(),
+                                  "host_write_dir=" + c.host_write_dir(),
+                                  "other_workspace=" + c.recipe(),
+                                  "home=" + c.home(),
                                   "token_names=" + c.token_names(),
                                   "sentinel_pid=" + std::to_string(c.sentinel_pid()),
                                   "host_pidns=" + std::to_string(host_pidns_),
-                                  "host_mntns=" + std::to_string(host_mntns_)};
+                                  "host_mntns=" + std::to_string(host_mntns_),
+                                  newer_syscall_param()};
     if (!c.setuid_helper().empty()) p.push_back("setuid_helper=" + c.setuid_helper());
     return p;
   };

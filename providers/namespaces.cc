@@ -120,6 +120,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
     c.jail.new_network = !has(weak, Weakening::kShareHostNetwork);
     c.jail.drop_privileges = !has(weak, Weakening::kRootWithCaps);
     c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
+    c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);
     return c;
   };
   auto env = SupervisedEnvironment::create(options_.paths, spec, recipe);

@@ -1,6 +1,30 @@
-// The syscall filter every jailed call runs under: allow by default, EPERM for the surface a
-// sandboxed program has no business touching (kernel modules, mounts, namespaces, tracing of
-// other processes, BPF, keyrings, io_uring, terminal injection, raw/vsock sockets).
+// The syscall filter every jailed call runs under: an allow list. What ordinary programs need
+// is allowed; the dangerous surface a sandboxed program has no business touching (kernel
+// modules, mounts, namespaces, tracing other processes, BPF, keyrings, io_uring, terminal
+// injection, vsock/packet sockets, ...) answers EPERM; everything else answers ENOSYS, as an
+// older kernel would, so libc and language runtimes fall back cleanly (glibc does for clone3,
+// faccessat2, fchmodat2). That includes every syscall newer than the installed libseccomp:
+// a name it cannot resolve is refused and reported, never silently allowed.
+//
+// It is two classic-BPF programs, both installed:
+//   1. the allow list: ALLOW, EPERM or ENOSYS per syscall, with no argument conditions except
+//      personality's, default ENOSYS;
+//   2. the argument rules: EPERM for socket(AF_VSOCK / AF_PACKET), ioctl(TIOCSTI) and clone
+//      with a namespace flag, default ALLOW.
+// The kernel runs every filter and takes the answer of highest precedence (ERRNO over ALLOW,
+// Documentation/userspace-api/seccomp_filter.rst), so a call runs only when both allow it.
+// Two programs, not one, because libseccomp does not define how overlapping rules for one
+// syscall combine: with 2.5.4 an unconditional ALLOW of socket silently swallows a conditional
+// EPERM of socket(AF_VSOCK). By construction no syscall gets ERRNO from both programs.
+//
+// Integer arguments are compared on their low 32 bits (SCMP_CMP_MASKED_EQ, mask 0xffffffff):
+// the registers are 64 bits wide but the kernel reads socket's family as int, ioctl's cmd as
+// unsigned int and clone's flags through lower_32_bits() (kernel/fork.c), so a comparison of
+// all 64 bits lets socket((1UL << 32) | AF_VSOCK, ...) through to an AF_VSOCK socket.
+//
+// Other ABIs: the programs are for the native architecture only. An i386 call from a 64-bit
+// process (int $0x80) and an x32 call (nr | __X32_SYSCALL_BIT) match no native rule, so both
+// kill the process (libseccomp's bad-architecture action) rather than reaching the kernel.
 #pragma once
 
 #include <linux/filter.h>
@@ -17,18 +41,45 @@ struct SeccompRule {
   std::string why;      // one line, printed by `sandgate providers --verbose` and reports
 };
 
-// The syscalls denied outright (argument-conditional rules are listed by their syscall name too).
+// The syscalls that answer EPERM, outright or (socket, ioctl, clone) for the arguments their
+// `why` names. clone3 is listed too: it answers ENOSYS, so libc falls back to clone, whose
+// flags the filter can read.
 const std::vector<SeccompRule>& seccomp_denied_syscalls();
+// The syscalls allowed whatever their arguments (socket, ioctl and clone among them: their
+// argument rules are in the second program). personality is allowed for the values listed in
+// seccomp_policy.cc only.
+const std::vector<std::string>& seccomp_allowed_syscalls();
+// Syscalls deliberately left off both lists, so they answer ENOSYS, each with the decision.
+const std::vector<SeccompRule>& seccomp_absent_syscalls();
 
-// The filter compiled to classic BPF, once per run (libseccomp's compile costs ~0.2 ms and
-// allocates; installing the compiled program costs ~0.07 ms and does not).
-struct SeccompProgram {
-  std::vector<struct sock_filter> instructions;
+struct SeccompOptions {
+  // Test-only weakening (weakening.h, seccomp_full_width_compare): the argument rules compare
+  // all 64 bits of the register, as the filter did before issue 9.
+  bool full_width_compare = false;
 };
-Result<SeccompProgram> build_seccomp_program();
 
-// Installs a compiled program into the calling thread. Precondition: no_new_privs is set (or
-// the caller has CAP_SYS_ADMIN). Must be the last step before execve.
+// The filter compiled to classic BPF, once per run (it costs ~2 ms and allocates; installing
+// the compiled programs costs well under that and does not allocate).
+struct SeccompProgram {
+  std::vector<struct sock_filter> allow_list;      // program 1, default ENOSYS
+  std::vector<struct sock_filter> argument_rules;  // program 2, default ALLOW
+  // Names on the lists that this libseccomp cannot resolve (newer than it): they answer
+  // ENOSYS whatever the list said. The host logs them.
+  std::vector<std::string> unknown_syscalls;
+  // The highest syscall number this libseccomp can name on this architecture: nothing above
+  // it can be on the allow list, so every number above it answers ENOSYS.
+  int highest_known_syscall = -1;
+
+  size_t instruction_count() const { return allow_list.size() + argument_rules.size(); }
+};
+Result<SeccompProgram> build_seccomp_program(const SeccompOptions& options = {});
+
+// The highest syscall number this libseccomp can name on this architecture (computed once).
+int seccomp_highest_known_syscall();
+
+// Installs both programs into the calling thread. Precondition: no_new_privs is set (or the
+// caller has CAP_SYS_ADMIN). Must be the last step before execve. Async-signal-safe: prctl
+// only, no allocation.
 Status install_seccomp_program(const SeccompProgram& program);
 
 }  // namespace sandgate::providers

@@ -44,7 +44,8 @@ Json to_json(const SupervisorConfig& c) {
         {"readwrite_mounts", rw_mounts},
         {"tmp_host", c.jail.tmp_host},
         {"new_network", c.jail.new_network},
-        {"drop_privileges", c.jail.drop_privileges}}},
+        {"drop_privileges", c.jail.drop_privileges},
+        {"seccomp_full_width_compare", c.jail.seccomp_full_width_compare}}},
   };
 }
 
@@ -72,6 +73,7 @@ Result<SupervisorConfig> supervisor_config_from_json(const Json& j) {
     c.jail.tmp_host = jj.value("tmp_host", "");
     c.jail.new_network = jj.value("new_network", true);
     c.jail.drop_privileges = jj.value("drop_privileges", true);
+    c.jail.seccomp_full_width_compare = jj.value("seccomp_full_width_compare", false);
   } catch (const Json::exception& e) {
     return logic_error("read supervisor config", e.what());
   }
@@ -158,6 +160,24 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
+// The syscall names the run's filter could not resolve (newer than the installed libseccomp):
+// they answer ENOSYS whatever the lists say. The same for every run of this process, so said
+// once at info and then at debug.
+void log_seccomp_knowledge(const Json& ready) {
+  if (!ready.contains("seccomp") || !ready["seccomp"].is_object()) return;
+  const Json& sc = ready["seccomp"];
+  std::string names;
+  for (const auto& n : sc.value("unknown_syscalls", Json::array()))
+    if (n.is_string()) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+  if (names.empty()) return;
+  static std::atomic<bool> said{false};
+  auto level = said.exchange(true) ? spdlog::level::debug : spdlog::level::info;
+  spdlog::log(level,
+              "seccomp: libseccomp knows syscalls up to {} and cannot name {}; those answer "
+              "ENOSYS in the jail",
+              sc.value("highest_known_syscall", -1), names);
+}
+
 }  // namespace
 
 Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Placement& placement,
@@ -225,6 +245,7 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
       spdlog::warn("no Landlock on this kernel ({}): calls can lower the OOM priority they are given",
                    reply->body.value("landlock_missing", ""));
   }
+  log_seccomp_knowledge(reply->body);
   return s;
 }
 

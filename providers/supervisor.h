@@ -48,6 +48,8 @@ struct JailConfig {
   bool new_network = true;     // false (share_host_network): stay in the launcher's network
   bool drop_privileges = true;  // false (root_with_caps): calls keep uid 0 of the user
                                 // namespace, every capability, and no no_new_privs
+  bool seccomp_full_width_compare = false;  // true (seccomp_full_width_compare): the filter's
+                                            // argument rules compare all 64 bits
 };
 
 struct SupervisorConfig {

@@ -108,7 +108,8 @@ int SupervisorLoop::run() {
   if (config_.isolate) {
     Status s = assemble_jail(config_.jail);
     if (s.ok() && config_.jail.seccomp) {
-      auto program = build_seccomp_program();
+      auto program = build_seccomp_program(
+          {.full_width_compare = config_.jail.seccomp_full_width_compare});
       if (program.ok()) seccomp_ = std::move(program).value();
       else s = std::move(program).error();
     }
@@ -129,8 +130,13 @@ int SupervisorLoop::run() {
       return 1;
     }
   }
+  // What the filter could not name travels to the host, which has a logger (this process
+  // has none, and its calls must not inherit one); so does the absence of Landlock.
   Json ready = {{"op", "ready"}, {"landlock_abi", landlock_.valid() ? landlock_abi_ : 0}};
   if (!landlock_missing_.empty()) ready["landlock_missing"] = landlock_missing_;
+  if (seccomp_)
+    ready["seccomp"] = {{"unknown_syscalls", seccomp_->unknown_syscalls},
+                        {"highest_known_syscall", seccomp_->highest_known_syscall}};
   if (!send_message(control_, ready).ok()) return 1;
 
   for (;;) {

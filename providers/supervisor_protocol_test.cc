@@ -63,6 +63,7 @@ TEST(ProtocolTest, ConfigRoundTrips) {
   c.jail.readonly_mounts = {{"/src", "/dst"}};
   c.jail.uid = 1234;
   c.jail.seccomp = false;
+  c.jail.seccomp_full_width_compare = true;  // a weakening must survive the trip, not default
   auto back = supervisor_config_from_json(to_json(c));
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(to_json(*back), to_json(c));

@@ -21,6 +21,7 @@ constexpr WeakeningName kWeakeningNames[] = {
     {Weakening::kNoSeccomp, "no_seccomp"},
     {Weakening::kReuseWorkspace, "reuse_workspace"},
     {Weakening::kShareTmp, "share_tmp"},
+    {Weakening::kSeccompFullWidthCompare, "seccomp_full_width_compare"},
 };
 }  // namespace
 

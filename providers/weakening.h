@@ -40,6 +40,10 @@ enum class Weakening {
   // /tmp is a bind of <work_dir>/shared-tmp (01777), shared by every run with this weakening
   // and not removed at destroy (/var/tmp stays a private tmpfs).
   kShareTmp,
+  // The seccomp filter's argument rules (socket family, ioctl request, clone flags) compare
+  // all 64 bits of the register, as before issue 9: a call that sets bits above the 32 the
+  // kernel reads (socket((1UL << 32) | AF_VSOCK, ...)) is not refused by them.
+  kSeccompFullWidthCompare,
 };
 
 std::string to_string(Weakening w);  // "mount_home", "pass_host_env", ...

@@ -25,7 +25,7 @@ TEST(WeakeningNames, RoundTripAndUnknownNamesAreListed) {
     ASSERT_TRUE(back.ok()) << providers::to_string(w);
     EXPECT_EQ(*back, w);
   }
-  EXPECT_EQ(providers::all_weakenings().size(), 7u);
+  EXPECT_EQ(providers::all_weakenings().size(), 8u);
   auto bad = providers::weakening_from_string("mount_everything");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("known: mount_home, pass_host_env"), std::string::npos)
@@ -204,6 +204,29 @@ TEST_F(WeakeningTest, NoSeccompInstallsNoFilter) {
   auto hard = make_env(*hardened_);
   ASSERT_TRUE(hard);
   EXPECT_EQ(status_field(*hard, "Seccomp"), "2\n");
+}
+
+TEST_F(WeakeningTest, SeccompFullWidthCompareLetsTheHighBitVsockSocketThrough) {
+  SANDGATE_REQUIRE_ROOT();
+  // socket(AF_VSOCK) with a bit above the 32 the kernel reads, through libc's syscall() with
+  // 64-bit arguments; the socket is only created, never connected (the hypervisor's side).
+  const std::string script =
+      "python3 -c 'import ctypes, os\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "L = ctypes.c_long\n"
+      "for family in (40, (1 << 32) | 40):\n"
+      "    fd = libc.syscall(L(41), L(family), L(1), L(0))\n"
+      "    print(\"socket\" if fd >= 0 else os.strerror(ctypes.get_errno()))\n'";
+  auto weak = weak_env({Weakening::kSeccompFullWidthCompare});
+  ASSERT_TRUE(weak);
+  auto w = sh(*weak, script);
+  EXPECT_EQ(w.stdout_data, "Operation not permitted\nsocket\n") << w.stderr_data;
+  // The filter is still there; only its comparisons are weakened.
+  EXPECT_EQ(status_field(*weak, "Seccomp"), "2\n");
+  auto hard = make_env(*hardened_);
+  ASSERT_TRUE(hard);
+  auto h = sh(*hard, script);
+  EXPECT_EQ(h.stdout_data, "Operation not permitted\nOperation not permitted\n") << h.stderr_data;
 }
 
 TEST_F(WeakeningTest, ReuseWorkspaceSharesOneWorkspaceThatOutlivesRuns) {

@@ -103,6 +103,21 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   EXPECT_EQ(m["net.metadata_v4_get"]->layer, probes::Layer::kNamespace);
   ASSERT_TRUE(m.count("proc.bpf_prog_load"));
   EXPECT_EQ(m["proc.bpf_prog_load"]->layer, probes::Layer::kSeccomp);
+  // Syscalls the kernel has but the filter refuses (ENOSYS or EPERM), attributed by the
+  // evidence: the baseline ran them, and the probe saw its own filter (Seccomp: 2).
+  for (const char* id : {"proc.newer_syscall", "proc.open_tree_attr", "proc.listmount",
+                         "proc.statmount", "proc.mseal", "proc.memfd_secret", "proc.modify_ldt"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+    EXPECT_EQ(m[id]->layer, probes::Layer::kSeccomp) << id << ": " << m[id]->why;
+  }
+  // Argument-filtered calls, with their high-bit twins (proc.tiocsti needs a pseudo-terminal,
+  // which the jail's /dev does not offer: inconclusive here, its twins are unit-tested).
+  for (const char* id : {"net.vsock", "net.packet_socket", "proc.clone_newuser"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+    EXPECT_EQ(m[id]->layer, probes::Layer::kSeccomp) << id << ": " << m[id]->why;
+  }
   ASSERT_TRUE(m.count("resource.memory"));
   EXPECT_EQ(m["resource.memory"]->layer, probes::Layer::kLimit);
   // The rlimit grants: judged against the grant, with the value read back from the host's
@@ -149,11 +164,33 @@ TEST_F(ProbeSuiteTest, SelfTestCatchesEveryWeakening) {
   ASSERT_TRUE(s);
   auto p = provider("namespaces", /*weakenings=*/true);
   ASSERT_TRUE(p);
+  // The probes that must catch a weakening, where it is known which (the rest: any probe).
+  // seccomp_full_width_compare: the twins with a bit above the 32 the kernel reads get past
+  // the argument rules: an AF_VSOCK socket (no capability needed for one) and a clone into a
+  // new user namespace (allowed unprivileged inside the jail). The AF_PACKET twin still meets
+  // the kernel's CAP_NET_RAW check, and TIOCSTI's depends on dev.tty.legacy_tiocsti, so
+  // neither is required.
+  const std::map<providers::Weakening, std::vector<std::string>> must_catch = {
+      {providers::Weakening::kSeccompFullWidthCompare, {"net.vsock", "proc.clone_newuser"}},
+  };
   for (auto w : providers::all_weakenings()) {
     auto run = s->run(*p, {w});
     EXPECT_TRUE(providers::remove_shared_dirs(options_.paths).ok());
     ASSERT_TRUE(run.ok()) << providers::to_string(w) << ": " << run.error().message();
     EXPECT_FALSE(run->exposed().empty()) << providers::to_string(w) << " was not caught";
+    auto it = must_catch.find(w);
+    if (it == must_catch.end()) continue;
+    auto m = by_id(*run);
+    for (const auto& id : it->second) {
+      ASSERT_TRUE(m.count(id)) << id;
+      EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed)
+          << providers::to_string(w) << " not caught by " << id << ": " << m[id]->why;
+      // Caught by the twin: the plain call is still refused by the filter.
+      ASSERT_TRUE(m[id]->sandbox.has_value()) << id;
+      Json plain = m[id]->sandbox->evidence.value("plain", Json());
+      if (plain.is_object()) plain = plain.value("socket", Json());
+      EXPECT_EQ(plain, "EPERM") << id << ": " << m[id]->why;
+    }
   }
   ASSERT_TRUE(s->close().ok());
 }

@@ -1,0 +1,369 @@
+// The compiled filter against the real kernel. Each case forks a child that sets
+// no_new_privs, installs the program and makes raw system calls; the parent reads back what
+// each call returned, or how the child died. The children run as root, so a refusal here is
+// the filter's, never a missing capability.
+#include "providers/seccomp_policy.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "tests/support/privileged.h"
+
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+
+namespace sandgate::providers {
+namespace {
+
+// x86_64 numbers of calls newer than some headers (arch/x86/entry/syscalls/syscall_64.tbl).
+constexpr long kModifyLdt = 154;
+constexpr long kMemfdSecret = 447;
+constexpr long kStatmount = 457;
+constexpr long kListmount = 458;
+constexpr long kMseal = 462;
+constexpr long kOpenTreeAttr = 467;
+// arch/x86/include/uapi/asm/unistd.h: __X32_SYSCALL_BIT.
+constexpr long kX32SyscallBit = 0x40000000;
+// arch/x86/entry/syscalls/syscall_32.tbl: socket on i386.
+constexpr long kI386Socket = 359;
+
+constexpr unsigned long kHigh = 1UL << 32;  // a bit the kernel drops from an int argument
+
+// What one raw call returned: the value, or -1 and errno.
+struct Answer {
+  long ret = 0;
+  int err = 0;
+};
+
+// How a filtered child ended, and the answers it sent before it did.
+struct ChildRun {
+  bool exited = false;
+  int code = -1;
+  int signal = 0;
+  std::vector<Answer> answers;
+};
+
+Answer answer(long ret) { return {ret, ret < 0 ? errno : 0}; }
+
+// Forks; the child sets no_new_privs, installs `program` and runs body(report), where
+// report(answer) sends one answer to the parent. The child then exits 0 (or body execs).
+template <typename Body>
+ChildRun under_filter(const SeccompProgram& program, Body body) {
+  ChildRun run;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return run;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(120);
+    if (!install_seccomp_program(program).ok()) ::_exit(121);
+    auto report = [&](Answer a) { (void)!::write(fds[1], &a, sizeof a); };
+    body(report);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  Answer a;
+  while (::read(fds[0], &a, sizeof a) == static_cast<ssize_t>(sizeof a)) run.answers.push_back(a);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.exited = WIFEXITED(status);
+  run.code = run.exited ? WEXITSTATUS(status) : -1;
+  run.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  return run;
+}
+
+std::string describe(const Answer& a) {
+  return a.ret >= 0 ? "returned " + std::to_string(a.ret)
+                    : std::string("failed with ") + errno_name(a.err);
+}
+
+// A raw socket call with an arbitrary 64-bit family, closed if it was made.
+Answer raw_socket(unsigned long family, int type) {
+  Answer a = answer(::syscall(SYS_socket, family, type | SOCK_CLOEXEC, 0));
+  if (a.ret >= 0) ::close(static_cast<int>(a.ret));
+  return a;
+}
+
+// A raw clone with arbitrary 64-bit flags and no new stack (fork-like); a child it made exits
+// at once and is reaped.
+Answer raw_clone(unsigned long flags) {
+  long r = ::syscall(SYS_clone, flags, 0, nullptr, nullptr, 0);
+  if (r == 0) ::syscall(SYS_exit_group, 0);
+  Answer a = answer(r);
+  if (r > 0) ::waitpid(static_cast<pid_t>(r), nullptr, __WALL);
+  return a;
+}
+
+class SeccompFilterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = build_seccomp_program();
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    program_ = std::move(p).value();
+  }
+  SeccompProgram program_;
+};
+
+TEST_F(SeccompFilterTest, VsockAndPacketSocketsAreRefusedWhateverTheHighBits) {
+  SANDGATE_REQUIRE_ROOT();
+  struct Family {
+    const char* name;
+    unsigned long family;
+    int type;
+  };
+  const std::vector<Family> families = {
+      {"AF_VSOCK", AF_VSOCK, SOCK_STREAM},
+      {"AF_VSOCK | 1<<32", kHigh | AF_VSOCK, SOCK_STREAM},
+      {"AF_VSOCK | 0xffffffff<<32", 0xffffffff00000000UL | AF_VSOCK, SOCK_STREAM},
+      {"AF_PACKET", AF_PACKET, SOCK_RAW},
+      {"AF_PACKET | 1<<32", kHigh | AF_PACKET, SOCK_RAW},
+  };
+  auto run = under_filter(program_, [&](auto report) {
+    for (const auto& f : families) report(raw_socket(f.family, f.type));
+    report(raw_socket(AF_UNIX, SOCK_STREAM));  // the positive twin
+  });
+  ASSERT_TRUE(run.exited) << "killed by signal " << run.signal;
+  ASSERT_EQ(run.answers.size(), families.size() + 1);
+  for (size_t i = 0; i < families.size(); ++i) {
+    EXPECT_EQ(run.answers[i].ret, -1) << families[i].name << ": " << describe(run.answers[i]);
+    EXPECT_EQ(run.answers[i].err, EPERM) << families[i].name << ": " << describe(run.answers[i]);
+  }
+  EXPECT_GE(run.answers.back().ret, 0) << "AF_UNIX: " << describe(run.answers.back());
+}
+
+TEST_F(SeccompFilterTest, TiocstiIsRefusedWhateverTheHighBits) {
+  SANDGATE_REQUIRE_ROOT();
+  // fd -1: the kernel would say EBADF; only the filter can say EPERM first.
+  char c = 'x';
+  auto run = under_filter(program_, [&](auto report) {
+    report(answer(::syscall(SYS_ioctl, -1, static_cast<unsigned long>(TIOCSTI), &c)));
+    report(answer(::syscall(SYS_ioctl, -1, kHigh | TIOCSTI, &c)));
+    report(answer(::syscall(SYS_ioctl, -1, static_cast<unsigned long>(TIOCGWINSZ), &c)));
+  });
+  ASSERT_TRUE(run.exited) << "killed by signal " << run.signal;
+  ASSERT_EQ(run.answers.size(), 3u);
+  EXPECT_EQ(run.answers[0].err, EPERM) << "TIOCSTI: " << describe(run.answers[0]);
+  EXPECT_EQ(run.answers[1].err, EPERM) << "TIOCSTI | 1<<32: " << describe(run.answers[1]);
+  EXPECT_EQ(run.answers[2].err, EBADF)
+      << "TIOCGWINSZ reaches the kernel: " << describe(run.answers[2]);
+}
+
+TEST_F(SeccompFilterTest, CloneWithANamespaceFlagIsRefusedWhateverTheHighBits) {
+  SANDGATE_REQUIRE_ROOT();
+  auto run = under_filter(program_, [&](auto report) {
+    report(raw_clone(CLONE_NEWUSER | SIGCHLD));
+    report(raw_clone(kHigh | CLONE_NEWUSER | SIGCHLD));
+    report(raw_clone(kHigh | CLONE_NEWNET | SIGCHLD));
+    // clone3 carries its flags in memory the filter cannot read: ENOSYS, whatever they are.
+    struct clone_args args = {};
+    args.flags = CLONE_NEWUSER;
+    args.exit_signal = SIGCHLD;
+    long r = ::syscall(SYS_clone3, &args, sizeof args);
+    if (r == 0) ::syscall(SYS_exit_group, 0);
+    report(answer(r));
+  });
+  ASSERT_TRUE(run.exited) << "killed by signal " << run.signal;
+  ASSERT_EQ(run.answers.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(run.answers[i].ret, -1) << describe(run.answers[i]);
+    EXPECT_EQ(run.answers[i].err, EPERM) << describe(run.answers[i]);
+  }
+  EXPECT_EQ(run.answers[3].err, ENOSYS) << "clone3: " << describe(run.answers[3]);
+}
+
+TEST_F(SeccompFilterTest, ASyscallAboveWhatTheLibraryKnowsAnswersEnosys) {
+  SANDGATE_REQUIRE_ROOT();
+  long nr = seccomp_highest_known_syscall() + 1;
+  ASSERT_GT(nr, 400);
+  // Every argument invalid (-1: a bad fd, pointer and flags), so a kernel that runs it fails.
+  auto run = under_filter(
+      program_, [&](auto report) { report(answer(::syscall(nr, -1L, -1L, -1L, -1L, -1L, -1L))); });
+  ASSERT_TRUE(run.exited) << "killed by signal " << run.signal;
+  ASSERT_EQ(run.answers.size(), 1u);
+  EXPECT_EQ(run.answers[0].err, ENOSYS) << "syscall " << nr << ": " << describe(run.answers[0]);
+}
+
+TEST_F(SeccompFilterTest, NewerCallsNobodyNeedsAreRefused) {
+  SANDGATE_REQUIRE_ROOT();
+  // Harmless arguments: each fails in the kernel (bad fd, bad flags) if it gets that far;
+  // modify_ldt(0, p, 0) reads zero bytes of the LDT.
+  char buf[8];
+  const std::vector<std::pair<const char*, std::vector<long>>> calls = {
+      {"open_tree_attr", {kOpenTreeAttr, -1, reinterpret_cast<long>("x"), 0, 0, 0}},
+      {"listmount", {kListmount, 0, 0, 0, -1}},
+      {"statmount", {kStatmount, 0, 0, 0, -1}},
+      {"mseal", {kMseal, 0, 0, -1}},
+      {"memfd_secret", {kMemfdSecret, -1}},
+      {"modify_ldt", {kModifyLdt, 0, reinterpret_cast<long>(buf), 0}},
+  };
+  auto run = under_filter(program_, [&](auto report) {
+    for (const auto& [name, a] : calls) {
+      std::vector<long> v = a;
+      v.resize(6, 0);
+      report(answer(::syscall(v[0], v[1], v[2], v[3], v[4], v[5])));
+    }
+  });
+  ASSERT_TRUE(run.exited) << "killed by signal " << run.signal;
+  ASSERT_EQ(run.answers.size(), calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Answer& a = run.answers[i];
+    EXPECT_EQ(a.ret, -1) << calls[i].first << ": " << describe(a);
+    EXPECT_TRUE(a.err == ENOSYS || a.err == EPERM) << calls[i].first << ": " << describe(a);
+  }
+}
+
+TEST_F(SeccompFilterTest, OrdinaryCallsWork) {
+  SANDGATE_REQUIRE_ROOT();
+  auto run = under_filter(program_, [&](auto report) {
+    report(answer(::syscall(SYS_getpid)));
+    long fd = ::syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+    report(answer(fd));
+    char buf[64];
+    report(answer(::syscall(SYS_read, fd, buf, sizeof buf)));
+    int p[2];
+    report(answer(::syscall(SYS_pipe2, p, O_CLOEXEC)));
+    report(answer(::syscall(SYS_write, p[1], "x", 1)));
+    void* m = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    report(answer(m == MAP_FAILED ? -1 : 0));
+    report(raw_clone(SIGCHLD));                                // a plain fork
+    report(answer(::syscall(SYS_personality, 0xffffffffUL)));  // the query
+  });
+  ASSERT_TRUE(run.exited) << "killed by signal " << run.signal;
+  ASSERT_EQ(run.answers.size(), 8u);
+  const char* what[] = {"getpid", "openat", "read",           "pipe2",
+                        "write",  "mmap",   "clone(SIGCHLD)", "personality(query)"};
+  for (size_t i = 0; i < run.answers.size(); ++i)
+    EXPECT_GE(run.answers[i].ret, 0) << what[i] << ": " << describe(run.answers[i]);
+  EXPECT_GT(run.answers[2].ret, 0) << "read returned nothing";
+
+  // execve of a dynamic binary: the loader and libc start-up run under the filter too.
+  auto exec = under_filter(program_, [&](auto) {
+    char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+    char* envp[] = {nullptr};
+    ::execve("/bin/true", argv, envp);
+    ::_exit(99);
+  });
+  EXPECT_TRUE(exec.exited && exec.code == 0)
+      << "/bin/true: exit " << exec.code << ", signal " << exec.signal;
+}
+
+// A 64-bit process may still enter the kernel through the i386 gate (int $0x80, with i386
+// numbers) or with x32 numbers (nr | __X32_SYSCALL_BIT): neither matches a rule written for
+// x86_64 numbers, so the filter must refuse the ABI as a whole, never fall through.
+TEST_F(SeccompFilterTest, OtherAbisCannotBypassTheFilter) {
+  SANDGATE_REQUIRE_ROOT();
+  auto i386 = under_filter(program_, [&](auto report) {
+    long r;
+    // i386 socket(AF_VSOCK, SOCK_STREAM, 0): a descriptor if nothing stopped it.
+    asm volatile("int $0x80"
+                 : "=a"(r)
+                 : "a"(kI386Socket), "b"(AF_VSOCK), "c"(SOCK_STREAM), "d"(0)
+                 : "memory", "r8", "r9", "r10", "r11");
+    report({r, r < 0 ? static_cast<int>(-r) : 0});
+  });
+  EXPECT_FALSE(i386.exited) << "the i386 call returned: "
+                            << (i386.answers.empty() ? "?" : describe(i386.answers[0]));
+  EXPECT_EQ(i386.signal, SIGSYS);
+
+  auto x32 = under_filter(program_, [&](auto report) {
+    report(answer(::syscall(kX32SyscallBit | SYS_socket, AF_VSOCK, SOCK_STREAM, 0)));
+  });
+  EXPECT_FALSE(x32.exited) << "the x32 call returned: "
+                           << (x32.answers.empty() ? "?" : describe(x32.answers[0]));
+  EXPECT_EQ(x32.signal, SIGSYS);
+}
+
+// The weakening the self-test must catch (weakening.h, seccomp_full_width_compare) does what
+// it says: the plain calls are still refused, their high-bit twins are not.
+TEST(SeccompWeakening, FullWidthCompareLetsTheHighBitVariantsThrough) {
+  SANDGATE_REQUIRE_ROOT();
+  auto weak = build_seccomp_program({.full_width_compare = true});
+  ASSERT_TRUE(weak.ok()) << weak.error().message();
+  char c = 'x';
+  auto run = under_filter(*weak, [&](auto report) {
+    report(raw_socket(AF_VSOCK, SOCK_STREAM));
+    report(raw_socket(kHigh | AF_VSOCK, SOCK_STREAM));
+    report(answer(::syscall(SYS_ioctl, -1, kHigh | TIOCSTI, &c)));
+    report(raw_clone(kHigh | CLONE_NEWUSER | SIGCHLD));
+  });
+  ASSERT_TRUE(run.exited) << "killed by signal " << run.signal;
+  ASSERT_EQ(run.answers.size(), 4u);
+  EXPECT_EQ(run.answers[0].err, EPERM) << "AF_VSOCK: " << describe(run.answers[0]);
+  EXPECT_GE(run.answers[1].ret, 0) << "AF_VSOCK | 1<<32: " << describe(run.answers[1]);
+  EXPECT_EQ(run.answers[2].err, EBADF) << "TIOCSTI | 1<<32: " << describe(run.answers[2]);
+  EXPECT_GT(run.answers[3].ret, 0) << "clone(CLONE_NEWUSER | 1<<32): " << describe(run.answers[3]);
+}
+
+// The lists are data a reader can check: no syscall is on two of them, and the three with
+// argument rules are allowed by the allow list (their refusals live in the second program).
+TEST(SeccompLists, EachSyscallHasOneDecision) {
+  std::set<std::string> allowed(seccomp_allowed_syscalls().begin(),
+                                seccomp_allowed_syscalls().end());
+  EXPECT_EQ(allowed.size(), seccomp_allowed_syscalls().size()) << "a name is allowed twice";
+  std::set<std::string> denied, absent;
+  for (const auto& r : seccomp_denied_syscalls()) {
+    EXPECT_TRUE(denied.insert(r.syscall).second) << r.syscall << " is denied twice";
+    EXPECT_FALSE(r.why.empty()) << r.syscall;
+  }
+  for (const auto& r : seccomp_absent_syscalls()) {
+    EXPECT_TRUE(absent.insert(r.syscall).second) << r.syscall << " is listed twice";
+    EXPECT_FALSE(r.why.empty()) << r.syscall;
+  }
+  for (const char* conditional : {"socket", "ioctl", "clone"}) {
+    EXPECT_TRUE(allowed.count(conditional)) << conditional;
+    EXPECT_TRUE(denied.count(conditional)) << conditional;
+    allowed.erase(conditional);
+  }
+  for (const auto& name : allowed) {
+    EXPECT_FALSE(denied.count(name)) << name << " is both allowed and denied";
+    EXPECT_FALSE(absent.count(name)) << name << " is both allowed and absent";
+  }
+  for (const auto& name : denied) EXPECT_FALSE(absent.count(name)) << name;
+  EXPECT_FALSE(allowed.count("personality")) << "personality is allowed for listed values only";
+  for (const char* name : {"modify_ldt", "memfd_secret", "mseal", "listmount", "statmount"})
+    EXPECT_TRUE(absent.count(name)) << name;
+  for (const char* name : {"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+                           "pidfd_open", "pidfd_send_signal"})
+    EXPECT_TRUE(allowed.count(name)) << name;
+  for (const char* name : {"io_uring_setup", "open_tree_attr", "pidfd_getfd", "clone3"})
+    EXPECT_TRUE(denied.count(name)) << name;
+}
+
+// A name this libseccomp cannot resolve is reported with the program, never silently dropped.
+TEST(SeccompLists, NamesTheLibraryDoesNotKnowAreReported) {
+  auto p = build_seccomp_program();
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  std::set<std::string> reported(p->unknown_syscalls.begin(), p->unknown_syscalls.end());
+  std::vector<std::string> names = seccomp_allowed_syscalls();
+  for (const auto& r : seccomp_denied_syscalls()) names.push_back(r.syscall);
+  for (const auto& name : names) {
+    bool unknown = seccomp_syscall_resolve_name(name.c_str()) == __NR_SCMP_ERROR;
+    EXPECT_EQ(reported.count(name) > 0, unknown) << name;
+  }
+  EXPECT_EQ(p->highest_known_syscall, seccomp_highest_known_syscall());
+  EXPECT_GE(p->highest_known_syscall, 435) << "clone3 (435) is older than any libseccomp we use";
+  EXPECT_GT(p->instruction_count(), 0u);
+}
+
+}  // namespace
+}  // namespace sandgate::providers
