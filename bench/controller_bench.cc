@@ -50,7 +50,7 @@
 
 #include "bench/bench_support.h"
 #include "controller/controller.h"
-#include "controller/session.h"
+#include "session/run_session.h"
 #include "core/files.h"
 #include "core/host_paths.h"
 #include "core/log.h"
@@ -136,9 +136,9 @@ std::optional<Stack> make_stack(benchmark::State& state, controller::Policy poli
   return s;
 }
 
-std::unique_ptr<controller::RunSession> open_session(benchmark::State& state, Stack& stack,
+std::unique_ptr<session::RunSession> open_session(benchmark::State& state, Stack& stack,
                                                      providers::EnvSpec spec = {}) {
-  auto s = controller::RunSession::open(*stack.controller, *stack.provider, std::move(spec));
+  auto s = session::RunSession::open(*stack.controller, *stack.provider, std::move(spec));
   if (!s.ok()) {
     state.SkipWithError(("open run: " + s.error().message()).c_str());
     return nullptr;
@@ -147,7 +147,7 @@ std::unique_ptr<controller::RunSession> open_session(benchmark::State& state, St
 }
 
 // Closes the session and reports a failure to do so (a run left behind is a failed run).
-void close_session(benchmark::State& state, std::unique_ptr<controller::RunSession>& s) {
+void close_session(benchmark::State& state, std::unique_ptr<session::RunSession>& s) {
   if (!s) return;
   if (auto st = s->close(); !st.ok() && !state.error_occurred())
     state.SkipWithError(("close run: " + st.error().message()).c_str());
@@ -168,15 +168,27 @@ bool check_true(benchmark::State& state, const char* what, const ExitStatus& sta
 void BM_CallTrue(benchmark::State& state, bool with_call_scope) {
   auto stack = make_stack(state, controller::default_policy());
   if (!stack) return;
-  auto session = open_session(state, *stack);
-  if (!session) return;
-  controller::CallRequest request;
+  // The baseline is the provider alone: an environment of the same provider, no controller.
+  std::unique_ptr<session::RunSession> run;
+  std::unique_ptr<providers::Environment> bare;
+  if (with_call_scope) {
+    run = open_session(state, *stack);
+    if (!run) return;
+  } else {
+    auto env = stack->provider->create({});
+    if (!env.ok()) {
+      state.SkipWithError(("create environment: " + env.error().message()).c_str());
+      return;
+    }
+    bare = std::move(env).value();
+  }
+  session::CallRequest request;
   request.argv = {"/bin/true"};
   providers::Call call;
   call.argv = {"/bin/true"};
   for (auto _ : state) {
     if (with_call_scope) {
-      auto o = session->call(request);
+      auto o = run->call(request);
       if (!o.ok()) {
         state.SkipWithError(("RunSession::call: " + o.error().message()).c_str());
         break;
@@ -187,9 +199,9 @@ void BM_CallTrue(benchmark::State& state, bool with_call_scope) {
                                 .c_str());
         break;
       }
-      if (!check_true(state, "RunSession::call", o->exit, o->stderr_data)) break;
+      if (!check_true(state, "RunSession::call", o->exec.status, o->exec.stderr_data)) break;
     } else {
-      auto r = session->environment().exec(call, providers::Placement{});
+      auto r = bare->exec(call, Placement{});
       if (!r.ok()) {
         state.SkipWithError(("Environment::exec: " + r.error().message()).c_str());
         break;
@@ -197,7 +209,10 @@ void BM_CallTrue(benchmark::State& state, bool with_call_scope) {
       if (!check_true(state, "Environment::exec", r->status, r->stderr_data)) break;
     }
   }
-  close_session(state, session);
+  close_session(state, run);
+  if (bare)
+    if (auto st = bare->destroy(); !st.ok() && !state.error_occurred())
+      state.SkipWithError(("destroy environment: " + st.error().message()).c_str());
 }
 
 // ---- 2. Reaction ----------------------------------------------------------------------------
@@ -224,49 +239,6 @@ std::vector<RampStep> parse_ramp(const std::string& out) {
   return steps;
 }
 
-// A run whose RunScope the benchmark holds itself, so that it can open call scopes with
-// Controller::begin_call and read their start (RunSession keeps its scope to itself).
-class OwnedRun {
- public:
-  static std::unique_ptr<OwnedRun> open(benchmark::State& state, Stack& stack, providers::EnvSpec spec) {
-    std::unique_ptr<OwnedRun> r(new OwnedRun(*stack.controller));
-    if (spec.run_id.empty()) spec.run_id = new_run_id();
-    auto run = stack.controller->begin_run(spec.tenant, spec.run_id);
-    if (!run.ok()) {
-      state.SkipWithError(("begin run: " + run.error().message()).c_str());
-      return nullptr;
-    }
-    r->run_ = std::move(run).value();
-    spec.placement = r->run_->main_placement();
-    auto env = stack.provider->create(spec);
-    if (!env.ok()) {
-      state.SkipWithError(("create environment: " + env.error().message()).c_str());
-      return nullptr;  // the destructor ends the run
-    }
-    r->env_ = std::move(env).value();
-    return r;
-  }
-  ~OwnedRun() { (void)close(); }
-  Status close() {
-    Status first;
-    if (env_) first = env_->destroy();
-    env_.reset();
-    if (run_) {
-      auto s = controller_.end_run(std::move(run_));
-      if (first.ok()) first = std::move(s);
-    }
-    return first;
-  }
-  controller::RunScope& run() { return *run_; }
-  providers::Environment& env() { return *env_; }
-
- private:
-  explicit OwnedRun(controller::Controller& c) : controller_(c) {}
-  controller::Controller& controller_;
-  std::unique_ptr<controller::RunScope> run_;
-  std::unique_ptr<providers::Environment> env_;
-};
-
 void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
   if (g_context->try_binary.empty()) {
     state.SkipWithError("sandgate-try was not built (configure with SANDGATE_BUILD_TESTS=ON)");
@@ -285,7 +257,7 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
   if (!stack) return;
   providers::EnvSpec spec;
   spec.readonly_mounts.push_back({g_context->try_binary, kTryInJail});
-  auto run = OwnedRun::open(state, *stack, spec);
+  auto run = open_session(state, *stack, spec);
   if (!run) return;
   const controller::Monitor& monitor = stack->controller->monitor();
 
@@ -298,37 +270,33 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
   std::vector<double> reactions, step_ms;
   const uint64_t wakeups_before = monitor.trigger_wakeups();
   for (auto _ : state) {
-    std::vector<std::string> argv = {kTryInJail, "ramp", std::to_string(kStepMiB),
-                                     std::to_string(kStepIntervalMs), std::to_string(kSteps),
-                                     std::to_string(hold_ms), std::to_string(phase(rng))};
-    auto scope = stack->controller->begin_call(run->run(), kBurstIntent, argv);
-    if (!scope.ok()) {
-      state.SkipWithError(("begin_call: " + scope.error().message()).c_str());
+    session::CallRequest request;
+    request.argv = {kTryInJail, "ramp", std::to_string(kStepMiB),
+                    std::to_string(kStepIntervalMs), std::to_string(kSteps),
+                    std::to_string(hold_ms), std::to_string(phase(rng))};
+    request.intent = kBurstIntent;
+    // Ladder actions are timed from the call's start (CallScope::start): read it while the
+    // call is parked before exec.
+    Clock::time_point start{};
+    request.on_started = [&](const controller::CallScope& scope, pid_t) { start = scope.start(); };
+    auto called = run->call(request);
+    if (!called.ok()) {
+      state.SkipWithError(("RunSession::call ramp: " + called.error().message()).c_str());
       break;
     }
-    const Clock::time_point start = (*scope)->start();
-    providers::Call call;
-    call.argv = argv;
-    call.timeout = (*scope)->timeout();
-    auto result = run->env().exec(call, (*scope)->placement());
-    if (!result.ok()) {
-      (void)stack->controller->end_call(std::move(scope).value(), providers::ExecResult{});
-      state.SkipWithError(("exec ramp: " + result.error().message()).c_str());
-      break;
-    }
-    auto o = stack->controller->end_call(std::move(scope).value(), *result);
-    if (o.termination != controller::Termination::kExited || !o.exit.exited || o.exit.code != 0) {
-      state.SkipWithError(("ramp ended as " + to_string(o.termination) + " (" + o.exit.describe() +
-                           "): " + o.reason + "; stderr: " + o.stderr_data)
+    const controller::CallOutcome& o = *called;
+    if (o.termination != controller::Termination::kExited || !o.exec.status.exited || o.exec.status.code != 0) {
+      state.SkipWithError(("ramp ended as " + to_string(o.termination) + " (" + o.exec.status.describe() +
+                           "): " + o.reason + "; stderr: " + o.exec.stderr_data)
                               .c_str());
       break;
     }
-    auto steps = parse_ramp(o.stdout_data);
+    auto steps = parse_ramp(o.exec.stdout_data);
     auto crossing = std::find_if(steps.begin(), steps.end(),
                                  [&](const RampStep& s) { return s.total_mib >= threshold_mib; });
     if (crossing == steps.end()) {
       state.SkipWithError(("the burst never reached " + std::to_string(threshold_mib) +
-                           " MiB; its output: " + o.stdout_data)
+                           " MiB; its output: " + o.exec.stdout_data)
                               .c_str());
       break;
     }
@@ -352,8 +320,7 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
     step_ms.push_back(static_cast<double>(crossing->end_ns - crossing->begin_ns) / 1e6);
     state.SetIterationTime(std::max(reaction_ms, 0.0) / 1e3);
   }
-  if (auto s = run->close(); !s.ok() && !state.error_occurred())
-    state.SkipWithError(("close run: " + s.error().message()).c_str());
+  close_session(state, run);
   if (state.error_occurred() || reactions.empty()) return;
   state.counters["p50_ms"] = percentile(reactions, 50);
   state.counters["p95_ms"] = percentile(reactions, 95);
@@ -374,7 +341,7 @@ void BM_MonitorCpu(benchmark::State& state, int calls) {
   if (!stack) return;
   const controller::Monitor& monitor = stack->controller->monitor();
   // The same runs are open in both cases: the only difference is the calls.
-  std::vector<std::unique_ptr<controller::RunSession>> sessions;
+  std::vector<std::unique_ptr<session::RunSession>> sessions;
   for (int i = 0; i < kMonitorRuns; ++i) {
     sessions.push_back(open_session(state, *stack));
     if (!sessions.back()) break;
@@ -395,13 +362,13 @@ void BM_MonitorCpu(benchmark::State& state, int calls) {
         break;
       }
       Running* raw = r.get();
-      controller::RunSession* session = sessions[i].get();
-      r->thread = std::thread([raw, session] {
-        controller::CallRequest request;
+      session::RunSession* open = sessions[i].get();
+      r->thread = std::thread([raw, open] {
+        session::CallRequest request;
         request.argv = {"sleep", "600"};
         request.intent = "default";
         request.cancel_fd = raw->cancel.get();
-        raw->outcome = session->call(request);
+        raw->outcome = open->call(request);
         raw->returned = true;
       });
       running.push_back(std::move(r));

@@ -43,7 +43,6 @@ namespace {
 using providers::Call;
 using providers::Environment;
 using providers::EnvSpec;
-using providers::Placement;
 using providers::Provider;
 using providers::ProviderOptions;
 

@@ -32,7 +32,7 @@ std::vector<Check> provider_checks(Globals& g) {
       out.push_back(check_failed(name, s.error().message()));
     } else {
       out.push_back(check_ok(
-          name, "available; capabilities: " + providers::to_string(entry.info.capabilities)));
+          name, "available; capabilities: " + to_string(entry.info.capabilities)));
     }
   }
   return out;

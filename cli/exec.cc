@@ -10,7 +10,8 @@
 
 #include "cli/common.h"
 #include "cli/signals.h"
-#include "controller/session.h"
+#include "session/client.h"
+#include "session/run_session.h"
 #include "core/json.h"
 #include "core/units.h"
 
@@ -35,7 +36,7 @@ struct ExecArgs {
 };
 
 Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
-                 const providers::ExecResult& r) {
+                 const ExecResult& r) {
   Json j = {
       {"schema_version", 1},
       {"provider", info.name},
@@ -53,6 +54,10 @@ Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
   };
   set_text_field(j, "stdout", r.stdout_data);
   set_text_field(j, "stderr", r.stderr_data);
+  if (r.start_failure)
+    j["start_failure"] = {{"step", r.start_failure->step},
+                          {"errno", errno_name(r.start_failure->err)},
+                          {"message", r.start_failure->describe()}};
   return j;
 }
 
@@ -80,6 +85,9 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   if (!result.ok()) return fail(result.error());
   if (!destroyed.ok()) return fail(std::move(destroyed).error().context_add("tearing down the run"));
   if (a.json) std::cout << dump_json(result_json(provider.info(), run_id, *result), 2) << "\n";
+  if (result->start_failure && !a.json)
+    std::cerr << "sandgate: could not start '" << a.command[0] << "' in the sandbox: "
+              << result->start_failure->describe() << "\n";
   if (result->cancelled) {
     int sig = interrupt.pending();
     std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
@@ -89,33 +97,13 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   return result->status.shell_code();
 }
 
-// Client mode: one request line to the server on `fd`, one reply line back.
-Result<Json> request(int fd, const Json& req) {
-  SG_TRY(write_all(fd, dump_json(req) + "\n"));
-  std::string line;
-  char c;
-  for (;;) {
-    ssize_t n = ::read(fd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("read reply");
-    if (n == 0) return logic_error("exec", "the server closed the connection before replying");
-    if (c == '\n') break;
-    line += c;
-  }
-  SG_ASSIGN_OR_RETURN(Json reply, parse_json(line, "server reply"));
-  if (!reply.value("ok", false))
-    return logic_error("exec", reply.value("error", std::string("request failed")));
-  return reply;
-}
-
 // `exec --socket PATH`: the call runs in an environment of a `sandgate serve --socket` or
 // `sandgate record` server, as a call with its intent; its output and outcome come back in the
 // reply. Without --run (or $SANDGATE_RUN) an environment is created for this one call and
 // destroyed after it, as plain `exec` does.
 int exec_client(const ExecArgs& a) {
-  auto connected = connect_unix(a.socket);
-  if (!connected.ok()) return fail(std::move(connected).error().context_add("--socket"));
-  UniqueFd fd = std::move(connected).value();
+  auto client = session::Client::connect(a.socket);
+  if (!client.ok()) return fail(std::move(client).error().context_add("--socket"));
 
   std::string run = a.run;
   if (run.empty())
@@ -123,19 +111,29 @@ int exec_client(const ExecArgs& a) {
   bool own_run = run.empty();
   if (own_run) {
     if (a.provider.empty()) return fail("exec --socket without --run or $SANDGATE_RUN needs --provider");
-    Json create = {{"op", "create"}, {"provider", a.provider}, {"env", a.env}, {"tenant", a.tenant}};
-    if (!a.workspace.empty()) create["workspace"] = a.workspace;
-    if (!a.timeout.empty()) create["timeout"] = a.timeout;
-    auto reply = request(fd.get(), create);
-    if (!reply.ok()) return fail(reply.error());
-    run = (*reply)["env"].get<std::string>();
+    session::CreateRequest create;
+    create.provider = a.provider;
+    create.env = a.env;
+    create.tenant = a.tenant;
+    create.workspace = a.workspace;
+    create.ro_binds = a.ro_binds;
+    if (!a.timeout.empty()) {
+      auto t = parse_duration(a.timeout);
+      if (!t.ok()) return fail(std::move(t).error().context_add("--timeout"));
+      create.timeout = *t;
+    }
+    auto created = client->create(create);
+    if (!created.ok()) return fail(created.error());
+    run = created->env;
   }
-  Json req = {{"op", "exec"}, {"env", run}, {"argv", a.command}};
-  if (!a.intent.empty()) req["intent"] = a.intent;
-  auto reply = request(fd.get(), req);
-  if (own_run) (void)request(fd.get(), {{"op", "destroy"}, {"env", run}});
-  if (!reply.ok()) return fail(reply.error());
-  const Json& o = (*reply)["outcome"];
+  session::ExecRequest req;
+  req.env = run;
+  req.argv = a.command;
+  if (!a.intent.empty()) req.intent = a.intent;
+  auto outcome = client->exec(req);
+  if (own_run) (void)client->destroy(run);
+  if (!outcome.ok()) return fail(outcome.error());
+  const Json& o = *outcome;
   if (a.json) {
     std::cout << dump_json(o, 2) << "\n";
   } else {
@@ -163,11 +161,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
   providers::EnvSpec spec;
   spec.workspace_recipe = a.workspace;
   spec.env = a.env;
-  for (const auto& b : a.ro_binds) {
-    auto colon = b.find(':');
-    spec.readonly_mounts.push_back(
-        {b.substr(0, colon), colon == std::string::npos ? b : b.substr(colon + 1)});
-  }
+  for (const auto& b : a.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
   if (!a.timeout.empty()) {
     auto t = parse_duration(a.timeout);
     if (!t.ok()) return fail(std::move(t).error().context_add("--timeout"));
@@ -182,7 +176,6 @@ int run_exec(Globals& g, const ExecArgs& a) {
 
   auto policy = load_policy(a.policy);
   if (!policy.ok()) return fail(policy.error());
-  if (auto s = check_requirements(**provider, policy->required_capabilities); !s.ok()) return fail(s.error());
   controller::ControllerOptions copts;
   copts.paths = options.paths;
   copts.root = g.cgroup_root_name();
@@ -192,9 +185,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
     return fail(std::move(ctl).error().context_add("per-call control needs root and cgroups; "
                                                    "--no-controller runs without it"));
   spec.tenant = a.tenant;
-  auto session = controller::RunSession::open(**ctl, **provider, spec);
-  if (!session.ok()) return fail(session.error());
-  controller::CallRequest call;
+  auto opened = session::RunSession::open(**ctl, **provider, spec);
+  if (!opened.ok()) return fail(opened.error());
+  session::CallRequest call;
   call.argv = a.command;
   if (!a.intent.empty()) call.intent = a.intent;
   call.cancel_fd = interrupt.fd();
@@ -203,27 +196,19 @@ int run_exec(Globals& g, const ExecArgs& a) {
       (void)!::write(stream, data.data(), data.size());
     };
   }
-  auto outcome = (*session)->call(call);
-  std::string run_id = (*session)->environment().run_id();
-  auto closed = (*session)->close();
+  auto outcome = (*opened)->call(call);
+  std::string run_id = (*opened)->run_id();
+  auto closed = (*opened)->close();
   if (!outcome.ok()) return fail(outcome.error());
   if (!closed.ok()) return fail(std::move(closed).error().context_add("tearing down the run"));
   const controller::CallOutcome& o = *outcome;
   if (a.json) {
-    providers::ExecResult r;
-    r.status = o.exit;
-    r.wall = o.wall;
-    r.stdout_data = o.stdout_data;
-    r.stderr_data = o.stderr_data;
-    r.stdout_truncated = o.stdout_truncated;
-    r.stderr_truncated = o.stderr_truncated;
-    r.stdout_bytes = o.stdout_bytes;
-    r.stderr_bytes = o.stderr_bytes;
-    r.cancelled = o.termination == controller::Termination::kCancelled;
-    r.timed_out = o.termination == controller::Termination::kTimeout;
-    Json j = result_json((*provider)->info(), run_id, r);
+    Json j = result_json((*provider)->info(), run_id, o.exec);
     j["outcome"] = controller::to_json(o, /*with_output=*/false);
     std::cout << dump_json(j, 2) << "\n";
+  } else if (o.termination == controller::Termination::kNotStarted) {
+    // A shell's 127/126, with the step that failed instead of "command not found".
+    std::cerr << "sandgate: " << o.reason << "\n";
   } else if (o.termination != controller::Termination::kExited) {
     std::cerr << "sandgate: " << controller::to_string(o.termination) << ": " << o.reason
               << "\nsandgate: advice (" << controller::to_string(o.retry) << "): " << o.advice << "\n";
@@ -232,7 +217,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
     std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
     return 128 + sig;
   }
-  return o.exit.shell_code();
+  return o.exec.status.shell_code();
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ int run_providers(Globals& g, bool json) {
     if (!p.ok()) availability = p.error().message();
     else if (auto s = (*p)->available(); !s.ok()) availability = s.error().message();
     Json caps = Json::array();
-    for (auto c : entry.info.capabilities) caps.push_back(providers::to_string(c));
+    for (auto c : entry.info.capabilities) caps.push_back(to_string(c));
     out.push_back({{"name", entry.info.name},
                    {"unsafe", entry.info.unsafe},
                    {"summary", entry.info.summary},
@@ -26,7 +26,7 @@ int run_providers(Globals& g, bool json) {
                    {"availability", availability}});
     if (!json) {
       std::cout << providers::display_name(entry.info) << "\n  " << entry.info.summary
-                << "\n  capabilities: " << providers::to_string(entry.info.capabilities)
+                << "\n  capabilities: " << to_string(entry.info.capabilities)
                 << "\n  on this host: " << availability << "\n";
     }
   }

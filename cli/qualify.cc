@@ -90,7 +90,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     entry["display_name"] = display_name((*p)->info());
     entry["unsafe"] = (*p)->info().unsafe;
     Json caps = Json::array();
-    for (auto c : (*p)->capabilities()) caps.push_back(providers::to_string(c));
+    for (auto c : (*p)->capabilities()) caps.push_back(to_string(c));
     entry["capabilities"] = caps;
     if (auto s = (*p)->available(); !s.ok()) {
       entry["ok"] = false;

@@ -23,7 +23,7 @@
 
 #include "cli/common.h"
 #include "cli/signals.h"
-#include "controller/session.h"
+#include "session/server.h"
 #include "core/fd.h"
 #include "core/defer.h"
 #include "core/files.h"
@@ -55,130 +55,6 @@ std::string self_exe() {
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "sandgate";
-}
-
-// The recorded run behind the orchestrator protocol: `create` answers with this run, `exec`
-// runs a call in it and notes it in the trace, `destroy` is a no-op (the recording owns the
-// run until CMD exits), `list` and `policy` as in `serve`.
-class RecordingServer {
- public:
-  RecordingServer(controller::RunSession& session, const controller::Policy& policy,
-                  replay::Recorder& recorder, std::string provider, int cancel_fd)
-      : session_(session), policy_(policy), recorder_(recorder), provider_(std::move(provider)),
-        cancel_fd_(cancel_fd) {}
-
-  Json handle(const Json& r) {
-    Json response = {{"ok", false}};
-    if (r.is_object() && r.contains("id")) response["id"] = r["id"];
-    if (!r.is_object()) {
-      response["error"] = "a request is a JSON object";
-      return response;
-    }
-    const std::string& run = session_.environment().run_id();
-    std::string op = r.value("op", "");
-    try {
-      if (r.contains("env") && (!r["env"].is_string() || r["env"].get<std::string>() != run)) {
-        response["error"] = "this recording serves one run, '" + run + "'";
-        return response;
-      }
-      if (op == "create") {
-        response.update({{"env", run},
-                         {"provider", provider_},
-                         {"workspace", session_.environment().workspace_path()},
-                         {"workspace_host", session_.environment().workspace_host_path()},
-                         {"recording", true}});
-      } else if (op == "exec") {
-        auto out = exec(r);
-        if (!out.ok()) {
-          response["error"] = out.error().message();
-          return response;
-        }
-        response["outcome"] = std::move(out).value();
-      } else if (op == "destroy") {
-        response["kept"] = true;  // the recording destroys the run when CMD exits
-      } else if (op == "list") {
-        response["envs"] = Json::array({run});
-      } else if (op == "policy") {
-        response["policy"] = controller::to_json(policy_);
-      } else {
-        response["error"] = "unknown op '" + op + "' (create, exec, destroy, list, policy)";
-        return response;
-      }
-    } catch (const std::exception& e) {
-      response["error"] = std::string("request: ") + e.what();
-      return response;
-    }
-    response["ok"] = true;
-    return response;
-  }
-
- private:
-  Result<Json> exec(const Json& r) {
-    controller::CallRequest call;
-    if (!r.contains("argv") || !r["argv"].is_array() || r["argv"].empty())
-      return logic_error("exec", "\"argv\" must be a non-empty array of strings");
-    call.argv = r["argv"].get<std::vector<std::string>>();
-    if (r.contains("intent")) call.intent = r["intent"].get<std::string>();
-    if (r.contains("call_env")) call.env = r["call_env"].get<std::vector<std::string>>();
-    call.cwd = r.value("cwd", "");
-    call.cancel_fd = cancel_fd_;
-    // The trace names the intent the controller will grant: declared, or inferred by the very
-    // rules begin_call applies.
-    SG_ASSIGN_OR_RETURN(auto choice, controller::choose_intent(policy_, call.intent, call.argv));
-    std::string id = recorder_.begin_call(choice.intent, "exec", replay::join_command(call.argv));
-    auto outcome = session_.call(call);
-    recorder_.end_call(id);
-    if (!outcome.ok()) return std::move(outcome).error();
-    return controller::to_json(*outcome);
-  }
-
-  controller::RunSession& session_;
-  const controller::Policy& policy_;
-  replay::Recorder& recorder_;
-  std::string provider_;
-  int cancel_fd_;
-};
-
-// Accepts connections one at a time and answers each request line; stops when `stop_fd`
-// becomes readable.
-void serve_socket(int listener, int stop_fd, RecordingServer& server) {
-  for (;;) {
-    struct pollfd fds[2] = {{listener, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (fds[1].revents) return;
-    UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
-    if (!conn.valid()) continue;
-    std::string buffer;
-    char chunk[65536];
-    bool open = true;
-    while (open) {
-      struct pollfd cf[2] = {{conn.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
-      if (::poll(cf, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        break;
-      }
-      if (cf[1].revents) return;
-      ssize_t n = ::read(conn.get(), chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      buffer.append(chunk, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = buffer.find('\n')) != std::string::npos) {
-        std::string line = buffer.substr(0, nl);
-        buffer.erase(0, nl + 1);
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        auto j = parse_json(line, "request");
-        Json reply = j.ok() ? server.handle(*j) : Json{{"ok", false}, {"error", j.error().message()}};
-        if (!write_all(conn.get(), dump_json(reply) + "\n").ok()) {
-          open = false;
-          break;
-        }
-      }
-    }
-  }
 }
 
 void print_progress(const replay::RecorderProgress& p, bool tty, bool final_line) {
@@ -220,7 +96,6 @@ int run_record(Globals& g, const RecordArgs& a) {
     if (!p.ok()) return fail(p.error());
     policy = std::move(p).value();
   }
-  if (auto s = check_requirements(**provider, policy.required_capabilities); !s.ok()) return fail(s.error());
   controller::ControllerOptions copts;
   copts.paths = options.paths;
   copts.root = g.cgroup_root_name();
@@ -232,14 +107,10 @@ int run_record(Globals& g, const RecordArgs& a) {
   spec.workspace_recipe = a.workspace;
   spec.env = a.env;
   spec.tenant = a.tenant;
-  for (const auto& b : a.ro_binds) {
-    auto colon = b.find(':');
-    spec.readonly_mounts.push_back(
-        {b.substr(0, colon), colon == std::string::npos ? b : b.substr(colon + 1)});
-  }
-  auto session = controller::RunSession::open(**ctl, **provider, spec);
-  if (!session.ok()) return fail(session.error());
-  const std::string run_id = (*session)->environment().run_id();
+  for (const auto& b : a.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
+  auto opened = session::RunSession::open(**ctl, **provider, spec);
+  if (!opened.ok()) return fail(opened.error());
+  const std::string run_id = (*opened)->run_id();
 
   std::string socket_path = a.socket;
   if (socket_path.empty()) {
@@ -255,17 +126,33 @@ int run_record(Globals& g, const RecordArgs& a) {
   ropts.header.source = "sandgate record";
   ropts.header.host = host_description(a.provider, **ctl);
   ropts.header.notes = a.notes.empty() ? "command: " + replay::join_command(a.command) : a.notes;
-  replay::Recorder recorder((*ctl)->backend(), (*session)->run().cgroup(), ropts);
+  replay::Recorder recorder((*ctl)->backend(), (*opened)->run().cgroup(), ropts);
 
   InterruptFd interrupt;
   auto stop = make_pipe(O_CLOEXEC);
   if (!stop.ok()) return fail(stop.error());
-  RecordingServer server(**session, policy, recorder, a.provider, interrupt.fd());
-  std::thread server_thread([&] { serve_socket(listener->get(), stop->read.get(), server); });
+  // The orchestrator protocol's one server, serving this run: each exec is a call event with
+  // the intent the controller grants it (declared, or inferred by the very rules begin_call
+  // applies), from the request to the outcome.
+  session::ServerOptions sopts;
+  sopts.recorded_run = opened->get();
+  sopts.cancel_fd = interrupt.fd();
+  sopts.before_call = [&](const session::ExecRequest& r) {
+    auto choice = controller::choose_intent(policy, r.intent, r.argv);
+    // An intent the policy does not know: the call fails without running, and is no event.
+    if (!choice.ok()) return std::string();
+    return recorder.begin_call(choice->intent, "exec", replay::join_command(r.argv));
+  };
+  sopts.after_call = [&](const std::string& id) {
+    if (!id.empty()) recorder.end_call(id);
+  };
+  session::Server server(**ctl, std::move(sopts));
+  std::thread server_thread([&] { session::serve_listener(server, listener->get(), stop->read.get()); });
   auto stop_server = [&] {
     if (!server_thread.joinable()) return;
     (void)write_all(stop->write.get(), "x");
     server_thread.join();
+    server.close_all();
   };
 
   // CMD on the host, in a process group of its own (so an interrupt can end all of it), with
@@ -276,7 +163,7 @@ int run_record(Globals& g, const RecordArgs& a) {
   if (!driver.ok()) {
     stop_server();
     (void)recorder.finish();
-    (void)(*session)->close();
+    (void)(*opened)->close();
     return fail(driver.error());
   }
   std::cerr << "sandgate: recording run " << run_id << " on " << socket_path << "\n";
@@ -312,7 +199,7 @@ int run_record(Globals& g, const RecordArgs& a) {
   stop_server();
   replay::Trace trace = recorder.finish();
   print_progress(recorder.progress(), tty, true);
-  auto closed = (*session)->close();
+  auto closed = (*opened)->close();
 
   std::string tmp = a.out + ".tmp-" + std::to_string(::getpid());
   Status written = replay::write_trace(tmp, trace);

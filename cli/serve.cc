@@ -1,16 +1,13 @@
-// sandgate serve: the orchestrator protocol (controller/server.h) as JSON lines on
-// stdin/stdout, or on a unix socket (one connection at a time, environments shared).
-#include <poll.h>
-#include <cstring>
-#include <sys/socket.h>
-#include <sys/stat.h>
+// sandgate serve: the orchestrator protocol (session/protocol.h) as JSON lines on stdin/stdout,
+// or on a unix socket (many connections at once, environments shared). Wiring only: the server
+// and its transports are session/server.h.
 #include <unistd.h>
 
 #include <iostream>
 
 #include "cli/common.h"
 #include "cli/signals.h"
-#include "controller/server.h"
+#include "session/server.h"
 
 namespace sandgate::cli {
 namespace {
@@ -20,33 +17,6 @@ struct ServeArgs {
   std::string socket;
   bool allow_unsafe_host = false;
 };
-
-// Reads lines from `fd` until EOF or an interrupt, answering each on `out`. Returns false when
-// interrupted.
-bool serve_stream(controller::Server& server, int in, int out, const InterruptFd& interrupt) {
-  std::string buffer;
-  char chunk[65536];
-  for (;;) {
-    struct pollfd fds[2] = {{in, POLLIN, 0}, {interrupt.fd(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return true;
-    }
-    if (fds[1].revents) return false;
-    ssize_t n = ::read(in, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return true;
-    buffer.append(chunk, static_cast<size_t>(n));
-    size_t nl;
-    while ((nl = buffer.find('\n')) != std::string::npos) {
-      std::string line = buffer.substr(0, nl);
-      buffer.erase(0, nl + 1);
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      std::string reply = server.handle_line(line) + "\n";
-      if (!write_all(out, reply).ok()) return true;
-    }
-  }
-}
 
 int run_serve(Globals& g, const ServeArgs& a) {
   controller::ControllerOptions copts;
@@ -59,35 +29,26 @@ int run_serve(Globals& g, const ServeArgs& a) {
   }
   auto ctl = controller::Controller::create(std::move(copts));
   if (!ctl.ok()) return fail(ctl.error());
-  providers::ProviderOptions popts = g.provider_options();
-  popts.allow_unsafe_host = a.allow_unsafe_host;
   InterruptFd interrupt;
-  controller::Server server(**ctl, g.registry, popts);
+  session::ServerOptions options;
+  options.registry = &g.registry;
+  options.provider_options = g.provider_options();
+  options.provider_options.allow_unsafe_host = a.allow_unsafe_host;
   // A signal during a call cancels it (the call's outcome says so), then serve stops.
-  server.set_cancel_fd(interrupt.fd());
+  options.cancel_fd = interrupt.fd();
+  session::Server server(**ctl, std::move(options));
 
   if (a.socket.empty()) {
-    serve_stream(server, 0, 1, interrupt);
-    server.close_all();
-    return interrupt.pending() ? 128 + interrupt.pending() : 0;
-  }
-  auto listening = listen_unix(a.socket, 4);
-  if (!listening.ok()) return fail(std::move(listening).error().context_add("--socket"));
-  UniqueFd listener = std::move(listening).value();
-  int fd = listener.get();
-  std::cerr << "sandgate: serving on " << a.socket << "\n";
-  bool interrupted = false;
-  while (!interrupted) {
-    struct pollfd fds[2] = {{fd, POLLIN, 0}, {interrupt.fd(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
-    if (fds[1].revents) break;
-    if (!fds[0].revents) continue;
-    UniqueFd conn(::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC));
-    if (!conn.valid()) continue;
-    interrupted = !serve_stream(server, conn.get(), conn.get(), interrupt);
+    session::serve_stream(server, 0, 1, interrupt.fd());
+  } else {
+    auto listening = listen_unix(a.socket, 16);
+    if (!listening.ok()) return fail(std::move(listening).error().context_add("--socket"));
+    UniqueFd listener = std::move(listening).value();
+    std::cerr << "sandgate: serving on " << a.socket << "\n";
+    session::serve_listener(server, listener.get(), interrupt.fd());
+    ::unlink(a.socket.c_str());
   }
   server.close_all();
-  ::unlink(a.socket.c_str());
   return interrupt.pending() ? 128 + interrupt.pending() : 0;
 }
 
@@ -103,8 +64,9 @@ void add_serve_command(CLI::App& app, Globals& g) {
       "  {\"id\":2,\"op\":\"exec\",\"env\":\"<env from create>\",\"argv\":[\"make\"],\"intent\":\"compile\"}\n"
       "  {\"id\":3,\"op\":\"destroy\",\"env\":\"<env>\"}\n"
       "  {\"op\":\"list\"} {\"op\":\"providers\"} {\"op\":\"policy\"}\n"
-      "exec answers with the call's structured outcome. End of input (or SIGTERM) destroys\n"
-      "every environment still open.");
+      "exec answers with the call's structured outcome. Requests for different environments\n"
+      "run at once (replies may interleave; match them by id), each environment's in order.\n"
+      "End of input (or SIGTERM) destroys every environment still open.");
   sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
   sub->add_option("--socket", a->socket, "listen on this unix socket instead of stdin/stdout");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");

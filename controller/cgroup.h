@@ -18,7 +18,7 @@
 #include "core/result.h"
 #include "core/state.h"
 #include "core/units.h"
-#include "providers/provider.h"
+#include "core/placement.h"
 
 namespace sandgate::controller {
 
@@ -122,7 +122,7 @@ class CgroupBackend {
   // `cg` first. ENOENT / ENODEV on the way are normal (expect the races) and not errors.
   virtual Status remove(const Cgroup& cg) = 0;
   // The cgroup.procs directories a call's first process must be written into.
-  virtual providers::Placement placement(const Cgroup& cg) const = 0;
+  virtual Placement placement(const Cgroup& cg) const = 0;
   // An fd that polls readable (POLLPRI on v2 triggers, POLLIN on a v1 eventfd) when the
   // cgroup's memory pressure crosses `stall` within `window` (v2/unified: a PSI trigger,
   // Documentation/accounting/psi.rst; v1: memory.pressure_level "medium" via

@@ -76,7 +76,7 @@ Result<std::vector<pid_t>> HybridBackend::procs(const Cgroup& cg) const {
 
 Status HybridBackend::remove(const Cgroup& cg) { return remove_cgroup(*this, cg); }
 
-providers::Placement HybridBackend::placement(const Cgroup& cg) const {
+Placement HybridBackend::placement(const Cgroup& cg) const {
   return {distinct_dirs(cg)};
 }
 

@@ -84,7 +84,7 @@ class BlockedChild {
   ChildProcess& process() { return process_; }
 
   // Writes the pid into cgroup.procs of every placement directory.
-  Status place(const providers::Placement& p) const {
+  Status place(const Placement& p) const {
     for (const auto& dir : p.cgroup_dirs) {
       SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
       SG_TRY(d.write("cgroup.procs", std::to_string(pid())));

@@ -245,7 +245,7 @@ Result<std::vector<pid_t>> V1Backend::procs(const Cgroup& cg) const {
 
 Status V1Backend::remove(const Cgroup& cg) { return remove_cgroup(*this, cg); }
 
-providers::Placement V1Backend::placement(const Cgroup& cg) const { return {distinct_dirs(cg)}; }
+Placement V1Backend::placement(const Cgroup& cg) const { return {distinct_dirs(cg)}; }
 
 Result<UniqueFd> V1Backend::memory_pressure_trigger(const Cgroup& cg, Duration, Duration) {
   return v1_.pressure_level_eventfd(cg);

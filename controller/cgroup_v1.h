@@ -67,7 +67,7 @@ class V1Backend final : public CgroupBackend {
   Status signal(const Cgroup& cg, int sig) override;
   Result<std::vector<pid_t>> procs(const Cgroup& cg) const override;
   Status remove(const Cgroup& cg) override;
-  providers::Placement placement(const Cgroup& cg) const override;
+  Placement placement(const Cgroup& cg) const override;
   // `stall` and `window` cannot be expressed in v1: the kernel decides "medium" itself.
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                            Duration window) override;

@@ -304,7 +304,7 @@ Result<std::vector<pid_t>> V2Backend::procs(const Cgroup& cg) const {
 
 Status V2Backend::remove(const Cgroup& cg) { return remove_cgroup(*this, cg); }
 
-providers::Placement V2Backend::placement(const Cgroup& cg) const { return {distinct_dirs(cg)}; }
+Placement V2Backend::placement(const Cgroup& cg) const { return {distinct_dirs(cg)}; }
 
 Result<UniqueFd> V2Backend::memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                                     Duration window) {

@@ -56,7 +56,7 @@ class V2Backend final : public CgroupBackend {
   Status signal(const Cgroup& cg, int sig) override;
   Result<std::vector<pid_t>> procs(const Cgroup& cg) const override;
   Status remove(const Cgroup& cg) override;
-  providers::Placement placement(const Cgroup& cg) const override;
+  Placement placement(const Cgroup& cg) const override;
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                            Duration window) override;
 

@@ -109,6 +109,7 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
 
   // The root and the tenant are shared with other runs: recorded as parents, removed only
   // when empty, never killed.
+  std::unique_lock tenants(tenants_mu_);
   std::string tenant_rel = options_.root + "/" + tenant;
   auto tenant_cg = b.create(tenant_rel, nullptr);
   if (!tenant_cg.ok()) return fail(std::move(tenant_cg).error());
@@ -137,6 +138,7 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   if (!main_cg.ok()) return fail(std::move(main_cg).error());
   run->main_ = *main_cg;
   run->main_placement_ = b.placement(run->main_);
+  tenants.unlock();
   // One pressure trigger for the run: a call's stalls show in its parent's pressure too.
   if (auto t = b.memory_pressure_trigger(run->run_, p.ladder.psi_trigger_stall, p.ladder.psi_trigger_window); t.ok()) {
     run->trigger_key_ = next_serial_++;
@@ -173,7 +175,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   return call;
 }
 
-CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, const providers::ExecResult& result) {
+CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult result) {
   monitor_->unwatch(call->serial_);
   CgroupBackend& b = *options_.backend;
   auto now = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - call->start_);
@@ -198,15 +200,8 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, const provider
   o.grant = call->grant_;
   o.observed = call->ladder_->observation();
   o.observed.run_oom_kills = run_oom_kills;
-  o.exit = result.status;
-  o.wall = result.wall;
-  o.stdout_data = result.stdout_data;
-  o.stderr_data = result.stderr_data;
-  o.stdout_bytes = result.stdout_bytes;
-  o.stderr_bytes = result.stderr_bytes;
-  o.stdout_truncated = result.stdout_truncated;
-  o.stderr_truncated = result.stderr_truncated;
-  classify(o, result.timed_out, result.cancelled);
+  o.exec = std::move(result);
+  classify(o);
 
   // Revoke the grant: nothing the call started survives it.
   if (auto s = b.remove(call->cg_); !s.ok()) {
@@ -219,6 +214,7 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, const provider
 
 Status Controller::end_run(std::unique_ptr<RunScope> run) {
   if (run->trigger_key_) monitor_->remove_trigger(run->trigger_key_);
+  std::lock_guard tenants(tenants_mu_);
   Status first = options_.backend->remove(run->run_);
   auto released = release_resources(options_.paths, run->state_->resources());
   if (!released.ok()) return released;  // keep the record: gc retries

@@ -4,12 +4,13 @@
 // the monitor and handled by its ladder, and ends with a structured outcome. The grant is
 // revoked (the call's cgroup killed and removed) when the call ends.
 //
-// The controller knows nothing of providers: it hands out Placements, and the caller gives
-// it the provider's ExecResult at the end of a call.
+// The controller knows nothing of providers: it hands out Placements (core/placement.h), and
+// the caller gives it what the call returned (core/exec_result.h) at the end of a call.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,7 +22,8 @@
 #include "controller/policy.h"
 #include "core/host_paths.h"
 #include "core/state.h"
-#include "providers/provider.h"
+#include "core/exec_result.h"
+#include "core/placement.h"
 
 namespace sandgate::controller {
 
@@ -41,8 +43,10 @@ class RunScope {
   const std::string& run_id() const { return run_id_; }
   const std::string& tenant() const { return tenant_name_; }
   const Cgroup& cgroup() const { return run_; }
+  // <run>/main: the run's long-lived processes (the provider's supervisor, resident processes).
+  const Cgroup& main_cgroup() const { return main_; }
   // Where the run's long-lived processes go (EnvSpec::placement).
-  const providers::Placement& main_placement() const { return main_placement_; }
+  const Placement& main_placement() const { return main_placement_; }
   // "MAJOR:MINOR" of the block device io grants apply to ("": none, io limits dropped).
   const std::string& io_device() const { return io_device_; }
 
@@ -51,7 +55,7 @@ class RunScope {
   std::string run_id_, tenant_name_;
   std::string io_device_;
   Cgroup tenant_, run_, main_;
-  providers::Placement main_placement_;
+  Placement main_placement_;
   std::optional<RunState> state_;
   int next_call_ = 1;
   uint64_t trigger_key_ = 0;  // the run's pressure trigger in the monitor (0: none)
@@ -64,7 +68,7 @@ class CallScope {
   const Grant& grant() const { return grant_; }
   const Cgroup& cgroup() const { return cg_; }
   // Where the call's first process goes (Environment::exec's placement).
-  const providers::Placement& placement() const { return placement_; }
+  const Placement& placement() const { return placement_; }
   // The wall-clock limit to give the provider for this call (0: none).
   Duration timeout() const { return grant_.timeout; }
   // When the call started: LadderAction::at is measured from here (steady_clock).
@@ -78,7 +82,7 @@ class CallScope {
   IntentChoice intent_;
   Grant grant_;
   Cgroup cg_;
-  providers::Placement placement_;
+  Placement placement_;
   std::unique_ptr<Ladder> ladder_;
   std::chrono::steady_clock::time_point start_;
   RunScope* run_ = nullptr;
@@ -113,7 +117,7 @@ class Controller {
   Status set_io_device(RunScope& run, std::string device);
   // Stops watching, reads the final counters, revokes the grant (kills anything left in the
   // call's cgroup and removes it) and classifies how the call ended.
-  CallOutcome end_call(std::unique_ptr<CallScope> call, const providers::ExecResult& result);
+  CallOutcome end_call(std::unique_ptr<CallScope> call, ExecResult result);
   // Removes the run's cgroups (after the provider's environment is destroyed), and the
   // tenant's and root's if no other run uses them.
   Status end_run(std::unique_ptr<RunScope> run);
@@ -130,6 +134,10 @@ class Controller {
   std::unique_ptr<Monitor> monitor_;
   std::vector<std::string> absent_;
   std::atomic<uint64_t> next_serial_{1};
+  // Runs begin and end on many threads (a server's environments, a replay's workers): the
+  // tenant cgroup one run removes when it looks unused must not vanish under another run
+  // that is being made in it.
+  std::mutex tenants_mu_;
 };
 
 }  // namespace sandgate::controller

@@ -67,8 +67,8 @@ class ControllerFakeTest : public ::testing::Test {
     return t.ok() ? *t : std::string();
   }
 
-  static providers::ExecResult exited(int code) {
-    providers::ExecResult r;
+  static ExecResult exited(int code) {
+    ExecResult r;
     r.status = ExitStatus{true, code, 0};
     r.wall = ms(42);
     r.stdout_data = "hello\n";
@@ -246,9 +246,9 @@ TEST_F(ControllerFakeTest, EndCallRevokesTheGrantAndClassifiesFromTheFinalRead) 
   EXPECT_EQ(o.observed.peaks.memory_bytes, GiB(2).value);
   ASSERT_FALSE(o.observed.actions.empty());
   EXPECT_EQ(o.observed.actions.back().action, "oom_kill");
-  EXPECT_EQ(o.wall, ms(42));
-  EXPECT_EQ(o.stdout_data, "hello\n");
-  EXPECT_EQ(o.stdout_bytes, 6u);
+  EXPECT_EQ(o.exec.wall, ms(42));  // the provider's result, carried whole
+  EXPECT_EQ(o.exec.stdout_data, "hello\n");
+  EXPECT_EQ(o.exec.stdout_bytes, 6u);
   EXPECT_GE(backend_->reads(rel), 1);
 
   // Revoked: the call's cgroup is removed and no longer in the run record.

@@ -111,8 +111,8 @@ class FakeBackend : public CgroupBackend {
     return ok_status();
   }
 
-  providers::Placement placement(const Cgroup& cg) const override {
-    providers::Placement p;
+  Placement placement(const Cgroup& cg) const override {
+    Placement p;
     for (const auto& [h, d] : cg.dirs) p.cgroup_dirs.push_back(d);
     return p;
   }

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <cerrno>
+
 namespace sandgate::controller {
 
 std::string to_string(Termination t) {
@@ -12,6 +14,7 @@ std::string to_string(Termination t) {
     case Termination::kPidsLimit: return "pids_limit";
     case Termination::kCancelled: return "cancelled";
     case Termination::kKilled: return "killed";
+    case Termination::kNotStarted: return "not_started";
   }
   return "unknown";
 }
@@ -25,8 +28,21 @@ std::string to_string(RetryAdvice r) {
   return "unknown";
 }
 
-void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
+void classify(CallOutcome& o) {
   const CallObservation& seen = o.observed;
+  const ExitStatus& exit = o.exec.status;
+  if (o.exec.start_failure) {
+    // Nothing ran, so nothing else can have happened to it.
+    const StartFailure& f = *o.exec.start_failure;
+    o.termination = Termination::kNotStarted;
+    o.reason = "could not start " + (o.argv.empty() ? std::string("the command") : "'" + o.argv[0] + "'") +
+               " in the sandbox: " + f.describe();
+    o.retry = RetryAdvice::kNoRetry;
+    o.advice = f.step == "execve" && f.err == ENOENT
+                   ? "the command is not installed in the sandbox (or not on its PATH): use one that is"
+                   : "the command cannot be run there as it is; fix the command line or the file's mode";
+    return;
+  }
   std::string limit = o.grant.memory_max ? format_bytes(*o.grant.memory_max) : "the run's limit";
   if (seen.oom_kills > 0) {
     // The kernel killed inside this call's cgroup: whatever the exit status says, this is it.
@@ -38,7 +54,7 @@ void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
                "time) or declare an intent with a larger memory grant";
     return;
   }
-  if (seen.run_oom_kills > 0 && !o.exit.exited && o.exit.signal == SIGKILL) {
+  if (seen.run_oom_kills > 0 && !exit.exited && exit.signal == SIGKILL) {
     o.termination = Termination::kMemoryLimit;
     o.reason = "the run hit its shared memory limit while this call ran (call peak " +
                human_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
@@ -65,24 +81,24 @@ void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
     }
     return;
   }
-  if (timed_out) {
+  if (o.exec.timed_out) {
     o.termination = Termination::kTimeout;
     // Ended before its own limit (or with none): the run's deadline came first.
-    o.reason = o.grant.timeout > Duration(0) && o.wall >= o.grant.timeout
+    o.reason = o.grant.timeout > Duration(0) && o.exec.wall >= o.grant.timeout
                    ? "the call ran past its " + format_duration(o.grant.timeout) + " wall-clock limit"
                    : std::string("the call ran past the run's wall-clock limit");
     o.retry = RetryAdvice::kRetryWithSmallerScope;
     o.advice = "split the work or run it in the background with a narrower scope";
     return;
   }
-  if (cancelled_by_caller) {
+  if (o.exec.cancelled) {
     o.termination = Termination::kCancelled;
     o.reason = "the caller cancelled the call";
     o.retry = RetryAdvice::kRetry;
     o.advice = "cancelled on request; run it again if it is still wanted";
     return;
   }
-  if (seen.pids_refused > 0 && !(o.exit.exited && o.exit.code == 0)) {
+  if (seen.pids_refused > 0 && !(exit.exited && exit.code == 0)) {
     o.termination = Termination::kPidsLimit;
     o.reason = std::to_string(seen.pids_refused) + " fork(s) were refused at the call's limit of " +
                (o.grant.pids_max ? std::to_string(*o.grant.pids_max) : std::string("?")) +
@@ -92,19 +108,19 @@ void classify(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
     return;
   }
   o.termination = Termination::kExited;
-  if (o.exit.exited) {
-    o.reason = "exited with status " + std::to_string(o.exit.code);
+  if (exit.exited) {
+    o.reason = "exited with status " + std::to_string(exit.code);
     o.retry = RetryAdvice::kNoRetry;
-    o.advice = o.exit.code == 0 ? "done" : "the command itself failed; read its output";
-  } else if (o.exit.signal == SIGXFSZ && o.grant.file_size) {
+    o.advice = exit.code == 0 ? "done" : "the command itself failed; read its output";
+  } else if (exit.signal == SIGXFSZ && o.grant.file_size) {
     // The kernel's signal for a write past RLIMIT_FSIZE: the grant's doing, not a crash.
-    o.reason = "terminated by " + o.exit.describe() + ": it wrote a file past its " +
+    o.reason = "terminated by " + exit.describe() + ": it wrote a file past its " +
                format_bytes(*o.grant.file_size) + " file_size grant";
     o.retry = RetryAdvice::kRetryWithSmallerScope;
     o.advice = "write smaller files (split the output, stream it elsewhere) or declare an intent "
                "with a larger file_size grant";
   } else {
-    o.reason = "terminated by " + o.exit.describe();
+    o.reason = "terminated by " + exit.describe();
     o.retry = RetryAdvice::kNoRetry;
     o.advice = "the command was killed by a signal it did not get from sandgate; read its output";
   }
@@ -132,21 +148,23 @@ Json to_json(const CallOutcome& o, bool with_output) {
         {"frozen_ms", to_millis(o.observed.frozen_for)},
         {"samples", o.observed.samples}}},
       {"actions", actions},
-      {"exit", {{"code", o.exit.exited ? Json(o.exit.code) : Json(nullptr)},
-                {"signal", o.exit.exited ? Json(nullptr) : Json(o.exit.signal)}}},
-      {"wall_ms", to_millis(o.wall)},
+      {"exit", {{"code", o.exec.status.exited ? Json(o.exec.status.code) : Json(nullptr)},
+                {"signal", o.exec.status.exited ? Json(nullptr) : Json(o.exec.status.signal)}}},
+      {"wall_ms", to_millis(o.exec.wall)},
       {"termination", to_string(o.termination)},
       {"reason", o.reason},
       {"retry", to_string(o.retry)},
       {"advice", o.advice},
   };
+  if (const auto& f = o.exec.start_failure)
+    j["start_failure"] = {{"step", f->step}, {"errno", errno_name(f->err)}, {"message", f->describe()}};
   if (with_output) {
-    set_text_field(j, "stdout", o.stdout_data);
-    set_text_field(j, "stderr", o.stderr_data);
-    j["stdout_bytes"] = o.stdout_bytes;
-    j["stderr_bytes"] = o.stderr_bytes;
-    j["stdout_truncated"] = o.stdout_truncated;
-    j["stderr_truncated"] = o.stderr_truncated;
+    set_text_field(j, "stdout", o.exec.stdout_data);
+    set_text_field(j, "stderr", o.exec.stderr_data);
+    j["stdout_bytes"] = o.exec.stdout_bytes;
+    j["stderr_bytes"] = o.exec.stderr_bytes;
+    j["stdout_truncated"] = o.exec.stdout_truncated;
+    j["stderr_truncated"] = o.exec.stderr_truncated;
   }
   return j;
 }

@@ -7,15 +7,18 @@
 #include <vector>
 
 #include "controller/policy.h"
+#include "core/exec_result.h"
 #include "core/json.h"
 #include "core/process.h"
 #include "core/units.h"
 
 namespace sandgate::controller {
 
-enum class Termination { kExited, kTimeout, kMemoryLimit, kPidsLimit, kCancelled, kKilled };
+// kNotStarted: the command could not be started inside the sandbox (it does not exist, is not
+// executable, or a step before exec failed); its status is then 127 or 126, as a shell's.
+enum class Termination { kExited, kTimeout, kMemoryLimit, kPidsLimit, kCancelled, kKilled, kNotStarted };
 enum class RetryAdvice { kRetry, kRetryWithSmallerScope, kNoRetry };
-std::string to_string(Termination t);  // "exited", "timeout", "memory_limit", ...
+std::string to_string(Termination t);  // "exited", "timeout", "memory_limit", ..., "not_started"
 std::string to_string(RetryAdvice r);  // "retry", "retry_with_smaller_scope", "no_retry"
 
 // One step the ladder took (or an event it observed, such as a kernel OOM kill).
@@ -57,20 +60,17 @@ struct CallOutcome {
   IntentChoice intent;
   Grant grant;
   CallObservation observed;
-  ExitStatus exit;
-  Duration wall{0};
+  ExecResult exec;      // what the provider returned: exit status, wall time, output
   Termination termination = Termination::kExited;
   std::string reason;   // one line: why it ended
   RetryAdvice retry = RetryAdvice::kNoRetry;
   std::string advice;   // one line an agent can act on
-  std::string stdout_data, stderr_data;
-  uint64_t stdout_bytes = 0, stderr_bytes = 0;
-  bool stdout_truncated = false, stderr_truncated = false;
 };
 
 // The termination, reason and retry advice, from what the call did and what was seen.
 // Pure: unit-tested against every combination.
-void classify(CallOutcome& outcome, bool timed_out, bool cancelled_by_caller);
+// Reads exec (status, timed_out, cancelled by the caller, start_failure) and observed.
+void classify(CallOutcome& outcome);
 
 Json to_json(const CallOutcome& o, bool with_output = true);
 

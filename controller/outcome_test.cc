@@ -11,6 +11,13 @@
 namespace sandgate::controller {
 namespace {
 
+// classify() reads how the call ended from its ExecResult: set the caller's two flags there.
+void classify_as(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
+  o.exec.timed_out = timed_out;
+  o.exec.cancelled = cancelled_by_caller;
+  classify(o);
+}
+
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -28,8 +35,8 @@ CallOutcome outcome(ExitStatus exit) {
   o.grant.cpu_cores = 2.0;
   o.grant.pids_max = 64;
   o.grant.timeout = std::chrono::seconds(10);
-  o.exit = exit;
-  o.wall = ms(1500);
+  o.exec.status = exit;
+  o.exec.wall = ms(1500);
   return o;
 }
 
@@ -55,7 +62,7 @@ TEST(OutcomeNames, EveryTerminationAndAdviceHasItsName) {
 
 TEST(Classify, ExitedZero) {
   CallOutcome o = outcome(exited(0));
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kExited);
   EXPECT_EQ(o.retry, RetryAdvice::kNoRetry);
   EXPECT_THAT(o.reason, HasSubstr("status 0"));
@@ -64,7 +71,7 @@ TEST(Classify, ExitedZero) {
 
 TEST(Classify, ExitedNonZeroIsTheCommandsOwnFailure) {
   CallOutcome o = outcome(exited(2));
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kExited);
   EXPECT_EQ(o.retry, RetryAdvice::kNoRetry);
   EXPECT_THAT(o.reason, HasSubstr("status 2"));
@@ -74,7 +81,7 @@ TEST(Classify, ExitedNonZeroIsTheCommandsOwnFailure) {
 
 TEST(Classify, KilledByAForeignSignal) {
   CallOutcome o = outcome(signalled(SIGSEGV));
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kExited);
   EXPECT_EQ(o.retry, RetryAdvice::kNoRetry);
   EXPECT_THAT(o.reason, HasSubstr("SIGSEGV"));
@@ -84,22 +91,22 @@ TEST(Classify, KilledByAForeignSignal) {
 TEST(Classify, SigxfszUnderAFileSizeGrantNamesTheGrant) {
   CallOutcome o = outcome(signalled(SIGXFSZ));
   o.grant.file_size = MiB(256);
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kExited);
   EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope);
   EXPECT_THAT(o.reason, HasSubstr("256MiB file_size grant"));
   ExpectOneLineReasonAndAdvice(o);
   // The twin: without the grant it is just a foreign signal.
   CallOutcome bare = outcome(signalled(SIGXFSZ));
-  classify(bare, false, false);
+  classify_as(bare, false, false);
   EXPECT_EQ(bare.retry, RetryAdvice::kNoRetry);
   EXPECT_THAT(bare.reason, Not(HasSubstr("file_size")));
 }
 
 TEST(Classify, Timeout) {
   CallOutcome o = outcome(signalled(SIGKILL));
-  o.wall = std::chrono::seconds(10);  // it used its whole limit
-  classify(o, /*timed_out=*/true, false);
+  o.exec.wall = std::chrono::seconds(10);  // it used its whole limit
+  classify_as(o, /*timed_out=*/true, false);
   EXPECT_EQ(o.termination, Termination::kTimeout);
   EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope);
   EXPECT_THAT(o.reason, HasSubstr("10s"));
@@ -108,8 +115,8 @@ TEST(Classify, Timeout) {
 
 TEST(Classify, TimeoutBeforeTheCallsOwnLimitIsTheRunsDeadline) {
   CallOutcome o = outcome(signalled(SIGKILL));
-  o.wall = std::chrono::milliseconds(300);  // well before its 10s
-  classify(o, /*timed_out=*/true, false);
+  o.exec.wall = std::chrono::milliseconds(300);  // well before its 10s
+  classify_as(o, /*timed_out=*/true, false);
   EXPECT_EQ(o.termination, Termination::kTimeout);
   EXPECT_THAT(o.reason, HasSubstr("the run's wall-clock limit"));
   EXPECT_THAT(o.reason, Not(HasSubstr("10s")));
@@ -119,7 +126,7 @@ TEST(Classify, TimeoutWithoutACallTimeoutDoesNotClaimAZeroLimit) {
   // The run's own deadline can end a call whose grant has no timeout of its own.
   CallOutcome o = outcome(signalled(SIGKILL));
   o.grant.timeout = Duration(0);
-  classify(o, /*timed_out=*/true, false);
+  classify_as(o, /*timed_out=*/true, false);
   EXPECT_EQ(o.termination, Termination::kTimeout);
   EXPECT_THAT(o.reason, Not(HasSubstr("0ns")));
   ExpectOneLineReasonAndAdvice(o);
@@ -132,7 +139,7 @@ TEST(Classify, OomKillIsMemoryLimitEvenWhenTheExitSaysSigkill) {
     CallOutcome o = outcome(e);
     o.observed.oom_kills = 1;
     o.observed.peaks.memory_bytes = MiB(512).value;
-    classify(o, false, false);
+    classify_as(o, false, false);
     EXPECT_EQ(o.termination, Termination::kMemoryLimit) << e.describe();
     EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope) << e.describe();
     EXPECT_THAT(o.reason, HasSubstr("512MiB"));
@@ -147,7 +154,7 @@ TEST(Classify, OomKillOutranksTimeoutAndLadder) {
   o.observed.cancelled_by_ladder = true;
   o.observed.ladder_termination = Termination::kCancelled;
   o.observed.ladder_reason = "host pressure";
-  classify(o, /*timed_out=*/true, /*cancelled_by_caller=*/true);
+  classify_as(o, /*timed_out=*/true, /*cancelled_by_caller=*/true);
   EXPECT_EQ(o.termination, Termination::kMemoryLimit);
 }
 
@@ -155,7 +162,7 @@ TEST(Classify, OomKillWithoutAMemoryGrantNamesTheRunLimit) {
   CallOutcome o = outcome(signalled(SIGKILL));
   o.grant.memory_max.reset();  // static mode: the run ceiling is the one limit
   o.observed.oom_kills = 1;
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kMemoryLimit);
   EXPECT_THAT(o.reason, HasSubstr("run's limit"));
 }
@@ -166,7 +173,7 @@ TEST(Classify, PidsLimitViaTheLadder) {
   o.observed.ladder_termination = Termination::kPidsLimit;
   o.observed.ladder_reason = "pinned at its limit of 64 processes for 500ms";
   o.observed.pids_refused = 900;
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kPidsLimit);
   EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope);
   EXPECT_EQ(o.reason, "pinned at its limit of 64 processes for 500ms");
@@ -180,7 +187,7 @@ TEST(Classify, PidsLimitViaTheLadderAfterKill) {
   o.observed.killed_by_ladder = true;
   o.observed.ladder_termination = Termination::kPidsLimit;
   o.observed.ladder_reason = "pinned";
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kPidsLimit);
   EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope);
 }
@@ -188,7 +195,7 @@ TEST(Classify, PidsLimitViaTheLadderAfterKill) {
 TEST(Classify, PidsRefusedWithANonZeroExit) {
   CallOutcome o = outcome(exited(1));
   o.observed.pids_refused = 3;
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kPidsLimit);
   EXPECT_EQ(o.retry, RetryAdvice::kRetryWithSmallerScope);
   EXPECT_THAT(o.reason, HasSubstr("3 fork(s)"));
@@ -200,14 +207,14 @@ TEST(Classify, PidsRefusedButSucceededIsJustExited) {
   // The twin: a build that hit the limit once, retried and succeeded is not a failure.
   CallOutcome o = outcome(exited(0));
   o.observed.pids_refused = 3;
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kExited);
   EXPECT_EQ(o.retry, RetryAdvice::kNoRetry);
 }
 
 TEST(Classify, CancelledByTheCaller) {
   CallOutcome o = outcome(signalled(SIGTERM));
-  classify(o, false, /*cancelled_by_caller=*/true);
+  classify_as(o, false, /*cancelled_by_caller=*/true);
   EXPECT_EQ(o.termination, Termination::kCancelled);
   EXPECT_EQ(o.retry, RetryAdvice::kRetry);
   EXPECT_THAT(o.reason, HasSubstr("caller"));
@@ -219,7 +226,7 @@ TEST(Classify, LadderCancelForHostPressureIsRetry) {
   o.observed.cancelled_by_ladder = true;
   o.observed.ladder_termination = Termination::kCancelled;
   o.observed.ladder_reason = "host memory pressure did not clear within 2s";
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.termination, Termination::kCancelled);
   EXPECT_EQ(o.retry, RetryAdvice::kRetry);
   EXPECT_EQ(o.reason, "host memory pressure did not clear within 2s");
@@ -233,7 +240,7 @@ TEST(Classify, LadderKillForHostPressureIsRetry) {
   o.observed.killed_by_ladder = true;
   o.observed.ladder_termination = Termination::kCancelled;
   o.observed.ladder_reason = "host memory pressure did not clear";
-  classify(o, false, false);
+  classify_as(o, false, false);
   EXPECT_EQ(o.retry, RetryAdvice::kRetry);
   EXPECT_EQ(o.reason, "host memory pressure did not clear");
 }
@@ -243,13 +250,13 @@ TEST(Classify, LadderOutranksTimeoutAndCaller) {
   o.observed.cancelled_by_ladder = true;
   o.observed.ladder_termination = Termination::kPidsLimit;
   o.observed.ladder_reason = "pinned";
-  classify(o, /*timed_out=*/true, /*cancelled_by_caller=*/true);
+  classify_as(o, /*timed_out=*/true, /*cancelled_by_caller=*/true);
   EXPECT_EQ(o.termination, Termination::kPidsLimit);
 }
 
 TEST(Classify, TimeoutOutranksCallerCancel) {
   CallOutcome o = outcome(signalled(SIGKILL));
-  classify(o, /*timed_out=*/true, /*cancelled_by_caller=*/true);
+  classify_as(o, /*timed_out=*/true, /*cancelled_by_caller=*/true);
   EXPECT_EQ(o.termination, Termination::kTimeout);
 }
 
@@ -266,12 +273,12 @@ CallOutcome full_outcome() {
   o.observed.samples = 77;
   o.observed.actions = {{"throttle", ms(120), "memory 470MiB reached 90%"},
                         {"unthrottle", ms(370), "memory back to 100MiB"}};
-  o.stdout_data = "out";
-  o.stderr_data = "err";
-  o.stdout_bytes = 3'000'000;  // as written by the call, kept or not
-  o.stderr_bytes = 3;
-  o.stdout_truncated = true;
-  classify(o, false, false);
+  o.exec.stdout_data = "out";
+  o.exec.stderr_data = "err";
+  o.exec.stdout_bytes = 3'000'000;  // as written by the call, kept or not
+  o.exec.stderr_bytes = 3;
+  o.exec.stdout_truncated = true;
+  classify_as(o, false, false);
   return o;
 }
 
@@ -325,8 +332,8 @@ TEST(OutcomeJson, HasEveryDocumentedField) {
 
 TEST(OutcomeJson, OutputThatIsNotUtf8IsReplacedAndCounted) {
   CallOutcome o = full_outcome();
-  o.stdout_data = "ok \xFF\xFE";
-  o.stderr_data = "\xC3";  // a character cut in half
+  o.exec.stdout_data = "ok \xFF\xFE";
+  o.exec.stderr_data = "\xC3";  // a character cut in half
   Json j = to_json(o);
   EXPECT_EQ(j.at("stdout"), "ok \xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(j.at("stdout_invalid_utf8"), 2);
@@ -337,7 +344,7 @@ TEST(OutcomeJson, OutputThatIsNotUtf8IsReplacedAndCounted) {
 TEST(OutcomeJson, SignalledExitHasNullCode) {
   CallOutcome o = outcome(signalled(SIGKILL));
   o.observed.oom_kills = 1;
-  classify(o, false, false);
+  classify_as(o, false, false);
   Json j = to_json(o);
   EXPECT_TRUE(j.at("exit").at("code").is_null());
   EXPECT_EQ(j.at("exit").at("signal"), SIGKILL);

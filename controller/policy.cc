@@ -414,7 +414,7 @@ class Parser {
         std::string path = index("requires", i);
         SG_ASSIGN_OR_RETURN(std::string name,
                             string(caps[i], path, "a capability name like \"fs.isolated\""));
-        auto cap = providers::capability_from_string(name);
+        auto cap = capability_from_string(name);
         if (!cap.ok()) return fail(path, cap.error().detail);
         p.required_capabilities.push_back(*cap);
       }
@@ -710,8 +710,8 @@ Limits Grant::to_limits() const {
   return l;  // io_device: the controller's to fill in
 }
 
-providers::ProcessLimits Grant::to_process_limits() const {
-  providers::ProcessLimits l;
+ProcessLimits Grant::to_process_limits() const {
+  ProcessLimits l;
   l.open_files = open_files;
   if (file_size) l.file_size = file_size->value;
   return l;
@@ -800,7 +800,7 @@ Json to_json(const Policy& p) {
       {"psi_trigger_window", format_duration(l.psi_trigger_window)},
   };
   Json caps = Json::array();
-  for (auto c : p.required_capabilities) caps.push_back(providers::to_string(c));
+  for (auto c : p.required_capabilities) caps.push_back(to_string(c));
   j["requires"] = caps;
   return j;
 }

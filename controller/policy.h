@@ -18,7 +18,8 @@
 #include "core/json.h"
 #include "core/result.h"
 #include "core/units.h"
-#include "providers/provider.h"
+#include "core/capability.h"
+#include "core/exec_result.h"
 
 namespace sandgate::controller {
 
@@ -47,7 +48,7 @@ struct Grant {
   Duration timeout{0};               // wall clock for one call (0: none)
 
   Limits to_limits() const;  // timeout is enforced by the controller, not a cgroup
-  providers::ProcessLimits to_process_limits() const;  // open_files and file_size
+  ProcessLimits to_process_limits() const;  // open_files and file_size
   bool operator==(const Grant&) const = default;
 };
 Json to_json(const Grant& g);
@@ -99,7 +100,7 @@ struct Policy {
   LadderSettings ladder;
   // Required provider capabilities (JSON key "requires"; `requires` itself is a C++20
   // keyword and cannot name a member).
-  std::vector<providers::Capability> required_capabilities;
+  std::vector<Capability> required_capabilities;
 };
 
 // The intents every policy must define.

@@ -248,7 +248,7 @@ TEST(PolicyRlimits, ToProcessLimitsCarriesThemAndNothingElse) {
   EXPECT_TRUE(g.to_process_limits().empty());
   g.open_files = 64;
   g.file_size = MiB(2);
-  providers::ProcessLimits l = g.to_process_limits();
+  ProcessLimits l = g.to_process_limits();
   EXPECT_EQ(l.open_files, 64u);
   EXPECT_EQ(l.file_size, 2097152u);
   // Not cgroup limits: to_limits leaves them out.
@@ -307,9 +307,9 @@ TEST(PolicyFile, ExampleLoadsWithEveryField) {
   EXPECT_EQ(p->ladder.throttle_at, 0.85);
   EXPECT_EQ(p->ladder.freeze_max, seconds(3));
   EXPECT_EQ(p->required_capabilities,
-            (std::vector<providers::Capability>{
-                providers::Capability::kFsIsolated, providers::Capability::kNetNone,
-                providers::Capability::kProcPidNs, providers::Capability::kLimitsPerCall}));
+            (std::vector<Capability>{
+                Capability::kFsIsolated, Capability::kNetNone,
+                Capability::kProcPidNs, Capability::kLimitsPerCall}));
 
   auto back = parse_policy(to_json(*p), "example");
   ASSERT_TRUE(back.ok()) << back.error().message();

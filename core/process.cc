@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,6 +101,13 @@ void ChildProcess::kill_and_reap() {
 pid_t ChildProcess::release() {
   pidfd_.reset();
   return std::exchange(pid_, -1);
+}
+
+Result<std::pair<uint64_t, uint64_t>> read_rlimit(pid_t pid, int resource) {
+  struct rlimit lim {};
+  if (::prlimit(pid, static_cast<__rlimit_resource>(resource), nullptr, &lim) != 0)
+    return sys_error("prlimit", std::to_string(pid));
+  return std::make_pair(static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(lim.rlim_max));
 }
 
 Result<UniqueFd> pidfd_open(pid_t pid) {

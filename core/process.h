@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fd.h"
@@ -76,6 +77,11 @@ struct CommandResult {
 Result<CommandResult> run_command(const std::vector<std::string>& argv,
                                   Duration timeout = std::chrono::seconds(30),
                                   size_t max_output = 1 << 20);
+
+// A process's resource limit as the kernel holds it (prlimit(2), read only): {soft, hard},
+// RLIM_INFINITY for unlimited. Needs the same uid as the target or CAP_SYS_RESOURCE in its
+// user namespace (the creator of a user namespace has that in it).
+Result<std::pair<uint64_t, uint64_t>> read_rlimit(pid_t pid, int resource);
 
 // Opens a pidfd for a pid we started (pidfd_open(2)).
 Result<UniqueFd> pidfd_open(pid_t pid);

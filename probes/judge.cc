@@ -31,7 +31,6 @@ bool about_a_path(const ProbeReport& r) {
 }
 
 Layer network_layer(const ProviderFacts& f) {
-  using providers::Capability;
   if (f.capabilities.count(Capability::kNetNone)) return Layer::kNamespace;
   if (f.capabilities.count(Capability::kNetEgressPolicy)) return Layer::kEgress;
   // Nothing declared: the traffic went out and nobody answered; call it what it looked like.
@@ -167,7 +166,7 @@ ProviderFacts ProviderFacts::of(const providers::ProviderInfo& info) {
   f.capabilities = info.capabilities;
   // Only a provider that declares the filter is credited with it: a refusal of a listed
   // syscall elsewhere comes from somewhere else (capabilities, the kernel).
-  if (info.capabilities.count(providers::Capability::kProcSeccomp))
+  if (info.capabilities.count(Capability::kProcSeccomp))
     for (const auto& rule : providers::seccomp_denied_syscalls()) f.seccomp_denied.insert(rule.syscall);
   return f;
 }

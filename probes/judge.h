@@ -71,7 +71,7 @@ std::string to_string(Witness w);
 // What the provider under test declares: the layer of a refusal is read against it.
 struct ProviderFacts {
   std::string name;
-  providers::CapabilitySet capabilities;
+  CapabilitySet capabilities;
   std::set<std::string> seccomp_denied;  // syscall names its filter refuses (libseccomp names)
 
   // The namespaces provider's declared capabilities and seccomp list; others carry only their

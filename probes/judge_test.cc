@@ -215,7 +215,7 @@ TEST(JudgeLayers, UnreachableNetworkIsNamespaceWithNetNoneAndEgressWithAPolicy) 
   auto r = report("net.production", ProbeResult::kDenied, "ENETUNREACH");
   EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kNamespace);
   ProviderFacts egress;
-  egress.capabilities = {providers::Capability::kNetEgressPolicy};
+  egress.capabilities = {Capability::kNetEgressPolicy};
   EXPECT_EQ(blocking_layer(r, egress), Layer::kEgress);
 }
 TEST(JudgeLayers, ExhaustionIsLimit) {

@@ -1,5 +1,6 @@
 #include "probes/suite.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,13 +11,14 @@
 #include <tuple>
 
 #include "controller/controller.h"
-#include "controller/session.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/process.h"
 #include "probes/catalogue.h"
+#include "probes/plan.h"
 #include "probes/witness.h"
 #include "providers/seccomp_policy.h"
+#include "session/run_session.h"
 
 namespace sandgate::probes {
 namespace {
@@ -27,97 +29,20 @@ using std::chrono::steady_clock;
 constexpr char kProbeInside[] = "/opt/sandgate-probe";
 constexpr char kSetuidInside[] = "/opt/sandgate-setuid-probe";
 
-// Resource probes: each one's own intent with a small grant, its parameters (well past the
-// grant, capped), and the terminations that mean the limit held. A probe held by an rlimit
-// names the report field that counts against it and the errno of the limit instead.
-struct ResourcePlan {
-  const char* id;
-  const char* intent;
-  std::vector<std::string> params;
-  std::vector<std::string> expected;
-  const char* rlimit_count_key = "";  // "fds_opened", "bytes_written"
-  const char* rlimit_errno = "";      // "EMFILE", "EFBIG"
-};
-const std::vector<ResourcePlan>& resource_plans() {
-  static const std::vector<ResourcePlan> kPlans = {
-      {"resource.memory", "probe_memory", {"mem_bytes=256MiB", "resource_hold_ms=300"}, {"memory_limit"}},
-      {"resource.fork_bomb", "probe_pids", {"max_procs=256", "resource_hold_ms=800"}, {"pids_limit"}},
-      {"resource.cpu_spin", "probe_cpu", {"spin_ms=600", "spin_procs=2"}, {}},
-      {"resource.wall_clock", "probe_wall", {"sleep_ms=3000"}, {"timeout"}},
-      {"resource.fd_exhaust", "probe_fds", {"max_fds=4096"}, {}, "fds_opened", "EMFILE"},
-      {"resource.disk_fill", "probe_disk", {"fill_bytes=32MiB"}, {}, "bytes_written", "EFBIG"},
-  };
-  return kPlans;
-}
-
-controller::Policy probe_policy() {
-  controller::Policy p = controller::default_policy();
-  p.name = "sandgate-probe";
-  auto grant = [](std::optional<Bytes> mem, std::optional<uint64_t> pids, std::optional<double> cpu,
-                  Duration timeout) {
-    controller::Grant g;
-    g.memory_max = mem;
-    g.pids_max = pids;
-    g.cpu_cores = cpu;
-    g.timeout = timeout;
-    return g;
-  };
-  using std::chrono::milliseconds;
-  using std::chrono::seconds;
-  p.intents["probe"] = grant(MiB(512), 256, 1.0, seconds(60));
-  p.intents["probe_memory"] = grant(MiB(64), 256, 1.0, seconds(20));
-  p.intents["probe_pids"] = grant(MiB(512), 32, 1.0, seconds(20));
-  p.intents["probe_cpu"] = grant(MiB(512), 256, 0.25, seconds(20));
-  p.intents["probe_wall"] = grant(MiB(512), 256, 1.0, milliseconds(800));
-  // Well under what the probes try (4096 descriptors, a 32MiB file), and under the
-  // supervisor's own limits, so the value the host reads back is the grant itself.
-  p.intents["probe_fds"] = grant(MiB(512), 256, 1.0, seconds(20));
-  p.intents["probe_fds"].open_files = 256;
-  p.intents["probe_disk"] = grant(MiB(512), 256, 1.0, seconds(20));
-  p.intents["probe_disk"].file_size = MiB(8);
-  return p;
-}
-
-// One line of /proc/<pid>/limits ("Max open files  256  256  files"): soft and hard, with
-// "unlimited" as RLIM_INFINITY. nullopt when the line is missing or unreadable.
-std::optional<std::pair<uint64_t, uint64_t>> proc_limit(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.starts_with(name)) continue;
-    std::istringstream words(line.substr(name.size()));
-    std::string soft, hard;
-    if (!(words >> soft >> hard)) return std::nullopt;
-    auto value = [](const std::string& w) -> std::optional<uint64_t> {
-      if (w == "unlimited") return ~uint64_t{0};
-      if (w.empty() || w.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-      return std::stoull(w);
-    };
-    auto s = value(soft), h = value(hard);
-    if (!s || !h) return std::nullopt;
-    return std::make_pair(*s, *h);
-  }
-  return std::nullopt;
-}
-
-// The call's rlimits read from the host while it is parked before exec, compared with what was
-// granted (soft and hard must both be the grant: a lower soft only would let the call raise
-// it back). Returns the hard values read; records checks and mismatches in `out`.
-std::map<std::string, uint64_t> read_host_rlimits(const std::string& proc, pid_t pid,
-                                                  const providers::ProcessLimits& granted,
+// The call's rlimits read from the host (prlimit) while it is parked before exec, compared
+// with what was granted (soft and hard must both be the grant: a lower soft only would let the
+// call raise it back). Returns the hard values read; records checks and mismatches in `out`.
+std::map<std::string, uint64_t> read_host_rlimits(pid_t pid, const ProcessLimits& granted,
                                                   LimitReadback& out) {
   std::map<std::string, uint64_t> seen;
-  std::string path = proc + "/" + std::to_string(pid) + "/limits";
-  auto text = read_file(path);
-  for (auto [key, line, want] :
-       {std::tuple{"open_files", "Max open files", granted.open_files},
-        std::tuple{"file_size", "Max file size", granted.file_size}}) {
+  for (auto [key, resource, name] : {std::tuple{"open_files", RLIMIT_NOFILE, "RLIMIT_NOFILE"},
+                                     std::tuple{"file_size", RLIMIT_FSIZE, "RLIMIT_FSIZE"}}) {
+    std::optional<uint64_t> want = std::string(key) == "open_files" ? granted.open_files : granted.file_size;
     if (!want) continue;
-    std::string label = std::string(key) + " (" + path + ")";
-    auto got = text.ok() ? proc_limit(*text, line) : std::nullopt;
-    if (!got) {
-      out.checked.push_back(label + ": could not be read" +
-                            (text.ok() ? "" : ": " + text.error().message()));
+    std::string label = std::string(key) + " (" + name + " of pid " + std::to_string(pid) + ")";
+    auto got = read_rlimit(pid, resource);
+    if (!got.ok()) {
+      out.checked.push_back(label + ": could not be read: " + got.error().message());
       continue;
     }
     seen[key] = got->second;
@@ -130,80 +55,28 @@ std::map<std::string, uint64_t> read_host_rlimits(const std::string& proc, pid_t
   return seen;
 }
 
-// A run through the controller whose calls have their limits read back from the host between
-// placement and exec: RunSession::call has no seam there, so this drives the same public
-// Controller steps itself (begin_run, create with the main placement, begin_call, exec,
-// end_call, end_run).
-class ControlledRun {
- public:
-  static Result<std::unique_ptr<ControlledRun>> open(controller::Controller& c,
-                                                     providers::Provider& provider,
-                                                     providers::EnvSpec spec, std::string proc) {
-    std::unique_ptr<ControlledRun> r(new ControlledRun(c));
-    r->proc_ = std::move(proc);
-    if (spec.run_id.empty()) spec.run_id = new_run_id();
-    SG_ASSIGN_OR_RETURN(r->run_, c.begin_run(spec.tenant, spec.run_id));
-    r->cgroup_ = r->run_->cgroup();
-    spec.placement = r->run_->main_placement();
-    auto env = provider.create(spec);
-    if (!env.ok()) {
-      (void)r->close();
-      return std::move(env).error();
-    }
-    r->env_ = std::move(env).value();
-    return r;
-  }
-  ~ControlledRun() { (void)close(); }
-
-  struct Called {
-    controller::CallOutcome outcome;
-    LimitReadback limits;
-    // The call's rlimits as the host read them (/proc/<pid>/limits, hard values) while it was
-    // parked before exec: "open_files", "file_size". Only those the grant sets.
-    std::map<std::string, uint64_t> host_rlimits;
-  };
-  Result<Called> call(const std::vector<std::string>& argv, const std::string& intent) {
-    SG_ASSIGN_OR_RETURN(auto scope, controller_.begin_call(*run_, intent, argv));
-    Called out;
-    out.limits = read_back_limits(scope->cgroup(), scope->grant());
-    providers::Call call;
-    call.argv = argv;
-    call.timeout = scope->timeout();
-    call.rlimits = scope->grant().to_process_limits();
-    if (!call.rlimits.empty()) {
-      call.on_started = [&](pid_t pid) {
-        out.host_rlimits = read_host_rlimits(proc_, pid, call.rlimits, out.limits);
-      };
-    }
-    auto result = env_->exec(call, scope->placement());
-    if (!result.ok()) {
-      (void)controller_.end_call(std::move(scope), providers::ExecResult{});
-      return std::move(result).error();
-    }
-    out.outcome = controller_.end_call(std::move(scope), *result);
-    return out;
-  }
-  providers::Environment& env() { return *env_; }
-  const controller::Cgroup& cgroup() const { return cgroup_; }
-  Status close() {
-    Status first;
-    if (env_) first = env_->destroy();
-    env_.reset();
-    if (run_) {
-      auto s = controller_.end_run(std::move(run_));
-      if (first.ok()) first = std::move(s);
-    }
-    return first;
-  }
-
- private:
-  explicit ControlledRun(controller::Controller& c) : controller_(c) {}
-  controller::Controller& controller_;
-  std::unique_ptr<controller::RunScope> run_;
-  std::unique_ptr<providers::Environment> env_;
-  controller::Cgroup cgroup_;
-  std::string proc_;  // the host's /proc
+// A probe call's outcome and what the host read back while the call was parked before exec:
+// its cgroup limits and (only those the grant sets) its rlimits, hard values by grant field.
+struct Called {
+  controller::CallOutcome outcome;
+  LimitReadback limits;
+  std::map<std::string, uint64_t> host_rlimits;
 };
+
+Result<Called> call_probe(session::RunSession& run, const std::vector<std::string>& argv,
+                          const std::string& intent) {
+  Called out;
+  session::CallRequest req;
+  req.argv = argv;
+  req.intent = intent;
+  req.on_started = [&](const controller::CallScope& scope, pid_t pid) {
+    out.limits = read_back_limits(scope.cgroup(), scope.grant());
+    ProcessLimits granted = scope.grant().to_process_limits();
+    if (!granted.empty()) out.host_rlimits = read_host_rlimits(pid, granted, out.limits);
+  };
+  SG_ASSIGN_OR_RETURN(out.outcome, run.call(req));
+  return out;
+}
 
 std::vector<std::string> probe_argv(const std::string& probe, const std::vector<std::string>& ids,
                                     const std::vector<std::string>& params) {
@@ -286,25 +159,7 @@ std::string newer_syscall_param() {
 
 }  // namespace
 
-Witness witness_for(const std::string& id) {
-  static const std::map<std::string, Witness> kWitness = {
-      {"fs.read_host_canary", Witness::kCanary},   {"fs.proc_pid1_root", Witness::kCanary},
-      {"fs.hardlink_escape", Witness::kCanary},    {"fs.write_host_dir", Witness::kHostFile},
-      {"net.metadata_v4_get", Witness::kDecoy},    {"net.metadata_v4_imdsv2", Witness::kDecoy},
-      {"net.metadata_v4_google", Witness::kDecoy}, {"net.metadata_v6_get", Witness::kDecoy},
-      {"net.production_tcp", Witness::kDecoy},     {"net.registry_allowed", Witness::kDecoy},
-      {"net.registry_other_port", Witness::kDecoy}, {"net.udp_exfil", Witness::kDecoy},
-      {"net.dns_exfil", Witness::kDecoy},          {"creds.env_tokens", Witness::kCanary},
-      {"creds.proc_environ", Witness::kCanary},    {"creds.proc_cmdline", Witness::kCanary},
-      {"creds.home_files", Witness::kCanary},      {"creds.own_home_files", Witness::kCanary},
-      {"proc.kill_all", Witness::kSentinel},       {"crossrun.workspace_canary", Witness::kCanary},
-      {"crossrun.tmp_canary", Witness::kCanary},   {"crossrun.dev_shm_canary", Witness::kCanary},
-      {"persist.find", Witness::kCanary},
-  };
-  if (id.rfind("resource.", 0) == 0) return Witness::kResource;
-  auto it = kWitness.find(id);
-  return it == kWitness.end() ? Witness::kSelf : it->second;
-}
+Witness witness_for(const std::string& id) { return plan_for(id).witness; }
 
 Result<std::vector<ProbeReport>> parse_reports(const std::string& output, const std::string& source) {
   std::vector<ProbeReport> out;
@@ -445,29 +300,16 @@ class Suite::Context {
     return spec;
   }
 
-  Result<std::unique_ptr<ControlledRun>> open_run() {
-    return ControlledRun::open(*controller_, provider_, spec(), s_.options_.paths.proc);
+  Result<std::unique_ptr<session::RunSession>> open_run() {
+    return session::RunSession::open(*controller_, provider_, spec());
   }
 
-  // Parameters every probe gets, with the workspace as the probe sees it.
+  // Parameters every probe gets, with the workspace and the setuid helper as it sees them.
   std::vector<std::string> params(const std::string& workspace) const {
     const Canaries& c = *s_.canaries_;
-    std::vector<std::string> p = {
-        "marker=" + c.marker(),
-        "workspace=" + workspace,
-        "host_canary=" + c.host_canary(),
-        "host_write_dir=" + c.host_write_dir(),
-        "other_workspace=" + c.recipe(),
-        "home=" + c.home(),
-        "token_names=" + c.token_names(),
-        "sentinel_pid=" + std::to_string(c.sentinel_pid()),
-        "host_pidns=" + std::to_string(s_.host_pidns_),
-        "host_mntns=" + std::to_string(s_.host_mntns_),
-        newer_syscall_param(),
-    };
-    if (!c.setuid_helper().empty())
-      p.push_back("setuid_helper=" + (jailed_ ? std::string(kSetuidInside) : c.setuid_helper()));
-    return p;
+    return s_.base_params(workspace, c.setuid_helper().empty() ? ""
+                                     : jailed_                 ? std::string(kSetuidInside)
+                                                               : c.setuid_helper());
   }
 
   // What the host saw during one call: decoy events, sentinel signals, files in the write dir.
@@ -513,13 +355,13 @@ class Suite::Context {
   }
 
   // One call of the probe binary; the reports it printed.
-  Result<std::vector<ProbeReport>> call(ControlledRun& run, const std::vector<std::string>& ids,
+  Result<std::vector<ProbeReport>> call(session::RunSession& run, const std::vector<std::string>& ids,
                                         const std::vector<std::string>& extra,
                                         const std::string& intent = "probe") {
-    auto p = params(run.env().workspace_path());
+    auto p = params(run.workspace_path());
     p.insert(p.end(), extra.begin(), extra.end());
-    SG_ASSIGN_OR_RETURN(auto called, run.call(probe_argv(probe_, ids, p), intent));
-    return parse_reports(called.outcome.stdout_data, "sandgate-probe in " + provider_.name());
+    SG_ASSIGN_OR_RETURN(auto called, call_probe(run, probe_argv(probe_, ids, p), intent));
+    return parse_reports(called.outcome.exec.stdout_data, "sandgate-probe in " + provider_.name());
   }
 
   Status run_simple(const std::string& boundary, std::vector<Judgement>& out) {
@@ -541,20 +383,20 @@ class Suite::Context {
     SG_ASSIGN_OR_RETURN(auto a, open_run());
     SG_ASSIGN_OR_RETURN(auto b, open_run());
     const std::string m = s_.marker();
-    std::string ready_file = a->env().workspace_host_path() + "/sandgate-crossrun-" + m + ".ready.json";
-    std::string release_file = a->env().workspace_host_path() + "/sandgate-crossrun-" + m + ".release";
-    // Run A's holder, in a thread: its call returns when released.
-    Result<providers::ExecResult> a_result = logic_error("crossrun", "run A did not run");
+    std::string ready_file = a->workspace_host_path() + "/sandgate-crossrun-" + m + ".ready.json";
+    std::string release_file = a->workspace_host_path() + "/sandgate-crossrun-" + m + ".release";
+    // Run A's holder, a resident process of run A, in a thread: it returns when released.
+    Result<ExecResult> a_result = logic_error("crossrun", "run A did not run");
     std::thread holder([&] {
       providers::Call c;
-      auto p = params(a->env().workspace_path());
+      auto p = params(a->workspace_path());
       p.push_back("hold_ms=20000");
       c.argv = probe_argv(probe_, {"crossrun.plant"}, p);
-      a_result = a->env().exec(c, {});
+      a_result = a->run_resident(c);
     });
     auto ready = wait_for_json(ready_file, std::chrono::seconds(10));
     std::vector<std::string> extra;
-    if (ready.ok()) extra = crossrun_params(*ready, a->env().workspace_host_path());
+    if (ready.ok()) extra = crossrun_params(*ready, a->workspace_host_path());
     for (const Listed* l : s_.probes_of("crossrun")) {
       if (l->id == "crossrun.plant") continue;
       Window w = open_window();
@@ -599,14 +441,9 @@ class Suite::Context {
     unsigned long long pidns = 0;
     {
       SG_ASSIGN_OR_RETURN(auto run, open_run());
-      cgroup = run->cgroup();
+      cgroup = run->run().cgroup();
       // The run's pid namespace, from its supervisor (the first process in its main cgroup).
-      auto procs = controller_->backend().procs(controller::Cgroup{
-          cgroup.rel + "/main", [&] {
-            std::map<std::string, std::string> d;
-            for (const auto& [h, dir] : cgroup.dirs) d[h] = dir + "/main";
-            return d;
-          }()});
+      auto procs = controller_->backend().procs(run->run().main_cgroup());
       if (procs.ok() && !procs->empty()) pidns = pidns_inode(s_.options_.paths.proc, procs->front());
       auto plant = call(*run, {"persist.plant"}, {"linger_s=30"});
       if (!plant.ok()) spdlog::warn("persist.plant: {}", plant.error().message());
@@ -644,15 +481,14 @@ class Suite::Context {
   Status run_resource(std::vector<Judgement>& out) {
     s_.progress(provider_.name() + ": resource (through the controller)");
     SG_ASSIGN_OR_RETURN(auto run, open_run());
-    for (const auto& plan : resource_plans()) {
-      bool listed = false;
-      for (const Listed* l : s_.probes_of("resource")) listed = listed || l->id == plan.id;
-      if (!listed) continue;
-      auto p = params(run->env().workspace_path());
+    for (const Listed* l : s_.probes_of("resource")) {
+      const ProbePlan& plan = plan_for(l->id);
+      if (plan.witness != Witness::kResource) continue;  // informative only
+      auto p = params(run->workspace_path());
       p.insert(p.end(), plan.params.begin(), plan.params.end());
-      auto called = run->call(probe_argv(probe_, {plan.id}, p), plan.intent);
+      auto called = call_probe(*run, probe_argv(probe_, {plan.id}, p), plan.intent);
       ResourceEvidence ev;
-      ev.expected = plan.expected;
+      ev.expected = plan.expected_terminations;
       ev.rlimit_count_key = plan.rlimit_count_key;
       ev.rlimit_errno = plan.rlimit_errno;
       std::optional<ProbeReport> r;
@@ -662,21 +498,19 @@ class Suite::Context {
         ev.reason = o.reason;
         ev.limit_mismatches = called->limits.mismatches;
         ev.limits_checked = called->limits.checked;
-        if (!ev.rlimit_count_key.empty()) {
+        if (!plan.rlimit.empty()) {
           // Which rlimit holds this probe, and whether the grant sets it at all.
-          bool fds = plan.id == std::string("resource.fd_exhaust");
-          const char* key = fds ? "open_files" : "file_size";
-          providers::ProcessLimits limits = o.grant.to_process_limits();
-          std::optional<uint64_t> granted = fds ? limits.open_files : limits.file_size;
+          ProcessLimits limits = o.grant.to_process_limits();
+          std::optional<uint64_t> granted = plan.rlimit == "open_files" ? limits.open_files : limits.file_size;
           ev.limit_declared = granted.has_value();
           ev.rlimit_granted = granted.value_or(0);
-          if (auto it = called->host_rlimits.find(key); it != called->host_rlimits.end())
+          if (auto it = called->host_rlimits.find(plan.rlimit); it != called->host_rlimits.end())
             ev.rlimit_host = it->second;
         }
         if (plan.id == std::string("resource.cpu_spin") && o.observed.cpu_throttled_us > 0)
           ev.held_by = "throttled " + std::to_string(o.observed.cpu_throttled_us / 1000) +
                        "ms at the grant's " + std::to_string(o.grant.cpu_cores.value_or(0)) + " cores";
-        auto reports = parse_reports(o.stdout_data, plan.id);
+        auto reports = parse_reports(o.exec.stdout_data, plan.id);
         if (reports.ok()) r = find_report(*reports, plan.id);
       } else {
         ev.termination = "not run";
@@ -703,21 +537,7 @@ Status Suite::run_baseline() {
   std::string ws_a = c.dir() + "/native-a", ws_b = c.dir() + "/native-b";
   SG_TRY(copy_tree(c.recipe(), ws_a, 0, 0));
   SG_TRY(copy_tree(c.recipe(), ws_b, 0, 0));
-  auto params = [&](const std::string& ws) {
-    std::vector<std::string> p = {"marker=" + c.marker(),
-                                  "workspace=" + ws,
-                                  "host_canary=" + c.host_canary(),
-                                  "host_write_dir=" + c.host_write_dir(),
-                                  "other_workspace=" + c.recipe(),
-                                  "home=" + c.home(),
-                                  "token_names=" + c.token_names(),
-                                  "sentinel_pid=" + std::to_string(c.sentinel_pid()),
-                                  "host_pidns=" + std::to_string(host_pidns_),
-                                  "host_mntns=" + std::to_string(host_mntns_),
-                                  newer_syscall_param()};
-    if (!c.setuid_helper().empty()) p.push_back("setuid_helper=" + c.setuid_helper());
-    return p;
-  };
+  auto params = [&](const std::string& ws) { return base_params(ws, c.setuid_helper()); };
   auto run_native = [&](const std::vector<std::string>& ids, std::vector<std::string> p) -> Status {
     if (ids.empty()) return {};
     SG_ASSIGN_OR_RETURN(auto r, run_command(probe_argv(options_.probe_binary, ids, p), std::chrono::seconds(120)));
@@ -766,15 +586,36 @@ Status Suite::run_baseline() {
                        "workspace=" + ws_a, "--param", "home=" + c.home()});
   }
   if (selected("resource")) {
-    for (const auto& plan : resource_plans()) {
+    for (const Listed* l : probes_of("resource")) {
+      const ProbePlan& plan = plan_for(l->id);
       auto p = params(ws_a);
-      p.insert(p.end(), plan.params.begin(), plan.params.end());
-      if (plan.id == std::string("resource.wall_clock")) p.back() = "sleep_ms=100";  // no deadline natively
+      const auto& extra = plan.native_params_differ ? plan.native_params : plan.params;
+      p.insert(p.end(), extra.begin(), extra.end());
       SG_TRY(run_native({plan.id}, p));
     }
   }
   baseline_wall_ = steady_clock::now() - start;
   return {};
+}
+
+std::vector<std::string> Suite::base_params(const std::string& workspace,
+                                            const std::string& setuid_helper) const {
+  const Canaries& c = *canaries_;
+  std::vector<std::string> p = {
+      "marker=" + c.marker(),
+      "workspace=" + workspace,
+      "host_canary=" + c.host_canary(),
+      "host_write_dir=" + c.host_write_dir(),
+      "other_workspace=" + c.recipe(),
+      "home=" + c.home(),
+      "token_names=" + c.token_names(),
+      "sentinel_pid=" + std::to_string(c.sentinel_pid()),
+      "host_pidns=" + std::to_string(host_pidns_),
+      "host_mntns=" + std::to_string(host_mntns_),
+      newer_syscall_param(),
+  };
+  if (!setuid_helper.empty()) p.push_back("setuid_helper=" + setuid_helper);
+  return p;
 }
 
 Result<ProviderRun> Suite::run(providers::Provider& provider,

@@ -86,6 +86,9 @@ class Suite {
   bool selected(const std::string& boundary) const;
   std::vector<const Listed*> probes_of(const std::string& boundary) const;
   Status run_baseline();
+  // The parameters every probe gets: this suite's canaries, the workspace and the setuid
+  // helper as the probe sees them ("" when there is none).
+  std::vector<std::string> base_params(const std::string& workspace, const std::string& setuid_helper) const;
   void progress(const std::string& line) const;
 
   SuiteOptions options_;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,16 +121,53 @@ TEST_F(NamespacesTest, FailedSetupStepNamesItselfAndLeavesNothing) {
   // TearDown asserts that no record and no run directory remain.
 }
 
-TEST_F(NamespacesTest, MissingCommandIsAnExecError) {
+// A step of the supervisor's own start that fails before its exec (here the exec itself: the
+// binary is not a program) comes back by name over the start-error pipe, never as a bare
+// exit code 120-126.
+TEST_F(NamespacesTest, SupervisorThatCannotStartNamesTheStep) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::ProviderOptions o = options_;
+  o.supervisor_exe = "/etc/hostname";
+  auto p = registry_.create("namespaces", o);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  auto env = (*p)->create({});
+  ASSERT_FALSE(env.ok());
+  std::string m = env.error().message();
+  // EACCES or ENOEXEC, depending on the file's mode: the step and the errno are what count.
+  EXPECT_TRUE(m.starts_with("execveat the supervisor binary: ") && m.find(" (E") != std::string::npos) << m;
+  EXPECT_EQ(m.find("exit 12"), std::string::npos) << m;
+}
+
+// A command that cannot be started is the call's outcome (a shell's 127 / 126, with the step
+// and errno), not an error of the provider's.
+TEST_F(NamespacesTest, MissingCommandIsAStartFailureWithAShellsStatus) {
   SANDGATE_REQUIRE_ROOT();
   auto env = make_env(*ns_);
   ASSERT_TRUE(env);
   providers::Call call;
   call.argv = {"no-such-tool"};
   auto r = env->exec(call, {});
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().err, ENOENT);
-  EXPECT_EQ(r.error().step, "execve");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(r->start_failure.has_value());
+  EXPECT_EQ(r->start_failure->err, ENOENT);
+  EXPECT_EQ(r->start_failure->step, "execve");
+  EXPECT_EQ(r->status.shell_code(), 127);
+  // Not executable: 126. /etc/hostname exists but has no execute bit.
+  call.argv = {"/etc/hostname"};
+  r = env->exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(r->start_failure.has_value());
+  EXPECT_EQ(r->start_failure->err, EACCES);
+  EXPECT_EQ(r->status.shell_code(), 126);
+  // A step before exec (a working directory that does not exist) names itself: 126.
+  call.argv = {"true"};
+  call.cwd = "/no/such/dir";
+  r = env->exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(r->start_failure.has_value());
+  EXPECT_EQ(r->start_failure->step, "chdir");
+  EXPECT_EQ(r->status.shell_code(), 126);
+  EXPECT_EQ(r->start_failure->describe(), "chdir: No such file or directory (ENOENT)");
   // The environment is still usable afterwards.
   EXPECT_EQ(sh(*env, "echo fine").stdout_data, "fine\n");
 }
@@ -197,7 +235,7 @@ TEST_F(NamespacesTest, CallsAreParkedUntilPlacedInTheirCgroup) {
   ASSERT_TRUE(env);
   providers::Call call;
   call.argv = {"cat", "/proc/self/cgroup"};
-  auto r = env->exec(call, providers::Placement{{cg}});
+  auto r = env->exec(call, Placement{{cg}});
   ASSERT_TRUE(r.ok()) << r.error().message();
   // Its first instruction already ran in the cgroup (the path is as the run's cgroup
   // namespace shows it, so only its last component is checked).
@@ -205,7 +243,7 @@ TEST_F(NamespacesTest, CallsAreParkedUntilPlacedInTheirCgroup) {
       << r->stdout_data;
   // A placement that cannot be written is an error, and the parked call does not run.
   call.argv = {"sh", "-c", "touch /workspace/ran"};
-  auto bad = env->exec(call, providers::Placement{{cg + "/missing"}});
+  auto bad = env->exec(call, Placement{{cg + "/missing"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("place call in its cgroup"), std::string::npos);
   EXPECT_NE(::access((env->workspace_host_path() + "/ran").c_str(), F_OK), 0);
@@ -278,20 +316,11 @@ TEST_F(NamespacesTest, CaptureLimitNeverSplitsACharacter) {
   }
 }
 
-// The limits line of /proc/<pid>/limits ("Max open files  64  64  files"), soft and hard.
-std::string host_limit_line(pid_t pid, const std::string& name) {
-  auto text = read_file("/proc/" + std::to_string(pid) + "/limits");
-  if (!text.ok()) return "unreadable: " + text.error().message();
-  std::istringstream in(*text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.starts_with(name)) continue;
-    std::istringstream words(line.substr(name.size()));
-    std::string soft, hard;
-    words >> soft >> hard;
-    return soft + " " + hard;
-  }
-  return "no line " + name;
+// A process's limit as the kernel holds it, "soft hard", read from the host with prlimit(2).
+std::string host_limit(pid_t pid, int resource) {
+  auto l = read_rlimit(pid, resource);
+  if (!l.ok()) return "unreadable: " + l.error().message();
+  return std::to_string(l->first) + " " + std::to_string(l->second);
 }
 
 // Both providers that run calls through the supervisor (host_dir too) apply a call's rlimits
@@ -301,7 +330,8 @@ void expect_rlimits_hold(providers::Environment& env, const std::string& try_bin
   call.argv = {try_binary, "fds", "200"};
   call.rlimits.open_files = 64;
   std::string seen;
-  call.on_started = [&](pid_t pid) { seen = host_limit_line(pid, "Max open files"); };
+  // on_started parks the call before exec (with or without a placement): it cannot have exited.
+  call.on_started = [&](pid_t pid) { seen = host_limit(pid, RLIMIT_NOFILE); };
   auto r = env.exec(call, {});
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(seen, "64 64");
@@ -311,7 +341,7 @@ void expect_rlimits_hold(providers::Environment& env, const std::string& try_bin
   call.argv = {try_binary, "fsize", "2048"};  // 2MiB into the working directory
   call.rlimits = {};
   call.rlimits.file_size = MiB(1).value;
-  call.on_started = [&](pid_t pid) { seen = host_limit_line(pid, "Max file size"); };
+  call.on_started = [&](pid_t pid) { seen = host_limit(pid, RLIMIT_FSIZE); };
   r = env.exec(call, {});
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(seen, "1048576 1048576");

@@ -2,8 +2,10 @@
 // and run calls in them. Behind it sits a host directory, a namespace jail, a container, a
 // microVM or something in-house; swapping it changes one line.
 //
-// Providers know nothing of policy or intents. They meet the controller at Placement: the
-// cgroup directories a call's first process must be in before it execs.
+// Providers know nothing of policy or intents. They meet the controller at Placement
+// (core/placement.h): the cgroup directories a call's first process must be in before it
+// execs. The vocabulary both sides share (Capability, Placement, ProcessLimits, ExecResult)
+// lives in core/.
 #pragma once
 
 #include <sys/types.h>
@@ -11,12 +13,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "core/capability.h"
+#include "core/exec_result.h"
 #include "core/files.h"
 #include "core/host_paths.h"
+#include "core/placement.h"
 #include "core/process.h"
 #include "core/result.h"
 #include "core/units.h"
@@ -24,43 +28,14 @@
 
 namespace sandgate::providers {
 
-// What a provider can honour. A policy lists the ones it requires; a provider lacking any is
-// refused with the list of what it lacks.
-enum class Capability {
-  kFsIsolated,          // fs.isolated: host paths outside the workspace are not reachable
-  kFsReadonlyBase,      // fs.readonly_base: the base system is mounted read-only
-  kNetNone,             // net.none: no network but loopback
-  kNetEgressPolicy,     // net.egress_policy: egress allowlists are enforced
-  kCredsScrubbedEnv,    // creds.scrubbed_env: no host environment unless allowlisted
-  kProcPidNs,           // proc.pid_ns: host processes are invisible
-  kProcUserNs,          // proc.user_ns: root inside is not root outside
-  kProcSeccomp,         // proc.seccomp: a syscall filter denies the dangerous surface
-  kProcNoNewPrivs,      // proc.no_new_privs: setuid binaries cannot raise privilege
-  kProcNoCaps,          // proc.no_caps: calls run with every capability set empty
-  kIpcIsolated,         // ipc.isolated: SysV IPC and abstract sockets are private
-  kKernelSeparate,      // kernel.separate: a separate kernel (VM)
-  kLimitsPerCall,       // limits.per_call: each call can be placed in its own cgroup
-  kEphemeralWorkspace,  // ephemeral.workspace: a fresh workspace per run, removed after
-};
-using CapabilitySet = std::set<Capability>;
-
-std::string to_string(Capability c);
-Result<Capability> capability_from_string(const std::string& name);
-std::vector<Capability> all_capabilities();
-std::string to_string(const CapabilitySet& set);  // "fs.isolated, net.none"
-
 enum class NetworkMode { kNone };
 
 struct BindMount {
   std::string source;  // host path
   std::string target;  // path inside the environment
 };
-
-// The cgroup directories (one per hierarchy on v1/hybrid, one on v2) a call's first process is
-// written into before it execs. Empty: the call stays where the provider runs it.
-struct Placement {
-  std::vector<std::string> cgroup_dirs;
-};
+// "SRC[:DST]" (--ro-bind, the protocol's ro_binds): DST defaults to SRC.
+BindMount parse_bind_mount(const std::string& spec);
 
 // What an environment is made from.
 struct EnvSpec {
@@ -86,17 +61,6 @@ struct EnvSpec {
   std::vector<Weakening> weakenings;
 };
 
-// Per-process resource limits for a call (setrlimit(2)), applied to its first process before
-// it execs, soft and hard alike so the call cannot raise them back (raising a hard limit needs
-// CAP_SYS_RESOURCE in the initial user namespace); everything it forks inherits them. A value
-// above the supervisor's own hard limit is lowered to it: a limit is never raised.
-struct ProcessLimits {
-  std::optional<uint64_t> open_files;  // RLIMIT_NOFILE: descriptors per process
-  std::optional<uint64_t> file_size;   // RLIMIT_FSIZE: bytes per file written (EFBIG, SIGXFSZ)
-  bool empty() const { return !open_files && !file_size; }
-  bool operator==(const ProcessLimits&) const = default;
-};
-
 struct Call {
   std::vector<std::string> argv;    // argv[0] is looked up in the environment's PATH
   std::vector<std::string> env;     // extra NAME=VALUE for this call only
@@ -107,22 +71,11 @@ struct Call {
   ProcessLimits rlimits;
   // Called with (1 or 2, bytes) as output arrives, for streaming; capture happens regardless.
   std::function<void(int stream, std::string_view data)> on_output;
-  // Called with the call's host pid once its first process exists, has its rlimits and (with a
-  // placement) sits in its cgroups, before it execs: the moment to check from the host what
-  // the call was given (/proc/<pid>/limits). Without a placement the call is not held, so it
-  // may already be running (or gone) when this runs.
+  // Called with the call's host pid once its first process exists, has its rlimits and sits in
+  // the placement's cgroups, parked before it execs: the moment to check from the host what
+  // the call was given (prlimit, cgroup files). Setting it parks the call until it returns,
+  // with or without a placement.
   std::function<void(pid_t host_pid)> on_started;
-};
-
-struct ExecResult {
-  ExitStatus status;
-  Duration wall{0};
-  std::string stdout_data, stderr_data;
-  uint64_t stdout_bytes = 0, stderr_bytes = 0;  // as written by the call, kept or not
-  bool stdout_truncated = false, stderr_truncated = false;
-  bool timed_out = false;
-  bool cancelled = false;
-  pid_t host_pid = 0;  // the call's first process, as the host sees it
 };
 
 class Environment {
@@ -174,9 +127,6 @@ class Provider {
   virtual Result<std::unique_ptr<Environment>> create(const EnvSpec& spec) = 0;
 };
 
-// The capabilities in `required` that `have` lacks; empty when all are met.
-std::vector<Capability> missing_capabilities(const CapabilitySet& have,
-                                             const std::vector<Capability>& required);
 // Refuses a provider that lacks any required capability, naming all it lacks.
 Status check_requirements(const Provider& provider, const std::vector<Capability>& required);
 

@@ -114,26 +114,41 @@ Status write_id_maps(pid_t pid, uid_t base) {
   return {};
 }
 
+// What the clone child says when a step before its exec fails: the one channel between parent
+// and child (nsjail's), read by the parent when the child went away without a word.
+struct StartError {
+  int err;
+  char step[44];
+};
+
 // The clone child: everything here runs between clone and execve, so only raw system calls,
-// on memory prepared by the parent (no allocation, no locks, no glibc setxid broadcast).
-[[noreturn]] void supervisor_child(int go_fd, int control_fd, int exe_fd, bool isolate,
-                                   char* const* argv, char* const* envp) {
+// on memory prepared by the parent (no allocation, no locks, no glibc setxid broadcast). A
+// failed step writes {errno, step} on `error_fd` (close-on-exec: a successful exec closes it
+// with nothing written) and exits.
+[[noreturn]] void supervisor_child(int go_fd, int control_fd, int exe_fd, int error_fd,
+                                   bool isolate, char* const* argv, char* const* envp) {
+  auto fail = [error_fd](const char* step) {
+    StartError e = {static_cast<int>(errno), {}};
+    for (size_t i = 0; step[i] && i + 1 < sizeof e.step; ++i) e.step[i] = step[i];
+    syscall(SYS_write, error_fd, &e, sizeof e);
+    syscall(SYS_exit_group, 1);
+  };
   char byte;
-  if (syscall(SYS_read, go_fd, &byte, 1) != 1) syscall(SYS_exit_group, 120);
+  if (syscall(SYS_read, go_fd, &byte, 1) != 1) fail("wait for the host's go");
   if (isolate) {
     // Become uid/gid 0 of the new user namespace (host id_map_base): until now the child still
     // carries the host's root credentials, and files it made would belong to host root.
-    if (syscall(SYS_setgroups, 0, nullptr) != 0) syscall(SYS_exit_group, 121);
-    if (syscall(SYS_setresgid, 0, 0, 0) != 0) syscall(SYS_exit_group, 122);
-    if (syscall(SYS_setresuid, 0, 0, 0) != 0) syscall(SYS_exit_group, 123);
-    if (syscall(SYS_unshare, CLONE_NEWCGROUP) != 0) syscall(SYS_exit_group, 126);
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) fail("setgroups in the new user namespace");
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0) fail("setresgid 0 in the new user namespace");
+    if (syscall(SYS_setresuid, 0, 0, 0) != 0) fail("setresuid 0 in the new user namespace");
+    if (syscall(SYS_unshare, CLONE_NEWCGROUP) != 0) fail("unshare the cgroup namespace");
   }
   // After the credential change, which would clear it: if sandgate dies, so does the run.
   syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
   if (control_fd == 3) {
     syscall(SYS_fcntl, 3, F_SETFD, 0);
   } else if (syscall(SYS_dup3, control_fd, 3, 0) != 3) {
-    syscall(SYS_exit_group, 124);
+    fail("dup the control socket to fd 3");
   }
   int null_fd = static_cast<int>(syscall(SYS_open, "/dev/null", O_RDWR));
   if (null_fd >= 0) {
@@ -143,12 +158,13 @@ Status write_id_maps(pid_t pid, uid_t base) {
   // execveat on an fd opened before the credential change: the binary may live under a
   // directory (say /root) that the unprivileged id cannot traverse.
   syscall(SYS_execveat, exe_fd, "", argv, envp, AT_EMPTY_PATH);
-  syscall(SYS_exit_group, 125);
+  fail("execveat the supervisor binary");
   __builtin_unreachable();
 }
 
 Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd, int exe_fd,
-                                      bool isolate, char* const* argv, char* const* envp) {
+                                      int error_fd, bool isolate, char* const* argv,
+                                      char* const* envp) {
   int pidfd = -1;
   struct clone_args args = {};
   args.flags = flags | CLONE_PIDFD;
@@ -156,7 +172,7 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
   args.exit_signal = SIGCHLD;
   long pid = syscall(SYS_clone3, &args, sizeof args);
   if (pid < 0) return sys_error("clone3", isolate ? "new user/mount/pid/net/ipc/uts/cgroup namespaces" : "");
-  if (pid == 0) supervisor_child(go_fd, control_fd, exe_fd, isolate, argv, envp);
+  if (pid == 0) supervisor_child(go_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
@@ -188,6 +204,7 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   // Everything the child touches is prepared here, before clone.
   SG_ASSIGN_OR_RETURN(auto control, make_control_pair());
   SG_ASSIGN_OR_RETURN(Pipe go, make_pipe(O_CLOEXEC));
+  SG_ASSIGN_OR_RETURN(Pipe start_error, make_pipe(O_CLOEXEC));
   SG_ASSIGN_OR_RETURN(UniqueFd exe, open_fd(exe_path.empty() ? "/proc/self/exe" : exe_path, O_PATH));
   std::vector<std::string> argv_s = {"sandgate-supervisor", kSupervisorArg, "3"};
   std::vector<std::string> env_s = supervisor_env();
@@ -204,11 +221,12 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     if (!config.jail.new_network) flags &= ~static_cast<uint64_t>(CLONE_NEWNET);
   }
   SG_ASSIGN_OR_RETURN(s.process_,
-                      clone_supervisor(flags, go.read.get(),
-                                       control.second.get(), exe.get(), config.isolate,
-                                       argv.data(), envp.data()));
+                      clone_supervisor(flags, go.read.get(), control.second.get(), exe.get(),
+                                       start_error.write.get(), config.isolate, argv.data(),
+                                       envp.data()));
   control.second.reset();
   go.read.reset();
+  start_error.write.reset();
   s.control_ = std::move(control.first);
 
   Resource proc{Resource::Kind::kProcess, "", s.process_.pid(),
@@ -223,14 +241,26 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   SG_TRY(write_all(go.write.get(), "g"));
   go.write.reset();
 
-  SG_TRY(send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}));
-  auto reply = recv_message(s.control_.get());
-  if (!reply.ok()) {
-    // The child died before it could say why: its exit code names the raw step (120-126).
+  // The child died before exec (it said which step on the error pipe) or after (the
+  // supervisor itself failed before it could answer): either way the host learns why.
+  auto went_away = [&](const Error& transport) -> Error {
+    StartError e{};
+    ssize_t n;
+    while ((n = ::read(start_error.read.get(), &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    if (n == static_cast<ssize_t>(sizeof e)) {
+      e.step[sizeof e.step - 1] = 0;
+      return sys_error(e.err, e.step).context_add("starting the run's supervisor");
+    }
     auto st = s.process_.wait_for(std::chrono::seconds(2));
     std::string why = st.ok() && st->has_value() ? (*st)->describe() : "no exit status";
-    return logic_error("start supervisor", "supervisor exited during start-up (" + why + ")");
-  }
+    return logic_error("start supervisor", "the supervisor exited during start-up (" + why +
+                                               ") after " + transport.message());
+  };
+  if (auto sent = send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}); !sent.ok())
+    return went_away(sent.error());
+  auto reply = recv_message(s.control_.get());
+  if (!reply.ok()) return went_away(reply.error());
   std::string op = reply->body.value("op", "");
   if (op == "error") {
     Error e = error_from_json(reply->body);
@@ -260,7 +290,8 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   for (int fd : {out.read.get(), err.read.get()})
     if (::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) return sys_error("fcntl O_NONBLOCK");
   uint64_t id = next_call_++;
-  bool wait_for_go = !placement.cgroup_dirs.empty();
+  // Parked before exec until placed in its cgroups, and until on_started has looked at it.
+  bool wait_for_go = !placement.cgroup_dirs.empty() || static_cast<bool>(call.on_started);
   Json rlimits = Json::object();
   if (call.rlimits.open_files) rlimits["open_files"] = *call.rlimits.open_files;
   if (call.rlimits.file_size) rlimits["file_size"] = *call.rlimits.file_size;
@@ -337,10 +368,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       if (msg->body.value("id", uint64_t{0}) != id) continue;
       if (op == "started") {
         result.host_pid = msg->sender_pid;
-        if (!wait_for_go) {
-          if (call.on_started) call.on_started(result.host_pid);
-          continue;
-        }
+        if (!wait_for_go) continue;
         // Already cancelled or timed out while starting: it was killed parked, never placed.
         if (result.cancelled || result.timed_out) continue;
         // Placement: the call is parked before exec until it is in every cgroup it belongs to.
@@ -355,8 +383,16 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
         SG_TRY(send_message(control_.get(), {{"op", "go"}, {"id", id}}));
       } else if (op == "exec_failed") {
         Error e = error_from_json(msg->body);
-        e.context.push_back("starting " + call.argv[0]);
-        return e;
+        if (!msg->body.value("in_child", false)) {
+          e.context.push_back("starting " + call.argv[0]);
+          return e;
+        }
+        // The call's own failure to start (no such command, not executable, a step before
+        // exec): an outcome with a shell's status, not an error of sandgate's. No "exited"
+        // follows for it.
+        result.start_failure = StartFailure{e.err, e.step};
+        result.status = start_failure_status(*result.start_failure);
+        exited = true;
       } else if (op == "exited") {
         result.status = ExitStatus::from_wait_status(msg->body.value("wait_status", 0));
         exited = true;

@@ -213,9 +213,12 @@ void SupervisorLoop::release_call(uint64_t id) {
     if (n == sizeof e) {
       call.failed = true;
       e.step[sizeof e.step - 1] = 0;
+      // The command could not be started: not the supervisor's failure but the call's
+      // (a shell's 127/126), told apart from the supervisor's own by "in_child".
       Json j = error_to_json(sys_error(e.err, e.step));
       j["op"] = "exec_failed";
       j["id"] = id;
+      j["in_child"] = true;
       (void)send_message(control_, j);
     }
     return;

@@ -20,7 +20,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 bool completed(const ReplayedCall& c) {
   return c.error.empty() && c.outcome.termination == controller::Termination::kExited &&
-         c.outcome.exit.exited && c.outcome.exit.code == 0;
+         c.outcome.exec.status.exited && c.outcome.exec.status.code == 0;
 }
 
 bool has_action(const ReplayedCall& c, const std::string& what) {
@@ -157,7 +157,7 @@ PolicyScores score_policy(const PolicyChoice& policy, const std::vector<Replayed
     if (!r.error.empty()) ++s.run_errors;
     for (const auto& c : r.calls) {
       ++s.calls;
-      double wall_s = to_seconds(c.outcome.wall);
+      double wall_s = to_seconds(c.outcome.exec.wall);
       if (!c.error.empty()) {
         ++s.not_run;
         continue;
@@ -468,14 +468,15 @@ Result<VictimLatency> run_victim(controller::Controller& controller, providers::
                                  Duration duration, const ExperimentOptions& options) {
   providers::EnvSpec spec;
   spec.readonly_mounts.push_back({options.load_binary, kLoadInside});
-  SG_ASSIGN_OR_RETURN(auto session, controller::RunSession::open(controller, provider, spec));
+  SG_ASSIGN_OR_RETURN(auto run, session::RunSession::open(controller, provider, spec));
   providers::Call call;
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
   auto iv = std::chrono::duration_cast<std::chrono::milliseconds>(options.victim_interval).count();
   call.argv = {kLoadInside, "victim", "--duration", std::to_string(ms) + "ms", "--interval",
                std::to_string(iv) + "ms", "--json"};
-  auto r = session->environment().exec(call, session->run().main_placement());
-  (void)session->close();
+  // A resident process of its run: no call timeout applies to it, and its limits are the run's.
+  auto r = run->run_resident(call);
+  (void)run->close();
   if (!r.ok()) return std::move(r).error().context_add("running the victim");
   if (!r->status.exited || r->status.code != 0)
     return logic_error("victim", "sandgate-load victim ended with " + r->status.describe() + ": " + r->stderr_data);
@@ -507,7 +508,7 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
   copts.policy = policy.policy;
   SG_ASSIGN_OR_RETURN(auto ctl, controller::Controller::create(std::move(copts)));
   SG_ASSIGN_OR_RETURN(auto provider, registry.create(options.provider, options.provider_options));
-  SG_TRY(providers::check_requirements(*provider, policy.policy.required_capabilities));
+  // A provider the policy disqualifies is refused by every run's RunSession::open.
 
   size_t concurrency = options.concurrency ? options.concurrency : plans.size();
   size_t total = std::max(concurrency, plans.size());

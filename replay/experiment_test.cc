@@ -17,9 +17,9 @@ ReplayedCall call(const std::string& id, Termination how, Duration wall, std::op
   c.id = id;
   c.intent = "compile";
   c.outcome.termination = how;
-  c.outcome.exit.exited = how == Termination::kExited;
-  c.outcome.exit.code = 0;
-  c.outcome.wall = wall;
+  c.outcome.exec.status.exited = how == Termination::kExited;
+  c.outcome.exec.status.code = 0;
+  c.outcome.exec.wall = wall;
   if (grant_bytes) c.outcome.grant.memory_max = Bytes{*grant_bytes};
   c.target_peak_bytes = target_peak;
   c.outcome.observed.peaks.memory_bytes = observed_peak;
@@ -83,7 +83,7 @@ TEST(Scoring, WorkLostIsTheWallOfEveryCallThatDidNotComplete) {
   r.calls.push_back(call("cancel", Termination::kCancelled, 500ms, std::nullopt, 0, 0));
   r.calls.push_back(call("late", Termination::kTimeout, 1s, std::nullopt, 0, 0));
   auto bad_exit = call("exit1", Termination::kExited, 250ms, std::nullopt, 0, 0);
-  bad_exit.outcome.exit.code = 1;
+  bad_exit.outcome.exec.status.code = 1;
   r.calls.push_back(bad_exit);
   ReplayedCall not_run;
   not_run.error = "no such file";

@@ -232,16 +232,16 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
   auto began = Clock::now();
   providers::EnvSpec spec = options.spec;
   spec.readonly_mounts.push_back({options.load_binary, kLoadInside});
-  auto opened = controller::RunSession::open(controller, provider, spec);
+  auto opened = session::RunSession::open(controller, provider, spec);
   if (!opened.ok()) {
     out.error = opened.error().message();
     return out;
   }
-  controller::RunSession& session = **opened;
-  out.run_id = session.environment().run_id();
-  const std::string ws_host = session.environment().workspace_host_path();
-  const std::string ws = session.environment().workspace_path();
-  const controller::Cgroup run_cg = session.run().cgroup();
+  session::RunSession& run = **opened;
+  out.run_id = run.run_id();
+  const std::string ws_host = run.workspace_host_path();
+  const std::string ws = run.workspace_path();
+  const controller::Cgroup run_cg = run.run().cgroup();
   if (observer.opened) observer.opened(plan.name, run_cg, main_cgroup_of(run_cg));
 
   // What the run holds before any replay process (its supervisor): the trace's levels count
@@ -262,8 +262,8 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
   } else {
     providers::Call hold;
     hold.argv = {kLoadInside, "hold", "--follow", ws + "/hold.level", "--detach"};
-    // In the run's main cgroup, not a call's: it must outlive every call.
-    auto r = session.environment().exec(hold, session.run().main_placement());
+    // A resident process of the run (its main cgroup), not a call: it must outlive every call.
+    auto r = run.run_resident(hold);
     if (!r.ok()) fail("start the run's hold process: " + r.error().message());
     else if (!r->status.exited || r->status.code != 0)
       fail("the run's hold process did not start (" + r->status.describe() + "): " + r->stderr_data);
@@ -320,12 +320,12 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
     if (auto s = write_atomically(ws_host + "/" + seg_name, dump_json(seg.to_json())); !s.ok()) {
       rc.error = s.error().message();
     } else {
-      controller::CallRequest req;
+      session::CallRequest req;
       req.argv = {kLoadInside, "run", "--segment", ws + "/" + seg_name};
       req.intent = call.intent;
       // Measured as the recorder measures a call: from the request to the outcome, host side.
       auto requested = Clock::now();
-      auto outcome = session.call(req);
+      auto outcome = run.call(req);
       auto ended = Clock::now();
       rc.actual_start_ms = since_origin_ms(requested);
       rc.actual_end_ms = since_origin_ms(ended);
@@ -333,15 +333,15 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
         rc.error = outcome.error().message();
       } else {
         rc.outcome = std::move(outcome).value();
-        if (auto j = parse_json(rc.outcome.stdout_data, "sandgate-load report"); j.ok() && j->is_object())
+        if (auto j = parse_json(rc.outcome.exec.stdout_data, "sandgate-load report"); j.ok() && j->is_object())
           if (auto a = workloads::Achieved::from_json(*j); a.ok()) rc.achieved = std::move(a).value();
         if (rc.achieved && rc.outcome.termination == controller::Termination::kExited) {
           double measured = std::max(0.0, rc.actual_end_ms - rc.actual_start_ms - static_cast<double>(rc.achieved->wall_ms));
           overhead_ms = have_overhead ? 0.7 * overhead_ms + 0.3 * measured : measured;
           have_overhead = true;
         }
-        rc.outcome.stdout_data.clear();
-        rc.outcome.stderr_data.clear();
+        rc.outcome.exec.stdout_data.clear();
+        rc.outcome.exec.stderr_data.clear();
       }
       ::unlink((ws_host + "/" + seg_name).c_str());
     }
@@ -350,7 +350,7 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
   }
   if (out.error.empty() && !stopped()) advance_until(static_cast<double>(plan.duration_ms));
   if (observer.closed) observer.closed(plan.name);
-  if (auto s = session.close(); !s.ok() && out.error.empty()) out.error = s.error().message();
+  if (auto s = run.close(); !s.ok() && out.error.empty()) out.error = s.error().message();
   out.wall_s = std::chrono::duration<double>(Clock::now() - began).count();
   return out;
 }

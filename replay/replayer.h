@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/session.h"
+#include "session/run_session.h"
 #include "replay/trace.h"
 #include "workloads/segment.h"
 

@@ -84,9 +84,34 @@ TEST_F(CliTest, BadInputGivesOneClearLine) {
   auto unsafe = sandgate({"exec", "--provider", "host_dir", "--", "true"});
   EXPECT_EQ(unsafe.status.shell_code(), 2);
   EXPECT_NE(unsafe.output.find("--allow-unsafe-host"), std::string::npos) << unsafe.output;
+}
+
+// A command that cannot be started inside the sandbox exits as a shell would (127 not found,
+// 126 not executable), with the step that failed named; 2 stays for sandgate's own errors.
+TEST_F(CliTest, CommandThatCannotStartExitsLikeAShell) {
+  SANDGATE_REQUIRE_ROOT();
   auto nocmd = sandgate({"exec", "--provider", "namespaces", "--", "no-such-command-xyz"});
-  EXPECT_EQ(nocmd.status.shell_code(), 2);
-  EXPECT_NE(nocmd.output.find("execve: No such file or directory"), std::string::npos) << nocmd.output;
+  EXPECT_EQ(nocmd.status.shell_code(), 127) << nocmd.output;
+  EXPECT_NE(nocmd.output.find("could not start 'no-such-command-xyz' in the sandbox: execve: No such file "
+                              "or directory (ENOENT)"),
+            std::string::npos)
+      << nocmd.output;
+  auto noexec = sandgate({"exec", "--provider", "namespaces", "--", "/etc/hostname"});
+  EXPECT_EQ(noexec.status.shell_code(), 126) << noexec.output;
+  EXPECT_NE(noexec.output.find("execve: Permission denied (EACCES)"), std::string::npos) << noexec.output;
+  auto plain = sandgate({"exec", "--provider", "namespaces", "--no-controller", "--", "no-such-command-xyz"});
+  EXPECT_EQ(plain.status.shell_code(), 127) << plain.output;
+  auto j = sandgate({"exec", "--provider", "namespaces", "--json", "--", "no-such-command-xyz"});
+  EXPECT_EQ(j.status.shell_code(), 127);
+  auto parsed = parse_json(j.output, "exec --json");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message() << "\n" << j.output;
+  EXPECT_EQ((*parsed)["exit_code"], 127);
+  EXPECT_EQ((*parsed)["start_failure"]["step"], "execve");
+  EXPECT_EQ((*parsed)["outcome"]["termination"], "not_started");
+  // The twin: a command that starts and fails keeps its own status.
+  auto runs = sandgate({"exec", "--provider", "namespaces", "--", "sh", "-c", "exit 127"});
+  EXPECT_EQ(runs.status.shell_code(), 127);
+  EXPECT_EQ(runs.output.find("could not start"), std::string::npos) << runs.output;
 }
 
 TEST_F(CliTest, ExecPassesExitStatusAndPrintsJson) {

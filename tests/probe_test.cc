@@ -120,14 +120,14 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   }
   ASSERT_TRUE(m.count("resource.memory"));
   EXPECT_EQ(m["resource.memory"]->layer, probes::Layer::kLimit);
-  // The rlimit grants: judged against the grant, with the value read back from the host's
-  // /proc/<pid>/limits of the call (not "no limit is declared").
+  // The rlimit grants: judged against the grant, with the value read back from the host
+  // (prlimit(2) on the parked call), not "no limit is declared".
   for (const char* id : {"resource.fd_exhaust", "resource.disk_fill"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
     EXPECT_EQ(m[id]->layer, probes::Layer::kLimit) << id;
     bool read_back = false;
-    for (const auto& note : m[id]->host.notes) read_back |= note.find("/limits") != std::string::npos;
+    for (const auto& note : m[id]->host.notes) read_back |= note.find(" of pid ") != std::string::npos;
     EXPECT_TRUE(read_back) << id << ": no host read-back among the notes";
   }
   // Planting a git hook inside the workspace is allowed, and flagged as a vector.

@@ -1,7 +1,8 @@
 // The provider-plus-controller stack end to end on this host's real cgroups (hybrid here, v2
 // in the guest lane): each call in its own cgroup with its intent's grant, stopped and
 // reported by what it did, while the run itself lives on.
-#include "controller/session.h"
+#include "session/run_session.h"
+#include "session/server.h"
 
 #include <gtest/gtest.h>
 #include <sys/eventfd.h>
@@ -9,7 +10,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <iostream>
 #include <regex>
 #include <thread>
@@ -23,7 +26,7 @@ namespace sandgate::testing {
 namespace {
 
 using controller::CallOutcome;
-using controller::CallRequest;
+using session::CallRequest;
 using controller::Termination;
 
 constexpr char kTry[] = "/opt/sandgate-try";
@@ -69,7 +72,7 @@ class SessionTest : public ProviderTest {
     provider_ = provider("namespaces");
     providers::EnvSpec spec;
     spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, kTry});
-    auto s = controller::RunSession::open(*controller_, *provider_, spec);
+    auto s = session::RunSession::open(*controller_, *provider_, spec);
     ASSERT_TRUE(s.ok()) << s.error().message();
     session_ = std::move(s).value();
   }
@@ -82,15 +85,34 @@ class SessionTest : public ProviderTest {
     EXPECT_TRUE(o.ok()) << o.error().message();
     return o.ok() ? *o : CallOutcome{};
   }
+  // The run's supervisor: the first process of its main cgroup.
   pid_t supervisor() {
-    return dynamic_cast<providers::SupervisedEnvironment&>(session_->environment()).supervisor_pid();
+    auto procs = controller_->backend().procs(session_->run().main_cgroup());
+    EXPECT_TRUE(procs.ok() && !procs->empty()) << "no process in the run's main cgroup";
+    return procs.ok() && !procs->empty() ? procs->front() : 0;
+  }
+  // Runs `argv` as a call and hands its scope to `look` while the call is parked before exec.
+  CallOutcome call_and_look(std::vector<std::string> argv, std::string intent,
+                            std::function<void(const controller::CallScope&)> look) {
+    CallRequest r;
+    r.argv = std::move(argv);
+    r.intent = std::move(intent);
+    bool looked = false;
+    r.on_started = [&](const controller::CallScope& scope, pid_t) {
+      look(scope);
+      looked = true;
+    };
+    auto o = session_->call(r);
+    EXPECT_TRUE(o.ok()) << o.error().message();
+    EXPECT_TRUE(looked) << "on_started never ran";
+    return o.ok() ? *o : CallOutcome{};
   }
 
   std::string root_;
   controller::Policy policy_;
   std::unique_ptr<controller::Controller> controller_;
   std::unique_ptr<providers::Provider> provider_;
-  std::unique_ptr<controller::RunSession> session_;
+  std::unique_ptr<session::RunSession> session_;
 };
 
 TEST_F(SessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
@@ -109,7 +131,7 @@ TEST_F(SessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
   EXPECT_TRUE(process_exists(supervisor()));
   auto next = call({"echo", "still here"}, "edit");
   EXPECT_EQ(next.termination, Termination::kExited);
-  EXPECT_EQ(next.stdout_data, "still here\n");
+  EXPECT_EQ(next.exec.stdout_data, "still here\n");
 }
 
 TEST_F(SessionTest, ForkBombStopsAtPidsMax) {
@@ -121,7 +143,7 @@ TEST_F(SessionTest, ForkBombStopsAtPidsMax) {
   EXPECT_LE(o.observed.peaks.pids, 16u);
   EXPECT_GT(o.observed.pids_refused, 0u);
   // The ladder cancelled it well before its own 5 s.
-  EXPECT_LT(o.wall, std::chrono::seconds(4));
+  EXPECT_LT(o.exec.wall, std::chrono::seconds(4));
   EXPECT_TRUE(process_exists(supervisor()));
 }
 
@@ -142,7 +164,7 @@ TEST_F(SessionTest, IntentTimeoutIsReportedAsTimeout) {
   ASSERT_TRUE(session_);
   auto o = call({"sleep", "30"}, "run");
   EXPECT_EQ(o.termination, Termination::kTimeout) << controller::to_json(o).dump(2);
-  EXPECT_LT(o.wall, std::chrono::seconds(3));
+  EXPECT_LT(o.exec.wall, std::chrono::seconds(3));
 }
 
 TEST_F(SessionTest, IntentIsInferredWhenNotDeclared) {
@@ -161,7 +183,7 @@ TEST_F(SessionTest, EndOfCallLeavesNoProcessAndCancelIsReported) {
   ASSERT_TRUE(session_);
   // A daemon started by a call dies with the call's cgroup when the grant is revoked.
   auto o = call({"sh", "-c", "setsid sleep 300 >/dev/null 2>&1 & echo started"}, "edit");
-  EXPECT_EQ(o.stdout_data, "started\n");
+  EXPECT_EQ(o.exec.stdout_data, "started\n");
   auto in_run = pids_in_pidns_of(supervisor());
   EXPECT_EQ(in_run.size(), 1u) << "only the supervisor should remain";
   // A caller's cancel ends the call, and is reported as such.
@@ -181,22 +203,25 @@ TEST_F(SessionTest, LimitsReadBackFromTheKernelMatchTheGrant) {
   SANDGATE_REQUIRE_ROOT();
   open();
   ASSERT_TRUE(session_);
-  // Inside the call, read its own limits from outside-visible files via the host: the call
-  // cgroup is call-1 under the run.
-  auto scope = controller_->begin_call(const_cast<controller::RunScope&>(session_->run()), "test", {"true"});
-  ASSERT_TRUE(scope.ok()) << scope.error().message();
-  const auto& dirs = (*scope)->cgroup().dirs;
-  if (dirs.count("memory")) {
-    auto v = read_file(dirs.at("memory") + "/memory.limit_in_bytes");
-    ASSERT_TRUE(v.ok());
-    EXPECT_EQ(std::stoull(*v), MiB(64).value);
-  }
-  if (dirs.count("pids")) {
-    auto v = read_file(dirs.at("pids") + "/pids.max");
-    ASSERT_TRUE(v.ok());
-    EXPECT_EQ(*v, "16\n");
-  }
-  controller_->end_call(std::move(scope).value(), providers::ExecResult{});
+  // The call's cgroup as the host sees it while the call is parked before exec: the grant of
+  // "test" (64MiB, 16 tasks), on whichever layout this host has.
+  int checked = 0;
+  auto o = call_and_look({"true"}, "test", [&](const controller::CallScope& scope) {
+    const auto& dirs = scope.cgroup().dirs;
+    for (auto [hierarchy, file, want] : {std::tuple{"memory", "memory.limit_in_bytes", std::to_string(MiB(64).value)},
+                                         std::tuple{"pids", "pids.max", std::string("16")},
+                                         std::tuple{"unified", "memory.max", std::to_string(MiB(64).value)},
+                                         std::tuple{"unified", "pids.max", std::string("16")}}) {
+      if (!dirs.count(hierarchy) || ::access((dirs.at(hierarchy) + "/" + file).c_str(), F_OK) != 0) continue;
+      auto v = read_file(dirs.at(hierarchy) + "/" + file);
+      ASSERT_TRUE(v.ok()) << v.error().message();
+      EXPECT_EQ(*v, want + "\n") << hierarchy << "/" << file;
+      ++checked;
+    }
+  });
+  EXPECT_EQ(o.termination, Termination::kExited);
+  // Hybrid: memory and pids in v1; pure v2: both in the unified tree. Never nothing.
+  EXPECT_EQ(checked, 2) << "the memory and pids limits were not both found";
 }
 
 TEST_F(SessionTest, GrantRlimitsReachTheCallAndTheOutcomeShowsThem) {
@@ -209,28 +234,28 @@ TEST_F(SessionTest, GrantRlimitsReachTheCallAndTheOutcomeShowsThem) {
   EXPECT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
   // "Max open files  64  64  files": soft and hard, as the call itself sees them.
   std::regex files(R"(Max open files\s+64\s+64\s)"), size(R"(Max file size\s+2097152\s+2097152\s)");
-  EXPECT_TRUE(std::regex_search(o.stdout_data, files)) << o.stdout_data;
-  EXPECT_TRUE(std::regex_search(o.stdout_data, size)) << o.stdout_data;
+  EXPECT_TRUE(std::regex_search(o.exec.stdout_data, files)) << o.exec.stdout_data;
+  EXPECT_TRUE(std::regex_search(o.exec.stdout_data, size)) << o.exec.stdout_data;
   Json j = controller::to_json(o);
   EXPECT_EQ(j["grant"]["open_files"], 64);
   EXPECT_EQ(j["grant"]["file_size"], "2MiB");
   // The twin: another intent keeps the built-in 1024 descriptors.
   auto other = call({"sh", "-c", "cat /proc/self/limits"}, "search");
-  EXPECT_TRUE(std::regex_search(other.stdout_data, std::regex(R"(Max open files\s+1024\s+1024\s)")))
-      << other.stdout_data;
+  EXPECT_TRUE(std::regex_search(other.exec.stdout_data, std::regex(R"(Max open files\s+1024\s+1024\s)")))
+      << other.exec.stdout_data;
 }
 
 TEST(IoDeviceOf, IsTheMajorMinorOfTheFilesystemsDeviceOrNone) {
   struct stat st {};
   ASSERT_EQ(::stat("/", &st), 0);
-  std::string root = controller::io_device_of("/");
+  std::string root = session::io_device_of("/");
   if (major(st.st_dev) == 0) {
     EXPECT_EQ(root, "");
   } else {
     EXPECT_EQ(root, std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)));
   }
-  EXPECT_EQ(controller::io_device_of("/proc"), "");  // procfs: an anonymous device
-  EXPECT_EQ(controller::io_device_of("/no/such/workspace"), "");
+  EXPECT_EQ(session::io_device_of("/proc"), "");  // procfs: an anonymous device
+  EXPECT_EQ(session::io_device_of("/no/such/workspace"), "");
 }
 
 TEST(IoDeviceOf, APartitionIsThrottledOnItsDisk) {
@@ -245,10 +270,10 @@ TEST(IoDeviceOf, APartitionIsThrottledOnItsDisk) {
   ASSERT_TRUE(write_file(sys / "devices/sda/dev", "8:0\n", O_WRONLY | O_CREAT | O_TRUNC).ok());
   ASSERT_TRUE(write_file(sys / "devices/sda/sda1/partition", "1\n", O_WRONLY | O_CREAT | O_TRUNC).ok());
   std::filesystem::create_directory_symlink("../../devices/sda/sda1", sys / ("dev/block/" + dev));
-  EXPECT_EQ(controller::io_device_of("/", sys.path()), "8:0");
+  EXPECT_EQ(session::io_device_of("/", sys.path()), "8:0");
   // A whole disk (no "partition" file) is used as it is.
   std::filesystem::remove(sys / "devices/sda/sda1/partition");
-  EXPECT_EQ(controller::io_device_of("/", sys.path()), dev);
+  EXPECT_EQ(session::io_device_of("/", sys.path()), dev);
 }
 
 TEST_F(SessionTest, IoGrantIsWrittenForTheWorkspacesDevice) {
@@ -256,21 +281,23 @@ TEST_F(SessionTest, IoGrantIsWrittenForTheWorkspacesDevice) {
   policy_.intents["test"].io_read_bps = MiB(50);
   open();
   ASSERT_TRUE(session_);
-  std::string dev = controller::io_device_of(session_->environment().workspace_host_path());
+  std::string dev = session::io_device_of(session_->workspace_host_path());
   EXPECT_EQ(session_->run().io_device(), dev);
-  auto scope = controller_->begin_call(const_cast<controller::RunScope&>(session_->run()), "test", {"true"});
-  ASSERT_TRUE(scope.ok()) << scope.error().message();
-  const auto& dirs = (*scope)->cgroup().dirs;
-  if (!dev.empty() && dirs.count("blkio")) {
-    auto v = read_file(dirs.at("blkio") + "/blkio.throttle.read_bps_device");
-    ASSERT_TRUE(v.ok());
-    EXPECT_EQ(*v, dev + " 52428800\n");
-  } else if (!dev.empty() && controller_->backend().features().io_limits) {
-    auto v = read_file(dirs.at("unified") + "/io.max");
-    ASSERT_TRUE(v.ok());
-    EXPECT_NE(v->find(dev + " rbps=52428800"), std::string::npos) << *v;
-  }
-  controller_->end_call(std::move(scope).value(), providers::ExecResult{});
+  SANDGATE_REQUIRE(!dev.empty(), "the work directory is on no block device (tmpfs?)");
+  SANDGATE_REQUIRE(controller_->backend().features().io_limits, "this layout has no io limits");
+  std::string seen;
+  call_and_look({"true"}, "test", [&](const controller::CallScope& scope) {
+    const auto& dirs = scope.cgroup().dirs;
+    if (dirs.count("blkio")) {
+      auto v = read_file(dirs.at("blkio") + "/blkio.throttle.read_bps_device");
+      if (v.ok()) seen = *v;
+    } else if (dirs.count("unified")) {
+      auto v = read_file(dirs.at("unified") + "/io.max");
+      if (v.ok()) seen = *v;
+    }
+  });
+  EXPECT_TRUE(seen.find(dev + " 52428800") != std::string::npos || seen.find(dev + " rbps=52428800") != std::string::npos)
+      << "io grant not found: " << seen;
 }
 
 TEST_F(SessionTest, StaticModeHasOneRunLimitAndStillAttributesTheKill) {
@@ -301,8 +328,8 @@ TEST_F(SessionTest, TenantBudgetBindsAllOfItsRunsAndWeightIsApplied) {
   providers::EnvSpec spec;
   spec.tenant = "small";
   spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, kTry});
-  auto a = controller::RunSession::open(*controller_, *p, spec);
-  auto b = controller::RunSession::open(*controller_, *p, spec);
+  auto a = session::RunSession::open(*controller_, *p, spec);
+  auto b = session::RunSession::open(*controller_, *p, spec);
   ASSERT_TRUE(a.ok() && b.ok());
   // The tenant's cgroup carries the weight (v1: shares = weight * 1024 / 100) and budget.
   std::string tenant_cpu = "/sys/fs/cgroup/cpu/" + root_ + "/small/cpu.shares";
@@ -340,6 +367,73 @@ TEST_F(SessionTest, TenantBudgetBindsAllOfItsRunsAndWeightIsApplied) {
   EXPECT_EQ(d.termination, Termination::kExited) << controller::to_json(d, false).dump(2);
   EXPECT_TRUE((*a)->close().ok());
   EXPECT_TRUE((*b)->close().ok());
+}
+
+}  // namespace
+}  // namespace sandgate::testing
+
+namespace sandgate::testing {
+namespace {
+
+// The protocol's server runs requests for different environments at once, each environment's
+// in order: an orchestrator with many agents must not wait for one agent's compile.
+TEST_F(SessionTest, ServerDoesNotMakeOneEnvironmentWaitForAnother) {
+  SANDGATE_REQUIRE_ROOT();
+  policy_.intents["run"].timeout = std::chrono::seconds(30);
+  open();
+  ASSERT_TRUE(controller_);
+  session::ServerOptions options;
+  options.registry = &registry_;
+  options.provider_options = options_;
+  session::Server server(*controller_, std::move(options));
+  auto create = [&](int id) {
+    auto reply = parse_json(server.handle_line(R"({"id":)" + std::to_string(id) +
+                                               R"(,"op":"create","provider":"namespaces"})"),
+                            "reply");
+    EXPECT_TRUE(reply.ok() && reply->value("ok", false)) << (reply.ok() ? dump_json(*reply) : "");
+    return reply.ok() ? reply->value("env", "") : "";
+  };
+  std::string a = create(1), b = create(2);
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<int, std::chrono::steady_clock::time_point>> replies;
+  auto reply_to = [&](std::string line) {
+    auto j = parse_json(line, "reply");
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(j.ok() && j->value("ok", false)) << line.substr(0, 300);
+    replies.push_back({j.ok() ? j->value("id", 0) : -1, std::chrono::steady_clock::now()});
+    cv.notify_all();
+  };
+  auto exec = [&](int id, const std::string& env, const std::string& script) {
+    return dump_json(Json{{"id", id}, {"op", "exec"}, {"env", env}, {"argv", {"sh", "-c", script}}});
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  server.submit(exec(10, a, "sleep 6; echo slow"), reply_to);   // A's long call
+  server.submit(exec(11, a, "echo after"), reply_to);           // A's next: after 10
+  server.submit(exec(20, b, "echo quick"), reply_to);           // B: must not wait for 10
+  server.drain();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(replies.size(), 3u);
+  auto at = [&](int id) {
+    for (auto& [i, t] : replies)
+      if (i == id) return t;
+    ADD_FAILURE() << "no reply " << id;
+    return t0;
+  };
+  auto index = [&](int id) {
+    for (size_t k = 0; k < replies.size(); ++k)
+      if (replies[k].first == id) return k;
+    return replies.size();
+  };
+  EXPECT_LT(index(20), index(10)) << "B's call waited for A's";
+  EXPECT_LT(index(10), index(11)) << "A's requests ran out of order";
+  // Wide margins on a busy 2-core machine: B answers well before A's 6 s call ends.
+  EXPECT_LT(at(20) - t0, std::chrono::seconds(4));
+  EXPECT_GE(at(10) - t0, std::chrono::seconds(6));
+  server.close_all();
 }
 
 }  // namespace

@@ -84,15 +84,15 @@ class ProviderTest : public ::testing::Test {
     return env.ok() ? std::move(env).value() : nullptr;
   }
 
-  providers::ExecResult run(providers::Environment& env, std::vector<std::string> argv) {
+  ExecResult run(providers::Environment& env, std::vector<std::string> argv) {
     providers::Call call;
     call.argv = std::move(argv);
     auto r = env.exec(call, {});
     EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? std::move(r).value() : providers::ExecResult{};
+    return r.ok() ? std::move(r).value() : ExecResult{};
   }
 
-  providers::ExecResult sh(providers::Environment& env, const std::string& script) {
+  ExecResult sh(providers::Environment& env, const std::string& script) {
     return run(env, {"/bin/sh", "-c", script});
   }
 

@@ -1,6 +1,6 @@
 // The serve protocol's request handling: every malformed or impossible request is a one-line
 // error response, never a crash. (The happy path runs end to end in the orchestrator example.)
-#include "controller/server.h"
+#include "session/server.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,8 @@
 #include "controller/fake_backend.h"
 #include "core/files.h"
 
-namespace sandgate::controller {
+namespace sandgate::session {
+using namespace controller;
 namespace {
 
 using ::testing::HasSubstr;
@@ -24,17 +25,18 @@ class ServerTest : public ::testing::Test {
     o.paths.state_dir = tmp_ + "/state";
     o.paths.work_dir = tmp_ + "/work";
     o.root = "sgtest";
-    o.backend = std::make_unique<testing::FakeBackend>(testing::FakeBackend::all_features(),
+    o.backend = std::make_unique<controller::testing::FakeBackend>(controller::testing::FakeBackend::all_features(),
                                                        tmp_ + "/no-such-cgroupfs");
     o.policy = default_policy();
-    o.policy.required_capabilities = {providers::Capability::kFsIsolated};
+    o.policy.required_capabilities = {Capability::kFsIsolated};
     auto c = Controller::create(std::move(o));
     ASSERT_TRUE(c.ok()) << c.error().message();
     controller_ = std::move(c).value();
     providers::register_builtin_providers(registry_);
-    providers::ProviderOptions popts;
-    popts.allow_unsafe_host = true;
-    server_ = std::make_unique<Server>(*controller_, registry_, popts);
+    ServerOptions options;
+    options.registry = &registry_;
+    options.provider_options.allow_unsafe_host = true;
+    server_ = std::make_unique<Server>(*controller_, std::move(options));
   }
   void TearDown() override {
     server_.reset();
@@ -72,7 +74,21 @@ TEST_F(ServerTest, ExecAndDestroyNeedAKnownEnvironment) {
   r = ask(R"({"id":3,"op":"destroy","env":"nope"})");
   EXPECT_EQ(r["ok"], false);
   r = ask(R"({"id":4,"op":"exec","env":5,"argv":["true"]})");
-  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("\"env\" must be a string"));
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("\"env\" must be a string, got 5"));
+}
+
+TEST_F(ServerTest, UnknownKeysAndWrongTypesAreNamed) {
+  Json r = ask(R"({"id":1,"op":"exec","env":"e","argv":["true"],"intnet":"compile"})");
+  EXPECT_EQ(r["id"], 1);
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("exec: unknown key \"intnet\""));
+  r = ask(R"({"id":2,"op":"exec","env":"e","argv":"make"})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("\"argv\" must be an array of strings, got \"make\""));
+  r = ask(R"({"id":3,"op":"create","provider":"namespaces","ro_binds":[1]})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("\"ro_binds\" must be an array of strings, got 1"));
+  r = ask(R"({"id":4,"op":"list","env":"x"})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("list: unknown key \"env\" (it takes none)"));
+  r = ask(R"({"id":5})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("missing \"op\""));
 }
 
 TEST_F(ServerTest, ProvidersLackingThePolicysRequirementsAreDisqualified) {
@@ -96,4 +112,4 @@ TEST_F(ServerTest, ListsProvidersPolicyAndEnvironments) {
 }
 
 }  // namespace
-}  // namespace sandgate::controller
+}  // namespace sandgate::session

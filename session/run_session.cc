@@ -1,4 +1,4 @@
-#include "controller/session.h"
+#include "session/run_session.h"
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <system_error>
 
-#include "core/files.h"
+#include "core/fd.h"
 #include "core/log.h"
 #include "core/state.h"
 
-namespace sandgate::controller {
+namespace sandgate::session {
 
 std::string io_device_of(const std::string& path, const std::string& sysfs) {
   struct stat st {};
@@ -38,11 +38,14 @@ std::string io_device_of(const std::string& path, const std::string& sysfs) {
   return d.empty() ? dev : d;
 }
 
-Result<std::unique_ptr<RunSession>> RunSession::open(Controller& controller,
+Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& controller,
                                                      providers::Provider& provider,
                                                      providers::EnvSpec spec) {
+  // Before anything is made: a provider that cannot honour the policy is refused outright.
+  SG_TRY(providers::check_requirements(provider, controller.policy().required_capabilities));
   if (spec.run_id.empty()) spec.run_id = new_run_id();
   std::unique_ptr<RunSession> s(new RunSession(controller));
+  s->provider_info_ = provider.info();
   SG_ASSIGN_OR_RETURN(s->run_, controller.begin_run(spec.tenant, spec.run_id));
   spec.placement = s->run_->main_placement();
   auto env = provider.create(spec);
@@ -52,10 +55,12 @@ Result<std::unique_ptr<RunSession>> RunSession::open(Controller& controller,
     return std::move(env).error();
   }
   s->env_ = std::move(env).value();
+  s->run_id_ = s->env_->run_id();
+  s->workspace_path_ = s->env_->workspace_path();
+  s->workspace_host_path_ = s->env_->workspace_host_path();
   // io grants apply to the block device the workspace is on; only the provider knows where
   // that is, so the run learns it once the environment exists.
-  if (auto st = controller.set_io_device(*s->run_, io_device_of(s->env_->workspace_host_path()));
-      !st.ok()) {
+  if (auto st = controller.set_io_device(*s->run_, io_device_of(s->workspace_host_path_)); !st.ok()) {
     (void)s->close();
     return std::move(st).error();
   }
@@ -63,27 +68,37 @@ Result<std::unique_ptr<RunSession>> RunSession::open(Controller& controller,
 }
 
 RunSession::~RunSession() {
-  if (auto st = close(); !st.ok()) spdlog::error("closing run: {}", st.error().message());
+  if (auto st = close(); !st.ok()) spdlog::error("closing run {}: {}", run_id_, st.error().message());
 }
 
-Result<CallOutcome> RunSession::call(const CallRequest& request) {
-  if (closed_) return logic_error("call", "the run is closed");
+Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
+  if (closed_) return logic_error("call", "the run is closed", run_id_);
   SG_ASSIGN_OR_RETURN(auto scope, controller_.begin_call(*run_, request.intent, request.argv));
   providers::Call call;
   call.argv = request.argv;
   call.env = request.env;
   call.cwd = request.cwd;
   call.timeout = scope->timeout();
+  call.output_limit = request.output_limit;
   call.rlimits = scope->grant().to_process_limits();  // the grant's per-process part
   call.cancel_fd = request.cancel_fd;
   call.on_output = request.on_output;
+  if (request.on_started) {
+    const controller::CallScope& placed = *scope;
+    call.on_started = [&](pid_t pid) { request.on_started(placed, pid); };
+  }
   auto result = env_->exec(call, scope->placement());
   if (!result.ok()) {
     // Not run at all: still revoke the grant and remove the call's cgroup.
-    (void)controller_.end_call(std::move(scope), providers::ExecResult{});
+    (void)controller_.end_call(std::move(scope), ExecResult{});
     return std::move(result).error();
   }
-  return controller_.end_call(std::move(scope), *result);
+  return controller_.end_call(std::move(scope), std::move(result).value());
+}
+
+Result<ExecResult> RunSession::run_resident(const providers::Call& call) {
+  if (closed_) return logic_error("run a resident process", "the run is closed", run_id_);
+  return env_->exec(call, run_->main_placement());
 }
 
 Status RunSession::close() {
@@ -98,4 +113,4 @@ Status RunSession::close() {
   return first;
 }
 
-}  // namespace sandgate::controller
+}  // namespace sandgate::session

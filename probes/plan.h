@@ -1,0 +1,51 @@
+// What the host knows about each probe, in one place: the witness that confirms it, the intent
+// and grant it runs under, the parameters it is given (in the sandbox and natively), the
+// terminations that mean a limit held, and the self-test weakenings it must catch. The
+// catalogue (catalogue.h) is the other half: what the probe does, inside the sandbox.
+//
+// A probe without an entry is a self-witnessed probe run under the "probe" intent.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "controller/policy.h"
+#include "probes/judge.h"
+#include "providers/weakening.h"
+
+namespace sandgate::probes {
+
+struct ProbePlan {
+  std::string id;
+  Witness witness = Witness::kSelf;
+  // The intent the probe's call declares; its grant is `grant` (probe_policy() defines it).
+  std::string intent = "probe";
+  controller::Grant grant;
+  // Extra parameters in the sandbox, and natively (the baseline) when they differ there.
+  std::vector<std::string> params;
+  std::vector<std::string> native_params;
+  bool native_params_differ = false;
+  // Resource probes: the terminations that mean the limit held.
+  std::vector<std::string> expected_terminations;
+  // A probe held by an rlimit: the grant field that sets it ("open_files", "file_size"), the
+  // report field that counts against it and the errno of the limit.
+  std::string rlimit;
+  std::string rlimit_count_key;
+  std::string rlimit_errno;
+  // The test-only weakenings (providers/weakening.h) this probe must flag as exposed: the
+  // self-test and its test hold each weakening to exactly these.
+  std::vector<providers::Weakening> catches;
+};
+
+// Every probe with something to say beyond the defaults.
+const std::vector<ProbePlan>& probe_plans();
+// The plan of `id` (the defaults when it has none).
+const ProbePlan& plan_for(const std::string& id);
+// The probes that must catch `w`.
+std::vector<std::string> probes_catching(providers::Weakening w);
+
+// The built-in policy plus the intents the plans declare, each with its plan's grant: the
+// policy every probe run uses.
+controller::Policy probe_policy();
+
+}  // namespace sandgate::probes

@@ -1,0 +1,37 @@
+// The one client of the orchestrator protocol (session/protocol.h): `sandgate exec --socket`,
+// and the host side of external providers. One request at a time on one connection.
+#pragma once
+
+#include <string>
+
+#include "core/fd.h"
+#include "core/json.h"
+#include "core/lines.h"
+#include "core/result.h"
+#include "session/protocol.h"
+
+namespace sandgate::session {
+
+class Client {
+ public:
+  // Connects to a `sandgate serve --socket` or `sandgate record` server.
+  static Result<Client> connect(const std::string& socket_path);
+  explicit Client(UniqueFd fd) : fd_(std::move(fd)), reader_(fd_.get()) {}
+  Client(Client&& o) noexcept : fd_(std::move(o.fd_)), reader_(fd_.get()), next_id_(o.next_id_) {}
+
+  // Sends one request and waits for its reply; returns the reply's fields, or the server's
+  // error as an Error.
+  Result<Json> request(RequestBody body);
+
+  Result<CreateReply> create(const CreateRequest& r);
+  // The call's outcome (controller/outcome.h's JSON).
+  Result<Json> exec(const ExecRequest& r);
+  Status destroy(const std::string& env);
+
+ private:
+  UniqueFd fd_;
+  LineReader reader_;
+  long long next_id_ = 1;
+};
+
+}  // namespace sandgate::session

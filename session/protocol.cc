@@ -1,0 +1,223 @@
+#include "session/protocol.h"
+
+#include <initializer_list>
+
+namespace sandgate::session {
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+// The fields of one request object, read strictly: each error names the op and the field.
+class Fields {
+ public:
+  Fields(const Json& j, std::string op) : j_(j), op_(std::move(op)) {}
+
+  Error fail(const std::string& what) const { return logic_error("request", op_ + ": " + what); }
+
+  Result<std::string> string(const char* key, bool required) const {
+    if (!j_.contains(key)) {
+      if (required) return fail(std::string("missing \"") + key + "\"");
+      return std::string();
+    }
+    const Json& v = j_.at(key);
+    if (!v.is_string()) return fail(std::string("\"") + key + "\" must be a string, got " + describe_json(v));
+    return v.get<std::string>();
+  }
+  Result<std::optional<std::string>> optional_string(const char* key) const {
+    if (!j_.contains(key)) return std::optional<std::string>();
+    SG_ASSIGN_OR_RETURN(std::string v, string(key, true));
+    return std::optional<std::string>(std::move(v));
+  }
+  Result<std::vector<std::string>> strings(const char* key) const {
+    std::vector<std::string> out;
+    if (!j_.contains(key)) return out;
+    const Json& v = j_.at(key);
+    auto bad = [&](const Json& got) {
+      return fail(std::string("\"") + key + "\" must be an array of strings, got " + describe_json(got));
+    };
+    if (!v.is_array()) return bad(v);
+    for (const auto& e : v) {
+      if (!e.is_string()) return bad(e);
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
+  // Every key must be one of `known` (plus "id" and "op").
+  Status only(std::initializer_list<const char*> known) const {
+    for (const auto& [key, value] : j_.items()) {
+      if (key == "id" || key == "op") continue;
+      bool ok = false;
+      for (const char* k : known) ok = ok || key == k;
+      if (ok) continue;
+      std::string list;
+      for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return fail("unknown key \"" + key + "\"" + (list.empty() ? " (it takes none)" : " (known: " + list + ")"));
+    }
+    return {};
+  }
+
+ private:
+  const Json& j_;
+  std::string op_;
+};
+
+Result<RequestBody> parse_body(const std::string& op, const Json& j) {
+  Fields f(j, op);
+  if (op == "create") {
+    SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds"}));
+    CreateRequest r;
+    SG_ASSIGN_OR_RETURN(r.provider, f.string("provider", true));
+    SG_ASSIGN_OR_RETURN(r.workspace, f.string("workspace", false));
+    SG_ASSIGN_OR_RETURN(r.env, f.strings("env"));
+    SG_ASSIGN_OR_RETURN(auto tenant, f.optional_string("tenant"));
+    if (tenant && !tenant->empty()) r.tenant = *tenant;
+    SG_ASSIGN_OR_RETURN(auto timeout, f.optional_string("timeout"));
+    if (timeout && !timeout->empty()) {
+      auto d = parse_duration(*timeout);
+      if (!d.ok()) return f.fail("\"timeout\": " + d.error().message());
+      r.timeout = *d;
+    }
+    SG_ASSIGN_OR_RETURN(r.ro_binds, f.strings("ro_binds"));
+    return RequestBody(std::move(r));
+  }
+  if (op == "exec") {
+    SG_TRY(f.only({"env", "argv", "intent", "call_env", "cwd"}));
+    ExecRequest r;
+    SG_ASSIGN_OR_RETURN(r.env, f.string("env", true));
+    SG_ASSIGN_OR_RETURN(r.argv, f.strings("argv"));
+    if (r.argv.empty()) return f.fail("\"argv\" must name a command");
+    SG_ASSIGN_OR_RETURN(auto intent, f.optional_string("intent"));
+    if (intent && !intent->empty()) r.intent = *intent;
+    SG_ASSIGN_OR_RETURN(r.call_env, f.strings("call_env"));
+    SG_ASSIGN_OR_RETURN(r.cwd, f.string("cwd", false));
+    return RequestBody(std::move(r));
+  }
+  if (op == "destroy") {
+    SG_TRY(f.only({"env"}));
+    DestroyRequest r;
+    SG_ASSIGN_OR_RETURN(r.env, f.string("env", true));
+    return RequestBody(std::move(r));
+  }
+  if (op == "list" || op == "providers" || op == "policy") {
+    SG_TRY(f.only({}));
+    if (op == "list") return RequestBody(ListRequest{});
+    if (op == "providers") return RequestBody(ProvidersRequest{});
+    return RequestBody(PolicyRequest{});
+  }
+  return logic_error("request", "unknown op '" + op + "' (create, exec, destroy, list, providers, policy)");
+}
+
+}  // namespace
+
+std::string op_name(const RequestBody& body) {
+  return std::visit(Overloaded{[](const CreateRequest&) { return "create"; },
+                               [](const ExecRequest&) { return "exec"; },
+                               [](const DestroyRequest&) { return "destroy"; },
+                               [](const ListRequest&) { return "list"; },
+                               [](const ProvidersRequest&) { return "providers"; },
+                               [](const PolicyRequest&) { return "policy"; }},
+                    body);
+}
+
+std::string target_env(const RequestBody& body) {
+  if (auto* e = std::get_if<ExecRequest>(&body)) return e->env;
+  if (auto* d = std::get_if<DestroyRequest>(&body)) return d->env;
+  return "";
+}
+
+Result<Request> parse_request(const Json& j) {
+  if (!j.is_object()) return logic_error("request", "a request is a JSON object, got " + describe_json(j));
+  Request r;
+  if (j.contains("id")) r.id = j.at("id");
+  if (!j.contains("op")) return logic_error("request", "missing \"op\" (create, exec, destroy, list, providers, policy)");
+  if (!j.at("op").is_string())
+    return logic_error("request", "\"op\" must be a string, got " + describe_json(j.at("op")));
+  SG_ASSIGN_OR_RETURN(r.body, parse_body(j.at("op").get<std::string>(), j));
+  return r;
+}
+
+Json to_json(const Request& r) {
+  Json j = {{"op", op_name(r.body)}};
+  if (!r.id.is_null()) j["id"] = r.id;
+  std::visit(Overloaded{
+                 [&](const CreateRequest& c) {
+                   j["provider"] = c.provider;
+                   if (!c.workspace.empty()) j["workspace"] = c.workspace;
+                   if (!c.env.empty()) j["env"] = c.env;
+                   j["tenant"] = c.tenant;
+                   if (c.timeout) j["timeout"] = format_duration(*c.timeout);
+                   if (!c.ro_binds.empty()) j["ro_binds"] = c.ro_binds;
+                 },
+                 [&](const ExecRequest& e) {
+                   j["env"] = e.env;
+                   j["argv"] = e.argv;
+                   if (e.intent) j["intent"] = *e.intent;
+                   if (!e.call_env.empty()) j["call_env"] = e.call_env;
+                   if (!e.cwd.empty()) j["cwd"] = e.cwd;
+                 },
+                 [&](const DestroyRequest& d) { j["env"] = d.env; },
+                 [](const ListRequest&) {}, [](const ProvidersRequest&) {},
+                 [](const PolicyRequest&) {}},
+             r.body);
+  return j;
+}
+
+Json to_json(const CreateReply& r) {
+  Json j = {{"env", r.env},
+            {"provider", r.provider},
+            {"unsafe", r.unsafe},
+            {"workspace", r.workspace},
+            {"workspace_host", r.workspace_host}};
+  if (r.recording) j["recording"] = true;
+  return j;
+}
+
+Result<CreateReply> parse_create_reply(const Json& reply) {
+  SG_ASSIGN_OR_RETURN(Json f, reply_fields(reply));
+  CreateReply r;
+  try {
+    r.env = f.at("env").get<std::string>();
+    r.provider = f.value("provider", "");
+    r.unsafe = f.value("unsafe", false);
+    r.workspace = f.value("workspace", "");
+    r.workspace_host = f.value("workspace_host", "");
+    r.recording = f.value("recording", false);
+  } catch (const Json::exception& e) {
+    return logic_error("create reply", e.what());
+  }
+  return r;
+}
+
+Json reply_ok(const Json& id, Json fields) {
+  Json j = fields.is_object() ? std::move(fields) : Json::object();
+  if (!id.is_null()) j["id"] = id;
+  j["ok"] = true;
+  return j;
+}
+
+Json reply_error(const Json& id, const std::string& message) {
+  Json j = {{"ok", false}, {"error", message}};
+  if (!id.is_null()) j["id"] = id;
+  return j;
+}
+
+Result<Json> reply_fields(const Json& reply) {
+  if (!reply.is_object() || !reply.contains("ok") || !reply.at("ok").is_boolean())
+    return logic_error("server", "not a reply: " + describe_json(reply));
+  if (!reply.at("ok").get<bool>()) {
+    std::string e = reply.contains("error") && reply.at("error").is_string() ? reply.at("error").get<std::string>()
+                                                                               : "request failed";
+    return logic_error("server", e);
+  }
+  Json f = reply;
+  f.erase("ok");
+  f.erase("id");
+  return f;
+}
+
+}  // namespace sandgate::session

@@ -1,0 +1,92 @@
+// The orchestrator protocol: typed requests and replies, and their JSON lines. One request per
+// line in, one reply per line out; `id` (any JSON value) is echoed so that a client can match
+// replies, which come in order for one environment but may interleave across environments.
+//
+//   {"id":1,"op":"create","provider":"namespaces","workspace":"./repo","env":["TERM"],
+//    "tenant":"default","timeout":"30m","ro_binds":["/data:/opt/data"]}
+//        -> {"id":1,"ok":true,"env":"r...","provider":"namespaces","unsafe":false,
+//            "workspace":"/workspace","workspace_host":"/var/tmp/sandgate/r.../workspace"}
+//   {"id":2,"op":"exec","env":"r...","argv":["make","-j2"],"intent":"compile",
+//    "call_env":["CC=clang"],"cwd":"/workspace/src"}
+//        -> {"id":2,"ok":true,"outcome":{...}}          (controller/outcome.h, to_json)
+//   {"id":3,"op":"destroy","env":"r..."}                 -> {"id":3,"ok":true}
+//   {"op":"list"} -> "envs"   {"op":"providers"} -> "providers"   {"op":"policy"} -> "policy"
+//   any failure: {"id":N,"ok":false,"error":"one line"}
+//
+// Parsing is strict, for the people who write orchestrators: an unknown op or key, a missing
+// field or a wrong type is an error naming it. `sandgate serve`, `sandgate record`,
+// `sandgate exec --socket` and external providers all speak exactly this (session/server.h,
+// session/client.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/json.h"
+#include "core/result.h"
+#include "core/units.h"
+
+namespace sandgate::session {
+
+struct CreateRequest {
+  std::string provider;
+  std::string workspace;               // a recipe directory on the server's host; "": empty
+  std::vector<std::string> env;        // "NAME" passes the server's value, "NAME=VALUE" sets one
+  std::string tenant = "default";
+  std::optional<Duration> timeout;     // the run's wall clock
+  std::vector<std::string> ro_binds;   // "SRC[:DST]", mounted read-only
+};
+struct ExecRequest {
+  std::string env;
+  std::vector<std::string> argv;
+  std::optional<std::string> intent;   // nullopt: inferred from argv
+  std::vector<std::string> call_env;   // NAME=VALUE for this call only
+  std::string cwd;
+};
+struct DestroyRequest {
+  std::string env;
+};
+struct ListRequest {};
+struct ProvidersRequest {};
+struct PolicyRequest {};
+
+using RequestBody = std::variant<CreateRequest, ExecRequest, DestroyRequest, ListRequest,
+                                 ProvidersRequest, PolicyRequest>;
+
+struct Request {
+  Json id;  // echoed; null when the request had none
+  RequestBody body;
+};
+
+// "create", "exec", ...
+std::string op_name(const RequestBody& body);
+// The environment a request acts on ("" for create, list, providers, policy): the server keeps
+// each environment's requests in order.
+std::string target_env(const RequestBody& body);
+
+// Strict parse of one request object.
+Result<Request> parse_request(const Json& j);
+// The line a client sends.
+Json to_json(const Request& r);
+
+// What `create` answers.
+struct CreateReply {
+  std::string env;
+  std::string provider;
+  bool unsafe = false;
+  std::string workspace;       // as calls see it
+  std::string workspace_host;  // as the server's host sees it
+  bool recording = false;      // `sandgate record`: the recorded run, not a new one
+};
+Json to_json(const CreateReply& r);
+Result<CreateReply> parse_create_reply(const Json& reply);
+
+// {"id":..,"ok":true, fields...} and {"id":..,"ok":false,"error":..}.
+Json reply_ok(const Json& id, Json fields);
+Json reply_error(const Json& id, const std::string& message);
+// A reply's fields, or its error as an Error (step "server").
+Result<Json> reply_fields(const Json& reply);
+
+}  // namespace sandgate::session

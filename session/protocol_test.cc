@@ -1,0 +1,87 @@
+// The protocol's requests and replies: what a client writes, a server reads back the same;
+// what a server refuses names the op and the field.
+#include "session/protocol.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace sandgate::session {
+namespace {
+
+using ::testing::HasSubstr;
+
+Request round_trip(const Request& r) {
+  auto back = parse_request(parse_json(dump_json(to_json(r)), "line").value());
+  EXPECT_TRUE(back.ok()) << back.error().message();
+  return back.ok() ? *back : Request{};
+}
+
+TEST(Protocol, EveryRequestSurvivesTheWire) {
+  CreateRequest c{"namespaces", "/src", {"TERM", "A=b"}, "batch", std::chrono::minutes(30), {"/data:/opt/data"}};
+  auto back = round_trip({Json(1), c});
+  EXPECT_EQ(back.id, 1);
+  auto& cb = std::get<CreateRequest>(back.body);
+  EXPECT_EQ(cb.provider, "namespaces");
+  EXPECT_EQ(cb.workspace, "/src");
+  EXPECT_EQ(cb.env, (std::vector<std::string>{"TERM", "A=b"}));
+  EXPECT_EQ(cb.tenant, "batch");
+  EXPECT_EQ(cb.timeout, std::chrono::minutes(30));
+  EXPECT_EQ(cb.ro_binds, (std::vector<std::string>{"/data:/opt/data"}));
+
+  ExecRequest e{"r1", {"make", "-j2"}, "compile", {"CC=clang"}, "/workspace/src"};
+  auto eb = std::get<ExecRequest>(round_trip({Json("x"), e}).body);
+  EXPECT_EQ(eb.env, "r1");
+  EXPECT_EQ(eb.argv, e.argv);
+  EXPECT_EQ(eb.intent, "compile");
+  EXPECT_EQ(eb.call_env, e.call_env);
+  EXPECT_EQ(eb.cwd, "/workspace/src");
+  ExecRequest inferred{"r1", {"ls"}, std::nullopt, {}, ""};
+  EXPECT_FALSE(std::get<ExecRequest>(round_trip({Json(), inferred}).body).intent.has_value());
+
+  EXPECT_EQ(std::get<DestroyRequest>(round_trip({Json(), DestroyRequest{"r1"}}).body).env, "r1");
+  for (RequestBody b : {RequestBody(ListRequest{}), RequestBody(ProvidersRequest{}), RequestBody(PolicyRequest{})})
+    EXPECT_EQ(op_name(round_trip({Json(), b}).body), op_name(b));
+  EXPECT_EQ(target_env(e), "r1");
+  EXPECT_EQ(target_env(c), "");
+}
+
+TEST(Protocol, RefusalsNameTheOpAndTheField) {
+  auto refuse = [](const std::string& line) {
+    auto r = parse_request(parse_json(line, "line").value());
+    EXPECT_FALSE(r.ok()) << line;
+    return r.ok() ? std::string() : r.error().message();
+  };
+  EXPECT_THAT(refuse("[]"), HasSubstr("a request is a JSON object, got an array"));
+  EXPECT_THAT(refuse(R"({"op":3})"), HasSubstr("\"op\" must be a string, got 3"));
+  EXPECT_THAT(refuse(R"({"op":"bake"})"), HasSubstr("unknown op 'bake'"));
+  EXPECT_THAT(refuse(R"({"op":"create"})"), HasSubstr("create: missing \"provider\""));
+  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","timeout":"soon"})"), HasSubstr("create: \"timeout\""));
+  EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":[]})"), HasSubstr("exec: \"argv\" must name a command"));
+  EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":["a",2]})"), HasSubstr("got 2"));
+  EXPECT_THAT(refuse(R"({"op":"destroy","env":"e","force":true})"),
+              HasSubstr("destroy: unknown key \"force\" (known: env)"));
+}
+
+TEST(Protocol, RepliesCarryTheIdAndTheError) {
+  Json ok = reply_ok(Json(7), {{"envs", Json::array()}});
+  EXPECT_EQ(ok["id"], 7);
+  EXPECT_EQ(ok["ok"], true);
+  auto fields = reply_fields(ok);
+  ASSERT_TRUE(fields.ok());
+  EXPECT_FALSE(fields->contains("id"));
+  EXPECT_TRUE(fields->contains("envs"));
+  auto bad = reply_fields(reply_error(Json("a"), "no environment 'x'"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message(), HasSubstr("no environment 'x'"));
+  EXPECT_FALSE(reply_fields(Json{{"hello", 1}}).ok());
+
+  CreateReply c{"r1", "namespaces", false, "/workspace", "/var/tmp/x", true};
+  auto parsed = parse_create_reply(reply_ok(Json(1), to_json(c)));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  EXPECT_EQ(parsed->env, "r1");
+  EXPECT_EQ(parsed->workspace_host, "/var/tmp/x");
+  EXPECT_TRUE(parsed->recording);
+}
+
+}  // namespace
+}  // namespace sandgate::session

@@ -1,0 +1,93 @@
+// A run as an orchestrator sees it: an environment from a provider and a run scope from the
+// controller, met at Placement. This layer is the one place that knows both sides of the seam
+// (docs/ARCHITECTURE.md): the providers know nothing of policy, the controller nothing of
+// providers, and everything above (the CLI, the protocol server, the probe suite, the replayer)
+// runs calls through RunSession and nothing else.
+//
+//   open   the policy's required capabilities against the provider (a provider that lacks any
+//          is refused, naming all it lacks: "visibly disqualified"), then the controller's run
+//          scope, then the provider's environment with its supervisor in <run>/main, then the
+//          io device of its workspace
+//   call   one tool call: its own cgroup and grant (declared or inferred intent), placed
+//          before exec, watched by the monitor and the ladder, ended with a CallOutcome
+//   run_resident
+//          a process of the run itself, not a call: in <run>/main, under the run's ceiling,
+//          with no grant of its own and no outcome (the replay's level holder, the victim)
+//   close  the environment, then the run's cgroups
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controller/controller.h"
+#include "core/exec_result.h"
+#include "providers/provider.h"
+
+namespace sandgate::session {
+
+struct CallRequest {
+  std::vector<std::string> argv;
+  std::optional<std::string> intent;  // declared; nullopt: inferred from argv
+  std::vector<std::string> env;       // extra NAME=VALUE for this call
+  std::string cwd;                    // inside the environment; empty: the workspace
+  int cancel_fd = -1;                 // readable: cancel the call (e.g. a signalfd for SIGINT)
+  size_t output_limit = 1 << 20;      // per stream kept in the outcome; the rest is counted
+  std::function<void(int stream, std::string_view data)> on_output;
+  // Called once the call's scope exists (intent, grant, cgroup) and its first process sits in
+  // that cgroup with its rlimits, parked before it execs, with its host pid: the moment to
+  // check from the host what the call was given (limits read back, prlimit). The call is
+  // held until this returns.
+  std::function<void(const controller::CallScope& scope, pid_t host_pid)> on_started;
+};
+
+// "MAJOR:MINOR" of the block device `path` is on (stat's st_dev), for io grants; the whole disk
+// when that is a partition (the kernel throttles disks only; found through <sysfs>/dev/block);
+// "" when it is on an anonymous device (major 0: tmpfs, overlayfs) or cannot be stat'ed (logged).
+std::string io_device_of(const std::string& path, const std::string& sysfs = "/sys");
+
+class RunSession {
+ public:
+  static Result<std::unique_ptr<RunSession>> open(controller::Controller& controller,
+                                                  providers::Provider& provider,
+                                                  providers::EnvSpec spec);
+  ~RunSession();  // close(); errors logged
+  RunSession(const RunSession&) = delete;
+  RunSession& operator=(const RunSession&) = delete;
+
+  // One call, start to outcome. An error means the call could not be run at all (no cgroup,
+  // the environment is gone); everything that happened to a call that ran, a command that
+  // could not be started included, is an outcome. Precondition: not called concurrently on
+  // one session (an environment runs one call at a time).
+  Result<controller::CallOutcome> call(const CallRequest& request);
+
+  // A process of the run itself (see above), run to completion of its first process (one that
+  // detaches leaves its daemon in <run>/main, where it lives until the run ends). Like call(),
+  // never concurrently with another call or resident process of the same session.
+  Result<ExecResult> run_resident(const providers::Call& call);
+
+  // Destroys the environment, then the run's cgroups. Idempotent.
+  Status close();
+
+  const std::string& run_id() const { return run_id_; }
+  const std::string& workspace_path() const { return workspace_path_; }           // as calls see it
+  const std::string& workspace_host_path() const { return workspace_host_path_; }  // as the host sees it
+  const providers::ProviderInfo& provider() const { return provider_info_; }
+  const controller::RunScope& run() const { return *run_; }
+
+ private:
+  explicit RunSession(controller::Controller& c) : controller_(c) {}
+  controller::Controller& controller_;
+  providers::ProviderInfo provider_info_;
+  std::unique_ptr<controller::RunScope> run_;
+  std::unique_ptr<providers::Environment> env_;
+  std::string run_id_, workspace_path_, workspace_host_path_;
+  bool closed_ = false;
+};
+
+}  // namespace sandgate::session

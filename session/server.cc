@@ -1,0 +1,343 @@
+#include "session/server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+#include "core/fd.h"
+#include "core/lines.h"
+#include "core/log.h"
+
+namespace sandgate::session {
+
+// One worker thread running its tasks in the order they were posted.
+class Strand {
+ public:
+  Strand() : thread_([this] { loop(); }) {}
+  ~Strand() { stop(); }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+  // Runs what is queued, then ends the thread. Never called from the strand itself.
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+struct Server::Env {
+  std::unique_ptr<RunSession> owned;  // null for the recorded run
+  RunSession* session = nullptr;
+  std::string provider;
+  std::unique_ptr<Strand> strand;
+};
+
+Server::Server(controller::Controller& controller, ServerOptions options)
+    : controller_(controller), options_(std::move(options)), control_(std::make_unique<Strand>()) {
+  if (options_.recorded_run) {
+    auto env = std::make_shared<Env>();
+    env->session = options_.recorded_run;
+    env->provider = options_.recorded_run->provider().name;
+    env->strand = std::make_unique<Strand>();
+    envs_[options_.recorded_run->run_id()] = std::move(env);
+  }
+}
+
+Server::~Server() { close_all(); }
+
+std::shared_ptr<Server::Env> Server::find(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = envs_.find(id);
+  return it == envs_.end() ? nullptr : it->second;
+}
+
+void Server::submit(const std::string& line, std::function<void(std::string)> reply) {
+  reap_strands();
+  auto parsed = parse_json(line, "request");
+  Json id = parsed.ok() && parsed->is_object() && parsed->contains("id") ? parsed->at("id") : Json();
+  if (!parsed.ok()) return reply(dump_json(reply_error(id, parsed.error().message())));
+  auto request = parse_request(*parsed);
+  if (!request.ok()) return reply(dump_json(reply_error(id, request.error().message())));
+
+  {
+    std::lock_guard lock(pending_mu_);
+    ++pending_;
+  }
+  std::string env = target_env(request->body);
+  auto task = [this, req = std::move(request).value(), reply = std::move(reply)] {
+    std::string line;
+    // Nothing a call did may end the server: dump_json never throws on its output, and any
+    // other exception is this request's error.
+    try {
+      line = dump_json(run(req));
+    } catch (const std::exception& e) {
+      line = dump_json(reply_error(req.id, std::string("internal error: ") + e.what()));
+    }
+    reply(std::move(line));
+    std::lock_guard lock(pending_mu_);
+    if (--pending_ == 0) pending_cv_.notify_all();
+  };
+  if (env.empty()) {
+    control_->post(std::move(task));
+    return;
+  }
+  std::lock_guard lock(mu_);
+  auto it = envs_.find(env);
+  // An unknown environment is answered in order on the control strand, like the others.
+  if (it == envs_.end() || !it->second->strand) control_->post(std::move(task));
+  else it->second->strand->post(std::move(task));
+}
+
+std::string Server::handle_line(const std::string& line) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<std::string> out;
+  submit(line, [&](std::string r) {
+    std::lock_guard lock(mu);
+    out = std::move(r);
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return out.has_value(); });
+  return *out;
+}
+
+void Server::drain() {
+  {
+    std::unique_lock lock(pending_mu_);
+    pending_cv_.wait(lock, [&] { return pending_ == 0; });
+  }
+  reap_strands();
+}
+
+void Server::reap_strands() {
+  std::vector<std::unique_ptr<Strand>> done;
+  {
+    std::lock_guard lock(mu_);
+    done.swap(finished_);
+  }
+  for (auto& s : done) s->stop();
+}
+
+void Server::close_all() {
+  drain();
+  std::map<std::string, std::shared_ptr<Env>> envs;
+  {
+    std::lock_guard lock(mu_);
+    envs.swap(envs_);
+  }
+  for (auto& [id, env] : envs) {
+    if (env->strand) env->strand->stop();
+    if (env->owned)
+      if (auto st = env->owned->close(); !st.ok()) spdlog::error("closing {}: {}", id, st.error().message());
+  }
+}
+
+Json Server::run(const Request& request) {
+  Result<Json> result = std::visit(
+      [&](const auto& r) -> Result<Json> {
+        using T = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<T, CreateRequest>) return create(r);
+        else if constexpr (std::is_same_v<T, ExecRequest>) return exec(r);
+        else if constexpr (std::is_same_v<T, DestroyRequest>) return destroy(r);
+        else if constexpr (std::is_same_v<T, ListRequest>) return list();
+        else if constexpr (std::is_same_v<T, ProvidersRequest>) return Json{{"providers", providers_list()}};
+        else return Json{{"policy", controller::to_json(controller_.policy())}};
+      },
+      request.body);
+  if (!result.ok()) return reply_error(request.id, result.error().message());
+  return reply_ok(request.id, std::move(result).value());
+}
+
+Json Server::list() const {
+  Json envs = Json::array();
+  std::lock_guard lock(mu_);
+  for (const auto& [id, env] : envs_) envs.push_back(id);
+  return Json{{"envs", envs}};
+}
+
+Json Server::providers_list() const {
+  Json out = Json::array();
+  if (!options_.registry) return out;
+  for (const auto& e : options_.registry->entries()) {
+    Json caps = Json::array();
+    for (auto c : e.info.capabilities) caps.push_back(to_string(c));
+    out.push_back({{"name", e.info.name}, {"unsafe", e.info.unsafe}, {"capabilities", caps}});
+  }
+  return out;
+}
+
+Result<Json> Server::create(const CreateRequest& r) {
+  if (RunSession* rec = options_.recorded_run) {
+    // The recording owns its one run: create answers with it.
+    CreateReply reply{rec->run_id(), rec->provider().name, rec->provider().unsafe, rec->workspace_path(),
+                      rec->workspace_host_path(), true};
+    return to_json(reply);
+  }
+  if (!options_.registry) return logic_error("create", "this server makes no environments");
+  auto it = providers_.find(r.provider);
+  if (it == providers_.end()) {
+    SG_ASSIGN_OR_RETURN(auto p, options_.registry->create(r.provider, options_.provider_options));
+    it = providers_.emplace(r.provider, std::move(p)).first;
+  }
+  providers::EnvSpec spec;
+  spec.workspace_recipe = r.workspace;
+  spec.env = r.env;
+  spec.tenant = r.tenant;
+  if (r.timeout) spec.timeout = *r.timeout;
+  for (const auto& b : r.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
+  SG_ASSIGN_OR_RETURN(auto session, RunSession::open(controller_, *it->second, std::move(spec)));
+  auto env = std::make_shared<Env>();
+  env->session = session.get();
+  env->owned = std::move(session);
+  env->provider = r.provider;
+  env->strand = std::make_unique<Strand>();
+  RunSession& s = *env->session;
+  CreateReply reply{s.run_id(), r.provider, s.provider().unsafe, s.workspace_path(), s.workspace_host_path(), false};
+  std::lock_guard lock(mu_);
+  envs_[s.run_id()] = std::move(env);
+  return to_json(reply);
+}
+
+Result<Json> Server::exec(const ExecRequest& r) {
+  auto env = find(r.env);
+  if (!env) {
+    if (options_.recorded_run)
+      return logic_error("exec", "this recording serves one run, '" + options_.recorded_run->run_id() + "'");
+    return logic_error("exec", "no environment '" + r.env + "' (create one first)");
+  }
+  CallRequest call;
+  call.argv = r.argv;
+  call.intent = r.intent;
+  call.env = r.call_env;
+  call.cwd = r.cwd;
+  call.cancel_fd = options_.cancel_fd;
+  std::string token = options_.before_call ? options_.before_call(r) : std::string();
+  auto outcome = env->session->call(call);
+  if (options_.after_call) options_.after_call(token);
+  if (!outcome.ok()) return std::move(outcome).error();
+  return Json{{"outcome", controller::to_json(*outcome)}};
+}
+
+Result<Json> Server::destroy(const DestroyRequest& r) {
+  std::shared_ptr<Env> env;
+  {
+    std::lock_guard lock(mu_);
+    auto it = envs_.find(r.env);
+    if (it == envs_.end()) return logic_error("destroy", "no environment '" + r.env + "'");
+    if (!it->second->owned) return Json{{"kept", true}};  // the recording destroys its run at the end
+    env = it->second;
+    envs_.erase(it);
+    // Runs on this very strand: it is joined later, by another thread (reap_strands).
+    finished_.push_back(std::move(env->strand));
+  }
+  SG_TRY(env->owned->close());
+  return Json::object();
+}
+
+bool serve_stream(Server& server, int in, int out, int stop_fd) {
+  LineReader reader(in);
+  std::mutex write_mu;
+  std::condition_variable answered;
+  size_t outstanding = 0;
+  bool writable = true;
+  auto reply = [&](std::string line) {
+    std::lock_guard lock(write_mu);
+    line += '\n';
+    if (writable && !write_all(out, line).ok()) writable = false;  // the peer went away
+    --outstanding;
+    answered.notify_all();
+  };
+  bool stopped = false;
+  for (;;) {
+    auto line = reader.next(stop_fd);
+    if (!line.ok()) {
+      spdlog::warn("serve: {}", line.error().message());
+      break;
+    }
+    if (!*line) {
+      stopped = reader.stopped();
+      break;
+    }
+    if ((*line)->find_first_not_of(" \t\r") == std::string::npos) continue;
+    {
+      std::lock_guard lock(write_mu);
+      ++outstanding;
+    }
+    server.submit(**line, reply);
+  }
+  // `out` must outlive every reply to this stream's requests.
+  std::unique_lock lock(write_mu);
+  answered.wait(lock, [&] { return outstanding == 0; });
+  return !stopped;
+}
+
+void serve_listener(Server& server, int listener, int stop_fd) {
+  struct Connection {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Connection> connections;
+  // Clients such as `exec --socket` connect once per call: join the ones that have ended.
+  auto reap = [&](bool all) {
+    std::erase_if(connections, [&](Connection& c) {
+      if (!all && !c.done->load()) return false;
+      c.thread.join();
+      return true;
+    });
+  };
+  for (;;) {
+    struct pollfd fds[2] = {{listener, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents) break;
+    if (!fds[0].revents) continue;
+    int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    reap(false);
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connections.push_back({std::thread([&server, fd, stop_fd, done] {
+                             UniqueFd conn(fd);
+                             serve_stream(server, conn.get(), conn.get(), stop_fd);
+                             done->store(true);
+                           }),
+                           done});
+  }
+  reap(true);
+}
+
+}  // namespace sandgate::session

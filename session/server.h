@@ -1,0 +1,93 @@
+// The one server of the orchestrator protocol (session/protocol.h), behind `sandgate serve`
+// (stdin/stdout or a unix socket) and `sandgate record` (one recorded run on a socket).
+//
+// Requests for different environments run concurrently: an orchestrator driving many agents
+// must not wait for one agent's compile. Each environment's requests run in the order they
+// were submitted, on a strand (one worker thread) of its own; create, list, providers and
+// policy run on a control strand. Replies are therefore in order per environment and may
+// interleave across environments; `id` tells them apart.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "controller/controller.h"
+#include "core/json.h"
+#include "providers/registry.h"
+#include "session/protocol.h"
+#include "session/run_session.h"
+
+namespace sandgate::session {
+
+class Strand;
+
+struct ServerOptions {
+  const providers::Registry* registry = nullptr;
+  providers::ProviderOptions provider_options;
+  // Readable: cancel every call in progress (a signalfd for SIGINT/SIGTERM).
+  int cancel_fd = -1;
+  // `sandgate record`: the server serves this one run and does not own it. `create` answers
+  // with it (recording: true) and makes nothing, `destroy` keeps it, `exec` for any other
+  // environment is an error.
+  RunSession* recorded_run = nullptr;
+  // Around each exec (the recorder notes call events): before_call returns a token that
+  // after_call gets back once the call's outcome exists (or it failed to run).
+  std::function<std::string(const ExecRequest&)> before_call;
+  std::function<void(const std::string& token)> after_call;
+};
+
+class Server {
+ public:
+  Server(controller::Controller& controller, ServerOptions options);
+  ~Server();  // close_all(); errors logged
+
+  // Parses one request line and runs it on its strand; the reply line (no '\n') goes to
+  // `reply`, possibly on another thread, after replies to later requests for other
+  // environments. Never throws; a malformed line is answered at once.
+  void submit(const std::string& line, std::function<void(std::string)> reply);
+  // submit() and wait for the reply (tests, simple transports).
+  std::string handle_line(const std::string& line);
+  // Waits until every request submitted so far has been answered.
+  void drain();
+  // drain(), then destroys every environment still open (end of input, SIGTERM).
+  void close_all();
+
+ private:
+  struct Env;
+  Json run(const Request& request);
+  Result<Json> create(const CreateRequest& r);
+  Result<Json> exec(const ExecRequest& r);
+  Result<Json> destroy(const DestroyRequest& r);
+  Json list() const;
+  Json providers_list() const;
+  std::shared_ptr<Env> find(const std::string& id) const;
+  void reap_strands();
+
+  controller::Controller& controller_;
+  ServerOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Env>> envs_;
+  std::map<std::string, std::unique_ptr<providers::Provider>> providers_;  // control strand only
+  std::unique_ptr<Strand> control_;
+  std::vector<std::unique_ptr<Strand>> finished_;  // strands of destroyed environments
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  size_t pending_ = 0;
+};
+
+// Reads request lines from `in` until end of input or until `stop_fd` is readable, submits
+// each, and writes each reply to `out` as one whole line (replies arrive from several
+// threads). Waits for the replies to its own requests before returning. Returns false when
+// stopped by `stop_fd`.
+bool serve_stream(Server& server, int in, int out, int stop_fd);
+
+// Accepts connections on `listener` until `stop_fd` is readable; each connection is served
+// by serve_stream on a thread of its own, so several clients share the server's environments.
+void serve_listener(Server& server, int listener, int stop_fd);
+
+}  // namespace sandgate::session
