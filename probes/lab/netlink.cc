@@ -1,6 +1,7 @@
 #include "probes/lab/netlink.h"
 
 #include <arpa/inet.h>
+#include <libmnl/libmnl.h>
 #include <linux/if_addr.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -15,49 +16,6 @@
 namespace sandgate::probes::lab {
 namespace {
 
-// One netlink request: header, fixed body, attributes, each padded as the kernel expects
-// (NLMSG_ALIGN / RTA_ALIGN, netlink(7), rtnetlink(7)).
-class Request {
- public:
-  template <typename Body>
-  Request(uint16_t type, uint16_t flags, const Body& body) {
-    struct nlmsghdr h = {};
-    h.nlmsg_type = type;
-    h.nlmsg_flags = flags;
-    append(&h, sizeof h, NLMSG_HDRLEN);
-    append(&body, sizeof body, NLMSG_ALIGN(sizeof body));
-  }
-  void attribute(uint16_t type, const void* data, size_t len) {
-    struct rtattr a = {};
-    a.rta_type = type;
-    a.rta_len = static_cast<unsigned short>(RTA_LENGTH(len));
-    append(&a, sizeof a, RTA_LENGTH(0));
-    append(data, len, RTA_ALIGN(len));
-  }
-  std::string take() && {
-    auto* h = reinterpret_cast<struct nlmsghdr*>(buf_.data());
-    h->nlmsg_len = static_cast<uint32_t>(buf_.size());
-    return std::move(buf_);
-  }
-
- private:
-  void append(const void* data, size_t len, size_t padded) {
-    buf_.append(static_cast<const char*>(data), len);
-    buf_.append(padded - len, '\0');
-  }
-  std::string buf_;
-};
-
-// Attributes following a fixed header of `fixed` bytes in a message payload.
-template <typename F>
-void for_each_attribute(const std::string& payload, size_t fixed, F&& f) {
-  if (payload.size() < NLMSG_ALIGN(fixed)) return;
-  auto* rta = reinterpret_cast<const struct rtattr*>(payload.data() + NLMSG_ALIGN(fixed));
-  int len = static_cast<int>(payload.size() - NLMSG_ALIGN(fixed));
-  for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len))
-    f(rta->rta_type, RTA_DATA(rta), RTA_PAYLOAD(rta));
-}
-
 std::string address_text(int family, const void* data, size_t len) {
   char text[INET6_ADDRSTRLEN] = {};
   if ((family == AF_INET && len == 4) || (family == AF_INET6 && len == 16))
@@ -65,21 +23,37 @@ std::string address_text(int family, const void* data, size_t len) {
   return {};
 }
 
+// The fixed header (ifinfomsg, ifaddrmsg, rtmsg) after a reply's netlink header.
 template <typename T>
-T fixed_header(const std::string& payload) {
+T fixed_header(const Netlink::Reply& reply) {
   T t = {};
-  std::memcpy(&t, payload.data(), std::min(sizeof t, payload.size()));
+  const auto* nlh = reinterpret_cast<const struct nlmsghdr*>(reply.second.data());
+  std::memcpy(&t, mnl_nlmsg_get_payload(nlh), std::min(sizeof t, mnl_nlmsg_get_payload_len(nlh)));
   return t;
 }
 
-RouteInfo parse_route(const std::string& payload) {
-  auto rtm = fixed_header<struct rtmsg>(payload);
+// Calls f(type, data, len) for each attribute after a fixed header of `fixed` bytes.
+template <typename F>
+void for_each_attribute(const Netlink::Reply& reply, size_t fixed, F&& f) {
+  const auto* nlh = reinterpret_cast<const struct nlmsghdr*>(reply.second.data());
+  if (mnl_nlmsg_get_payload_len(nlh) < fixed) return;
+  // mnl_attr_for_each spelled out: the macro's void* conversions are C, not C++.
+  auto* attr = static_cast<const struct nlattr*>(mnl_nlmsg_get_payload_offset(nlh, fixed));
+  auto* tail = static_cast<const char*>(mnl_nlmsg_get_payload_tail(nlh));
+  while (mnl_attr_ok(attr, static_cast<int>(tail - reinterpret_cast<const char*>(attr)))) {
+    f(mnl_attr_get_type(attr), mnl_attr_get_payload(attr), mnl_attr_get_payload_len(attr));
+    attr = mnl_attr_next(attr);
+  }
+}
+
+RouteInfo parse_route(const Netlink::Reply& reply) {
+  auto rtm = fixed_header<struct rtmsg>(reply);
   RouteInfo r;
   r.family = rtm.rtm_family;
   r.table = rtm.rtm_table;
   r.type = rtm.rtm_type;
   r.dst_len = rtm.rtm_dst_len;
-  for_each_attribute(payload, sizeof(struct rtmsg), [&](int type, const void* data, size_t len) {
+  for_each_attribute(reply, sizeof(struct rtmsg), [&](int type, const void* data, size_t len) {
     if (type == RTA_DST) r.dst = address_text(r.family, data, len);
     else if (type == RTA_GATEWAY) r.gateway = address_text(r.family, data, len);
     else if (type == RTA_OIF && len >= sizeof(int)) std::memcpy(&r.oif, data, sizeof(int));
@@ -87,6 +61,16 @@ RouteInfo parse_route(const std::string& payload) {
     else if (type == RTA_MULTIPATH) r.multipath = true;
   });
   return r;
+}
+
+// A request in `buf`: the netlink header and its fixed body (zeroed), for the caller to fill.
+template <typename Body>
+std::pair<struct nlmsghdr*, Body*> request(char* buf, uint16_t type, uint16_t flags) {
+  struct nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = type;
+  nlh->nlmsg_flags = flags;
+  auto* body = static_cast<Body*>(mnl_nlmsg_put_extra_header(nlh, sizeof(Body)));
+  return {nlh, body};
 }
 
 }  // namespace
@@ -116,71 +100,83 @@ Result<std::pair<int, std::string>> parse_address(const std::string& text) {
   return logic_error("parse address", "not an IPv4 or IPv6 address", text);
 }
 
-Result<Netlink> Netlink::from_socket(UniqueFd fd) {
-  struct sockaddr_nl local = {};
-  local.nl_family = AF_NETLINK;
-  if (::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&local), sizeof local) != 0)
-    return sys_error("bind netlink socket");
-  return Netlink(std::move(fd));
+Result<Netlink> Netlink::from_fd(UniqueFd fd) {
+  struct mnl_socket* nl = mnl_socket_fdopen(fd.get());
+  if (!nl) return sys_error("mnl_socket_fdopen");
+  fd.release();  // the mnl socket owns it now
+  Netlink out(nl);
+  if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) return sys_error("bind netlink socket");
+  return out;
 }
 
 Result<Netlink> Netlink::open() {
   int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) return sys_error("socket NETLINK_ROUTE");
-  return from_socket(UniqueFd(fd));
+  return from_fd(UniqueFd(fd));
 }
 
 Result<Netlink> Netlink::open_in(int netns_fd) {
   SG_ASSIGN_OR_RETURN(UniqueFd fd, socket_in_netns(netns_fd, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE));
-  return from_socket(std::move(fd));
+  return from_fd(std::move(fd));
 }
 
-Result<std::vector<std::pair<int, std::string>>> Netlink::transact(std::string request,
-                                                                   const std::string& step) {
-  auto* h = reinterpret_cast<struct nlmsghdr*>(request.data());
-  h->nlmsg_seq = ++seq_;
-  const bool dump = (h->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP;
-  const bool ack = h->nlmsg_flags & NLM_F_ACK;
-  struct sockaddr_nl kernel = {};
-  kernel.nl_family = AF_NETLINK;
-  if (::sendto(fd_.get(), request.data(), request.size(), 0,
-               reinterpret_cast<struct sockaddr*>(&kernel), sizeof kernel) < 0)
-    return sys_error("send netlink request", step);
+Netlink::Netlink(Netlink&& o) noexcept : nl_(o.nl_), seq_(o.seq_) { o.nl_ = nullptr; }
 
-  std::vector<std::pair<int, std::string>> replies;
-  std::string buf(1 << 16, '\0');
+Netlink& Netlink::operator=(Netlink&& o) noexcept {
+  if (this != &o) {
+    if (nl_) mnl_socket_close(nl_);
+    nl_ = o.nl_;
+    seq_ = o.seq_;
+    o.nl_ = nullptr;
+  }
+  return *this;
+}
+
+Netlink::~Netlink() {
+  if (nl_) mnl_socket_close(nl_);
+}
+
+Result<std::vector<Netlink::Reply>> Netlink::transact(struct nlmsghdr* request, const std::string& step) {
+  request->nlmsg_seq = ++seq_;
+  const bool dump = (request->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP;
+  const bool ack = request->nlmsg_flags & NLM_F_ACK;
+  if (mnl_socket_sendto(nl_, request, request->nlmsg_len) < 0) return sys_error("send netlink request", step);
+
+  // mnl_cb_run checks the sequence number and port id, stops at NLMSG_DONE and turns a
+  // negative ack into -1 with errno set; a positive ack (error 0) ends it too.
+  std::vector<Reply> replies;
+  auto collect = [](const struct nlmsghdr* nlh, void* data) -> int {
+    auto* out = static_cast<std::vector<Reply>*>(data);
+    out->emplace_back(nlh->nlmsg_type, std::string(reinterpret_cast<const char*>(nlh), nlh->nlmsg_len));
+    return MNL_CB_OK;
+  };
+  std::string buf(MNL_SOCKET_BUFFER_SIZE, '\0');
+  const unsigned port = mnl_socket_get_portid(nl_);
   for (;;) {
-    ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
+    ssize_t n = mnl_socket_recvfrom(nl_, buf.data(), buf.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       return sys_error("receive netlink reply", step);
     }
-    int len = static_cast<int>(n);
-    for (auto* m = reinterpret_cast<struct nlmsghdr*>(buf.data()); NLMSG_OK(m, len); m = NLMSG_NEXT(m, len)) {
-      if (m->nlmsg_seq != seq_) continue;  // a late answer to an earlier request
-      if (m->nlmsg_type == NLMSG_ERROR) {
-        auto* e = static_cast<struct nlmsgerr*>(NLMSG_DATA(m));
-        if (e->error != 0) return sys_error(-e->error, step);
-        return replies;  // the ack
-      }
-      if (m->nlmsg_type == NLMSG_DONE) return replies;
-      replies.emplace_back(m->nlmsg_type,
-                           std::string(static_cast<char*>(NLMSG_DATA(m)), m->nlmsg_len - NLMSG_HDRLEN));
-      if (!dump && !ack) return replies;  // a lookup: one answer
-    }
+    size_t before = replies.size();
+    int r = mnl_cb_run(buf.data(), static_cast<size_t>(n), seq_, port, collect, &replies);
+    if (r < 0) return sys_error(errno, step);
+    if (r == MNL_CB_STOP) return replies;  // the end of a dump, or the ack
+    if (!dump && !ack && replies.size() > before) return replies;  // a lookup: one answer
   }
 }
 
 Result<std::vector<LinkInfo>> Netlink::links() {
-  struct ifinfomsg body = {};
-  SG_ASSIGN_OR_RETURN(auto replies, transact(Request(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, body).take() ,
-                                             "list links"));
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto [nlh, body] = request<struct ifinfomsg>(buf, RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP);
+  (void)body;
+  SG_ASSIGN_OR_RETURN(auto replies, transact(nlh, "list links"));
   std::vector<LinkInfo> out;
-  for (const auto& [type, payload] : replies) {
-    if (type != RTM_NEWLINK) continue;
-    auto ifi = fixed_header<struct ifinfomsg>(payload);
+  for (const auto& reply : replies) {
+    if (reply.first != RTM_NEWLINK) continue;
+    auto ifi = fixed_header<struct ifinfomsg>(reply);
     LinkInfo l{ifi.ifi_index, "", ifi.ifi_flags};
-    for_each_attribute(payload, sizeof(struct ifinfomsg), [&](int t, const void* data, size_t len) {
+    for_each_attribute(reply, sizeof(struct ifinfomsg), [&](int t, const void* data, size_t len) {
       if (t == IFLA_IFNAME) l.name.assign(static_cast<const char*>(data), strnlen(static_cast<const char*>(data), len));
     });
     out.push_back(std::move(l));
@@ -189,16 +185,17 @@ Result<std::vector<LinkInfo>> Netlink::links() {
 }
 
 Result<std::vector<AddressInfo>> Netlink::addresses() {
-  struct ifaddrmsg body = {};
-  SG_ASSIGN_OR_RETURN(auto replies, transact(Request(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, body).take(),
-                                             "list addresses"));
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto [nlh, body] = request<struct ifaddrmsg>(buf, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP);
+  (void)body;
+  SG_ASSIGN_OR_RETURN(auto replies, transact(nlh, "list addresses"));
   std::vector<AddressInfo> out;
-  for (const auto& [type, payload] : replies) {
-    if (type != RTM_NEWADDR) continue;
-    auto ifa = fixed_header<struct ifaddrmsg>(payload);
+  for (const auto& reply : replies) {
+    if (reply.first != RTM_NEWADDR) continue;
+    auto ifa = fixed_header<struct ifaddrmsg>(reply);
     AddressInfo a{ifa.ifa_family, static_cast<int>(ifa.ifa_index), "", ifa.ifa_prefixlen};
     std::string local, address;
-    for_each_attribute(payload, sizeof(struct ifaddrmsg), [&](int t, const void* data, size_t len) {
+    for_each_attribute(reply, sizeof(struct ifaddrmsg), [&](int t, const void* data, size_t len) {
       if (t == IFA_LOCAL) local = address_text(a.family, data, len);
       else if (t == IFA_ADDRESS) address = address_text(a.family, data, len);
     });
@@ -210,14 +207,14 @@ Result<std::vector<AddressInfo>> Netlink::addresses() {
 }
 
 Result<std::vector<RouteInfo>> Netlink::routes() {
-  struct rtmsg body = {};
-  body.rtm_family = AF_UNSPEC;
-  SG_ASSIGN_OR_RETURN(auto replies, transact(Request(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, body).take(),
-                                             "list routes"));
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto [nlh, body] = request<struct rtmsg>(buf, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP);
+  body->rtm_family = AF_UNSPEC;
+  SG_ASSIGN_OR_RETURN(auto replies, transact(nlh, "list routes"));
   std::vector<RouteInfo> out;
-  for (const auto& [type, payload] : replies) {
-    if (type != RTM_NEWROUTE) continue;
-    RouteInfo r = parse_route(payload);
+  for (const auto& reply : replies) {
+    if (reply.first != RTM_NEWROUTE) continue;
+    RouteInfo r = parse_route(reply);
     if (r.family == AF_INET || r.family == AF_INET6) out.push_back(std::move(r));
   }
   return out;
@@ -225,15 +222,15 @@ Result<std::vector<RouteInfo>> Netlink::routes() {
 
 Result<RouteInfo> Netlink::route_get(const std::string& address) {
   SG_ASSIGN_OR_RETURN(auto parsed, parse_address(address));
-  struct rtmsg body = {};
-  body.rtm_family = static_cast<unsigned char>(parsed.first);
-  body.rtm_dst_len = static_cast<unsigned char>(parsed.second.size() * 8);
-  Request req(RTM_GETROUTE, NLM_F_REQUEST, body);
-  req.attribute(RTA_DST, parsed.second.data(), parsed.second.size());
-  SG_ASSIGN_OR_RETURN(auto replies, transact(std::move(req).take(), "route lookup " + address));
-  for (const auto& [type, payload] : replies) {
-    if (type != RTM_NEWROUTE) continue;
-    RouteInfo r = parse_route(payload);
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto [nlh, body] = request<struct rtmsg>(buf, RTM_GETROUTE, NLM_F_REQUEST);
+  body->rtm_family = static_cast<unsigned char>(parsed.first);
+  body->rtm_dst_len = static_cast<unsigned char>(parsed.second.size() * 8);
+  mnl_attr_put(nlh, RTA_DST, parsed.second.size(), parsed.second.data());
+  SG_ASSIGN_OR_RETURN(auto replies, transact(nlh, "route lookup " + address));
+  for (const auto& reply : replies) {
+    if (reply.first != RTM_NEWROUTE) continue;
+    RouteInfo r = parse_route(reply);
     // IPv6 answers a miss with its null entry rather than an error.
     if (r.type == RTN_UNREACHABLE || r.type == RTN_BLACKHOLE || r.type == RTN_PROHIBIT)
       return sys_error(ENETUNREACH, "route lookup " + address);
@@ -255,28 +252,29 @@ Status Netlink::await_local(const std::string& address, std::chrono::millisecond
 }
 
 Status Netlink::set_link_up(int index) {
-  struct ifinfomsg body = {};
-  body.ifi_family = AF_UNSPEC;
-  body.ifi_index = index;
-  body.ifi_flags = IFF_UP;
-  body.ifi_change = IFF_UP;
-  SG_TRY(transact(Request(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, body).take(),
-                  "bring up link " + std::to_string(index)));
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto [nlh, body] = request<struct ifinfomsg>(buf, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK);
+  body->ifi_family = AF_UNSPEC;
+  body->ifi_index = index;
+  body->ifi_flags = IFF_UP;
+  body->ifi_change = IFF_UP;
+  SG_TRY(transact(nlh, "bring up link " + std::to_string(index)));
   return {};
 }
 
 Status Netlink::add_address(int index, const std::string& address, int prefix_len) {
   SG_ASSIGN_OR_RETURN(auto parsed, parse_address(address));
-  struct ifaddrmsg body = {};
-  body.ifa_family = static_cast<unsigned char>(parsed.first);
-  body.ifa_prefixlen = static_cast<unsigned char>(prefix_len);
-  body.ifa_flags = parsed.first == AF_INET6 ? IFA_F_NODAD : 0;
-  body.ifa_scope = RT_SCOPE_UNIVERSE;
-  body.ifa_index = static_cast<unsigned>(index);
-  Request req(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body);
-  req.attribute(IFA_LOCAL, parsed.second.data(), parsed.second.size());
-  req.attribute(IFA_ADDRESS, parsed.second.data(), parsed.second.size());
-  SG_TRY(transact(std::move(req).take(), "add address " + address + "/" + std::to_string(prefix_len)));
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto [nlh, body] =
+      request<struct ifaddrmsg>(buf, RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+  body->ifa_family = static_cast<unsigned char>(parsed.first);
+  body->ifa_prefixlen = static_cast<unsigned char>(prefix_len);
+  body->ifa_flags = parsed.first == AF_INET6 ? IFA_F_NODAD : 0;
+  body->ifa_scope = RT_SCOPE_UNIVERSE;
+  body->ifa_index = static_cast<unsigned>(index);
+  mnl_attr_put(nlh, IFA_LOCAL, parsed.second.size(), parsed.second.data());
+  mnl_attr_put(nlh, IFA_ADDRESS, parsed.second.size(), parsed.second.data());
+  SG_TRY(transact(nlh, "add address " + address + "/" + std::to_string(prefix_len)));
   return {};
 }
 

@@ -1,7 +1,8 @@
 // A small rtnetlink client: what the lab needs to configure its namespace (bring loopback up,
 // put the decoy addresses on it) and to prove what a namespace can reach, by reading links,
 // addresses and routes and asking the kernel's routing table (RTM_GETROUTE, `ip route get`),
-// which sends no packet. Real kernel mechanisms, no dependency on the `ip` tool.
+// which sends no packet. Real kernel mechanisms, no dependency on the `ip` tool; message
+// building, attribute parsing and the receive loop are libmnl's (netfilter.org, in Debian).
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,9 @@
 
 #include "core/fd.h"
 #include "core/result.h"
+
+struct mnl_socket;
+struct nlmsghdr;
 
 namespace sandgate::probes::lab {
 
@@ -51,6 +55,9 @@ class Netlink {
   static Result<Netlink> open();
   // One in the namespace behind netns_fd (socket_in_netns).
   static Result<Netlink> open_in(int netns_fd);
+  Netlink(Netlink&& o) noexcept;
+  Netlink& operator=(Netlink&& o) noexcept;
+  ~Netlink();
 
   Result<std::vector<LinkInfo>> links();
   Result<std::vector<AddressInfo>> addresses();
@@ -69,14 +76,16 @@ class Netlink {
   // Adds address/prefix_len to link `index` (IPv6: no duplicate address detection).
   Status add_address(int index, const std::string& address, int prefix_len);
 
+  // One reply message of a request: its type and the whole message.
+  using Reply = std::pair<int, std::string>;
+
  private:
-  explicit Netlink(UniqueFd fd) : fd_(std::move(fd)) {}
-  static Result<Netlink> from_socket(UniqueFd fd);
-  // Sends one request and collects every reply message (type, payload) until the ack, the end
-  // of a dump, or an answer to a lookup; a negative ack becomes the Error.
-  Result<std::vector<std::pair<int, std::string>>> transact(std::string request,
-                                                            const std::string& step);
-  UniqueFd fd_;
+  explicit Netlink(struct mnl_socket* nl) : nl_(nl) {}
+  static Result<Netlink> from_fd(UniqueFd fd);
+  // Sends the request in `buf` and collects every reply message until the ack, the end of a
+  // dump, or the answer to a lookup; a negative ack becomes the Error.
+  Result<std::vector<Reply>> transact(struct nlmsghdr* request, const std::string& step);
+  struct mnl_socket* nl_ = nullptr;
   uint32_t seq_ = 0;
 };
 
