@@ -1,5 +1,6 @@
 #include "providers/seccomp_policy.h"
 
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
@@ -12,9 +13,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "core/defer.h"
 #include "core/fd.h"
+#include "core/log.h"
 
 namespace sandgate::providers {
 
@@ -362,6 +366,73 @@ Result<SeccompProgram> build_seccomp_program(const SeccompOptions& options) {
   }
   program.highest_known_syscall = seccomp_highest_known_syscall();
   return program;
+}
+
+namespace {
+
+// The memfd's layout: a header, then the two programs' instructions back to back.
+struct ProgramHeader {
+  uint32_t magic = 0x53474643;  // "SGFC"
+  uint32_t allow_list = 0;      // instructions in program 1
+  uint32_t argument_rules = 0;  // instructions in program 2
+  int32_t highest_known_syscall = -1;
+};
+
+Result<UniqueFd> seal_program(const SeccompProgram& p) {
+  UniqueFd fd(::memfd_create("sandgate-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return sys_error("memfd_create for the seccomp program");
+  ProgramHeader h;
+  h.allow_list = static_cast<uint32_t>(p.allow_list.size());
+  h.argument_rules = static_cast<uint32_t>(p.argument_rules.size());
+  h.highest_known_syscall = p.highest_known_syscall;
+  std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
+  for (const auto* prog : {&p.allow_list, &p.argument_rules})
+    bytes.append(reinterpret_cast<const char*>(prog->data()), prog->size() * sizeof(struct sock_filter));
+  SG_TRY(write_all(fd.get(), bytes));
+  // Nobody, not even a holder of the fd, can change it from here on.
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+    return sys_error("seal the seccomp program");
+  return fd;
+}
+
+}  // namespace
+
+Result<int> compiled_seccomp_program_fd(const SeccompOptions& options) {
+  static std::mutex mu;
+  static std::map<bool, UniqueFd> programs;  // by full_width_compare
+  std::lock_guard lock(mu);
+  auto it = programs.find(options.full_width_compare);
+  if (it != programs.end()) return it->second.get();
+  SG_ASSIGN_OR_RETURN(SeccompProgram p, build_seccomp_program(options));
+  if (!p.unknown_syscalls.empty()) {
+    std::string names;
+    for (const auto& n : p.unknown_syscalls) names += (names.empty() ? "" : ", ") + n;
+    spdlog::info("seccomp: libseccomp knows syscalls up to {} and cannot name {}; those answer "
+                 "ENOSYS in the jail",
+                 p.highest_known_syscall, names);
+  }
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, seal_program(p));
+  int raw = fd.get();
+  programs.emplace(options.full_width_compare, std::move(fd));
+  return raw;
+}
+
+Result<SeccompProgram> read_seccomp_program(int fd) {
+  ProgramHeader h;
+  if (::pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) || h.magic != ProgramHeader{}.magic)
+    return logic_error("read seccomp program", "not a sandgate seccomp program");
+  SeccompProgram p;
+  p.allow_list.resize(h.allow_list);
+  p.argument_rules.resize(h.argument_rules);
+  p.highest_known_syscall = h.highest_known_syscall;
+  off_t at = sizeof h;
+  for (auto* prog : {&p.allow_list, &p.argument_rules}) {
+    size_t n = prog->size() * sizeof(struct sock_filter);
+    if (::pread(fd, prog->data(), n, at) != static_cast<ssize_t>(n))
+      return logic_error("read seccomp program", "the program is cut short");
+    at += static_cast<off_t>(n);
+  }
+  return p;
 }
 
 Status install_seccomp_program(const SeccompProgram& program) {

@@ -82,4 +82,13 @@ int seccomp_highest_known_syscall();
 // only, no allocation.
 Status install_seccomp_program(const SeccompProgram& program);
 
+// The program for `options`, compiled once per process and kept in a sealed memfd (read-only
+// for everyone, its size fixed): libseccomp's compile of the allow list costs ~2 ms, and every
+// run with the same options installs the same program, so each run's supervisor gets the fd
+// with its config instead of compiling its own. The names libseccomp cannot resolve are logged
+// once, here. The fd is owned by this module and lives as long as the process.
+Result<int> compiled_seccomp_program_fd(const SeccompOptions& options);
+// What the supervisor reads back from that fd.
+Result<SeccompProgram> read_seccomp_program(int fd);
+
 }  // namespace sandgate::providers

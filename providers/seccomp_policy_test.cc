@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/result.h"
 #include "tests/support/privileged.h"
 
@@ -363,6 +364,43 @@ TEST(SeccompLists, NamesTheLibraryDoesNotKnowAreReported) {
   EXPECT_EQ(p->highest_known_syscall, seccomp_highest_known_syscall());
   EXPECT_GE(p->highest_known_syscall, 435) << "clone3 (435) is older than any libseccomp we use";
   EXPECT_GT(p->instruction_count(), 0u);
+}
+
+// Compiled once per process and options, sealed: every run's supervisor reads the very
+// program build_seccomp_program makes, and nothing can change it on the way.
+TEST(SeccompProgramFd, OneSealedProgramPerOptionsReadsBackWhole) {
+  auto fd = compiled_seccomp_program_fd({});
+  ASSERT_TRUE(fd.ok()) << fd.error().message();
+  auto again = compiled_seccomp_program_fd({});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*fd, *again) << "compiled twice";
+  auto weak = compiled_seccomp_program_fd({.full_width_compare = true});
+  ASSERT_TRUE(weak.ok());
+  EXPECT_NE(*fd, *weak);
+
+  auto read = read_seccomp_program(*fd);
+  ASSERT_TRUE(read.ok()) << read.error().message();
+  auto built = build_seccomp_program();
+  ASSERT_TRUE(built.ok());
+  auto same = [](const std::vector<struct sock_filter>& a, const std::vector<struct sock_filter>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof a[0]) == 0;
+  };
+  EXPECT_TRUE(same(read->allow_list, built->allow_list));
+  EXPECT_TRUE(same(read->argument_rules, built->argument_rules));
+  EXPECT_EQ(read->highest_known_syscall, built->highest_known_syscall);
+  auto read_weak = read_seccomp_program(*weak);
+  ASSERT_TRUE(read_weak.ok());
+  EXPECT_FALSE(same(read_weak->argument_rules, built->argument_rules)) << "the weakening is its own program";
+
+  // Sealed: no write, no truncation, whoever holds the fd.
+  EXPECT_LT(::pwrite(*fd, "x", 1, 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(*fd, 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  // Anything else is refused, not installed.
+  UniqueFd other(::memfd_create("not-a-program", MFD_CLOEXEC));
+  ASSERT_TRUE(write_all(other.get(), std::string(64, 'x')).ok());
+  EXPECT_FALSE(read_seccomp_program(other.get()).ok());
 }
 
 }  // namespace

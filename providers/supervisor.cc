@@ -17,6 +17,7 @@
 
 #include "core/json.h"
 #include "core/log.h"
+#include "providers/seccomp_policy.h"
 #include "providers/supervisor_protocol.h"
 
 namespace sandgate::providers {
@@ -176,24 +177,6 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
-// The syscall names the run's filter could not resolve (newer than the installed libseccomp):
-// they answer ENOSYS whatever the lists say. The same for every run of this process, so said
-// once at info and then at debug.
-void log_seccomp_knowledge(const Json& ready) {
-  if (!ready.contains("seccomp") || !ready["seccomp"].is_object()) return;
-  const Json& sc = ready["seccomp"];
-  std::string names;
-  for (const auto& n : sc.value("unknown_syscalls", Json::array()))
-    if (n.is_string()) names += (names.empty() ? "" : ", ") + n.get<std::string>();
-  if (names.empty()) return;
-  static std::atomic<bool> said{false};
-  auto level = said.exchange(true) ? spdlog::level::debug : spdlog::level::info;
-  spdlog::log(level,
-              "seccomp: libseccomp knows syscalls up to {} and cannot name {}; those answer "
-              "ENOSYS in the jail",
-              sc.value("highest_known_syscall", -1), names);
-}
-
 }  // namespace
 
 Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Placement& placement,
@@ -257,7 +240,14 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     return logic_error("start supervisor", "the supervisor exited during start-up (" + why +
                                                ") after " + transport.message());
   };
-  if (auto sent = send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}); !sent.ok())
+  std::vector<int> fds;
+  if (config.isolate && config.jail.seccomp) {
+    SG_ASSIGN_OR_RETURN(int program, compiled_seccomp_program_fd(
+                                         {.full_width_compare = config.jail.seccomp_full_width_compare}));
+    fds.push_back(program);
+  }
+  if (auto sent = send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}, fds);
+      !sent.ok())
     return went_away(sent.error());
   auto reply = recv_message(s.control_.get());
   if (!reply.ok()) return went_away(reply.error());
@@ -275,7 +265,6 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
       spdlog::warn("no Landlock on this kernel ({}): calls can lower the OOM priority they are given",
                    reply->body.value("landlock_missing", ""));
   }
-  log_seccomp_knowledge(reply->body);
   return s;
 }
 

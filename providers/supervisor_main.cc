@@ -75,8 +75,8 @@ Status apply_rlimits(pid_t pid, const Json& rlimits) {
 
 class SupervisorLoop {
  public:
-  SupervisorLoop(int control, SupervisorConfig config)
-      : control_(control), config_(std::move(config)) {}
+  SupervisorLoop(int control, SupervisorConfig config, UniqueFd seccomp_program)
+      : control_(control), config_(std::move(config)), seccomp_program_(std::move(seccomp_program)) {}
 
   int run();
 
@@ -90,7 +90,8 @@ class SupervisorLoop {
 
   int control_;
   SupervisorConfig config_;
-  std::optional<SeccompProgram> seccomp_;  // compiled once, installed in each call
+  UniqueFd seccomp_program_;                // the host's compiled filter (seccomp_policy.h)
+  std::optional<SeccompProgram> seccomp_;  // read once, installed in each call
   UniqueFd landlock_;                       // the calls' ruleset (jail.h), built once
   int landlock_abi_ = 0;
   std::string landlock_missing_;            // why there is none (this kernel lacks Landlock)
@@ -108,10 +109,14 @@ int SupervisorLoop::run() {
   if (config_.isolate) {
     Status s = assemble_jail(config_.jail);
     if (s.ok() && config_.jail.seccomp) {
-      auto program = build_seccomp_program(
-          {.full_width_compare = config_.jail.seccomp_full_width_compare});
+      // Compiled once by the host for every run with these options, sealed, sent with the
+      // config: reading it costs microseconds where compiling cost milliseconds.
+      auto program = seccomp_program_.valid()
+                         ? read_seccomp_program(seccomp_program_.get())
+                         : Result<SeccompProgram>(logic_error("seccomp", "the host sent no program"));
       if (program.ok()) seccomp_ = std::move(program).value();
       else s = std::move(program).error();
+      seccomp_program_.reset();
     }
     if (s.ok()) {
       auto ruleset = build_call_ruleset(call_writable_paths(config_.jail), &landlock_abi_);
@@ -130,13 +135,10 @@ int SupervisorLoop::run() {
       return 1;
     }
   }
-  // What the filter could not name travels to the host, which has a logger (this process
-  // has none, and its calls must not inherit one); so does the absence of Landlock.
+  // The absence of Landlock travels to the host, which has a logger (this process has none,
+  // and its calls must not inherit one).
   Json ready = {{"op", "ready"}, {"landlock_abi", landlock_.valid() ? landlock_abi_ : 0}};
   if (!landlock_missing_.empty()) ready["landlock_missing"] = landlock_missing_;
-  if (seccomp_)
-    ready["seccomp"] = {{"unknown_syscalls", seccomp_->unknown_syscalls},
-                        {"highest_known_syscall", seccomp_->highest_known_syscall}};
   if (!send_message(control_, ready).ok()) return 1;
 
   for (;;) {
@@ -357,7 +359,9 @@ std::optional<int> maybe_run_supervisor(int argc, char** argv) {
     (void)send_message(control, j);
     return 2;
   }
-  SupervisorLoop loop(control, std::move(config).value());
+  UniqueFd program;  // the compiled seccomp filter, when the jail installs one
+  if (!msg->fds.empty()) program = std::move(msg->fds.front());
+  SupervisorLoop loop(control, std::move(config).value(), std::move(program));
   int rc = loop.run();
   ::_exit(rc);
 }
