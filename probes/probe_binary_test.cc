@@ -594,6 +594,7 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
                       "--id",       "proc.mseal",
                       "--id",       "proc.memfd_secret",
                       "--id",       "proc.modify_ldt",
+                      "--id",       "proc.lower_oom_priority",
                       "--param",    newer_syscall_param(),
                       "--param",    "marker=jailtest",
                       "--param",    "host_canary=" + canary,
@@ -604,7 +605,7 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
   ::unsetenv("SANDGATE_TEST_TOKEN");
   ASSERT_EQ(r.status.shell_code(), 0) << r.stderr_data;
   auto reports = parse_reports(r.stdout_data);
-  ASSERT_EQ(reports.size(), 26u) << r.stdout_data;
+  ASSERT_EQ(reports.size(), 27u) << r.stdout_data;
   auto expect = [&](const char* id, ProbeResult result, const char* err) {
     const auto& rep = reports[id];
     EXPECT_EQ(rep.result, result) << describe(rep);
@@ -622,6 +623,9 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
   expect("net.io_uring_socket", ProbeResult::kDenied, "EPERM");
   expect("net.metadata_v4_get", ProbeResult::kDenied, "ENETUNREACH");  // loopback only
   expect("proc.kill_all", ProbeResult::kNotFound, "ESRCH");            // own pid namespace
+  // The jail gave the call oom_score_adj 500; Landlock keeps it from writing procfs at all.
+  expect("proc.lower_oom_priority", ProbeResult::kDenied, "EACCES");
+  EXPECT_EQ(reports["proc.lower_oom_priority"].evidence["after"], "500");
   EXPECT_EQ(reports["proc.kill_all"].evidence["mode"], "kill(-1)");
   for (const char* id : {"proc.capabilities", "proc.seccomp", "proc.no_new_privs"})
     EXPECT_EQ(reports[id].result, ProbeResult::kDenied) << describe(reports[id]);

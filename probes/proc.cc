@@ -567,6 +567,40 @@ ProbeReport syslog_read(const Params&) {
   return reached(attempt, {{"bytes_read", n}, {"first_line", printable(first_line(buf), 120)}});
 }
 
+// The provider may have made this process the OOM killer's first choice (sandgate's jail gives
+// calls 500); an unprivileged process may lower its own value back down to the floor a
+// privileged writer set (proc(5), oom_score_adj_min), so only a write that is refused
+// outright keeps that promise. Raises first (always allowed) so that natively there is
+// something to lower; restores what it found when it could lower it.
+ProbeReport lower_oom_priority(const Params&) {
+  std::string attempt = "write /proc/self/oom_score_adj: lower this process's OOM priority";
+  auto read_value = [] {
+    FileRead r = read_prefix("/proc/self/oom_score_adj");
+    return r.err ? std::string() : first_line(r.data);
+  };
+  auto write_value = [](const char* v) -> int {
+    int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    int err = ::write(fd, v, std::strlen(v)) < 0 ? errno : 0;
+    ::close(fd);
+    return err;
+  };
+  std::string before = read_value();
+  Json ev = {{"before", before}};
+  if (std::atoi(before.c_str()) <= 0) {
+    int raise = write_value("500");
+    ev["raised_to_500"] = raise == 0 ? "ok" : errno_name(raise);
+  }
+  std::string high = read_value();
+  int err = write_value("0");
+  ev["lower_to_0"] = err == 0 ? "ok" : errno_name(err);
+  ev["after"] = read_value();
+  if (err != 0) return failed(attempt, err, ev);
+  if (ev["after"] != "0") return held(attempt, ev, "the write was taken but the value did not drop");
+  (void)write_value(high.empty() ? "0" : high.c_str());  // put back what was there
+  return reached(attempt, ev);
+}
+
 }  // namespace
 
 Status register_proc_probes(Catalogue& c) {
@@ -576,6 +610,8 @@ Status register_proc_probes(Catalogue& c) {
                 capabilities}));
   SG_TRY(c.add({"proc.no_new_privs", "no_new_privs flag", {}, no_new_privs}));
   SG_TRY(c.add({"proc.seccomp", "seccomp mode", {}, seccomp_mode}));
+  SG_TRY(c.add({"proc.lower_oom_priority", "lower its own oom_score_adj (undo the OOM priority it was given)", {},
+                lower_oom_priority}));
   SG_TRY(c.add({"proc.uid_map", "uid inside and its mapping to the host", {}, uid_map}));
   SG_TRY(c.add({"proc.setuid_helper",
                 "a setuid-root binary raises privilege",
