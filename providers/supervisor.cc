@@ -22,63 +22,23 @@
 
 namespace sandgate::providers {
 
-Json to_json(const SupervisorConfig& c) {
-  Json mounts = Json::array();
-  for (const auto& m : c.jail.readonly_mounts) mounts.push_back({{"source", m.source}, {"target", m.target}});
-  Json rw_mounts = Json::array();
-  for (const auto& m : c.jail.readwrite_mounts) rw_mounts.push_back({{"source", m.source}, {"target", m.target}});
-  return {
-      {"isolate", c.isolate},
-      {"base_env", c.base_env},
-      {"default_cwd", c.default_cwd},
-      {"id_map_base", c.id_map_base},
-      {"jail",
-       {{"root_dir", c.jail.root_dir},
-        {"workspace_host", c.jail.workspace_host},
-        {"workspace", c.jail.workspace},
-        {"home", c.jail.home},
-        {"readonly_mounts", mounts},
-        {"uid", c.jail.uid},
-        {"gid", c.jail.gid},
-        {"hostname", c.jail.hostname},
-        {"seccomp", c.jail.seccomp},
-        {"readwrite_mounts", rw_mounts},
-        {"tmp_host", c.jail.tmp_host},
-        {"new_network", c.jail.new_network},
-        {"drop_privileges", c.jail.drop_privileges},
-        {"seccomp_full_width_compare", c.jail.seccomp_full_width_compare}}},
-  };
-}
+// The config is an internal wire format between this binary and its own supervisor: the struct
+// mapping writes every field, and reading requires every field (a supervisor binary from
+// another build fails at once, naming the field, instead of running with defaults).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BindMount, source, target)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JailConfig, root_dir, workspace_host, workspace, home, readonly_mounts,
+                                   uid, gid, hostname, seccomp, readwrite_mounts, tmp_host,
+                                   new_network, drop_privileges, seccomp_full_width_compare)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, jail, base_env, default_cwd, id_map_base)
+
+Json to_json(const SupervisorConfig& c) { return Json(c); }
 
 Result<SupervisorConfig> supervisor_config_from_json(const Json& j) {
-  SupervisorConfig c;
   try {
-    c.isolate = j.at("isolate").get<bool>();
-    c.base_env = j.at("base_env").get<std::vector<std::string>>();
-    c.default_cwd = j.at("default_cwd").get<std::string>();
-    c.id_map_base = j.at("id_map_base").get<uid_t>();
-    const Json& jj = j.at("jail");
-    c.jail.root_dir = jj.at("root_dir").get<std::string>();
-    c.jail.workspace_host = jj.at("workspace_host").get<std::string>();
-    c.jail.workspace = jj.at("workspace").get<std::string>();
-    c.jail.home = jj.at("home").get<std::string>();
-    for (const auto& m : jj.at("readonly_mounts"))
-      c.jail.readonly_mounts.push_back({m.at("source").get<std::string>(), m.at("target").get<std::string>()});
-    c.jail.uid = jj.at("uid").get<uid_t>();
-    c.jail.gid = jj.at("gid").get<gid_t>();
-    c.jail.hostname = jj.at("hostname").get<std::string>();
-    c.jail.seccomp = jj.at("seccomp").get<bool>();
-    // The weakenings default to the hardened jail when absent.
-    for (const auto& m : jj.value("readwrite_mounts", Json::array()))
-      c.jail.readwrite_mounts.push_back({m.at("source").get<std::string>(), m.at("target").get<std::string>()});
-    c.jail.tmp_host = jj.value("tmp_host", "");
-    c.jail.new_network = jj.value("new_network", true);
-    c.jail.drop_privileges = jj.value("drop_privileges", true);
-    c.jail.seccomp_full_width_compare = jj.value("seccomp_full_width_compare", false);
+    return j.get<SupervisorConfig>();
   } catch (const Json::exception& e) {
     return logic_error("read supervisor config", e.what());
   }
-  return c;
 }
 
 std::vector<std::string> merge_env(std::vector<std::string> base,
