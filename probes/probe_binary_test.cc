@@ -623,9 +623,9 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
   expect("net.io_uring_socket", ProbeResult::kDenied, "EPERM");
   expect("net.metadata_v4_get", ProbeResult::kDenied, "ENETUNREACH");  // loopback only
   expect("proc.kill_all", ProbeResult::kNotFound, "ESRCH");            // own pid namespace
-  // The jail gave the call oom_score_adj 500; Landlock keeps it from writing procfs at all.
+  // The jail gave the call oom_score_adj 1000; Landlock keeps it from writing procfs at all.
   expect("proc.lower_oom_priority", ProbeResult::kDenied, "EACCES");
-  EXPECT_EQ(reports["proc.lower_oom_priority"].evidence["after"], "500");
+  EXPECT_EQ(reports["proc.lower_oom_priority"].evidence["after"], "1000");
   EXPECT_EQ(reports["proc.kill_all"].evidence["mode"], "kill(-1)");
   for (const char* id : {"proc.capabilities", "proc.seccomp", "proc.no_new_privs"})
     EXPECT_EQ(reports[id].result, ProbeResult::kDenied) << describe(reports[id]);

@@ -568,7 +568,7 @@ ProbeReport syslog_read(const Params&) {
 }
 
 // The provider may have made this process the OOM killer's first choice (sandgate's jail gives
-// calls 500); an unprivileged process may lower its own value back down to the floor a
+// calls 1000); an unprivileged process may lower its own value back down to the floor a
 // privileged writer set (proc(5), oom_score_adj_min), so only a write that is refused
 // outright keeps that promise. Raises first (always allowed) so that natively there is
 // something to lower; restores what it found when it could lower it.

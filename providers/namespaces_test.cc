@@ -89,7 +89,7 @@ TEST_F(NamespacesTest, ReadonlyMountIsReadOnlyAllTheWayDown) {
   EXPECT_NE(::access((deeper + "/jail-wrote").c_str(), F_OK), 0);
 }
 
-// Calls are the OOM killer's first choice (oom_score_adj 500), and cannot make themselves
+// Calls are the OOM killer's first choice (oom_score_adj 1000), and cannot make themselves
 // less so: an unprivileged process may lower its own value back to 0, so the jail's Landlock
 // ruleset keeps calls from opening procfs files for writing at all. Writing where calls work
 // (workspace, /tmp, /dev/null) is unaffected.
@@ -103,7 +103,7 @@ TEST_F(NamespacesTest, CallCannotLowerItsOomPriority) {
               "echo -17 > /proc/self/oom_adj && echo lowered-legacy;"
               "sh -c 'cat /proc/self/oom_score_adj; echo 0 > /proc/self/oom_score_adj && echo child-lowered';"
               "echo w > /workspace/f && echo w > /tmp/f && echo w > /dev/null && echo writes-ok");
-  EXPECT_EQ(r.stdout_data, "500\n500\nwrites-ok\n") << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "1000\n1000\nwrites-ok\n") << r.stderr_data;
   EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
 }
 

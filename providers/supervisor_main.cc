@@ -29,9 +29,13 @@ extern char** environ;
 namespace sandgate::providers {
 namespace {
 
-// proc(5): -1000..1000; +500 makes a call's processes the OOM killer's first choice over the
-// supervisor (0) while leaving room for a call to mark its own children as more expendable.
-constexpr char kCallOomScoreAdj[] = "500";
+// proc(5): -1000..1000. The OOM killer's badness is a task's resident pages plus
+// oom_score_adj/1000 of the memory it may use (the limit that ran out, for a cgroup OOM). At
+// 1000 a call's score is at least the whole limit, more than any supervisor can hold under
+// it, so the kernel takes a call before the process that holds the run together whatever
+// their sizes; 500 was not enough: a 100 MB (sanitizer) supervisor lost to a 42 MB call under
+// a 96 MiB run limit.
+constexpr char kCallOomScoreAdj[] = "1000";
 
 struct ChildError {
   int err;
