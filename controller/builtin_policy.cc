@@ -1,7 +1,7 @@
 // The built-in policy, used when no --policy is given.
-#include "controller/policy.h"
-
 #include <utility>
+
+#include "controller/policy.h"
 
 namespace sandgate::controller {
 

@@ -3,8 +3,6 @@
 // are tried on them in order. This picks a size of grant, not a security boundary: a call that
 // disguises itself (`sh -c 'make; ./miner'`) gets another intent's grant, still under the run
 // ceiling, and the same isolation.
-#include "controller/policy.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,6 +10,8 @@
 #include <set>
 #include <string_view>
 #include <utility>
+
+#include "controller/policy.h"
 
 namespace sandgate::controller {
 

@@ -1,13 +1,13 @@
 // The policy file format: the strict parser (every error names the JSON path and what was
 // expected; unknown keys are errors) and the writer (to_json), which the parser reads back.
-#include "controller/policy.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <initializer_list>
 #include <string_view>
 #include <utility>
+
+#include "controller/policy.h"
 
 namespace sandgate::controller {
 
@@ -104,7 +104,8 @@ class Parser {
 
   Status object(const Json& j, const std::string& path) const {
     if (!j.is_object())
-      return fail(path.empty() ? "(top level)" : path, "expected an object, got " + describe_json(j));
+      return fail(path.empty() ? "(top level)" : path,
+                  "expected an object, got " + describe_json(j));
     return {};
   }
 
@@ -130,7 +131,8 @@ class Parser {
   }
 
   Result<std::string> string(const Json& j, const std::string& path, std::string_view what) const {
-    if (!j.is_string()) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
+    if (!j.is_string())
+      return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
     return j.get<std::string>();
   }
 
@@ -141,11 +143,12 @@ class Parser {
 
   // A size string; `min` guards against a forgotten unit.
   Result<Bytes> size(const Json& j, const std::string& path, Bytes min = kMinMemoryLimit) const {
-    if (!j.is_string()) return fail(path, "expected a size like \"512MiB\", got " + describe_json(j));
+    if (!j.is_string())
+      return fail(path, "expected a size like \"512MiB\", got " + describe_json(j));
     auto b = parse_bytes(j.get<std::string>());
     if (!b.ok())
-      return fail(path,
-                  "expected a size like \"512MiB\", got " + describe_json(j) + " (" + b.error().detail + ")");
+      return fail(path, "expected a size like \"512MiB\", got " + describe_json(j) + " (" +
+                            b.error().detail + ")");
     if (*b < min)
       return fail(path, format_bytes(*b) + " is below the minimum of " + format_bytes(min) +
                             " (a forgotten unit? write e.g. \"512MiB\")");
@@ -153,7 +156,8 @@ class Parser {
   }
 
   Result<Duration> duration(const Json& j, const std::string& path) const {
-    if (!j.is_string()) return fail(path, "expected a duration like \"250ms\", got " + describe_json(j));
+    if (!j.is_string())
+      return fail(path, "expected a duration like \"250ms\", got " + describe_json(j));
     auto d = parse_duration(j.get<std::string>());
     if (!d.ok())
       return fail(path, "expected a duration like \"250ms\", got " + describe_json(j) + " (" +
@@ -164,7 +168,8 @@ class Parser {
   // An integer in [lo, hi].
   Result<uint64_t> integer(const Json& j, const std::string& path, uint64_t lo, uint64_t hi) const {
     std::string expected = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-    if (!j.is_number_integer()) return fail(path, "expected " + expected + ", got " + describe_json(j));
+    if (!j.is_number_integer())
+      return fail(path, "expected " + expected + ", got " + describe_json(j));
     if (j.is_number_unsigned()) {
       uint64_t v = j.get<uint64_t>();
       if (v >= lo && v <= hi) return v;
@@ -179,7 +184,8 @@ class Parser {
   // A number in (lo, hi] (lo_open) or [lo, hi].
   Result<double> number(const Json& j, const std::string& path, double lo, double hi, bool lo_open,
                         std::string_view what) const {
-    if (!j.is_number()) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
+    if (!j.is_number())
+      return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
     double v = j.get<double>();
     bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
     if (!ok) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
@@ -187,8 +193,9 @@ class Parser {
   }
 
   Result<Grant> grant(const Json& j, const std::string& path) const {
-    SG_TRY(keys(j, path, {"memory_max", "memory_high", "cpu", "pids_max", "io_read_bps",
-                          "io_write_bps", "open_files", "file_size", "timeout"}));
+    SG_TRY(keys(j, path,
+                {"memory_max", "memory_high", "cpu", "pids_max", "io_read_bps", "io_write_bps",
+                 "open_files", "file_size", "timeout"}));
     Grant g;
     if (j.contains("memory_max")) {
       SG_ASSIGN_OR_RETURN(g.memory_max, size(j["memory_max"], child(path, "memory_max")));
@@ -218,7 +225,8 @@ class Parser {
                                                 kMinOpenFiles, kMaxOpenFiles));
     }
     if (j.contains("file_size")) {
-      SG_ASSIGN_OR_RETURN(g.file_size, size(j["file_size"], child(path, "file_size"), kMinFileSize));
+      SG_ASSIGN_OR_RETURN(g.file_size,
+                          size(j["file_size"], child(path, "file_size"), kMinFileSize));
     }
     if (j.contains("timeout")) {
       SG_ASSIGN_OR_RETURN(g.timeout, duration(j["timeout"], child(path, "timeout")));
@@ -317,7 +325,8 @@ class Parser {
     const Json& v = j["schema_version"];
     if (!v.is_number_integer() || v.get<int64_t>() != kPolicySchemaVersion)
       return fail("schema_version", "expected " + std::to_string(kPolicySchemaVersion) + ", got " +
-                                        describe_json(v) + " (this sandgate reads policy schema version " +
+                                        describe_json(v) +
+                                        " (this sandgate reads policy schema version " +
                                         std::to_string(kPolicySchemaVersion) + ")");
     SG_TRY(keys(j, "",
                 {"schema_version", "name", "mode", "tenants", "run", "intents", "inference",
@@ -371,7 +380,8 @@ class Parser {
     if (j.contains("inference")) {
       const Json& rules = j["inference"];
       if (!rules.is_array())
-        return fail("inference", "expected an array of {\"match\", \"intent\"}, got " + describe_json(rules));
+        return fail("inference",
+                    "expected an array of {\"match\", \"intent\"}, got " + describe_json(rules));
       for (size_t i = 0; i < rules.size(); ++i) {
         std::string path = index("inference", i);
         SG_TRY(keys(rules[i], path, {"match", "intent"}));
@@ -404,7 +414,8 @@ class Parser {
     if (j.contains("requires")) {
       const Json& caps = j["requires"];
       if (!caps.is_array())
-        return fail("requires", "expected an array of capability names, got " + describe_json(caps));
+        return fail("requires",
+                    "expected an array of capability names, got " + describe_json(caps));
       for (size_t i = 0; i < caps.size(); ++i) {
         std::string path = index("requires", i);
         SG_ASSIGN_OR_RETURN(std::string name,
@@ -436,8 +447,7 @@ class Parser {
       if (g.io_read_bps && run.io_read_bps && *g.io_read_bps > *run.io_read_bps)
         return over("io_read_bps", format_bytes(*g.io_read_bps), format_bytes(*run.io_read_bps));
       if (g.io_write_bps && run.io_write_bps && *g.io_write_bps > *run.io_write_bps)
-        return over("io_write_bps", format_bytes(*g.io_write_bps),
-                    format_bytes(*run.io_write_bps));
+        return over("io_write_bps", format_bytes(*g.io_write_bps), format_bytes(*run.io_write_bps));
     }
     return {};
   }
