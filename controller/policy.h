@@ -12,6 +12,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "controller/cgroup.h"
@@ -114,6 +115,9 @@ Json to_json(const Policy& p);
 
 // The built-in policy (used when no --policy is given), sized for a small host.
 const Policy& default_policy();
+// The text of controller/builtin_policy.json, compiled in: the built-in policy as a file a user
+// can copy and edit (`sandgate policy --print-default`).
+std::string_view builtin_policy_json();
 // The same intents, but static mode with the given run limit (the comparison baseline).
 Policy static_policy(const Grant& run_limit);
 

@@ -3,12 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "core/fd.h"
 #include "tests/support/privileged.h"
 
 namespace sandgate::controller {
+
+// gtest prints a Grant as its JSON, not as bytes (found by ADL: here, not in the anonymous
+// namespace).
+void PrintTo(const Grant& g, std::ostream* os) { *os << to_json(g).dump(); }
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -59,6 +66,33 @@ Result<Policy> parse_text(const std::string& text) {
 
 // ---------------------------------------------------------------------------------------------
 // Built-in policies.
+
+// The built-in policy file (controller/builtin_policy.json), compiled in.
+Result<Policy> parse_builtin_file() {
+  auto j = parse_json(std::string(builtin_policy_json()), "builtin_policy.json");
+  if (!j.ok()) return std::move(j).error();
+  return parse_policy(*j, "controller/builtin_policy.json");
+}
+
+TEST(BuiltinPolicyFile, ParsesWithTheStrictParser) {
+  auto p = parse_builtin_file();
+  ASSERT_TRUE(p.ok()) << p.error().message();
+}
+
+TEST(BuiltinPolicyFile, TheBinaryCarriesTheFileInTheSourceTree) {
+  // A stale copy would mean the build did not notice an edit of the file.
+  auto text = read_file(sandgate::testing::source_dir() + "/controller/builtin_policy.json");
+  ASSERT_TRUE(text.ok()) << text.error().message() << " (is SANDGATE_SOURCE_DIR set?)";
+  EXPECT_EQ(*text, builtin_policy_json());
+}
+
+// Transitional: the file must say exactly what the C++ built-in said before the C++ goes.
+TEST(BuiltinPolicyFile, IsTheSamePolicyAsTheCxxBuiltIn) {
+  auto p = parse_builtin_file();
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ExpectSamePolicy(default_policy(), *p);
+  EXPECT_EQ(to_json(default_policy()), to_json(*p));
+}
 
 TEST(DefaultPolicy, HasEveryRequiredIntentAndADefaultTenant) {
   const Policy& p = default_policy();
