@@ -6,6 +6,10 @@
 // has one inferred from its argv; the intent maps to a grant, the limits of the call's own
 // cgroup. The run carries a ceiling and the tenant a weight and budget. In `static` mode no
 // call gets a grant of its own: the run ceiling is the one limit (what people do today).
+//
+// Where each part lives: policy_json.cc (the file format: strict parser, to_json),
+// intent_inference.cc (inference_texts, choose_intent), grant.cc (grant_for, static_policy,
+// a grant's limits), builtin_policy.cc (default_policy, which parses builtin_policy.json).
 #pragma once
 
 #include <map>
