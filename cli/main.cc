@@ -11,6 +11,10 @@
 
 namespace sandgate::cli {
 
+// cli/policy_cmd.cc. Declared here rather than in cli/common.h beside the other commands only
+// because that header was outside the change that added it; it belongs there.
+void add_policy_command(CLI::App& app, Globals& g);
+
 HostPaths Globals::paths() const {
   HostPaths p = HostPaths::from_environment();
   if (!state_dir.empty()) p.state_dir = state_dir;
@@ -72,7 +76,8 @@ int main(int argc, char** argv) {
       "a fresh one as a tool call with its own cgroup and grant; `serve` lets an orchestrator do\n"
       "the same over JSON lines; `probe` tries to cross every boundary from inside and judges\n"
       "each attempt with host-side evidence; `record`, `trace`, `replay` and `plan` record,\n"
-      "check, replay and plan capacity from burst-silence traces; `qualify` is the main job;\n"
+      "check, replay and plan capacity from burst-silence traces; `policy` prints the built-in\n"
+      "policy (what each call may use) or checks yours; `qualify` is the main job;\n"
       "`doctor` says what this host supports; `gc` cleans up after a crash."};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
@@ -97,6 +102,7 @@ int main(int argc, char** argv) {
   add_replay_command(app, g);
   add_trace_command(app, g);
   add_plan_command(app, g);
+  add_policy_command(app, g);
 
   try {
     app.parse(argc, argv);

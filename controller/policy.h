@@ -6,12 +6,17 @@
 // has one inferred from its argv; the intent maps to a grant, the limits of the call's own
 // cgroup. The run carries a ceiling and the tenant a weight and budget. In `static` mode no
 // call gets a grant of its own: the run ceiling is the one limit (what people do today).
+//
+// Where each part lives: policy_json.cc (the file format: strict parser, to_json),
+// intent_inference.cc (inference_texts, choose_intent), grant.cc (grant_for, static_policy,
+// a grant's limits), builtin_policy.cc (default_policy, which parses builtin_policy.json).
 #pragma once
 
 #include <map>
 #include <optional>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "controller/cgroup.h"
@@ -114,6 +119,9 @@ Json to_json(const Policy& p);
 
 // The built-in policy (used when no --policy is given), sized for a small host.
 const Policy& default_policy();
+// The text of controller/builtin_policy.json, compiled in: the built-in policy as a file a user
+// can copy and edit (`sandgate policy --print-default`).
+std::string_view builtin_policy_json();
 // The same intents, but static mode with the given run limit (the comparison baseline).
 Policy static_policy(const Grant& run_limit);
 

@@ -3,12 +3,20 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "core/fd.h"
 #include "tests/support/privileged.h"
 
 namespace sandgate::controller {
+
+// gtest prints a Grant as its JSON, not as bytes (found by ADL: here, not in the anonymous
+// namespace).
+void PrintTo(const Grant& g, std::ostream* os) { *os << to_json(g).dump(); }
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -60,6 +68,25 @@ Result<Policy> parse_text(const std::string& text) {
 // ---------------------------------------------------------------------------------------------
 // Built-in policies.
 
+// The built-in policy file (controller/builtin_policy.json), compiled in.
+Result<Policy> parse_builtin_file() {
+  auto j = parse_json(std::string(builtin_policy_json()), "builtin_policy.json");
+  if (!j.ok()) return std::move(j).error();
+  return parse_policy(*j, "controller/builtin_policy.json");
+}
+
+TEST(BuiltinPolicyFile, ParsesWithTheStrictParser) {
+  auto p = parse_builtin_file();
+  ASSERT_TRUE(p.ok()) << p.error().message();
+}
+
+TEST(BuiltinPolicyFile, TheBinaryCarriesTheFileInTheSourceTree) {
+  // A stale copy would mean the build did not notice an edit of the file.
+  auto text = read_file(sandgate::testing::source_dir() + "/controller/builtin_policy.json");
+  ASSERT_TRUE(text.ok()) << text.error().message() << " (is SANDGATE_SOURCE_DIR set?)";
+  EXPECT_EQ(*text, builtin_policy_json());
+}
+
 TEST(DefaultPolicy, HasEveryRequiredIntentAndADefaultTenant) {
   const Policy& p = default_policy();
   EXPECT_EQ(p.schema_version, kPolicySchemaVersion);
@@ -70,24 +97,68 @@ TEST(DefaultPolicy, HasEveryRequiredIntentAndADefaultTenant) {
   EXPECT_FALSE(p.tenants.at("default").memory_budget);
 }
 
+// The values that matter, pinned: a change to controller/builtin_policy.json changes what every
+// user without --policy gets, so it should be a deliberate edit here too (and in the README's
+// reasons when they change).
+Grant pinned(Bytes max, Bytes high, double cpu, uint64_t pids, Duration timeout, Bytes file_size) {
+  Grant g;
+  g.memory_max = max;
+  g.memory_high = high;
+  g.cpu_cores = cpu;
+  g.pids_max = pids;
+  g.open_files = 1024;  // every intent: the soft limit of a login shell
+  g.file_size = file_size;
+  g.timeout = timeout;
+  return g;
+}
+
 TEST(DefaultPolicy, SizesForASmallHost) {
   const Policy& p = default_policy();
-  EXPECT_EQ(p.run.memory_max, GiB(4));
-  EXPECT_EQ(p.run.cpu_cores, 2.0);
-  EXPECT_EQ(p.run.pids_max, 1024u);
-  const Grant& compile = p.intents.at("compile");
-  EXPECT_EQ(compile.memory_max, GiB(2));
-  EXPECT_EQ(compile.memory_high, MiB(1536));
-  EXPECT_EQ(compile.cpu_cores, 2.0);
-  EXPECT_EQ(compile.pids_max, 512u);
-  EXPECT_EQ(compile.timeout, minutes(10));
-  EXPECT_EQ(p.intents.at("test").memory_max, MiB(1536));
-  EXPECT_EQ(p.intents.at("install").memory_max, GiB(1));
-  EXPECT_EQ(p.intents.at("search").memory_max, MiB(256));
-  EXPECT_EQ(p.intents.at("search").cpu_cores, 1.0);
-  EXPECT_EQ(p.intents.at("edit").memory_max, MiB(256));
-  EXPECT_EQ(p.intents.at("run").memory_max, GiB(1));
-  EXPECT_EQ(p.intents.at("default").memory_max, MiB(512));
+  EXPECT_EQ(p.name, "default");
+  EXPECT_EQ(p.run, pinned(GiB(4), MiB(3584), 2.0, 1024, Duration(0), GiB(1)));
+  const std::map<std::string, Grant> intents = {
+      {"compile", pinned(GiB(2), MiB(1536), 2.0, 512, minutes(10), GiB(1))},
+      {"test", pinned(MiB(1536), GiB(1), 2.0, 512, minutes(10), MiB(512))},
+      {"install", pinned(GiB(1), MiB(768), 1.0, 256, minutes(10), GiB(1))},
+      {"search", pinned(MiB(256), MiB(192), 1.0, 64, minutes(2), MiB(256))},
+      {"edit", pinned(MiB(256), MiB(192), 0.5, 32, minutes(1), MiB(256))},
+      {"run", pinned(GiB(1), MiB(768), 1.0, 256, minutes(10), MiB(512))},
+      {"default", pinned(MiB(512), MiB(384), 1.0, 128, minutes(5), MiB(512))},
+  };
+  EXPECT_EQ(p.intents, intents);
+  // One tenant, the whole ceiling; no capability required, so every provider (host_dir too)
+  // can run it; the ladder a policy file gets when it leaves "ladder" out.
+  ASSERT_EQ(p.tenants.size(), 1u);
+  EXPECT_EQ(p.tenants.at("default").cpu_weight, 100u);
+  EXPECT_FALSE(p.tenants.at("default").memory_budget);
+  EXPECT_TRUE(p.required_capabilities.empty());
+  const LadderSettings l;
+  EXPECT_TRUE(p.ladder.enabled);
+  EXPECT_EQ(p.ladder.sample_interval, l.sample_interval);
+  EXPECT_EQ(p.ladder.throttle_at, l.throttle_at);
+  EXPECT_EQ(p.ladder.throttle_cpu_fraction, l.throttle_cpu_fraction);
+  EXPECT_EQ(p.ladder.freeze_host_psi, l.freeze_host_psi);
+  EXPECT_EQ(p.ladder.thaw_host_psi, l.thaw_host_psi);
+  EXPECT_EQ(p.ladder.freeze_max, l.freeze_max);
+  EXPECT_EQ(p.ladder.cancel_grace, l.cancel_grace);
+  EXPECT_EQ(p.ladder.psi_trigger_stall, l.psi_trigger_stall);
+  EXPECT_EQ(p.ladder.psi_trigger_window, l.psi_trigger_window);
+}
+
+// First match wins, so order is meaning: the specific rules come before the general ones.
+// (ChooseIntent.InfersRealisticAgentCommands checks what the order decides.)
+TEST(DefaultPolicy, InferenceRulesAreInTheirOrder) {
+  std::vector<std::string> intents;
+  for (const auto& r : default_policy().inference) intents.push_back(r.intent);
+  const std::vector<std::string> expected = {
+      "test",    "test",    "test",    "test",    "test",    "test",    "test",    "install",
+      "install", "install", "install", "install", "install", "edit",    "edit",    "edit",
+      "edit",    "compile", "compile", "compile", "compile", "compile", "compile", "compile",
+      "search",  "search",  "search",  "run",     "run",     "run"};
+  EXPECT_EQ(intents, expected);
+  EXPECT_EQ(default_policy().inference.front().pattern,
+            R"(^(pytest|py\.test|tox|nox|ctest|jest|vitest|mocha)(\s|$))");
+  EXPECT_EQ(default_policy().inference.back().pattern, R"(^(ba|da|z|k)?sh(\s|$))");
 }
 
 TEST(DefaultPolicy, PassesItsOwnValidationAndRoundTrips) {

@@ -1,14 +1,13 @@
-#include "controller/policy.h"
-
-#include <spdlog/spdlog.h>
-
+// The policy file format: the strict parser (every error names the JSON path and what was
+// expected; unknown keys are errors) and the writer (to_json), which the parser reads back.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <initializer_list>
-#include <set>
 #include <string_view>
 #include <utility>
+
+#include "controller/policy.h"
 
 namespace sandgate::controller {
 
@@ -41,10 +40,6 @@ constexpr int64_t kMaxCpuWeight = 10000;
 // otherwise). Checked here so a bad value fails at load, naming the field, not mid-run.
 constexpr Duration kPsiWindowMin = std::chrono::milliseconds(500);
 constexpr Duration kPsiWindowMax = std::chrono::seconds(10);
-// Inference regexes see at most this much of each text: libstdc++'s std::regex backtracks
-// recursively, and `.*` over a long heredoc can exhaust the stack. A command is recognisable
-// from its first few words.
-constexpr size_t kMaxInferenceText = 2048;
 
 // ---------------------------------------------------------------------------------------------
 // Parsing with paths.
@@ -109,7 +104,8 @@ class Parser {
 
   Status object(const Json& j, const std::string& path) const {
     if (!j.is_object())
-      return fail(path.empty() ? "(top level)" : path, "expected an object, got " + describe_json(j));
+      return fail(path.empty() ? "(top level)" : path,
+                  "expected an object, got " + describe_json(j));
     return {};
   }
 
@@ -135,7 +131,8 @@ class Parser {
   }
 
   Result<std::string> string(const Json& j, const std::string& path, std::string_view what) const {
-    if (!j.is_string()) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
+    if (!j.is_string())
+      return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
     return j.get<std::string>();
   }
 
@@ -146,11 +143,12 @@ class Parser {
 
   // A size string; `min` guards against a forgotten unit.
   Result<Bytes> size(const Json& j, const std::string& path, Bytes min = kMinMemoryLimit) const {
-    if (!j.is_string()) return fail(path, "expected a size like \"512MiB\", got " + describe_json(j));
+    if (!j.is_string())
+      return fail(path, "expected a size like \"512MiB\", got " + describe_json(j));
     auto b = parse_bytes(j.get<std::string>());
     if (!b.ok())
-      return fail(path,
-                  "expected a size like \"512MiB\", got " + describe_json(j) + " (" + b.error().detail + ")");
+      return fail(path, "expected a size like \"512MiB\", got " + describe_json(j) + " (" +
+                            b.error().detail + ")");
     if (*b < min)
       return fail(path, format_bytes(*b) + " is below the minimum of " + format_bytes(min) +
                             " (a forgotten unit? write e.g. \"512MiB\")");
@@ -158,7 +156,8 @@ class Parser {
   }
 
   Result<Duration> duration(const Json& j, const std::string& path) const {
-    if (!j.is_string()) return fail(path, "expected a duration like \"250ms\", got " + describe_json(j));
+    if (!j.is_string())
+      return fail(path, "expected a duration like \"250ms\", got " + describe_json(j));
     auto d = parse_duration(j.get<std::string>());
     if (!d.ok())
       return fail(path, "expected a duration like \"250ms\", got " + describe_json(j) + " (" +
@@ -169,7 +168,8 @@ class Parser {
   // An integer in [lo, hi].
   Result<uint64_t> integer(const Json& j, const std::string& path, uint64_t lo, uint64_t hi) const {
     std::string expected = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-    if (!j.is_number_integer()) return fail(path, "expected " + expected + ", got " + describe_json(j));
+    if (!j.is_number_integer())
+      return fail(path, "expected " + expected + ", got " + describe_json(j));
     if (j.is_number_unsigned()) {
       uint64_t v = j.get<uint64_t>();
       if (v >= lo && v <= hi) return v;
@@ -184,7 +184,8 @@ class Parser {
   // A number in (lo, hi] (lo_open) or [lo, hi].
   Result<double> number(const Json& j, const std::string& path, double lo, double hi, bool lo_open,
                         std::string_view what) const {
-    if (!j.is_number()) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
+    if (!j.is_number())
+      return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
     double v = j.get<double>();
     bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
     if (!ok) return fail(path, "expected " + std::string(what) + ", got " + describe_json(j));
@@ -192,8 +193,9 @@ class Parser {
   }
 
   Result<Grant> grant(const Json& j, const std::string& path) const {
-    SG_TRY(keys(j, path, {"memory_max", "memory_high", "cpu", "pids_max", "io_read_bps",
-                          "io_write_bps", "open_files", "file_size", "timeout"}));
+    SG_TRY(keys(j, path,
+                {"memory_max", "memory_high", "cpu", "pids_max", "io_read_bps", "io_write_bps",
+                 "open_files", "file_size", "timeout"}));
     Grant g;
     if (j.contains("memory_max")) {
       SG_ASSIGN_OR_RETURN(g.memory_max, size(j["memory_max"], child(path, "memory_max")));
@@ -223,7 +225,8 @@ class Parser {
                                                 kMinOpenFiles, kMaxOpenFiles));
     }
     if (j.contains("file_size")) {
-      SG_ASSIGN_OR_RETURN(g.file_size, size(j["file_size"], child(path, "file_size"), kMinFileSize));
+      SG_ASSIGN_OR_RETURN(g.file_size,
+                          size(j["file_size"], child(path, "file_size"), kMinFileSize));
     }
     if (j.contains("timeout")) {
       SG_ASSIGN_OR_RETURN(g.timeout, duration(j["timeout"], child(path, "timeout")));
@@ -322,7 +325,8 @@ class Parser {
     const Json& v = j["schema_version"];
     if (!v.is_number_integer() || v.get<int64_t>() != kPolicySchemaVersion)
       return fail("schema_version", "expected " + std::to_string(kPolicySchemaVersion) + ", got " +
-                                        describe_json(v) + " (this sandgate reads policy schema version " +
+                                        describe_json(v) +
+                                        " (this sandgate reads policy schema version " +
                                         std::to_string(kPolicySchemaVersion) + ")");
     SG_TRY(keys(j, "",
                 {"schema_version", "name", "mode", "tenants", "run", "intents", "inference",
@@ -376,7 +380,8 @@ class Parser {
     if (j.contains("inference")) {
       const Json& rules = j["inference"];
       if (!rules.is_array())
-        return fail("inference", "expected an array of {\"match\", \"intent\"}, got " + describe_json(rules));
+        return fail("inference",
+                    "expected an array of {\"match\", \"intent\"}, got " + describe_json(rules));
       for (size_t i = 0; i < rules.size(); ++i) {
         std::string path = index("inference", i);
         SG_TRY(keys(rules[i], path, {"match", "intent"}));
@@ -409,7 +414,8 @@ class Parser {
     if (j.contains("requires")) {
       const Json& caps = j["requires"];
       if (!caps.is_array())
-        return fail("requires", "expected an array of capability names, got " + describe_json(caps));
+        return fail("requires",
+                    "expected an array of capability names, got " + describe_json(caps));
       for (size_t i = 0; i < caps.size(); ++i) {
         std::string path = index("requires", i);
         SG_ASSIGN_OR_RETURN(std::string name,
@@ -441,8 +447,7 @@ class Parser {
       if (g.io_read_bps && run.io_read_bps && *g.io_read_bps > *run.io_read_bps)
         return over("io_read_bps", format_bytes(*g.io_read_bps), format_bytes(*run.io_read_bps));
       if (g.io_write_bps && run.io_write_bps && *g.io_write_bps > *run.io_write_bps)
-        return over("io_write_bps", format_bytes(*g.io_write_bps),
-                    format_bytes(*run.io_write_bps));
+        return over("io_write_bps", format_bytes(*g.io_write_bps), format_bytes(*run.io_write_bps));
     }
     return {};
   }
@@ -450,272 +455,7 @@ class Parser {
   std::string source_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Inference texts.
-
-bool is_assignment(const std::string& w) {
-  auto eq = w.find('=');
-  if (eq == std::string::npos || eq == 0) return false;
-  if (!std::isalpha(static_cast<unsigned char>(w[0])) && w[0] != '_') return false;
-  return std::all_of(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(eq), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
-std::string base_name(const std::string& w) {
-  auto slash = w.rfind('/');
-  return slash == std::string::npos ? w : w.substr(slash + 1);
-}
-
-// Drops wrappers that do not change what a command is, and shortens an absolute program path.
-std::vector<std::string> normalize(std::vector<std::string> words) {
-  size_t i = 0;
-  while (i < words.size()) {
-    const std::string& w = words[i];
-    if (is_assignment(w)) {
-      ++i;
-    } else if (w == "env" || w == "sudo" || w == "time" || w == "nohup" || w == "exec" ||
-               w == "command") {
-      ++i;
-      while (i < words.size() && words[i].size() > 1 && words[i][0] == '-') ++i;  // their flags
-    } else if (w == "timeout") {
-      ++i;
-      while (i < words.size() && words[i].size() > 1 && words[i][0] == '-') {
-        bool takes_arg = words[i] == "-s" || words[i] == "-k";
-        i += takes_arg ? 2 : 1;
-      }
-      if (i < words.size()) ++i;  // the duration
-    } else {
-      break;
-    }
-  }
-  words.erase(words.begin(),
-              words.begin() + static_cast<std::ptrdiff_t>(std::min(i, words.size())));
-  if (!words.empty() && words[0].starts_with('/')) words[0] = base_name(words[0]);
-  return words;
-}
-
-std::vector<std::string> split_words(std::string_view text) {
-  std::vector<std::string> words;
-  std::string cur;
-  for (char c : text) {
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      if (!cur.empty()) words.push_back(std::move(cur)), cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty()) words.push_back(std::move(cur));
-  return words;
-}
-
-// The commands of a shell script, split at ; & | ( ) and newlines outside quotes. Not a shell
-// parser: good enough to find the program each command runs. `2>&1` and `&>` stay redirects.
-std::vector<std::string> split_commands(std::string_view script) {
-  std::vector<std::string> out;
-  std::string cur;
-  char quote = 0;
-  auto flush = [&] {
-    auto words = split_words(cur);
-    cur.clear();
-    if (!words.empty()) out.push_back(join(words, " "));
-  };
-  for (size_t i = 0; i < script.size(); ++i) {
-    char c = script[i];
-    if (quote) {
-      if (c == '\\' && quote == '"' && i + 1 < script.size()) {
-        cur += c;
-        cur += script[++i];
-        continue;
-      }
-      if (c == quote) quote = 0;
-      cur += c;
-      continue;
-    }
-    if (c == '\\' && i + 1 < script.size()) {
-      cur += c;
-      cur += script[++i];
-      continue;
-    }
-    if (c == '\'' || c == '"') {
-      quote = c;
-      cur += c;
-      continue;
-    }
-    bool redirect_amp = c == '&' && ((i > 0 && (script[i - 1] == '>' || script[i - 1] == '<')) ||
-                                     (i + 1 < script.size() && script[i + 1] == '>'));
-    if ((c == ';' || c == '\n' || c == '|' || c == '&' || c == '(' || c == ')') && !redirect_amp) {
-      flush();
-      continue;
-    }
-    cur += c;
-  }
-  flush();
-  return out;
-}
-
-// The script of `sh -c SCRIPT`, `bash -lc SCRIPT`, `bash -e -o pipefail -c SCRIPT`.
-std::optional<std::string> shell_script(const std::vector<std::string>& words) {
-  static const std::set<std::string> kShells = {"sh", "bash", "dash", "zsh", "ksh", "ash"};
-  if (words.empty() || !kShells.contains(base_name(words[0]))) return std::nullopt;
-  bool dash_c = false;
-  size_t i = 1;
-  while (i < words.size()) {
-    const std::string& w = words[i];
-    if (w == "--") {
-      ++i;
-      break;
-    }
-    if (w.size() < 2 || (w[0] != '-' && w[0] != '+')) break;
-    if (w == "-o" || w == "+o" || w == "-O" || w == "+O") {
-      i += 2;
-      continue;
-    }
-    if (w[0] == '-' && w[1] != '-' && w.find('c') != std::string::npos) dash_c = true;
-    ++i;
-  }
-  if (!dash_c || i >= words.size()) return std::nullopt;
-  return words[i];
-}
-
-// ---------------------------------------------------------------------------------------------
-// The built-in policy.
-
-Grant make_grant(Bytes max, Bytes high, double cpu, uint64_t pids, Duration timeout,
-                 uint64_t open_files, Bytes file_size) {
-  Grant g;
-  g.memory_max = max;
-  g.memory_high = high;
-  g.cpu_cores = cpu;
-  g.pids_max = pids;
-  g.open_files = open_files;
-  g.file_size = file_size;
-  g.timeout = timeout;
-  return g;
-}
-
-InferenceRule rule(std::string pattern, std::string intent) {
-  InferenceRule r;
-  r.regex = std::regex(pattern, std::regex::ECMAScript);  // built-ins: tested to compile
-  r.pattern = std::move(pattern);
-  r.intent = std::move(intent);
-  return r;
-}
-
-Policy build_default_policy() {
-  using std::chrono::minutes;
-  using std::chrono::seconds;
-  Policy p;
-  p.name = "default";
-  p.mode = PolicyMode::kPerCall;
-  p.tenants["default"] = TenantPolicy{};  // weight 100, no budget: one agent, whole ceiling
-
-  // The run ceiling, sized for a small host (2 cores, ~8GiB): half the memory and both cores
-  // for the agent's sandbox, so the host (the agent itself, its model client, the controller)
-  // keeps room. memory_high at 3.5GiB makes the kernel reclaim and throttle before the OOM
-  // killer acts at memory_max. pids_max 1024 bounds a fork bomb (pids.max counts threads).
-  // No run timeout: a run lives as long as the agent session; each call has its own.
-  //
-  // open_files and file_size are rlimits, per process: 1024 descriptors is the soft limit
-  // most distributions give a login shell, so nothing an agent runs expects more, and a leak
-  // or fd bomb stops there (EMFILE) instead of at the host's nr_open. file_size bounds one
-  // file (EFBIG), not the workspace (a quota would need project quotas or a loop-mounted
-  // filesystem): 1GiB where calls legitimately write big files (object files, static
-  // archives, debug binaries, downloaded wheels and tarballs), 256MiB where a large file
-  // would be a runaway (edit, search), 512MiB elsewhere. The run's values apply to calls in
-  // static mode, where no intent grants anything of its own.
-  p.run = make_grant(GiB(4), MiB(3584), 2.0, 1024, Duration(0), 1024, GiB(1));
-
-  // compile: a C++ translation unit with heavy templates reaches ~1GiB in cc1plus, and make
-  // -j2 runs two; the linker peaks at the end. 2GiB max with reclaim from 1.5GiB, both cores,
-  // 512 tasks for parallel make/ninja/cargo/go (their worker threads count too), 10 minutes.
-  p.intents["compile"] = make_grant(GiB(2), MiB(1536), 2.0, 512, minutes(10), 1024, GiB(1));
-  // test: test runners fork workers (pytest-xdist, jest, ctest -j) but each is smaller than a
-  // compiler; 1.5GiB / 1GiB high, both cores, 512 tasks, 10 minutes.
-  p.intents["test"] = make_grant(MiB(1536), GiB(1), 2.0, 512, minutes(10), 1024, MiB(512));
-  // install: package managers are network- and disk-bound; resolvers (pip, npm) reach a few
-  // hundred MiB and the odd wheel build more: 1GiB / 768MiB high, 1 core, 10 minutes.
-  p.intents["install"] = make_grant(GiB(1), MiB(768), 1.0, 256, minutes(10), 1024, GiB(1));
-  // search: grep/rg/find stream; rg's mmap'd files count as page cache the kernel can reclaim.
-  // 256MiB, 1 core (rg's threads share it), 64 tasks, 2 minutes.
-  p.intents["search"] = make_grant(MiB(256), MiB(192), 1.0, 64, minutes(2), 1024, MiB(256));
-  // edit: sed -i, patch, git apply, cat > file: tiny. Half a core keeps a runaway loop cheap.
-  p.intents["edit"] = make_grant(MiB(256), MiB(192), 0.5, 32, minutes(1), 1024, MiB(256));
-  // run: the agent's own scripts (python, node, ./prog): unknown, so middling, 1 core.
-  p.intents["run"] = make_grant(GiB(1), MiB(768), 1.0, 256, minutes(10), 1024, MiB(512));
-  // default: nothing recognised it; modest, so an unrecognised heavy call is throttled early
-  // (the agent can declare an intent to get more).
-  p.intents["default"] = make_grant(MiB(512), MiB(384), 1.0, 128, minutes(5), 1024, MiB(512));
-
-  // Inference: first match wins, so the specific rules come first: "make test" is a test
-  // before "make" is a compile, "cat > f" an edit before "cat f" a search, "python -m pytest"
-  // a test before "python" a run. Patterns end words with (\s|$) rather than \b because \b
-  // does not end "g++" and does end "make" in "make-foo".
-  p.inference = {
-      // test
-      rule(R"(^(pytest|py\.test|tox|nox|ctest|jest|vitest|mocha)(\s|$))", "test"),
-      rule(R"(^python[0-9.]*\s+-m\s+(pytest|unittest|tox)(\s|$))", "test"),
-      rule(R"(^(go|cargo)\s+test(\s|$))", "test"),
-      rule(R"(^(npm|yarn|pnpm)\s+(run\s+)?test(\s|$))", "test"),
-      rule(R"(^npx\s+(jest|vitest|mocha)(\s|$))", "test"),
-      rule(R"(^(make|ninja)\s+(.*\s)?(test|check)(\s|$))", "test"),
-      rule(R"(^(mvn|gradle|\./gradlew)\s+(.*\s)?test(\s|$))", "test"),
-      // install
-      rule(R"(^(pip[0-9.]*|uv\s+pip|pipx|pipenv|poetry|gem|conda)\s+install(\s|$))", "install"),
-      rule(R"(^python[0-9.]*\s+-m\s+pip\s+install(\s|$))", "install"),
-      rule(R"(^(npm|pnpm)\s+(install|i|ci|add)(\s|$))", "install"),
-      rule(R"(^yarn(\s+(install|add)(\s|$)|$))", "install"),
-      rule(R"(^(apt-get|apt)\s+(.*\s)?(install|update)(\s|$))", "install"),
-      rule(R"(^(cargo\s+fetch|go\s+mod\s+download|go\s+get|bundle\s+install|uv\s+sync)(\s|$))",
-           "install"),
-      // edit
-      rule(R"(^(sed|perl)\s+(.*\s)?-[a-zA-Z]*i)", "edit"),
-      rule(R"(^(cat|echo|printf)\s.*>)", "edit"),
-      rule(R"(^(patch|tee|touch|mkdir|mv|cp|rm|ln)(\s|$))", "edit"),
-      rule(R"(^git\s+(apply|am|add|commit|checkout|restore|stash|mv|rm)(\s|$))", "edit"),
-      // compile
-      rule(R"(^(make|cmake|ninja|meson|bazel|scons)(\s|$))", "compile"),
-      rule(R"(^(gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(-[0-9]+)?(\s|$))", "compile"),
-      rule(R"(^(cargo|go)\s+(build|check|install|rustc)(\s|$))", "compile"),
-      rule(R"(^(javac|rustc|tsc)(\s|$))", "compile"),
-      rule(R"(^(mvn|gradle|\./gradlew)\s+(.*\s)?(compile|package|build|install)(\s|$))", "compile"),
-      rule(R"(^(npm|yarn|pnpm)\s+run\s+build(\s|$))", "compile"),
-      rule(R"(^npx\s+tsc(\s|$))", "compile"),
-      // search
-      rule(R"(^(grep|egrep|fgrep|rg|ag|ack|find|fd|fdfind|ls|tree|locate)(\s|$))", "search"),
-      rule(R"(^git\s+(grep|log|show|diff|status|blame|ls-files)(\s|$))", "search"),
-      rule(R"(^(cat|head|tail|less|wc|file|stat|du)(\s|$))", "search"),
-      // run: after everything above, so "python -m pytest" and `sh -c 'make'` are not runs.
-      rule(R"(^(python[0-9.]*|node|deno|bun|ruby|perl|php|java)(\s|$))", "run"),
-      rule(R"(^\./)", "run"),
-      rule(R"(^(ba|da|z|k)?sh(\s|$))", "run"),
-  };
-  // LadderSettings' defaults; no required capabilities, so every provider (host_dir too)
-  // can run the built-in policy. A deployment that needs isolation says so in its file.
-  return p;
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-
-Limits Grant::to_limits() const {
-  Limits l;
-  l.memory_max = memory_max;
-  l.memory_high = memory_high;
-  l.cpu_cores = cpu_cores;
-  l.pids_max = pids_max;
-  if (io_read_bps) l.io_read_bps = io_read_bps->value;
-  if (io_write_bps) l.io_write_bps = io_write_bps->value;
-  return l;  // io_device: the controller's to fill in
-}
-
-ProcessLimits Grant::to_process_limits() const {
-  ProcessLimits l;
-  l.open_files = open_files;
-  if (file_size) l.file_size = file_size->value;
-  return l;
-}
 
 Json to_json(const Grant& g) {
   Json j = Json::object();
@@ -803,77 +543,6 @@ Json to_json(const Policy& p) {
   for (auto c : p.required_capabilities) caps.push_back(to_string(c));
   j["requires"] = caps;
   return j;
-}
-
-const Policy& default_policy() {
-  static const Policy kDefault = build_default_policy();
-  return kDefault;
-}
-
-Policy static_policy(const Grant& run_limit) {
-  Policy p = default_policy();
-  p.name = "static";
-  p.mode = PolicyMode::kStatic;
-  p.run = run_limit;
-  return p;
-}
-
-std::vector<std::string> inference_texts(const std::vector<std::string>& argv) {
-  std::vector<std::string> texts;
-  std::vector<std::string> words = normalize(argv);
-  if (words.empty()) return texts;
-  if (auto script = shell_script(words)) {
-    for (const auto& command : split_commands(*script)) {
-      auto w = normalize(split_words(command));
-      if (!w.empty()) texts.push_back(join(w, " "));
-    }
-  }
-  texts.push_back(join(words, " "));
-  return texts;
-}
-
-Result<IntentChoice> choose_intent(const Policy& p, const std::optional<std::string>& declared,
-                                   const std::vector<std::string>& argv) {
-  if (declared) {
-    if (!p.intents.contains(*declared)) {
-      std::vector<std::string> known;
-      for (const auto& [name, g] : p.intents) known.push_back(name);
-      return logic_error("choose intent", "intent '" + *declared + "' is not defined by policy '" +
-                                              p.name + "' (known: " + join(known) + ")");
-    }
-    return IntentChoice{*declared, false, "declared"};
-  }
-  for (const auto& text : inference_texts(argv)) {
-    std::string_view view(text);
-    if (view.size() > kMaxInferenceText) view = view.substr(0, kMaxInferenceText);
-    for (const auto& r : p.inference) {
-      try {
-        if (std::regex_search(view.begin(), view.end(), r.regex))
-          return IntentChoice{r.intent, true, "rule /" + r.pattern + "/"};
-      } catch (const std::regex_error& e) {
-        // error_complexity / error_stack on a pathological pattern: that rule cannot decide.
-        spdlog::debug("inference rule /{}/ failed on '{}': {}", r.pattern, text, e.what());
-      }
-    }
-  }
-  return IntentChoice{"default", true, "no rule matched"};
-}
-
-Grant grant_for(const Policy& p, const std::string& intent) {
-  auto it = p.intents.find(intent);
-  if (it == p.intents.end()) it = p.intents.find("default");
-  if (it == p.intents.end()) return Grant{};
-  if (p.mode == PolicyMode::kStatic) {
-    // Static mode: the run ceiling is the one limit; a call keeps only its wall-clock timeout,
-    // and the run's rlimits (per process, so they cannot be a shared ceiling: every call gets
-    // them, or nothing applies them at all).
-    Grant g;
-    g.timeout = it->second.timeout;
-    g.open_files = p.run.open_files;
-    g.file_size = p.run.file_size;
-    return g;
-  }
-  return it->second;
 }
 
 }  // namespace sandgate::controller
