@@ -55,5 +55,6 @@ void add_record_command(CLI::App& app, Globals& g);
 void add_replay_command(CLI::App& app, Globals& g);
 void add_trace_command(CLI::App& app, Globals& g);
 void add_plan_command(CLI::App& app, Globals& g);
+void add_policy_command(CLI::App& app, Globals& g);
 
 }  // namespace sandgate::cli

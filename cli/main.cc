@@ -11,10 +11,6 @@
 
 namespace sandgate::cli {
 
-// cli/policy_cmd.cc. Declared here rather than in cli/common.h beside the other commands only
-// because that header was outside the change that added it; it belongs there.
-void add_policy_command(CLI::App& app, Globals& g);
-
 HostPaths Globals::paths() const {
   HostPaths p = HostPaths::from_environment();
   if (!state_dir.empty()) p.state_dir = state_dir;
