@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/stats.h"
+
 namespace sandgate::bench {
 
 // Wraps the display reporter and keeps the median real time of each benchmark, and its
@@ -57,10 +59,7 @@ class RunCollector : public benchmark::BenchmarkReporter {
     if (auto it = medians_.find(name); it != medians_.end()) return it->second;
     auto it = samples_.find(name);
     if (it == samples_.end() || it->second.empty()) return std::nullopt;
-    std::vector<double> v = it->second;
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return stats::median(it->second);
   }
 
   // A user counter: its median over repetitions, or (one repetition) its value.

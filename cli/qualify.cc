@@ -3,12 +3,12 @@
 // (probes/suite.h), written as a JSON report.
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <iostream>
 
 #include "cli/common.h"
 #include "core/files.h"
+#include "core/stats.h"
 #include "core/units.h"
 #include "probes/suite.h"
 
@@ -110,10 +110,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     }
     std::cerr << "\n";
     entry["cycles_ms"] = ms;
-    if (!ms.empty()) {
-      std::sort(ms.begin(), ms.end());
-      entry["median_ms"] = ms[ms.size() / 2];
-    }
+    if (!ms.empty()) entry["median_ms"] = stats::median(ms);
     if (suite && error.empty()) {
       auto run = suite->run(**p);
       if (!run.ok()) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/fd.h"
+#include "core/stats.h"
 
 namespace sandgate::replay {
 namespace {
@@ -200,10 +201,7 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
   std::string base = source_name.substr(source_name.rfind('/') + 1);
   h.source = "agentcgroup import: " + base;
   h.host = agentcgroup_host();
-  if (!intervals.empty()) {
-    std::nth_element(intervals.begin(), intervals.begin() + intervals.size() / 2, intervals.end());
-    h.interval_ms = intervals[intervals.size() / 2];  // median
-  }
+  if (!intervals.empty()) h.interval_ms = std::llround(stats::median(std::move(intervals)));
   h.unmeasured = {"pids", "io_bytes"};
   h.notes =
       "Imported from AgentCgroup data (not committed to sandgate). cpu_millicores = "

@@ -10,6 +10,7 @@
 
 #include "core/fd.h"
 #include "core/log.h"
+#include "core/stats.h"
 #include "core/units.h"
 
 namespace sandgate::replay {
@@ -115,20 +116,13 @@ Result<VictimLatency> parse_victim(const Json& j) {
 }
 
 ErrorSummary summarize_errors(std::vector<double> values, double target) {
+  stats::Distribution<double> d(std::move(values));
   ErrorSummary e;
-  e.n = values.size();
-  if (values.empty()) return e;
-  std::sort(values.begin(), values.end());
-  auto rank = [&](double p) {
-    double r = std::ceil(p * static_cast<double>(values.size()));
-    size_t i = r < 1 ? 0 : static_cast<size_t>(r) - 1;
-    return values[std::min(i, values.size() - 1)];
-  };
-  e.median = rank(0.5);
-  e.p95 = rank(0.95);
-  e.max = values.back();
-  for (double v : values)
-    if (v <= target) ++e.within;
+  e.n = d.size();
+  e.median = d.median();
+  e.p95 = d.percentile(95);
+  e.max = d.max();
+  e.within = d.count_at_most(target);
   return e;
 }
 
@@ -204,9 +198,9 @@ PolicyScores score_policy(const PolicyChoice& policy, const std::vector<Replayed
   s.fidelity.start_ms = summarize_errors(start_err, kTimingFidelityTargetMs);
   s.fidelity.end_ms = summarize_errors(end_err, kTimingFidelityTargetMs);
   if (!burst_to_action.empty()) {
-    std::sort(burst_to_action.begin(), burst_to_action.end());
-    s.burst_to_action_median_ms = burst_to_action[(burst_to_action.size() - 1) / 2];
-    s.burst_to_action_max_ms = burst_to_action.back();
+    stats::Distribution<double> d(std::move(burst_to_action));
+    s.burst_to_action_median_ms = d.median();
+    s.burst_to_action_max_ms = d.max();
   }
 
   double main_gib_s = 0, run_limit_gib_s = 0;
