@@ -11,6 +11,7 @@
 #include "core/fd.h"
 #include "core/log.h"
 #include "core/stats.h"
+#include "core/table.h"
 #include "core/units.h"
 
 namespace sandgate::replay {
@@ -338,24 +339,14 @@ std::string format_table(const std::vector<PolicyScores>& scores, const std::opt
   });
   row("wall", [](const PolicyScores& s) { return fmt("%.1fs", s.wall_s); });
 
-  size_t w0 = 6;
-  for (const auto& [name, cells] : rows) w0 = std::max(w0, name.size());
-  std::vector<size_t> w(scores.size(), 0);
-  for (size_t i = 0; i < scores.size(); ++i) {
-    w[i] = scores[i].label.size();
-    for (const auto& [name, cells] : rows) w[i] = std::max(w[i], cells[i].size());
+  std::vector<TextTable::Column> columns = {{""}};
+  for (const auto& s : scores) columns.push_back({s.label});
+  TextTable table(std::move(columns));
+  for (auto& [name, cells] : rows) {
+    cells.insert(cells.begin(), name);
+    table.row(std::move(cells));
   }
-  std::ostringstream out;
-  auto pad = [](const std::string& s, size_t n) { return s + std::string(n > s.size() ? n - s.size() : 0, ' '); };
-  out << pad("", w0);
-  for (size_t i = 0; i < scores.size(); ++i) out << "  " << pad(scores[i].label, w[i]);
-  out << "\n";
-  for (const auto& [name, cells] : rows) {
-    out << pad(name, w0);
-    for (size_t i = 0; i < cells.size(); ++i) out << "  " << pad(cells[i], w[i]);
-    out << "\n";
-  }
-  return out.str();
+  return table.render();
 }
 
 std::optional<std::pair<uint64_t, uint64_t>> parse_meminfo(std::string_view text) {
