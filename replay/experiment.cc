@@ -5,11 +5,10 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
-#include "core/fd.h"
 #include "core/log.h"
+#include "core/meminfo.h"
 #include "core/stats.h"
 #include "core/table.h"
 #include "core/units.h"
@@ -349,27 +348,13 @@ std::string format_table(const std::vector<PolicyScores>& scores, const std::opt
   return table.render();
 }
 
-std::optional<std::pair<uint64_t, uint64_t>> parse_meminfo(std::string_view text) {
-  std::optional<uint64_t> total, available;
-  std::istringstream in{std::string(text)};
-  std::string key;
-  uint64_t kb;
-  std::string unit;
-  while (in >> key >> kb) {
-    std::getline(in, unit);
-    if (key == "MemTotal:") total = kb * 1024;
-    if (key == "MemAvailable:") available = kb * 1024;
-  }
-  if (!total || !available) return std::nullopt;
-  return std::make_pair(*total, *total > *available ? *total - *available : 0);
-}
-
 namespace {
 
 // Host memory and each open run's memory, every interval, on a thread of its own.
 class HostSampler {
  public:
-  HostSampler(controller::CgroupBackend& backend, Duration interval) : backend_(backend), interval_(interval) {
+  HostSampler(controller::CgroupBackend& backend, HostPaths paths, Duration interval)
+      : backend_(backend), paths_(std::move(paths)), interval_(interval) {
     thread_ = std::thread([this] { loop(); });
   }
   ~HostSampler() { stop(); }
@@ -417,8 +402,8 @@ class HostSampler {
     std::unique_lock lock(mu_);
     while (!stop_) {
       lock.unlock();
-      if (auto text = read_file("/proc/meminfo", 1 << 16); text.ok())
-        if (auto m = parse_meminfo(*text)) host_peak_ = std::max(host_peak_, m->second);
+      if (auto m = read_meminfo(paths_); m.ok() && m->used_bytes())
+        host_peak_ = std::max(host_peak_, *m->used_bytes());
       lock.lock();
       for (auto& [name, w] : watched_) {
         if (!w.open) continue;
@@ -432,6 +417,7 @@ class HostSampler {
     }
   }
   controller::CgroupBackend& backend_;
+  HostPaths paths_;
   Duration interval_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -441,10 +427,9 @@ class HostSampler {
   std::thread thread_;
 };
 
-uint64_t mem_total() {
-  if (auto text = read_file("/proc/meminfo", 1 << 16); text.ok())
-    if (auto m = parse_meminfo(*text)) return m->first;
-  return 0;
+uint64_t mem_total(const HostPaths& paths) {
+  auto m = read_meminfo(paths);
+  return m.ok() ? m->total_bytes : 0;
 }
 
 // The victim in a run of its own, in that run's main cgroup (not a call: no call timeout
@@ -500,7 +485,7 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
   int64_t longest = 0;
   for (const auto& p : plans) longest = std::max(longest, p.duration_ms);
 
-  HostSampler sampler(ctl->backend(), options.sample_interval);
+  HostSampler sampler(ctl->backend(), options.provider_options.paths, options.sample_interval);
   std::mutex mu;
   size_t next = 0, done_calls = 0, all_calls = 0;
   for (size_t i = 0; i < total; ++i) all_calls += plans[i % plans.size()].calls.size();
@@ -559,7 +544,8 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
     if (!victim_result->ok()) return std::move(*victim_result).error().context_add("victim under " + policy.label);
     victim = **victim_result;
   }
-  uint64_t budget = options.host_budget_bytes ? options.host_budget_bytes : mem_total();
+  uint64_t budget = options.host_budget_bytes ? options.host_budget_bytes
+                                              : mem_total(options.provider_options.paths);
   PolicyPass pass;
   pass.scores = score_policy(policy, runs, sampler.usage(), sampler.host_peak(), budget, victim, solo);
   pass.scores.wall_s = wall;

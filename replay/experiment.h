@@ -150,7 +150,4 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
                                    const std::vector<ReplayPlan>& plans, const ExperimentOptions& options,
                                    const std::optional<VictimLatency>& solo);
 
-// MemTotal and MemTotal - MemAvailable from a /proc/meminfo text.
-std::optional<std::pair<uint64_t, uint64_t>> parse_meminfo(std::string_view text);
-
 }  // namespace sandgate::replay

@@ -212,13 +212,5 @@ TEST(Victim, ParsesTheReportAndNamesAMissingField) {
   EXPECT_NE(bad.error().message().find("p90_us"), std::string::npos);
 }
 
-TEST(Meminfo, UsedIsTotalMinusAvailable) {
-  auto m = parse_meminfo("MemTotal:       24684100 kB\nMemFree:        20000000 kB\nMemAvailable:   23000000 kB\n");
-  ASSERT_TRUE(m);
-  EXPECT_EQ(m->first, 24684100ull * 1024);
-  EXPECT_EQ(m->second, (24684100ull - 23000000ull) * 1024);
-  EXPECT_FALSE(parse_meminfo("MemTotal: 1 kB\n"));
-}
-
 }  // namespace
 }  // namespace sandgate::replay
