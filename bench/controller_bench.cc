@@ -573,12 +573,7 @@ int main(int argc, char** argv) {
   sandgate::init_logging("");
   using namespace sandgate::bench;
 
-  // Defaults as in jail_bench (the command line overrides them). Random interleaving shuffles
-  // the overhead repetitions so a noisy second lands on both sides of the comparison.
-  auto display = initialize_with_defaults(
-      argc, argv,
-      {"--benchmark_repetitions=7", "--benchmark_min_time=0.5",
-       "--benchmark_report_aggregates_only=true", "--benchmark_enable_random_interleaving=true"});
+  auto display = initialize_with_defaults(argc, argv, default_flags());
   if (!display) return 1;
 
   auto tmp = make_bench_tmp_dir("sandgate-controller-bench");
@@ -594,13 +589,7 @@ int main(int argc, char** argv) {
 #endif
   g_context = &context;
 
-  RunCollector reporter(make_display_reporter(*display));
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  // Console output carries the summary; machine-readable formats keep stdout parseable.
-  bool ok = print_summary(reporter, display->format == "console" ? std::cout : std::cerr);
-
-  int rc = ok ? 0 : 1;
+  int rc = run_benchmarks(*display, print_summary) ? 0 : 1;
   if (auto left = remove_leftover_cgroups(context.cgroup_root); !left.empty()) {
     for (const auto& d : left) std::cerr << "controller_bench: could not remove " << d << "\n";
     rc = 1;
