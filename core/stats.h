@@ -2,7 +2,7 @@
 // place"): the victim's latency percentiles, the replay's error summaries and burst-to-action
 // times, the planner's baselines and per-intent use, the median peak-to-average of `trace
 // stats`, qualify's cycle time, the importer's nominal sample interval, the benchmarks' figures.
-// README.md, "Statistics", says the same for users.
+// README.md, "Percentiles and medians", says the same for users.
 //
 // - percentile p (0..100), nearest rank: the smallest value with at least p% of the values at
 //   or below it, i.e. the value of rank ceil(p/100 * n) in ascending order (ranks from 1; p = 0
