@@ -11,11 +11,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/stats.h"
 
 namespace sandgate::bench {
 
@@ -57,10 +60,7 @@ class RunCollector : public benchmark::BenchmarkReporter {
     if (auto it = medians_.find(name); it != medians_.end()) return it->second;
     auto it = samples_.find(name);
     if (it == samples_.end() || it->second.empty()) return std::nullopt;
-    std::vector<double> v = it->second;
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return stats::median(it->second);
   }
 
   // A user counter: its median over repetitions, or (one repetition) its value.
@@ -127,6 +127,26 @@ inline std::unique_ptr<benchmark::BenchmarkReporter> make_display_reporter(const
   if (f.tabular) opts |= benchmark::ConsoleReporter::OO_Tabular;
   return std::make_unique<benchmark::ConsoleReporter>(
       static_cast<benchmark::ConsoleReporter::OutputOptions>(opts));
+}
+
+// The flags every *_bench binary starts from (the command line overrides them). Each repetition
+// runs at least min_time; the median of the repetitions is what counts. Random interleaving
+// shuffles the repetitions of all benchmarks, so a noisy second on a 2-core VM is shared out
+// instead of landing on one side of the comparison.
+inline std::vector<std::string> default_flags() {
+  return {"--benchmark_repetitions=7", "--benchmark_min_time=0.5",
+          "--benchmark_report_aggregates_only=true", "--benchmark_enable_random_interleaving=true"};
+}
+
+// Runs the benchmarks the command line selected, displayed as `display` says, then
+// `summary(reporter, out)` (the A/B figures of this very run): on stdout for the console format,
+// on stderr for the others so that JSON or CSV on stdout stays parseable. Its result.
+template <class Summary>
+bool run_benchmarks(const DisplayFlags& display, Summary summary) {
+  RunCollector reporter(make_display_reporter(display));
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return summary(reporter, display.format == "console" ? std::cout : std::cerr);
 }
 
 // Puts `defaults` before the command line's own flags (the last occurrence of a flag wins, so

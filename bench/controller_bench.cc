@@ -55,6 +55,7 @@
 #include "core/host_paths.h"
 #include "core/log.h"
 #include "core/state.h"
+#include "core/stats.h"
 #include "providers/provider.h"
 #include "providers/registry.h"
 #include "providers/supervisor.h"
@@ -89,13 +90,6 @@ struct BenchContext {
 };
 BenchContext* g_context = nullptr;
 
-
-// The p-th percentile (0..100) of `v`, nearest rank.
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
 
 // A controller with `policy` under the private root, and the namespaces provider.
 struct Stack {
@@ -322,14 +316,15 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
   }
   close_session(state, run);
   if (state.error_occurred() || reactions.empty()) return;
-  state.counters["p50_ms"] = percentile(reactions, 50);
-  state.counters["p95_ms"] = percentile(reactions, 95);
-  state.counters["max_ms"] = percentile(reactions, 100);
-  state.counters["min_ms"] = percentile(reactions, 0);
+  stats::Distribution<double> reaction(reactions);  // nearest-rank percentiles (core/stats.h)
+  state.counters["p50_ms"] = reaction.percentile(50);
+  state.counters["p95_ms"] = reaction.percentile(95);
+  state.counters["max_ms"] = reaction.max();
+  state.counters["min_ms"] = reaction.min();
   // Reactions decided on a sample taken while the crossing step was still being touched.
   state.counters["early"] = static_cast<double>(
       std::count_if(reactions.begin(), reactions.end(), [](double r) { return r < 0; }));
-  state.counters["step_ms"] = percentile(step_ms, 50);
+  state.counters["step_ms"] = stats::percentile(step_ms, 50);
   state.counters["psi_wakeups"] = static_cast<double>(monitor.trigger_wakeups() - wakeups_before);
   state.counters["calls"] = static_cast<double>(reactions.size());
 }
@@ -578,12 +573,7 @@ int main(int argc, char** argv) {
   sandgate::init_logging("");
   using namespace sandgate::bench;
 
-  // Defaults as in jail_bench (the command line overrides them). Random interleaving shuffles
-  // the overhead repetitions so a noisy second lands on both sides of the comparison.
-  auto display = initialize_with_defaults(
-      argc, argv,
-      {"--benchmark_repetitions=7", "--benchmark_min_time=0.5",
-       "--benchmark_report_aggregates_only=true", "--benchmark_enable_random_interleaving=true"});
+  auto display = initialize_with_defaults(argc, argv, default_flags());
   if (!display) return 1;
 
   auto tmp = make_bench_tmp_dir("sandgate-controller-bench");
@@ -599,13 +589,7 @@ int main(int argc, char** argv) {
 #endif
   g_context = &context;
 
-  RunCollector reporter(make_display_reporter(*display));
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  // Console output carries the summary; machine-readable formats keep stdout parseable.
-  bool ok = print_summary(reporter, display->format == "console" ? std::cout : std::cerr);
-
-  int rc = ok ? 0 : 1;
+  int rc = run_benchmarks(*display, print_summary) ? 0 : 1;
   if (auto left = remove_leftover_cgroups(context.cgroup_root); !left.empty()) {
     for (const auto& d : left) std::cerr << "controller_bench: could not remove " << d << "\n";
     rc = 1;

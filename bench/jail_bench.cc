@@ -264,14 +264,7 @@ int main(int argc, char** argv) {
   sandgate::init_logging("");
   using namespace sandgate::bench;
 
-  // Defaults, overridden by the same flags given on the command line (the last one wins). Each
-  // repetition runs at least min_time; the median of the repetitions is what counts. Random
-  // interleaving shuffles the repetitions of all benchmarks, so a noisy second on a 2-core VM
-  // is shared out instead of landing on one side of the comparison.
-  auto display = initialize_with_defaults(
-      argc, argv,
-      {"--benchmark_repetitions=7", "--benchmark_min_time=0.5",
-       "--benchmark_report_aggregates_only=true", "--benchmark_enable_random_interleaving=true"});
+  auto display = initialize_with_defaults(argc, argv, default_flags());
   if (!display) return 1;
 
   // State and work directories of every run (traversable by the jail's mapped root).
@@ -285,13 +278,7 @@ int main(int argc, char** argv) {
   context.bwrap = find_in_path("bwrap");
   g_context = &context;
 
-  RunCollector reporter(make_display_reporter(*display));
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  // Console output carries the summary; machine-readable formats keep stdout parseable.
-  bool ok = print_summary(reporter, display->format == "console" ? std::cout : std::cerr);
-
-  int rc = ok ? 0 : 1;
+  int rc = run_benchmarks(*display, print_summary) ? 0 : 1;
   if (auto s = sandgate::remove_tree(tmp_dir); !s.ok()) {
     std::cerr << "jail_bench: removing " << tmp_dir << ": " << s.error().message() << "\n";
     rc = 1;

@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "controller/policy.h"
+#include "core/table.h"
 #include "core/units.h"
 #include "replay/planner.h"
 #include "replay/trace.h"
@@ -58,22 +59,35 @@ int run_plan(const PlanArgs& a) {
       "plan: {} traces, host {} ({} bytes) and {} cpus, risk {}, {} trials, seed {}, policy '{}'\n",
       plan->traces, human_bytes(*memory), memory->value, a.host_cpus, a.risk, a.trials, a.seed,
       policy->name);
-  std::cout << fmt::format("{:<15} {:>6} {:>10} {:>10} {:>12} {:>12} {:>9}\n", "policy", "fits",
-                           "reserved", "used", "P(mem>host)", "P(cpu>host)", "N by cpu");
+  constexpr auto kRight = TextTable::Align::kRight;
+  TextTable fits({{"policy"},
+                  {"fits", kRight},
+                  {"reserved", kRight},
+                  {"used", kRight},
+                  {"P(mem>host)", kRight},
+                  {"P(cpu>host)", kRight},
+                  {"N by cpu", kRight}});
   for (const auto& f : plan->fits) {
-    std::cout << fmt::format("{:<15} {:>6} {:>10} {:>10} {:>12.4f} {:>12.4f} {:>9}\n", f.policy,
-                             (f.at_least ? ">=" : "") + std::to_string(f.fits),
-                             gib(f.reserved_bytes), gib(f.used_bytes), f.p_memory_exceeded,
-                             f.p_cpu_exceeded, f.fits_by_cpu);
+    fits.row({f.policy, (f.at_least ? ">=" : "") + std::to_string(f.fits), gib(f.reserved_bytes),
+              gib(f.used_bytes), fmt::format("{:.4f}", f.p_memory_exceeded),
+              fmt::format("{:.4f}", f.p_cpu_exceeded), std::to_string(f.fits_by_cpu)});
   }
+  std::cout << fits.render();
   for (const auto& f : plan->fits) std::cout << fmt::format("  {}: {}\n", f.policy, f.note);
-  std::cout << fmt::format("{:<10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "intent", "calls",
-                           "seconds", "grant", "use p50", "use p99", "use max", "over grant");
+  TextTable intents({{"intent"},
+                     {"calls", kRight},
+                     {"seconds", kRight},
+                     {"grant", kRight},
+                     {"use p50", kRight},
+                     {"use p99", kRight},
+                     {"use max", kRight},
+                     {"over grant", kRight}});
   for (const auto& u : plan->intents) {
-    std::cout << fmt::format("{:<10} {:>6} {:>9.0f} {:>9} {:>9} {:>9} {:>9} {:>10}\n", u.intent,
-                             u.calls, u.seconds, u.grant_bytes ? human(*u.grant_bytes) : "none",
-                             human(u.p50), human(u.p99), human(u.max), u.calls_over_grant);
+    intents.row({u.intent, std::to_string(u.calls), fmt::format("{:.0f}", u.seconds),
+                 u.grant_bytes ? human(*u.grant_bytes) : "none", human(u.p50), human(u.p99),
+                 human(u.max), std::to_string(u.calls_over_grant)});
   }
+  std::cout << intents.render();
   std::cout << "use: a call's peak memory above its run's baseline (median outside calls).\n";
   std::cout << "fits: largest N whose chance of exceeding host memory is <= risk, judged on the\n"
                "model's reservation (static rows; per-call-grant: baseline + whole grants of\n"

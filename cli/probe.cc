@@ -9,6 +9,7 @@
 
 #include "cli/common.h"
 #include "core/json.h"
+#include "core/table.h"
 #include "core/units.h"
 #include "probes/suite.h"
 #include "providers/weakening.h"
@@ -24,24 +25,22 @@ struct ProbeArgs {
   bool allow_unsafe_host = false;
 };
 
-std::string cell(std::string s, size_t width) {
-  if (s.size() > width) s = s.substr(0, width - 3) + "...";
-  return s + std::string(width - s.size(), ' ');
-}
-
 void print_table(const probes::ProviderRun& run) {
   std::string name = run.provider + (run.unsafe ? " (UNSAFE: no isolation)" : "");
   for (auto w : run.weakenings) name += " +" + providers::to_string(w);
   std::cout << "provider " << name << "\n";
+  // Grouped by boundary; one set of widths for all the groups, so they line up.
+  TextTable table({{"probe"}, {"verdict"}, {"layer"}, {"why", TextTable::Align::kLeft, 90}},
+                  {.indent = "    ", .header = false});
   std::string boundary;
   for (const auto& j : run.judgements) {
     if (j.boundary != boundary) {
       boundary = j.boundary;
-      std::cout << "\n  " << boundary << "\n";
+      table.section("").section("  " + boundary);
     }
-    std::cout << "    " << cell(j.id, 30) << cell(to_string(j.verdict), 13)
-              << cell(to_string(j.layer), 12) << cell(j.why, 90) << "\n";
+    table.row({j.id, to_string(j.verdict), to_string(j.layer), j.why});
   }
+  std::cout << table.render();
   auto t = probes::tally(run.judgements);
   // Warnings (allowed by design, a vector for later: persist.git_hooks) do not fail the run.
   std::cout << "\n  " << t.blocked << " blocked, " << t.exposed << " exposed, " << t.inconclusive
@@ -119,13 +118,14 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   }
   if (a.self_test) {
     std::cout << "mutation matrix (weakening: probes that flagged it exposed)\n";
+    TextTable table({{"weakening"}, {"result"}, {"probes"}}, {.indent = "  ", .header = false});
     for (auto& [name, ids] : matrix.items()) {
       std::string list;
       for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id.get<std::string>();
       bool ok = name == "hardened" ? ids.empty() : !ids.empty();
-      std::cout << "  " << cell(name, 20) << (ok ? "ok      " : "FAILED  ")
-                << (list.empty() ? "(none)" : list) << "\n";
+      table.row({name, ok ? "ok" : "FAILED", list.empty() ? "(none)" : list});
     }
+    std::cout << table.render();
   }
   std::printf("baseline %.1fs, total %.1fs\n", to_seconds((*suite)->baseline_wall()), wall_s);
   if (!a.json.empty()) {

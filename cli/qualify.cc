@@ -1,6 +1,7 @@
 // sandgate qualify: the main job. What the host supports (doctor), then each selected provider
 // exercised for real (create + exec + destroy, timed) and put through the escape probes
 // (probes/suite.h), written as a JSON report.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 
 #include "cli/common.h"
 #include "core/files.h"
+#include "core/stats.h"
+#include "core/table.h"
 #include "core/units.h"
 #include "probes/suite.h"
 
@@ -32,6 +35,34 @@ Json probe_summary(const probes::ProviderRun& run, const std::string& file) {
   return {{"blocked", t.blocked}, {"exposed", t.exposed}, {"inconclusive", t.inconclusive},
           {"warning", t.warning}, {"exposed_ids", exposed}, {"wall_ms", to_millis(run.wall)},
           {"report", file}};
+}
+
+// One row per provider: ✓ or ✗, the median cycle, the probes' tally, what went wrong (a column
+// only when something did).
+TextTable summary_table(const Json& providers, bool probes) {
+  constexpr auto kRight = TextTable::Align::kRight;
+  constexpr const char* kVerdicts[] = {"blocked", "exposed", "inconclusive", "warning"};
+  const bool errors = std::any_of(providers.begin(), providers.end(),
+                                  [](const Json& e) { return e.contains("error"); });
+  std::vector<TextTable::Column> columns = {{"provider"}, {"cycle", kRight}};
+  if (probes) {
+    for (const char* verdict : kVerdicts) columns.push_back({verdict, kRight});
+  }
+  if (errors) columns.push_back({"error"});
+  TextTable table(std::move(columns));
+  for (const auto& e : providers) {
+    std::vector<std::string> row = {
+        (e["ok"].get<bool>() ? "✓ " : "✗ ") + e.value("display_name", e["name"].get<std::string>()),
+        e.contains("median_ms") ? fmt::format("{:.1f} ms", e["median_ms"].get<double>()) : "-"};
+    if (probes) {
+      for (const char* verdict : kVerdicts)
+        row.push_back(e.contains("probes") ? std::to_string(e["probes"][verdict].get<size_t>())
+                                           : "-");
+    }
+    if (errors) row.push_back(e.value("error", ""));
+    table.row(std::move(row));
+  }
+  return table;
 }
 
 // One create + exec(/bin/true) + destroy; the wall time in milliseconds.
@@ -110,10 +141,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     }
     std::cerr << "\n";
     entry["cycles_ms"] = ms;
-    if (!ms.empty()) {
-      std::sort(ms.begin(), ms.end());
-      entry["median_ms"] = ms[ms.size() / 2];
-    }
+    if (!ms.empty()) entry["median_ms"] = stats::median(ms);
     if (suite && error.empty()) {
       auto run = suite->run(**p);
       if (!run.ok()) {
@@ -139,18 +167,9 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   }
   std::string file = a.out + "/qualify.json";
   if (auto s = write_json_file_atomic(file, report); !s.ok()) return fail(s.error());
-  for (const auto& e : report["providers"]) {
-    std::cout << (e["ok"].get<bool>() ? "✓ " : "✗ ") << e.value("display_name", e["name"].get<std::string>());
-    if (e.contains("median_ms"))
-      std::cout << ": create + exec + destroy median " << e["median_ms"].get<double>() << " ms";
-    if (e.contains("probes")) {
-      const Json& pr = e["probes"];
-      std::cout << "; probes: " << pr["blocked"] << " blocked, " << pr["exposed"] << " exposed, "
-                << pr["inconclusive"] << " inconclusive, " << pr["warning"] << " warning";
-    }
-    if (e.contains("error")) std::cout << ": " << e["error"].get<std::string>();
-    std::cout << "\n";
-  }
+  std::cout << summary_table(report["providers"], a.probes).render()
+            << "cycle: the median time of one create + exec(true) + destroy (--cycles " << a.cycles
+            << ")\n";
   std::cout << "report: " << file << "\n";
   return all_ok ? 0 : 1;
 }

@@ -28,6 +28,7 @@
 #include "core/defer.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "core/meminfo.h"
 #include "core/units.h"
 #include "replay/recorder.h"
 
@@ -65,12 +66,10 @@ void print_progress(const replay::RecorderProgress& p, bool tty, bool final_line
   else std::cerr << line << "\n";
 }
 
-Json host_description(const std::string& provider, controller::Controller& ctl) {
+Json host_description(const std::string& provider, controller::Controller& ctl,
+                      const HostPaths& paths) {
   Json host = {{"cpus", std::thread::hardware_concurrency()}, {"provider", provider}};
-  if (auto mem = read_file("/proc/meminfo", 1 << 16); mem.ok()) {
-    unsigned long long kb = 0;
-    if (std::sscanf(mem->c_str(), "MemTotal: %llu kB", &kb) == 1) host["memory_bytes"] = kb * 1024;
-  }
+  if (auto mem = read_meminfo(paths); mem.ok()) host["memory_bytes"] = mem->total_bytes;
   if (auto k = read_file("/proc/sys/kernel/osrelease", 256); k.ok()) {
     std::string v = *k;
     while (!v.empty() && v.back() == '\n') v.pop_back();
@@ -124,7 +123,7 @@ int run_record(Globals& g, const RecordArgs& a) {
   replay::RecorderOptions ropts;
   ropts.interval = *interval;
   ropts.header.source = "sandgate record";
-  ropts.header.host = host_description(a.provider, **ctl);
+  ropts.header.host = host_description(a.provider, **ctl, options.paths);
   ropts.header.notes = a.notes.empty() ? "command: " + replay::join_command(a.command) : a.notes;
   replay::Recorder recorder((*ctl)->backend(), (*opened)->run().cgroup(), ropts);
 

@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "controller/policy.h"
 #include "core/files.h"
+#include "core/table.h"
 #include "core/units.h"
 #include "replay/agentcgroup.h"
 #include "replay/trace_stats.h"
@@ -30,13 +31,13 @@ bool is_dir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-void print_stats_row(const replay::TraceStats& s, const std::string& name, double ratio_column) {
-  std::cout << fmt::format("{:<44} {:>8.1f} {:>7} {:>5} {:>9} {:>9} {:>6} {:>11} {:>7} {:>11}\n",
-                           name.size() > 44 ? name.substr(0, 41) + "..." : name, s.duration_s,
-                           s.samples, s.calls, bytes(s.peak_mem_bytes), bytes(s.avg_mem_bytes),
-                           ratio_column > 0 ? fmt::format("{:.2f}x", ratio_column) : "-",
-                           rate(s.max_rise_bytes_per_s), pct(s.time_in_calls_share),
-                           fmt::format("{}/{}", s.peak_samples_in_calls, s.peak_samples));
+void add_stats_row(TextTable& table, const replay::TraceStats& s, const std::string& name,
+                   double ratio_column) {
+  table.row({name, fmt::format("{:.1f}", s.duration_s), std::to_string(s.samples),
+             std::to_string(s.calls), bytes(s.peak_mem_bytes), bytes(s.avg_mem_bytes),
+             ratio_column > 0 ? fmt::format("{:.2f}x", ratio_column) : "-",
+             rate(s.max_rise_bytes_per_s), pct(s.time_in_calls_share),
+             fmt::format("{}/{}", s.peak_samples_in_calls, s.peak_samples)});
 }
 
 struct StatsArgs {
@@ -72,13 +73,23 @@ int run_stats(const StatsArgs& a) {
     std::cout << dump_json(out, 2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{:<44} {:>8} {:>7} {:>5} {:>9} {:>9} {:>6} {:>11} {:>7} {:>11}\n",
-                           "trace", "dur s", "samples", "calls", "peak", "average", "pk/avg",
-                           "max rise", "in call", "peaks in");
-  for (const auto& s : each) print_stats_row(s, short_name(s.name), s.peak_to_avg);
+  constexpr auto kRight = TextTable::Align::kRight;
+  TextTable table({{"trace", TextTable::Align::kLeft, 44},
+                   {"dur s", kRight},
+                   {"samples", kRight},
+                   {"calls", kRight},
+                   {"peak", kRight},
+                   {"average", kRight},
+                   {"pk/avg", kRight},
+                   {"max rise", kRight},
+                   {"in call", kRight},
+                   {"peaks in", kRight}});
+  for (const auto& s : each) add_stats_row(table, s, short_name(s.name), s.peak_to_avg);
   const replay::TraceStats& all = each.size() > 1 ? sum.pooled : each.front();
+  if (each.size() > 1)
+    add_stats_row(table, sum.pooled, fmt::format("all {} traces (pooled)", each.size()), 0);
+  std::cout << table.render();
   if (each.size() > 1) {
-    print_stats_row(sum.pooled, fmt::format("all {} traces (pooled)", each.size()), 0);
     std::cout << fmt::format(
         "peak-to-average: median {:.2f}x, max {:.2f}x ({}); largest rise {} = {:.2f} GB/s ({}); "
         "largest drop {}\n",
@@ -95,10 +106,10 @@ int run_stats(const StatsArgs& a) {
       "above {} bytes): {} of {} inside a call ({})\n",
       pct(all.time_in_calls_share), all.sampled_s, threshold->value, all.peak_samples_in_calls,
       all.peak_samples, all.peak_samples ? pct(all.peak_samples_in_calls_share) : "-");
-  std::cout << fmt::format("{:<10} {:>6} {:>10}   (seconds: sum of call durations)\n", "intent",
-                           "calls", "seconds");
+  TextTable intents({{"intent"}, {"calls", kRight}, {"seconds", kRight}});
   for (const auto& [intent, is] : all.by_intent)
-    std::cout << fmt::format("{:<10} {:>6} {:>10.1f}\n", intent, is.calls, is.seconds);
+    intents.row({intent, std::to_string(is.calls), fmt::format("{:.1f}", is.seconds)});
+  std::cout << intents.render() << "seconds: the sum of the calls' durations\n";
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/fd.h"
+#include "core/stats.h"
 
 namespace sandgate::replay {
 namespace {
@@ -19,10 +20,6 @@ class Line {
   Error fail(std::string_view field, const std::string& what) const {
     return logic_error(std::string(kStep), "field '" + std::string(field) + "': " + what, where_);
   }
-  Error fail(const std::string& what) const {
-    return logic_error(std::string(kStep), what, where_);
-  }
-
   Status keys(const Json& j, std::string_view prefix,
               std::initializer_list<std::string_view> known) const {
     for (const auto& [key, value] : j.items()) {
@@ -101,26 +98,12 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
   Trace trace;
   size_t null_cpu = 0, negative_cpu = 0, nested = 0;
   std::vector<int64_t> intervals;
-  size_t line_no = 0, pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view raw = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (raw.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    Line line(source_name, line_no);
-    Json j;
-    try {
-      j = Json::parse(raw);
-    } catch (const Json::exception& e) {
-      size_t column = 0;
-      if (const auto* pe = dynamic_cast<const Json::parse_error*>(&e)) column = pe->byte;
-      std::string what = e.what();
-      if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
-      return line.fail("not JSON at column " + std::to_string(column) + ": " + what);
-    }
-    if (!j.is_object()) return line.fail("expected a JSON object, got " + describe_json(j));
+  JsonLines lines(text, source_name, std::string(kStep));
+  for (;;) {
+    SG_ASSIGN_OR_RETURN(std::optional<Json> next, lines.next());
+    if (!next) break;
+    const Json& j = *next;
+    Line line(source_name, lines.line_no());
 
     if (j.contains("tool_call")) {
       SG_TRY(line.keys(j, "", {"tool_call"}));
@@ -200,10 +183,7 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
   std::string base = source_name.substr(source_name.rfind('/') + 1);
   h.source = "agentcgroup import: " + base;
   h.host = agentcgroup_host();
-  if (!intervals.empty()) {
-    std::nth_element(intervals.begin(), intervals.begin() + intervals.size() / 2, intervals.end());
-    h.interval_ms = intervals[intervals.size() / 2];  // median
-  }
+  if (!intervals.empty()) h.interval_ms = std::llround(stats::median(std::move(intervals)));
   h.unmeasured = {"pids", "io_bytes"};
   h.notes =
       "Imported from AgentCgroup data (not committed to sandgate). cpu_millicores = "

@@ -80,6 +80,18 @@ TEST(AgentCgroupImport, ConvertsSamplesCallsAndHeader) {
   EXPECT_EQ(*back, *t);
 }
 
+TEST(AgentCgroupImport, IntervalIsTheMedianOfTheSampleGaps) {
+  // Gaps 1000, 1047, 1051, 1062: an even count, so the mean of the two middle ones (core/stats.h),
+  // as the data's own index.jsonl reports it (median_interval_s), rounded to a millisecond.
+  std::string text;
+  for (int t : {0, 1000, 2047, 3098, 4160})
+    text += R"({"t_ms":)" + std::to_string(t) +
+            R"(,"mem_bytes":1,"cpu_pct":1,"cpu_pct_interval_est":1,"mem_pct":0})" + "\n";
+  auto t = parse_agentcgroup(text, "even.jsonl");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->header.interval_ms, 1049);
+}
+
 struct BadLine {
   const char* what;
   std::string line;

@@ -5,11 +5,12 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
-#include "core/fd.h"
 #include "core/log.h"
+#include "core/meminfo.h"
+#include "core/stats.h"
+#include "core/table.h"
 #include "core/units.h"
 
 namespace sandgate::replay {
@@ -115,20 +116,13 @@ Result<VictimLatency> parse_victim(const Json& j) {
 }
 
 ErrorSummary summarize_errors(std::vector<double> values, double target) {
+  stats::Distribution<double> d(std::move(values));
   ErrorSummary e;
-  e.n = values.size();
-  if (values.empty()) return e;
-  std::sort(values.begin(), values.end());
-  auto rank = [&](double p) {
-    double r = std::ceil(p * static_cast<double>(values.size()));
-    size_t i = r < 1 ? 0 : static_cast<size_t>(r) - 1;
-    return values[std::min(i, values.size() - 1)];
-  };
-  e.median = rank(0.5);
-  e.p95 = rank(0.95);
-  e.max = values.back();
-  for (double v : values)
-    if (v <= target) ++e.within;
+  e.n = d.size();
+  e.median = d.median();
+  e.p95 = d.percentile(95);
+  e.max = d.max();
+  e.within = d.count_at_most(target);
   return e;
 }
 
@@ -204,9 +198,9 @@ PolicyScores score_policy(const PolicyChoice& policy, const std::vector<Replayed
   s.fidelity.start_ms = summarize_errors(start_err, kTimingFidelityTargetMs);
   s.fidelity.end_ms = summarize_errors(end_err, kTimingFidelityTargetMs);
   if (!burst_to_action.empty()) {
-    std::sort(burst_to_action.begin(), burst_to_action.end());
-    s.burst_to_action_median_ms = burst_to_action[(burst_to_action.size() - 1) / 2];
-    s.burst_to_action_max_ms = burst_to_action.back();
+    stats::Distribution<double> d(std::move(burst_to_action));
+    s.burst_to_action_median_ms = d.median();
+    s.burst_to_action_max_ms = d.max();
   }
 
   double main_gib_s = 0, run_limit_gib_s = 0;
@@ -320,63 +314,39 @@ std::string format_table(const std::vector<PolicyScores>& scores, const std::opt
     return fmt("%.0f", *s.burst_to_action_median_ms) + "/" + fmt("%.0fms", *s.burst_to_action_max_ms) + " (" +
            std::to_string(s.calls_with_action) + ")";
   });
-  row("mem peak err host med/max", [](const PolicyScores& s) {
-    const auto& e = s.fidelity.mem_host;
-    if (!e.n) return std::string("- (no call >= 32MiB)");
-    return fmt("%.1f%%", e.median * 100) + "/" + fmt("%.1f%%", e.max * 100) + " " +
-           std::to_string(e.within) + "/" + std::to_string(e.n) + "<=5%";
+  // "median/max within/n<=target", the target and the floor written from the constants the
+  // scores use, so the table cannot say another target than the one applied.
+  auto within = [](const ErrorSummary& e, const std::string& target) {
+    return " " + std::to_string(e.within) + "/" + std::to_string(e.n) + "<=" + target;
+  };
+  auto memory_error = [&](const ErrorSummary& e, const std::string& none) {
+    if (!e.n) return none;
+    return fmt("%.1f%%", e.median * 100) + "/" + fmt("%.1f%%", e.max * 100) +
+           within(e, fmt("%.0f%%", kMemoryFidelityTarget * 100));
+  };
+  auto timing_error = [&](const ErrorSummary& e) {
+    return fmt("%.0f", e.median) + "/" + fmt("%.0fms", e.max) +
+           within(e, fmt("%.0fms", kTimingFidelityTargetMs));
+  };
+  row("mem peak err host med/max", [&](const PolicyScores& s) {
+    return memory_error(s.fidelity.mem_host,
+                        "- (no call >= " + format_bytes(Bytes{kFidelityFloorBytes}) + ")");
   });
-  row("mem peak err self med/max", [](const PolicyScores& s) {
-    const auto& e = s.fidelity.mem_self;
-    if (!e.n) return std::string("-");
-    return fmt("%.1f%%", e.median * 100) + "/" + fmt("%.1f%%", e.max * 100) + " " +
-           std::to_string(e.within) + "/" + std::to_string(e.n) + "<=5%";
-  });
-  row("start err med/max", [](const PolicyScores& s) {
-    const auto& e = s.fidelity.start_ms;
-    return fmt("%.0f", e.median) + "/" + fmt("%.0fms", e.max) + " " + std::to_string(e.within) + "/" +
-           std::to_string(e.n) + "<=50ms";
-  });
-  row("end err med/max", [](const PolicyScores& s) {
-    const auto& e = s.fidelity.end_ms;
-    return fmt("%.0f", e.median) + "/" + fmt("%.0fms", e.max) + " " + std::to_string(e.within) + "/" +
-           std::to_string(e.n) + "<=50ms";
-  });
+  row("mem peak err self med/max",
+      [&](const PolicyScores& s) { return memory_error(s.fidelity.mem_self, "-"); });
+  row("start err med/max",
+      [&](const PolicyScores& s) { return timing_error(s.fidelity.start_ms); });
+  row("end err med/max", [&](const PolicyScores& s) { return timing_error(s.fidelity.end_ms); });
   row("wall", [](const PolicyScores& s) { return fmt("%.1fs", s.wall_s); });
 
-  size_t w0 = 6;
-  for (const auto& [name, cells] : rows) w0 = std::max(w0, name.size());
-  std::vector<size_t> w(scores.size(), 0);
-  for (size_t i = 0; i < scores.size(); ++i) {
-    w[i] = scores[i].label.size();
-    for (const auto& [name, cells] : rows) w[i] = std::max(w[i], cells[i].size());
+  std::vector<TextTable::Column> columns = {{""}};
+  for (const auto& s : scores) columns.push_back({s.label});
+  TextTable table(std::move(columns));
+  for (auto& [name, cells] : rows) {
+    cells.insert(cells.begin(), name);
+    table.row(std::move(cells));
   }
-  std::ostringstream out;
-  auto pad = [](const std::string& s, size_t n) { return s + std::string(n > s.size() ? n - s.size() : 0, ' '); };
-  out << pad("", w0);
-  for (size_t i = 0; i < scores.size(); ++i) out << "  " << pad(scores[i].label, w[i]);
-  out << "\n";
-  for (const auto& [name, cells] : rows) {
-    out << pad(name, w0);
-    for (size_t i = 0; i < cells.size(); ++i) out << "  " << pad(cells[i], w[i]);
-    out << "\n";
-  }
-  return out.str();
-}
-
-std::optional<std::pair<uint64_t, uint64_t>> parse_meminfo(std::string_view text) {
-  std::optional<uint64_t> total, available;
-  std::istringstream in{std::string(text)};
-  std::string key;
-  uint64_t kb;
-  std::string unit;
-  while (in >> key >> kb) {
-    std::getline(in, unit);
-    if (key == "MemTotal:") total = kb * 1024;
-    if (key == "MemAvailable:") available = kb * 1024;
-  }
-  if (!total || !available) return std::nullopt;
-  return std::make_pair(*total, *total > *available ? *total - *available : 0);
+  return table.render();
 }
 
 namespace {
@@ -384,7 +354,8 @@ namespace {
 // Host memory and each open run's memory, every interval, on a thread of its own.
 class HostSampler {
  public:
-  HostSampler(controller::CgroupBackend& backend, Duration interval) : backend_(backend), interval_(interval) {
+  HostSampler(controller::CgroupBackend& backend, HostPaths paths, Duration interval)
+      : backend_(backend), paths_(std::move(paths)), interval_(interval) {
     thread_ = std::thread([this] { loop(); });
   }
   ~HostSampler() { stop(); }
@@ -432,8 +403,8 @@ class HostSampler {
     std::unique_lock lock(mu_);
     while (!stop_) {
       lock.unlock();
-      if (auto text = read_file("/proc/meminfo", 1 << 16); text.ok())
-        if (auto m = parse_meminfo(*text)) host_peak_ = std::max(host_peak_, m->second);
+      if (auto m = read_meminfo(paths_); m.ok() && m->used_bytes())
+        host_peak_ = std::max(host_peak_, *m->used_bytes());
       lock.lock();
       for (auto& [name, w] : watched_) {
         if (!w.open) continue;
@@ -447,6 +418,7 @@ class HostSampler {
     }
   }
   controller::CgroupBackend& backend_;
+  HostPaths paths_;
   Duration interval_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -456,10 +428,9 @@ class HostSampler {
   std::thread thread_;
 };
 
-uint64_t mem_total() {
-  if (auto text = read_file("/proc/meminfo", 1 << 16); text.ok())
-    if (auto m = parse_meminfo(*text)) return m->first;
-  return 0;
+uint64_t mem_total(const HostPaths& paths) {
+  auto m = read_meminfo(paths);
+  return m.ok() ? m->total_bytes : 0;
 }
 
 // The victim in a run of its own, in that run's main cgroup (not a call: no call timeout
@@ -484,38 +455,49 @@ Result<VictimLatency> run_victim(controller::Controller& controller, providers::
   return parse_victim(j);
 }
 
+// What one pass runs on: a controller with the pass's policy and the chosen provider, made the
+// same way for the victim's solo run and for each policy's pass.
+struct Stack {
+  std::unique_ptr<controller::Controller> controller;
+  std::unique_ptr<providers::Provider> provider;
+};
+
+Result<Stack> make_stack(const providers::Registry& registry, const controller::Policy& policy,
+                         const ExperimentOptions& options) {
+  controller::ControllerOptions copts;
+  copts.paths = options.provider_options.paths;
+  copts.root = options.cgroup_root;
+  copts.policy = policy;
+  Stack s;
+  SG_ASSIGN_OR_RETURN(s.controller, controller::Controller::create(std::move(copts)));
+  // A provider the policy disqualifies is refused by every run's RunSession::open.
+  SG_ASSIGN_OR_RETURN(s.provider, registry.create(options.provider, options.provider_options));
+  return s;
+}
+
 }  // namespace
 
 Result<VictimLatency> measure_victim_solo(const providers::Registry& registry, Duration duration,
                                           const ExperimentOptions& options) {
   SG_ASSIGN_OR_RETURN(PolicyChoice none, resolve_policy("none", 0, 0));
-  controller::ControllerOptions copts;
-  copts.paths = options.provider_options.paths;
-  copts.root = options.cgroup_root;
-  copts.policy = none.policy;
-  SG_ASSIGN_OR_RETURN(auto ctl, controller::Controller::create(std::move(copts)));
-  SG_ASSIGN_OR_RETURN(auto provider, registry.create(options.provider, options.provider_options));
-  return run_victim(*ctl, *provider, duration, options);
+  SG_ASSIGN_OR_RETURN(Stack stack, make_stack(registry, none.policy, options));
+  return run_victim(*stack.controller, *stack.provider, duration, options);
 }
 
 Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const PolicyChoice& policy,
                                    const std::vector<ReplayPlan>& plans, const ExperimentOptions& options,
                                    const std::optional<VictimLatency>& solo) {
   if (plans.empty()) return logic_error("replay", "no traces to replay");
-  controller::ControllerOptions copts;
-  copts.paths = options.provider_options.paths;
-  copts.root = options.cgroup_root;
-  copts.policy = policy.policy;
-  SG_ASSIGN_OR_RETURN(auto ctl, controller::Controller::create(std::move(copts)));
-  SG_ASSIGN_OR_RETURN(auto provider, registry.create(options.provider, options.provider_options));
-  // A provider the policy disqualifies is refused by every run's RunSession::open.
+  SG_ASSIGN_OR_RETURN(Stack stack, make_stack(registry, policy.policy, options));
+  auto& ctl = stack.controller;
+  auto& provider = stack.provider;
 
   size_t concurrency = options.concurrency ? options.concurrency : plans.size();
   size_t total = std::max(concurrency, plans.size());
   int64_t longest = 0;
   for (const auto& p : plans) longest = std::max(longest, p.duration_ms);
 
-  HostSampler sampler(ctl->backend(), options.sample_interval);
+  HostSampler sampler(ctl->backend(), options.provider_options.paths, options.sample_interval);
   std::mutex mu;
   size_t next = 0, done_calls = 0, all_calls = 0;
   for (size_t i = 0; i < total; ++i) all_calls += plans[i % plans.size()].calls.size();
@@ -574,7 +556,8 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
     if (!victim_result->ok()) return std::move(*victim_result).error().context_add("victim under " + policy.label);
     victim = **victim_result;
   }
-  uint64_t budget = options.host_budget_bytes ? options.host_budget_bytes : mem_total();
+  uint64_t budget = options.host_budget_bytes ? options.host_budget_bytes
+                                              : mem_total(options.provider_options.paths);
   PolicyPass pass;
   pass.scores = score_policy(policy, runs, sampler.usage(), sampler.host_peak(), budget, victim, solo);
   pass.scores.wall_s = wall;

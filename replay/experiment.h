@@ -12,7 +12,7 @@
 //   grant for its wall time plus what the run's main cgroup (its resident baseline) used;
 //   none: nothing is reserved (not reported);
 // - burst to first action: from a call's burst onset (its segment first reaching half of its
-//   memory peak) to the ladder's first action on it;
+//   memory peak) to the ladder's first action on it, median and maximum over the calls;
 // - fidelity: per call, replayed memory peak vs the trace's (host: the call cgroup's peak;
 //   self: sandgate-load's Achieved report), for calls that completed with a target of at least
 //   kFidelityFloorBytes; call start vs the plan for every call that ran, end for completed
@@ -62,7 +62,8 @@ struct VictimLatency {
 // From `sandgate-load victim --json`; errors name the field.
 Result<VictimLatency> parse_victim(const Json& j);
 
-// The distribution of absolute errors, and how many are within a target.
+// The distribution of absolute errors (median and nearest-rank p95, core/stats.h), and how many
+// are within a target.
 struct ErrorSummary {
   size_t n = 0;
   double median = 0, p95 = 0, max = 0;
@@ -148,8 +149,5 @@ Result<VictimLatency> measure_victim_solo(const providers::Registry& registry, D
 Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const PolicyChoice& policy,
                                    const std::vector<ReplayPlan>& plans, const ExperimentOptions& options,
                                    const std::optional<VictimLatency>& solo);
-
-// MemTotal and MemTotal - MemAvailable from a /proc/meminfo text.
-std::optional<std::pair<uint64_t, uint64_t>> parse_meminfo(std::string_view text);
 
 }  // namespace sandgate::replay

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 namespace sandgate::replay {
 namespace {
 
@@ -129,7 +131,8 @@ TEST(Scoring, BurstToActionStartsAtTheBurstOnsetAndSkipsReleases) {
   EXPECT_EQ(s.throttled, 1u);
   EXPECT_EQ(s.frozen, 1u);
   ASSERT_TRUE(s.burst_to_action_median_ms);
-  EXPECT_DOUBLE_EQ(*s.burst_to_action_median_ms, 40.0);  // lower median of {40, 100}
+  // The median of {40, 100}: the mean of the two middle values (core/stats.h).
+  EXPECT_DOUBLE_EQ(*s.burst_to_action_median_ms, 70.0);
   EXPECT_DOUBLE_EQ(*s.burst_to_action_max_ms, 100.0);
 }
 
@@ -163,7 +166,7 @@ TEST(Scoring, FidelityScoresCompletedCallsAboveTheFloor) {
   EXPECT_EQ(s.fidelity.end_ms.within, 2u);
 }
 
-TEST(Scoring, ErrorSummaryIsNearestRank) {
+TEST(Scoring, ErrorSummaryIsMedianAndNearestRankP95) {
   auto e = summarize_errors({5, 1, 3, 2, 4}, 3);
   EXPECT_EQ(e.n, 5u);
   EXPECT_DOUBLE_EQ(e.median, 3);
@@ -171,6 +174,31 @@ TEST(Scoring, ErrorSummaryIsNearestRank) {
   EXPECT_DOUBLE_EQ(e.max, 5);
   EXPECT_EQ(e.within, 3u);
   EXPECT_EQ(summarize_errors({}, 1).n, 0u);
+  // An even count: the median is the mean of the two middle values (core/stats.h), p95 the
+  // value of rank ceil(0.95 * 4) = 4.
+  auto even = summarize_errors({4, 1, 3, 2}, 1);
+  EXPECT_DOUBLE_EQ(even.median, 2.5);
+  EXPECT_DOUBLE_EQ(even.p95, 4);
+  EXPECT_EQ(even.within, 1u);
+}
+
+TEST(Scoring, TableHasPoliciesAsColumnsAndTheTargetsTheScoresUse) {
+  PolicyScores a;
+  a.label = "none";
+  a.kind = PolicyKind::kNone;
+  a.fidelity.start_ms = summarize_errors({10, 30, 70}, kTimingFidelityTargetMs);
+  PolicyScores b;
+  b.label = "default";
+  b.fidelity.mem_host = summarize_errors({0.01, 0.2}, kMemoryFidelityTarget);
+  std::string t = format_table({a, b}, std::nullopt);
+  std::istringstream lines(t);
+  std::string header;
+  std::getline(lines, header);
+  EXPECT_EQ(header.find_first_not_of(' '), header.find("none"));
+  EXPECT_NE(header.find("default"), std::string::npos);
+  EXPECT_NE(t.find("- (no call >= 32MiB)  10.5%/20.0% 1/2<=5%"), std::string::npos) << t;
+  EXPECT_NE(t.find("30/70ms 2/3<=50ms"), std::string::npos) << t;
+  EXPECT_EQ(t.find(" \n"), std::string::npos) << "no line ends in spaces:\n" << t;
 }
 
 TEST(Policies, StaticIsSizedOnTheAverageAndPeakOnThePeak) {
@@ -209,14 +237,6 @@ TEST(Victim, ParsesTheReportAndNamesAMissingField) {
   auto bad = parse_victim(Json::parse(R"({"count":100,"p50_us":400})"));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("p90_us"), std::string::npos);
-}
-
-TEST(Meminfo, UsedIsTotalMinusAvailable) {
-  auto m = parse_meminfo("MemTotal:       24684100 kB\nMemFree:        20000000 kB\nMemAvailable:   23000000 kB\n");
-  ASSERT_TRUE(m);
-  EXPECT_EQ(m->first, 24684100ull * 1024);
-  EXPECT_EQ(m->second, (24684100ull - 23000000ull) * 1024);
-  EXPECT_FALSE(parse_meminfo("MemTotal: 1 kB\n"));
 }
 
 }  // namespace

@@ -8,17 +8,12 @@
 #include <map>
 #include <random>
 
+#include "core/stats.h"
+
 namespace sandgate::replay {
 namespace {
 
 constexpr std::string_view kStep = "plan capacity";
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t m = v.size();
-  return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
-}
 
 // The columns one trial adds up, each against its own capacity.
 enum Column {
@@ -50,7 +45,7 @@ TraceProfile profile_trace(const Trace& trace, const std::string& name,
     std::vector<double> gaps;
     for (size_t i = 1; i < samples.size(); ++i)
       gaps.push_back(samples[i].t_ms - samples[i - 1].t_ms);
-    interval = gaps.empty() ? 1000 : std::max<int64_t>(1, std::llround(median(gaps)));
+    interval = gaps.empty() ? 1000 : std::max<int64_t>(1, std::llround(stats::median(gaps)));
   }
   p.period_ms = samples.back().t_ms - t0 + interval;
   // Each sample stands for the time nearest to it: from half way after the previous sample to
@@ -99,8 +94,8 @@ TraceProfile profile_trace(const Trace& trace, const std::string& name,
     p.baseline_mem = *std::min_element(outside_mem.begin(), outside_mem.end());
     p.baseline_cpu = *std::min_element(outside_cpu.begin(), outside_cpu.end());
   } else {
-    p.baseline_mem = median(outside_mem);
-    p.baseline_cpu = median(outside_cpu);
+    p.baseline_mem = stats::median(outside_mem);
+    p.baseline_cpu = stats::median(outside_cpu);
   }
 
   // Sample i holds from `bounds[i]` (0 for the first) to the next bound.
@@ -196,20 +191,14 @@ std::vector<IntentUse> intent_uses(const std::vector<TraceProfile>& profiles,
   }
   std::vector<IntentUse> out;
   for (auto& [intent, u] : by) {
-    auto& v = uses[intent];
-    std::sort(v.begin(), v.end());
-    // Nearest rank: the smallest value with at least q of the calls at or below it.
-    auto rank = [&](double q) {
-      return v[std::min(v.size() - 1, size_t(std::ceil(q * v.size())) - 1)];
-    };
-    u.p50 = rank(0.5);
-    u.p99 = rank(0.99);
-    u.max = v.back();
+    stats::Distribution<double> use(std::move(uses[intent]));
+    u.p50 = use.percentile(50);
+    u.p99 = use.percentile(99);
+    u.max = use.max();
     controller::Grant g = controller::grant_for(policy, intent);
     if (g.memory_max) {
       u.grant_bytes = double(g.memory_max->value);
-      u.calls_over_grant =
-          std::count_if(v.begin(), v.end(), [&](double x) { return x > *u.grant_bytes; });
+      u.calls_over_grant = use.count_above(*u.grant_bytes);
     }
     out.push_back(u);
   }

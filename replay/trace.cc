@@ -255,22 +255,16 @@ int64_t Trace::duration_ms() const {
   return d;
 }
 
-Result<Trace> parse_trace(std::string_view text, const std::string& source_name) {
-  Trace trace;
-  bool have_header = false;
-  std::map<std::string, size_t> call_lines;                  // id -> line that defined it
-  std::vector<std::pair<size_t, std::string>> sample_calls;  // line, call id named
-  size_t line_no = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
+Result<std::optional<Json>> JsonLines::next() {
+  while (pos_ < text_.size()) {
+    size_t end = text_.find('\n', pos_);
+    if (end == std::string_view::npos) end = text_.size();
+    std::string_view line = text_.substr(pos_, end - pos_);
+    pos_ = end + 1;
+    ++line_no_;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank line
 
-    std::string where = source_name + ":" + std::to_string(line_no);
+    std::string where = source_ + ":" + std::to_string(line_no_);
     Json j;
     try {
       j = Json::parse(line);
@@ -280,12 +274,27 @@ Result<Trace> parse_trace(std::string_view text, const std::string& source_name)
       if (const auto* pe = dynamic_cast<const Json::parse_error*>(&e)) column = pe->byte;
       std::string what = e.what();
       if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
-      return logic_error(std::string(kStep),
-                         "not JSON at column " + std::to_string(column) + ": " + what, where);
+      return logic_error(step_, "not JSON at column " + std::to_string(column) + ": " + what,
+                         where);
     }
-    if (!j.is_object()) {
-      return logic_error(std::string(kStep), "expected a JSON object, got " + describe_json(j), where);
-    }
+    if (!j.is_object())
+      return logic_error(step_, "expected a JSON object, got " + describe_json(j), where);
+    return std::optional<Json>(std::move(j));
+  }
+  return std::optional<Json>();
+}
+
+Result<Trace> parse_trace(std::string_view text, const std::string& source_name) {
+  Trace trace;
+  bool have_header = false;
+  std::map<std::string, size_t> call_lines;                  // id -> line that defined it
+  std::vector<std::pair<size_t, std::string>> sample_calls;  // line, call id named
+  JsonLines lines(text, source_name, std::string(kStep));
+  for (;;) {
+    SG_ASSIGN_OR_RETURN(std::optional<Json> next, lines.next());
+    if (!next) break;
+    const Json& j = *next;
+    const size_t line_no = lines.line_no();
     LineReader r(source_name, line_no, j);
     SG_ASSIGN_OR_RETURN(std::string type, r.string("type", false));
     if (type != "header" && type != "call" && type != "sample") {

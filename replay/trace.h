@@ -82,6 +82,25 @@ Result<Trace> parse_trace(std::string_view text, const std::string& source_name)
 std::string format_trace(const Trace& trace);
 Status write_trace(const std::string& path, const Trace& trace);
 
+// The framing of a JSON-lines file, shared by the trace reader and the AgentCgroup importer:
+// each non-blank line parsed as one JSON object. A line that is not JSON (with the column) or
+// not an object is an error at "source:line" under `step`.
+class JsonLines {
+ public:
+  // `text` must outlive this reader.
+  JsonLines(std::string_view text, std::string source_name, std::string step)
+      : text_(text), source_(std::move(source_name)), step_(std::move(step)) {}
+  // The next line's object; nullopt after the last line.
+  Result<std::optional<Json>> next();
+  // The number (from 1) of the line next() returned last.
+  size_t line_no() const { return line_no_; }
+
+ private:
+  std::string_view text_;
+  std::string source_, step_;
+  size_t pos_ = 0, line_no_ = 0;
+};
+
 // The files named, with each directory replaced by its *.jsonl files (sorted); an error for a
 // directory with none.
 Result<std::vector<std::string>> trace_files(const std::vector<std::string>& paths);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/stats.h"
+
 namespace sandgate::replay {
 
 int64_t union_ms(std::vector<std::pair<int64_t, int64_t>> intervals, int64_t lo, int64_t hi) {
@@ -127,11 +129,7 @@ StatsSummary summarize(const std::vector<TraceStats>& each) {
   all.time_in_calls_share = all.sampled_s > 0 ? all.in_calls_s / all.sampled_s : 0;
   all.peak_samples_in_calls_share =
       all.peak_samples > 0 ? static_cast<double>(all.peak_samples_in_calls) / all.peak_samples : 0;
-  if (!ratios.empty()) {
-    std::sort(ratios.begin(), ratios.end());
-    size_t m = ratios.size();
-    sum.peak_to_avg_median = m % 2 ? ratios[m / 2] : (ratios[m / 2 - 1] + ratios[m / 2]) / 2;
-  }
+  sum.peak_to_avg_median = stats::median(std::move(ratios));
   return sum;
 }
 

@@ -86,6 +86,30 @@ TEST(TraceCodec, BlankLinesAreSkippedButCounted) {
   EXPECT_THAT(r.error().message(), AllOf(HasSubstr("blank.jsonl:5"), HasSubstr("'t_ms'")));
 }
 
+TEST(JsonLines, ObjectsWithTheirLineNumbersAndErrorsAtSourceAndLine) {
+  JsonLines lines("{\"a\":1}\n\n  \r\n{\"b\":2}\n[3]\n", "f.jsonl", "read x");
+  auto first = lines.next();
+  ASSERT_TRUE(first.ok() && *first);
+  EXPECT_EQ((**first)["a"], 1);
+  EXPECT_EQ(lines.line_no(), 1u);
+  auto second = lines.next();
+  ASSERT_TRUE(second.ok() && *second);
+  EXPECT_EQ((**second)["b"], 2);
+  EXPECT_EQ(lines.line_no(), 4u);  // blank lines are counted, not returned
+  auto array = lines.next();
+  ASSERT_FALSE(array.ok());
+  EXPECT_EQ(array.error().message(), "read x f.jsonl:5: expected a JSON object, got an array");
+
+  JsonLines bad("{\"a\":1,\n", "g.jsonl", "read x");
+  auto b = bad.next();
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(b.error().message(), ::testing::HasSubstr("g.jsonl:1: not JSON at column 8"));
+  JsonLines empty("", "e.jsonl", "read x");
+  auto e = empty.next();
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(*e);
+}
+
 TEST(TraceCodec, CommittedSyntheticTracesRead) {
   for (const char* name : {"flat.jsonl", "spiky.jsonl"}) {
     auto t = read_trace(sandgate::testing::source_dir() + "/replay/testdata/" + name);

@@ -263,23 +263,7 @@ TEST(Hold, ParsesLevels) {
   EXPECT_THAT(bad.error().message(), ::testing::HasSubstr("or \"stop\", got 'lots'"));
 }
 
-// Nearest rank: the smallest value with at least p% of the values at or below it.
-TEST(Victim, PercentilesOfKnownSeries) {
-  std::vector<int64_t> one_to_hundred;
-  for (int i = 1; i <= 100; ++i) one_to_hundred.push_back(i);
-  EXPECT_EQ(percentile(one_to_hundred, 50), 50);
-  EXPECT_EQ(percentile(one_to_hundred, 90), 90);
-  EXPECT_EQ(percentile(one_to_hundred, 99), 99);
-  EXPECT_EQ(percentile(one_to_hundred, 100), 100);
-  EXPECT_EQ(percentile({7}, 50), 7);
-  EXPECT_EQ(percentile({}, 50), 0);
-  // Ten values: p50 is the 5th, p90 the 9th, p99 the 10th.
-  std::vector<int64_t> ten = {10, 20, 30, 40, 50, 60, 70, 80, 90, 1000};
-  EXPECT_EQ(percentile(ten, 50), 50);
-  EXPECT_EQ(percentile(ten, 90), 90);
-  EXPECT_EQ(percentile(ten, 99), 1000);
-}
-
+// The percentile itself (nearest rank) is core/stats.h's, tested in core/stats_test.cc.
 TEST(Victim, SummaryOfUnsortedLatencies) {
   // 200 units: 196 at 1 ms, 4 late ones (one stall seen by the units it delayed).
   std::vector<int64_t> lat(196, 1000);
@@ -292,6 +276,11 @@ TEST(Victim, SummaryOfUnsortedLatencies) {
   EXPECT_EQ(s.max_us, 35000);
   EXPECT_EQ(s.missed_deadlines, 3u);  // 10000 is exactly on time
   EXPECT_DOUBLE_EQ(s.mean_us, (196 * 1000.0 + 85000) / 200);
+
+  LatencySummary none = summarize_latencies({}, 10000);
+  EXPECT_EQ(none.count, 0u);
+  EXPECT_EQ(none.p99_us, 0);
+  EXPECT_EQ(none.missed_deadlines, 0u);
 }
 
 TEST(Victim, RunsOnScheduleOnAnIdleishMachine) {

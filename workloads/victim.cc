@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <numeric>
+
+#include "core/stats.h"
 
 namespace sandgate::workloads {
 
@@ -26,27 +26,17 @@ Json LatencySummary::to_json() const {
               {"interrupted", interrupted}};
 }
 
-int64_t percentile(const std::vector<int64_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
-  size_t index = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
-  return sorted[std::min(index, sorted.size() - 1)];
-}
-
-LatencySummary summarize_latencies(std::vector<int64_t> lat, int64_t interval_us) {
+LatencySummary summarize_latencies(std::vector<int64_t> latencies_us, int64_t interval_us) {
+  stats::Distribution<int64_t> lat(std::move(latencies_us));
   LatencySummary s;
   s.interval_us = interval_us;
   s.count = lat.size();
-  if (lat.empty()) return s;
-  std::sort(lat.begin(), lat.end());
-  s.p50_us = percentile(lat, 50);
-  s.p90_us = percentile(lat, 90);
-  s.p99_us = percentile(lat, 99);
-  s.max_us = lat.back();
-  s.mean_us = static_cast<double>(std::accumulate(lat.begin(), lat.end(), int64_t{0})) /
-              static_cast<double>(lat.size());
-  s.missed_deadlines = static_cast<uint64_t>(
-      lat.end() - std::upper_bound(lat.begin(), lat.end(), interval_us));
+  s.p50_us = lat.percentile(50);
+  s.p90_us = lat.percentile(90);
+  s.p99_us = lat.percentile(99);
+  s.max_us = lat.max();
+  s.mean_us = lat.mean();
+  s.missed_deadlines = lat.count_above(interval_us);
   return s;
 }
 

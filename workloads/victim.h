@@ -39,10 +39,7 @@ struct LatencySummary {
   Json to_json() const;
 };
 
-// Nearest-rank percentile of an ascending series: the smallest value such that at least p% of
-// the values are <= it (p in (0, 100]; 0 for an empty series).
-int64_t percentile(const std::vector<int64_t>& sorted, double p);
-// The summary of per-unit latencies (any order).
+// The summary of per-unit latencies (any order): percentiles by nearest rank (core/stats.h).
 LatencySummary summarize_latencies(std::vector<int64_t> latencies_us, int64_t interval_us);
 
 // Runs until the duration has passed or `stop` becomes true.

@@ -1,0 +1,52 @@
+#include "core/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace sandgate::stats {
+
+template <class T>
+Distribution<T>::Distribution(std::vector<T> values) : sorted_(std::move(values)) {
+  std::sort(sorted_.begin(), sorted_.end());
+}
+
+template <class T>
+T Distribution<T>::percentile(double p) const {
+  if (sorted_.empty()) return T{};
+  const size_t n = sorted_.size();
+  // p * n / 100 rather than p / 100 * n: for a whole p the product is exact, so a rank that is
+  // a whole number (p99 of 100 values: 99) is never pushed to the next one by rounding.
+  double rank = std::ceil(p * static_cast<double>(n) / 100.0);
+  size_t index = rank <= 1 ? 0 : static_cast<size_t>(rank) - 1;
+  return sorted_[std::min(index, n - 1)];
+}
+
+template <class T>
+double Distribution<T>::median() const {
+  const size_t n = sorted_.size();
+  if (n == 0) return 0;
+  if (n % 2) return static_cast<double>(sorted_[n / 2]);
+  return (static_cast<double>(sorted_[n / 2 - 1]) + static_cast<double>(sorted_[n / 2])) / 2;
+}
+
+template <class T>
+double Distribution<T>::mean() const {
+  if (sorted_.empty()) return 0;
+  // Whole numbers are summed exactly (no overflow for any count of int64 values that fits in
+  // memory), then divided once.
+  using Sum = std::conditional_t<std::is_integral_v<T>, __int128, double>;
+  Sum sum = 0;
+  for (T v : sorted_) sum += v;
+  return static_cast<double>(sum) / static_cast<double>(sorted_.size());
+}
+
+template <class T>
+size_t Distribution<T>::count_above(T x) const {
+  return static_cast<size_t>(sorted_.end() - std::upper_bound(sorted_.begin(), sorted_.end(), x));
+}
+
+template class Distribution<int64_t>;
+template class Distribution<double>;
+
+}  // namespace sandgate::stats

@@ -1,0 +1,64 @@
+// The one definition of each summary statistic sandgate reports (STYLE.md, "Knowledge in one
+// place"): the victim's latency percentiles, the replay's error summaries and burst-to-action
+// times, the planner's baselines and per-intent use, the median peak-to-average of `trace
+// stats`, qualify's cycle time, the importer's nominal sample interval, the benchmarks' figures.
+// README.md, "Percentiles and medians", says the same for users.
+//
+// - percentile p (0..100), nearest rank: the smallest value with at least p% of the values at
+//   or below it, i.e. the value of rank ceil(p/100 * n) in ascending order (ranks from 1; p = 0
+//   is the minimum, p = 100 the maximum). Always one of the values, never interpolated: a p99
+//   latency is one that a unit really had.
+// - median: the middle value of an odd count; the mean of the two middle values of an even
+//   count. So for an even count the median can lie above p50, which is the lower of the two.
+// - mean: the arithmetic mean.
+// Every figure of an empty set is 0: callers that must tell "none" from 0 check empty() first.
+//
+// Free of logging and of everything but libstdc++, so the static binaries (sandgate-load)
+// compile it themselves (workloads/CMakeLists.txt).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace sandgate::stats {
+
+// A set of values, sorted once, asked for as many figures as needed. T is int64_t or double
+// (the instantiations in stats.cc).
+template <class T>
+class Distribution {
+ public:
+  Distribution() = default;
+  explicit Distribution(std::vector<T> values);  // any order
+
+  size_t size() const { return sorted_.size(); }
+  bool empty() const { return sorted_.empty(); }
+  // Nearest rank (above). Precondition: 0 <= p <= 100.
+  T percentile(double p) const;
+  double median() const;
+  double mean() const;
+  T min() const { return sorted_.empty() ? T{} : sorted_.front(); }
+  T max() const { return sorted_.empty() ? T{} : sorted_.back(); }
+  // How many values are strictly above `x`, and how many are at or below it.
+  size_t count_above(T x) const;
+  size_t count_at_most(T x) const { return size() - count_above(x); }
+  const std::vector<T>& sorted() const { return sorted_; }
+
+ private:
+  std::vector<T> sorted_;
+};
+
+extern template class Distribution<int64_t>;
+extern template class Distribution<double>;
+
+// One figure of a set in any order (each sorts a copy; for several, build a Distribution).
+template <class T>
+T percentile(std::vector<T> values, double p) {
+  return Distribution<T>(std::move(values)).percentile(p);
+}
+template <class T>
+double median(std::vector<T> values) {
+  return Distribution<T>(std::move(values)).median();
+}
+
+}  // namespace sandgate::stats

@@ -1,0 +1,109 @@
+#include "core/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace sandgate::stats {
+namespace {
+
+std::vector<int64_t> one_to(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), int64_t{1});
+  return v;
+}
+
+TEST(Percentile, NearestRankOfKnownSeries) {
+  Distribution<int64_t> d(one_to(100));
+  EXPECT_EQ(d.percentile(50), 50);
+  EXPECT_EQ(d.percentile(90), 90);
+  EXPECT_EQ(d.percentile(99), 99);
+  EXPECT_EQ(d.percentile(100), 100);
+  EXPECT_EQ(d.percentile(0), 1);  // the minimum
+  // Ten values: p50 is the 5th, p90 the 9th, p95 and p99 the 10th (ceil(9.5), ceil(9.9)).
+  Distribution<int64_t> ten({10, 20, 30, 40, 50, 60, 70, 80, 90, 1000});
+  EXPECT_EQ(ten.percentile(50), 50);
+  EXPECT_EQ(ten.percentile(90), 90);
+  EXPECT_EQ(ten.percentile(95), 1000);
+  EXPECT_EQ(ten.percentile(99), 1000);
+  EXPECT_EQ(Distribution<int64_t>({7}).percentile(50), 7);
+}
+
+TEST(Percentile, IsAlwaysOneOfTheValuesNeverInterpolated) {
+  Distribution<double> d({1.0, 2.0, 4.0, 8.0});
+  EXPECT_DOUBLE_EQ(d.percentile(50), 2.0);  // rank 2; interpolated it would be 3.0
+  EXPECT_DOUBLE_EQ(d.percentile(51), 4.0);  // rank ceil(2.04) = 3
+  EXPECT_DOUBLE_EQ(d.percentile(75), 4.0);  // rank 3
+  EXPECT_DOUBLE_EQ(d.percentile(76), 8.0);
+}
+
+TEST(Percentile, AWholeRankIsNotPushedUpByRounding) {
+  // 0.07 * 100 is 7.000000000000001 in doubles: computed that way the rank would be 8.
+  EXPECT_EQ(Distribution<int64_t>(one_to(100)).percentile(7), 7);
+  // 1..n: the value of rank r is r, so pN must be ceil(N * n / 100), computed here in integers.
+  for (int64_t n : {20, 100, 200, 1000, 4000, 4999})
+    for (int64_t p : {7, 50, 90, 95, 99})
+      EXPECT_EQ(Distribution<int64_t>(one_to(n)).percentile(static_cast<double>(p)),
+                (p * n + 99) / 100)
+          << "p" << p << " of " << n;
+}
+
+TEST(Percentile, OrderOfTheInputDoesNotMatter) {
+  EXPECT_EQ(percentile(std::vector<int64_t>{5, 1, 4, 2, 3}, 60), 3);
+  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{0.5, -1.0, 0.25}, 100), 0.5);
+}
+
+TEST(Median, MiddleValueOrMeanOfTheTwoMiddleValues) {
+  EXPECT_DOUBLE_EQ(median(std::vector<double>{3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(median(std::vector<double>{40, 100}), 70);
+  EXPECT_DOUBLE_EQ(median(std::vector<int64_t>{1033, 1036, 1035, 1040}), 1035.5);
+  EXPECT_DOUBLE_EQ(median(std::vector<double>{5}), 5);
+}
+
+TEST(Median, OfAnEvenCountLiesAboveP50) {
+  // p50 (nearest rank) is the lower middle value; the median is between the two.
+  Distribution<double> d({1, 2, 3, 10});
+  EXPECT_DOUBLE_EQ(d.percentile(50), 2);
+  EXPECT_DOUBLE_EQ(d.median(), 2.5);
+  // For an odd count they are the same value.
+  Distribution<double> odd({1, 2, 3, 10, 11});
+  EXPECT_DOUBLE_EQ(odd.percentile(50), odd.median());
+}
+
+TEST(Mean, WholeNumbersAreSummedExactly) {
+  EXPECT_DOUBLE_EQ(Distribution<int64_t>({1, 2, 3, 4}).mean(), 2.5);
+  // Two values whose sum overflows int64.
+  constexpr int64_t big = std::numeric_limits<int64_t>::max() - 1;
+  EXPECT_DOUBLE_EQ(Distribution<int64_t>({big, big}).mean(), static_cast<double>(big));
+  EXPECT_DOUBLE_EQ(Distribution<double>({0.5, 1.5}).mean(), 1.0);
+}
+
+TEST(Distribution, MinMaxAndCounts) {
+  Distribution<int64_t> d({30, 10, 20, 20, 40});
+  EXPECT_EQ(d.size(), 5u);
+  EXPECT_EQ(d.min(), 10);
+  EXPECT_EQ(d.max(), 40);
+  EXPECT_EQ(d.count_above(20), 2u);  // strictly above
+  EXPECT_EQ(d.count_at_most(20), 3u);
+  EXPECT_EQ(d.count_above(40), 0u);
+  EXPECT_EQ(d.count_at_most(9), 0u);
+  EXPECT_EQ(d.sorted(), (std::vector<int64_t>{10, 20, 20, 30, 40}));
+}
+
+TEST(Distribution, EveryFigureOfAnEmptySetIsZero) {
+  Distribution<double> d;
+  EXPECT_TRUE(d.empty());
+  EXPECT_EQ(d.percentile(50), 0);
+  EXPECT_EQ(d.median(), 0);
+  EXPECT_EQ(d.mean(), 0);
+  EXPECT_EQ(d.min(), 0);
+  EXPECT_EQ(d.max(), 0);
+  EXPECT_EQ(d.count_above(0), 0u);
+  EXPECT_EQ(percentile(std::vector<int64_t>{}, 99), 0);
+}
+
+}  // namespace
+}  // namespace sandgate::stats
