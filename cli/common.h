@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "controller/policy.h"
 #include "core/host_paths.h"
 #include "core/json.h"
 #include "core/result.h"
@@ -36,6 +37,10 @@ struct Globals {
 // The path of a binary installed beside this one (sandgate-supervisor, sandgate-probe,
 // sandgate-load); "" when there is none.
 std::string companion_binary(const std::string& name);
+
+// The policy a --policy option names: the built-in one for "" or "default", else the file,
+// read strictly (errors name the field).
+Result<controller::Policy> load_policy_arg(const std::string& file);
 
 // "sandgate: error: <message>" on stderr; returns kExitError.
 int fail(const Error& e);

@@ -61,11 +61,6 @@ Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
   return j;
 }
 
-Result<controller::Policy> load_policy(const std::string& name) {
-  if (name.empty() || name == "default") return controller::default_policy();
-  return controller::load_policy_file(name);
-}
-
 // Without the controller: the provider alone, no per-call cgroup or outcome.
 int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, const ExecArgs& a,
                InterruptFd& interrupt) {
@@ -174,7 +169,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
   InterruptFd interrupt;
   if (a.no_controller) return exec_plain(**provider, spec, a, interrupt);
 
-  auto policy = load_policy(a.policy);
+  auto policy = load_policy_arg(a.policy);
   if (!policy.ok()) return fail(policy.error());
   controller::ControllerOptions copts;
   copts.paths = options.paths;

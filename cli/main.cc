@@ -24,6 +24,11 @@ std::string Globals::cgroup_root_name() const {
   return env && *env ? env : "sandgate";
 }
 
+Result<controller::Policy> load_policy_arg(const std::string& file) {
+  if (file.empty() || file == "default") return controller::default_policy();
+  return controller::load_policy_file(file);
+}
+
 std::string companion_binary(const std::string& name) {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);

@@ -33,8 +33,7 @@ std::string gib(double b) { return fmt::format("{:.1f}GiB", b / (1024.0 * 1024 *
 int run_plan(const PlanArgs& a) {
   auto memory = parse_bytes(a.host_memory);
   if (!memory.ok()) return fail("--host-memory: " + memory.error().message());
-  auto policy = a.policy.empty() ? Result<controller::Policy>(controller::default_policy())
-                                 : controller::load_policy_file(a.policy);
+  auto policy = load_policy_arg(a.policy);
   if (!policy.ok()) return fail(policy.error());
   auto paths = replay::trace_files(a.traces);
   if (!paths.ok()) return fail(paths.error());

@@ -89,12 +89,9 @@ int run_record(Globals& g, const RecordArgs& a) {
   options.allow_unsafe_host = a.allow_unsafe_host;
   auto provider = g.registry.create(a.provider, options);
   if (!provider.ok()) return fail(provider.error());
-  controller::Policy policy = controller::default_policy();
-  if (!a.policy.empty() && a.policy != "default") {
-    auto p = controller::load_policy_file(a.policy);
-    if (!p.ok()) return fail(p.error());
-    policy = std::move(p).value();
-  }
+  auto loaded = load_policy_arg(a.policy);
+  if (!loaded.ok()) return fail(loaded.error());
+  const controller::Policy policy = std::move(loaded).value();
   controller::ControllerOptions copts;
   copts.paths = options.paths;
   copts.root = g.cgroup_root_name();

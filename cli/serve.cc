@@ -22,11 +22,9 @@ int run_serve(Globals& g, const ServeArgs& a) {
   controller::ControllerOptions copts;
   copts.paths = g.paths();
   copts.root = g.cgroup_root_name();
-  if (!a.policy.empty() && a.policy != "default") {
-    auto p = controller::load_policy_file(a.policy);
-    if (!p.ok()) return fail(p.error());
-    copts.policy = std::move(p).value();
-  }
+  auto policy = load_policy_arg(a.policy);
+  if (!policy.ok()) return fail(policy.error());
+  copts.policy = std::move(policy).value();
   auto ctl = controller::Controller::create(std::move(copts));
   if (!ctl.ok()) return fail(ctl.error());
   InterruptFd interrupt;

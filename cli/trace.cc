@@ -140,8 +140,7 @@ struct ImportArgs {
 int run_import(const ImportArgs& a) {
   if (a.from != "agentcgroup")
     return fail("--from: unknown format '" + a.from + "' (known: agentcgroup)");
-  auto policy = a.policy.empty() ? Result<controller::Policy>(controller::default_policy())
-                                 : controller::load_policy_file(a.policy);
+  auto policy = load_policy_arg(a.policy);
   if (!policy.ok()) return fail(policy.error());
   auto paths = replay::trace_files(a.files);
   if (!paths.ok()) return fail(paths.error());
@@ -176,7 +175,7 @@ void add_trace_command(CLI::App& app, Globals& g) {
   auto* validate = sub->add_subcommand(
       "validate", "Read each trace strictly; one line per file, exit 2 if any is bad");
   auto files = std::make_shared<std::vector<std::string>>();
-  validate->add_option("files", *files, "trace files, or directories of *.jsonl")->required();
+  validate->add_option("files", *files, "trace files, or directories of *.jsonl / *.trace")->required();
   validate->callback([&g, files] { g.exit_code = run_validate(*files); });
 
   auto* stats = sub->add_subcommand(
@@ -187,7 +186,7 @@ void add_trace_command(CLI::App& app, Globals& g) {
       "--peak-threshold (default 300MB = 300,000,000 bytes, the AgentCgroup paper's). With\n"
       "several traces, a pooled row and the median/max peak-to-average follow.");
   auto sa = std::make_shared<StatsArgs>();
-  stats->add_option("files", sa->files, "trace files, or directories of *.jsonl")->required();
+  stats->add_option("files", sa->files, "trace files, or directories of *.jsonl / *.trace")->required();
   stats->add_flag("--json", sa->json, "print every figure as JSON instead of the table");
   stats->add_option("--peak-threshold", sa->peak_threshold,
                     "memory above which a sample is a peak: 300MB, 1GiB");

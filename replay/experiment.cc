@@ -167,6 +167,8 @@ PolicyScores score_policy(const PolicyChoice& policy, const std::vector<Replayed
         case Termination::kMemoryLimit:
         case Termination::kPidsLimit:
         case Termination::kKilled: ++s.killed; break;
+        // The command could not be started (a shell's 127/126): nothing ran, as with an error.
+        case Termination::kNotStarted: ++s.not_run; break;
       }
       if (has_action(c, "throttle")) ++s.throttled;
       if (has_action(c, "freeze") || c.outcome.observed.frozen_for.count() > 0) ++s.frozen;

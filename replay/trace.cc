@@ -354,11 +354,13 @@ Result<std::vector<std::string>> trace_files(const std::vector<std::string>& pat
     }
     std::vector<std::string> found;
     for (const auto& e : std::filesystem::directory_iterator(p, ec)) {
-      if (e.path().extension() == ".jsonl" && e.is_regular_file())
-        found.push_back(e.path().string());
+      // *.jsonl (what import writes, and AgentCgroup's files) and *.trace (what record writes
+      // by convention, as in this repository's traces/).
+      auto ext = e.path().extension();
+      if ((ext == ".jsonl" || ext == ".trace") && e.is_regular_file()) found.push_back(e.path().string());
     }
     if (ec) return sys_error(ec.value(), "list traces", p);
-    if (found.empty()) return logic_error("list traces", "no *.jsonl files in the directory", p);
+    if (found.empty()) return logic_error("list traces", "no *.jsonl or *.trace files in the directory", p);
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }

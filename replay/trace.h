@@ -101,8 +101,8 @@ class JsonLines {
   size_t pos_ = 0, line_no_ = 0;
 };
 
-// The files named, with each directory replaced by its *.jsonl files (sorted); an error for a
-// directory with none.
+// The files named, with each directory replaced by its *.jsonl and *.trace files (sorted); an
+// error for a directory with none.
 Result<std::vector<std::string>> trace_files(const std::vector<std::string>& paths);
 
 // One line each (newline included), for writers that stream a trace as it is recorded: the

@@ -1,8 +1,10 @@
 #include "replay/trace.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/fd.h"
 #include "core/test_temp_dir.h"
 #include "tests/support/privileged.h"
 
@@ -241,6 +243,21 @@ TEST(TraceCodec, AcceptsEmptyCommandZeroLengthCallsAndNoSamples) {
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->calls.size(), 1u);
   EXPECT_EQ(r->duration_ms(), 5);
+}
+
+// A directory stands for its traces: *.jsonl (import's output) and *.trace (record's, as in
+// this repository's traces/), sorted; anything else is left out, and none at all is an error.
+TEST(TraceFiles, ADirectoryIsItsJsonlAndTraceFiles) {
+  testing::TempDir dir;
+  for (const char* name : {"b.trace", "a.jsonl", "notes.md", "c.json"})
+    ASSERT_TRUE(write_file(dir / name, "x", O_WRONLY | O_CREAT).ok());
+  auto files = trace_files({dir.path(), "/explicit/file.txt"});
+  ASSERT_TRUE(files.ok()) << files.error().message();
+  EXPECT_EQ(*files, (std::vector<std::string>{dir / "a.jsonl", dir / "b.trace", "/explicit/file.txt"}));
+  testing::TempDir empty;
+  auto none = trace_files({empty.path()});
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.error().message(), ::testing::HasSubstr("no *.jsonl or *.trace files"));
 }
 
 TEST(TraceCodec, MissingFileNamesThePath) {
