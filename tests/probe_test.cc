@@ -13,6 +13,7 @@
 #include "probes/suite.h"
 #include "probes/witness.h"
 #include "providers/weakening.h"
+#include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::testing {
@@ -35,11 +36,7 @@ class ProbeSuiteTest : public ::testing::Test {
     EXPECT_EQ(count_entries(options_.paths.state_dir + "/runs"), 0u) << "a run record was left";
     EXPECT_EQ(count_entries(options_.paths.state_dir + "/netns"), 0u) << "a lab namespace was left";
     EXPECT_EQ(count_entries(options_.paths.work_dir), 0u) << "a run directory was left";
-    for (const char* h : {"memory", "pids", "cpu", "unified", "freezer"}) {
-      std::string dir = "/sys/fs/cgroup/" + std::string(h) + "/" + options_.cgroup_root;
-      struct stat st {};
-      EXPECT_NE(::stat(dir.c_str(), &st), 0) << "cgroup left: " << dir;
-    }
+    expect_no_cgroup_left(options_.cgroup_root);  // every hierarchy of this host's layout
     if (!marker_.empty()) {
       EXPECT_TRUE(probes::marked_processes("/proc", marker_, {::getpid()}).empty()) << "a process was left";
       for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"})

@@ -17,6 +17,7 @@
 
 #include "core/json.h"
 #include "core/process.h"
+#include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::testing {
@@ -35,10 +36,7 @@ class CliTest : public ProviderTest {
     ::unsetenv("SANDGATE_STATE_DIR");
     ::unsetenv("SANDGATE_WORK_DIR");
     ::unsetenv("SANDGATE_CGROUP_ROOT");
-    for (const char* h : {"unified", "memory", "pids", "cpu"}) {
-      std::string dir = std::string("/sys/fs/cgroup/") + h + "/" + cgroup_root_;
-      EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " was left";
-    }
+    expect_no_cgroup_left(cgroup_root_);  // every hierarchy of this host's layout
     ProviderTest::TearDown();  // checks the work directory is empty, wherever it is
     if (!tmpfs_dir_.empty()) (void)remove_tree(tmpfs_dir_);
   }
