@@ -45,7 +45,7 @@ ProbePlan resource(const std::string& id, const std::string& intent, controller:
 
 std::vector<ProbePlan> make_plans() {
   std::vector<ProbePlan> plans;
-  for (const char* id : {"fs.read_host_canary", "fs.proc_pid1_root", "fs.hardlink_escape", "creds.env_tokens",
+  for (const char* id : {"fs.read_host_canary", "fs.proc_pid_root", "fs.hardlink_escape", "creds.env_tokens",
                          "creds.proc_environ", "creds.proc_cmdline", "creds.home_files",
                          "creds.own_home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
                          "crossrun.dev_shm_canary", "persist.find"})

@@ -10,6 +10,9 @@
 #include <set>
 
 #include "core/files.h"
+#include "core/mounts.h"
+#include "core/process.h"
+#include "probes/plan.h"
 #include "probes/suite.h"
 #include "probes/witness.h"
 #include "providers/weakening.h"
@@ -190,6 +193,30 @@ TEST_F(ProbeSuiteTest, SelfTestCatchesEveryWeakening) {
     }
   }
   ASSERT_TRUE(s->close().ok());
+}
+
+// The ids of every probe sandgate-probe has (`sandgate-probe list`).
+std::set<std::string> catalogue_ids() {
+  std::set<std::string> ids;
+  auto listed = run_command({SANDGATE_PROBE_BINARY, "list"}, std::chrono::seconds(30), 1 << 20);
+  EXPECT_TRUE(listed.ok()) << listed.error().message();
+  if (!listed.ok()) return ids;
+  EXPECT_EQ(listed->status.shell_code(), 0) << listed->output;
+  for (const auto& line : split(listed->output, '\n')) {
+    if (line.empty()) continue;
+    auto j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    EXPECT_TRUE(j.is_object() && j.contains("id")) << line;
+    if (j.is_object() && j.contains("id")) ids.insert(j["id"].get<std::string>());
+  }
+  EXPECT_GT(ids.size(), 50u);
+  return ids;
+}
+
+// A plan for a misspelt id is silently unused: the probe falls back to a self-witnessed
+// default (plan_for), and its witness, grant and parameters are not the ones planned.
+TEST(ProbePlans, NameOnlyProbesOfTheCatalogue) {
+  auto ids = catalogue_ids();
+  for (const auto& plan : probes::probe_plans()) EXPECT_TRUE(ids.count(plan.id)) << plan.id << " is not a probe";
 }
 
 TEST_F(ProbeSuiteTest, UnknownBoundaryIsRefusedBeforeAnythingIsMade) {
