@@ -179,7 +179,7 @@ TEST_F(ProbeSuiteTest, SelfTestCatchesEveryWeakening) {
     auto m = by_id(*run);
     for (const auto& id : expected) {
       ASSERT_TRUE(m.count(id)) << id << " did not run";
-      EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << "not caught by " << id << ": " << m[id]->why;
+      EXPECT_EQ(probes::to_string(m[id]->verdict), "exposed") << "not caught by " << id << ": " << m[id]->why;
     }
     std::string also;
     for (const auto* j : run->exposed())
