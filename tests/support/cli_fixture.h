@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/defer.h"
 #include "core/json.h"
 #include "core/process.h"
 #include "tests/support/cgroup_dirs.h"
@@ -114,6 +115,13 @@ class CliTest : public ProviderTest {
     argv.insert(argv.end(), exec_args.begin(), exec_args.end());
     auto child = spawn(argv);
     ASSERT_TRUE(child.ok()) << child.error().message();
+    // A check that gives up before the kill and gc below must not leave the run behind.
+    bool collected = false;
+    Defer collect_anyway([&] {
+      if (collected) return;
+      child->kill_and_reap();
+      (void)sandgate({"gc"});
+    });
     Json record = wait_for_running_record();
     pid_t sup = supervisor_pid(record);
     std::string run_dir = options_.paths.work_dir + "/" + record.value("run_id", "?");
@@ -148,6 +156,7 @@ class CliTest : public ProviderTest {
     EXPECT_EQ(::access(run_dir.c_str(), F_OK), 0) << "nothing was left to collect; the test proves nothing";
 
     auto gc = sandgate({"gc"});
+    collected = true;
     EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
     // Two records: the environment's and the controller's (the run's cgroups).
     EXPECT_NE(gc.output.find("2 run record(s), 2 removed"), std::string::npos) << gc.output;
