@@ -129,13 +129,16 @@ Result<CurveRun> run_curve(const Segment& s) {
     if (p.revents & (POLLIN | POLLHUP)) {
       char buf[4096];
       ssize_t n = ::read(out.read.get(), buf, sizeof buf);
-      if (n <= 0) open = false;
-      else stdout_text.append(buf, static_cast<size_t>(n));
+      if (n <= 0)
+        open = false;
+      else
+        stdout_text.append(buf, static_cast<size_t>(n));
     }
     if (!statm.valid()) continue;
     if (auto r = resident_bytes(statm.get()); r && *r > seen) {
       seen = *r;
-      rises.push_back({std::chrono::duration<double, std::milli>(Clock::now() - start).count(), *r});
+      rises.push_back(
+          {std::chrono::duration<double, std::milli>(Clock::now() - start).count(), *r});
     }
   }
   SG_ASSIGN_OR_RETURN(auto status, child.wait());
@@ -203,10 +206,22 @@ void BM_FaultIn(benchmark::State& state, size_t mib) {
   }
 }
 
-BENCHMARK_CAPTURE(BM_Curve, step, "step")->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
-BENCHMARK_CAPTURE(BM_Curve, ramp, "ramp")->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
-BENCHMARK_CAPTURE(BM_Curve, burst, "burst")->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
-BENCHMARK_CAPTURE(BM_FaultIn, burst, size_t{800 - 100})->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK_CAPTURE(BM_Curve, step, "step")
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_Curve, ramp, "ramp")
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_Curve, burst, "burst")
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_FaultIn, burst, size_t{800 - 100})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1);
 
 // The summary: per curve the medians of this run and whether they meet the goal, then the
 // burst A/B: its lateness against the baseline's fault-in time. False if a benchmark failed.
@@ -243,8 +258,8 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
                   *base, runs.counter(fault, "mib_per_s").value_or(0));
     out << line;
     if (late && !runs.failed(burst)) {
-      std::snprintf(line, sizeof line, "  burst: %+.0f ms late with anticipation vs %.0f ms without\n",
-                    *late, *base);
+      std::snprintf(line, sizeof line,
+                    "  burst: %+.0f ms late with anticipation vs %.0f ms without\n", *late, *base);
       out << line;
     }
   }

@@ -152,10 +152,11 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     for (auto& [name, ids] : matrix.items()) {
       const Json* absent = missing.contains(name) ? &missing[name] : nullptr;
       bool ok = name == "hardened" ? ids.empty() : !ids.empty() && absent && absent->empty();
-      std::cout << "  " << cell(name, 28) << (ok ? "ok      " : "FAILED  ") << join_ids(ids) << "\n";
+      std::cout << "  " << cell(name, 28) << (ok ? "ok      " : "FAILED  ") << join_ids(ids)
+                << "\n";
       if (absent && !absent->empty())
-        std::cout << "  " << std::string(36, ' ') << "expected but not flagged: " << join_ids(*absent)
-                  << "\n";
+        std::cout << "  " << std::string(36, ' ')
+                  << "expected but not flagged: " << join_ids(*absent) << "\n";
     }
   }
   std::printf("baseline %.1fs, total %.1fs\n", to_seconds((*suite)->baseline_wall()), wall_s);

@@ -369,9 +369,9 @@ inline std::string io_test_device() {
 // or io.max. Without a device there is nothing to limit: the test says so (and fails in CI and
 // in the guest lane, which attaches a disk for it) instead of passing.
 TEST_P(RealCgroupTest, IoLimitsReadBackFromTheKernelAsSet) {
-  SANDGATE_REQUIRE(backend_->features().io_limits,
-                   "needs a v1 blkio hierarchy or the cgroup2 io controller, this host is " +
-                       describe(layout_));
+  SANDGATE_REQUIRE(
+      backend_->features().io_limits,
+      "needs a v1 blkio hierarchy or the cgroup2 io controller, this host is " + describe(layout_));
   std::string dev = io_test_device();
   SANDGATE_REQUIRE(!dev.empty(),
                    "needs a block device (a disk under /var/tmp or in /sys/block); this host has "
@@ -412,9 +412,9 @@ TEST_P(RealCgroupTest, IoLimitsReadBackFromTheKernelAsSet) {
 // naming the field, not dropped. 259:65535: the extended block major (Documentation/admin-guide/
 // devices.txt, "259 block Block Extended Major"), at a minor no host hands out.
 TEST_P(RealCgroupTest, AnIoLimitOnADeviceThatDoesNotExistIsRefused) {
-  SANDGATE_REQUIRE(backend_->features().io_limits,
-                   "needs a v1 blkio hierarchy or the cgroup2 io controller, this host is " +
-                       describe(layout_));
+  SANDGATE_REQUIRE(
+      backend_->features().io_limits,
+      "needs a v1 blkio hierarchy or the cgroup2 io controller, this host is " + describe(layout_));
   SANDGATE_REQUIRE(!std::filesystem::exists("/sys/dev/block/259:65535"), "259:65535 exists here");
   Cgroup cg = make("call-1");
   Limits l;

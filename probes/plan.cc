@@ -102,7 +102,8 @@ const std::vector<Catchers>& catchers() {
 void add_catchers(std::vector<ProbePlan>& plans) {
   for (const auto& c : catchers()) {
     for (const char* id : c.probes) {
-      auto it = std::find_if(plans.begin(), plans.end(), [&](const ProbePlan& p) { return p.id == id; });
+      auto it =
+          std::find_if(plans.begin(), plans.end(), [&](const ProbePlan& p) { return p.id == id; });
       if (it == plans.end()) {
         plans.push_back(witnessed(id, Witness::kSelf));
         it = plans.end() - 1;
@@ -114,10 +115,10 @@ void add_catchers(std::vector<ProbePlan>& plans) {
 
 std::vector<ProbePlan> make_plans() {
   std::vector<ProbePlan> plans;
-  for (const char* id : {"fs.read_host_canary", "fs.proc_pid_root", "fs.hardlink_escape", "creds.env_tokens",
-                         "creds.proc_environ", "creds.proc_cmdline", "creds.home_files",
-                         "creds.own_home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
-                         "crossrun.dev_shm_canary", "persist.find"})
+  for (const char* id : {"fs.read_host_canary", "fs.proc_pid_root", "fs.hardlink_escape",
+                         "creds.env_tokens", "creds.proc_environ", "creds.proc_cmdline",
+                         "creds.home_files", "creds.own_home_files", "crossrun.workspace_canary",
+                         "crossrun.tmp_canary", "crossrun.dev_shm_canary", "persist.find"})
     plans.push_back(witnessed(id, Witness::kCanary));
   plans.push_back(witnessed("fs.write_host_dir", Witness::kHostFile));
   for (const char* id : {"net.metadata_v4_get", "net.metadata_v4_imdsv2", "net.metadata_v4_google",

@@ -179,7 +179,8 @@ TEST_F(ProbeSuiteTest, SelfTestCatchesEveryWeakening) {
     auto m = by_id(*run);
     for (const auto& id : expected) {
       ASSERT_TRUE(m.count(id)) << id << " did not run";
-      EXPECT_EQ(probes::to_string(m[id]->verdict), "exposed") << "not caught by " << id << ": " << m[id]->why;
+      EXPECT_EQ(probes::to_string(m[id]->verdict), "exposed")
+          << "not caught by " << id << ": " << m[id]->why;
     }
     std::string also;
     for (const auto* j : run->exposed())
@@ -218,7 +219,8 @@ std::set<std::string> catalogue_ids() {
 // default (plan_for), and its witness, grant and parameters are not the ones planned.
 TEST(ProbePlans, NameOnlyProbesOfTheCatalogue) {
   auto ids = catalogue_ids();
-  for (const auto& plan : probes::probe_plans()) EXPECT_TRUE(ids.count(plan.id)) << plan.id << " is not a probe";
+  for (const auto& plan : probes::probe_plans())
+    EXPECT_TRUE(ids.count(plan.id)) << plan.id << " is not a probe";
 }
 
 // Every weakening has probes planned to catch it, each a probe that exists; a catcher that had
@@ -227,7 +229,8 @@ TEST(ProbePlans, EveryWeakeningHasCatchersThatExist) {
   auto ids = catalogue_ids();
   for (auto w : providers::all_weakenings()) {
     auto catching = probes::probes_catching(w);
-    EXPECT_FALSE(catching.empty()) << providers::to_string(w) << ": no probe is planned to catch it";
+    EXPECT_FALSE(catching.empty())
+        << providers::to_string(w) << ": no probe is planned to catch it";
     for (const auto& id : catching) EXPECT_TRUE(ids.count(id)) << id << " is not a probe";
   }
   const auto& seccomp = probes::plan_for("proc.seccomp");

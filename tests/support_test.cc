@@ -68,7 +68,8 @@ TEST(CgroupDirsOfRoot, NoCgroupMountIsAnErrorNotAnEmptyList) {
 TEST(CgroupDirsOfRoot, ANestedOrEmptyRootIsRefused) {
   auto layout = fixture_layout("mountinfo_v2.txt");
   ASSERT_TRUE(layout.ok()) << layout.error().message();
-  for (const char* bad : {"", "a/b", "..", "."}) EXPECT_FALSE(cgroup_dirs_of_root(*layout, bad).ok()) << bad;
+  for (const char* bad : {"", "a/b", "..", "."})
+    EXPECT_FALSE(cgroup_dirs_of_root(*layout, bad).ok()) << bad;
 }
 
 TEST(CgroupDirsOfRoot, AnUnreadableLayoutIsAnError) {

@@ -23,9 +23,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -204,7 +204,9 @@ Window on_time_window(const Segment& s, int64_t peak_at_ms) {
     }
   return {.late_ms = static_cast<double>(next - peak_at_ms)};
 }
-bool on_time(double late_ms, const Window& w) { return late_ms >= w.early_ms && late_ms < w.late_ms; }
+bool on_time(double late_ms, const Window& w) {
+  return late_ms >= w.early_ms && late_ms < w.late_ms;
+}
 std::string explain(const Achieved& a, const Window& w) {
   double load = 0;
   std::ifstream("/proc/loadavg") >> load;
@@ -224,7 +226,8 @@ class Curves : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(Curves, PeakWithin5PercentAndOnTimeBySelfReport) {
-  SANDGATE_REQUIRE(may_raise_priority(), "needs root (or RLIMIT_NICE) to run the generator at nice -10");
+  SANDGATE_REQUIRE(may_raise_priority(),
+                   "needs root (or RLIMIT_NICE) to run the generator at nice -10");
   auto f = memory_scale();
   SANDGATE_REQUIRE(f.has_value(), "MemAvailable below 600 MiB: cannot hold the curves");
   testing::TempDir dir;

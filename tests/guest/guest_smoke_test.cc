@@ -130,7 +130,8 @@ TEST(GuestSmoke, HasNoNetworkDeviceButLoopback) {
 // the rest of the block-device paths need a real device (cgroup_v2_real_test requires one).
 TEST(GuestSmoke, HasTheLanesBlankNvmeDisk) {
   const char* serial = std::getenv("SANDGATE_LANE_DISK_SERIAL");
-  ASSERT_TRUE(serial && *serial) << "SANDGATE_LANE_DISK_SERIAL is unset: not run by ci/guest/run-lane";
+  ASSERT_TRUE(serial && *serial)
+      << "SANDGATE_LANE_DISK_SERIAL is unset: not run by ci/guest/run-lane";
   std::vector<std::string> matching;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/sys/block", ec)) {
@@ -142,7 +143,8 @@ TEST(GuestSmoke, HasTheLanesBlankNvmeDisk) {
     EXPECT_NE(read_file(e.path() / "dev"), "") << e.path() << " has no device number";
   }
   ASSERT_FALSE(ec) << "/sys/block: " << ec.message();
-  EXPECT_EQ(matching.size(), 1u) << "block devices with serial " << serial << ": " << matching.size();
+  EXPECT_EQ(matching.size(), 1u) << "block devices with serial " << serial << ": "
+                                 << matching.size();
 }
 
 }  // namespace

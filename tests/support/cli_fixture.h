@@ -4,10 +4,10 @@
 #pragma once
 
 #include <dirent.h>
-#include <linux/magic.h>
-#include <sys/statfs.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <signal.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -135,7 +135,8 @@ class CliTest : public ProviderTest {
       // The daemon's own forks (each `sleep`) carry the token until they exec: the daemon is
       // the one whose parent does not.
       std::set<pid_t> found;
-      for (int i = 0; i < 500 && (found = topmost(pids_with_argument(daemon_token))).size() != 1; ++i)
+      for (int i = 0; i < 500 && (found = topmost(pids_with_argument(daemon_token))).size() != 1;
+           ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       // Not found, the survival check below would prove nothing.
       ASSERT_EQ(found.size(), 1u) << "no single process carries " << daemon_token
@@ -149,7 +150,8 @@ class CliTest : public ProviderTest {
     }
     // Still the daemon right before the kill (not a process that went away by itself).
     if (daemon > 0) {
-      ASSERT_TRUE(pids_with_argument(daemon_token).count(daemon)) << "daemon " << daemon << " went away by itself";
+      ASSERT_TRUE(pids_with_argument(daemon_token).count(daemon))
+          << "daemon " << daemon << " went away by itself";
     }
     ASSERT_TRUE(child->signal(SIGKILL).ok());
     ASSERT_TRUE(child->wait().ok());

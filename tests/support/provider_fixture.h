@@ -88,8 +88,10 @@ inline std::set<pid_t> topmost(const std::set<pid_t>& pids) {
 
 inline bool same_pid_namespace(pid_t a, pid_t b) {
   char la[64] = {}, lb[64] = {};
-  std::string pa = "/proc/" + std::to_string(a) + "/ns/pid", pb = "/proc/" + std::to_string(b) + "/ns/pid";
-  if (::readlink(pa.c_str(), la, sizeof la - 1) < 0 || ::readlink(pb.c_str(), lb, sizeof lb - 1) < 0)
+  std::string pa = "/proc/" + std::to_string(a) + "/ns/pid",
+              pb = "/proc/" + std::to_string(b) + "/ns/pid";
+  if (::readlink(pa.c_str(), la, sizeof la - 1) < 0 ||
+      ::readlink(pb.c_str(), lb, sizeof lb - 1) < 0)
     return false;
   return std::string(la) == lb;
 }
