@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/table.h"
 #include "core/units.h"
+#include "probes/plan.h"
 #include "probes/suite.h"
 #include "providers/weakening.h"
 
@@ -47,8 +48,26 @@ void print_table(const probes::ProviderRun& run) {
             << " inconclusive, " << t.warning << " warning in " << format_duration(run.wall) << "\n";
 }
 
+// The probes of `expected` that did not flag the run exposed.
+std::vector<std::string> missing_catchers(const probes::ProviderRun& run,
+                                          const std::vector<std::string>& expected) {
+  std::vector<std::string> missing;
+  for (const auto& id : expected) {
+    bool caught = false;
+    for (const auto* j : run.exposed()) caught |= j->id == id;
+    if (!caught) missing.push_back(id);
+  }
+  return missing;
+}
+
+std::string join_ids(const Json& ids) {
+  std::string list;
+  for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id.get<std::string>();
+  return list.empty() ? "(none)" : list;
+}
+
 Json report_json(const std::vector<probes::ProviderRun>& runs, const probes::Suite& suite,
-                 double wall_s, const Json& matrix) {
+                 double wall_s, const Json& matrix, const Json& missing) {
   Json j = {{"schema_version", probes::kReportSchemaVersion},
             {"marker", suite.marker()},
             {"baseline_ms", to_millis(suite.baseline_wall())},
@@ -57,6 +76,8 @@ Json report_json(const std::vector<probes::ProviderRun>& runs, const probes::Sui
   for (const auto& r : runs) list.push_back(r.to_json());
   j["runs"] = list;
   if (!matrix.is_null()) j["mutation_matrix"] = matrix;
+  // Per weakening, the probes its plan expects to catch it (probes/plan.cc) that did not.
+  if (!missing.is_null()) j["mutation_missing"] = missing;
   return j;
 }
 
@@ -74,7 +95,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   if (!suite.ok()) return fail(suite.error());
 
   std::vector<probes::ProviderRun> runs;
-  Json matrix;
+  Json matrix, missing;
   bool failed = false;
   if (!a.self_test) {
     providers::ProviderOptions po = g.provider_options();
@@ -95,6 +116,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     if (!hardened.ok()) return fail(hardened.error());
     runs.push_back(std::move(hardened).value());
     matrix = Json::object();
+    missing = Json::object();
     Json hard = Json::array();
     for (const auto* j : runs.back().exposed()) hard.push_back(j->id);
     matrix["hardened"] = hard;
@@ -107,7 +129,14 @@ int run_probe(Globals& g, const ProbeArgs& a) {
       Json caught = Json::array();
       for (const auto* j : runs.back().exposed()) caught.push_back(j->id);
       matrix[providers::to_string(w)] = caught;
-      if (caught.empty()) failed = true;
+      // Caught is not enough: by every probe that tests directly what the weakening opens.
+      // A weakening no plan expects anything of fails too (a new one must be given catchers).
+      auto expected = probes::probes_catching(w);
+      Json not_caught = Json::array();
+      for (const auto& id : missing_catchers(runs.back(), expected)) not_caught.push_back(id);
+      if (expected.empty()) not_caught.push_back("(no probe is planned to catch it)");
+      missing[providers::to_string(w)] = not_caught;
+      if (caught.empty() || !not_caught.empty()) failed = true;
     }
   }
   double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -117,19 +146,20 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     std::cout << "\n";
   }
   if (a.self_test) {
-    std::cout << "mutation matrix (weakening: probes that flagged it exposed)\n";
+    std::cout << "mutation matrix (weakening: probes that flagged it exposed; each must include "
+                 "the probes its plan expects)\n";
     TextTable table({{"weakening"}, {"result"}, {"probes"}}, {.indent = "  ", .header = false});
     for (auto& [name, ids] : matrix.items()) {
-      std::string list;
-      for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id.get<std::string>();
-      bool ok = name == "hardened" ? ids.empty() : !ids.empty();
-      table.row({name, ok ? "ok" : "FAILED", list.empty() ? "(none)" : list});
+      const Json* absent = missing.contains(name) ? &missing[name] : nullptr;
+      bool ok = name == "hardened" ? ids.empty() : !ids.empty() && absent && absent->empty();
+      table.row({name, ok ? "ok" : "FAILED", ids.empty() ? "(none)" : join_ids(ids)});
+      if (absent && !absent->empty()) table.row({"", "", "expected but not flagged: " + join_ids(*absent)});
     }
     std::cout << table.render();
   }
   std::printf("baseline %.1fs, total %.1fs\n", to_seconds((*suite)->baseline_wall()), wall_s);
   if (!a.json.empty()) {
-    auto s = write_json_file_atomic(a.json, report_json(runs, **suite, wall_s, matrix));
+    auto s = write_json_file_atomic(a.json, report_json(runs, **suite, wall_s, matrix, missing));
     if (!s.ok()) return fail(s.error());
   }
   if (auto s = (*suite)->close(); !s.ok()) return fail(std::move(s).error().context_add("cleaning up"));
@@ -146,7 +176,8 @@ void add_probe_command(CLI::App& app, Globals& g) {
       "two witnesses (the probe's report and what the host saw).\n"
       "  sandgate probe --provider namespaces\n"
       "  sandgate probe --provider host_dir --allow-unsafe-host --only net --json report.json\n"
-      "  sandgate probe --self-test     (every test-only weakening must be caught)\n"
+      "  sandgate probe --self-test     (every test-only weakening must be caught, by every\n"
+      "                                  probe its plan names: probes/plan.cc)\n"
       "Each probe runs natively first (the baseline) inside a fresh lab network namespace with\n"
       "decoys; canaries (tokens, a home, host files, a sentinel process) are removed afterwards.\n"
       "Verdicts: blocked (by which layer), exposed (with the evidence), inconclusive (why).\n"

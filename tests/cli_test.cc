@@ -244,18 +244,21 @@ TEST_F(CliTest, SigtermTearsDownTheRun) {
   // TearDown checks that the record and the run directory are gone.
 }
 
+// The daemon is found on the host by the argument it carries (inside the run's pid namespace
+// its own idea of its pid means nothing to the host), before the kill and again after gc.
 TEST_F(CliTest, GcAfterKillNineNamespaces) {
   SANDGATE_REQUIRE_ROOT();
+  std::string token = daemon_token();
   crash_then_gc({"--provider", "namespaces", "--", "sh", "-c",
-                        "setsid sleep 120 >/dev/null 2>&1 & touch /workspace/started; sleep 60"},
-                "started");
+                 start_daemon(token) + " touch /workspace/started; sleep 60"},
+                "started", token);
 }
 
 TEST_F(CliTest, GcAfterKillNineHostDir) {
-  // The daemon's host pid is written to the workspace, so the test can check it from outside.
+  std::string token = daemon_token();
   crash_then_gc({"--provider", "host_dir", "--allow-unsafe-host", "--", "sh", "-c",
-                        "setsid sleep 120 >/dev/null 2>&1 & echo $! > daemon.pid; sleep 60"},
-                "daemon.pid");
+                 start_daemon(token) + " touch started; sleep 60"},
+                "started", token);
 }
 
 // A workspace 100,000 directories deep (issue 9): the recursive removal died of SIGSEGV in

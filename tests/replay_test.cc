@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/process.h"
 #include "replay/trace.h"
+#include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::testing {
@@ -29,11 +30,9 @@ class ReplayTest : public ProviderTest {
     ::unsetenv("SANDGATE_STATE_DIR");
     ::unsetenv("SANDGATE_WORK_DIR");
     ::unsetenv("SANDGATE_CGROUP_ROOT");
-    // Nothing left behind: no cgroup in any hierarchy (the fixture checks runs and workspaces).
-    for (const char* h : {"unified", "memory", "pids", "cpu", "cpuacct", "blkio", "freezer"}) {
-      std::string dir = std::string("/sys/fs/cgroup/") + h + "/" + cgroup_root_;
-      EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " was left";
-    }
+    // Nothing left behind: no cgroup in any hierarchy of this host's layout (the fixture
+    // checks runs and workspaces).
+    expect_no_cgroup_left(cgroup_root_);
     ProviderTest::TearDown();
   }
   CommandResult sandgate(std::vector<std::string> args, Duration timeout = std::chrono::seconds(120)) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +124,27 @@ TEST(GuestSmoke, HasNoNetworkDeviceButLoopback) {
   }
   ASSERT_FALSE(ec) << "/sys/class/net: " << ec.message();
   EXPECT_EQ(links, std::vector<std::string>{"lo"});
+}
+
+// The lane attaches one blank NVMe disk, its serial in SANDGATE_LANE_DISK_SERIAL: io.max and
+// the rest of the block-device paths need a real device (cgroup_v2_real_test requires one).
+TEST(GuestSmoke, HasTheLanesBlankNvmeDisk) {
+  const char* serial = std::getenv("SANDGATE_LANE_DISK_SERIAL");
+  ASSERT_TRUE(serial && *serial)
+      << "SANDGATE_LANE_DISK_SERIAL is unset: not run by ci/guest/run-lane";
+  std::vector<std::string> matching;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/block", ec)) {
+    std::string id = read_file(e.path() / "device" / "serial");  // padded with spaces
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    if (id != serial) continue;
+    matching.push_back(e.path().filename());
+    EXPECT_EQ(e.path().filename().string().rfind("nvme", 0), 0u) << e.path();
+    EXPECT_NE(read_file(e.path() / "dev"), "") << e.path() << " has no device number";
+  }
+  ASSERT_FALSE(ec) << "/sys/block: " << ec.message();
+  EXPECT_EQ(matching.size(), 1u) << "block devices with serial " << serial << ": "
+                                 << matching.size();
 }
 
 }  // namespace

@@ -4,19 +4,22 @@
 #pragma once
 
 #include <dirent.h>
-#include <linux/magic.h>
-#include <sys/statfs.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <signal.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/defer.h"
 #include "core/json.h"
 #include "core/process.h"
+#include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::testing {
@@ -35,10 +38,7 @@ class CliTest : public ProviderTest {
     ::unsetenv("SANDGATE_STATE_DIR");
     ::unsetenv("SANDGATE_WORK_DIR");
     ::unsetenv("SANDGATE_CGROUP_ROOT");
-    for (const char* h : {"unified", "memory", "pids", "cpu"}) {
-      std::string dir = std::string("/sys/fs/cgroup/") + h + "/" + cgroup_root_;
-      EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " was left";
-    }
+    expect_no_cgroup_left(cgroup_root_);  // every hierarchy of this host's layout
     ProviderTest::TearDown();  // checks the work directory is empty, wherever it is
     if (!tmpfs_dir_.empty()) (void)remove_tree(tmpfs_dir_);
   }
@@ -91,37 +91,86 @@ class CliTest : public ProviderTest {
       if (r.at("kind") == "process") return r.at("pid").get<pid_t>();
     return 0;
   }
+  // A name no other process carries: the command gives it to its daemon as an argument, and
+  // the host finds the daemon by it in /proc, whatever pid namespace the daemon is in (inside
+  // one, $$ or $! name a pid the host does not know).
+  std::string daemon_token() {
+    return "sgtest-daemon-" + std::to_string(::getpid()) + "-" + std::to_string(++daemon_serial_);
+  }
+  // A shell command that starts a daemon (its own session, out of the call's process group)
+  // carrying `token`: `sh -c SCRIPT TOKEN` makes TOKEN the shell's $0, a whole argument of its
+  // command line, and the loop keeps that shell alive (a last simple command would be exec'd).
+  static std::string start_daemon(const std::string& token) {
+    return "setsid sh -c 'while :; do sleep 1; done' " + token + " </dev/null >/dev/null 2>&1 &";
+  }
+  int daemon_serial_ = 0;
+
   // kill -9 of sandgate mid-run: the run's processes die with it (parent-death signal), and
-  // `sandgate gc` removes what is left on disk.
-  void crash_then_gc(const std::vector<std::string>& exec_args, const std::string& daemon_marker) {
+  // `sandgate gc` removes what is left on disk. The command writes `started_marker` in its
+  // workspace once it is under way; with a `daemon_token`, it has started a daemon carrying it
+  // (start_daemon), which must be found on the host before the kill and be gone after.
+  void crash_then_gc(const std::vector<std::string>& exec_args, const std::string& started_marker,
+                     const std::string& daemon_token = {}) {
     std::vector<std::string> argv = {SANDGATE_BINARY, "exec"};
     argv.insert(argv.end(), exec_args.begin(), exec_args.end());
     auto child = spawn(argv);
     ASSERT_TRUE(child.ok()) << child.error().message();
+    // A check that gives up before the kill and gc below must not leave the run behind.
+    bool collected = false;
+    Defer collect_anyway([&] {
+      if (collected) return;
+      child->kill_and_reap();
+      (void)sandgate({"gc"});
+    });
     Json record = wait_for_running_record();
+    pid_t sup = supervisor_pid(record);
     std::string run_dir = options_.paths.work_dir + "/" + record.value("run_id", "?");
-    // Give the command time to start its daemon.
-    std::string marker_file = run_dir + "/workspace/" + daemon_marker;
+    // Give the command time to start (and to start its daemon).
+    std::string marker_file = run_dir + "/workspace/" + started_marker;
     for (int i = 0; i < 500 && ::access(marker_file.c_str(), F_OK) != 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_EQ(::access(marker_file.c_str(), F_OK), 0) << "the command never started";
     pid_t daemon = 0;
-    if (auto text = read_file(marker_file); text.ok()) daemon = std::atoi(text->c_str());
+    if (!daemon_token.empty()) {
+      // The daemon's own forks (each `sleep`) carry the token until they exec: the daemon is
+      // the one whose parent does not.
+      std::set<pid_t> found;
+      for (int i = 0; i < 500 && (found = topmost(pids_with_argument(daemon_token))).size() != 1;
+           ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      // Not found, the survival check below would prove nothing.
+      ASSERT_EQ(found.size(), 1u) << "no single process carries " << daemon_token
+                                  << " in /proc: the command's daemon was not found";
+      daemon = *found.begin();
+      // Inside a pid namespace of its own, the run's daemon is in the supervisor's.
+      if (!same_pid_namespace(sup, ::getpid())) {
+        EXPECT_TRUE(pids_in_pidns_of(sup).count(daemon))
+            << "daemon " << daemon << " is not in the run's pid namespace";
+      }
+    }
+    // Still the daemon right before the kill (not a process that went away by itself).
+    if (daemon > 0) {
+      ASSERT_TRUE(pids_with_argument(daemon_token).count(daemon))
+          << "daemon " << daemon << " went away by itself";
+    }
     ASSERT_TRUE(child->signal(SIGKILL).ok());
     ASSERT_TRUE(child->wait().ok());
     EXPECT_EQ(::access(run_dir.c_str(), F_OK), 0) << "nothing was left to collect; the test proves nothing";
 
     auto gc = sandgate({"gc"});
+    collected = true;
     EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
     // Two records: the environment's and the controller's (the run's cgroups).
     EXPECT_NE(gc.output.find("2 run record(s), 2 removed"), std::string::npos) << gc.output;
     EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "gc left the run directory";
-    pid_t sup = supervisor_pid(record);
-    for (int i = 0; i < 200 && (process_exists(sup) || process_exists(daemon)); ++i)
+    auto daemon_alive = [&] {
+      return daemon > 0 && (process_exists(daemon) || !pids_with_argument(daemon_token).empty());
+    };
+    for (int i = 0; i < 200 && (process_exists(sup) || daemon_alive()); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_FALSE(process_exists(sup)) << "supervisor " << sup << " survived";
     if (daemon > 0) {
-      EXPECT_FALSE(process_exists(daemon)) << "daemon " << daemon << " survived";
+      EXPECT_FALSE(daemon_alive()) << "daemon " << daemon << " (" << daemon_token << ") survived";
     }
   }
 };

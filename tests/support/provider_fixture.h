@@ -8,12 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/files.h"
 #include "core/process.h"
 #include "providers/registry.h"
@@ -37,6 +39,61 @@ inline std::set<pid_t> pids_in_pidns_of(pid_t pid) {
   }
   if (d) ::closedir(d);
   return out;
+}
+
+// Host pids of every process with `arg` as one whole argument of its command line (a process
+// whose argument only contains it, such as the shell script that started it, is not one).
+// Zombies have an empty command line and are not found.
+inline std::set<pid_t> pids_with_argument(const std::string& arg) {
+  std::set<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+    pid_t p = static_cast<pid_t>(std::atoi(e->d_name));
+    if (p <= 0) continue;
+    auto cmdline = read_file("/proc/" + std::string(e->d_name) + "/cmdline");
+    if (!cmdline.ok()) continue;  // gone meanwhile
+    for (size_t at = 0; at < cmdline->size();) {
+      size_t end = cmdline->find('\0', at);
+      if (end == std::string::npos) end = cmdline->size();
+      if (cmdline->compare(at, end - at, arg) == 0) {
+        out.insert(p);
+        break;
+      }
+      at = end + 1;
+    }
+  }
+  if (d) ::closedir(d);
+  return out;
+}
+
+// The parent of `pid` (/proc/<pid>/stat, after the command name in parentheses); 0 if gone.
+inline pid_t parent_of(pid_t pid) {
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return 0;
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) return 0;
+  int ppid = 0;
+  char state = 0;
+  if (std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) != 2) return 0;
+  return static_cast<pid_t>(ppid);
+}
+
+// The members of `pids` whose parent is not a member.
+inline std::set<pid_t> topmost(const std::set<pid_t>& pids) {
+  std::set<pid_t> out;
+  for (pid_t p : pids)
+    if (!pids.count(parent_of(p))) out.insert(p);
+  return out;
+}
+
+inline bool same_pid_namespace(pid_t a, pid_t b) {
+  char la[64] = {}, lb[64] = {};
+  std::string pa = "/proc/" + std::to_string(a) + "/ns/pid",
+              pb = "/proc/" + std::to_string(b) + "/ns/pid";
+  if (::readlink(pa.c_str(), la, sizeof la - 1) < 0 ||
+      ::readlink(pb.c_str(), lb, sizeof lb - 1) < 0)
+    return false;
+  return std::string(la) == lb;
 }
 
 inline bool process_exists(pid_t pid) {
