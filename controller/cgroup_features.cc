@@ -5,15 +5,10 @@
 
 #include "core/defer.h"
 #include "core/fd.h"
+#include "core/strings.h"
 
 namespace sandgate::controller {
 namespace {
-
-std::string join(const std::vector<std::string>& items, const std::string& sep = " ") {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
 
 bool file_exists(const Result<ChildFiles>& probe, const std::string& file) {
   if (!probe.ok()) return false;
@@ -135,8 +130,8 @@ std::vector<Check> pressure_checks(const CgroupLayout& layout, const CgroupFeatu
     return {check_failed(name, why_not(probe.unified, "memory.pressure") +
                                    " (kernel without CONFIG_PSI, or booted with psi=0)")};
   }
-  std::string detail = join(have) + " in a child of " + layout.unified_mount;
-  if (!missing.empty()) detail += "; missing: " + join(missing);
+  std::string detail = join(have, " ") + " in a child of " + layout.unified_mount;
+  if (!missing.empty()) detail += "; missing: " + join(missing, " ");
   return {check_ok(name, detail)};
 }
 

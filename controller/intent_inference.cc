@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "controller/policy.h"
+#include "core/strings.h"
 
 namespace sandgate::controller {
 
@@ -21,15 +22,6 @@ namespace {
 // recursively, and `.*` over a long heredoc can exhaust the stack. A command is recognisable
 // from its first few words.
 constexpr size_t kMaxInferenceText = 2048;
-
-std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
-}
 
 bool is_assignment(const std::string& w) {
   auto eq = w.find('=');

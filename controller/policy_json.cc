@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "controller/policy.h"
+#include "core/strings.h"
 
 namespace sandgate::controller {
 
@@ -55,15 +56,6 @@ std::string child(const std::string& path, const std::string& key) {
 
 std::string index(const std::string& path, size_t i) {
   return path + "[" + std::to_string(i) + "]";
-}
-
-std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
 }
 
 size_t edit_distance(std::string_view a, std::string_view b) {

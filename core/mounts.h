@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/strings.h"
 
 namespace sandgate {
 
@@ -32,8 +33,5 @@ Result<std::vector<MountEntry>> read_mount_table(const std::string& mountinfo_pa
 // sits on, so parents come first). `path` has no trailing slash.
 std::vector<std::string> mount_points_under(const std::vector<MountEntry>& mounts,
                                             const std::string& path);
-
-// Splits at every `sep` (empty fields kept).
-std::vector<std::string_view> split(std::string_view text, char sep);
 
 }  // namespace sandgate

@@ -18,6 +18,7 @@
 
 #include "core/defer.h"
 #include "core/fd.h"
+#include "core/strings.h"
 
 namespace sandgate::replay {
 namespace {
@@ -39,12 +40,6 @@ const std::vector<std::string_view>& sample_field_names() {
   static const std::vector<std::string_view> names = {"mem_bytes", "cpu_millicores", "pids",
                                                       "io_bytes"};
   return names;
-}
-
-std::string join(const std::vector<std::string_view>& v) {
-  std::string out;
-  for (auto s : v) out += (out.empty() ? "" : ", ") + std::string(s);
-  return out;
 }
 
 // Reads the fields of one line; every failure names file:line and the field.

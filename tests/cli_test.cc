@@ -60,7 +60,7 @@ TEST_F(CliTest, DoctorReportsThisHost) {
 
 TEST_F(CliTest, HelpForEveryCommand) {
   for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify", "serve", "probe", "record",
-                   "replay", "trace", "plan"}) {
+                   "replay", "trace", "plan", "policy"}) {
     auto r = sandgate({cmd, "--help"});
     EXPECT_EQ(r.status.shell_code(), 0) << cmd;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
@@ -166,10 +166,8 @@ TEST_F(CliTest, ExecReportsTheCallOutcome) {
 TEST_F(CliTest, ServeOnAUnixSocket) {
   SANDGATE_REQUIRE_ROOT();
   std::string path = tmp_ + "/serve.sock";
-  auto server = spawn({SANDGATE_BINARY, "serve", "--socket", path});
+  auto server = serve_on(path);
   ASSERT_TRUE(server.ok()) << server.error().message();
-  for (int i = 0; i < 500 && ::access(path.c_str(), F_OK) != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   struct sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;

@@ -109,10 +109,8 @@ TEST_F(HostileOutputTest, ServeOnStdinKeepsServingAfterInvalidOutput) {
 TEST_F(HostileOutputTest, ServeSocketAndExecSocketClient) {
   SANDGATE_REQUIRE_ROOT();
   std::string path = tmp_ + "/serve.sock";
-  auto server = spawn({SANDGATE_BINARY, "serve", "--socket", path});
+  auto server = serve_on(path);
   ASSERT_TRUE(server.ok()) << server.error().message();
-  for (int i = 0; i < 500 && ::access(path.c_str(), F_OK) != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::string out = tmp_ + "/client.json";
   for (const char* script : {kInvalid, kSplit}) {
     auto [text, code] = host_sh(std::string(SANDGATE_BINARY) + " exec --socket " + path +

@@ -12,37 +12,14 @@
 #include "core/process.h"
 #include "replay/trace.h"
 #include "tests/support/cgroup_dirs.h"
-#include "tests/support/provider_fixture.h"
+#include "tests/support/cli_fixture.h"
 
 namespace sandgate::testing {
 namespace {
 
-class ReplayTest : public ProviderTest {
- protected:
-  void SetUp() override {
-    ProviderTest::SetUp();
-    ::setenv("SANDGATE_STATE_DIR", options_.paths.state_dir.c_str(), 1);
-    ::setenv("SANDGATE_WORK_DIR", options_.paths.work_dir.c_str(), 1);
-    cgroup_root_ = "sandgate-test-" + std::to_string(::getpid());
-    ::setenv("SANDGATE_CGROUP_ROOT", cgroup_root_.c_str(), 1);
-  }
-  void TearDown() override {
-    ::unsetenv("SANDGATE_STATE_DIR");
-    ::unsetenv("SANDGATE_WORK_DIR");
-    ::unsetenv("SANDGATE_CGROUP_ROOT");
-    // Nothing left behind: no cgroup in any hierarchy of this host's layout (the fixture
-    // checks runs and workspaces).
-    expect_no_cgroup_left(cgroup_root_);
-    ProviderTest::TearDown();
-  }
-  CommandResult sandgate(std::vector<std::string> args, Duration timeout = std::chrono::seconds(120)) {
-    args.insert(args.begin(), SANDGATE_BINARY);
-    auto r = run_command(args, timeout, 8 << 20);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : CommandResult{};
-  }
-  std::string cgroup_root_;
-};
+// The CLI fixture: private state and work directories and a cgroup root of the test's own,
+// passed to the real binary through the environment, and checked to be left empty.
+using ReplayTest = CliTest;
 
 TEST_F(ReplayTest, RecordingThroughTheSocketGivesAValidTrace) {
   SANDGATE_REQUIRE_ROOT();

@@ -57,11 +57,21 @@ class CliTest : public ProviderTest {
     ::setenv("SANDGATE_WORK_DIR", options_.paths.work_dir.c_str(), 1);
   }
   std::string tmpfs_dir_;
-  CommandResult sandgate(std::vector<std::string> args) {
+  CommandResult sandgate(std::vector<std::string> args, Duration timeout = std::chrono::seconds(120)) {
     args.insert(args.begin(), SANDGATE_BINARY);
-    auto r = run_command(args, std::chrono::seconds(60), 8 << 20);
+    auto r = run_command(args, timeout, 8 << 20);
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : CommandResult{};
+  }
+  // `sandgate serve --socket PATH`, once its socket exists (a failure is recorded; the caller
+  // checks the result).
+  Result<ChildProcess> serve_on(const std::string& path) {
+    auto server = spawn({SANDGATE_BINARY, "serve", "--socket", path});
+    if (!server.ok()) return std::move(server).error();
+    for (int i = 0; i < 500 && ::access(path.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (::access(path.c_str(), F_OK) != 0) return logic_error("serve", "no socket after 5 s", path);
+    return server;
   }
   // Waits until a run has recorded its supervisor process; returns the record's JSON.
   Json wait_for_running_record() {
