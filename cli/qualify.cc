@@ -1,19 +1,30 @@
-// sandgate qualify: the main job. What the host supports (doctor), then each selected provider
-// exercised for real (create + exec + destroy, timed) and put through the escape probes
-// (probes/suite.h), written as a JSON report.
+// sandgate qualify: the main job. What the host supports (doctor), then every selected provider
+// exercised for real, side by side: create + exec + destroy (timed), the cost of one call in a
+// live run with and without the controller, the escape probes (probes/suite.h), and a short
+// replay of a recorded burst (replay/experiment.h). One table, providers as columns; a
+// provider this host cannot run is a column that says why. Written as DIR/qualify.json with
+// DIR/probe-<provider>.json beside it.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <set>
 
 #include "cli/common.h"
+#include "cli/qualify_trace.h"
 #include "core/files.h"
 #include "core/stats.h"
+#include "core/strings.h"
 #include "core/table.h"
 #include "core/units.h"
+#include "probes/lab/lab.h"
 #include "probes/suite.h"
+#include "replay/experiment.h"
+#include "session/run_session.h"
 
 namespace sandgate::cli {
 namespace {
@@ -23,51 +34,27 @@ struct QualifyArgs {
   std::vector<std::string> providers;
   bool allow_unsafe_host = false;
   int cycles = 5;
+  int calls = 20;
   bool probes = true;
+  std::vector<std::string> only;  // probe boundaries; empty: all
+  bool replay = true;
+  std::string replay_trace;  // empty: the built-in burst
 };
 
-// The probe suite's verdicts for one provider, summarised for qualify.json; the full report
-// goes beside it.
-Json probe_summary(const probes::ProviderRun& run, const std::string& file) {
-  auto t = probes::tally(run.judgements);
-  Json exposed = Json::array();
-  for (const auto* j : run.exposed()) exposed.push_back(j->id);
-  return {{"blocked", t.blocked}, {"exposed", t.exposed}, {"inconclusive", t.inconclusive},
-          {"warning", t.warning}, {"exposed_ids", exposed}, {"wall_ms", to_millis(run.wall)},
-          {"report", file}};
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// One row per provider: ✓ or ✗, the median cycle, the probes' tally, what went wrong (a column
-// only when something did).
-TextTable summary_table(const Json& providers, bool probes) {
-  constexpr auto kRight = TextTable::Align::kRight;
-  constexpr const char* kVerdicts[] = {"blocked", "exposed", "inconclusive", "warning"};
-  const bool errors = std::any_of(providers.begin(), providers.end(),
-                                  [](const Json& e) { return e.contains("error"); });
-  std::vector<TextTable::Column> columns = {{"provider"}, {"cycle", kRight}};
-  if (probes) {
-    for (const char* verdict : kVerdicts) columns.push_back({verdict, kRight});
-  }
-  if (errors) columns.push_back({"error"});
-  TextTable table(std::move(columns));
-  for (const auto& e : providers) {
-    std::vector<std::string> row = {
-        (e["ok"].get<bool>() ? "✓ " : "✗ ") + e.value("display_name", e["name"].get<std::string>()),
-        e.contains("median_ms") ? fmt::format("{:.1f} ms", e["median_ms"].get<double>()) : "-"};
-    if (probes) {
-      for (const char* verdict : kVerdicts)
-        row.push_back(e.contains("probes") ? std::to_string(e["probes"][verdict].get<size_t>())
-                                           : "-");
-    }
-    if (errors) row.push_back(e.value("error", ""));
-    table.row(std::move(row));
-  }
-  return table;
+Status expect_true(const ExitStatus& status, const std::string& what) {
+  if (status.shell_code() == 0) return {};
+  return logic_error(what, "/bin/true exited with " + status.describe());
 }
 
-// One create + exec(/bin/true) + destroy; the wall time in milliseconds.
+// One create + exec(true) + destroy; the wall time in milliseconds.
 Result<double> cycle(providers::Provider& p) {
-  auto start = std::chrono::steady_clock::now();
+  auto start = Clock::now();
   auto env = p.create({});
   if (!env.ok()) return std::move(env).error();
   providers::Call call;
@@ -75,9 +62,181 @@ Result<double> cycle(providers::Provider& p) {
   auto r = (*env)->exec(call, {});
   SG_TRY((*env)->destroy());
   if (!r.ok()) return std::move(r).error();
-  if (r->status.shell_code() != 0)
-    return logic_error("exec true", "exited with " + r->status.describe());
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  SG_TRY(expect_true(r->status, "exec true"));
+  return ms_since(start);
+}
+
+// The median cost of one call of /bin/true in a live run: through the provider alone
+// (Environment::exec), and through the controller (RunSession::call: its own cgroup and grant,
+// placed before exec, watched, ended with an outcome).
+struct CallCosts {
+  double exec_ms = 0, call_ms = 0;
+};
+
+Result<CallCosts> call_costs(providers::Provider& p, controller::Controller& controller, int n) {
+  CallCosts costs;
+  {
+    SG_ASSIGN_OR_RETURN(auto env, p.create({}));
+    std::vector<double> ms;
+    for (int i = 0; i < n; ++i) {
+      providers::Call call;
+      call.argv = {"true"};
+      auto start = Clock::now();
+      SG_ASSIGN_OR_RETURN(auto r, env->exec(call, {}));
+      ms.push_back(ms_since(start));
+      SG_TRY(expect_true(r.status, "exec true"));
+    }
+    SG_TRY(env->destroy());
+    costs.exec_ms = stats::median(ms);
+  }
+  SG_ASSIGN_OR_RETURN(auto run, session::RunSession::open(controller, p, {}));
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    session::CallRequest call;
+    call.argv = {"true"};
+    auto start = Clock::now();
+    SG_ASSIGN_OR_RETURN(auto o, run->call(call));
+    ms.push_back(ms_since(start));
+    SG_TRY(expect_true(o.exec.status, "call true"));
+  }
+  SG_TRY(run->close());
+  costs.call_ms = stats::median(ms);
+  return costs;
+}
+
+// The short replay: every call of the trace run as a real effect under the built-in per-call
+// policy; what a provider changes is whether the calls complete and land where they should.
+Result<replay::PolicyScores> short_replay(Globals& g, const std::string& provider,
+                                          const providers::ProviderOptions& options,
+                                          const replay::ReplayPlan& plan,
+                                          const replay::PolicyChoice& policy) {
+  replay::ExperimentOptions o;
+  o.provider = provider;
+  o.provider_options = options;
+  o.cgroup_root = g.cgroup_root_name();
+  o.load_binary = companion_binary("sandgate-load");
+  if (o.load_binary.empty())
+    return logic_error("replay", "sandgate-load is not installed beside sandgate");
+  bool tty = ::isatty(2);
+  o.progress = [tty, provider](const std::string& line) {
+    if (tty)
+      std::cerr << "\rqualify: " << provider << ": replay " << line << "\033[K" << std::flush;
+  };
+  auto pass = replay::run_policy_pass(g.registry, policy, {plan}, o, std::nullopt);
+  if (tty) std::cerr << "\n";
+  if (!pass.ok()) return std::move(pass).error();
+  for (const auto& r : pass->runs)
+    if (!r.error.empty()) return logic_error("replay", r.error);
+  return std::move(pass->scores);
+}
+
+Json replay_summary(const replay::PolicyScores& s) {
+  return {{"calls", s.calls},
+          {"completed", s.completed},
+          {"killed", s.killed},
+          {"cancelled", s.cancelled},
+          {"timed_out", s.timed_out},
+          {"failed_exit", s.failed_exit},
+          {"mem_error_median", s.fidelity.mem_host.median},
+          {"end_error_p95_ms", s.fidelity.end_ms.p95},
+          {"wall_s", s.wall_s},
+          {"scores", replay::to_json(s)}};
+}
+
+// The probe suite's verdicts for one provider, summarised for qualify.json; the full report
+// goes beside it.
+Json probe_summary(const probes::ProviderRun& run, const std::string& file) {
+  auto t = probes::tally(run.judgements);
+  Json exposed = Json::array();
+  for (const auto* j : run.exposed()) exposed.push_back(j->id);
+  return {{"blocked", t.blocked}, {"exposed", t.exposed},   {"inconclusive", t.inconclusive},
+          {"warning", t.warning}, {"exposed_ids", exposed}, {"wall_ms", to_millis(run.wall)},
+          {"report", file}};
+}
+
+// A verdict as one cell: "blocked (seccomp)", "exposed", ...
+std::string verdict_cell(const probes::Judgement& j) {
+  std::string cell = to_string(j.verdict);
+  if (j.verdict == probes::Verdict::kBlocked && j.layer != probes::Layer::kNone)
+    cell += " (" + to_string(j.layer) + ")";
+  return cell;
+}
+
+// Every probe whose verdict differs between the providers, each provider's verdict and the
+// evidence for it: bubblewrap's and Podman's results are a check on the judge too, and where
+// they differ from the jail the evidence must say why.
+Json probe_differences(const std::map<std::string, probes::ProviderRun>& runs) {
+  Json out = Json::array();
+  if (runs.size() < 2) return out;
+  std::map<std::string, std::map<std::string, const probes::Judgement*>> by_probe;
+  for (const auto& [provider, run] : runs)
+    for (const auto& j : run.judgements) by_probe[j.id][provider] = &j;
+  for (const auto& [id, verdicts] : by_probe) {
+    std::set<std::string> cells;
+    for (const auto& [provider, j] : verdicts) cells.insert(verdict_cell(*j));
+    if (cells.size() < 2 && verdicts.size() == runs.size()) continue;
+    Json row = {{"probe", id}, {"providers", Json::object()}};
+    for (const auto& [provider, run] : runs) {
+      auto it = verdicts.find(provider);
+      if (it == verdicts.end()) {
+        row["providers"][provider] = {{"verdict", "not run"}};
+        continue;
+      }
+      row["providers"][provider] = {{"verdict", verdict_cell(*it->second)},
+                                    {"why", it->second->why}};
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::string cut(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+// Metrics as rows, providers as columns.
+TextTable side_by_side(const Json& providers, const QualifyArgs& a) {
+  constexpr auto kRight = TextTable::Align::kRight;
+  std::vector<TextTable::Column> columns = {{""}};
+  for (const auto& e : providers)
+    columns.push_back({e.value("display_name", e["name"].get<std::string>()), kRight});
+  TextTable table(std::move(columns));
+  auto row = [&](const std::string& label, const std::function<std::string(const Json&)>& cell) {
+    std::vector<std::string> cells = {label};
+    for (const auto& e : providers) cells.push_back(cell(e));
+    table.row(std::move(cells));
+  };
+  auto ms = [](const Json& e, const char* key) {
+    return e.contains(key) ? fmt::format("{:.1f} ms", e[key].get<double>()) : std::string("-");
+  };
+  row("qualified", [](const Json& e) { return e["ok"].get<bool>() ? "yes" : "NO"; });
+  row("run: create+exec+destroy", [&](const Json& e) { return ms(e, "median_ms"); });
+  row("call: provider exec", [&](const Json& e) { return ms(e, "exec_ms"); });
+  row("call: with the controller", [&](const Json& e) { return ms(e, "call_ms"); });
+  if (a.probes) {
+    for (const char* verdict : {"blocked", "exposed", "inconclusive", "warning"}) {
+      row(std::string("probes ") + verdict, [&](const Json& e) {
+        return e.contains("probes") ? std::to_string(e["probes"][verdict].get<int>())
+                                    : std::string("-");
+      });
+    }
+  }
+  if (a.replay) {
+    row("replay: calls completed", [](const Json& e) {
+      if (!e.contains("replay")) return std::string("-");
+      return fmt::format("{}/{}", e["replay"]["completed"].get<size_t>(),
+                         e["replay"]["calls"].get<size_t>());
+    });
+    row("replay: memory error (median)", [](const Json& e) {
+      if (!e.contains("replay")) return std::string("-");
+      return fmt::format("{:.1f}%", 100 * e["replay"]["mem_error_median"].get<double>());
+    });
+    row("replay: call end error (p95)", [](const Json& e) {
+      if (!e.contains("replay")) return std::string("-");
+      return fmt::format("{:.0f} ms", e["replay"]["end_error_p95_ms"].get<double>());
+    });
+  }
+  return table;
 }
 
 int run_qualify(Globals& g, const QualifyArgs& a) {
@@ -89,87 +248,191 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     for (const auto& e : g.registry.entries())
       if (!e.info.unsafe) names.push_back(e.info.name);
   }
+  const bool privileged = ::geteuid() == 0;
+  if (a.probes && !privileged)
+    return fail("qualify runs the escape probes as root (or pass --no-probes)");
   if (auto s = make_dirs(a.out, 0755); !s.ok()) return fail(s.error());
-  // The suite makes the lab and enters it first (DESIGN.md, safety rules): every provider below
-  // is created inside it, so whatever a run sends lands on the decoys, never off the machine.
+
+  // The short replay's plan is read and checked before anything runs.
+  std::optional<replay::ReplayPlan> plan;
+  std::optional<replay::PolicyChoice> policy;
+  const bool replay = a.replay && privileged;
+  if (replay) {
+    auto trace = a.replay_trace.empty()
+                     ? replay::parse_trace(qualify_trace_text(), "built-in burst")
+                     : replay::read_trace(a.replay_trace);
+    if (!trace.ok()) return fail(std::move(trace).error().context_add("--replay-trace"));
+    replay::ReplayTiming timing;
+    timing.compress_silence = true;
+    auto p = replay::plan_replay(*trace, a.replay_trace.empty() ? "burst" : a.replay_trace, timing);
+    if (!p.ok()) return fail(p.error());
+    plan = std::move(p).value();
+    auto c = replay::resolve_policy("default", 0, 0);
+    if (!c.ok()) return fail(c.error());
+    policy = std::move(c).value();
+  }
+  std::unique_ptr<controller::Controller> controller;
+  if (privileged) {
+    controller::ControllerOptions copts;
+    copts.paths = options.paths;
+    copts.root = g.cgroup_root_name();
+    copts.policy = controller::default_policy();
+    auto c = controller::Controller::create(std::move(copts));
+    if (!c.ok()) return fail(std::move(c).error().context_add("the controller for the call costs"));
+    controller = std::move(c).value();
+  }
+
+  // DESIGN.md, safety rules: the lab is made and entered before any provider starts (the suite
+  // does it; without probes, the replay's own lab), so whatever a run sends lands on the
+  // decoys, never off the machine.
   std::unique_ptr<probes::Suite> suite;
+  std::unique_ptr<probes::lab::Lab> lab;
+  std::optional<NetnsGuard> in_lab;
   if (a.probes) {
-    if (::geteuid() != 0) return fail("qualify runs the escape probes as root (or pass --no-probes)");
     probes::SuiteOptions so;
     so.paths = g.paths();
     so.cgroup_root = g.cgroup_root_name();
     so.probe_binary = companion_binary("sandgate-probe");
     if (so.probe_binary.empty()) return fail("sandgate-probe is not installed beside sandgate");
+    so.only = a.only;
     so.progress = [](const std::string& line) { std::cerr << "qualify: probes: " << line << "\n"; };
     auto made = probes::Suite::create(so);
-    if (!made.ok()) return fail(std::move(made).error().context_add("setting up the escape probes"));
+    if (!made.ok())
+      return fail(std::move(made).error().context_add("setting up the escape probes"));
     suite = std::move(made).value();
+  } else if (replay) {
+    auto made = probes::lab::Lab::create(g.paths());
+    if (!made.ok()) return fail(std::move(made).error().context_add("the replay's network lab"));
+    lab = std::move(made).value();
+    auto entered = lab->enter();
+    if (!entered.ok()) return fail(std::move(entered).error().context_add("entering the lab"));
+    in_lab.emplace(std::move(entered).value());
   }
+
   std::cerr << "qualify: checking the host (doctor)...\n";
-  Json report = {{"schema_version", 1}, {"doctor", doctor_report(g)}, {"providers", Json::array()}};
+  Json report = {{"schema_version", 2}, {"doctor", doctor_report(g)}, {"providers", Json::array()}};
+  std::map<std::string, probes::ProviderRun> probe_runs;
   bool all_ok = true;
   for (const auto& name : names) {
     Json entry = {{"name", name}};
+    std::vector<std::string> errors;
+    auto finish = [&] {
+      entry["ok"] = errors.empty();
+      if (!errors.empty()) {
+        entry["error"] = join(errors, "; ");
+        all_ok = false;
+      }
+      report["providers"].push_back(entry);
+    };
     auto p = g.registry.create(name, options);
     if (!p.ok()) {
-      entry["ok"] = false;
-      entry["error"] = p.error().message();
-      report["providers"].push_back(entry);
-      all_ok = false;
+      errors.push_back(p.error().message());
+      finish();
       continue;
     }
-    entry["display_name"] = display_name((*p)->info());
+    const std::string shown = display_name((*p)->info());
+    entry["display_name"] = shown;
     entry["unsafe"] = (*p)->info().unsafe;
     Json caps = Json::array();
     for (auto c : (*p)->capabilities()) caps.push_back(to_string(c));
     entry["capabilities"] = caps;
     if (auto s = (*p)->available(); !s.ok()) {
-      entry["ok"] = false;
-      entry["error"] = s.error().message();
-      report["providers"].push_back(entry);
-      all_ok = false;
+      entry["unavailable"] = s.error().message();
+      errors.push_back("not available on this host: " + s.error().message());
+      finish();
       continue;
     }
+
     std::vector<double> ms;
-    std::string error;
-    for (int i = 0; i < a.cycles && error.empty(); ++i) {
-      std::cerr << "qualify: " << display_name((*p)->info()) << ": create + exec + destroy "
-                << (i + 1) << "/" << a.cycles << "\r" << std::flush;
+    for (int i = 0; i < a.cycles && errors.empty(); ++i) {
+      std::cerr << "qualify: " << shown << ": create + exec + destroy " << (i + 1) << "/"
+                << a.cycles << "\r" << std::flush;
       auto t = cycle(**p);
-      if (t.ok()) ms.push_back(*t);
-      else error = t.error().message();
+      if (t.ok())
+        ms.push_back(*t);
+      else
+        errors.push_back(t.error().message());
     }
     std::cerr << "\n";
     entry["cycles_ms"] = ms;
     if (!ms.empty()) entry["median_ms"] = stats::median(ms);
-    if (suite && error.empty()) {
+
+    if (controller && errors.empty()) {
+      std::cerr << "qualify: " << shown << ": " << a.calls
+                << " calls of true, with and without the controller\n";
+      auto costs = call_costs(**p, *controller, a.calls);
+      if (costs.ok()) {
+        entry["exec_ms"] = costs->exec_ms;
+        entry["call_ms"] = costs->call_ms;
+      } else {
+        errors.push_back(costs.error().message());
+      }
+    }
+
+    if (suite && errors.empty()) {
       auto run = suite->run(**p);
       if (!run.ok()) {
-        error = run.error().message();
+        errors.push_back(run.error().message());
       } else {
         std::string file = a.out + "/probe-" + name + ".json";
+        // A provider name may carry a path (external:/opt/x): keep the file name flat.
+        std::replace(file.begin() + static_cast<std::ptrdiff_t>(a.out.size()) + 1, file.end(), '/',
+                     '_');
         Json full = {{"schema_version", probes::kReportSchemaVersion}, {"runs", {run->to_json()}}};
         if (auto s = write_json_file_atomic(file, full); !s.ok()) return fail(s.error());
         entry["probes"] = probe_summary(*run, file);
-        if (!run->exposed().empty()) error = "the escape probes found it exposed";
+        if (!run->exposed().empty()) errors.push_back("the escape probes found it exposed");
+        probe_runs.emplace(name, std::move(run).value());
       }
     }
-    entry["ok"] = error.empty();
-    if (!error.empty()) {
-      entry["error"] = error;
-      all_ok = false;
-    }
-    report["providers"].push_back(entry);
-  }
 
+    if (plan && errors.empty()) {
+      std::cerr << "qualify: " << shown << ": replaying " << plan->calls.size()
+                << " calls of a recorded burst\n";
+      auto scores = short_replay(g, name, options, *plan, *policy);
+      if (!scores.ok()) {
+        errors.push_back(scores.error().message());
+      } else {
+        entry["replay"] = replay_summary(*scores);
+        if (scores->completed < scores->calls)
+          errors.push_back(fmt::format("replay: {} of {} calls did not complete",
+                                       scores->calls - scores->completed, scores->calls));
+      }
+    }
+    finish();
+  }
+  Json differences = probe_differences(probe_runs);
+  report["probe_differences"] = differences;
+
+  in_lab.reset();
+  if (lab) {
+    if (auto s = lab->destroy(); !s.ok())
+      return fail(std::move(s).error().context_add("removing the lab"));
+  }
   if (suite) {
-    if (auto s = suite->close(); !s.ok()) return fail(std::move(s).error().context_add("cleaning up the probes"));
+    if (auto s = suite->close(); !s.ok())
+      return fail(std::move(s).error().context_add("cleaning up the probes"));
   }
   std::string file = a.out + "/qualify.json";
   if (auto s = write_json_file_atomic(file, report); !s.ok()) return fail(s.error());
-  std::cout << summary_table(report["providers"], a.probes).render()
-            << "cycle: the median time of one create + exec(true) + destroy (--cycles " << a.cycles
-            << ")\n";
+
+  std::cout << side_by_side(report["providers"], a).render();
+  for (const auto& e : report["providers"])
+    if (e.contains("error"))
+      std::cout << "✗ " << e.value("display_name", e["name"].get<std::string>()) << ": "
+                << e["error"].get<std::string>() << "\n";
+  if (!differences.empty()) {
+    std::cout << "\nwhere the probes disagree (" << differences.size() << "):\n";
+    for (const auto& d : differences) {
+      std::cout << "  " << d["probe"].get<std::string>() << "\n";
+      for (const auto& [provider, v] : d["providers"].items())
+        std::cout << "    " << provider << ": " << v["verdict"].get<std::string>()
+                  << (v.contains("why") ? " — " + cut(v["why"].get<std::string>(), 110) : "")
+                  << "\n";
+    }
+  }
+  std::cout << "\nrun: median of " << a.cycles << " create + exec(true) + destroy; call: median of "
+            << a.calls << " calls of true in one live run\n";
   std::cout << "report: " << file << "\n";
   return all_ok ? 0 : 1;
 }
@@ -180,19 +443,36 @@ void add_qualify_command(CLI::App& app, Globals& g) {
   auto a = std::make_shared<QualifyArgs>();
   auto* sub = app.add_subcommand(
       "qualify",
-      "The main job: check the host (as `doctor`), then exercise each provider for real\n"
-      "(create an environment, run a command, destroy it; timed), run the escape probes\n"
-      "against it (as `probe`, inside a fresh lab network namespace), and write\n"
-      "DIR/qualify.json with DIR/probe-<provider>.json beside it.\n"
-      "Default providers: every safe one this build has. Exit status 1 if any selected provider\n"
-      "is unavailable, fails, or is exposed by a probe.");
+      "The main job: check the host (as `doctor`), then exercise every provider side by side:\n"
+      "  run    create an environment, run true, destroy it (timed, --cycles times)\n"
+      "  call   one call of true in a live run, through the provider alone and through the\n"
+      "         controller (its own cgroup and grant), median of --calls\n"
+      "  probes the escape probes (as `probe`, inside a fresh lab network namespace)\n"
+      "  replay a short recorded burst replayed through the built-in per-call policy\n"
+      "Prints one table with the providers as columns, and every probe whose verdict differs\n"
+      "between them with each one's evidence. Writes DIR/qualify.json and\n"
+      "DIR/probe-<provider>.json.\n"
+      "Default providers: every safe one this build has (and every configured external one);\n"
+      "one this host cannot run is listed with the reason. Exit status 1 if any selected\n"
+      "provider is unavailable, fails, or is exposed by a probe.\n"
+      "Example: sandgate qualify --provider namespaces --provider podman --out reports/out");
   sub->add_option("--out", a->out, "report directory")->capture_default_str();
   sub->add_option("--provider", a->providers, "qualify only these providers (repeatable)");
   sub->add_option("--cycles", a->cycles, "create + exec + destroy cycles per provider")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  sub->add_option("--calls", a->calls, "calls of true per provider for the call cost")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit --provider host_dir");
-  sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes (no root needed)");
+  sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes");
+  sub->add_option(
+      "--only", a->only,
+      "probe only this boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
+  sub->add_flag("--no-replay{false}", a->replay, "skip the short replay");
+  sub->add_option(
+      "--replay-trace", a->replay_trace,
+      "the trace the short replay runs (default: a built-in recorded burst, traces/burst.trace)");
   sub->callback([&g, a] { g.exit_code = run_qualify(g, *a); });
 }
 

@@ -24,29 +24,76 @@ namespace {
 
 TEST_F(CliTest, QualifyWritesTheReport) {
   SANDGATE_REQUIRE_ROOT();
-  auto r = sandgate({"qualify", "--out", tmp_ + "/report", "--cycles", "2"});
+  auto r = sandgate({"qualify", "--out", tmp_ + "/report", "--cycles", "2", "--calls", "5"});
   EXPECT_EQ(r.status.shell_code(), 0) << r.output;
   auto j = read_json_file(tmp_ + "/report/qualify.json");
   ASSERT_TRUE(j.ok()) << j.error().message();
-  EXPECT_EQ((*j)["schema_version"], 1);
+  EXPECT_EQ((*j)["schema_version"], 2);
   EXPECT_TRUE((*j)["doctor"].contains("cgroup_layout"));
-  ASSERT_EQ((*j)["providers"].size(), 1u) << "only safe providers by default";
-  const Json& ns = (*j)["providers"][0];
-  EXPECT_EQ(ns["name"], "namespaces");
-  EXPECT_EQ(ns["ok"], true) << ns.dump();
-  EXPECT_EQ(ns["cycles_ms"].size(), 2u);
+  ASSERT_GE((*j)["providers"].size(), 1u);
+  const Json* ns = nullptr;
+  for (const auto& p : (*j)["providers"]) {
+    EXPECT_EQ(p["unsafe"], false) << "only safe providers by default: " << p.dump();
+    if (p["name"] == "namespaces") ns = &p;
+  }
+  ASSERT_NE(ns, nullptr) << (*j)["providers"].dump();
+  EXPECT_EQ((*ns)["ok"], true) << ns->dump();
+  EXPECT_EQ((*ns)["cycles_ms"].size(), 2u);
+  // The cost of one call, with the controller and without: both measured, the controller's
+  // cgroup and placement cannot make a call cheaper than the provider's exec alone.
+  ASSERT_TRUE(ns->contains("exec_ms") && ns->contains("call_ms")) << ns->dump();
+  EXPECT_GT((*ns)["exec_ms"].get<double>(), 0);
+  EXPECT_GT((*ns)["call_ms"].get<double>(), (*ns)["exec_ms"].get<double>() * 0.5);
   // The escape probes ran against it, in the lab, and found nothing exposed.
-  ASSERT_TRUE(ns.contains("probes")) << ns.dump();
-  EXPECT_EQ(ns["probes"]["exposed"], 0) << ns["probes"].dump();
-  EXPECT_GT(ns["probes"]["blocked"].get<int>(), 50) << ns["probes"].dump();
-  auto full = read_json_file(ns["probes"]["report"].get<std::string>());
+  ASSERT_TRUE(ns->contains("probes")) << ns->dump();
+  EXPECT_EQ((*ns)["probes"]["exposed"], 0) << (*ns)["probes"].dump();
+  EXPECT_GT((*ns)["probes"]["blocked"].get<int>(), 50) << (*ns)["probes"].dump();
+  auto full = read_json_file((*ns)["probes"]["report"].get<std::string>());
   ASSERT_TRUE(full.ok()) << full.error().message();
   EXPECT_EQ((*full)["runs"][0]["provider"], "namespaces");
+  // The short replay: every call of the built-in burst completed through the provider.
+  ASSERT_TRUE(ns->contains("replay")) << ns->dump();
+  EXPECT_GE((*ns)["replay"]["calls"].get<int>(), 3) << "the built-in burst has 4 calls";
+  EXPECT_EQ((*ns)["replay"]["completed"], (*ns)["replay"]["calls"]) << (*ns)["replay"].dump();
+  // Providers are columns of one table.
+  EXPECT_NE(r.output.find("call: with the controller"), std::string::npos) << r.output;
   // Asking for the bypass cable without the flag is refused and fails the job.
   auto unsafe = sandgate({"qualify", "--out", tmp_ + "/report2", "--cycles", "1", "--no-probes",
-                          "--provider", "host_dir"});
+                          "--no-replay", "--provider", "host_dir"});
   EXPECT_EQ(unsafe.status.shell_code(), 1) << unsafe.output;
   EXPECT_NE(unsafe.output.find("--allow-unsafe-host"), std::string::npos);
+}
+
+// Side by side: a provider this host cannot run (here: one that does not exist) is a column
+// with the reason, not left out; and where the probes disagree (the jail against the unsafe
+// negative control), each provider's verdict comes with its evidence.
+TEST_F(CliTest, QualifyPutsProvidersSideBySideAndShowsWhereTheProbesDisagree) {
+  SANDGATE_REQUIRE_ROOT();
+  auto r = sandgate({"qualify", "--out", tmp_ + "/report", "--cycles", "1", "--calls", "3", "--no-replay",
+                     "--only", "creds", "--allow-unsafe-host", "--provider", "namespaces", "--provider",
+                     "host_dir", "--provider", "no_such_provider"});
+  EXPECT_EQ(r.status.shell_code(), 1) << r.output;
+  auto j = read_json_file(tmp_ + "/report/qualify.json");
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  ASSERT_EQ((*j)["providers"].size(), 3u) << (*j)["providers"].dump();
+  EXPECT_EQ((*j)["providers"][0]["ok"], true) << (*j)["providers"][0].dump();
+  EXPECT_EQ((*j)["providers"][1]["ok"], false) << "host_dir is exposed";
+  EXPECT_EQ((*j)["providers"][2]["ok"], false);
+  EXPECT_NE((*j)["providers"][2]["error"].get<std::string>().find("no_such_provider"), std::string::npos);
+  const Json& diff = (*j)["probe_differences"];
+  ASSERT_FALSE(diff.empty()) << "host_dir and the jail must disagree on creds probes";
+  bool exposed_on_host = false;
+  for (const auto& d : diff) {
+    ASSERT_TRUE(d["providers"].contains("namespaces")) << d.dump();
+    ASSERT_TRUE(d["providers"].contains("host_dir")) << d.dump();
+    for (const auto& [provider, v] : d["providers"].items())
+      EXPECT_FALSE(v["why"].get<std::string>().empty()) << provider << ": " << d.dump();
+    if (d["providers"]["host_dir"]["verdict"] == "exposed") exposed_on_host = true;
+  }
+  EXPECT_TRUE(exposed_on_host) << diff.dump();
+  // The table has a column per provider, the missing one included.
+  EXPECT_NE(r.output.find("no_such_provider"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("where the probes disagree"), std::string::npos) << r.output;
 }
 
 TEST_F(CliTest, DoctorReportsThisHost) {
