@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "cli/common.h"
 #include "core/files.h"
 #include "core/stats.h"
+#include "core/strings.h"
 #include "core/table.h"
 #include "core/units.h"
 #include "probes/suite.h"
@@ -24,6 +26,7 @@ struct QualifyArgs {
   bool allow_unsafe_host = false;
   int cycles = 5;
   bool probes = true;
+  std::string policy;  // whose required capabilities each provider is held to
 };
 
 // The probe suite's verdicts for one provider, summarised for qualify.json; the full report
@@ -32,9 +35,43 @@ Json probe_summary(const probes::ProviderRun& run, const std::string& file) {
   auto t = probes::tally(run.judgements);
   Json exposed = Json::array();
   for (const auto* j : run.exposed()) exposed.push_back(j->id);
-  return {{"blocked", t.blocked}, {"exposed", t.exposed}, {"inconclusive", t.inconclusive},
-          {"warning", t.warning}, {"exposed_ids", exposed}, {"wall_ms", to_millis(run.wall)},
+  Json contradicted = Json::array();
+  for (const auto& k : run.contradictions())
+    contradicted.push_back({{"capability", to_string(k.capability)}, {"probes", k.probes}});
+  return {{"blocked", t.blocked},
+          {"exposed", t.exposed},
+          {"inconclusive", t.inconclusive},
+          {"warning", t.warning},
+          {"exposed_ids", exposed},
+          {"wall_ms", to_millis(run.wall)},
+          {"contradicted_capabilities", contradicted},
           {"report", file}};
+}
+
+// The policy's required capabilities against what the provider delivers: its declaration,
+// less what the probes contradicted (when they ran). A contradicted capability the policy
+// requires disqualifies the provider as surely as one it never declared.
+Json policy_check(const controller::Policy& policy, const CapabilitySet& declared,
+                  const probes::ProviderRun* run, std::string& error) {
+  CapabilitySet delivered = run ? run->effective() : declared;
+  Json required = Json::array(), missing = Json::array(), contradicted = Json::array();
+  for (auto c : policy.required_capabilities) required.push_back(to_string(c));
+  for (auto c : missing_capabilities(delivered, policy.required_capabilities)) {
+    missing.push_back(to_string(c));
+    if (declared.count(c)) contradicted.push_back(to_string(c));
+  }
+  if (!missing.empty() && error.empty()) {
+    error = "disqualified for policy " + policy.name + ": it does not deliver " +
+            join(missing.get<std::vector<std::string>>(), ", ");
+    if (!contradicted.empty())
+      error += " (declared, contradicted by the probes: " +
+               join(contradicted.get<std::vector<std::string>>(), ", ") + ")";
+  }
+  return {{"name", policy.name},
+          {"required", required},
+          {"missing", missing},
+          {"contradicted", contradicted},
+          {"qualified", missing.empty()}};
 }
 
 // One row per provider: ✓ or ✗, the median cycle, the probes' tally, what went wrong (a column
@@ -89,6 +126,8 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     for (const auto& e : g.registry.entries())
       if (!e.info.unsafe) names.push_back(e.info.name);
   }
+  auto policy = load_policy_arg(a.policy);
+  if (!policy.ok()) return fail(policy.error());
   if (auto s = make_dirs(a.out, 0755); !s.ok()) return fail(s.error());
   // The suite makes the lab and enters it first (DESIGN.md, safety rules): every provider below
   // is created inside it, so whatever a run sends lands on the decoys, never off the machine.
@@ -142,6 +181,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     std::cerr << "\n";
     entry["cycles_ms"] = ms;
     if (!ms.empty()) entry["median_ms"] = stats::median(ms);
+    std::optional<probes::ProviderRun> probed;
     if (suite && error.empty()) {
       auto run = suite->run(**p);
       if (!run.ok()) {
@@ -152,8 +192,11 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
         if (auto s = write_json_file_atomic(file, full); !s.ok()) return fail(s.error());
         entry["probes"] = probe_summary(*run, file);
         if (!run->exposed().empty()) error = "the escape probes found it exposed";
+        probed = std::move(run).value();
       }
     }
+    entry["policy"] =
+        policy_check(*policy, (*p)->capabilities(), probed ? &*probed : nullptr, error);
     entry["ok"] = error.empty();
     if (!error.empty()) {
       entry["error"] = error;
@@ -193,6 +236,9 @@ void add_qualify_command(CLI::App& app, Globals& g) {
       ->capture_default_str();
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit --provider host_dir");
   sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes (no root needed)");
+  sub->add_option("--policy", a->policy,
+                  "hold each provider to this policy's required capabilities (default: the "
+                  "built-in policy); a declared capability the probes contradict counts as absent");
   sub->callback([&g, a] { g.exit_code = run_qualify(g, *a); });
 }
 
