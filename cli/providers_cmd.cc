@@ -14,22 +14,29 @@ int run_providers(Globals& g, bool json) {
   for (const auto& entry : g.registry.entries()) {
     std::string availability = "available";
     auto p = entry.factory(options);
-    if (!p.ok()) availability = p.error().message();
-    else if (auto s = (*p)->available(); !s.ok()) availability = s.error().message();
+    if (!p.ok())
+      availability = p.error().message();
+    else if (auto s = (*p)->available(); !s.ok())
+      availability = s.error().message();
+    // An external provider's declarations are known once it has described itself.
+    const providers::ProviderInfo& info = p.ok() ? (*p)->info() : entry.info;
     Json caps = Json::array();
-    for (auto c : entry.info.capabilities) caps.push_back(to_string(c));
-    out.push_back({{"name", entry.info.name},
-                   {"unsafe", entry.info.unsafe},
-                   {"summary", entry.info.summary},
+    for (auto c : info.capabilities) caps.push_back(to_string(c));
+    out.push_back({{"name", info.name},
+                   {"unsafe", info.unsafe},
+                   {"summary", info.summary},
                    {"capabilities", caps},
                    {"available", availability == "available"},
                    {"availability", availability}});
     if (!json) {
-      std::cout << providers::display_name(entry.info) << "\n  " << entry.info.summary
-                << "\n  capabilities: " << to_string(entry.info.capabilities)
+      std::cout << providers::display_name(info) << "\n  " << info.summary
+                << "\n  capabilities: " << to_string(info.capabilities)
                 << "\n  on this host: " << availability << "\n";
     }
   }
+  if (!json)
+    std::cout << "external:PATH  any program speaking docs/PROVIDER_PROTOCOL.md; configure names "
+                 "with --providers-config\n";
   if (json) std::cout << dump_json(Json{{"schema_version", 1}, {"providers", out}}, 2) << "\n";
   return 0;
 }
@@ -39,7 +46,8 @@ int run_providers(Globals& g, bool json) {
 void add_providers_command(CLI::App& app, Globals& g) {
   auto json = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand(
-      "providers", "List isolation providers, their capabilities and whether this host can run them.");
+      "providers",
+      "List isolation providers, their capabilities and whether this host can run them.");
   sub->add_flag("--json", *json, "machine-readable output");
   sub->callback([&g, json] { g.exit_code = run_providers(g, *json); });
 }

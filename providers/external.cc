@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstdlib>
@@ -228,12 +229,16 @@ class ExternalEnvironment : public Environment {
         return std::move(s).error().context_add("place call in its cgroup");
       auto in = in_cgroup(paths_.proc, pid, dir);
       if (!in.ok()) return std::move(in).error().context_add("read the call's placement back");
-      if (!*in)
-        return logic_error("place call in its cgroup",
-                           "/proc/" + std::to_string(pid) +
-                               "/cgroup does not list it "
-                               "after it was written there",
-                           dir);
+      if (!*in) {
+        auto table = read_file(paths_.proc + "/" + std::to_string(pid) + "/cgroup");
+        std::string listed = table.ok() ? *table : table.error().message();
+        std::replace(listed.begin(), listed.end(), '\n', ' ');
+        return logic_error(
+            "place call in its cgroup",
+            "/proc/" + std::to_string(pid) +
+                "/cgroup does not list it after it was written there (it lists: " + listed + ")",
+            dir);
+      }
     }
     return {};
   }
