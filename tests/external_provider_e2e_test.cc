@@ -66,6 +66,46 @@ TEST_F(ExternalE2eTest, BwrapProviderPassesConformance) {
   EXPECT_GE(passed, 24u);
 }
 
+// The CLI wiring, through the real binary (no root: --no-controller, no cgroups).
+TEST_F(ExternalE2eTest, AnyCommandTakesExternalPath) {
+  auto r = run_command({SANDGATE_BINARY, "--state-dir", paths_.state_dir, "--work-dir",
+                        paths_.work_dir, "exec", "--no-controller", "--provider",
+                        "external:" + program("providers/testdata/fake-provider"), "--", "echo",
+                        "through the protocol"});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(r->status.exited && r->status.code == 0) << r->output;
+  EXPECT_NE(r->output.find("through the protocol"), std::string::npos) << r->output;
+}
+
+TEST_F(ExternalE2eTest, ProvidersConfigNamesAProvider) {
+  std::string config = tmp_ + "/providers.json";
+  Json c = {{"schema_version", 1},
+            {"providers",
+             {{{"name", "fake"},
+               {"command", {program("providers/testdata/fake-provider"), "lie_net"}}}}}};
+  ASSERT_TRUE(write_json_file_atomic(config, c).ok());
+  auto r = run_command({SANDGATE_BINARY, "--providers-config", config, "providers", "--json"});
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->status.exited && r->status.code == 0) << r->output;
+  auto listed = parse_json(r->output.substr(r->output.find('{')), "providers --json");
+  ASSERT_TRUE(listed.ok()) << r->output;
+  bool found = false;
+  for (const auto& p : (*listed)["providers"])
+    if (p["name"] == "external:fake") {
+      found = true;
+      // What it declared when it described itself, not a placeholder.
+      EXPECT_EQ(p["capabilities"], Json::array({"net.none"})) << dump_json(p);
+    }
+  EXPECT_TRUE(found) << r->output;
+  // A config that is wrong says where.
+  Json bad = {{"schema_version", 1}, {"providers", {{{"name", "fake"}, {"cmd", {"x"}}}}}};
+  ASSERT_TRUE(write_json_file_atomic(config, bad).ok());
+  r = run_command({SANDGATE_BINARY, "--providers-config", config, "providers"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status.code, 2);
+  EXPECT_NE(r->output.find("providers[0]: unknown key \"cmd\""), std::string::npos) << r->output;
+}
+
 class ContradictionTest : public ExternalE2eTest {
  protected:
   // The net boundary of the probe suite against one external program.
