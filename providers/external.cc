@@ -183,10 +183,14 @@ class ExternalEnvironment : public Environment {
       p.kill();
       return p.failed(std::move(pid).error());
     }
-    SG_TRY(place(p, *pid, placement));
     result.host_pid = *pid;
-    if (call.on_started) call.on_started(*pid);
-    SG_TRY(p.send(external::go_message(id), "go"));
+    // Cancelled while it was starting: the provider kills it parked; it never runs, so it is
+    // neither placed nor released.
+    if (!cancel_sent) {
+      SG_TRY(place(p, *pid, placement));
+      if (call.on_started) call.on_started(*pid);
+      SG_TRY(p.send(external::go_message(id), "go"));
+    }
 
     auto deadline = Clock::time_point::max();
     if (call.timeout.count() > 0) deadline = Clock::now() + call.timeout + timeouts_.exec_grace;

@@ -346,6 +346,24 @@ class Conformance {
                   " (timeout 2s, the call sleeps 60s)");
     }
     {
+      // ^C: the cancel descriptor is readable from the start, so the cancel reaches the
+      // provider while the call starts; it must end the call and say so, long before its sleep.
+      Pipe cancel_pipe;
+      if (auto made = make_pipe(O_CLOEXEC); made.ok()) cancel_pipe = std::move(made).value();
+      (void)write_all(cancel_pipe.write.get(), "x");
+      auto before = std::chrono::steady_clock::now();
+      CallRequest r;
+      r.cancel_fd = cancel_pipe.read.get();
+      auto o = sh("sleep 60", r);
+      auto took = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - before);
+      if (!o.ok())
+        check("exec.cancel", false, o.error().message());
+      else
+        check("exec.cancel", o->exec.cancelled && took < seconds(40),
+              "cancelled=" + std::string(o->exec.cancelled ? "true" : "false") + " after " +
+                  format_duration(took) + " (the call sleeps 60s), " + o->exec.status.describe());
+    }
+    {
       // rlimits: read back from the host while parked, and from inside.
       std::string limits_line;
       CallRequest r;
