@@ -232,17 +232,33 @@ class Conformance {
     providers::EnvSpec spec;
     spec.workspace_recipe = recipe_;
     spec.env = {"SANDGATE_ALLOWED=allowed-value"};
-    auto run = RunSession::open(*controller, **made, spec);
-    if (!run.ok()) {
-      check("exec.provider", false, run.error().message());
-      return {};
-    }
-    RunSession& s = **run;
-    auto call = [&](std::vector<std::string> argv, CallRequest extra = {}) {
+    // One run for every check while the provider keeps it; a call that fails outright (the
+    // provider was killed for it) ends that run, and the next check gets a fresh one, so that
+    // each check is judged on its own.
+    std::unique_ptr<RunSession> s;
+    std::string workspace;
+    auto call = [&](std::vector<std::string> argv,
+                    CallRequest extra = {}) -> Result<controller::CallOutcome> {
+      if (!s) {
+        auto opened = RunSession::open(*controller, **made, spec);
+        if (!opened.ok())
+          return std::move(opened).error().context_add("opening a run for the check");
+        s = std::move(opened).value();
+        workspace = s->workspace_path();
+      }
       extra.argv = std::move(argv);
       if (!extra.intent) extra.intent = "conformance";
-      return s.call(extra);
+      auto o = s->call(extra);
+      if (!o.ok()) {
+        (void)s->close();
+        s.reset();
+      }
+      return o;
     };
+    if (auto first = call({"true"}); !first.ok()) {
+      check("exec.provider", false, first.error().message());
+      return {};
+    }
     auto sh = [&](const std::string& script, CallRequest extra = {}) {
       return call({"sh", "-c", script}, std::move(extra));
     };
@@ -312,7 +328,7 @@ class Conformance {
     }
     {
       CallRequest r;
-      r.cwd = s.workspace_path() + "/sub";
+      r.cwd = workspace + "/sub";
       if (auto o = call({"pwd"}, r); !o.ok())
         check("exec.cwd", false, o.error().message());
       else
@@ -354,6 +370,7 @@ class Conformance {
       auto before = std::chrono::steady_clock::now();
       CallRequest r;
       r.cancel_fd = cancel_pipe.read.get();
+      r.intent = "conformance_timeout";  // a provider that ignores the cancel is ended anyway
       auto o = sh("sleep 60", r);
       auto took = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - before);
       if (!o.ok())
@@ -403,8 +420,12 @@ class Conformance {
                   std::to_string(cgroup_s) + "s");
       }
     }
-    auto closed = s.close();
-    check("exec.destroy", closed, "the run closed");
+    if (s) {
+      auto closed = s->close();
+      check("exec.destroy", closed, "the run closed");
+    } else {
+      check("exec.destroy", false, "not run: the last call had ended the run");
+    }
     return {};
   }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 
 #include "core/files.h"
 #include "core/json.h"
@@ -64,6 +65,35 @@ TEST_F(ExternalE2eTest, BwrapProviderPassesConformance) {
   }
   // Not vacuous: the protocol checks and the calls checked from the host all ran.
   EXPECT_GE(passed, 24u);
+}
+
+// The negative twin: the fake provider runs calls with its own environment (and ignores cwd,
+// timeouts and bad input), and conformance says so, check by check, with exit status 1.
+TEST_F(ExternalE2eTest, ConformanceFailsAProviderThatLeaksItsEnvironment) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string json = tmp_ + "/conformance.json";
+  auto r =
+      run_command({SANDGATE_BINARY, "--state-dir", paths_.state_dir, "--work-dir", paths_.work_dir,
+                   "--cgroup-root", cgroup_root_, "provider", "conformance", "--json", json, "--",
+                   program("providers/testdata/fake-provider"), "honest"},
+                  std::chrono::seconds(300));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->status.code, 1) << r->output;
+  auto report = read_json_file(json);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  std::map<std::string, Json> checks;
+  for (const auto& c : (*report)["checks"]) checks[c["name"].get<std::string>()] = c;
+  ASSERT_TRUE(checks.count("exec.env_allowlist")) << dump_json(*report);
+  EXPECT_FALSE(checks["exec.env_allowlist"]["passed"].get<bool>());
+  EXPECT_NE(checks["exec.env_allowlist"]["detail"].get<std::string>().find(
+                "the provider's own environment reached the call"),
+            std::string::npos)
+      << checks["exec.env_allowlist"]["detail"];
+  // What it does do is credited: the describe is well formed, the status comes back.
+  EXPECT_TRUE(checks["describe.well_formed"]["passed"].get<bool>())
+      << checks["describe.well_formed"]["detail"];
+  EXPECT_TRUE(checks["exec.exit_status"]["passed"].get<bool>())
+      << checks["exec.exit_status"]["detail"];
 }
 
 // The CLI wiring, through the real binary (no root: --no-controller, no cgroups).
