@@ -4,11 +4,13 @@
 // still declaring net.none) is reported as contradicting net.none, inside the probe suite's
 // own lab network namespace. Nothing is left behind.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/files.h"
 #include "core/json.h"
@@ -65,6 +67,47 @@ TEST_F(ExternalE2eTest, BwrapProviderPassesConformance) {
   }
   // Not vacuous: the protocol checks and the calls checked from the host all ran.
   EXPECT_GE(passed, 24u);
+}
+
+// After kill -9 of sandgate mid-call: the provider sees its stdin end and tears down, and
+// `sandgate gc` removes the rest from the run's record (run directory, cgroups, record).
+TEST_F(ExternalE2eTest, GcCleansUpAfterSandgateIsKilledMidCall) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(have_bwrap(), "needs bubblewrap (ci/bootstrap installs it)");
+  const std::string tag = "299.0" + std::to_string(::getpid());  // a unique sleep argument
+  // The call itself: `sleep TAG` (sandgate's and bwrap's command lines carry the tag too).
+  auto calls = [&] {
+    std::set<pid_t> out;
+    for (pid_t pid : pids_with_argument(tag)) {
+      auto comm = read_file("/proc/" + std::to_string(pid) + "/comm");
+      if (comm.ok() && *comm == "sleep\n") out.insert(pid);
+    }
+    return out;
+  };
+  std::vector<std::string> global = {SANDGATE_BINARY, "--state-dir",   paths_.state_dir,
+                                     "--work-dir",    paths_.work_dir, "--cgroup-root",
+                                     cgroup_root_};
+  std::vector<std::string> exec = global;
+  for (const char* a : {"exec", "--provider"}) exec.push_back(a);
+  exec.push_back("external:" + program("examples/providers/bwrap-provider"));
+  for (const char* a : {"--", "sleep"}) exec.push_back(a);
+  exec.push_back(tag);
+  auto sandgate = spawn(exec);
+  ASSERT_TRUE(sandgate.ok()) << sandgate.error().message();
+  // Wait (bounded) until the call runs inside the sandbox.
+  for (int i = 0; i < 600 && calls().empty(); ++i) ::usleep(100'000);
+  ASSERT_FALSE(calls().empty()) << "the call never started";
+  ASSERT_TRUE(sandgate->signal(SIGKILL).ok());
+  ASSERT_TRUE(sandgate->wait().ok());
+  std::vector<std::string> gc = global;
+  gc.push_back("gc");
+  auto r = run_command(gc, std::chrono::seconds(120));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->status.code, 0) << r->output;
+  // Nothing of the run is left: its processes (bwrap dies with its parent), and what
+  // TearDown checks (records, run directories, cgroups).
+  for (int i = 0; i < 100 && !pids_with_argument(tag).empty(); ++i) ::usleep(100'000);
+  EXPECT_TRUE(pids_with_argument(tag).empty()) << "a process of the run outlived it";
 }
 
 // The negative twin: the fake provider runs calls with its own environment (and ignores cwd,
