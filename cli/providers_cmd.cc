@@ -14,10 +14,8 @@ int run_providers(Globals& g, bool json) {
   for (const auto& entry : g.registry.entries()) {
     std::string availability = "available";
     auto p = entry.factory(options);
-    if (!p.ok())
-      availability = p.error().message();
-    else if (auto s = (*p)->available(); !s.ok())
-      availability = s.error().message();
+    if (!p.ok()) availability = p.error().message();
+    else if (auto s = (*p)->available(); !s.ok()) availability = s.error().message();
     // An external provider's declarations are known once it has described itself.
     const providers::ProviderInfo& info = p.ok() ? (*p)->info() : entry.info;
     Json caps = Json::array();
@@ -46,8 +44,7 @@ int run_providers(Globals& g, bool json) {
 void add_providers_command(CLI::App& app, Globals& g) {
   auto json = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand(
-      "providers",
-      "List isolation providers, their capabilities and whether this host can run them.");
+      "providers", "List isolation providers, their capabilities and whether this host can run them.");
   sub->add_flag("--json", *json, "machine-readable output");
   sub->callback([&g, json] { g.exit_code = run_providers(g, *json); });
 }
