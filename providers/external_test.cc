@@ -12,6 +12,7 @@
 
 #include "core/test_temp_dir.h"
 #include "providers/external_program.h"
+#include "providers/registry.h"
 #include "tests/support/privileged.h"
 #include "tests/support/provider_fixture.h"
 
@@ -140,6 +141,26 @@ TEST_F(ExternalProviderTest, MissingProgramIsNamed) {
                                   timeouts_);
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.error().message(), HasSubstr("/nonexistent/x"));
+}
+
+TEST_F(ExternalProviderTest, RegistryMakesExternalProvidersByPathAndByName) {
+  Registry registry;
+  register_builtin_providers(registry);
+  register_external_providers(registry, {command("lie_net")});
+  // Configured: listed by name before anything runs, made by running its describe.
+  ASSERT_NE(registry.find("external:fake-lie_net"), nullptr);
+  auto configured = registry.create("external:fake-lie_net", options_);
+  ASSERT_TRUE(configured.ok()) << configured.error().message();
+  EXPECT_EQ((*configured)->capabilities(), CapabilitySet{Capability::kNetNone});
+  // By path: no registration needed.
+  auto by_path = registry.create(
+      "external:" + testing::source_dir() + "/providers/testdata/fake-provider", options_);
+  ASSERT_TRUE(by_path.ok()) << by_path.error().message();
+  EXPECT_TRUE((*by_path)->capabilities().empty());
+  // A name that is neither says how to make it one.
+  auto unknown = registry.create("external:nope", options_);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.error().message(), HasSubstr("no external provider is configured as 'nope'"));
 }
 
 TEST(ExternalPlacement, DescendsFrom) {
