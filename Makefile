@@ -27,7 +27,7 @@ dev: bootstrap
 
 qualify: release
 	@mkdir -p $(REPORT_DIR)
-	$(RELEASE)/cli/sandgate qualify --out $(REPORT_DIR)
+	$(RELEASE)/cli/sandgate --providers-config examples/providers/providers.json qualify --out $(REPORT_DIR)
 
 test: bootstrap
 	@cmake --workflow --preset dev

@@ -378,7 +378,14 @@ Result<std::vector<ExternalCommand>> parse_providers_config(const Json& j,
 
 Result<std::vector<ExternalCommand>> load_providers_config(const std::string& path) {
   SG_ASSIGN_OR_RETURN(Json j, read_json_file(path));
-  return parse_providers_config(j, path);
+  SG_ASSIGN_OR_RETURN(auto commands, parse_providers_config(j, path));
+  // A program named by a relative path ("examples/providers/bwrap-provider" or
+  // "./bwrap-provider") lives beside the file that names it, not wherever sandgate runs.
+  auto slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  for (auto& c : commands)
+    if (names_program(c.argv[0]) && c.argv[0][0] != '/') c.argv[0] = dir + "/" + c.argv[0];
+  return commands;
 }
 
 }  // namespace sandgate::providers

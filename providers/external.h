@@ -79,6 +79,8 @@ bool names_program(const std::string& target);  // contains a '/'
 
 // A providers config file: {"schema_version": 1, "providers": [{"name": "bwrap",
 // "command": ["/usr/local/lib/sandgate/bwrap-provider"], "env": ["TMPDIR"]}]}, read strictly.
+// A relative program path ("./bwrap-provider", "sub/prog") is relative to the file's directory;
+// a bare name ("prog") is looked up in PATH.
 Result<std::vector<ExternalCommand>> load_providers_config(const std::string& path);
 Result<std::vector<ExternalCommand>> parse_providers_config(const Json& j,
                                                             const std::string& source);

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 
+#include "core/json.h"
 #include "core/test_temp_dir.h"
 #include "providers/external_program.h"
 #include "providers/registry.h"
@@ -161,6 +162,26 @@ TEST_F(ExternalProviderTest, RegistryMakesExternalProvidersByPathAndByName) {
   auto unknown = registry.create("external:nope", options_);
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(unknown.error().message(), HasSubstr("no external provider is configured as 'nope'"));
+}
+
+// A config names its programs relative to itself: the repository's examples/providers/
+// providers.json works from any directory sandgate runs in.
+TEST(ProvidersConfig, RelativeProgramsAreBesideTheFile) {
+  testing::TempDir dir;
+  std::string file = dir.path() + "/providers.json";
+  Json config = Json::parse(R"({"schema_version": 1, "providers": [
+      {"name": "here", "command": ["./prog", "--x"]},
+      {"name": "below", "command": ["sub/prog"]},
+      {"name": "absolute", "command": ["/opt/prog"]},
+      {"name": "in_path", "command": ["prog"]}]})");
+  ASSERT_TRUE(write_json_file_atomic(file, config).ok());
+  auto c = load_providers_config(file);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  ASSERT_EQ(c->size(), 4u);
+  EXPECT_EQ((*c)[0].argv, (std::vector<std::string>{dir.path() + "/./prog", "--x"}));
+  EXPECT_EQ((*c)[1].argv[0], dir.path() + "/sub/prog");
+  EXPECT_EQ((*c)[2].argv[0], "/opt/prog");
+  EXPECT_EQ((*c)[3].argv[0], "prog");
 }
 
 TEST(ExternalPlacement, DescendsFrom) {
