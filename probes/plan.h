@@ -44,6 +44,11 @@ const ProbePlan& plan_for(const std::string& id);
 // The probes that must catch `w`.
 std::vector<std::string> probes_catching(providers::Weakening w);
 
+// What to change when `id` is exposed (or warned about), in a sentence or two: the probe's own
+// advice when it has one, else its boundary's, else general advice. Shown as the SARIF rule's
+// help and beside exposed probes in every report.
+std::string remediation(const std::string& id);
+
 // The built-in policy plus the intents the plans declare, each with its plan's grant: the
 // policy every probe run uses.
 controller::Policy probe_policy();
