@@ -61,5 +61,6 @@ void add_replay_command(CLI::App& app, Globals& g);
 void add_trace_command(CLI::App& app, Globals& g);
 void add_plan_command(CLI::App& app, Globals& g);
 void add_policy_command(CLI::App& app, Globals& g);
+void add_report_command(CLI::App& app, Globals& g);
 
 }  // namespace sandgate::cli
