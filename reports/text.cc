@@ -109,24 +109,12 @@ std::string escape_markdown(std::string_view text, size_t max_bytes) {
       case '>':
         out += "&gt;";
         break;
-      case '"':
-        out += "&quot;";
-        break;
       case '\\':
       case '`':
       case '*':
       case '_':
-      case '{':
-      case '}':
       case '[':
       case ']':
-      case '(':
-      case ')':
-      case '#':
-      case '+':
-      case '-':
-      case '.':
-      case '!':
       case '|':
       case '~':
         out += '\\';

@@ -35,9 +35,11 @@ std::string clean_text(std::string_view text, const CleanOptions& options = {});
 // (after clean_text, so no character XML 1.0 forbids is left to escape).
 std::string escape_markup(std::string_view text);
 
-// Markdown inline text (a table cell, a list item): clean_text'd on one line, markup
-// metacharacters as character references (GitHub renders inline HTML), and the characters
-// Markdown gives meaning to (\ ` * _ { } [ ] ( ) # + - . ! | ~ >) backslash-escaped.
+// Markdown inline text that never starts a line (a table cell, the rest of a list item):
+// clean_text'd on one line, &, < and > as character references (GitHub renders inline HTML),
+// and the characters that open emphasis, code, links, images or cells (\ ` * _ [ ] | ~)
+// backslash-escaped. Characters that mean something only at the start of a line (# - + 1.)
+// are left alone, so the text stays readable in its raw form.
 std::string escape_markdown(std::string_view text, size_t max_bytes = 300);
 
 }  // namespace sandgate::reports

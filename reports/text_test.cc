@@ -66,8 +66,8 @@ TEST(EscapeMarkup, EscapesEveryMetacharacter) {
 }
 
 TEST(EscapeMarkdown, NeutralisesLinksCellsAndHtml) {
-  EXPECT_EQ(escape_markdown("[x](http://e) | <b> `c`"),
-            "\\[x\\]\\(http://e\\) \\| &lt;b&gt; \\`c\\`");
+  EXPECT_EQ(escape_markdown("[x](http://e) | <b> `c` ![i](j)"),
+            "\\[x\\](http://e) \\| &lt;b&gt; \\`c\\` !\\[i\\](j)");
   EXPECT_EQ(escape_markdown("a\nb"), "a\\\\nb");
 }
 

@@ -221,7 +221,7 @@ TEST(MarkdownWriter, SummarisesExposedFirst) {
   ASSERT_NE(exposed, std::string::npos);
   ASSERT_NE(table, std::string::npos);
   EXPECT_LT(exposed, table);
-  EXPECT_NE(out.find("- **host\\_dir** creds\\.env\\_tokens:"), std::string::npos) << out;
+  EXPECT_NE(out.find("- **host\\_dir** creds.env\\_tokens:"), std::string::npos) << out;
   EXPECT_NE(out.find("| namespaces | yes | 0 | 7 | 0 | 0 |"), std::string::npos) << out;
   EXPECT_EQ(out.find("### What changed"), std::string::npos);
 }
