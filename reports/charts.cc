@@ -104,13 +104,28 @@ std::optional<Chart> probe_matrix_chart(const Report& r) {
     for (const auto& v : *p->probes)
       if (std::find(ids.begin(), ids.end(), v.id) == ids.end()) ids.push_back(v.id);
 
-  constexpr int kLeft = 250, kTop = 40, kCol = 150, kRow = 18;
-  int width = kLeft + kCol * static_cast<int>(cols.size()) + 10;
+  constexpr int kLeft = 250, kTop = 64, kCol = 150, kRow = 18;
+  // Wide enough for the legend too, with one provider.
+  int width = std::max(kLeft + kCol * static_cast<int>(cols.size()) + 10, 620);
   int height = kTop + kRow * static_cast<int>(ids.size()) + 10;
   std::string s = fmt::format(
       "<svg id=\"probe-matrix\" width=\"{}\" height=\"{}\" "
       "viewBox=\"0 0 {} {}\" role=\"img\"><title>Escape probes: providers × probes</title>\n",
       width, height, width, height);
+  // The legend: what each colour says.
+  int lx = 10;
+  for (auto v : {probes::Verdict::kBlocked, probes::Verdict::kExposed,
+                 probes::Verdict::kInconclusive, probes::Verdict::kWarning}) {
+    s += fmt::format(
+        "<rect x=\"{}\" y=\"6\" width=\"14\" height=\"14\" fill=\"{}\"/><text x=\"{}\" "
+        "y=\"18\" class=\"label\">{}</text>\n",
+        lx, verdict_colour(v), lx + 20, probes::to_string(v));
+    lx += 120;
+  }
+  s += fmt::format(
+      "<rect x=\"{}\" y=\"6\" width=\"14\" height=\"14\" fill=\"#eeeeee\"/><text x=\"{}\" "
+      "y=\"18\" class=\"label\">not run</text>\n",
+      lx, lx + 20);
   for (size_t c = 0; c < cols.size(); ++c)
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"label\">{}</text>\n",
                      kLeft + kCol * static_cast<int>(c) + kCol / 2, kTop - 12,
