@@ -1,5 +1,6 @@
 #include "reports/from_qualify.h"
 
+#include "core/fd.h"
 #include "core/strings.h"
 #include "probes/plan.h"
 #include "reports/field_reader.h"
@@ -120,6 +121,37 @@ void add_rules(Report& report) {
   }
 }
 
+// Copying, comparing and printing a JSON value recurse once per level of nesting, and a probe's
+// evidence is the sandbox's to shape: 100,000 nested arrays would overflow the stack of every
+// writer. Containers nested deeper than this are never built; the container at this depth that
+// held them becomes a string saying so.
+constexpr int kMaxDepth = 64;
+constexpr const char* kTooDeep = "[cut: nested deeper than 64 levels]";
+
+Result<Json> read_bounded_json(const std::string& path) {
+  SG_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  std::vector<bool> cut(kMaxDepth + 2, false);  // per depth: something under it was dropped
+  auto bound = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    using E = Json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      if (depth > kMaxDepth) {
+        cut[kMaxDepth] = true;
+        return false;  // not built, nor anything inside it
+      }
+      if (depth == kMaxDepth) cut[kMaxDepth] = false;
+    } else if ((event == E::object_end || event == E::array_end) && depth == kMaxDepth &&
+               cut[kMaxDepth]) {
+      parsed = kTooDeep;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text, bound);
+  } catch (const Json::exception&) {
+    return parse_json(text, path);  // the same fault, said with its line and column
+  }
+}
+
 std::string dirname_of(const std::string& path) {
   auto slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
@@ -154,7 +186,7 @@ Result<Report> from_qualify(const Json& qualify, const ProbeFiles& probe_files) 
 }
 
 Result<Report> load_report(const std::string& path) {
-  SG_ASSIGN_OR_RETURN(Json j, read_json_file(path));
+  SG_ASSIGN_OR_RETURN(Json j, read_bounded_json(path));
   if (j.is_object() && j.contains("type")) {
     auto report = report_from_json(j);
     if (!report.ok()) return std::move(report).error().context_add(path);
@@ -174,8 +206,8 @@ Result<Report> load_report(const std::string& path) {
         return logic_error("read qualify.json", "providers[].probes.report: expected a path", path);
       std::string written = file.get<std::string>();
       std::string beside = dirname_of(path) + "/" + basename_of(written);
-      auto read = read_json_file(beside);
-      if (!read.ok() && beside != written) read = read_json_file(written);
+      auto read = read_bounded_json(beside);
+      if (!read.ok() && beside != written) read = read_bounded_json(written);
       if (!read.ok())
         return std::move(read).error().context_add("the probe report " + path + " names");
       files[p["name"].get<std::string>()] = std::move(read).value();

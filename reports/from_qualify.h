@@ -24,7 +24,8 @@ Result<Report> from_qualify(const Json& qualify, const ProbeFiles& probe_files);
 
 // Reads a saved report: the model itself (type "sandgate-report"), or a qualify.json with its
 // probe files, looked for beside it first (the directory may have moved since) and then at the
-// path qualify.json names.
+// path qualify.json names. JSON nested deeper than 64 levels (a probe's evidence can be) is
+// cut there, with a note in its place: every writer would otherwise recurse that deep.
 Result<Report> load_report(const std::string& path);
 
 }  // namespace sandgate::reports

@@ -8,6 +8,7 @@
 #include "core/test_temp_dir.h"
 #include "reports/from_qualify.h"
 #include "reports/test_reports.h"
+#include "reports/writers.h"
 
 namespace sandgate::reports {
 namespace {
@@ -164,6 +165,36 @@ TEST(FromQualify, AMissingProbeFileIsAnErrorNamingIt) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("probe-host_dir.json"), std::string::npos)
       << r.error().message();
+}
+
+// A sandbox shapes its probe's evidence: 100,000 nested arrays must neither crash the reader
+// (copying and printing JSON recurse per level) nor any writer.
+TEST(LoadReport, CutsEvidenceNestedTooDeep) {
+  sandgate::testing::TempDir dir;
+  std::filesystem::copy_file(fixture_dir() + "/qualify.json", dir / "qualify.json");
+  std::filesystem::copy_file(fixture_dir() + "/probe-namespaces.json",
+                             dir / "probe-namespaces.json");
+  auto probe = read_json_file(fixture_dir() + "/probe-host_dir.json");
+  ASSERT_TRUE(probe.ok());
+  (*probe)["runs"][0]["judgements"][0]["sandbox"]["evidence"] = {{"x", "DEEP"}, {"y", 1}};
+  std::string text = dump_json(*probe);
+  constexpr size_t kLevels = 100000;
+  text.replace(text.find("\"DEEP\""), 6, std::string(kLevels, '[') + std::string(kLevels, ']'));
+  std::ofstream(dir / "probe-host_dir.json") << text;
+  auto r = load_report(dir / "qualify.json");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  const Json& evidence = (*r->providers[1].probes)[0].judgement["sandbox"]["evidence"];
+  EXPECT_EQ(evidence["y"], 1) << "what is beside the deep value is kept";
+  Json at = evidence["x"];
+  int depth = 0;
+  while (at.is_array() && at.size() == 1) {
+    Json next = at[0];
+    at = std::move(next);
+    ++depth;
+  }
+  EXPECT_EQ(at, "[cut: nested deeper than 64 levels]");
+  EXPECT_LT(depth, 64);
+  for (Format f : all_formats()) EXPECT_FALSE(render(*r, f).empty());
 }
 
 TEST(LoadReport, RefusesSomethingElse) {
