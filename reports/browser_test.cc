@@ -254,3 +254,31 @@ TEST(BrowserCheck, ChromiumRendersTheReportWithEveryChart) {
 
 }  // namespace
 }  // namespace sandgate::reports
+
+namespace sandgate::reports {
+namespace {
+
+// The hostile report, parsed by a real HTML parser: what the sandbox wrote stays text. Had a
+// writer let "<script>" or "<img onerror>" through, the DOM Chromium dumps would hold the
+// element.
+TEST(BrowserCheck, HostileTextStaysTextInTheBrowser) {
+  SANDGATE_REQUIRE(!chromium().empty(),
+                   "needs chromium (Debian package; ci/bootstrap installs it)");
+  sandgate::testing::TempDir dir;
+  std::string html = dir / "report.html";
+  ASSERT_TRUE(write_report_file(html, render_html(testing::hostile_report())).ok());
+  Browser dom = run_chromium(dir, {"--dump-dom"}, html);
+  ASSERT_EQ(dom.status, 0) << dom.output;
+  auto body = dom.output.find("<body>");
+  ASSERT_NE(body, std::string::npos) << dom.output.substr(0, 2000);
+  std::string page = dom.output.substr(body);
+  EXPECT_EQ(page.find("<script"), std::string::npos);
+  EXPECT_EQ(page.find("<img"), std::string::npos);
+  EXPECT_EQ(page.find("<!--"), std::string::npos);
+  EXPECT_NE(page.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(page.find("<svg id=\"probe-matrix\""), std::string::npos);
+  expect_nothing_fetched(dir / "netlog.json");
+}
+
+}  // namespace
+}  // namespace sandgate::reports
