@@ -23,6 +23,7 @@ struct Globals {
   std::string work_dir;
   std::string log_level;
   std::string cgroup_root;  // sandgate's top cgroup name (default "sandgate")
+  std::string providers_config;  // external providers (default /etc/sandgate/providers.json)
   providers::Registry registry;
   int exit_code = 0;  // set by the subcommand that ran
 
@@ -62,5 +63,11 @@ void add_trace_command(CLI::App& app, Globals& g);
 void add_plan_command(CLI::App& app, Globals& g);
 void add_policy_command(CLI::App& app, Globals& g);
 void add_report_command(CLI::App& app, Globals& g);
+void add_provider_command(CLI::App& app, Globals& g);
+
+// Registers the external providers: the external: family, and the configured ones from
+// --providers-config, else SANDGATE_PROVIDERS_CONFIG, else /etc/sandgate/providers.json when it
+// exists. A config named explicitly must exist.
+Status load_external_providers(Globals& g);
 
 }  // namespace sandgate::cli

@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "core/log.h"
+#include "providers/external.h"
 #include "providers/supervisor.h"
 
 namespace sandgate::cli {
@@ -44,6 +45,25 @@ providers::ProviderOptions Globals::provider_options() const {
   o.paths = paths();
   o.supervisor_exe = companion_binary("sandgate-supervisor");
   return o;
+}
+
+Status load_external_providers(Globals& g) {
+  std::string file = g.providers_config;
+  bool named = !file.empty();
+  if (!named) {
+    const char* env = std::getenv("SANDGATE_PROVIDERS_CONFIG");
+    if (env && *env) {
+      file = env;
+      named = true;
+    }
+  }
+  if (!named) file = "/etc/sandgate/providers.json";
+  std::vector<providers::ExternalCommand> configured;
+  if (named || ::access(file.c_str(), F_OK) == 0) {
+    SG_ASSIGN_OR_RETURN(configured, providers::load_providers_config(file));
+  }
+  providers::register_external_providers(g.registry, configured);
+  return {};
 }
 
 int fail(const Error& e) { return fail(e.message()); }
@@ -91,7 +111,16 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup-root", g.cgroup_root,
                  "name of sandgate's top cgroup in each hierarchy (default sandgate, env "
                  "SANDGATE_CGROUP_ROOT)");
-  app.parse_complete_callback([&] { sandgate::init_logging(g.log_level); });
+  app.add_option("--providers-config", g.providers_config,
+                 "external providers by name: {\"schema_version\":1,\"providers\":[{\"name\":N,"
+                 "\"command\":[PROGRAM,ARGS...]}]} (default /etc/sandgate/providers.json when it "
+                 "exists, env SANDGATE_PROVIDERS_CONFIG); then --provider external:N");
+  app.parse_complete_callback([&] {
+    sandgate::init_logging(g.log_level);
+    // Before any subcommand runs: every --provider may name an external one.
+    if (auto s = load_external_providers(g); !s.ok())
+      throw CLI::ValidationError("--providers-config", s.error().message());
+  });
 
   add_exec_command(app, g);
   add_providers_command(app, g);
@@ -106,6 +135,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, g);
   add_policy_command(app, g);
   add_report_command(app, g);
+  add_provider_command(app, g);
 
   try {
     app.parse(argc, argv);

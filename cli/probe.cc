@@ -9,6 +9,7 @@
 
 #include "cli/common.h"
 #include "core/json.h"
+#include "core/strings.h"
 #include "core/table.h"
 #include "core/units.h"
 #include "probes/plan.h"
@@ -46,6 +47,10 @@ void print_table(const probes::ProviderRun& run) {
   // Warnings (allowed by design, a vector for later: persist.git_hooks) do not fail the run.
   std::cout << "\n  " << t.blocked << " blocked, " << t.exposed << " exposed, " << t.inconclusive
             << " inconclusive, " << t.warning << " warning in " << format_duration(run.wall) << "\n";
+  // Declared capabilities are claims: one with an exposed probe is not delivered.
+  for (const auto& k : run.contradictions())
+    std::cout << "  declared " << to_string(k.capability) << ", contradicted by "
+              << join(k.probes, ", ") << "\n";
 }
 
 // The probes of `expected` that did not flag the run exposed.

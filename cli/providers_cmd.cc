@@ -16,20 +16,25 @@ int run_providers(Globals& g, bool json) {
     auto p = entry.factory(options);
     if (!p.ok()) availability = p.error().message();
     else if (auto s = (*p)->available(); !s.ok()) availability = s.error().message();
+    // An external provider's declarations are known once it has described itself.
+    const providers::ProviderInfo& info = p.ok() ? (*p)->info() : entry.info;
     Json caps = Json::array();
-    for (auto c : entry.info.capabilities) caps.push_back(to_string(c));
-    out.push_back({{"name", entry.info.name},
-                   {"unsafe", entry.info.unsafe},
-                   {"summary", entry.info.summary},
+    for (auto c : info.capabilities) caps.push_back(to_string(c));
+    out.push_back({{"name", info.name},
+                   {"unsafe", info.unsafe},
+                   {"summary", info.summary},
                    {"capabilities", caps},
                    {"available", availability == "available"},
                    {"availability", availability}});
     if (!json) {
-      std::cout << providers::display_name(entry.info) << "\n  " << entry.info.summary
-                << "\n  capabilities: " << to_string(entry.info.capabilities)
+      std::cout << providers::display_name(info) << "\n  " << info.summary
+                << "\n  capabilities: " << to_string(info.capabilities)
                 << "\n  on this host: " << availability << "\n";
     }
   }
+  if (!json)
+    std::cout << "external:PATH  any program speaking docs/PROVIDER_PROTOCOL.md; configure names "
+                 "with --providers-config\n";
   if (json) std::cout << dump_json(Json{{"schema_version", 1}, {"providers", out}}, 2) << "\n";
   return 0;
 }

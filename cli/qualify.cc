@@ -43,6 +43,7 @@ struct QualifyArgs {
   std::vector<std::string> only;  // probe boundaries; empty: all
   bool replay = true;
   std::string replay_trace;  // empty: the built-in burst
+  std::string policy;        // whose required capabilities each provider is held to
 };
 
 using Clock = std::chrono::steady_clock;
@@ -108,8 +109,9 @@ Result<CallCosts> call_costs(providers::Provider& p, controller::Controller& con
   return costs;
 }
 
-// The short replay: every call of the trace run as a real effect under the built-in per-call
-// policy; what a provider changes is whether the calls complete and land where they should.
+// The short replay: every call of the trace run as a real effect under the per-call policy
+// (--policy, else the built-in one); what a provider changes is whether the calls complete and land
+// where they should.
 Result<replay::PolicyScores> short_replay(Globals& g, const std::string& provider,
                                           const providers::ProviderOptions& options,
                                           const replay::ReplayPlan& plan,
@@ -153,9 +155,43 @@ Json probe_summary(const probes::ProviderRun& run, const std::string& file) {
   auto t = probes::tally(run.judgements);
   Json exposed = Json::array();
   for (const auto* j : run.exposed()) exposed.push_back(j->id);
-  return {{"blocked", t.blocked}, {"exposed", t.exposed},   {"inconclusive", t.inconclusive},
-          {"warning", t.warning}, {"exposed_ids", exposed}, {"wall_ms", to_millis(run.wall)},
+  Json contradicted = Json::array();
+  for (const auto& k : run.contradictions())
+    contradicted.push_back({{"capability", to_string(k.capability)}, {"probes", k.probes}});
+  return {{"blocked", t.blocked},
+          {"exposed", t.exposed},
+          {"inconclusive", t.inconclusive},
+          {"warning", t.warning},
+          {"exposed_ids", exposed},
+          {"wall_ms", to_millis(run.wall)},
+          {"contradicted_capabilities", contradicted},
           {"report", file}};
+}
+
+// The policy's required capabilities against what the provider delivers: its declaration,
+// less what the probes contradicted (when they ran). A contradicted capability the policy
+// requires disqualifies the provider as surely as one it never declared.
+Json policy_check(const controller::Policy& policy, const CapabilitySet& declared,
+                  const probes::ProviderRun* run, std::string& error) {
+  CapabilitySet delivered = run ? run->effective() : declared;
+  Json required = Json::array(), missing = Json::array(), contradicted = Json::array();
+  for (auto c : policy.required_capabilities) required.push_back(to_string(c));
+  for (auto c : missing_capabilities(delivered, policy.required_capabilities)) {
+    missing.push_back(to_string(c));
+    if (declared.count(c)) contradicted.push_back(to_string(c));
+  }
+  if (!missing.empty() && error.empty()) {
+    error = "disqualified for policy " + policy.name + ": it does not deliver " +
+            join(missing.get<std::vector<std::string>>(), ", ");
+    if (!contradicted.empty())
+      error += " (declared, contradicted by the probes: " +
+               join(contradicted.get<std::vector<std::string>>(), ", ") + ")";
+  }
+  return {{"name", policy.name},
+          {"required", required},
+          {"missing", missing},
+          {"contradicted", contradicted},
+          {"qualified", missing.empty()}};
 }
 
 // A verdict as one cell: "blocked (seccomp)", "exposed", ...
@@ -262,6 +298,8 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     for (const auto& e : g.registry.entries())
       if (!e.info.unsafe) names.push_back(e.info.name);
   }
+  auto policy_arg = load_policy_arg(a.policy);
+  if (!policy_arg.ok()) return fail(policy_arg.error());
   const bool privileged = ::geteuid() == 0;
   if (a.probes && !privileged)
     return fail("qualify runs the escape probes as root (or pass --no-probes)");
@@ -281,7 +319,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     auto p = replay::plan_replay(*trace, a.replay_trace.empty() ? "burst" : a.replay_trace, timing);
     if (!p.ok()) return fail(p.error());
     plan = std::move(p).value();
-    auto c = replay::resolve_policy("default", 0, 0);
+    auto c = replay::resolve_policy(a.policy.empty() ? "default" : a.policy, 0, 0);
     if (!c.ok()) return fail(c.error());
     policy = std::move(c).value();
   }
@@ -290,7 +328,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     controller::ControllerOptions copts;
     copts.paths = options.paths;
     copts.root = g.cgroup_root_name();
-    copts.policy = controller::default_policy();
+    copts.policy = *policy_arg;
     auto c = controller::Controller::create(std::move(copts));
     if (!c.ok()) return fail(std::move(c).error().context_add("the controller for the call costs"));
     controller = std::move(c).value();
@@ -388,6 +426,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
       }
     }
 
+    const probes::ProviderRun* probed = nullptr;
     if (suite && errors.empty()) {
       auto run = suite->run(**p);
       if (!run.ok()) {
@@ -402,9 +441,12 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
         probe_files[name] = std::move(full);
         entry["probes"] = probe_summary(*run, file);
         if (!run->exposed().empty()) errors.push_back("the escape probes found it exposed");
-        probe_runs.emplace(name, std::move(run).value());
+        probed = &probe_runs.emplace(name, std::move(run).value()).first->second;
       }
     }
+    std::string disqualified;
+    entry["policy"] = policy_check(*policy_arg, (*p)->capabilities(), probed, disqualified);
+    if (!disqualified.empty()) errors.push_back(disqualified);
 
     if (plan && errors.empty()) {
       std::cerr << "qualify: " << shown << ": replaying " << plan->calls.size()
@@ -474,7 +516,9 @@ void add_qualify_command(CLI::App& app, Globals& g) {
       "  call   one call of true in a live run, through the provider alone and through the\n"
       "         controller (its own cgroup and grant), median of --calls\n"
       "  probes the escape probes (as `probe`, inside a fresh lab network namespace)\n"
-      "  replay a short recorded burst replayed through the built-in per-call policy\n"
+      "  replay a short recorded burst replayed through the per-call policy\n"
+      "  policy the policy's required capabilities against what each provider delivers: its\n"
+      "         declaration less what the probes contradicted\n"
       "Prints one table with the providers as columns, and every probe whose verdict differs\n"
       "between them with each one's evidence. Writes DIR/qualify.json and\n"
       "DIR/probe-<provider>.json, and the report in every format (`sandgate report render`):\n"
@@ -493,6 +537,9 @@ void add_qualify_command(CLI::App& app, Globals& g) {
       ->capture_default_str();
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit --provider host_dir");
   sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes");
+  sub->add_option("--policy", a->policy,
+                  "hold each provider to this policy's required capabilities (default: the "
+                  "built-in policy); a declared capability the probes contradict counts as absent");
   sub->add_option(
       "--only", a->only,
       "probe only this boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");

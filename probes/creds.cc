@@ -41,12 +41,20 @@ ProbeReport env_tokens(const Params& p) {
 
 // The processes of this very invocation (the runner, this probe's child, sandgate-probe linger
 // and crossrun holders) carry the marker in their argv by design: they are not canary holders.
+// So does a sandbox's init that holds the call's own command line after its own options:
+// bubblewrap's pid-1 reaper is "bwrap --args 12 -- /opt/sandgate-probe run ...".
 bool is_probe_process(pid_t pid) {
   if (pid == ::getpid() || pid == ::getppid()) return true;
   std::string cmd = proc_file(pid, "cmdline", 4096);
   std::string argv0 = cmd.substr(0, cmd.find(' '));
   std::string base = argv0.substr(argv0.rfind('/') + 1);
-  return base == "sandgate-probe";
+  if (base == "sandgate-probe") return true;
+  for (pid_t own : {::getpid(), ::getppid()}) {
+    std::string mine = proc_file(own, "cmdline", 4096);
+    if (mine.starts_with(argv0) || mine.find("sandgate-probe") == std::string::npos) continue;
+    if (cmd.size() > mine.size() && cmd.ends_with(" -- " + mine)) return true;
+  }
+  return false;
 }
 
 // Scans /proc/*/<file> for the marker; each hit names the pid, its comm and the entry.

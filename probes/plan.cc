@@ -270,6 +270,56 @@ std::string remediation(const std::string& id) {
          "credentials, egress, limit) and add it; the probe's evidence says what crossed.";
 }
 
+std::vector<std::string> probes_testing(Capability c) {
+  // Each probe is listed under what it tests directly; a probe that several layers stop
+  // (proc.kill_all: a pid namespace, or uids) is listed under the capability that promises it.
+  static const std::map<Capability, std::vector<std::string>> kTested = {
+      {Capability::kFsIsolated,
+       {"fs.read_host_canary", "fs.write_host_dir", "fs.symlink_escape", "fs.hardlink_escape",
+        "fs.dotdot_escape", "fs.leaked_fds", "fs.open_by_handle", "fs.read_shadow",
+        "creds.home_files", "crossrun.workspace_canary"}},
+      {Capability::kFsReadonlyBase, {"fs.readonly_base", "fs.write_system_dirs"}},
+      // The lab's decoys and the other run's loopback and abstract sockets are reachable only
+      // from the launcher's network namespace.
+      {Capability::kNetNone,
+       {"net.metadata_v4_get", "net.metadata_v4_imdsv2", "net.metadata_v4_google",
+        "net.metadata_v6_get", "net.production_tcp", "net.registry_allowed",
+        "net.registry_other_port", "net.udp_exfil", "net.dns_exfil", "crossrun.loopback_port",
+        "crossrun.abstract_socket"}},
+      {Capability::kCredsScrubbedEnv, {"creds.env_tokens"}},
+      {Capability::kProcPidNs,
+       {"proc.host_pids", "proc.kill_all", "proc.ptrace_sentinel", "proc.process_vm_readv",
+        "proc.pidfd_getfd", "fs.proc_pid_root", "creds.proc_environ", "creds.proc_cmdline",
+        "crossrun.see_processes", "crossrun.signal_process", "crossrun.ptrace_process"}},
+      {Capability::kProcUserNs, {"proc.uid_map"}},
+      {Capability::kProcNoNewPrivs, {"proc.no_new_privs", "proc.setuid_helper"}},
+      {Capability::kProcNoCaps, {"proc.capabilities", "net.raw_socket", "proc.init_module"}},
+      {Capability::kIpcIsolated,
+       {"crossrun.sysv_shm", "crossrun.sysv_msg", "crossrun.dev_shm_canary"}},
+      {Capability::kEphemeralWorkspace, {"persist.find"}},
+      {Capability::kLimitsPerCall,
+       {"resource.memory", "resource.fork_bomb", "resource.cpu_spin", "resource.wall_clock",
+        "resource.fd_exhaust", "resource.disk_fill"}},
+  };
+  // The filter's probes are those the no_seccomp weakening must be caught by: one list.
+  if (c == Capability::kProcSeccomp) return probes_catching(providers::Weakening::kNoSeccomp);
+  auto it = kTested.find(c);
+  return it == kTested.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::vector<Contradiction> contradicted_capabilities(const CapabilitySet& declared,
+                                                     const std::vector<Judgement>& judgements) {
+  std::vector<Contradiction> out;
+  for (Capability c : declared) {
+    Contradiction k{c, {}};
+    for (const auto& id : probes_testing(c))
+      for (const auto& j : judgements)
+        if (j.id == id && j.verdict == Verdict::kExposed) k.probes.push_back(id);
+    if (!k.probes.empty()) out.push_back(std::move(k));
+  }
+  return out;
+}
+
 controller::Policy probe_policy() {
   controller::Policy p = controller::default_policy();
   p.name = "sandgate-probe";

@@ -188,7 +188,25 @@ Json ProviderRun::to_json() const {
                 {"exposed", t.exposed},
                 {"inconclusive", t.inconclusive},
                 {"warning", t.warning}};
+  Json declared_caps = Json::array(), effective_caps = Json::array(), contradicted = Json::array();
+  for (auto c : declared) declared_caps.push_back(to_string(c));
+  for (auto c : effective()) effective_caps.push_back(to_string(c));
+  for (const auto& k : contradictions())
+    contradicted.push_back({{"capability", to_string(k.capability)}, {"probes", k.probes}});
+  j["declared_capabilities"] = declared_caps;
+  j["contradicted_capabilities"] = contradicted;
+  j["effective_capabilities"] = effective_caps;
   return j;
+}
+
+std::vector<Contradiction> ProviderRun::contradictions() const {
+  return contradicted_capabilities(declared, judgements);
+}
+
+CapabilitySet ProviderRun::effective() const {
+  CapabilitySet out = declared;
+  for (const auto& k : contradictions()) out.erase(k.capability);
+  return out;
 }
 
 std::vector<const Judgement*> ProviderRun::exposed() const {
@@ -624,6 +642,7 @@ Result<ProviderRun> Suite::run(providers::Provider& provider,
   ProviderRun out;
   out.provider = provider.name();
   out.unsafe = provider.info().unsafe;
+  out.declared = provider.capabilities();
   out.weakenings = weakenings;
   Context ctx(*this, provider, weakenings);
   auto st = ctx.run(out);

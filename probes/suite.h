@@ -30,6 +30,7 @@
 #include "probes/canaries.h"
 #include "probes/judge.h"
 #include "probes/lab/lab.h"
+#include "probes/plan.h"
 #include "providers/provider.h"
 
 namespace sandgate::probes {
@@ -47,6 +48,7 @@ struct SuiteOptions {
 struct ProviderRun {
   std::string provider;
   bool unsafe = false;
+  CapabilitySet declared;  // what the provider claims; the probes test it
   std::vector<providers::Weakening> weakenings;
   std::vector<Judgement> judgements;
   Duration wall{0};
@@ -54,6 +56,10 @@ struct ProviderRun {
   Json to_json() const;
   // The judgements that are exposed.
   std::vector<const Judgement*> exposed() const;
+  // Declared capabilities the probes found exposed (plan.h), and what remains of the
+  // declaration once they are taken away: what a policy check may rely on.
+  std::vector<Contradiction> contradictions() const;
+  CapabilitySet effective() const;
 };
 
 class Suite {

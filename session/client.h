@@ -1,5 +1,5 @@
-// The one client of the orchestrator protocol (session/protocol.h): `sandgate exec --socket`,
-// and the host side of external providers. One request at a time on one connection.
+// The one client of the orchestrator protocol (session/protocol.h): `sandgate exec --socket`.
+// One request at a time on one connection.
 #pragma once
 
 #include <string>

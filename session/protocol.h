@@ -14,9 +14,9 @@
 //   any failure: {"id":N,"ok":false,"error":"one line"}
 //
 // Parsing is strict, for the people who write orchestrators: an unknown op or key, a missing
-// field or a wrong type is an error naming it. `sandgate serve`, `sandgate record`,
-// `sandgate exec --socket` and external providers all speak exactly this (session/server.h,
-// session/client.h).
+// field or a wrong type is an error naming it. `sandgate serve`, `sandgate record` and
+// `sandgate exec --socket` all speak exactly this (session/server.h, session/client.h).
+// External providers speak their own protocol (providers/external_protocol.h).
 #pragma once
 
 #include <optional>

@@ -81,7 +81,9 @@ TEST_F(HostileOutputTest, ServeOnStdinKeepsServingAfterInvalidOutput) {
   // a small shell loop that reads the first reply.
   std::string line = std::string("set -e; exec 3>") + out + "; {" +
                      " echo '{\"id\":1,\"op\":\"create\",\"provider\":\"namespaces\"}';" +
-                     " sleep 1;" +
+                     // create's reply, not a fixed sleep: under load (stress-ng and parallel
+                     // builds) a create took over 1 s and every exec went to env ''.
+                     " for i in $(seq 1200); do grep -q '\"env\"' " + out + " && break; sleep 0.05; done;" +
                      " env=$(sed -n 's/.*\"env\":\"\\([^\"]*\\)\".*/\\1/p' " + out + " | head -1);" +
                      " for s in " + q(kInvalid) + " " + q(kSplit) + " 'echo still here'; do" +
                      "   printf '{\"id\":2,\"op\":\"exec\",\"env\":\"%s\",\"argv\":[\"sh\",\"-c\",%s]}\\n' \"$env\" " +

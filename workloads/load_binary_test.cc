@@ -191,6 +191,13 @@ std::optional<double> memory_scale() {
 //    and other builds (load average 4-9): at most 195 ms late (the cgroup witness, burst),
 //    5 ms (ramp); at nice 0 under the same load up to 1102 ms (burst) with the peak reached,
 //    and the peak missed altogether under heavier load, which is why the generator runs at -10.
+//  - Starved: nice -10 does not help against other cgroups' tasks (a group's weight is its
+//    cpu.shares, whatever the nice values inside), and with four parallel builds beside the
+//    suite (load average 7-10) the control thread waited 1.5-1.9 s for a CPU and peaked
+//    558 ms (ramp) and 1568 ms (burst) late. A peak late by no more than the time the
+//    generator was kept off the CPU is the machine's doing, not the generator's: the late
+//    bound grows by that wait (its own schedstat run delay, reported as control_wait_ms). On
+//    a machine that runs it at once the wait is ~0 and the bound is the curve's.
 struct Window {
   double early_ms = -100;
   double late_ms;
@@ -204,14 +211,14 @@ Window on_time_window(const Segment& s, int64_t peak_at_ms) {
     }
   return {.late_ms = static_cast<double>(next - peak_at_ms)};
 }
-bool on_time(double late_ms, const Window& w) {
-  return late_ms >= w.early_ms && late_ms < w.late_ms;
+bool on_time(double late_ms, const Window& w, double starved_ms) {
+  return late_ms >= w.early_ms && late_ms < w.late_ms + starved_ms;
 }
 std::string explain(const Achieved& a, const Window& w) {
   double load = 0;
   std::ifstream("/proc/loadavg") >> load;
   return "window [" + std::to_string(static_cast<int>(w.early_ms)) + ", " +
-         std::to_string(static_cast<int>(w.late_ms)) + ") ms; sandgate-load waited " +
+         std::to_string(static_cast<int>(w.late_ms)) + " + the wait) ms; sandgate-load waited " +
          std::to_string(static_cast<int>(a.control_wait_ms)) + " ms for a CPU (load average " +
          std::to_string(load) + ")";
 }
@@ -247,7 +254,7 @@ TEST_P(Curves, PeakWithin5PercentAndOnTimeBySelfReport) {
   Window w = on_time_window(s, a->target_peak_at_ms);
   EXPECT_EQ(a->mem_measure, "rss_statm");
   EXPECT_NEAR(ratio, 1.0, 0.05) << explain(*a, w);
-  EXPECT_TRUE(on_time(static_cast<double>(late), w)) << late << " ms late; " << explain(*a, w);
+  EXPECT_TRUE(on_time(static_cast<double>(late), w, a->control_wait_ms)) << late << " ms late; " << explain(*a, w);
   // It ends at the curve's end: never before it, and not a whole hold later. 1000 ms: ~5x the
   // worst overrun seen under load (177 ms, nice 0, ramp), well short of a generator that
   // ignores end_ms.
@@ -324,7 +331,7 @@ TEST_P(Curves, PeakWithin5PercentAndOnTimeByTheCgroup) {
   Window w = on_time_window(s, a->target_peak_at_ms);
   EXPECT_NEAR(ratio, 1.0, 0.05) << explain(*a, w);
   ASSERT_GE(at, 0) << "the cgroup's usage was never sampled";
-  EXPECT_TRUE(on_time(late, w)) << late << " ms late; " << explain(*a, w);
+  EXPECT_TRUE(on_time(late, w, a->control_wait_ms)) << late << " ms late; " << explain(*a, w);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fidelity, Curves, ::testing::Values("step", "ramp", "burst"),

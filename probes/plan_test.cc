@@ -1,0 +1,51 @@
+// What each declared capability is tested by, and the contradiction report built on it.
+#include "probes/plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "probes/catalogue.h"
+
+namespace sandgate::probes {
+namespace {
+
+TEST(Plan, EveryProbeTestingACapabilityExists) {
+  Catalogue c;
+  ASSERT_TRUE(register_builtin_probes(c).ok());
+  std::set<std::string> ids;
+  for (const auto& p : c.all()) ids.insert(p.id);
+  for (Capability cap : all_capabilities())
+    for (const auto& id : probes_testing(cap))
+      EXPECT_TRUE(ids.count(id)) << to_string(cap) << ": " << id;
+  // The declarations a jail makes are each tested by something.
+  for (Capability cap : {Capability::kFsIsolated, Capability::kNetNone, Capability::kProcSeccomp,
+                         Capability::kProcPidNs, Capability::kLimitsPerCall})
+    EXPECT_FALSE(probes_testing(cap).empty()) << to_string(cap);
+}
+
+Judgement judged(const std::string& id, Verdict v) {
+  Judgement j;
+  j.id = id;
+  j.verdict = v;
+  return j;
+}
+
+TEST(Plan, ContradictionsAreDeclaredCapabilitiesWithAnExposedProbe) {
+  std::vector<Judgement> js = {judged("net.metadata_v4_get", Verdict::kExposed),
+                               judged("net.dns_exfil", Verdict::kExposed),
+                               judged("fs.read_host_canary", Verdict::kBlocked),
+                               judged("proc.seccomp", Verdict::kExposed),  // not declared
+                               judged("persist.find", Verdict::kInconclusive)};
+  auto k = contradicted_capabilities(
+      {Capability::kNetNone, Capability::kFsIsolated, Capability::kEphemeralWorkspace}, js);
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_EQ(k[0].capability, Capability::kNetNone);
+  EXPECT_EQ(k[0].probes, (std::vector<std::string>{"net.metadata_v4_get", "net.dns_exfil"}));
+  // Nothing declared, nothing contradicted: an exposure is then a plain exposure.
+  EXPECT_TRUE(contradicted_capabilities({}, js).empty());
+}
+
+}  // namespace
+}  // namespace sandgate::probes
