@@ -113,3 +113,11 @@ class Reader {
 };
 
 }  // namespace sandgate::reports::detail
+
+namespace sandgate::reports {
+struct Contradiction;
+struct PolicyCheck;
+// Shared by the model's reader and the qualify.json importer (model.cc): the same shapes.
+std::vector<Contradiction> contradictions_from(detail::Reader& r, const std::string& key);
+PolicyCheck policy_from(const Json& j, const std::string& path);
+}  // namespace sandgate::reports

@@ -97,6 +97,13 @@ ProviderReport provider_of(const Json& j, const std::string& path, const ProbeFi
     auto it = files.find(p.name);
     if (it == files.end()) r.fail("probes.report", "the probe report of this provider is missing");
     read_probes(it->second, "probe report of " + p.name, p);
+    Reader summary(r.object("probes"), r.at("probes"));
+    if (summary.has("contradicted_capabilities"))  // newer than the first schema 2 files
+      p.contradicted_capabilities = contradictions_from(summary, "contradicted_capabilities");
+  }
+  if (r.has("policy")) {
+    // qualify.json's policy check: the model's shape, read strictly on its own.
+    p.policy = policy_from(r.object("policy"), r.at("policy"));
   }
   if (r.has("replay")) p.replay = replay_of(r.object("replay"), r.at("replay"));
   return p;

@@ -98,6 +98,19 @@ std::string providers_table(const Report& r) {
     for (const auto& d : p.disqualifications) why += h(d) + "<br>";
     std::string caps;
     for (const auto& c : p.capabilities) caps += h(c, 80) + " ";
+    // A declared capability an exposed probe disproved: the declaration is not trusted.
+    for (const auto& k : p.contradicted_capabilities) {
+      std::string probes;
+      for (const auto& id : k.probes) probes += (probes.empty() ? "" : ", ") + id;
+      caps += "<br><span class=\"bad\">" + h(k.capability, 80) + " contradicted by " +
+              h(probes, 600) + "</span>";
+    }
+    if (p.policy && !p.policy->missing.empty()) {
+      std::string missing;
+      for (const auto& c : p.policy->missing) missing += (missing.empty() ? "" : ", ") + c;
+      caps += "<br><span class=\"bad\">policy " + h(p.policy->name, 80) + " needs " +
+              h(missing, 600) + "</span>";
+    }
     s += fmt::format(
         "<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         h(p.display_name), p.qualified ? "ok" : "bad", p.qualified ? "yes" : "NO", why, tally,

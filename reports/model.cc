@@ -97,8 +97,19 @@ Json provider_json(const Report& report, const ProviderReport& p) {
   if (p.probes) {
     Json verdicts = Json::array();
     for (const auto& v : *p.probes) verdicts.push_back(verdict_json(v));
-    j["probes"] = {{"wall_ms", opt(p.probes_wall_ms)}, {"verdicts", verdicts}};
+    Json contradicted = Json::array();
+    for (const auto& c : p.contradicted_capabilities)
+      contradicted.push_back({{"capability", c.capability}, {"probes", c.probes}});
+    j["probes"] = {{"wall_ms", opt(p.probes_wall_ms)},
+                   {"verdicts", verdicts},
+                   {"contradicted_capabilities", contradicted}};
   }
+  if (p.policy)
+    j["policy"] = {{"name", p.policy->name},
+                   {"required", p.policy->required},
+                   {"missing", p.policy->missing},
+                   {"contradicted", p.policy->contradicted},
+                   {"qualified", p.policy->qualified}};
   if (p.replay) j["replay"] = replay_json(*p.replay);
   return j;
 }
@@ -125,6 +136,34 @@ Costs costs_from(const Json& j, const std::string& path) {
   return c;
 }
 
+}  // namespace
+
+std::vector<Contradiction> contradictions_from(detail::Reader& r, const std::string& key) {
+  std::vector<Contradiction> out;
+  const Json& list = r.array(key);
+  for (size_t i = 0; i < list.size(); ++i) {
+    Reader c(list[i], r.at(key) + "[" + std::to_string(i) + "]");
+    out.push_back({c.str("capability"), c.strings("probes")});
+    c.done();
+  }
+  return out;
+}
+
+PolicyCheck policy_from(const Json& j, const std::string& path) {
+  Reader r(j, path);
+  PolicyCheck p;
+  p.name = r.str("name");
+  p.required = r.strings("required");
+  p.missing = r.strings("missing");
+  p.contradicted = r.strings("contradicted");
+  p.qualified = r.boolean("qualified");
+  r.done();
+  if (p.qualified != p.missing.empty()) r.fail("qualified", "says the opposite of missing");
+  return p;
+}
+
+namespace {
+
 ProviderReport provider_from(const Json& j, const std::string& path) {
   Reader r(j, path);
   ProviderReport p;
@@ -149,8 +188,10 @@ ProviderReport provider_from(const Json& j, const std::string& path) {
     for (size_t i = 0; i < verdicts.size(); ++i)
       p.probes->push_back(
           verdict_from(verdicts[i], pr.at("verdicts") + "[" + std::to_string(i) + "]"));
+    p.contradicted_capabilities = contradictions_from(pr, "contradicted_capabilities");
     pr.done();
   }
+  if (r.has("policy")) p.policy = policy_from(r.object("policy"), r.at("policy"));
   if (r.has("replay")) p.replay = replay_from(r.object("replay"), r.at("replay"));
   r.done();
   return p;

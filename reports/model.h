@@ -66,6 +66,22 @@ struct ReplaySummary {
   Json scores = Json::object();  // replay::to_json(PolicyScores): every score, whole
 };
 
+// The job's policy against what the provider delivers: its declared capabilities less those
+// the probes contradicted.
+struct PolicyCheck {
+  std::string name;                       // the policy's name ("default")
+  std::vector<std::string> required;      // capabilities the policy requires
+  std::vector<std::string> missing;       // required and not delivered
+  std::vector<std::string> contradicted;  // of those, the ones it declared
+  bool qualified = true;                  // nothing missing
+};
+
+// A declared capability an exposed probe showed it does not deliver.
+struct Contradiction {
+  std::string capability;
+  std::vector<std::string> probes;  // the exposed probes that test it
+};
+
 struct ProviderReport {
   std::string name;          // registry name ("namespaces", "external:/opt/x")
   std::string display_name;  // as printed ("host_dir (UNSAFE: no isolation)")
@@ -80,6 +96,8 @@ struct ProviderReport {
   // The escape probes, in the suite's order; absent when they did not run for this provider.
   std::optional<std::vector<ProbeVerdict>> probes;
   std::optional<double> probes_wall_ms;
+  std::vector<Contradiction> contradicted_capabilities;  // from the probes; empty without them
+  std::optional<PolicyCheck> policy;                     // absent: the job checked none
   std::optional<ReplaySummary> replay;
 };
 

@@ -63,6 +63,53 @@ TEST(FromQualify, ReadsARealRunWithItsProbeFilesBesideIt) {
   EXPECT_EQ(r.host["cgroup_layout"]["kind"], "hybrid");
 }
 
+// `qualify --policy policy-agents.json` (requires fs.isolated, creds.scrubbed_env,
+// proc.seccomp) on namespaces and host_dir: host_dir is refused before anything runs in it.
+TEST(FromQualify, ReadsThePolicyCheckAndAVisiblyDisqualifiedProvider) {
+  auto r = load_report(sandgate::testing::source_dir() +
+                       "/reports/testdata/qualify-policy/qualify.json");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  const auto& ns = provider(*r, "namespaces");
+  const auto& host = provider(*r, "host_dir");
+  ASSERT_TRUE(ns.policy && host.policy);
+  EXPECT_EQ(ns.policy->name, "agents");
+  EXPECT_TRUE(ns.policy->qualified);
+  EXPECT_FALSE(host.policy->qualified);
+  EXPECT_EQ(host.policy->missing,
+            (std::vector<std::string>{"fs.isolated", "creds.scrubbed_env", "proc.seccomp"}));
+  EXPECT_EQ(host.disqualifications.size(), 2u);  // "errors": one reason each
+  EXPECT_FALSE(host.probes);
+  EXPECT_FALSE(host.costs.exec_ms);
+  ASSERT_TRUE(ns.probes);
+  EXPECT_TRUE(ns.contradicted_capabilities.empty());
+  EXPECT_FALSE(r->created.empty());
+  // Only its run was measured, and that is enough to be the baseline of run costs.
+  EXPECT_EQ(r->baseline_provider, "host_dir");
+  EXPECT_TRUE(cost_ratios(*r, ns).run);
+  EXPECT_FALSE(cost_ratios(*r, ns).call);
+  std::string html = render_html(*r);
+  EXPECT_NE(html.find("policy agents needs fs.isolated, creds.scrubbed_env, proc.seccomp"),
+            std::string::npos);
+}
+
+TEST(Model, CarriesContradictedCapabilitiesAndThePolicy) {
+  Report r = real_report();
+  r.providers[0].contradicted_capabilities = {{"net.none", {"net.metadata_v4_get"}}};
+  r.providers[0].policy = PolicyCheck{"agents", {"net.none"}, {"net.none"}, {"net.none"}, false};
+  Json once = to_json(r);
+  auto back = report_from_json(once);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(to_json(*back), once);
+  EXPECT_NE(render_html(*back).find("net.none contradicted by net.metadata_v4_get"),
+            std::string::npos);
+  once["providers"][0]["policy"]["qualified"] = true;
+  auto bad = report_from_json(once);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("providers[0].policy.qualified: says the opposite"),
+            std::string::npos)
+      << bad.error().message();
+}
+
 TEST(Model, RoundTripsThroughJson) {
   Report r = real_report();
   Json once = to_json(r);
