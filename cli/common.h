@@ -62,6 +62,7 @@ void add_replay_command(CLI::App& app, Globals& g);
 void add_trace_command(CLI::App& app, Globals& g);
 void add_plan_command(CLI::App& app, Globals& g);
 void add_policy_command(CLI::App& app, Globals& g);
+void add_report_command(CLI::App& app, Globals& g);
 void add_provider_command(CLI::App& app, Globals& g);
 
 // Registers the external providers: the external: family, and the configured ones from

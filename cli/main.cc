@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
       "the same over JSON lines; `probe` tries to cross every boundary from inside and judges\n"
       "each attempt with host-side evidence; `record`, `trace`, `replay` and `plan` record,\n"
       "check, replay and plan capacity from burst-silence traces; `policy` prints the built-in\n"
-      "policy (what each call may use) or checks yours; `qualify` is the main job;\n"
+      "policy (what each call may use) or checks yours; `qualify` is the main job and\n"
+      "writes its report in every format, which `report render` renders again;\n"
       "`doctor` says what this host supports; `gc` cleans up after a crash."};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
   add_trace_command(app, g);
   add_plan_command(app, g);
   add_policy_command(app, g);
+  add_report_command(app, g);
   add_provider_command(app, g);
 
   try {

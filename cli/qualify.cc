@@ -3,12 +3,14 @@
 // live run with and without the controller, the escape probes (probes/suite.h), and a short
 // replay of a recorded burst (replay/experiment.h). One table, providers as columns; a
 // provider this host cannot run is a column that says why. Written as DIR/qualify.json with
-// DIR/probe-<provider>.json beside it.
+// DIR/probe-<provider>.json beside it, and as the report model (reports/) in every format:
+// report.json, report.html, junit.xml, report.sarif, summary.md.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -24,6 +26,8 @@
 #include "probes/lab/lab.h"
 #include "probes/suite.h"
 #include "replay/experiment.h"
+#include "reports/from_qualify.h"
+#include "reports/writers.h"
 #include "session/run_session.h"
 
 namespace sandgate::cli {
@@ -275,6 +279,16 @@ TextTable side_by_side(const Json& providers, const QualifyArgs& a) {
   return table;
 }
 
+// Now, UTC, ISO 8601: when the report was made.
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 int run_qualify(Globals& g, const QualifyArgs& a) {
   providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = a.allow_unsafe_host;
@@ -348,8 +362,12 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   }
 
   std::cerr << "qualify: checking the host (doctor)...\n";
-  Json report = {{"schema_version", 2}, {"doctor", doctor_report(g)}, {"providers", Json::array()}};
+  Json report = {{"schema_version", 2},
+                 {"created", utc_now()},
+                 {"doctor", doctor_report(g)},
+                 {"providers", Json::array()}};
   std::map<std::string, probes::ProviderRun> probe_runs;
+  reports::ProbeFiles probe_files;  // the full probe reports, for the report model
   bool all_ok = true;
   for (const auto& name : names) {
     Json entry = {{"name", name}};
@@ -358,6 +376,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
       entry["ok"] = errors.empty();
       if (!errors.empty()) {
         entry["error"] = join(errors, "; ");
+        entry["errors"] = errors;  // one reason each, for the report model
         all_ok = false;
       }
       report["providers"].push_back(entry);
@@ -419,6 +438,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
                      '_');
         Json full = {{"schema_version", probes::kReportSchemaVersion}, {"runs", {run->to_json()}}};
         if (auto s = write_json_file_atomic(file, full); !s.ok()) return fail(s.error());
+        probe_files[name] = std::move(full);
         entry["probes"] = probe_summary(*run, file);
         if (!run->exposed().empty()) errors.push_back("the escape probes found it exposed");
         probed = &probe_runs.emplace(name, std::move(run).value()).first->second;
@@ -457,6 +477,11 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   }
   std::string file = a.out + "/qualify.json";
   if (auto s = write_json_file_atomic(file, report); !s.ok()) return fail(s.error());
+  // The same findings as the report model, in every format.
+  auto model = reports::from_qualify(report, probe_files);
+  if (!model.ok()) return fail(std::move(model).error().context_add("building the report"));
+  if (auto s = reports::write_all_formats(*model, a.out); !s.ok())
+    return fail(std::move(s).error().context_add("writing the report"));
 
   std::cout << side_by_side(report["providers"], a).render();
   for (const auto& e : report["providers"])
@@ -475,7 +500,8 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   }
   std::cout << "\nrun: median of " << a.cycles << " create + exec(true) + destroy; call: median of "
             << a.calls << " calls of true in one live run\n";
-  std::cout << "report: " << file << "\n";
+  std::cout << "report: " << file << "; " << a.out
+            << "/report.html, report.json, junit.xml, report.sarif, summary.md\n";
   return all_ok ? 0 : 1;
 }
 
@@ -495,7 +521,8 @@ void add_qualify_command(CLI::App& app, Globals& g) {
       "         declaration less what the probes contradicted\n"
       "Prints one table with the providers as columns, and every probe whose verdict differs\n"
       "between them with each one's evidence. Writes DIR/qualify.json and\n"
-      "DIR/probe-<provider>.json.\n"
+      "DIR/probe-<provider>.json, and the report in every format (`sandgate report render`):\n"
+      "DIR/report.html, report.json, junit.xml, report.sarif, summary.md.\n"
       "Default providers: every safe one this build has (and every configured external one);\n"
       "one this host cannot run is listed with the reason. Exit status 1 if any selected\n"
       "provider is unavailable, fails, or is exposed by a probe.\n"

@@ -186,6 +186,90 @@ std::vector<std::string> probes_catching(providers::Weakening w) {
   return out;
 }
 
+namespace {
+
+// Advice per boundary: what isolates it. Written for the person who owns the sandbox's
+// configuration, not for sandgate's own providers only.
+const std::map<std::string, std::string>& boundary_remediation() {
+  static const std::map<std::string, std::string> kAdvice = {
+      {"fs",
+       "Give the sandbox its own mount namespace with a minimal root: the base read-only, only "
+       "the workspace writable, no host paths bound in, /proc, /sys and /dev limited to what a "
+       "build needs (no raw devices), and no file descriptors inherited from the launcher."},
+      {"net",
+       "Put the sandbox in its own network namespace with no route, or behind an egress policy "
+       "that allows only the registries it needs; block the metadata addresses "
+       "(169.254.169.254, fd00:ec2::254) explicitly and refuse raw, packet and vsock sockets in "
+       "the syscall filter."},
+      {"creds",
+       "Start the sandbox from a scrubbed environment (an allow list of variables), with a "
+       "fresh empty home instead of the launching user's, no view of other processes' environ "
+       "or cmdline (a pid namespace), and no access to the kernel keyrings (seccomp)."},
+      {"proc",
+       "Run as an unprivileged user in a user namespace with no capabilities and no_new_privs, "
+       "in its own pid namespace, under a seccomp allow list that refuses module loading, bpf, "
+       "perf, ptrace of outsiders, mount and namespace creation and every syscall newer than "
+       "the filter."},
+      {"crossrun",
+       "Give every run its own namespaces (pid, ipc, net, mount) and its own /tmp, /dev/shm and "
+       "workspace, and its own host id range, so that nothing one run holds is visible to "
+       "another."},
+      {"persist",
+       "Make every run start from a fresh copy of its recipe and throw the whole copy away at "
+       "the end: no workspace, home, /tmp or process outlives the run; review files a run leaves "
+       "in a repository (git hooks, config) before using it outside the sandbox."},
+      {"resource",
+       "Put every call in its own cgroup with memory, pids, CPU and I/O limits and a deadline, "
+       "and set per-process rlimits (open files, file size) in the grant; check from the host "
+       "that the limits written are the limits held."},
+  };
+  return kAdvice;
+}
+
+// Probes whose fix is more specific than their boundary's.
+const std::map<std::string, std::string>& probe_remediation() {
+  static const std::map<std::string, std::string> kAdvice = {
+      {"net.metadata_v4_get",
+       "Block 169.254.169.254 from the sandbox (no route, or an egress rule before any allow "
+       "rule); cloud credentials are one GET away."},
+      {"net.metadata_v4_imdsv2",
+       "Block 169.254.169.254 from the sandbox; IMDSv2's token does not help when the sandbox "
+       "can make the PUT itself."},
+      {"net.metadata_v6_get", "Block fd00:ec2::254 from the sandbox as well as the IPv4 address."},
+      {"net.dns_exfil",
+       "Give the sandbox no resolver, or one that answers only allowed names: DNS carries data "
+       "out even when TCP is blocked."},
+      {"creds.env_tokens",
+       "Launch the sandbox with an allow list of environment variables; never pass CI tokens "
+       "(GITHUB_TOKEN, ACTIONS_ID_TOKEN_REQUEST_TOKEN) or cloud keys through."},
+      {"creds.home_files",
+       "Do not bind the launching user's home into the sandbox; give it an empty home."},
+      {"proc.seccomp", "Install a seccomp filter (an allow list) before the sandbox's first exec."},
+      {"proc.no_new_privs", "Set no_new_privs (prctl PR_SET_NO_NEW_PRIVS) before exec."},
+      {"proc.capabilities", "Drop every capability (effective, permitted, bounding, ambient)."},
+      {"proc.newer_syscall",
+       "Make the seccomp filter an allow list whose default action refuses syscalls it does not "
+       "know (ENOSYS), so syscalls newer than the filter are refused too."},
+      {"proc.kill_all",
+       "Run the sandbox in its own pid namespace so that kill(-1) reaches nothing outside."},
+      {"persist.git_hooks",
+       "Treat a workspace's .git/hooks and .git/config as untrusted after a run: export "
+       "commits, not the directory, or review them before running git outside the sandbox."},
+  };
+  return kAdvice;
+}
+
+}  // namespace
+
+std::string remediation(const std::string& id) {
+  if (auto it = probe_remediation().find(id); it != probe_remediation().end()) return it->second;
+  std::string boundary = id.substr(0, id.find('.'));
+  if (auto it = boundary_remediation().find(boundary); it != boundary_remediation().end())
+    return it->second;
+  return "Find which layer should have refused this attempt (namespace, mount, seccomp, "
+         "credentials, egress, limit) and add it; the probe's evidence says what crossed.";
+}
+
 std::vector<std::string> probes_testing(Capability c) {
   // Each probe is listed under what it tests directly; a probe that several layers stop
   // (proc.kill_all: a pid namespace, or uids) is listed under the capability that promises it.

@@ -44,6 +44,10 @@ const ProbePlan& plan_for(const std::string& id);
 // The probes that must catch `w`.
 std::vector<std::string> probes_catching(providers::Weakening w);
 
+// What to change when `id` is exposed (or warned about), in a sentence or two: the probe's own
+// advice when it has one, else its boundary's, else general advice. Shown as the SARIF rule's
+// help and beside exposed probes in every report.
+std::string remediation(const std::string& id);
 // A declared capability is a claim, and these are the probes that test it (DESIGN.md idea
 // 2: declared capabilities are not trusted): a provider that declares `c` and is exposed on
 // one of them did not deliver `c`. Empty for what no probe can test from inside

@@ -94,6 +94,56 @@ TEST_F(CliTest, QualifyPutsProvidersSideBySideAndShowsWhereTheProbesDisagree) {
   // The table has a column per provider, the missing one included.
   EXPECT_NE(r.output.find("no_such_provider"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("where the probes disagree"), std::string::npos) << r.output;
+  // The same findings as the report model, in every format, the missing provider included.
+  for (const char* f : {"report.json", "report.html", "junit.xml", "report.sarif", "summary.md"})
+    EXPECT_EQ(::access((tmp_ + "/report/" + f).c_str(), R_OK), 0) << f;
+  auto model = read_json_file(tmp_ + "/report/report.json");
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  EXPECT_EQ((*model)["type"], "sandgate-report");
+  EXPECT_EQ((*model)["baseline_provider"], "host_dir");
+  EXPECT_EQ((*model)["providers"][2]["disqualifications"].size(), 1u) << (*model)["providers"][2];
+  auto md = sandgate({"report", "render", "--format", "md", tmp_ + "/report/report.json"});
+  EXPECT_EQ(md.status.shell_code(), 0) << md.output;
+  EXPECT_NE(md.output.find("1 of 3 providers qualified"), std::string::npos) << md.output;
+  EXPECT_NE(md.output.find("| no\\_such\\_provider | **no**"), std::string::npos) << md.output;
+}
+
+// A saved report rendered again: from the model or from a qualify.json with its probe files
+// beside it (the committed fixture's recorded paths point at a directory that is gone).
+TEST_F(CliTest, ReportRenderReRendersASavedReport) {
+  const std::string fixture = source_dir() + "/reports/testdata/qualify-creds/qualify.json";
+  struct Want {
+    const char* format;
+    const char* starts;
+  };
+  for (Want w : {Want{"html", "<!DOCTYPE html>"}, Want{"junit", "<?xml version=\"1.0\""},
+                 Want{"sarif", "{"}, Want{"md", "## sandgate qualify: 1 of 2"},
+                 Want{"json", "{"}}) {
+    std::string out = tmp_ + "/out." + w.format;
+    auto r = sandgate({"report", "render", "--format", w.format, fixture, "-o", out});
+    EXPECT_EQ(r.status.shell_code(), 0) << w.format << ": " << r.output;
+    auto text = read_file(out);
+    ASSERT_TRUE(text.ok()) << w.format;
+    EXPECT_EQ(text->rfind(w.starts, 0), 0u) << w.format << ": " << text->substr(0, 80);
+  }
+  // The model re-rendered is the model.
+  auto again = sandgate({"report", "render", "--format", "json", tmp_ + "/out.json"});
+  EXPECT_EQ(again.status.shell_code(), 0) << again.output;
+  EXPECT_EQ(again.output, *read_file(tmp_ + "/out.json"));
+
+  auto bad_format = sandgate({"report", "render", "--format", "pdf", fixture});
+  EXPECT_EQ(bad_format.status.shell_code(), 2);
+  EXPECT_NE(bad_format.output.find("expected html, junit, sarif, md or json"), std::string::npos)
+      << bad_format.output;
+  auto model = read_json_file(tmp_ + "/out.json");
+  ASSERT_TRUE(model.ok());
+  (*model)["providers"][1]["probes"]["verdicts"][0]["layer"] = 7;
+  ASSERT_TRUE(write_json_file_atomic(tmp_ + "/broken.json", *model).ok());
+  auto broken = sandgate({"report", "render", "--format", "html", tmp_ + "/broken.json"});
+  EXPECT_EQ(broken.status.shell_code(), 2);
+  EXPECT_NE(broken.output.find("providers[1].probes.verdicts[0].layer: expected a string, got 7"),
+            std::string::npos)
+      << broken.output;
 }
 
 TEST_F(CliTest, DoctorReportsThisHost) {
@@ -107,7 +157,7 @@ TEST_F(CliTest, DoctorReportsThisHost) {
 
 TEST_F(CliTest, HelpForEveryCommand) {
   for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify", "serve", "probe", "record",
-                   "replay", "trace", "plan", "policy"}) {
+                   "replay", "trace", "plan", "policy", "report"}) {
     auto r = sandgate({cmd, "--help"});
     EXPECT_EQ(r.status.shell_code(), 0) << cmd;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;

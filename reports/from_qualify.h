@@ -1,0 +1,31 @@
+// The report model filled from a qualify run: qualify.json (schema_version 2, cli/qualify.cc)
+// and each provider's probe-<provider>.json (probes/suite.h, the judge's full judgements),
+// which the report embeds so that one file carries everything.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/json.h"
+#include "core/result.h"
+#include "reports/model.h"
+
+namespace sandgate::reports {
+
+// The qualify.json schema this importer reads.
+inline constexpr int kQualifySchemaVersion = 2;
+
+// A provider's probe report (the whole probe-<provider>.json), by provider name.
+using ProbeFiles = std::map<std::string, Json>;
+
+// Errors name the field ("qualify.json: providers[1].probes.blocked: expected ...").
+// A provider whose qualify entry has "probes" must have its file in `probe_files`.
+Result<Report> from_qualify(const Json& qualify, const ProbeFiles& probe_files);
+
+// Reads a saved report: the model itself (type "sandgate-report"), or a qualify.json with its
+// probe files, looked for beside it first (the directory may have moved since) and then at the
+// path qualify.json names. JSON nested deeper than 64 levels (a probe's evidence can be) is
+// cut there, with a note in its place: every writer would otherwise recurse that deep.
+Result<Report> load_report(const std::string& path);
+
+}  // namespace sandgate::reports

@@ -1,0 +1,232 @@
+// The HTML report: one self-contained page. Every string from the report goes through
+// clean_text and escape_markup; nothing is fetched (no script, font, image or stylesheet link,
+// and a Content-Security-Policy that forbids them).
+#include <fmt/format.h>
+
+#include "reports/charts.h"
+#include "reports/text.h"
+#include "reports/writers.h"
+
+namespace sandgate::reports {
+namespace {
+
+std::string h(std::string_view s, size_t max = 400) {
+  CleanOptions o;
+  o.max_bytes = max;
+  return escape_markup(clean_text(s, o));
+}
+
+// A block of evidence: line breaks kept, long text cut with a note.
+std::string pre(std::string_view s, size_t max = 4000) {
+  CleanOptions o;
+  o.max_bytes = max;
+  o.keep_newlines = true;
+  return "<pre>" + escape_markup(clean_text(s, o)) + "</pre>";
+}
+
+constexpr const char* kStyle = R"(
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#212121;background:#fff}
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f5f5f5}
+.ok{color:#2e7d32;font-weight:bold}.bad{color:#c62828;font-weight:bold}
+.unsafe{background:#ffebee;border:1px solid #c62828;padding:8px;margin:8px 0}
+.blocked{color:#2e7d32}.exposed{color:#c62828;font-weight:bold}.inconclusive{color:#616161}
+.warning{color:#ef6c00;font-weight:bold}
+pre{white-space:pre-wrap;word-break:break-all;background:#fafafa;border:1px solid #eee;
+padding:6px;max-height:24em;overflow:auto}
+svg text{font:12px system-ui,sans-serif}svg text.cell{fill:#fff;font-size:11px}
+svg text.missing{fill:#757575;font-style:italic}figure{margin:16px 0}
+figcaption{color:#616161;max-width:60em}
+)";
+
+std::string verdict_span(const ProbeVerdict& v) {
+  return fmt::format("<span class=\"{}\">{}</span>", probes::to_string(v.verdict),
+                     h(verdict_cell(v), 80));
+}
+
+// The host's evidence lines of a judgement ("decoy_events: ...").
+std::string host_evidence(const ProbeVerdict& v) {
+  const Json& host = v.judgement.contains("host") ? v.judgement["host"] : Json();
+  if (!host.is_object() || host.empty()) return "";
+  std::string text;
+  for (const auto& [key, lines] : host.items()) {
+    if (!lines.is_array()) continue;
+    for (const auto& line : lines)
+      text += key + ": " + (line.is_string() ? line.get<std::string>() : dump_json(line)) + "\n";
+  }
+  return text.empty() ? "" : "<p>What the host saw:</p>" + pre(text);  // the second witness
+}
+
+std::string sandbox_report(const ProbeVerdict& v) {
+  const Json& s = v.judgement.contains("sandbox") ? v.judgement["sandbox"] : Json();
+  if (!s.is_object()) return "<p>No report from inside the sandbox.</p>";
+  return "<details><summary>The probe's own report from inside</summary>" + pre(dump_json(s, 1)) +
+         "</details>\n";
+}
+
+std::string header(const Report& r) {
+  size_t qualified = 0;
+  for (const auto& p : r.providers) qualified += p.qualified;
+  std::string s = fmt::format(
+      "<h1>sandgate {}: {} of {} provider{} qualified</h1>\n<p>Report schema {} · sandgate {} · "
+      "{}</p>\n",
+      h(r.job, 40), qualified, r.providers.size(), r.providers.size() == 1 ? "" : "s",
+      r.schema_version, h(r.sandgate_version, 40),
+      r.created.empty() ? "time unknown" : h(r.created, 40));
+  for (const auto& p : r.providers)
+    if (p.unsafe)
+      s += "<div class=\"unsafe\"><b>" + h(p.display_name) +
+           "</b> is the unsafe provider: no isolation at all. It is here to show what exposure "
+           "looks like and to be the cost baseline; never run agent code with it.</div>\n";
+  return s;
+}
+
+std::string providers_table(const Report& r) {
+  std::string s =
+      "<h2 id=\"providers\">Providers</h2>\n<table><tr><th>provider</th><th>qualified</th>"
+      "<th>why not</th><th>probes: blocked / exposed / inconclusive / warning</th>"
+      "<th>capabilities</th></tr>\n";
+  for (const auto& p : r.providers) {
+    std::string tally = "-";
+    if (p.probes) {
+      int n[4] = {0, 0, 0, 0};
+      for (const auto& v : *p.probes) ++n[static_cast<int>(v.verdict)];
+      tally = fmt::format("{} / {} / {} / {}", n[0], n[1], n[2], n[3]);
+    }
+    std::string why;
+    for (const auto& d : p.disqualifications) why += h(d) + "<br>";
+    std::string caps;
+    for (const auto& c : p.capabilities) caps += h(c, 80) + " ";
+    // A declared capability an exposed probe disproved: the declaration is not trusted.
+    for (const auto& k : p.contradicted_capabilities) {
+      std::string probes;
+      for (const auto& id : k.probes) probes += (probes.empty() ? "" : ", ") + id;
+      caps += "<br><span class=\"bad\">" + h(k.capability, 80) + " contradicted by " +
+              h(probes, 600) + "</span>";
+    }
+    if (p.policy && !p.policy->missing.empty()) {
+      std::string missing;
+      for (const auto& c : p.policy->missing) missing += (missing.empty() ? "" : ", ") + c;
+      caps += "<br><span class=\"bad\">policy " + h(p.policy->name, 80) + " needs " +
+              h(missing, 600) + "</span>";
+    }
+    s += fmt::format(
+        "<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        h(p.display_name), p.qualified ? "ok" : "bad", p.qualified ? "yes" : "NO", why, tally,
+        caps.empty() ? "none declared" : caps);
+  }
+  return s + "</table>\n";
+}
+
+std::string charts(const Report& r) {
+  std::string s;
+  for (const auto& c : charts_for(r))
+    s += fmt::format("<h2>{}</h2>\n<figure>{}\n<figcaption>{}</figcaption></figure>\n", h(c.title),
+                     c.svg, c.caption);
+  return s;
+}
+
+// Exposed and warning verdicts first, each with its evidence and the remediation.
+std::string findings(const Report& r) {
+  std::string s = "<h2 id=\"findings\">Exposed and warnings</h2>\n";
+  bool any = false;
+  for (auto wanted : {probes::Verdict::kExposed, probes::Verdict::kWarning}) {
+    for (const auto& p : r.providers) {
+      if (!p.probes) continue;
+      for (const auto& v : *p.probes) {
+        if (v.verdict != wanted) continue;
+        any = true;
+        auto rule = r.rules.find(v.id);
+        s += fmt::format("<h3>{} · {}: {}</h3>\n<p>Tried: {}</p>\n<p>Why: {}</p>\n", h(p.name),
+                         h(v.id, 120), verdict_span(v), h(v.attempt), h(v.why, 2000));
+        s += host_evidence(v) + sandbox_report(v);
+        if (rule != r.rules.end())
+          s += "<p><b>Fix:</b> " + h(rule->second.remediation, 2000) + "</p>\n";
+      }
+    }
+  }
+  if (!any) s += "<p>No probe found a provider exposed, and none warned.</p>\n";
+  return s;
+}
+
+std::string differences(const Report& r) {
+  auto diffs = probe_differences(r);
+  if (diffs.empty()) return "";
+  std::string s =
+      "<h2 id=\"differences\">Where the providers disagree</h2>\n<table><tr><th>probe</th>";
+  std::vector<std::string> names;
+  for (const auto& [name, cell] : diffs.front().verdicts) {
+    names.push_back(name);
+    s += "<th>" + h(name) + "</th>";
+  }
+  s += "</tr>\n";
+  for (const auto& d : diffs) {
+    s += "<tr><td>" + h(d.id, 120) + "</td>";
+    for (const auto& name : names) s += "<td>" + h(d.verdicts.at(name), 80) + "</td>";
+    s += "</tr>\n";
+  }
+  return s + "</table>\n";
+}
+
+std::string all_verdicts(const Report& r) {
+  std::string s = "<h2 id=\"verdicts\">Every verdict</h2>\n";
+  for (const auto& p : r.providers) {
+    if (!p.probes) continue;
+    s += "<details><summary>" + h(p.display_name) + ": " + std::to_string(p.probes->size()) +
+         " probes</summary>\n<table><tr><th>probe</th><th>verdict</th><th>witness</th><th>why</"
+         "th></tr>\n";
+    for (const auto& v : *p.probes)
+      s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", h(v.id, 120),
+                       verdict_span(v), h(v.witness, 40), h(v.why, 1000));
+    s += "</table></details>\n";
+  }
+  return s;
+}
+
+std::string host_facts(const Report& r) {
+  std::string s = "<h2 id=\"host\">Host</h2>\n";
+  const Json& sections = r.host.contains("sections") ? r.host["sections"] : Json();
+  if (sections.is_array()) {
+    s += "<table><tr><th>area</th><th>check</th><th></th><th>detail</th></tr>\n";
+    for (const auto& sec : sections) {
+      if (!sec.is_object() || !sec.contains("checks") || !sec["checks"].is_array()) continue;
+      std::string area = sec.value("name", Json("")).is_string() ? sec.value("name", "") : "";
+      for (const auto& c : sec["checks"]) {
+        if (!c.is_object()) continue;
+        bool ok = c.value("ok", Json(false)).is_boolean() && c.value("ok", false);
+        auto str = [&](const char* k) {
+          return c.contains(k) && c[k].is_string() ? c[k].get<std::string>() : std::string();
+        };
+        s += fmt::format("<tr><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
+                         h(area, 80), h(str("name"), 80), ok ? "ok" : "bad", ok ? "ok" : "no",
+                         h(str("detail"), 600));
+      }
+    }
+    s += "</table>\n";
+  }
+  return s + "<details><summary>The doctor's findings, whole</summary>" +
+         pre(dump_json(r.host, 1), 20000) + "</details>\n";
+}
+
+}  // namespace
+
+std::string render_html(const Report& r) {
+  std::string s =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width\">\n<title>sandgate " +
+      h(r.job, 40) + " report</title>\n<style>" + kStyle + "</style></head>\n<body>\n";
+  s += header(r);
+  s += providers_table(r);
+  s += charts(r);
+  s += findings(r);
+  s += differences(r);
+  s += all_verdicts(r);
+  s += host_facts(r);
+  s += "</body></html>\n";
+  return s;
+}
+
+}  // namespace sandgate::reports

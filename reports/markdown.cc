@@ -1,0 +1,82 @@
+// The Markdown summary: short enough for a pull-request comment or a CI job summary. What
+// changed against a baseline first (when the caller has one), then what is exposed, then the
+// providers side by side. Every value is escape_markdown'd: a probe's words cannot open a
+// link, an image, a table cell or an HTML element.
+#include <fmt/format.h>
+
+#include "reports/text.h"
+#include "reports/writers.h"
+
+namespace sandgate::reports {
+namespace {
+
+std::string md(std::string_view s, size_t max = 200) { return escape_markdown(s, max); }
+
+std::string opt_ms(const std::optional<double>& v) {
+  return v ? fmt::format("{:.1f} ms", *v) : std::string("-");
+}
+
+std::string listing(const Report& r, probes::Verdict wanted, size_t max) {
+  std::string s;
+  size_t n = 0, more = 0;
+  for (const auto& p : r.providers) {
+    if (!p.probes) continue;
+    for (const auto& v : *p.probes) {
+      if (v.verdict != wanted) continue;
+      if (n++ >= max) {
+        ++more;
+        continue;
+      }
+      s += fmt::format("- **{}** {}: {}\n", md(p.name, 80), md(v.id, 120), md(v.why));
+    }
+  }
+  if (more > 0) s += fmt::format("- … and {} more (see the HTML report)\n", more);
+  return s;
+}
+
+}  // namespace
+
+std::string render_markdown(const Report& r, const MarkdownOptions& options) {
+  size_t qualified = 0;
+  for (const auto& p : r.providers) qualified += p.qualified;
+  std::string s = fmt::format("## sandgate {}: {} of {} provider{} qualified\n\n", md(r.job, 40),
+                              qualified, r.providers.size(), r.providers.size() == 1 ? "" : "s");
+  if (!options.what_changed.empty()) {
+    s += "### What changed\n\n";
+    for (const auto& line : options.what_changed) s += "- " + md(line, 300) + "\n";
+    s += "\n";
+  }
+  std::string exposed = listing(r, probes::Verdict::kExposed, options.max_listed);
+  if (!exposed.empty()) s += "### Exposed\n\n" + exposed + "\n";
+
+  const ProviderReport* base = baseline_of(r);
+  s += "| provider | qualified | exposed | blocked | inconclusive | warning | run | call |\n"
+       "|---|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& p : r.providers) {
+    std::string tally = "| - | - | - | - ";
+    if (p.probes) {
+      int n[4] = {0, 0, 0, 0};
+      for (const auto& v : *p.probes) ++n[static_cast<int>(v.verdict)];
+      tally = fmt::format("| {} | {} | {} | {} ", n[1], n[0], n[2], n[3]);
+    }
+    auto ratios = cost_ratios(r, p);
+    std::string run = opt_ms(p.costs.run_ms);
+    if (ratios.run && base && base != &p) run += fmt::format(" ({:.2f}×)", *ratios.run);
+    std::string call = opt_ms(p.costs.call_ms);
+    if (ratios.controller) call += fmt::format(" ({:.1f}× exec)", *ratios.controller);
+    std::string status = p.qualified ? "yes" : "**no**";
+    if (!p.qualified && !p.disqualifications.empty())
+      status += ": " + md(p.disqualifications.front(), 120);
+    s += fmt::format("| {}{} | {} {}| {} | {} |\n", md(p.display_name, 80), p.unsafe ? " ⚠" : "",
+                     status, tally, run, call);
+  }
+  std::string warnings = listing(r, probes::Verdict::kWarning, options.max_listed);
+  if (!warnings.empty()) s += "\n### Warnings\n\n" + warnings;
+  s += "\n";
+  if (base)
+    s += "Run ratios are to " + md(base->name, 80) +
+         " (no isolation) measured in the same run; call ratios to the provider's own exec.\n";
+  return s;
+}
+
+}  // namespace sandgate::reports
