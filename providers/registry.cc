@@ -4,6 +4,7 @@
 
 #include "providers/host_dir.h"
 #include "providers/namespaces.h"
+#include "providers/podman.h"
 
 namespace sandgate::providers {
 
@@ -33,6 +34,8 @@ void register_builtin_providers(Registry& registry) {
   registry.add(NamespacesProvider::static_info(), [](const ProviderOptions& o) {
     return NamespacesProvider::make(o);
   });
+  registry.add(PodmanProvider::static_info(),
+               [](const ProviderOptions& o) { return PodmanProvider::make(o); });
 }
 
 }  // namespace sandgate::providers

@@ -104,9 +104,20 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
 
   auto config = recipe.configure(layout);
   if (!config.ok()) return fail(std::move(config).error());
-  auto supervisor = Supervisor::start(*config, spec.placement, env->state_, recipe.supervisor_exe);
+  Result<Supervisor> supervisor = logic_error("start supervisor", "not started");
+  if (recipe.launch) {
+    auto launch = recipe.launch(layout, env->state_);
+    if (!launch.ok()) return fail(std::move(launch).error());
+    supervisor = Supervisor::start_contained(*config, *launch);
+  } else {
+    supervisor = Supervisor::start(*config, spec.placement, env->state_, recipe.supervisor_exe);
+  }
   if (!supervisor.ok()) return fail(std::move(supervisor).error());
   env->supervisor_.emplace(std::move(supervisor).value());
+  if (recipe.verify) {
+    if (auto s = recipe.verify(layout, env->supervisor_->pid()); !s.ok())
+      return fail(std::move(s).error());
+  }
   if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
   return env;
 }
