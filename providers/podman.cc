@@ -123,6 +123,25 @@ Status record_runtime_cgroups(const HostPaths& paths, const std::string& rel, Ru
 
 // The root filesystem sandgate assembles when no image is named: empty mount points, a
 // generated /etc with the sandbox user, and the host's base as read-only volumes (returned).
+// A mount point in the assembled root for each volume's target (a directory or an empty file,
+// as its source is): runc, as root of the run's user namespace, cannot make them in
+// directories host root owns.
+Status make_mount_points(const std::string& root, const std::vector<BindMount>& mounts) {
+  for (const auto& m : mounts) {
+    struct stat st;
+    if (::stat(m.source.c_str(), &st) != 0) return sys_error("stat volume source", m.source);
+    std::string target = root + m.target;
+    if (S_ISDIR(st.st_mode)) {
+      SG_TRY(make_dirs(target, 0755));
+    } else {
+      auto slash = target.rfind('/');
+      SG_TRY(make_dirs(target.substr(0, slash), 0755));
+      if (::access(target.c_str(), F_OK) != 0) SG_TRY(write_file(target, "", O_WRONLY | O_CREAT));
+    }
+  }
+  return {};
+}
+
 Result<std::vector<std::string>> assemble_rootfs(const std::string& root, uid_t uid, gid_t gid) {
   std::vector<std::string> volumes;
   for (const char* dir : {"etc", "tmp", "var/tmp", "proc", "sys", "dev", "run", "home/sandbox",
@@ -568,6 +587,9 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
     std::vector<std::string> volumes;
     if (spec.image.empty()) {
       SG_ASSIGN_OR_RETURN(volumes, assemble_rootfs(layout.root, spec.uid, spec.gid));
+      std::vector<BindMount> extra = spec.readonly_mounts;
+      if (!home_host.empty()) extra.push_back({home_host, home_host});
+      SG_TRY(make_mount_points(layout.root, extra));
     }
     std::string name = "sandgate-" + layout.run_id;
     uint64_t memory = spec.ceiling.memory_bytes.value_or(kDefaultMemory);
