@@ -283,6 +283,7 @@ struct Expected {
   double cpus;
   std::string cgroup_rel;  // empty: no parent given
   std::string network_mode;
+  std::vector<std::string> writable;  // host-backed mounts that may be writable
 };
 
 Status verify_settings(const HostPaths& paths, const std::vector<Setting>& settings,
@@ -366,9 +367,10 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
         if (!option_set(m.options, "rw")) continue;
         if (m.fstype == "tmpfs" || m.fstype == "proc" || m.fstype == "devpts" ||
             m.fstype == "mqueue" || m.fstype == "devtmpfs" || m.fstype == "sysfs" ||
-            m.fstype == "cgroup")
+            m.fstype == "cgroup" || m.fstype == "cgroup2")
           continue;
-        if (m.point != kWorkspace) return fail(n, m.point + " (" + m.fstype + ") is writable");
+        if (std::find(want.writable.begin(), want.writable.end(), m.point) == want.writable.end())
+          return fail(n, m.point + " (" + m.fstype + ") is writable");
       }
       const MountEntry* ws = find_mount(mounts, kWorkspace);
       if (!ws || !option_set(ws->options, "rw"))
@@ -599,8 +601,11 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
     char cpus_text[32];
     std::snprintf(cpus_text, sizeof cpus_text, "%.3f", cpus);
     std::string network_mode = "none";
-    if (has(weak, Weakening::kShareHostNetwork))
-      network_mode = "ns:/proc/" + std::to_string(::getpid()) + "/ns/net";
+    // share_host_network: no network namespace of its own, so the container is in the one
+    // the runtime runs in, sandgate's (in `probe`: the lab's). Not `ns:/proc/PID/ns/net`:
+    // Podman then still sets its default net sysctls, which runc refuses outside a new
+    // network namespace.
+    if (has(weak, Weakening::kShareHostNetwork)) network_mode = "host";
     std::string ids = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
     std::string map = "0:" + std::to_string(base) + ":65536";
 
@@ -646,13 +651,18 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
       tmpfs.flags.insert(tmpfs.flags.begin(), {"--volume", shared_tmp + ":/tmp:rw"});
       tmpfs.weakened = true;
     }
+    // The weakenings' shared directories are writable besides the workspace (and read back).
+    std::vector<std::string> writable = {kWorkspace};
+    if (!shared_tmp.empty()) writable.push_back("/tmp");
     if (!home_host.empty()) {
       s[7].flags.insert(s[7].flags.end(), {"--volume", home_host + ":" + home_host + ":rw"});
-      s[7].weakened = true;
+      writable.push_back(home_host);
     }
-    if (has(weak, Weakening::kPassHostEnv)) s[8].flags = {"--env-host"};
+    // pass_host_env reaches the calls through the supervisor's base environment (as in the
+    // jail), not `--env-host`: that gives the host's environment to the supervisor alone, and
+    // under the probe suite's environment runc then failed to exec it (EACCES).
 
-    *expected = Expected{name, spec.uid, spec.gid, memory, pids, cpus, rel, network_mode};
+    *expected = Expected{name, spec.uid, spec.gid, memory, pids, cpus, rel, network_mode, writable};
 
     std::vector<std::string> argv = {
         "podman",   "--runtime", "runc",    "--cgroup-manager", "cgroupfs", "run",

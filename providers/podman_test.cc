@@ -118,6 +118,32 @@ TEST_F(PodmanTest, WeakeningsAreRefusedOutsideTheSelfTest) {
       << env.error().message();
 }
 
+// With the self-test's permission, every weakening makes a run that works (what each one
+// opens is the probe suite's to show: `sandgate probe --self-test --provider podman`).
+TEST_F(PodmanTest, EveryWeakeningMakesAWorkingRunUnderTheSelfTest) {
+  REQUIRE_PODMAN();
+  std::string home = tmp_ + "/home";
+  ASSERT_TRUE(make_dirs(home, 0755).ok());
+  const char* old_home = std::getenv("HOME");
+  std::string saved = old_home ? old_home : "";
+  ::setenv("HOME", home.c_str(), 1);
+  Defer restore([&] { ::setenv("HOME", saved.c_str(), 1); });
+  auto options = options_;
+  options.self_test_weakenings = true;
+  providers::PodmanProvider p(options);
+  for (auto w : providers::all_weakenings()) {
+    SCOPED_TRACE(providers::to_string(w));
+    providers::EnvSpec spec;
+    spec.weakenings = {w};
+    auto env = p.create(spec);
+    ASSERT_TRUE(env.ok()) << providers::to_string(w) << ": " << env.error().message();
+    auto r = sh(**env, "echo ok");
+    EXPECT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
+    EXPECT_TRUE((*env)->destroy().ok());
+  }
+  EXPECT_TRUE(providers::remove_shared_dirs(options_.paths).ok());
+}
+
 TEST_F(PodmanTest, AnImageThatDoesNotExistIsRefusedByName) {
   REQUIRE_PODMAN();
   providers::EnvSpec spec;
