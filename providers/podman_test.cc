@@ -105,6 +105,14 @@ TEST_F(PodmanTest, ReadBackRefusesADroppedSetting) {
     ASSERT_FALSE(env.ok()) << setting << " was dropped but the run was accepted";
     EXPECT_NE(env.error().message().find(std::string("'") + setting + "'"), std::string::npos)
         << env.error().message();
+    // The refused run was undone: no record is left (its text says what could not be removed).
+    std::string runs = options_.paths.state_dir + "/runs", left;
+    if (DIR* d = ::opendir(runs.c_str())) {
+      while (struct dirent* e = ::readdir(d))
+        if (e->d_name[0] != '.') left += read_file(runs + "/" + e->d_name).value() + "\n";
+      ::closedir(d);
+    }
+    EXPECT_EQ(left, "") << "after dropping " << setting;
   }
 }
 

@@ -77,7 +77,9 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   env->workspace_inside_ = recipe.workspace_inside.empty() ? layout.workspace : recipe.workspace_inside;
   // From here on a failure must undo what was made: destroy() does, from the record.
   auto fail = [&](Error e) -> Error {
-    (void)env->destroy();
+    // The record stays when something could not be undone; say what, for `sandgate gc`.
+    if (auto undone = env->destroy(); !undone.ok())
+      spdlog::warn("undoing the failed run {}: {}", run_id, undone.error().message());
     e.context.push_back("creating a " + recipe.provider + " environment");
     return e;
   };

@@ -30,8 +30,15 @@ TEST_F(CliTest, QualifyWritesTheReport) {
   ASSERT_TRUE(j.ok()) << j.error().message();
   EXPECT_EQ((*j)["schema_version"], 1);
   EXPECT_TRUE((*j)["doctor"].contains("cgroup_layout"));
-  ASSERT_EQ((*j)["providers"].size(), 1u) << "only safe providers by default";
-  const Json& ns = (*j)["providers"][0];
+  // Every safe provider by default (namespaces, podman), never the bypass cable.
+  ASSERT_EQ((*j)["providers"].size(), 2u) << "only safe providers by default";
+  const Json* found = nullptr;
+  for (const auto& p : (*j)["providers"]) {
+    EXPECT_NE(p["name"], "host_dir");
+    if (p["name"] == "namespaces") found = &p;
+  }
+  ASSERT_NE(found, nullptr) << (*j)["providers"].dump();
+  const Json& ns = *found;
   EXPECT_EQ(ns["name"], "namespaces");
   EXPECT_EQ(ns["ok"], true) << ns.dump();
   EXPECT_EQ(ns["cycles_ms"].size(), 2u);
