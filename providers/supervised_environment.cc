@@ -116,6 +116,12 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   }
   if (!supervisor.ok()) return fail(std::move(supervisor).error());
   env->supervisor_.emplace(std::move(supervisor).value());
+  if (recipe.launch) {
+    // The runtime made it (the container was recorded before): its host pid is known only now.
+    pid_t pid = env->supervisor_->pid();
+    Resource proc{Resource::Kind::kProcess, "", pid, process_start_time(paths.proc, pid).value_or(0)};
+    if (auto s = env->state_.record(proc); !s.ok()) return fail(std::move(s).error());
+  }
   if (recipe.verify) {
     if (auto s = recipe.verify(layout, env->supervisor_->pid()); !s.ok())
       return fail(std::move(s).error());

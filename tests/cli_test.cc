@@ -259,6 +259,22 @@ TEST_F(CliTest, GcAfterKillNineNamespaces) {
                 "started", token);
 }
 
+// The same for a Podman run: gc removes the container (recorded before `podman run`), the
+// cgroups the runtime made under the run (conmon, libpod-<id>, the parent path in every
+// hierarchy) and the controller's run cgroups, whichever record it reads first.
+TEST_F(CliTest, GcAfterKillNinePodman) {
+  SANDGATE_REQUIRE_ROOT();
+  auto avail = sandgate({"providers"});
+  SANDGATE_REQUIRE(avail.output.find("podman") != std::string::npos, "no podman provider in this build");
+  std::string token = daemon_token();
+  crash_then_gc({"--provider", "podman", "--", "sh", "-c",
+                 start_daemon(token) + " touch /workspace/started; sleep 60"},
+                "started", token);
+  auto left = run_command({"podman", "ps", "--all", "--format", "{{.Names}}"});
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->output.find("sandgate-"), std::string::npos) << "a container was left: " << left->output;
+}
+
 TEST_F(CliTest, GcAfterKillNineHostDir) {
   std::string token = daemon_token();
   crash_then_gc({"--provider", "host_dir", "--allow-unsafe-host", "--", "sh", "-c",
