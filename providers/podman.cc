@@ -192,6 +192,34 @@ Result<std::vector<std::string>> assemble_rootfs(const std::string& root, uid_t 
   return volumes;
 }
 
+// The supervisor's shared libraries and dynamic loader, as `ldd` lists them: an image has its
+// own userland, so the supervisor brings its own (bound read-only under /.sandgate/lib and
+// named by the loader's --library-path, which the calls it execs do not inherit).
+struct SupervisorLibs {
+  std::vector<std::string> files;  // host paths
+  std::string loader;              // host path of the dynamic loader
+};
+Result<SupervisorLibs> supervisor_libs(const std::string& exe) {
+  SG_ASSIGN_OR_RETURN(auto res, run_command({"ldd", exe}));
+  if (!res.status.exited || res.status.code != 0)
+    return logic_error("ldd", "cannot list the supervisor's libraries: " + res.output, exe);
+  SupervisorLibs libs;
+  for (const auto& line : split_str(res.output, '\n')) {
+    std::string l = trim(line);
+    auto arrow = l.find("=> ");
+    std::string path = arrow != std::string::npos ? l.substr(arrow + 3) : l;
+    path = path.substr(0, path.find(' '));
+    if (path.empty() || path[0] != '/') continue;  // linux-vdso.so.1 has no file
+    if (arrow == std::string::npos) libs.loader = path;
+    libs.files.push_back(path);
+  }
+  if (libs.loader.empty())
+    return logic_error("ldd", "no dynamic loader listed (a static binary?)", exe);
+  return libs;
+}
+
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
 Result<std::string> supervisor_binary(const ProviderOptions& o) {
   std::string exe = o.supervisor_exe.empty() ? "/proc/self/exe" : o.supervisor_exe;
   char buf[PATH_MAX];
@@ -689,11 +717,14 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
     for (const auto& v : volumes) argv.insert(argv.end(), {"--volume", v});
     argv.insert(argv.end(), {"--volume", exe + ":" + kSupervisorInside + ":ro"});
     if (spec.image.empty()) {
-      argv.insert(argv.end(), {"--rootfs", layout.root});
+      argv.insert(argv.end(), {"--rootfs", layout.root, kSupervisorInside});
     } else {
-      argv.insert(argv.end(), {"--entrypoint", kSupervisorInside, spec.image});
+      SG_ASSIGN_OR_RETURN(auto libs, supervisor_libs(exe));
+      for (const auto& f : libs.files)
+        argv.insert(argv.end(), {"--volume", f + ":/.sandgate/lib/" + base_name(f) + ":ro"});
+      argv.insert(argv.end(), {"--entrypoint", "/.sandgate/lib/" + base_name(libs.loader),
+                               spec.image, "--library-path", "/.sandgate/lib", kSupervisorInside});
     }
-    if (spec.image.empty()) argv.push_back(kSupervisorInside);
 
     // Recorded before they exist: the runtime's cgroups, then the container.
     if (!rel.empty()) SG_TRY(record_runtime_cgroups(paths, rel, state));
