@@ -94,8 +94,9 @@ DoctorReport run_checks(Globals& g) {
     };
     sections.push_back(
         {"podman",
-         {check("rootful", modes.rootful,
-                modes.podman + " with " + modes.runc + " (--runtime runc --cgroup-manager cgroupfs)"),
+         {check(
+              "rootful", modes.rootful,
+              modes.podman + " with " + modes.runc + " (--runtime runc --cgroup-manager cgroupfs)"),
           check("rootless", modes.rootless, "subordinate ids and a delegated cgroup")}});
     report.facts["podman"] = {{"podman", modes.podman},
                               {"runc", modes.runc},

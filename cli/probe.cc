@@ -187,9 +187,10 @@ void add_probe_command(CLI::App& app, Globals& g) {
   sub->add_option("--provider", a->provider, "provider to probe (see `sandgate providers`)");
   sub->add_option("--only", a->only, "boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
   sub->add_option("--json", a->json, "write the full report (schema_version 1) to FILE");
-  sub->add_flag("--self-test", a->self_test,
-                "run against the namespaces provider (or --provider podman), hardened and with each\n"
-                "test-only weakening");
+  sub->add_flag(
+      "--self-test", a->self_test,
+      "run against the namespaces provider (or --provider podman), hardened and with each\n"
+      "test-only weakening");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
   sub->callback([&g, a] { g.exit_code = run_probe(g, *a); });
 }

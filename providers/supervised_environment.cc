@@ -119,7 +119,8 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   if (recipe.launch) {
     // The runtime made it (the container was recorded before): its host pid is known only now.
     pid_t pid = env->supervisor_->pid();
-    Resource proc{Resource::Kind::kProcess, "", pid, process_start_time(paths.proc, pid).value_or(0)};
+    Resource proc{Resource::Kind::kProcess, "", pid,
+                  process_start_time(paths.proc, pid).value_or(0)};
     if (auto s = env->state_.record(proc); !s.ok()) return fail(std::move(s).error());
   }
   if (recipe.verify) {

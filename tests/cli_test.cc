@@ -265,14 +265,16 @@ TEST_F(CliTest, GcAfterKillNineNamespaces) {
 TEST_F(CliTest, GcAfterKillNinePodman) {
   SANDGATE_REQUIRE_ROOT();
   auto avail = sandgate({"providers"});
-  SANDGATE_REQUIRE(avail.output.find("podman") != std::string::npos, "no podman provider in this build");
+  SANDGATE_REQUIRE(avail.output.find("podman") != std::string::npos,
+                   "no podman provider in this build");
   std::string token = daemon_token();
   crash_then_gc({"--provider", "podman", "--", "sh", "-c",
                  start_daemon(token) + " touch /workspace/started; sleep 60"},
                 "started", token);
   auto left = run_command({"podman", "ps", "--all", "--format", "{{.Names}}"});
   ASSERT_TRUE(left.ok());
-  EXPECT_EQ(left->output.find("sandgate-"), std::string::npos) << "a container was left: " << left->output;
+  EXPECT_EQ(left->output.find("sandgate-"), std::string::npos)
+      << "a container was left: " << left->output;
 }
 
 TEST_F(CliTest, GcAfterKillNineHostDir) {

@@ -461,8 +461,8 @@ class PodmanSessionTest : public SessionTest {
   std::string why_;
 };
 
-#define REQUIRE_PODMAN_SESSION()  \
-  SANDGATE_REQUIRE_ROOT();        \
+#define REQUIRE_PODMAN_SESSION() \
+  SANDGATE_REQUIRE_ROOT();       \
   SANDGATE_REQUIRE(why_.empty(), "podman provider: " + why_)
 
 TEST_F(PodmanSessionTest, CallIsPlacedInItsCgroupWithItsGrant) {
@@ -471,16 +471,20 @@ TEST_F(PodmanSessionTest, CallIsPlacedInItsCgroupWithItsGrant) {
   ASSERT_TRUE(session_);
   // Parked before exec, the call is already in its call cgroup with the grant's pids limit.
   std::string pids_max;
-  auto o = call_and_look({"cat", "/proc/self/cgroup"}, "test", [&](const controller::CallScope& scope) {
-    for (const auto& dir : scope.placement().cgroup_dirs)
-      if (auto v = read_file(dir + "/pids.max"); v.ok()) pids_max = *v;
-  });
-  EXPECT_EQ(pids_max, "16\n") << "the call cgroup's pids limit, read back while the call was parked";
+  auto o =
+      call_and_look({"cat", "/proc/self/cgroup"}, "test", [&](const controller::CallScope& scope) {
+        for (const auto& dir : scope.placement().cgroup_dirs)
+          if (auto v = read_file(dir + "/pids.max"); v.ok()) pids_max = *v;
+      });
+  EXPECT_EQ(pids_max, "16\n")
+      << "the call cgroup's pids limit, read back while the call was parked";
   EXPECT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
   // As the call itself sees it: its own call cgroup under the run, not the container's.
   std::string run = "/" + root_ + "/default/" + session_->run_id();
-  EXPECT_NE(o.exec.stdout_data.find(":memory:" + run + "/call-"), std::string::npos) << o.exec.stdout_data;
-  EXPECT_NE(o.exec.stdout_data.find(":pids:" + run + "/call-"), std::string::npos) << o.exec.stdout_data;
+  EXPECT_NE(o.exec.stdout_data.find(":memory:" + run + "/call-"), std::string::npos)
+      << o.exec.stdout_data;
+  EXPECT_NE(o.exec.stdout_data.find(":pids:" + run + "/call-"), std::string::npos)
+      << o.exec.stdout_data;
 }
 
 TEST_F(PodmanSessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
