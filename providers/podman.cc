@@ -710,7 +710,12 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
                 {"--ulimit", "nofile=" + lim(nofile.rlim_max) + ":" + lim(nofile.rlim_max),
                  "--ulimit", "nproc=" + lim(nproc_max) + ":" + lim(nproc_max)});
     for (const auto& setting : s) {
-      if (setting.name == dropped) continue;  // test hook: the read-back must catch it
+      if (setting.name == dropped) {
+        // Test hook: the read-back must catch it. Never Podman's default network instead: that
+        // is a CNI bridge, which changes the host (a bridge, iptables chains, ip_forward).
+        if (setting.name == "network") argv.insert(argv.end(), {"--network", "host"});
+        continue;
+      }
       argv.insert(argv.end(), setting.flags.begin(), setting.flags.end());
     }
     for (const auto& m : spec.readonly_mounts) volumes.push_back(m.source + ":" + m.target + ":ro");

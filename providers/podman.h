@@ -62,7 +62,8 @@ class PodmanProvider : public Provider {
   Result<std::unique_ptr<Environment>> create(const EnvSpec& spec) override;
 
   // Test hook: the named setting's flags are left off `podman run`, so a test can show that
-  // the read-back catches a setting the runtime did not apply.
+  // the read-back catches a setting the runtime did not apply ("network" becomes `--network
+  // host`, not Podman's default bridge, which would change the host's network).
   void drop_setting_for_test(std::string name) { dropped_setting_ = std::move(name); }
 
  private:
