@@ -622,6 +622,9 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
       SG_TRY(make_mount_points(layout.root, extra));
     }
     std::string name = "sandgate-" + layout.run_id;
+    // Without a placement (no controller), a parent of the run's own rather than Podman's
+    // shared /libpod_parent, whose conmon group would outlive every run.
+    if (rel.empty() && spec.placement.empty()) rel = "/sandgate-podman/" + layout.run_id;
     uint64_t memory = spec.ceiling.memory_bytes.value_or(kDefaultMemory);
     uint64_t pids = spec.ceiling.pids.value_or(kDefaultPids);
     double cpus = spec.ceiling.cpus.value_or(

@@ -76,8 +76,21 @@ TEST_F(PodmanTest, CreateExecDestroyLeavesNothing) {
   struct stat st;
   ASSERT_EQ(::stat((env->workspace_host_path() + "/f").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, options_.id_map_base + 10001);
+  std::string run_id = env->run_id();
   ASSERT_TRUE(env->destroy().ok());
   EXPECT_FALSE(container_exists(name)) << "container left: " << name;
+  // Without a placement the run's cgroups are its own (not Podman's shared /libpod_parent,
+  // whose conmon group would stay), and they are gone.
+  size_t hierarchies = 0;
+  for (const char* h :
+       {"blkio", "cpu", "memory", "pids", "devices", "freezer", "systemd", "unified"}) {
+    std::string base = std::string("/sys/fs/cgroup/") + h;
+    if (::access(base.c_str(), F_OK) != 0) continue;
+    ++hierarchies;
+    EXPECT_NE(::access((base + "/sandgate-podman/" + run_id).c_str(), F_OK), 0)
+        << "left: " << base << "/sandgate-podman/" << run_id;
+  }
+  EXPECT_GT(hierarchies, 0u) << "no cgroup hierarchy was checked";
 }
 
 TEST_F(PodmanTest, NoHostEnvironmentReachesACall) {
