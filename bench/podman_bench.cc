@@ -2,8 +2,8 @@
 // against a baseline in the same run):
 //
 //   BM_BarePodmanRun               `podman run --rm --runtime runc --cgroup-manager cgroupfs
-//                                  --rootfs DIR /bin/true` (with the ulimits and the read-only
-//                                  /usr this host needs): the baseline
+//                                  --network none --rootfs DIR /bin/true` (with the ulimits and
+//                                  the read-only /usr this host needs): the baseline
 //   BM_PodmanCreateExecDestroy     a whole podman run through sandgate for one call: hardening
 //                                  flags, the read-back, the supervisor, the record, cleanup
 //   BM_PodmanExecOnly              one more call in a live run, through sandgate's supervisor
@@ -104,6 +104,8 @@ void BM_BarePodmanRun(benchmark::State& state) {
   // clang-format off
   std::vector<std::string> argv = {
       "podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "run", "--rm",
+      // Never Podman's default network: a CNI bridge on the host (and ip_forward on).
+      "--network", "none",
       "--ulimit", ulimit_flag("nofile", RLIMIT_NOFILE, 1 << 20),
       "--ulimit", ulimit_flag("nproc", RLIMIT_NPROC, 4096),
       "--volume", "/usr:/usr:ro", "--rootfs", g_context->rootfs, "/bin/true"};

@@ -125,6 +125,9 @@ Status remove_container(const Resource& r) {
                            std::chrono::seconds(60));
     if (!res.ok()) return std::move(res).error().context_add("remove container " + r.path);
     last = res->status.describe() + ": " + res->output;
+    // rm names each container it removed: then it is gone. Anything else is checked.
+    if (res->status.exited && res->status.code == 0 && res->output.find(r.path) != std::string::npos)
+      return {};
     auto exists = run_command({"podman", "container", "exists", r.path}, std::chrono::seconds(60));
     if (!exists.ok()) return std::move(exists).error().context_add("look for container " + r.path);
     // podman container exists: 0 it exists, 1 it does not.
