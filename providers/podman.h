@@ -10,9 +10,10 @@
 // into its call cgroups, then no_new_privs, the Landlock ruleset and sandgate's seccomp filter
 // (on top of the runtime's profile) and exec. A call costs a fork and a few messages.
 //
-// What the runtime does (each setting a named step, read back after start from `podman
-// inspect` and the kernel's files of the supervisor, /proc/PID/{status,mountinfo,cgroup} and
-// its cgroup limits; a setting that did not hold is an error naming it):
+// What the runtime does (each setting a named step, read back after start from the kernel's
+// files of the supervisor, /proc/PID/{status,mountinfo,cgroup,uid_map,environ,net/dev} and its
+// cgroup limits, not from `podman inspect`: what the kernel holds is the witness, and one Go
+// process start less per run; a setting that did not hold is an error naming it):
 //   network      --network none: a network namespace with loopback only
 //   cap-drop     --cap-drop ALL: empty effective, permitted and bounding sets
 //   no-new-privs --security-opt no-new-privileges
