@@ -260,6 +260,11 @@ Status RunState::record(Resource r) {
   return save();
 }
 
+Status RunState::record_all(std::vector<Resource> rs) {
+  for (auto& r : rs) resources_.push_back(std::move(r));
+  return save();
+}
+
 Status RunState::forget(const Resource& r) {
   std::erase(resources_, r);
   return save();

@@ -60,6 +60,8 @@ class RunState {
   const std::vector<Resource>& resources() const { return resources_; }
   // Call before creating the resource.
   Status record(Resource r);
+  // The same for several at once: one write of the record.
+  Status record_all(std::vector<Resource> rs);
   // Call after the resource is gone.
   Status forget(const Resource& r);
   // Removes the record itself; the run is over and nothing is left.

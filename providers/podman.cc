@@ -107,18 +107,21 @@ std::vector<std::string> cgroup_hierarchies(const HostPaths& paths) {
 // What runc makes under --cgroup-parent beyond the controller's own cgroups: the parent path in
 // hierarchies the controller does not use (devices, freezer, ...), and podman's "conmon" group
 // beside the container's. Recorded before `podman run` so that destroy and gc remove them.
-Status record_runtime_cgroups(const HostPaths& paths, const std::string& rel, RunState& state) {
+Status record_runtime_cgroups(const HostPaths& paths, const std::string& rel,
+                              const std::string& container, RunState& state) {
   std::vector<std::string> parts = split_str(rel.substr(1), '/');
+  std::vector<Resource> rs;
   for (const auto& h : cgroup_hierarchies(paths)) {
     std::string path = h;
     for (const auto& part : parts) {
       path += "/" + part;
-      if (::access(path.c_str(), F_OK) != 0)
-        SG_TRY(state.record({Resource::Kind::kCgroupParent, path}));
+      if (::access(path.c_str(), F_OK) != 0) rs.push_back({Resource::Kind::kCgroupParent, path});
     }
-    SG_TRY(state.record({Resource::Kind::kCgroup, h + rel + "/conmon"}));
+    rs.push_back({Resource::Kind::kCgroup, h + rel + "/conmon"});
   }
-  return {};
+  // One write of the record for all of them and the container.
+  rs.push_back({Resource::Kind::kContainer, container});
+  return state.record_all(std::move(rs));
 }
 
 // The root filesystem sandgate assembles when no image is named: empty mount points, a
@@ -730,8 +733,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
     }
 
     // Recorded before they exist: the runtime's cgroups, then the container.
-    if (!rel.empty()) SG_TRY(record_runtime_cgroups(paths, rel, state));
-    SG_TRY(state.record({Resource::Kind::kContainer, name}));
+    SG_TRY(record_runtime_cgroups(paths, rel, name, state));
     return ContainedLaunch{argv};
   };
   recipe.verify = [paths, settings, expected](const RunLayout&, pid_t pid) -> Status {
