@@ -13,6 +13,7 @@
 #include "core/kvm_check.h"
 #include "core/state.h"
 #include "ebpf/bpf_support.h"
+#include "providers/podman.h"
 
 namespace sandgate::cli {
 namespace {
@@ -85,6 +86,23 @@ DoctorReport run_checks(Globals& g) {
   sections.push_back(std::move(freeze));
 
   sections.push_back({"namespaces", {user_namespace_check(paths)}});
+  {
+    // Which Podman mode works here, and why the other does not (the podman provider).
+    auto modes = providers::podman_modes(paths);
+    auto check = [](const std::string& name, const Status& s, const std::string& ok_detail) {
+      return Check{name, s.ok(), s.ok() ? ok_detail : s.error().message()};
+    };
+    sections.push_back(
+        {"podman",
+         {check(
+              "rootful", modes.rootful,
+              modes.podman + " with " + modes.runc + " (--runtime runc --cgroup-manager cgroupfs)"),
+          check("rootless", modes.rootless, "subordinate ids and a delegated cgroup")}});
+    report.facts["podman"] = {{"podman", modes.podman},
+                              {"runc", modes.runc},
+                              {"rootful", modes.rootful.ok()},
+                              {"rootless", modes.rootless.ok()}};
+  }
   sections.push_back({"seccomp", seccomp_checks(paths)});
   sections.push_back(
       {"bpf", {ebpf::btf_check(paths), ebpf::bpf_load_check(paths), ebpf::tracefs_check(paths)}});

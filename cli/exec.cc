@@ -20,6 +20,7 @@ namespace {
 
 struct ExecArgs {
   std::string provider;
+  std::string image;  // --image (podman): a local image for the root filesystem
   std::string intent;
   std::string policy;
   std::string tenant = "default";
@@ -155,6 +156,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
 
   providers::EnvSpec spec;
   spec.workspace_recipe = a.workspace;
+  spec.image = a.image;
   spec.env = a.env;
   for (const auto& b : a.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
   if (!a.timeout.empty()) {
@@ -232,6 +234,10 @@ void add_exec_command(CLI::App& app, Globals& g) {
       "The environment is destroyed afterwards: nothing it started or wrote survives.");
   sub->add_option("--provider", a->provider,
                   "isolation provider (see `sandgate providers`); required unless --socket");
+  sub->add_option("--image", a->image,
+                  "podman: a local image for the root filesystem (checked with `podman image\n"
+                  "exists`; no registry is contacted). Default: a root sandgate assembles from\n"
+                  "the host's /usr, read-only, with a generated /etc");
   sub->add_option("--workspace", a->workspace, "directory copied into the fresh workspace")
       ->check(CLI::ExistingDirectory);
   sub->add_option("--env", a->env,

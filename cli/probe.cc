@@ -115,7 +115,8 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     // The only place ProviderOptions::self_test_weakenings is ever set.
     providers::ProviderOptions po = g.provider_options();
     po.self_test_weakenings = true;
-    auto provider = g.registry.create("namespaces", po);
+    // The jail unless --provider names another provider that honours the weakenings (podman).
+    auto provider = g.registry.create(a.provider.empty() ? "namespaces" : a.provider, po);
     if (!provider.ok()) return fail(provider.error());
     auto hardened = (*suite)->run(**provider);
     if (!hardened.ok()) return fail(hardened.error());
@@ -183,6 +184,7 @@ void add_probe_command(CLI::App& app, Globals& g) {
       "  sandgate probe --provider host_dir --allow-unsafe-host --only net --json report.json\n"
       "  sandgate probe --self-test     (every test-only weakening must be caught, by every\n"
       "                                  probe its plan names: probes/plan.cc)\n"
+      "  sandgate probe --self-test --provider podman   (the same weakenings as Podman flags)\n"
       "Each probe runs natively first (the baseline) inside a fresh lab network namespace with\n"
       "decoys; canaries (tokens, a home, host files, a sentinel process) are removed afterwards.\n"
       "Verdicts: blocked (by which layer), exposed (with the evidence), inconclusive (why).\n"
@@ -190,8 +192,10 @@ void add_probe_command(CLI::App& app, Globals& g) {
   sub->add_option("--provider", a->provider, "provider to probe (see `sandgate providers`)");
   sub->add_option("--only", a->only, "boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
   sub->add_option("--json", a->json, "write the full report (schema_version 1) to FILE");
-  sub->add_flag("--self-test", a->self_test,
-                "run against the namespaces provider, hardened and with each test-only weakening");
+  sub->add_flag(
+      "--self-test", a->self_test,
+      "run against the namespaces provider (or --provider podman), hardened and with each\n"
+      "test-only weakening");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
   sub->callback([&g, a] { g.exit_code = run_probe(g, *a); });
 }

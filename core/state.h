@@ -26,9 +26,12 @@ namespace sandgate {
 struct Resource {
   // kCgroupParent: a cgroup other runs may share (sandgate's root, a tenant): removed only if
   // empty, and nothing in it is ever killed.
-  enum class Kind { kDirectory, kProcess, kMount, kCgroup, kCgroupParent, kNetns };
+  // kContainer: a Podman container, by name (podman provider); removed with `podman rm -f`.
+  // kCgroup: removed with every child cgroup a runtime made under it (podman's conmon and
+  // libpod-<id> groups), their processes killed first.
+  enum class Kind { kDirectory, kProcess, kMount, kCgroup, kCgroupParent, kNetns, kContainer };
   Kind kind = Kind::kDirectory;
-  std::string path;                   // directory, mount point, cgroup dir, netns file
+  std::string path;                   // directory, mount point, cgroup dir, netns file, container
   pid_t pid = 0;                      // kProcess
   unsigned long long start_time = 0;  // kProcess: /proc/<pid>/stat field 22
 
@@ -39,7 +42,8 @@ std::string to_string(Resource::Kind k);
 Json to_json(const Resource& r);
 Result<Resource> resource_from_json(const Json& j);
 
-// Undoes resources, most intrusive first: processes, mounts, namespaces, cgroups, directories.
+// Undoes resources, most intrusive first: containers, processes, mounts, namespaces, cgroups,
+// directories.
 // Keeps going after a failure and returns the first one.
 Status release_resources(const HostPaths& paths, std::vector<Resource> resources);
 
@@ -56,6 +60,8 @@ class RunState {
   const std::vector<Resource>& resources() const { return resources_; }
   // Call before creating the resource.
   Status record(Resource r);
+  // The same for several at once: one write of the record.
+  Status record_all(std::vector<Resource> rs);
   // Call after the resource is gone.
   Status forget(const Resource& r);
   // Removes the record itself; the run is over and nothing is left.

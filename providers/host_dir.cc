@@ -28,6 +28,9 @@ Result<std::unique_ptr<Provider>> HostDirProvider::make(const ProviderOptions& o
 }
 
 Result<std::unique_ptr<Environment>> HostDirProvider::create(const EnvSpec& spec) {
+  if (!spec.image.empty())
+    return logic_error("create environment",
+                       "the host_dir provider has no images (--image is for podman)", spec.image);
   // Already weaker than any weakening: they apply to the namespace jail only.
   if (!spec.weakenings.empty())
     return logic_error("create environment",

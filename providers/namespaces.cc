@@ -60,6 +60,9 @@ Result<std::string> launcher_home() {
 }  // namespace
 
 Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& spec) {
+  if (!spec.image.empty())
+    return logic_error("create environment",
+                       "the namespaces provider has no images (--image is for podman)", spec.image);
   SG_TRY(available());
   SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "namespaces"));
   const uid_t base = options_.id_map_base;

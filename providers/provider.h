@@ -56,6 +56,18 @@ struct EnvSpec {
   // Where the run's long-lived processes (the supervisor) live, placed before they exec: the
   // controller's <run>/main cgroup. Empty: wherever sandgate runs.
   Placement placement;
+  // The run ceiling, for providers that enforce it themselves as well (podman: --memory,
+  // --cpus, --pids-limit on the container); the run session fills it from the policy. Unset:
+  // the provider's own default.
+  struct Ceiling {
+    std::optional<uint64_t> memory_bytes;
+    std::optional<double> cpus;
+    std::optional<uint64_t> pids;
+  } ceiling;
+  // A local container image for the root filesystem (podman: `--image NAME`, checked with
+  // `podman image exists`; no registry is contacted). Empty: the provider assembles one.
+  // Providers without images refuse a spec that names one.
+  std::string image;
   // Test-only weakenings (providers/weakening.h) for `sandgate probe --self-test`. A provider
   // refuses a spec carrying any unless ProviderOptions::self_test_weakenings is set.
   std::vector<Weakening> weakenings;

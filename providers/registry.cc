@@ -6,6 +6,7 @@
 #include "providers/external.h"
 #include "providers/host_dir.h"
 #include "providers/namespaces.h"
+#include "providers/podman.h"
 
 namespace sandgate::providers {
 
@@ -42,6 +43,8 @@ void register_builtin_providers(Registry& registry) {
   registry.add(NamespacesProvider::static_info(), [](const ProviderOptions& o) {
     return NamespacesProvider::make(o);
   });
+  registry.add(PodmanProvider::static_info(),
+               [](const ProviderOptions& o) { return PodmanProvider::make(o); });
 }
 
 void register_external_providers(Registry& registry,

@@ -77,7 +77,9 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   env->workspace_inside_ = recipe.workspace_inside.empty() ? layout.workspace : recipe.workspace_inside;
   // From here on a failure must undo what was made: destroy() does, from the record.
   auto fail = [&](Error e) -> Error {
-    (void)env->destroy();
+    // The record stays when something could not be undone; say what, for `sandgate gc`.
+    if (auto undone = env->destroy(); !undone.ok())
+      spdlog::warn("undoing the failed run {}: {}", run_id, undone.error().message());
     e.context.push_back("creating a " + recipe.provider + " environment");
     return e;
   };
@@ -104,9 +106,27 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
 
   auto config = recipe.configure(layout);
   if (!config.ok()) return fail(std::move(config).error());
-  auto supervisor = Supervisor::start(*config, spec.placement, env->state_, recipe.supervisor_exe);
+  Result<Supervisor> supervisor = logic_error("start supervisor", "not started");
+  if (recipe.launch) {
+    auto launch = recipe.launch(layout, env->state_);
+    if (!launch.ok()) return fail(std::move(launch).error());
+    supervisor = Supervisor::start_contained(*config, *launch);
+  } else {
+    supervisor = Supervisor::start(*config, spec.placement, env->state_, recipe.supervisor_exe);
+  }
   if (!supervisor.ok()) return fail(std::move(supervisor).error());
   env->supervisor_.emplace(std::move(supervisor).value());
+  if (recipe.launch) {
+    // The runtime made it (the container was recorded before): its host pid is known only now.
+    pid_t pid = env->supervisor_->pid();
+    Resource proc{Resource::Kind::kProcess, "", pid,
+                  process_start_time(paths.proc, pid).value_or(0)};
+    if (auto s = env->state_.record(proc); !s.ok()) return fail(std::move(s).error());
+  }
+  if (recipe.verify) {
+    if (auto s = recipe.verify(layout, env->supervisor_->pid()); !s.ok())
+      return fail(std::move(s).error());
+  }
   if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
   return env;
 }

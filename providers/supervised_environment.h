@@ -38,6 +38,12 @@ class SupervisedEnvironment : public Environment {
     // directory, shared with other runs and left in place at destroy.
     std::string shared_workspace;
     std::function<Result<SupervisorConfig>(const RunLayout&)> configure;
+    // Set for a contained supervisor (SupervisorConfig::contained): how the runtime starts it.
+    // Called after `configure`; it records what it is about to make in `state`.
+    std::function<Result<ContainedLaunch>(const RunLayout&, RunState& state)> launch;
+    // Called once the supervisor is ready: reads back what the run was given (an error names
+    // the setting that did not hold, and the run is destroyed).
+    std::function<Status(const RunLayout&, pid_t supervisor_pid)> verify;
   };
 
   static Result<std::unique_ptr<SupervisedEnvironment>> create(const HostPaths& paths,

@@ -29,7 +29,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BindMount, source, target)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JailConfig, root_dir, workspace_host, workspace, home, readonly_mounts,
                                    uid, gid, hostname, seccomp, readwrite_mounts, tmp_host,
                                    new_network, drop_privileges, seccomp_full_width_compare)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, jail, base_env, default_cwd, id_map_base)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, contained, jail, base_env,
+                                   default_cwd, id_map_base)
 
 Json to_json(const SupervisorConfig& c) { return Json(c); }
 
@@ -200,8 +201,14 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     return logic_error("start supervisor", "the supervisor exited during start-up (" + why +
                                                ") after " + transport.message());
   };
+  SG_TRY(configure(s, config, went_away));
+  return s;
+}
+
+Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
+                             const std::function<Error(const Error&)>& went_away) {
   std::vector<int> fds;
-  if (config.isolate && config.jail.seccomp) {
+  if ((config.isolate || config.contained) && config.jail.seccomp) {
     SG_ASSIGN_OR_RETURN(int program, compiled_seccomp_program_fd(
                                          {.full_width_compare = config.jail.seccomp_full_width_compare}));
     fds.push_back(program);
@@ -218,6 +225,9 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     return e;
   }
   if (op != "ready") return logic_error("start supervisor", "unexpected reply '" + op + "'");
+  // A contained supervisor is not our child: its host pid comes with "ready" (the kernel adds
+  // the sender's credentials for a receiver with SO_PASSCRED, translated into our namespace).
+  if (s.contained_) s.contained_pid_ = reply->sender_pid;
   if (reply->body.contains("landlock_missing")) {
     // Said once per process: the jail still runs, with one promise fewer.
     static std::atomic<bool> said{false};
@@ -225,11 +235,72 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
       spdlog::warn("no Landlock on this kernel ({}): calls can lower the OOM priority they are given",
                    reply->body.value("landlock_missing", ""));
   }
+  return {};
+}
+
+Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
+                                               const ContainedLaunch& launch) {
+  Supervisor s;
+  s.contained_ = true;
+  SG_ASSIGN_OR_RETURN(auto control, make_control_pair());
+  // The runtime passes fd 3 into the container (--preserve-fds): the launcher gets our end's
+  // twin there, and nothing else of ours (spawn() closes the rest at exec).
+  std::vector<std::string> argv = launch.argv;
+  for (const char* a : {kSupervisorArg, "3"}) argv.emplace_back(a);
+  SG_ASSIGN_OR_RETURN(auto out, make_pipe(O_CLOEXEC));
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_error("fork", argv[0]);
+  if (pid == 0) {
+    // Between fork and exec: only async-signal-safe calls (this process may have threads).
+    if (control.second.get() == 3) {
+      ::fcntl(3, F_SETFD, 0);
+    } else if (::dup2(control.second.get(), 3) != 3) {
+      ::_exit(126);
+    }
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    ::dup2(out.write.get(), 1);
+    ::dup2(out.write.get(), 2);
+    syscall(SYS_close_range, 4, ~0U, 0);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  control.second.reset();
+  out.write.reset();
+  s.control_ = std::move(control.first);
+  // The launcher's output, bounded: the runtime's own error message when it refuses.
+  std::string output;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(out.read.get(), buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (output.size() < 16384) output.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  auto st = ExitStatus::from_wait_status(status);
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  if (!st.exited || st.code != 0)
+    return logic_error("start the contained supervisor",
+                       argv[0] + " (the runtime's run) failed (" + st.describe() + "): " + output);
+  auto went_away = [&](const Error& transport) -> Error {
+    return logic_error(
+        "start the contained supervisor",
+        "the supervisor in the container went away during start-up: " + transport.message());
+  };
+  SG_TRY(configure(s, config, went_away));
   return s;
 }
 
 Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement) {
-  if (!process_.running()) return logic_error("exec", "the run's supervisor is not running");
+  if (!running()) return logic_error("exec", "the run's supervisor is not running");
   if (call.argv.empty()) return logic_error("exec", "empty command");
 
   ExecResult result;
@@ -359,6 +430,13 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
 }
 
 Status Supervisor::stop() {
+  if (contained_) {
+    // pid 1 of the container's pid namespace: it exits at "shutdown" (or when the socket
+    // closes), and the kernel kills the rest; the provider then removes the container.
+    if (control_.valid()) (void)send_message(control_.get(), {{"op", "shutdown"}});
+    control_.reset();
+    return {};
+  }
   if (!process_.running()) return {};
   if (isolate_) {
     // pid 1 of the namespace: when it dies the kernel kills the rest, and waitpid returns only

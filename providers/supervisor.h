@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,12 @@ struct JailConfig {
 
 struct SupervisorConfig {
   bool isolate = false;  // new namespaces + jail; false: calls run on the host as they are
+  // Started by a container runtime (podman provider), which made the namespaces, the root
+  // filesystem, the user and the capability set: the supervisor assembles nothing and drops
+  // nothing it does not have, but each call still gets its session, rlimits, oom_score_adj,
+  // no_new_privs, the Landlock ruleset (paths from `jail`) and the seccomp filter (unless
+  // jail.seccomp is false). The supervisor is pid 1 of the container's pid namespace.
+  bool contained = false;
   JailConfig jail;
   std::vector<std::string> base_env;  // every call's environment starts from this
   std::string default_cwd;            // as calls see it
@@ -68,6 +75,13 @@ std::vector<std::string> merge_env(std::vector<std::string> base,
                                    const std::vector<std::string>& overrides);
 Result<SupervisorConfig> supervisor_config_from_json(const Json& j);
 
+// How a contained supervisor is started: `argv` (a container runtime's "run" command, which
+// must pass fd 3 into the container and return once it is running, e.g. `podman run -d
+// --preserve-fds 1 ...`), followed by the supervisor's own arguments.
+struct ContainedLaunch {
+  std::vector<std::string> argv;
+};
+
 // The host side of one supervisor.
 class Supervisor {
  public:
@@ -78,6 +92,10 @@ class Supervisor {
   // `exe` is the binary to re-execute (empty: /proc/self/exe).
   static Result<Supervisor> start(const SupervisorConfig& config, const Placement& placement,
                                   RunState& state, const std::string& exe = {});
+  // The same for config.contained: runs `launch` (the runtime places the supervisor; the
+  // caller records the container before) and waits for "ready".
+  static Result<Supervisor> start_contained(const SupervisorConfig& config,
+                                            const ContainedLaunch& launch);
   Supervisor(Supervisor&&) noexcept = default;
   Supervisor& operator=(Supervisor&&) noexcept = default;
   ~Supervisor() { (void)stop(); }
@@ -88,12 +106,18 @@ class Supervisor {
   // Ends the run: every process of it is killed and reaped. Idempotent.
   Status stop();
 
-  pid_t pid() const { return process_.pid(); }
-  bool running() const { return process_.running(); }
+  pid_t pid() const { return contained_ ? contained_pid_ : process_.pid(); }
+  bool running() const { return contained_ ? control_.valid() : process_.running(); }
 
  private:
   Supervisor() = default;
+  // Sends the config (and the seccomp program) and waits for "ready"; `went_away` explains a
+  // failed exchange.
+  static Status configure(Supervisor& s, const SupervisorConfig& config,
+                          const std::function<Error(const Error&)>& went_away);
   bool isolate_ = false;
+  bool contained_ = false;
+  pid_t contained_pid_ = -1;  // host pid of a contained supervisor (not our child)
   ChildProcess process_;
   UniqueFd control_;
   uint64_t next_call_ = 1;

@@ -49,23 +49,22 @@ struct CallProcess {
   bool failed = false;
 };
 
-// The call's rlimits, set on the parked child from here (prlimit) rather than by the child
-// itself: when the host hears "started", the limits are already in place, so it can read them
-// back from /proc/<pid>/limits before the call execs. The child has our credentials until it
-// drops privileges, which is what prlimit on another process asks (no CAP_SYS_RESOURCE, which
-// even root lacks on some hosts: lowering a limit needs none). Soft and hard alike, so the
-// call cannot raise them back; never above the hard limit it inherited (that would be a raise).
-Status apply_rlimits(pid_t pid, const Json& rlimits) {
+// The call's rlimits, set by the parked child on itself before it says "started": when the
+// host hears it, the limits are already in place, so it can read them back from
+// /proc/<pid>/limits before the call execs. Lowering one's own limit needs no privilege (no
+// CAP_SYS_RESOURCE, which even root lacks on some hosts). Soft and hard alike, so the call
+// cannot raise them back; never above the hard limit it inherited (that would be a raise).
+Status apply_rlimits(const Json& rlimits) {
   if (!rlimits.is_object()) return {};
   for (auto [key, resource, name] :
        {std::tuple{"open_files", RLIMIT_NOFILE, "RLIMIT_NOFILE"},
         std::tuple{"file_size", RLIMIT_FSIZE, "RLIMIT_FSIZE"}}) {
     if (!rlimits.contains(key) || !rlimits[key].is_number_unsigned()) continue;
     struct rlimit old {};
-    if (::prlimit(pid, resource, nullptr, &old) != 0) return sys_error("prlimit", name);
+    if (::getrlimit(resource, &old) != 0) return sys_error("getrlimit", name);
     rlim_t want = std::min<rlim_t>(rlimits[key].get<uint64_t>(), old.rlim_max);
     struct rlimit lim = {want, want};
-    if (::prlimit(pid, resource, &lim, nullptr) != 0) return sys_error("prlimit", name);
+    if (::setrlimit(resource, &lim) != 0) return sys_error("setrlimit", name);
   }
   return {};
 }
@@ -110,8 +109,9 @@ int SupervisorLoop::run() {
   UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!config_.isolate) ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
-  if (config_.isolate) {
-    Status s = assemble_jail(config_.jail);
+  if (config_.isolate || config_.contained) {
+    // In a container the runtime assembled the root; the rest is the same for both.
+    Status s = config_.isolate ? assemble_jail(config_.jail) : Status{};
     if (s.ok() && config_.jail.seccomp) {
       // Compiled once by the host for every run with these options, sealed, sent with the
       // config: reading it costs microseconds where compiling cost milliseconds.
@@ -194,14 +194,8 @@ void SupervisorLoop::start_call(Message& msg) {
   // Our copies of the child's ends: the error pipe must see EOF when the child execs.
   go->read.reset();
   error->write.reset();
-  if (auto st = apply_rlimits(pid, msg.body.value("rlimits", Json::object())); !st.ok()) {
-    // Closing the go pipe unparks the child into _exit; reap() ignores it (not in calls_).
-    ::kill(pid, SIGKILL);
-    return fail(st.error());
-  }
+  // The child says "started" itself (call_child); released at once unless the host places it.
   calls_[pid] = CallProcess{id, std::move(go->write), std::move(error->read)};
-  // The kernel translates this pid into the host's pid namespace for the receiver.
-  (void)send_message(control_, {{"op", "started"}, {"id", id}}, {}, pid);
   if (!msg.body.value("wait_for_go", false)) release_call(id);
 }
 
@@ -254,8 +248,9 @@ void SupervisorLoop::reap() {
 }
 
 void SupervisorLoop::shutdown(int code) {
-  if (config_.isolate) {
-    // pid 1: our exit makes the kernel kill the rest of the namespace.
+  if (config_.isolate || config_.contained) {
+    // pid 1 (of the jail's or the container's pid namespace): our exit makes the kernel kill
+    // the rest of the namespace.
     ::_exit(code);
   }
   // On the host: kill direct children until none are left. Orphaned grandchildren re-parent to
@@ -304,6 +299,21 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
     ::close(fd);
   }
 
+  // The call's own "started", with its own pid as SCM_CREDENTIALS: any process may send its
+  // own pid, where sending another's needs CAP_SYS_ADMIN over its pid namespace, which the
+  // supervisor in a container (an unprivileged user) does not have. The kernel translates the
+  // pid into the host's pid namespace for the receiver (unix(7)): no /proc scanning, no race.
+  // A failure here is the supervisor's (not the command's): said on the control socket.
+  uint64_t id = body.value("id", uint64_t{0});
+  if (auto st = apply_rlimits(body.value("rlimits", Json::object())); !st.ok()) {
+    Json j = error_to_json(st.error());
+    j["op"] = "exec_failed";
+    j["id"] = id;
+    (void)send_message(control_, j);
+    ::_exit(127);
+  }
+  if (!send_message(control_, {{"op", "started"}, {"id", id}}, {}, ::getpid()).ok()) ::_exit(127);
+
   char byte;
   if (::read(go, &byte, 1) != 1) ::_exit(127);  // the host never released us
   ::close(go);
@@ -321,6 +331,12 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
       child_fail(error_fd, s.error().step.c_str());
     }
   }
+  // In a container the runtime already made us an unprivileged user with no capabilities (the
+  // host read that back); no_new_privs is set again here so that it holds whatever the
+  // runtime did, and Landlock below needs it.
+  if (config_.contained && config_.jail.drop_privileges &&
+      ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    child_fail(error_fd, "prctl PR_SET_NO_NEW_PRIVS");
   // No descriptor of the supervisor's may reach the call (the error pipe closes at exec).
   if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(error_fd, "close_range");
   // Before the seccomp filter (which need not allow landlock_restrict_self for this). From

@@ -2,14 +2,16 @@
 // SOCK_SEQPACKET message, with file descriptors (SCM_RIGHTS) and a process id
 // (SCM_CREDENTIALS) attached where a message needs them.
 //
-// SCM_CREDENTIALS is how the host learns a call's pid: the supervisor, pid 1 of its own pid
-// namespace, sends the child's pid as it sees it, and the kernel translates it into the
-// receiver's namespace (unix(7)). No /proc scanning, no race with pid reuse.
+// SCM_CREDENTIALS is how the host learns a call's pid: the call's parked child sends `started`
+// itself on the inherited control socket with its own pid, as its pid namespace sees it, and
+// the kernel translates it into the receiver's namespace (unix(7)). No /proc scanning, no race
+// with pid reuse, and no privilege: sending another process's pid would need CAP_SYS_ADMIN,
+// which a supervisor inside a container (an unprivileged user) lacks.
 //
 //   host -> supervisor            supervisor -> host
 //   config {SupervisorConfig}     ready | error {step, path, errno, detail}
-//   exec {id, argv, env, cwd,     started {id} + SCM_CREDENTIALS(pid of the call), sent
-//         wait_for_go, rlimits}     once the call's rlimits are in place
+//   exec {id, argv, env, cwd,     started {id} + SCM_CREDENTIALS(its own pid), sent by
+//         wait_for_go, rlimits}     the call once its rlimits are in place
 //         + [out,err]
 //   go {id}                       exec_failed {id, step, errno}
 //   kill {id, signal}             exited {id, wait_status}

@@ -69,7 +69,7 @@ class Fields {
 Result<RequestBody> parse_body(const std::string& op, const Json& j) {
   Fields f(j, op);
   if (op == "create") {
-    SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds"}));
+    SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds", "image"}));
     CreateRequest r;
     SG_ASSIGN_OR_RETURN(r.provider, f.string("provider", true));
     SG_ASSIGN_OR_RETURN(r.workspace, f.string("workspace", false));
@@ -83,6 +83,7 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
       r.timeout = *d;
     }
     SG_ASSIGN_OR_RETURN(r.ro_binds, f.strings("ro_binds"));
+    SG_ASSIGN_OR_RETURN(r.image, f.string("image", false));
     return RequestBody(std::move(r));
   }
   if (op == "exec") {
@@ -152,6 +153,7 @@ Json to_json(const Request& r) {
                    j["tenant"] = c.tenant;
                    if (c.timeout) j["timeout"] = format_duration(*c.timeout);
                    if (!c.ro_binds.empty()) j["ro_binds"] = c.ro_binds;
+                   if (!c.image.empty()) j["image"] = c.image;
                  },
                  [&](const ExecRequest& e) {
                    j["env"] = e.env;

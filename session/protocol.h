@@ -37,6 +37,7 @@ struct CreateRequest {
   std::string tenant = "default";
   std::optional<Duration> timeout;     // the run's wall clock
   std::vector<std::string> ro_binds;   // "SRC[:DST]", mounted read-only
+  std::string image;                   // podman: a local image for the root; "": assembled
 };
 struct ExecRequest {
   std::string env;

@@ -48,6 +48,12 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
   s->provider_info_ = provider.info();
   SG_ASSIGN_OR_RETURN(s->run_, controller.begin_run(spec.tenant, spec.run_id));
   spec.placement = s->run_->main_placement();
+  // The same ceiling for a provider that also enforces it itself (a container's limits).
+  const auto& ceiling = controller.policy().run;
+  if (!spec.ceiling.memory_bytes && ceiling.memory_max)
+    spec.ceiling.memory_bytes = ceiling.memory_max->value;
+  if (!spec.ceiling.cpus && ceiling.cpu_cores) spec.ceiling.cpus = ceiling.cpu_cores;
+  if (!spec.ceiling.pids && ceiling.pids_max) spec.ceiling.pids = ceiling.pids_max;
   auto env = provider.create(spec);
   if (!env.ok()) {
     (void)controller.end_run(std::move(s->run_));

@@ -214,6 +214,7 @@ Result<Json> Server::create(const CreateRequest& r) {
   }
   providers::EnvSpec spec;
   spec.workspace_recipe = r.workspace;
+  spec.image = r.image;
   spec.env = r.env;
   spec.tenant = r.tenant;
   if (r.timeout) spec.timeout = *r.timeout;

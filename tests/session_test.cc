@@ -20,6 +20,7 @@
 #include "controller/cgroup_layout.h"
 #include "core/test_temp_dir.h"
 #include "providers/supervised_environment.h"
+#include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::testing {
@@ -69,7 +70,8 @@ class SessionTest : public ProviderTest {
     auto c = controller::Controller::create(std::move(o));
     ASSERT_TRUE(c.ok()) << c.error().message();
     controller_ = std::move(c).value();
-    provider_ = provider("namespaces");
+    provider_ = provider(provider_name_);
+    ASSERT_TRUE(provider_);
     providers::EnvSpec spec;
     spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, kTry});
     auto s = session::RunSession::open(*controller_, *provider_, spec);
@@ -108,6 +110,7 @@ class SessionTest : public ProviderTest {
     return o.ok() ? *o : CallOutcome{};
   }
 
+  std::string provider_name_ = "namespaces";
   std::string root_;
   controller::Policy policy_;
   std::unique_ptr<controller::Controller> controller_;
@@ -434,6 +437,76 @@ TEST_F(SessionTest, ServerDoesNotMakeOneEnvironmentWaitForAnother) {
   EXPECT_LT(at(20) - t0, std::chrono::seconds(4));
   EXPECT_GE(at(10) - t0, std::chrono::seconds(6));
   server.close_all();
+}
+
+// The same run contract through the podman provider: the container lives in <run>/main, each
+// call in its own <run>/call-N with its grant, and nothing of the run (the runtime's conmon and
+// libpod cgroups included, in every hierarchy) is left after the run ends.
+class PodmanSessionTest : public SessionTest {
+ protected:
+  void SetUp() override {
+    SessionTest::SetUp();
+    provider_name_ = "podman";
+    if (!is_root()) return;
+    auto p = provider("podman");
+    if (p) {
+      auto ok = p->available();
+      if (!ok.ok()) why_ = ok.error().message();
+    }
+  }
+  void TearDown() override {
+    SessionTest::TearDown();
+    if (is_root()) expect_no_cgroup_left(root_);
+  }
+  std::string why_;
+};
+
+#define REQUIRE_PODMAN_SESSION() \
+  SANDGATE_REQUIRE_ROOT();       \
+  SANDGATE_REQUIRE(why_.empty(), "podman provider: " + why_)
+
+TEST_F(PodmanSessionTest, CallIsPlacedInItsCgroupWithItsGrant) {
+  REQUIRE_PODMAN_SESSION();
+  open();
+  ASSERT_TRUE(session_);
+  // Parked before exec, the call is already in its call cgroup with the grant's pids limit.
+  std::string pids_max;
+  auto o =
+      call_and_look({"cat", "/proc/self/cgroup"}, "test", [&](const controller::CallScope& scope) {
+        for (const auto& dir : scope.placement().cgroup_dirs)
+          if (auto v = read_file(dir + "/pids.max"); v.ok()) pids_max = *v;
+      });
+  EXPECT_EQ(pids_max, "16\n")
+      << "the call cgroup's pids limit, read back while the call was parked";
+  EXPECT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
+  // As the call itself sees it: its own call cgroup under the run, not the container's.
+  std::string run = "/" + root_ + "/default/" + session_->run_id();
+  EXPECT_NE(o.exec.stdout_data.find(":memory:" + run + "/call-"), std::string::npos)
+      << o.exec.stdout_data;
+  EXPECT_NE(o.exec.stdout_data.find(":pids:" + run + "/call-"), std::string::npos)
+      << o.exec.stdout_data;
+}
+
+TEST_F(PodmanSessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
+  REQUIRE_PODMAN_SESSION();
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({kTry, "alloc", "256"}, "test");
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit) << controller::to_json(o).dump(2);
+  EXPECT_GE(o.observed.oom_kills, 1u);
+  auto next = call({"echo", "still here"}, "edit");
+  EXPECT_EQ(next.termination, Termination::kExited);
+  EXPECT_EQ(next.exec.stdout_data, "still here\n");
+}
+
+TEST_F(PodmanSessionTest, ForkBombStopsAtPidsMax) {
+  REQUIRE_PODMAN_SESSION();
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({kTry, "forkbomb", "5000"}, "test");
+  EXPECT_EQ(o.termination, Termination::kPidsLimit) << controller::to_json(o).dump(2);
+  EXPECT_LE(o.observed.peaks.pids, 16u);
+  EXPECT_GT(o.observed.pids_refused, 0u);
 }
 
 }  // namespace

@@ -1,0 +1,250 @@
+// A/B benchmark of the podman provider, all in one run (STYLE.md: performance is judged A/B
+// against a baseline in the same run):
+//
+//   BM_BarePodmanRun               `podman run --rm --runtime runc --cgroup-manager cgroupfs
+//                                  --network none --rootfs DIR /bin/true` (with the ulimits and
+//                                  the read-only /usr this host needs): the baseline
+//   BM_PodmanCreateExecDestroy     a whole podman run through sandgate for one call: hardening
+//                                  flags, the read-back, the supervisor, the record, cleanup
+//   BM_PodmanExecOnly              one more call in a live run, through sandgate's supervisor
+//   BM_PodmanExecBaseline          `podman exec` of /bin/true in the same container
+//
+// Goals (issue 11): create+exec+destroy at most 10% over the bare run; a call in a live run
+// under 5 ms (against `podman exec` on the same container). The summary prints both ratios.
+//
+// Needs root and Podman with runc. Runs keep their state and work directories under a fresh
+// temporary directory, removed at the end; if the process is killed, `sandgate gc
+// --state-dir <tmp>/state` removes what it left (containers included).
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_support.h"
+#include "core/files.h"
+#include "core/host_paths.h"
+#include "core/log.h"
+#include "core/process.h"
+#include "providers/podman.h"
+#include "providers/provider.h"
+#include "providers/supervisor.h"
+
+namespace sandgate::bench {
+namespace {
+
+using providers::Call;
+using providers::Environment;
+using providers::EnvSpec;
+
+struct BenchContext {
+  HostPaths paths;
+  std::string rootfs;  // the bare baseline's root: mount points and merged-/usr symlinks
+};
+BenchContext* g_context = nullptr;
+
+std::string ulimit_flag(const char* name, int resource, rlim_t cap) {
+  struct rlimit r {};
+  ::getrlimit(resource, &r);
+  rlim_t v = std::min(r.rlim_max, cap);
+  return std::string(name) + "=" + std::to_string(v) + ":" + std::to_string(v);
+}
+
+bool run_ok(benchmark::State& state, const std::vector<std::string>& argv) {
+  auto r = run_command(argv, std::chrono::seconds(60), 1 << 16);
+  if (!r.ok()) {
+    state.SkipWithError((argv[0] + ": " + r.error().message()).c_str());
+    return false;
+  }
+  if (!r->status.exited || r->status.code != 0) {
+    state.SkipWithError(
+        (argv[0] + " " + argv[1] + " ended with " + r->status.describe() + ": " + r->output)
+            .c_str());
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<providers::PodmanProvider> make_provider(benchmark::State& state) {
+  providers::ProviderOptions options;
+  options.paths = g_context->paths;
+#ifdef SANDGATE_SUPERVISOR
+  options.supervisor_exe = SANDGATE_SUPERVISOR;
+#endif
+  auto p = std::make_unique<providers::PodmanProvider>(options);
+  if (auto s = p->available(); !s.ok()) {
+    state.SkipWithError(("podman provider unavailable: " + s.error().message()).c_str());
+    return nullptr;
+  }
+  return p;
+}
+
+bool exec_true(benchmark::State& state, Environment& env) {
+  Call call;
+  call.argv = {"/bin/true"};
+  auto result = env.exec(call, Placement{});
+  if (!result.ok()) {
+    state.SkipWithError(("exec /bin/true: " + result.error().message()).c_str());
+    return false;
+  }
+  if (!result->status.exited || result->status.code != 0) {
+    state.SkipWithError(("/bin/true ended with " + result->status.describe()).c_str());
+    return false;
+  }
+  return true;
+}
+
+void BM_BarePodmanRun(benchmark::State& state) {
+  // clang-format off
+  std::vector<std::string> argv = {
+      "podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "run", "--rm",
+      // Never Podman's default network: a CNI bridge on the host (and ip_forward on).
+      "--network", "none",
+      "--ulimit", ulimit_flag("nofile", RLIMIT_NOFILE, 1 << 20),
+      "--ulimit", ulimit_flag("nproc", RLIMIT_NPROC, 4096),
+      "--volume", "/usr:/usr:ro", "--rootfs", g_context->rootfs, "/bin/true"};
+  // clang-format on
+  for (auto _ : state) {
+    if (!run_ok(state, argv)) break;
+  }
+}
+
+void BM_PodmanCreateExecDestroy(benchmark::State& state) {
+  auto provider = make_provider(state);
+  if (!provider) return;
+  for (auto _ : state) {
+    auto env = provider->create(EnvSpec{});
+    if (!env.ok()) {
+      state.SkipWithError(("create: " + env.error().message()).c_str());
+      break;
+    }
+    if (!exec_true(state, **env)) break;
+    if (auto s = (*env)->destroy(); !s.ok()) {
+      state.SkipWithError(("destroy: " + s.error().message()).c_str());
+      break;
+    }
+  }
+}
+
+// One live run shared by the two per-call benchmarks, so that both act on the same container.
+std::unique_ptr<Environment>& live_env() {
+  static std::unique_ptr<Environment> env;
+  return env;
+}
+
+Environment* ensure_live(benchmark::State& state) {
+  if (live_env()) return live_env().get();
+  auto provider = make_provider(state);
+  if (!provider) return nullptr;
+  auto env = provider->create(EnvSpec{});
+  if (!env.ok()) {
+    state.SkipWithError(("create: " + env.error().message()).c_str());
+    return nullptr;
+  }
+  live_env() = std::move(env).value();
+  return live_env().get();
+}
+
+void BM_PodmanExecOnly(benchmark::State& state) {
+  Environment* env = ensure_live(state);
+  if (!env) return;
+  for (auto _ : state) {
+    if (!exec_true(state, *env)) break;
+  }
+}
+
+void BM_PodmanExecBaseline(benchmark::State& state) {
+  Environment* env = ensure_live(state);
+  if (!env) return;
+  std::vector<std::string> argv = {"podman", "exec", "sandgate-" + env->run_id(), "/bin/true"};
+  for (auto _ : state) {
+    if (!run_ok(state, argv)) break;
+  }
+}
+
+void configure(benchmark::internal::Benchmark* b) {
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_BarePodmanRun)->Apply(configure);
+BENCHMARK(BM_PodmanCreateExecDestroy)->Apply(configure);
+BENCHMARK(BM_PodmanExecOnly)->Apply(configure);
+BENCHMARK(BM_PodmanExecBaseline)->Apply(configure);
+
+bool print_summary(const RunCollector& runs, std::ostream& out) {
+  const char* names[] = {"BM_BarePodmanRun", "BM_PodmanCreateExecDestroy", "BM_PodmanExecOnly",
+                         "BM_PodmanExecBaseline"};
+  char line[256];
+  out << "\npodman_bench summary (median real time per iteration, this run)\n";
+  for (const char* n : names) {
+    if (auto e = runs.errors().find(n); e != runs.errors().end()) {
+      out << "  " << n << ": FAILED: " << e->second << "\n";
+    } else if (auto m = runs.median_ms(n)) {
+      std::snprintf(line, sizeof line, "  %-30s %9.3f ms\n", n, *m);
+      out << line;
+    } else {
+      out << "  " << n << ": not run (filtered out)\n";
+    }
+  }
+  auto ok = [&](const char* n) { return runs.median_ms(n) && !runs.failed(n); };
+  if (ok("BM_PodmanCreateExecDestroy") && ok("BM_BarePodmanRun")) {
+    double r = *runs.median_ms("BM_PodmanCreateExecDestroy") / *runs.median_ms("BM_BarePodmanRun");
+    std::snprintf(line, sizeof line,
+                  "  sandgate/bare podman run (create+exec+destroy) %6.3fx  goal <= 1.10: %s\n", r,
+                  r <= 1.10 ? "met" : "NOT met");
+    out << line;
+  }
+  if (ok("BM_PodmanExecOnly") && ok("BM_PodmanExecBaseline")) {
+    double a = *runs.median_ms("BM_PodmanExecOnly"), b = *runs.median_ms("BM_PodmanExecBaseline");
+    std::snprintf(
+        line, sizeof line,
+        "  per call: sandgate %.3f ms, podman exec %.3f ms (%.1fx faster)  goal < 5 ms: %s\n", a, b,
+        b / a, a < 5.0 ? "met" : "NOT met");
+    out << line;
+  }
+  return runs.errors().empty();
+}
+
+}  // namespace
+}  // namespace sandgate::bench
+
+int main(int argc, char** argv) {
+  if (auto rc = sandgate::providers::maybe_run_supervisor(argc, argv)) return *rc;
+  sandgate::init_logging("");
+  using namespace sandgate::bench;
+  auto display = initialize_with_defaults(argc, argv, default_flags());
+  if (!display) return 1;
+  auto tmp = make_bench_tmp_dir("sandgate-podman-bench");
+  if (!tmp) return 1;
+  const std::string tmp_dir = *tmp;
+  BenchContext context;
+  context.paths.state_dir = tmp_dir + "/state";
+  context.paths.work_dir = tmp_dir + "/work";
+  context.rootfs = tmp_dir + "/bare-root";
+  // The bare baseline's root: what `--rootfs` needs for /bin/true with the host's /usr.
+  for (const char* d : {"usr", "etc", "tmp", "proc", "sys", "dev", "run"})
+    (void)sandgate::make_dirs(context.rootfs + "/" + d, 0755);
+  for (const char* l : {"bin", "lib", "lib64", "sbin"})
+    (void)::symlink((std::string("usr/") + l).c_str(), (context.rootfs + "/" + l).c_str());
+  g_context = &context;
+
+  int rc = run_benchmarks(*display, print_summary) ? 0 : 1;
+  if (live_env()) {
+    if (auto s = live_env()->destroy(); !s.ok()) {
+      std::cerr << "podman_bench: destroying the live run: " << s.error().message() << "\n";
+      rc = 1;
+    }
+    live_env().reset();
+  }
+  if (auto s = sandgate::remove_tree(tmp_dir); !s.ok()) {
+    std::cerr << "podman_bench: removing " << tmp_dir << ": " << s.error().message() << "\n";
+    rc = 1;
+  }
+  return rc;
+}

@@ -1,0 +1,748 @@
+// The podman provider (see podman.h for the design and the list of settings).
+#include "providers/podman.h"
+
+#include <dirent.h>
+#include <pwd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/files.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/process.h"
+#include "core/strings.h"
+#include "providers/supervised_environment.h"
+
+extern char** environ;
+
+namespace sandgate::providers {
+namespace {
+
+// The same read-only base as the namespace jail (jail.cc): on a merged-/usr host most are
+// symlinks into /usr and are recreated as symlinks; real directories are bound read-only.
+constexpr const char* kBasePaths[] = {"/usr",   "/bin",   "/sbin",  "/lib",
+                                      "/lib32", "/lib64", "/libx32"};
+constexpr const char* kEtcBinds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
+constexpr char kSupervisorInside[] = "/.sandgate/supervisor";
+constexpr char kWorkspace[] = "/workspace";
+constexpr char kHome[] = "/home/sandbox";
+// Hardened defaults where the spec names no run ceiling.
+constexpr uint64_t kDefaultMemory = 4ull << 30;
+constexpr uint64_t kDefaultPids = 4096;
+
+std::vector<std::string> split_str(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  for (auto part : split(text, sep)) out.emplace_back(part);
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::string find_executable(const std::string& name) {
+  for (const char* dir :
+       {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
+    std::string p = std::string(dir) + "/" + name;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
+bool has(const std::vector<Weakening>& list, Weakening w) {
+  return std::find(list.begin(), list.end(), w) != list.end();
+}
+
+// One hardening step: its flags on `podman run`, and whether a weakening (self-test only)
+// switched it off, in which case it is not read back.
+struct Setting {
+  std::string name;
+  std::vector<std::string> flags;
+  bool weakened = false;
+};
+
+// "<hierarchy>/<rel>" under the cgroup mount: the relative path every placement dir shares,
+// which is what --cgroup-parent names (the same path in every hierarchy).
+Result<std::string> cgroup_parent_of(const HostPaths& paths, const Placement& placement) {
+  std::string rel;
+  for (const auto& dir : placement.cgroup_dirs) {
+    std::string prefix = paths.cgroup + "/";
+    if (!dir.starts_with(prefix))
+      return logic_error("cgroup parent", "not under " + paths.cgroup, dir);
+    std::string rest = dir.substr(prefix.size());
+    auto slash = rest.find('/');
+    if (slash == std::string::npos) return logic_error("cgroup parent", "a hierarchy root", dir);
+    std::string r = rest.substr(slash);
+    if (!rel.empty() && r != rel)
+      return logic_error("cgroup parent", "placement dirs differ below their hierarchies (" + rel +
+                                              " vs " + r + ")");
+    rel = r;
+  }
+  return rel;
+}
+
+std::vector<std::string> cgroup_hierarchies(const HostPaths& paths) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(paths.cgroup.c_str());
+  if (!d) return out;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == ".." || e->d_type != DT_DIR) continue;
+    out.push_back(paths.cgroup + "/" + n);
+  }
+  ::closedir(d);
+  // A pure v2 host: the mount itself is the one hierarchy.
+  if (::access((paths.cgroup + "/cgroup.controllers").c_str(), F_OK) == 0) out = {paths.cgroup};
+  return out;
+}
+
+// What runc makes under --cgroup-parent beyond the controller's own cgroups: the parent path in
+// hierarchies the controller does not use (devices, freezer, ...), and podman's "conmon" group
+// beside the container's. Recorded before `podman run` so that destroy and gc remove them.
+Status record_runtime_cgroups(const HostPaths& paths, const std::string& rel,
+                              const std::string& container, RunState& state) {
+  std::vector<std::string> parts = split_str(rel.substr(1), '/');
+  std::vector<Resource> rs;
+  for (const auto& h : cgroup_hierarchies(paths)) {
+    std::string path = h;
+    for (const auto& part : parts) {
+      path += "/" + part;
+      if (::access(path.c_str(), F_OK) != 0) rs.push_back({Resource::Kind::kCgroupParent, path});
+    }
+    rs.push_back({Resource::Kind::kCgroup, h + rel + "/conmon"});
+  }
+  // One write of the record for all of them and the container.
+  rs.push_back({Resource::Kind::kContainer, container});
+  return state.record_all(std::move(rs));
+}
+
+// The root filesystem sandgate assembles when no image is named: empty mount points, a
+// generated /etc with the sandbox user, and the host's base as read-only volumes (returned).
+// A mount point in the assembled root for each volume's target (a directory or an empty file,
+// as its source is): runc, as root of the run's user namespace, cannot make them in
+// directories host root owns.
+Status make_mount_points(const std::string& root, const std::vector<BindMount>& mounts) {
+  for (const auto& m : mounts) {
+    struct stat st;
+    if (::stat(m.source.c_str(), &st) != 0) return sys_error("stat volume source", m.source);
+    std::string target = root + m.target;
+    if (S_ISDIR(st.st_mode)) {
+      SG_TRY(make_dirs(target, 0755));
+    } else {
+      auto slash = target.rfind('/');
+      SG_TRY(make_dirs(target.substr(0, slash), 0755));
+      if (::access(target.c_str(), F_OK) != 0) SG_TRY(write_file(target, "", O_WRONLY | O_CREAT));
+    }
+  }
+  return {};
+}
+
+Result<std::vector<std::string>> assemble_rootfs(const std::string& root, uid_t uid, gid_t gid) {
+  std::vector<std::string> volumes;
+  for (const char* dir : {"etc", "tmp", "var/tmp", "proc", "sys", "dev", "run", "home/sandbox",
+                          "workspace", ".sandgate"})
+    SG_TRY(make_dirs(root + "/" + dir, 0755));
+  for (const char* path : kBasePaths) {
+    struct stat st;
+    if (::lstat(path, &st) != 0) continue;  // this host lacks it
+    std::string target = root + path;
+    if (S_ISLNK(st.st_mode)) {
+      char link[4096];
+      ssize_t n = ::readlink(path, link, sizeof link - 1);
+      if (n < 0) return sys_error("readlink", path);
+      link[n] = 0;
+      if (::symlink(link, target.c_str()) != 0) return sys_error("symlink", target);
+    } else if (S_ISDIR(st.st_mode)) {
+      SG_TRY(make_dirs(target, 0755));
+      volumes.push_back(std::string(path) + ":" + path + ":ro");
+    }
+  }
+  std::string etc = root + "/etc";
+  std::string u = std::to_string(uid), g = std::to_string(gid);
+  // Generated, never copied: the host's passwd, shadow and the rest stay outside.
+  SG_TRY(write_file(etc + "/passwd",
+                    "root:x:0:0:root:/root:/bin/sh\nsandbox:x:" + u + ":" + g +
+                        ":sandbox:" + kHome +
+                        ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                    O_WRONLY | O_CREAT | O_TRUNC));
+  SG_TRY(write_file(etc + "/group", "root:x:0:\nsandbox:x:" + g + ":\nnogroup:x:65534:\n",
+                    O_WRONLY | O_CREAT | O_TRUNC));
+  SG_TRY(write_file(etc + "/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n",
+                    O_WRONLY | O_CREAT | O_TRUNC));
+  for (const char* path : kEtcBinds) {
+    struct stat st;
+    if (::stat(path, &st) != 0) continue;
+    std::string target = root + path;
+    if (S_ISDIR(st.st_mode))
+      SG_TRY(make_dirs(target, 0755));
+    else
+      SG_TRY(write_file(target, "", O_WRONLY | O_CREAT | O_TRUNC));
+    volumes.push_back(std::string(path) + ":" + path + ":ro");
+  }
+  // Mount points for what Podman binds over them: runc, as root of the run's user namespace,
+  // could not create them in a directory host root owns.
+  for (const char* file :
+       {"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/run/.containerenv", kSupervisorInside})
+    SG_TRY(write_file(root + file, "", O_WRONLY | O_CREAT | O_TRUNC));
+  return volumes;
+}
+
+// The supervisor's shared libraries and dynamic loader, as `ldd` lists them: an image has its
+// own userland, so the supervisor brings its own (bound read-only under /.sandgate/lib and
+// named by the loader's --library-path, which the calls it execs do not inherit).
+struct SupervisorLibs {
+  std::vector<std::string> files;  // host paths
+  std::string loader;              // host path of the dynamic loader
+};
+Result<SupervisorLibs> supervisor_libs(const std::string& exe) {
+  SG_ASSIGN_OR_RETURN(auto res, run_command({"ldd", exe}));
+  if (!res.status.exited || res.status.code != 0)
+    return logic_error("ldd", "cannot list the supervisor's libraries: " + res.output, exe);
+  SupervisorLibs libs;
+  for (const auto& line : split_str(res.output, '\n')) {
+    std::string l = trim(line);
+    auto arrow = l.find("=> ");
+    std::string path = arrow != std::string::npos ? l.substr(arrow + 3) : l;
+    path = path.substr(0, path.find(' '));
+    if (path.empty() || path[0] != '/') continue;  // linux-vdso.so.1 has no file
+    if (arrow == std::string::npos) libs.loader = path;
+    libs.files.push_back(path);
+  }
+  if (libs.loader.empty())
+    return logic_error("ldd", "no dynamic loader listed (a static binary?)", exe);
+  return libs;
+}
+
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+Result<std::string> supervisor_binary(const ProviderOptions& o) {
+  std::string exe = o.supervisor_exe.empty() ? "/proc/self/exe" : o.supervisor_exe;
+  char buf[PATH_MAX];
+  if (!::realpath(exe.c_str(), buf)) return sys_error("realpath supervisor binary", exe);
+  return std::string(buf);
+}
+
+// The launcher's home, as its environment names it (as in namespaces.cc).
+Result<std::string> launcher_home() {
+  const char* home = std::getenv("HOME");
+  if (!home || home[0] != '/' || std::string_view(home) == "/")
+    return logic_error("mount_home", "HOME must name an absolute directory other than /");
+  struct stat st;
+  if (::stat(home, &st) != 0) return sys_error("stat HOME", home);
+  if (!S_ISDIR(st.st_mode)) return logic_error("mount_home", "HOME is not a directory", home);
+  return std::string(home);
+}
+
+// ---- Read-back -------------------------------------------------------------------------------
+
+// "Key:\tvalue" of /proc/PID/status.
+std::string status_field(const std::string& status, const std::string& key) {
+  for (const auto& line : split_str(status, '\n')) {
+    if (line.starts_with(key + ":")) {
+      std::string v = line.substr(key.size() + 1);
+      while (!v.empty() && (v.front() == '\t' || v.front() == ' ')) v.erase(v.begin());
+      return v;
+    }
+  }
+  return "";
+}
+
+struct MountEntry {
+  std::string point, options, fstype;
+};
+std::vector<MountEntry> parse_mountinfo(const std::string& text) {
+  std::vector<MountEntry> out;
+  for (const auto& line : split_str(text, '\n')) {
+    auto f = split_str(line, ' ');
+    if (f.size() < 10) continue;
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (dash == f.end() || dash + 1 == f.end()) continue;
+    out.push_back({f[4], f[5], *(dash + 1)});
+  }
+  return out;
+}
+const MountEntry* find_mount(const std::vector<MountEntry>& m, const std::string& point) {
+  const MountEntry* last = nullptr;  // the last one at a point is the one on top
+  for (const auto& e : m)
+    if (e.point == point) last = &e;
+  return last;
+}
+bool option_set(const std::string& options, const std::string& opt) {
+  for (const auto& o : split_str(options, ','))
+    if (o == opt) return true;
+  return false;
+}
+
+// The container's cgroup in one hierarchy, as /proc/PID/cgroup names it ("memory", "" for v2).
+std::string cgroup_path_of(const std::string& proc_cgroup, const std::string& controller) {
+  for (const auto& line : split_str(proc_cgroup, '\n')) {
+    auto f = split_str(line, ':');
+    if (f.size() < 3) continue;
+    if (controller.empty() ? f[1].empty() : (f[1] == controller || option_set(f[1], controller)))
+      return f[2];
+  }
+  return "";
+}
+
+// One limit file of the container's cgroup, v1 or v2 (whichever this host has).
+Result<std::string> read_limit(const HostPaths& paths, const std::string& proc_cgroup,
+                               const std::string& v1_controller, const std::string& v1_file,
+                               const std::string& v2_file) {
+  std::string v1 = cgroup_path_of(proc_cgroup, v1_controller);
+  if (!v1.empty()) {
+    auto t = read_file(paths.cgroup + "/" + v1_controller + v1 + "/" + v1_file);
+    if (t.ok()) return trim(*t);
+  }
+  std::string v2 = cgroup_path_of(proc_cgroup, "");
+  auto t = read_file(paths.cgroup + v2 + "/" + v2_file);
+  if (!t.ok()) return std::move(t).error();
+  return trim(*t);
+}
+
+struct Expected {
+  std::string name;
+  uid_t uid, gid;
+  uint64_t memory, pids;
+  double cpus;
+  std::string cgroup_rel;  // empty: no parent given
+  std::string network_mode;
+  std::vector<std::string> writable;  // host-backed mounts that may be writable
+};
+
+Status verify_settings(const HostPaths& paths, const std::vector<Setting>& settings,
+                       const Expected& want, pid_t pid) {
+  auto fail = [](const std::string& setting, const std::string& why) {
+    return logic_error("read back podman setting '" + setting + "'",
+                       "the runtime did not apply it: " + why);
+  };
+  std::string dir = paths.proc + "/" + std::to_string(pid);
+  SG_ASSIGN_OR_RETURN(std::string status, read_file(dir + "/status"));
+  SG_ASSIGN_OR_RETURN(std::string mountinfo_text, read_file(dir + "/mountinfo", 1 << 20));
+  SG_ASSIGN_OR_RETURN(std::string proc_cgroup, read_file(dir + "/cgroup"));
+  auto mounts = parse_mountinfo(mountinfo_text);
+
+  for (const auto& s : settings) {
+    if (s.weakened) continue;
+    const std::string& n = s.name;
+    if (n == "network") {
+      // A namespace of its own with loopback only: no bridge, no host interface.
+      SG_ASSIGN_OR_RETURN(std::string dev, read_file(dir + "/net/dev", 1 << 16));
+      auto lines = split_str(dev, '\n');
+      for (size_t i = 2; i < lines.size(); ++i) {
+        std::string ifname = trim(lines[i].substr(0, lines[i].find(':')));
+        if (!ifname.empty() && ifname != "lo")
+          return fail(n, "the container has interface " + ifname);
+      }
+      struct stat ours, theirs;
+      if (::stat("/proc/self/ns/net", &ours) != 0 ||
+          ::stat((dir + "/ns/net").c_str(), &theirs) != 0)
+        return sys_error("stat network namespace", dir + "/ns/net");
+      if (ours.st_ino == theirs.st_ino)
+        return fail(n, "the container shares sandgate's network namespace");
+    } else if (n == "cap-drop") {
+      for (const char* key : {"CapEff", "CapPrm", "CapBnd", "CapAmb"})
+        if (status_field(status, key) != "0000000000000000")
+          return fail(n, std::string(key) + " is " + status_field(status, key));
+    } else if (n == "no-new-privileges") {
+      if (status_field(status, "NoNewPrivs") != "1")
+        return fail(n, "NoNewPrivs is " + status_field(status, "NoNewPrivs"));
+    } else if (n == "seccomp") {
+      if (status_field(status, "Seccomp") != "2")
+        return fail(n, "Seccomp is " + status_field(status, "Seccomp"));
+    } else if (n == "read-only") {
+      const MountEntry* root = find_mount(mounts, "/");
+      if (!root || !option_set(root->options, "ro"))
+        return fail(n, "the root is mounted read-write");
+    } else if (n == "user") {
+      // Inside the user namespace the ids are the spec's; /proc shows them as the host sees
+      // them, id_map_base higher (checked against uid_map below).
+      std::string uids = status_field(status, "Uid"), gids = status_field(status, "Gid");
+      auto map = read_file(dir + "/uid_map");
+      if (!map.ok()) return fail(n, "no uid_map");
+      auto f = split_str(trim(*map), ' ');
+      std::vector<std::string> fields;
+      for (auto& x : f)
+        if (!x.empty()) fields.push_back(x);
+      if (fields.size() < 3 || fields[0] != "0")
+        return fail(n, "no user namespace (uid_map: " + trim(*map) + ")");
+      uint64_t base = std::strtoull(fields[1].c_str(), nullptr, 10);
+      std::string u = std::to_string(base + want.uid), g = std::to_string(base + want.gid);
+      if (uids != u + "\t" + u + "\t" + u + "\t" + u)
+        return fail(n, "Uid is " + uids + ", want " + u);
+      if (gids != g + "\t" + g + "\t" + g + "\t" + g)
+        return fail(n, "Gid is " + gids + ", want " + g);
+      if (base == 0) return fail(n, "uid 0 inside is host root");
+    } else if (n == "tmpfs") {
+      for (const char* p : {"/tmp", "/var/tmp", kHome}) {
+        const MountEntry* m = find_mount(mounts, p);
+        if (!m || m->fstype != "tmpfs") return fail(n, std::string(p) + " is not a tmpfs");
+      }
+    } else if (n == "workspace") {
+      // Only the workspace is a writable mount of anything but memory (tmpfs) and the kernel's
+      // own pseudo file systems.
+      for (const auto& m : mounts) {
+        if (!option_set(m.options, "rw")) continue;
+        if (m.fstype == "tmpfs" || m.fstype == "proc" || m.fstype == "devpts" ||
+            m.fstype == "mqueue" || m.fstype == "devtmpfs" || m.fstype == "sysfs" ||
+            m.fstype == "cgroup" || m.fstype == "cgroup2")
+          continue;
+        if (std::find(want.writable.begin(), want.writable.end(), m.point) == want.writable.end())
+          return fail(n, m.point + " (" + m.fstype + ") is writable");
+      }
+      const MountEntry* ws = find_mount(mounts, kWorkspace);
+      if (!ws || !option_set(ws->options, "rw"))
+        return fail(n, "the workspace is not mounted writable");
+    } else if (n == "env") {
+      // None of the host's NAME=VALUE pairs reached the container's environment.
+      SG_ASSIGN_OR_RETURN(std::string environ_text, read_file(dir + "/environ", 1 << 20));
+      auto env = split_str(environ_text, '\0');
+      for (char** e = environ; e && *e; ++e) {
+        std::string h = *e;
+        if (h.starts_with("PATH=") || h.starts_with("TERM=") || h.starts_with("HOME=") ||
+            h.starts_with("HOSTNAME=") || h.starts_with("container="))
+          continue;
+        if (std::find(env.begin(), env.end(), h) != env.end())
+          return fail(n, "host variable " + h.substr(0, h.find('=')) +
+                             " is in the container's environment");
+      }
+    } else if (n == "pids-limit") {
+      SG_ASSIGN_OR_RETURN(auto v, read_limit(paths, proc_cgroup, "pids", "pids.max", "pids.max"));
+      if (v != std::to_string(want.pids)) return fail(n, "pids.max is " + v);
+    } else if (n == "memory") {
+      SG_ASSIGN_OR_RETURN(
+          auto v, read_limit(paths, proc_cgroup, "memory", "memory.limit_in_bytes", "memory.max"));
+      if (v != std::to_string(want.memory)) return fail(n, "the memory limit is " + v);
+    } else if (n == "cpus") {
+      auto quota = read_limit(paths, proc_cgroup, "cpu", "cpu.cfs_quota_us", "cpu.max");
+      auto period = read_limit(paths, proc_cgroup, "cpu", "cpu.cfs_period_us", "cpu.max");
+      if (!quota.ok() || !period.ok()) return fail(n, "no cpu quota file");
+      double q = 0, p = 0;
+      if (quota->find(' ') != std::string::npos) {  // v2: "QUOTA PERIOD"
+        auto f = split_str(*quota, ' ');
+        q = std::atof(f[0].c_str());
+        p = std::atof(f[1].c_str());
+      } else {
+        q = std::atof(quota->c_str());
+        p = std::atof(period->c_str());
+      }
+      if (p <= 0 || q <= 0 || std::fabs(q / p - want.cpus) > 0.01)
+        return fail(n, "the cpu quota is " + *quota + " per " + *period);
+    } else if (n == "cgroup-parent") {
+      if (want.cgroup_rel.empty()) continue;
+      std::string mine = cgroup_path_of(proc_cgroup, "memory");
+      if (mine.empty()) mine = cgroup_path_of(proc_cgroup, "");
+      if (!mine.starts_with(want.cgroup_rel + "/"))
+        return fail(n, "the container's cgroup is " + mine + ", not under " + want.cgroup_rel);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> podman_setting_names() {
+  return {"network", "cap-drop", "no-new-privileges", "seccomp", "read-only",
+          "user",    "tmpfs",    "workspace",         "env",     "pids-limit",
+          "memory",  "cpus",     "cgroup-parent"};
+}
+
+PodmanModes podman_modes(const HostPaths& paths) {
+  PodmanModes m;
+  m.podman = find_executable("podman");
+  m.runc = find_executable("runc");
+  auto missing = [&]() -> Status {
+    if (m.podman.empty())
+      return logic_error("podman provider", "podman is not installed (ci/bootstrap installs it)");
+    if (m.runc.empty())
+      return logic_error(
+          "podman provider",
+          "runc is not installed (crun refuses hybrid cgroup hosts; ci/bootstrap installs runc)");
+    return {};
+  };
+  if (auto s = missing(); !s.ok()) {
+    m.rootful = s;
+    m.rootless = s;
+    return m;
+  }
+  if (::geteuid() == 0) {
+    m.rootful = {};
+    m.rootless = logic_error("podman rootless", "sandgate runs as root, so Podman runs rootful");
+    return m;
+  }
+  m.rootful = logic_error("podman rootful",
+                          "needs root (sandgate runs as uid " + std::to_string(::geteuid()) + ")");
+  // Rootless needs a subordinate id range for this user and a cgroup delegated to it.
+  std::string user;
+  if (struct passwd* pw = ::getpwuid(::geteuid())) user = pw->pw_name;
+  bool ranged = false;
+  if (auto subuid = read_file("/etc/subuid"); subuid.ok())
+    for (const auto& line : split_str(*subuid, '\n'))
+      if (!user.empty() &&
+          (line.starts_with(user + ":") || line.starts_with(std::to_string(::geteuid()) + ":")))
+        ranged = true;
+  if (!ranged) {
+    m.rootless = logic_error("podman rootless",
+                             "no subordinate uid range for '" + user + "' in /etc/subuid");
+  } else if (find_executable("newuidmap").empty()) {
+    m.rootless = logic_error("podman rootless", "newuidmap is not installed (package uidmap)");
+  } else if (::access((paths.cgroup + "/cgroup.controllers").c_str(), F_OK) != 0) {
+    m.rootless =
+        logic_error("podman rootless", "no delegated cgroup: this host is not pure cgroup v2");
+  } else {
+    m.rootless =
+        logic_error("podman rootless",
+                    "the host allows it, but sandgate's podman provider runs rootful only so far");
+  }
+  return m;
+}
+
+const ProviderInfo& PodmanProvider::static_info() {
+  static const ProviderInfo info{
+      "podman",
+      "Podman container (runc): read-only root, no capabilities, user namespace, seccomp, "
+      "sandgate's supervisor as pid 1",
+      /*unsafe=*/false,
+      {Capability::kFsIsolated, Capability::kFsReadonlyBase, Capability::kNetNone,
+       Capability::kCredsScrubbedEnv, Capability::kProcPidNs, Capability::kProcUserNs,
+       Capability::kProcSeccomp, Capability::kProcNoNewPrivs, Capability::kProcNoCaps,
+       Capability::kIpcIsolated, Capability::kEphemeralWorkspace}};
+  return info;
+}
+
+Result<std::unique_ptr<Provider>> PodmanProvider::make(const ProviderOptions& options) {
+  return std::unique_ptr<Provider>(new PodmanProvider(options));
+}
+
+Status PodmanProvider::available() const {
+  auto modes = podman_modes(options_.paths);
+  if (modes.rootful.ok()) return {};
+  if (modes.rootless.ok()) return {};
+  return logic_error("podman provider", modes.rootful.error().message() +
+                                            "; rootless: " + modes.rootless.error().message());
+}
+
+Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec) {
+  SG_TRY(available());
+  SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "podman"));
+  const uid_t base = options_.id_map_base;
+  if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
+    return logic_error("create environment",
+                       "uid/gid inside must be in 1..65535 (got " + std::to_string(spec.uid) + ")");
+  if (!spec.image.empty()) {
+    SG_ASSIGN_OR_RETURN(auto exists, run_command({"podman", "image", "exists", "--", spec.image}));
+    if (!exists.status.exited || exists.status.code != 0)
+      return logic_error("podman image",
+                         "no local image of that name (no registry is contacted; "
+                         "`podman image ls` lists them)",
+                         spec.image);
+  }
+  SG_ASSIGN_OR_RETURN(std::string exe, supervisor_binary(options_));
+  const auto& weak = spec.weakenings;
+  std::string home_host, shared_tmp;
+  if (has(weak, Weakening::kMountHome)) {
+    SG_ASSIGN_OR_RETURN(home_host, launcher_home());
+  }
+  if (has(weak, Weakening::kShareTmp)) {
+    SG_ASSIGN_OR_RETURN(shared_tmp,
+                        prepare_shared_dir(options_.paths, kSharedTmpDir, "", 0, 0, 01777));
+  }
+  SupervisedEnvironment::Recipe recipe;
+  if (has(weak, Weakening::kReuseWorkspace)) {
+    SG_ASSIGN_OR_RETURN(
+        recipe.shared_workspace,
+        prepare_shared_dir(options_.paths, kSharedWorkspaceDir, spec.workspace_recipe,
+                           base + spec.uid, base + spec.gid, 0700));
+  }
+  std::string rel;
+  if (!spec.placement.empty()) {
+    SG_ASSIGN_OR_RETURN(rel, cgroup_parent_of(options_.paths, spec.placement));
+  }
+  recipe.provider = "podman";
+  recipe.needs_root_dir = spec.image.empty();
+  recipe.workspace_uid = base + spec.uid;
+  recipe.workspace_gid = base + spec.gid;
+  recipe.workspace_inside = kWorkspace;
+  recipe.supervisor_exe = exe;
+
+  const bool root_with_caps = has(weak, Weakening::kRootWithCaps);
+  recipe.configure = [&](const RunLayout& layout) -> Result<SupervisorConfig> {
+    SupervisorConfig c;
+    c.contained = true;
+    c.jail.workspace = kWorkspace;
+    c.jail.home = kHome;
+    c.jail.uid = spec.uid;
+    c.jail.gid = spec.gid;
+    c.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+                  std::string("HOME=") + kHome,
+                  "USER=sandbox",
+                  "LOGNAME=sandbox",
+                  "SHELL=/bin/sh",
+                  "TMPDIR=/tmp",
+                  "LANG=C.UTF-8",
+                  "SANDGATE_RUN_ID=" + layout.run_id};
+    if (has(weak, Weakening::kPassHostEnv)) {
+      std::vector<std::string> host_env;
+      for (char** e = environ; e && *e; ++e) host_env.emplace_back(*e);
+      c.base_env = merge_env(std::move(host_env), c.base_env);
+    }
+    SG_ASSIGN_OR_RETURN(auto allowed, resolve_env_allowlist(spec.env, environ));
+    c.base_env = merge_env(std::move(c.base_env), allowed);
+    c.default_cwd = kWorkspace;
+    if (!home_host.empty()) {
+      c.jail.readwrite_mounts.push_back({home_host, home_host});
+      c.base_env = merge_env(std::move(c.base_env), {"HOME=" + home_host});
+    }
+    c.jail.drop_privileges = !root_with_caps;
+    c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
+    c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);
+    return c;
+  };
+
+  const std::string dropped = dropped_setting_;
+  const HostPaths paths = options_.paths;
+  auto settings = std::make_shared<std::vector<Setting>>();
+  auto expected = std::make_shared<Expected>();
+  recipe.launch = [&, settings, expected](const RunLayout& layout,
+                                          RunState& state) -> Result<ContainedLaunch> {
+    std::vector<std::string> volumes;
+    if (spec.image.empty()) {
+      SG_ASSIGN_OR_RETURN(volumes, assemble_rootfs(layout.root, spec.uid, spec.gid));
+      std::vector<BindMount> extra = spec.readonly_mounts;
+      if (!home_host.empty()) extra.push_back({home_host, home_host});
+      SG_TRY(make_mount_points(layout.root, extra));
+    }
+    std::string name = "sandgate-" + layout.run_id;
+    // Without a placement (no controller), a parent of the run's own rather than Podman's
+    // shared /libpod_parent, whose conmon group would outlive every run.
+    if (rel.empty() && spec.placement.empty()) rel = "/sandgate-podman/" + layout.run_id;
+    uint64_t memory = spec.ceiling.memory_bytes.value_or(kDefaultMemory);
+    uint64_t pids = spec.ceiling.pids.value_or(kDefaultPids);
+    double cpus = spec.ceiling.cpus.value_or(
+        static_cast<double>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))));
+    char cpus_text[32];
+    std::snprintf(cpus_text, sizeof cpus_text, "%.3f", cpus);
+    std::string network_mode = "none";
+    // share_host_network: no network namespace of its own, so the container is in the one
+    // the runtime runs in, sandgate's (in `probe`: the lab's). Not `ns:/proc/PID/ns/net`:
+    // Podman then still sets its default net sysctls, which runc refuses outside a new
+    // network namespace.
+    if (has(weak, Weakening::kShareHostNetwork)) network_mode = "host";
+    std::string ids = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
+    std::string map = "0:" + std::to_string(base) + ":65536";
+
+    auto& s = *settings;
+    s = {
+        {"network", {"--network", network_mode}, has(weak, Weakening::kShareHostNetwork)},
+        {"cap-drop",
+         root_with_caps ? std::vector<std::string>{"--cap-add", "ALL"}
+                        : std::vector<std::string>{"--cap-drop", "ALL"},
+         root_with_caps},
+        {"no-new-privileges",
+         root_with_caps ? std::vector<std::string>{}
+                        : std::vector<std::string>{"--security-opt", "no-new-privileges"},
+         root_with_caps},
+        {"seccomp",
+         has(weak, Weakening::kNoSeccomp)
+             ? std::vector<std::string>{"--security-opt", "seccomp=unconfined"}
+             : std::vector<std::string>{},
+         has(weak, Weakening::kNoSeccomp)},
+        {"read-only", {"--read-only"}},
+        {"user",
+         {"--uidmap", map, "--gidmap", map, "--user", root_with_caps ? "0:0" : ids},
+         root_with_caps},
+        {"tmpfs",
+         {"--tmpfs", "/var/tmp:rw,nosuid,nodev,mode=1777", "--tmpfs",
+          // U: owned by the container's user (tmpfs uid= is not among Podman's options).
+          std::string(kHome) + ":rw,nosuid,nodev,mode=0700,U"},
+         false},
+        {"workspace", {"--volume", layout.workspace + ":" + kWorkspace + ":rw"}},
+        {"env", {}, has(weak, Weakening::kPassHostEnv)},
+        {"pids-limit", {"--pids-limit", std::to_string(pids)}},
+        {"memory",
+         {"--memory", std::to_string(memory) + "b", "--memory-swap", std::to_string(memory) + "b"}},
+        {"cpus", {"--cpus", cpus_text}},
+        {"cgroup-parent", rel.empty() ? std::vector<std::string>{}
+                                      : std::vector<std::string>{"--cgroup-parent", rel}},
+    };
+    // /tmp: a private tmpfs, or (share_tmp) the shared host directory.
+    auto& tmpfs = s[6];
+    if (shared_tmp.empty()) {
+      tmpfs.flags.insert(tmpfs.flags.begin(), {"--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777"});
+    } else {
+      tmpfs.flags.insert(tmpfs.flags.begin(), {"--volume", shared_tmp + ":/tmp:rw"});
+      tmpfs.weakened = true;
+    }
+    // The weakenings' shared directories are writable besides the workspace (and read back).
+    std::vector<std::string> writable = {kWorkspace};
+    if (!shared_tmp.empty()) writable.push_back("/tmp");
+    if (!home_host.empty()) {
+      s[7].flags.insert(s[7].flags.end(), {"--volume", home_host + ":" + home_host + ":rw"});
+      writable.push_back(home_host);
+    }
+    // pass_host_env reaches the calls through the supervisor's base environment (as in the
+    // jail), not `--env-host`: that gives the host's environment to the supervisor alone, and
+    // under the probe suite's environment runc then failed to exec it (EACCES).
+
+    *expected = Expected{name, spec.uid, spec.gid, memory, pids, cpus, rel, network_mode, writable};
+
+    std::vector<std::string> argv = {
+        "podman",   "--runtime", "runc",    "--cgroup-manager", "cgroupfs", "run",
+        "--detach", "--name",    name,      "--preserve-fds",   "1",        "--hostname",
+        "sandgate", "--ipc",     "private", "--log-driver",     "none",     "--pull",
+        "never"};
+    // Podman's default ulimits exceed this host's hard limits: ours, explicitly.
+    struct rlimit nofile {
+    }, nproc{};
+    ::getrlimit(RLIMIT_NOFILE, &nofile);
+    ::getrlimit(RLIMIT_NPROC, &nproc);
+    auto lim = [](rlim_t v) { return v == RLIM_INFINITY ? std::string("-1") : std::to_string(v); };
+    // nproc no higher than the run's pids limit: runc sets it from inside the user namespace,
+    // where raising it to sandgate's own hard limit was refused (EPERM) on this host.
+    rlim_t nproc_max = std::min<rlim_t>(nproc.rlim_max, pids);
+    argv.insert(argv.end(),
+                {"--ulimit", "nofile=" + lim(nofile.rlim_max) + ":" + lim(nofile.rlim_max),
+                 "--ulimit", "nproc=" + lim(nproc_max) + ":" + lim(nproc_max)});
+    for (const auto& setting : s) {
+      if (setting.name == dropped) {
+        // Test hook: the read-back must catch it. Never Podman's default network instead: that
+        // is a CNI bridge, which changes the host (a bridge, iptables chains, ip_forward).
+        if (setting.name == "network") argv.insert(argv.end(), {"--network", "host"});
+        continue;
+      }
+      argv.insert(argv.end(), setting.flags.begin(), setting.flags.end());
+    }
+    for (const auto& m : spec.readonly_mounts) volumes.push_back(m.source + ":" + m.target + ":ro");
+    for (const auto& v : volumes) argv.insert(argv.end(), {"--volume", v});
+    argv.insert(argv.end(), {"--volume", exe + ":" + kSupervisorInside + ":ro"});
+    if (spec.image.empty()) {
+      argv.insert(argv.end(), {"--rootfs", layout.root, kSupervisorInside});
+    } else {
+      SG_ASSIGN_OR_RETURN(auto libs, supervisor_libs(exe));
+      for (const auto& f : libs.files)
+        argv.insert(argv.end(), {"--volume", f + ":/.sandgate/lib/" + base_name(f) + ":ro"});
+      argv.insert(argv.end(), {"--entrypoint", "/.sandgate/lib/" + base_name(libs.loader),
+                               spec.image, "--library-path", "/.sandgate/lib", kSupervisorInside});
+    }
+
+    // Recorded before they exist: the runtime's cgroups, then the container.
+    SG_TRY(record_runtime_cgroups(paths, rel, name, state));
+    return ContainedLaunch{argv};
+  };
+  recipe.verify = [paths, settings, expected](const RunLayout&, pid_t pid) -> Status {
+    if (pid <= 0) return logic_error("read back podman settings", "no supervisor pid");
+    return verify_settings(paths, *settings, *expected, pid);
+  };
+  auto env = SupervisedEnvironment::create(options_.paths, spec, recipe);
+  if (!env.ok()) return std::move(env).error();
+  return std::unique_ptr<Environment>(std::move(env).value());
+}
+
+}  // namespace sandgate::providers

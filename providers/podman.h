@@ -1,0 +1,75 @@
+// The podman provider: each run is one Podman container, hardened by default, whose first
+// process is sandgate's own supervisor.
+//
+// Why the supervisor, not `podman exec`: `podman exec` costs about 100 ms per call (a Go binary,
+// conmon, runc exec) and lands the call in the container's cgroup, so a call could not be put
+// in its own <run>/call-N cgroup before it execs. Instead the sandgate binary is bound
+// read-only at /.sandgate/supervisor and started as the container's pid 1 with the control
+// socket passed in (`--preserve-fds 1`, fd 3). Calls then go over that socket exactly as in the
+// namespace jail: forked by the supervisor, parked until the host has written the call's pid
+// into its call cgroups, then no_new_privs, the Landlock ruleset and sandgate's seccomp filter
+// (on top of the runtime's profile) and exec. A call costs a fork and a few messages.
+//
+// What the runtime does (each setting a named step, read back after start from the kernel's
+// files of the supervisor, /proc/PID/{status,mountinfo,cgroup,uid_map,environ,net/dev} and its
+// cgroup limits, not from `podman inspect`: what the kernel holds is the witness, and one Go
+// process start less per run; a setting that did not hold is an error naming it):
+//   network      --network none: a network namespace with loopback only
+//   cap-drop     --cap-drop ALL: empty effective, permitted and bounding sets
+//   no-new-privs --security-opt no-new-privileges
+//   seccomp      the runtime's default profile (Seccomp: 2), sandgate's filter on top per call
+//   read-only    --read-only root (the assembled rootfs or the image)
+//   user         --user 10001:10001 inside a user namespace (--uidmap 0:<id_map_base>:65536,
+//                as the jail: the run's ids are not the host's)
+//   tmpfs        /tmp, /var/tmp and the home as tmpfs
+//   workspace    the run's workspace as the only writable volume
+//   env          no host environment (calls get the supervisor's explicit environment)
+//   pids-limit / memory / cpus
+//                the run ceiling on the container's own cgroup
+//   cgroup-parent
+//                the run's <run>/main cgroup (--cgroup-parent): the container and its conmon
+//                live under the run's ceiling and are removed with the run
+// Rootful Podman with `--runtime runc --cgroup-manager cgroupfs` (crun refuses hybrid cgroup
+// hosts) and explicit ulimits (Podman's defaults exceed this host's hard limits).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "providers/provider.h"
+
+namespace sandgate::providers {
+
+// Which way Podman can run on this host, and why the other cannot (`sandgate doctor`).
+struct PodmanModes {
+  std::string podman;  // path of the podman binary; empty: not found
+  std::string runc;    // path of runc; empty: not found
+  Status rootful;      // ok: this mode works
+  Status rootless;
+};
+PodmanModes podman_modes(const HostPaths& paths);
+
+// The settings a run is hardened with, by name (what the read-back names on failure).
+std::vector<std::string> podman_setting_names();
+
+class PodmanProvider : public Provider {
+ public:
+  static const ProviderInfo& static_info();
+  static Result<std::unique_ptr<Provider>> make(const ProviderOptions& options);
+  explicit PodmanProvider(ProviderOptions options) : options_(std::move(options)) {}
+
+  const ProviderInfo& info() const override { return static_info(); }
+  Status available() const override;
+  Result<std::unique_ptr<Environment>> create(const EnvSpec& spec) override;
+
+  // Test hook: the named setting's flags are left off `podman run`, so a test can show that
+  // the read-back catches a setting the runtime did not apply ("network" becomes `--network
+  // host`, not Podman's default bridge, which would change the host's network).
+  void drop_setting_for_test(std::string name) { dropped_setting_ = std::move(name); }
+
+ private:
+  ProviderOptions options_;
+  std::string dropped_setting_;
+};
+
+}  // namespace sandgate::providers

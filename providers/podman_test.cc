@@ -1,0 +1,353 @@
+// The podman provider against real Podman (rootful, runc, cgroupfs): create/exec/destroy, the
+// read-back of every hardening setting (and that a dropped one is an error naming it), calls
+// placed in their own cgroups, cleanup after a crash, weakenings refused outside the self-test.
+#include "providers/podman.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "core/defer.h"
+#include "core/process.h"
+#include "core/state.h"
+#include "providers/supervised_environment.h"
+#include "tests/support/privileged.h"
+#include "tests/support/provider_fixture.h"
+
+namespace sandgate::testing {
+namespace {
+
+// Child cgroups (directories) below `dir`.
+size_t child_dirs(const std::string& dir) {
+  size_t n = 0;
+  DIR* d = ::opendir(dir.c_str());
+  while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+    std::string name = e->d_name;
+    if (e->d_type == DT_DIR && name != "." && name != "..") ++n;
+  }
+  if (d) ::closedir(d);
+  return n;
+}
+
+bool container_exists(const std::string& name) {
+  auto r = run_command({"podman", "container", "exists", name});
+  return r.ok() && r->status.exited && r->status.code == 0;
+}
+
+class PodmanTest : public ProviderTest {
+ protected:
+  void SetUp() override {
+    ProviderTest::SetUp();
+    if (!is_root()) return;
+    podman_ = std::make_unique<providers::PodmanProvider>(options_);
+    auto ok = podman_->available();
+    available_ = ok.ok();
+    if (!ok.ok()) why_ = ok.error().message();
+  }
+  std::unique_ptr<providers::PodmanProvider> podman_;
+  bool available_ = false;
+  std::string why_;
+};
+
+#define REQUIRE_PODMAN()   \
+  SANDGATE_REQUIRE_ROOT(); \
+  SANDGATE_REQUIRE(available_, "podman provider: " + why_)
+
+TEST_F(PodmanTest, CreateExecDestroyLeavesNothing) {
+  REQUIRE_PODMAN();
+  auto env = make_env(*podman_);
+  ASSERT_TRUE(env);
+  std::string name = "sandgate-" + env->run_id();
+  EXPECT_TRUE(container_exists(name));
+  auto r = sh(*env,
+              "id -u; id -g; pwd; echo hi > /workspace/f && cat /workspace/f; "
+              "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; "
+              "touch /usr/x 2>/dev/null || echo ro-usr; touch /x 2>/dev/null || echo ro-root");
+  EXPECT_EQ(r.stdout_data,
+            "10001\n10001\n/workspace\nhi\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+            "NoNewPrivs:\t1\nSeccomp:\t2\nro-usr\nro-root\n")
+      << r.stderr_data;
+  // Written from inside as uid 10001 of the run's user namespace: the mapped host id.
+  struct stat st;
+  ASSERT_EQ(::stat((env->workspace_host_path() + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, options_.id_map_base + 10001);
+  std::string run_id = env->run_id();
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_FALSE(container_exists(name)) << "container left: " << name;
+  // Without a placement the run's cgroups are its own (not Podman's shared /libpod_parent,
+  // whose conmon group would stay), and they are gone.
+  size_t hierarchies = 0;
+  for (const char* h :
+       {"blkio", "cpu", "memory", "pids", "devices", "freezer", "systemd", "unified"}) {
+    std::string base = std::string("/sys/fs/cgroup/") + h;
+    if (::access(base.c_str(), F_OK) != 0) continue;
+    ++hierarchies;
+    EXPECT_NE(::access((base + "/sandgate-podman/" + run_id).c_str(), F_OK), 0)
+        << "left: " << base << "/sandgate-podman/" << run_id;
+  }
+  EXPECT_GT(hierarchies, 0u) << "no cgroup hierarchy was checked";
+}
+
+TEST_F(PodmanTest, NoHostEnvironmentReachesACall) {
+  REQUIRE_PODMAN();
+  ::setenv("SANDGATE_PODMAN_TEST_SECRET", "host-only", 1);
+  Defer unset([] { ::unsetenv("SANDGATE_PODMAN_TEST_SECRET"); });
+  auto env = make_env(*podman_);
+  ASSERT_TRUE(env);
+  auto r = sh(*env,
+              "env | grep -c SANDGATE_PODMAN_TEST_SECRET; cat /proc/1/environ 2>&1 | tr '\\0' "
+              "'\\n' | grep -c SANDGATE_PODMAN_TEST_SECRET");
+  EXPECT_EQ(r.stdout_data, "0\n0\n") << r.stderr_data;
+}
+
+// Each setting the runtime is asked for is read back: left off the command line (the test
+// hook), the run is refused with an error naming it, and nothing of it is left.
+TEST_F(PodmanTest, ReadBackRefusesADroppedSetting) {
+  REQUIRE_PODMAN();
+  for (const char* setting :
+       {"cap-drop", "read-only", "no-new-privileges", "network", "pids-limit", "user"}) {
+    SCOPED_TRACE(setting);
+    providers::PodmanProvider p(options_);
+    p.drop_setting_for_test(setting);
+    auto env = p.create({});
+    ASSERT_FALSE(env.ok()) << setting << " was dropped but the run was accepted";
+    EXPECT_NE(env.error().message().find(std::string("'") + setting + "'"), std::string::npos)
+        << env.error().message();
+    // The refused run was undone: no record is left (its text says what could not be removed).
+    std::string runs = options_.paths.state_dir + "/runs", left;
+    if (DIR* d = ::opendir(runs.c_str())) {
+      while (struct dirent* e = ::readdir(d))
+        if (e->d_name[0] != '.') left += read_file(runs + "/" + e->d_name).value() + "\n";
+      ::closedir(d);
+    }
+    EXPECT_EQ(left, "") << "after dropping " << setting;
+  }
+}
+
+TEST_F(PodmanTest, WeakeningsAreRefusedOutsideTheSelfTest) {
+  REQUIRE_PODMAN();
+  providers::EnvSpec spec;
+  spec.weakenings = {providers::Weakening::kShareHostNetwork};
+  auto env = podman_->create(spec);
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.error().message().find("share_host_network"), std::string::npos)
+      << env.error().message();
+}
+
+// With the self-test's permission, every weakening makes a run that works (what each one
+// opens is the probe suite's to show: `sandgate probe --self-test --provider podman`).
+TEST_F(PodmanTest, EveryWeakeningMakesAWorkingRunUnderTheSelfTest) {
+  REQUIRE_PODMAN();
+  std::string home = tmp_ + "/home";
+  ASSERT_TRUE(make_dirs(home, 0755).ok());
+  const char* old_home = std::getenv("HOME");
+  std::string saved = old_home ? old_home : "";
+  ::setenv("HOME", home.c_str(), 1);
+  Defer restore([&] { ::setenv("HOME", saved.c_str(), 1); });
+  auto options = options_;
+  options.self_test_weakenings = true;
+  providers::PodmanProvider p(options);
+  for (auto w : providers::all_weakenings()) {
+    SCOPED_TRACE(providers::to_string(w));
+    providers::EnvSpec spec;
+    spec.weakenings = {w};
+    auto env = p.create(spec);
+    ASSERT_TRUE(env.ok()) << providers::to_string(w) << ": " << env.error().message();
+    auto r = sh(**env, "echo ok");
+    EXPECT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
+    EXPECT_TRUE((*env)->destroy().ok());
+  }
+  EXPECT_TRUE(providers::remove_shared_dirs(options_.paths).ok());
+}
+
+// A local image as the root (no registry): a static busybox and nothing of the host's /usr.
+// The supervisor brings its own libraries; the calls see the image's userland.
+TEST_F(PodmanTest, ALocalImageIsTheRoot) {
+  REQUIRE_PODMAN();
+  SANDGATE_REQUIRE(::access("/bin/busybox", X_OK) == 0, "needs busybox (busybox-static)");
+  std::string image = "localhost/sandgate-test-busybox-" + std::to_string(::getpid());
+  std::string tree = tmp_ + "/image";
+  ASSERT_TRUE(make_dirs(tree + "/bin", 0755).ok());
+  ASSERT_TRUE(make_dirs(tree + "/etc", 0755).ok());
+  auto copied = run_command({"cp", "/bin/busybox", tree + "/bin/busybox"});
+  ASSERT_TRUE(copied.ok() && copied->status.code == 0);
+  for (const char* tool : {"sh", "echo", "id", "cat", "ls", "true"})
+    ASSERT_EQ(::symlink("busybox", (tree + "/bin/" + tool).c_str()), 0);
+  ASSERT_TRUE(
+      write_file(tree + "/etc/passwd", "root:x:0:0::/root:/bin/sh\n", O_WRONLY | O_CREAT).ok());
+  auto tar = run_command({"tar", "-C", tree, "-cf", tmp_ + "/image.tar", "."});
+  ASSERT_TRUE(tar.ok() && tar->status.code == 0) << (tar.ok() ? tar->output : "");
+  auto imported = run_command({"podman", "import", tmp_ + "/image.tar", image});
+  ASSERT_TRUE(imported.ok() && imported->status.code == 0)
+      << (imported.ok() ? imported->output : "");
+  Defer remove_image([&] { (void)run_command({"podman", "rmi", "--force", image}); });
+  providers::EnvSpec spec;
+  spec.image = image;
+  auto env = make_env(*podman_, spec);
+  ASSERT_TRUE(env);
+  auto r = sh(*env, "echo hi; id -u; ls /usr 2>&1 | head -1; readlink /bin/sh");
+  EXPECT_EQ(r.stdout_data, "hi\n10001\nls: /usr: No such file or directory\nbusybox\n")
+      << r.stderr_data;
+}
+
+TEST_F(PodmanTest, AnImageThatDoesNotExistIsRefusedByName) {
+  REQUIRE_PODMAN();
+  providers::EnvSpec spec;
+  spec.image = "sandgate-no-such-image:never";
+  auto env = podman_->create(spec);
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.error().message().find("sandgate-no-such-image:never"), std::string::npos)
+      << env.error().message();
+}
+
+// A cgroup tree like the controller's (<root>/<tenant>/<run>/main and call-1) in the memory
+// and pids hierarchies and the unified one, made by hand: providers know no controller.
+class PodmanCgroupTest : public PodmanTest {
+ protected:
+  void SetUp() override {
+    PodmanTest::SetUp();
+    root_ = "sgtest-podman-" + std::to_string(::getpid());
+  }
+  void TearDown() override {
+    for (const auto& h : hierarchies_) {
+      for (const char* sub : {"/t/run/call-1", "/t/run/main", "/t/run", "/t", ""})
+        ::rmdir((h + "/" + root_ + sub).c_str());
+    }
+    PodmanTest::TearDown();
+  }
+  std::vector<std::string> all_hierarchies() {
+    std::vector<std::string> out;
+    for (const char* h : {"blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "memory",
+                          "pids", "systemd", "unified"}) {
+      std::string p = "/sys/fs/cgroup/" + std::string(h);
+      if (::access(p.c_str(), F_OK) == 0) out.push_back(p);
+    }
+    return out;
+  }
+  std::string root_;
+  std::vector<std::string> hierarchies_;
+};
+
+TEST_F(PodmanCgroupTest, CallIsPlacedInItsOwnCgroupAndTheRunLeavesNoCgroup) {
+  REQUIRE_PODMAN();
+  SANDGATE_REQUIRE(::access("/sys/fs/cgroup/memory", F_OK) == 0,
+                   "needs the hybrid layout (v1 memory)");
+  Placement main, call;
+  for (const char* h : {"memory", "pids", "unified"}) {
+    std::string base = "/sys/fs/cgroup/" + std::string(h);
+    if (::access(base.c_str(), F_OK) != 0) continue;
+    hierarchies_.push_back(base);
+    std::string run = base + "/" + root_ + "/t/run";
+    ASSERT_TRUE(make_dirs(run + "/main", 0755).ok());
+    ASSERT_TRUE(make_dirs(run + "/call-1", 0755).ok());
+    main.cgroup_dirs.push_back(run + "/main");
+    call.cgroup_dirs.push_back(run + "/call-1");
+  }
+  providers::EnvSpec spec;
+  spec.placement = main;
+  spec.ceiling.pids = 321;
+  auto env = make_env(*podman_, spec);
+  ASSERT_TRUE(env);
+  // The container (supervisor) lives under <run>/main, with the ceiling on its own cgroup.
+  auto* supervised = dynamic_cast<providers::SupervisedEnvironment*>(env.get());
+  ASSERT_NE(supervised, nullptr);
+  auto sup_cgroup = read_file("/proc/" + std::to_string(supervised->supervisor_pid()) + "/cgroup");
+  ASSERT_TRUE(sup_cgroup.ok());
+  EXPECT_NE(sup_cgroup->find(":memory:/" + root_ + "/t/run/main/libpod-"), std::string::npos)
+      << *sup_cgroup;
+
+  providers::Call c;
+  c.argv = {"/bin/sh", "-c", "cat /proc/self/cgroup"};
+  pid_t seen = 0;
+  std::string pids_max_seen, cgroup_seen;
+  c.on_started = [&](pid_t pid) {
+    seen = pid;
+    auto text = read_file("/proc/" + std::to_string(pid) + "/cgroup");
+    if (text.ok()) cgroup_seen = *text;
+  };
+  auto r = env->exec(c, call);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_GT(seen, 0);
+  EXPECT_EQ(r->host_pid, seen);
+  // Placed before it exec'd (seen from the host while parked), and as the call sees itself.
+  EXPECT_NE(cgroup_seen.find(":memory:/" + root_ + "/t/run/call-1\n"), std::string::npos)
+      << cgroup_seen;
+  EXPECT_NE(cgroup_seen.find(":pids:/" + root_ + "/t/run/call-1\n"), std::string::npos)
+      << cgroup_seen;
+  EXPECT_NE(r->stdout_data.find(":memory:/" + root_ + "/t/run/call-1\n"), std::string::npos)
+      << r->stdout_data;
+  ASSERT_TRUE(env->destroy().ok());
+  // What the runtime made under the run (conmon, libpod-<id>, and the parent path in the
+  // hierarchies the "controller" did not use) is gone; the test's own cgroups are empty.
+  for (const auto& h : all_hierarchies()) {
+    bool ours = std::find(hierarchies_.begin(), hierarchies_.end(), h) != hierarchies_.end();
+    std::string main_dir = h + "/" + root_ + "/t/run/main";
+    if (ours) {
+      EXPECT_EQ(child_dirs(main_dir), 0u) << "a runtime cgroup was left under " << main_dir;
+      EXPECT_NE(::access((main_dir + "/conmon").c_str(), F_OK), 0)
+          << "left: " << main_dir << "/conmon";
+    } else {
+      EXPECT_NE(::access((h + "/" + root_).c_str(), F_OK), 0) << "left: " << h << "/" << root_;
+    }
+  }
+}
+
+// kill -9 of the process that made the run, mid-run: `gc` finds the container and the cgroups
+// the runtime made from the record, and removes them with the run directory.
+TEST_F(PodmanCgroupTest, CrashThenGcLeavesNothing) {
+  REQUIRE_PODMAN();
+  SANDGATE_REQUIRE(::access("/sys/fs/cgroup/memory", F_OK) == 0,
+                   "needs the hybrid layout (v1 memory)");
+  Placement main;
+  std::string base = "/sys/fs/cgroup/memory";
+  hierarchies_.push_back(base);
+  ASSERT_TRUE(make_dirs(base + "/" + root_ + "/t/run/main", 0755).ok());
+  main.cgroup_dirs.push_back(base + "/" + root_ + "/t/run/main");
+  auto pipe = make_pipe(0);
+  ASSERT_TRUE(pipe.ok());
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    providers::PodmanProvider p(options_);
+    providers::EnvSpec spec;
+    spec.placement = main;
+    auto env = p.create(spec);
+    std::string id = env.ok() ? (*env)->run_id() : "";
+    (void)!::write(pipe->write.get(), id.data(), id.size());
+    pipe->write.reset();
+    if (!env.ok()) ::_exit(1);
+    // Never destroyed: this process dies with the run in place.
+    std::move(env).value().release();
+    for (;;) ::pause();
+  }
+  pipe->write.reset();
+  char buf[128] = {};
+  ssize_t n = ::read(pipe->read.get(), buf, sizeof buf - 1);
+  ASSERT_GT(n, 0) << "the child could not create a run";
+  std::string name = "sandgate-" + std::string(buf, static_cast<size_t>(n));
+  EXPECT_TRUE(container_exists(name));
+  ::kill(child, SIGKILL);
+  int status;
+  ::waitpid(child, &status, 0);
+  auto report = collect_garbage(options_.paths);
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+  EXPECT_EQ(report.runs_removed, 1);
+  EXPECT_FALSE(container_exists(name)) << "container left after gc: " << name;
+  for (const auto& h : all_hierarchies()) {
+    if (h == base) {
+      EXPECT_EQ(child_dirs(base + "/" + root_ + "/t/run/main"), 0u)
+          << "a runtime cgroup was left under main";
+      EXPECT_NE(::access((base + "/" + root_ + "/t/run/main/conmon").c_str(), F_OK), 0);
+    } else {
+      EXPECT_NE(::access((h + "/" + root_).c_str(), F_OK), 0) << "left: " << h << "/" << root_;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sandgate::testing
