@@ -19,6 +19,17 @@ BindMount parse_bind_mount(const std::string& spec) {
   return {spec.substr(0, colon), spec.substr(colon + 1)};
 }
 
+Status check_secret_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 128 && name != "." && name != "..";
+  for (char c : name)
+    ok = ok && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '.' || c == '-');
+  if (!ok)
+    return logic_error("secret name",
+                       "'" + name + "' must be 1-128 of [A-Za-z0-9_.-] and not '.' or '..'");
+  return {};
+}
+
 std::string display_name(const ProviderInfo& info) {
   return info.unsafe ? info.name + " (UNSAFE: no isolation)" : info.name;
 }
