@@ -1,6 +1,11 @@
 #include "providers/provider.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+
+#include "core/fd.h"
 
 namespace sandgate::providers {
 
@@ -28,6 +33,26 @@ Status check_secret_name(const std::string& name) {
     return logic_error("secret name",
                        "'" + name + "' must be 1-128 of [A-Za-z0-9_.-] and not '.' or '..'");
   return {};
+}
+
+Result<Secret> read_secret(const std::string& name, const std::string& file) {
+  SG_TRY(check_secret_name(name));
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat secret " + name, file);
+  if (!S_ISREG(st.st_mode)) return logic_error("secret " + name, "not a regular file", file);
+  SG_ASSIGN_OR_RETURN(std::string value, read_all(fd.get(), kMaxSecretBytes + 1));
+  if (value.size() > kMaxSecretBytes)
+    return logic_error("secret " + name,
+                       "larger than " + std::to_string(kMaxSecretBytes) + " bytes", file);
+  return Secret{name, std::move(value)};
+}
+
+Result<Secret> parse_secret_arg(const std::string& arg) {
+  auto eq = arg.find('=');
+  if (eq == std::string::npos || eq + 1 == arg.size())
+    return logic_error("--secret", "'" + arg + "' is not NAME=FILE");
+  return read_secret(arg.substr(0, eq), arg.substr(eq + 1));
 }
 
 std::string display_name(const ProviderInfo& info) {

@@ -41,6 +41,10 @@ struct Secret {
 inline constexpr size_t kMaxSecretBytes = 1 << 20;
 // Checks a secret's name (the error names the rule).
 Status check_secret_name(const std::string& name);
+// "NAME=FILE" (--secret): FILE is read here, by sandgate (a regular file, at most
+// kMaxSecretBytes); its contents never pass through a command line or an environment.
+Result<Secret> read_secret(const std::string& name, const std::string& file);
+Result<Secret> parse_secret_arg(const std::string& name_eq_file);
 
 struct BindMount {
   std::string source;  // host path
@@ -101,6 +105,7 @@ struct Call {
 struct WorkspaceInfo {
   std::string kind;
   std::string note;
+  std::string storage;  // a host path on the filesystem that holds the run's writes (io grants)
 };
 
 class Environment {

@@ -161,7 +161,7 @@ Status SupervisedEnvironment::make_overlay(const EnvSpec& spec, uid_t uid, gid_t
   SG_TRY(mount_overlay_workspace(spec.workspace_recipe, survey,
                                  {layout_.upper, layout_.overlay_work, layout_.workspace}, uid, gid,
                                  state_));
-  workspace_info_ = {"overlay", ""};
+  workspace_info_ = {"overlay", "", layout_.upper};
   if (!survey.hidden.empty())
     workspace_info_.note =
         std::to_string(survey.hidden.size()) +
