@@ -117,6 +117,9 @@ class Environment {
   // The workspace as calls see it.
   virtual std::string workspace_path() const = 0;
   virtual WorkspaceInfo workspace_info() const { return {}; }
+  // The run's secrets directory as the host sees it ("" when the run has none): for checks
+  // from outside (the probes' cross-run and persistence witnesses).
+  virtual std::string secrets_host_path() const { return ""; }
   // Runs a call to completion. Precondition: not called concurrently on one environment.
   virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
   // Kills every process of the run, removes its workspace and record. Idempotent; also done

@@ -58,6 +58,7 @@ class SupervisedEnvironment : public Environment {
   std::string workspace_host_path() const override { return layout_.workspace; }
   std::string workspace_path() const override { return workspace_inside_; }
   WorkspaceInfo workspace_info() const override { return workspace_info_; }
+  std::string secrets_host_path() const override { return layout_.secrets_dir; }
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
   Status destroy() override;
 

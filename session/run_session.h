@@ -84,6 +84,7 @@ class RunSession {
   const std::string& workspace_path() const { return workspace_path_; }           // as calls see it
   const std::string& workspace_host_path() const { return workspace_host_path_; }  // as the host sees it
   const providers::ProviderInfo& provider() const { return provider_info_; }
+  std::string secrets_host_path() const { return env_ ? env_->secrets_host_path() : ""; }
   providers::WorkspaceInfo workspace_info() const {
     return env_ ? env_->workspace_info() : providers::WorkspaceInfo{};
   }
