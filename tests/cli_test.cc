@@ -390,5 +390,32 @@ TEST_F(CliTest, ExecRunContractSecretInCommitsOut) {
   EXPECT_NE(secret.output.find("is not NAME=FILE"), std::string::npos) << secret.output;
 }
 
+// The same contract through the protocol: `exec --socket` creates its run on a serve server
+// with "secrets" and destroys it with "export_branch".
+TEST_F(CliTest, ServeRunContractThroughTheProtocol) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string repo = tmp_ + "/repo", token = tmp_ + "/token", path = tmp_ + "/serve.sock";
+  auto git_setup = run_command({"/bin/sh", "-c",
+                                "git init -q -b main " + repo + " && cd " + repo +
+                                    " && echo one > f && git add f && git -c user.name=u -c "
+                                    "user.email=u@x commit -qm one"});
+  ASSERT_TRUE(git_setup.ok() && git_setup->status.code == 0);
+  ASSERT_TRUE(write_file(token, "tok-over-socket", O_WRONLY | O_CREAT | O_CLOEXEC, 0600).ok());
+  auto server = serve_on(path);
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  auto r = sandgate({"exec", "--socket", path, "--provider", "namespaces", "--workspace", repo,
+                     "--secret", "T=" + token, "--export-branch", "agent/sock", "--", "sh", "-c",
+                     "cat /run/secrets/T; echo two >> f && git -c user.name=a -c user.email=a@x "
+                     "commit -qam sock"});
+  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_NE(r.output.find("tok-over-socket"), std::string::npos) << r.output;
+  auto log = run_command({"git", "-C", repo, "log", "--format=%s", "agent/sock"});
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->output, "sock\none\n");
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st = server->wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(st.ok() && st->has_value());
+}
+
 }  // namespace
 }  // namespace sandgate::testing
