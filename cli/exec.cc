@@ -5,15 +5,15 @@
 #include <unistd.h>
 
 #include <cstring>
-
 #include <iostream>
 
 #include "cli/common.h"
 #include "cli/signals.h"
-#include "session/client.h"
-#include "session/run_session.h"
 #include "core/json.h"
 #include "core/units.h"
+#include "session/client.h"
+#include "session/export.h"
+#include "session/run_session.h"
 
 namespace sandgate::cli {
 namespace {
@@ -28,6 +28,9 @@ struct ExecArgs {
   std::string workspace;
   std::vector<std::string> env;
   std::vector<std::string> ro_binds;
+  std::string recipe_mode = "auto";
+  std::vector<std::string> secrets;  // NAME=FILE
+  session::RunExport export_;        // --export-branch, --export-force, --export
   std::string timeout;
   bool json = false;
   bool allow_unsafe_host = false;
@@ -77,8 +80,17 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   }
   auto result = (*env)->exec(call, {});
   std::string run_id = (*env)->run_id();
+  Status exported;
+  if (result.ok() && !a.export_.branch.empty())
+    exported = session::export_branch((*env)->workspace_host_path(), spec.workspace_recipe,
+                                      a.export_.branch, a.export_.force);
+  if (result.ok() && exported.ok() && !a.export_.directory.empty())
+    exported = session::export_directory((*env)->workspace_host_path(), a.export_.directory);
   auto destroyed = (*env)->destroy();
   if (!result.ok()) return fail(result.error());
+  if (!exported.ok())
+    return fail(
+        std::move(exported).error().context_add("the run was destroyed, its export failed"));
   if (!destroyed.ok()) return fail(std::move(destroyed).error().context_add("tearing down the run"));
   if (a.json) std::cout << dump_json(result_json(provider.info(), run_id, *result), 2) << "\n";
   if (result->start_failure && !a.json)
@@ -113,6 +125,13 @@ int exec_client(const ExecArgs& a) {
     create.tenant = a.tenant;
     create.workspace = a.workspace;
     create.ro_binds = a.ro_binds;
+    create.recipe_mode = a.recipe_mode == "auto" ? "" : a.recipe_mode;
+    for (const auto& arg : a.secrets) {
+      // The server reads FILE: it is on the same host (a unix socket).
+      auto eq = arg.find('=');
+      if (eq == std::string::npos) return fail("--secret '" + arg + "' is not NAME=FILE");
+      create.secrets.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
+    }
     if (!a.timeout.empty()) {
       auto t = parse_duration(a.timeout);
       if (!t.ok()) return fail(std::move(t).error().context_add("--timeout"));
@@ -127,8 +146,16 @@ int exec_client(const ExecArgs& a) {
   req.argv = a.command;
   if (!a.intent.empty()) req.intent = a.intent;
   auto outcome = client->exec(req);
-  if (own_run) (void)client->destroy(run);
+  Status destroyed;
+  if (own_run)
+    destroyed = client->destroy(
+        session::DestroyRequest{run, a.export_.branch, a.export_.force, a.export_.directory});
+  else if (!a.export_.branch.empty() || !a.export_.directory.empty())
+    return fail(
+        "--export-branch and --export apply when the run ends: pass them to the destroy of run " +
+        run);
   if (!outcome.ok()) return fail(outcome.error());
+  if (!destroyed.ok()) return fail(destroyed.error());
   const Json& o = *outcome;
   if (a.json) {
     std::cout << dump_json(o, 2) << "\n";
@@ -157,6 +184,19 @@ int run_exec(Globals& g, const ExecArgs& a) {
   providers::EnvSpec spec;
   spec.workspace_recipe = a.workspace;
   spec.image = a.image;
+  auto mode = providers::parse_recipe_mode(a.recipe_mode);
+  if (!mode.ok()) return fail(std::move(mode).error().context_add("--recipe-mode"));
+  spec.recipe_mode = *mode;
+  for (const auto& arg : a.secrets) {
+    auto secret = providers::parse_secret_arg(arg);
+    if (!secret.ok()) return fail(secret.error());
+    spec.secrets.push_back(std::move(secret).value());
+  }
+  if (!a.export_.branch.empty()) {
+    if (auto s = session::check_export_branch(a.export_.branch); !s.ok()) return fail(s.error());
+    if (a.workspace.empty())
+      return fail("--export-branch needs --workspace: the repository the branch goes to");
+  }
   spec.env = a.env;
   for (const auto& b : a.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
   if (!a.timeout.empty()) {
@@ -195,13 +235,21 @@ int run_exec(Globals& g, const ExecArgs& a) {
   }
   auto outcome = (*opened)->call(call);
   std::string run_id = (*opened)->run_id();
+  providers::WorkspaceInfo workspace = (*opened)->workspace_info();
+  // What the run hands back, before everything else of it is destroyed.
+  Status exported;
+  if (outcome.ok()) exported = (*opened)->export_results(a.export_);
   auto closed = (*opened)->close();
   if (!outcome.ok()) return fail(outcome.error());
   if (!closed.ok()) return fail(std::move(closed).error().context_add("tearing down the run"));
+  if (!exported.ok())
+    return fail(
+        std::move(exported).error().context_add("the run was destroyed, its export failed"));
   const controller::CallOutcome& o = *outcome;
   if (a.json) {
     Json j = result_json((*provider)->info(), run_id, o.exec);
     j["outcome"] = controller::to_json(o, /*with_output=*/false);
+    j["workspace"] = {{"kind", workspace.kind}, {"note", workspace.note}};
     std::cout << dump_json(j, 2) << "\n";
   } else if (o.termination == controller::Termination::kNotStarted) {
     // A shell's 127/126, with the step that failed instead of "command not found".
@@ -225,21 +273,52 @@ void add_exec_command(CLI::App& app, Globals& g) {
       "exec",
       "Run one command in a fresh environment and exit with its status.\n"
       "  sandgate exec --provider namespaces -- sh -c 'id; ls /'\n"
-      "  sandgate exec --provider namespaces --workspace ./repo --intent compile --json -- make -j2\n"
+      "  sandgate exec --provider namespaces --workspace ./repo --intent compile --json -- make "
+      "-j2\n"
       "  sandgate exec --socket \"$SANDGATE_SOCKET\" --intent search -- grep -rn TODO .\n"
       "The command is a tool call: it runs in its own cgroup with the grant of its intent\n"
       "(declared with --intent, else inferred from the command), is watched and degraded\n"
       "gradually (throttle, freeze, cancel, kill), and ends with a structured outcome\n"
       "(--json: \"outcome\"; otherwise a line on stderr when it did not simply exit).\n"
-      "The environment is destroyed afterwards: nothing it started or wrote survives.");
+      "The environment is destroyed afterwards: nothing it started or wrote survives, except\n"
+      "what is deliberately exported (--export-branch, --export). The run contract:\n"
+      "  in:   --workspace (a copy-on-write view of the recipe), --secret NAME=FILE\n"
+      "  out:  --export-branch NAME (commits into the recipe's repository), --export DIR\n"
+      "  sandgate exec --provider namespaces --workspace ./repo --export-branch agent/fix \\\n"
+      "      --secret GH_TOKEN=./token -- sh -c 'make test && git commit -qam fix'");
   sub->add_option("--provider", a->provider,
                   "isolation provider (see `sandgate providers`); required unless --socket");
   sub->add_option("--image", a->image,
                   "podman: a local image for the root filesystem (checked with `podman image\n"
                   "exists`; no registry is contacted). Default: a root sandgate assembles from\n"
                   "the host's /usr, read-only, with a generated /etc");
-  sub->add_option("--workspace", a->workspace, "directory copied into the fresh workspace")
+  sub->add_option("--workspace", a->workspace,
+                  "the recipe: a directory the run gets as its fresh workspace, copy-on-write\n"
+                  "(the run's writes land in a layer of its own; this directory is never written)")
       ->check(CLI::ExistingDirectory);
+  sub->add_option(
+         "--recipe-mode", a->recipe_mode,
+         "auto: a copy-on-write view where the host allows it, else a copy; overlay: a\n"
+         "view or an error saying why not; copy: file by file (--json says which was used)")
+      ->check(CLI::IsMember({"auto", "overlay", "copy"}))
+      ->capture_default_str();
+  sub->add_option(
+      "--secret", a->secrets,
+      "NAME=FILE: the run alone reads FILE's bytes at /run/secrets/NAME (memory only,\n"
+      "mode 0400, gone when the run ends; $SANDGATE_SECRETS_DIR names the directory).\n"
+      "sandgate reads FILE: the secret is never on a command line or in an environment\n"
+      "(repeatable)");
+  sub->add_option(
+      "--export-branch", a->export_.branch,
+      "NAME: when the command has run, bring the commit at the workspace's HEAD (and\n"
+      "its history) into the --workspace repository as branch NAME. Only objects\n"
+      "cross, fsck'ed; the workspace's git config and hooks are never used on the host.\n"
+      "An existing branch is refused unless --export-force");
+  sub->add_flag("--export-force", a->export_.force,
+                "let --export-branch replace an existing branch");
+  sub->add_option("--export", a->export_.directory,
+                  "DIR (absent or empty): copy the final workspace there (links not followed,\n"
+                  "FIFOs/sockets/devices left out). Everything not exported is destroyed");
   sub->add_option("--env", a->env,
                   "NAME passes the host's value, NAME=VALUE sets one; nothing else passes (repeatable)");
   sub->add_option("--ro-bind", a->ro_binds, "SRC[:DST] host path mounted read-only (repeatable)");

@@ -58,12 +58,21 @@ void add_serve_command(CLI::App& app, Globals& g) {
       "serve",
       "Serve the orchestrator protocol: one JSON request per line in, one JSON response per\n"
       "line out, on stdin/stdout or on --socket. Requests (\"id\" is echoed back):\n"
-      "  {\"id\":1,\"op\":\"create\",\"provider\":\"namespaces\",\"workspace\":\"DIR\",\"env\":[\"TERM\"]}\n"
-      "  {\"id\":2,\"op\":\"exec\",\"env\":\"<env from create>\",\"argv\":[\"make\"],\"intent\":\"compile\"}\n"
-      "  {\"id\":3,\"op\":\"destroy\",\"env\":\"<env>\"}\n"
+      "  "
+      "{\"id\":1,\"op\":\"create\",\"provider\":\"namespaces\",\"workspace\":\"DIR\",\"env\":["
+      "\"TERM\"],\n"
+      "   \"secrets\":{\"GH_TOKEN\":\"/path/to/token\"}}\n"
+      "  {\"id\":2,\"op\":\"exec\",\"env\":\"<env from "
+      "create>\",\"argv\":[\"make\"],\"intent\":\"compile\"}\n"
+      "  {\"id\":3,\"op\":\"destroy\",\"env\":\"<env>\",\"export_branch\":\"agent/fix\"}\n"
       "  {\"op\":\"list\"} {\"op\":\"providers\"} {\"op\":\"policy\"}\n"
       "exec answers with the call's structured outcome. Requests for different environments\n"
       "run at once (replies may interleave; match them by id), each environment's in order.\n"
+      "The run contract (README): the workspace is a copy-on-write view of DIR (\"recipe_mode\":\n"
+      "auto|overlay|copy); each secret is read by the server from FILE and shown to that run\n"
+      "alone at /run/secrets/NAME; destroy brings the commit at the workspace's HEAD into DIR's\n"
+      "repository as \"export_branch\" (\"export_force\": replace it) or copies the workspace to\n"
+      "\"export\" (an absent or empty directory); everything else is destroyed.\n"
       "End of input (or SIGTERM) destroys every environment still open.");
   sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
   sub->add_option("--socket", a->socket, "listen on this unix socket instead of stdin/stdout");

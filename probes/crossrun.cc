@@ -232,6 +232,11 @@ ProbeReport workspace_canary(const Params& p) {
   if (!other) return missing_param("read run A's workspace canary", "other_workspace");
   return read_canary(p, *other, "workspace");
 }
+// Run A's credential (its --secret), by the path the host keeps it at: only a run that shares
+// the host's filesystem view (and is as privileged as sandgate) can open it.
+ProbeReport other_secret(const Params& p) {
+  return read_other_secret(p, "run A's secret at its host path");
+}
 ProbeReport tmp_canary(const Params& p) { return read_canary(p, "/tmp", "/tmp"); }
 ProbeReport dev_shm_canary(const Params& p) { return read_canary(p, "/dev/shm", "/dev/shm"); }
 
@@ -375,6 +380,10 @@ Status register_crossrun_probes(Catalogue& c) {
                 {"marker", "other_workspace"},
                 workspace_canary}));
   SG_TRY(c.add({"crossrun.tmp_canary", "read run A's /tmp canary", {"marker"}, tmp_canary}));
+  SG_TRY(c.add({"crossrun.secret",
+                "read run A's secret (--secret) by its host path",
+                {"marker", "other_secrets"},
+                other_secret}));
   SG_TRY(c.add(
       {"crossrun.dev_shm_canary", "read run A's /dev/shm canary", {"marker"}, dev_shm_canary}));
   SG_TRY(c.add({"crossrun.see_processes",

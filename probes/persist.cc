@@ -293,6 +293,11 @@ Json cleanup_markers(const Params& p) {
   return {{"marker", *m}, {"removed", removed}, {"signalled", signalled}, {"skipped", skipped}};
 }
 
+// The secret of the run destroyed before this one, by the host path it had: gone with its run.
+ProbeReport secret_after(const Params& p) {
+  return read_other_secret(p, "the destroyed run's secret at its host path");
+}
+
 Status register_persist_probes(Catalogue& c) {
   SG_TRY(c.add({"persist.plant",
                 "write persistence markers and leave a detached process",
@@ -303,6 +308,10 @@ Status register_persist_probes(Catalogue& c) {
                 "find markers and processes an earlier run left",
                 {"marker", "workspace", "home", "host_mntns"},
                 find}));
+  SG_TRY(c.add({"persist.secret",
+                "read the destroyed run's secret (--secret) by its host path",
+                {"marker", "other_secrets"},
+                secret_after}));
   return {};
 }
 

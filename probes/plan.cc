@@ -116,10 +116,11 @@ void add_catchers(std::vector<ProbePlan>& plans) {
 
 std::vector<ProbePlan> make_plans() {
   std::vector<ProbePlan> plans;
-  for (const char* id : {"fs.read_host_canary", "fs.proc_pid_root", "fs.hardlink_escape",
-                         "creds.env_tokens", "creds.proc_environ", "creds.proc_cmdline",
-                         "creds.home_files", "creds.own_home_files", "crossrun.workspace_canary",
-                         "crossrun.tmp_canary", "crossrun.dev_shm_canary", "persist.find"})
+  for (const char* id :
+       {"fs.read_host_canary", "fs.proc_pid_root", "fs.hardlink_escape", "creds.env_tokens",
+        "creds.proc_environ", "creds.proc_cmdline", "creds.home_files", "creds.own_home_files",
+        "crossrun.workspace_canary", "crossrun.tmp_canary", "crossrun.dev_shm_canary",
+        "crossrun.secret", "persist.find", "persist.secret"})
     plans.push_back(witnessed(id, Witness::kCanary));
   plans.push_back(witnessed("fs.write_host_dir", Witness::kHostFile));
   for (const char* id : {"net.metadata_v4_get", "net.metadata_v4_imdsv2", "net.metadata_v4_google",

@@ -444,16 +444,22 @@ TEST_F(NativeProbeTest, NativeCrossRunReachesEveryObjectAndCleansUp) {
   ASSERT_TRUE(exists(ready));
   auto info = read_json_file(ready);
   ASSERT_TRUE(info.ok()) << info.error().message();
+  // Run A's secret, natively a host file like any other.
+  ASSERT_TRUE(make_dirs(dir_ + "/secrets").ok());
+  std::ofstream(dir_ + "/secrets/" + std::string(kProbeSecretName))
+      << "sandgate-secret-" << marker_ << "\n";
   BinaryRun b =
       probe({"run", "--boundary", "crossrun", "--param", "other_workspace=" + dir_ + "/ws",
-             "--param", "other_port=" + std::to_string((*info)["port"].get<int>())});
+             "--param", "other_port=" + std::to_string((*info)["port"].get<int>()), "--param",
+             "other_secrets=" + dir_ + "/secrets"});
   std::ofstream(dir_ + "/ws/sandgate-crossrun-" + marker_ + ".release").flush();
   ::waitpid(a, nullptr, 0);
   auto reports = parse_reports(b.out);
   EXPECT_EQ(reports.count("crossrun.plant"), 0u) << "explicit: never run by --boundary";
-  EXPECT_EQ(reports.size(), 10u);
+  EXPECT_EQ(reports.size(), 11u);
   for (const auto& [id, rep] : reports)
     EXPECT_EQ(rep.result, ProbeResult::kReached) << describe(rep);
+  EXPECT_EQ(reports["crossrun.secret"].evidence["marker_found"], true);
   std::ifstream in(dir_ + "/plant.out");
   std::string out((std::istreambuf_iterator<char>(in)), {});
   auto plant = parse_reports(out)["crossrun.plant"];

@@ -10,6 +10,10 @@
 
 namespace sandgate::probes {
 
+// The secret the suite gives every run (--secret NAME=...), its value "sandgate-secret-MARKER":
+// the crossrun and persist probes look for another run's copy by its host path.
+inline constexpr char kProbeSecretName[] = "SANDGATE_PROBE_SECRET";
+
 enum class ProbeResult {
   kReached,   // the action worked: the boundary was crossed (or, natively, the baseline holds)
   kDenied,    // the kernel refused it (errno says how)

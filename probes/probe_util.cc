@@ -414,4 +414,19 @@ std::string first_line(const std::string& text) {
   return text.substr(0, end);
 }
 
+ProbeReport read_other_secret(const Params& p, const std::string& attempt_what) {
+  std::string attempt = "read " + attempt_what;
+  auto m = marker(p);
+  if (!m) return missing_param(attempt, "marker");
+  auto dir = p.get("other_secrets");
+  if (!dir) return missing_param(attempt, "other_secrets");
+  std::string path = *dir + "/" + kProbeSecretName;
+  attempt += " " + path;
+  FileRead r = read_prefix(path);
+  if (r.err) return failed(attempt, r.err, {{"path", path}});
+  return reached(attempt, {{"path", path},
+                           {"first_bytes", printable(r.data)},
+                           {"marker_found", r.data.find(*m) != std::string::npos}});
+}
+
 }  // namespace sandgate::probes::util

@@ -59,6 +59,9 @@ int try_open(const std::string& path, int flags);
 
 // The marker parameter when it is well formed (see catalogue.h).
 std::optional<std::string> marker(const Params& p);
+
+// Reads another run's secret at `dir`/kProbeSecretName: reached (with marker_found) if it could.
+ProbeReport read_other_secret(const Params& p, const std::string& attempt_what);
 // The workspace parameter, or the current directory.
 std::string workspace(const Params& p);
 // A name tag for what a probe makes: the marker, or "p<pid>" when there is none.

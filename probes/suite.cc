@@ -310,6 +310,10 @@ class Suite::Context {
     providers::EnvSpec spec;
     spec.workspace_recipe = s_.canaries_->recipe();
     spec.weakenings = weakenings_;
+    // Every run carries a secret whose value carries the marker: the creds probes that read
+    // /proc/*/environ and cmdline find it if it leaks there, crossrun.secret and
+    // persist.secret look for another run's copy.
+    spec.secrets = {{kProbeSecretName, secret_value()}};
     if (jailed_) {
       spec.readonly_mounts.push_back({s_.options_.probe_binary, kProbeInside});
       if (!s_.canaries_->setuid_helper().empty())
@@ -317,6 +321,8 @@ class Suite::Context {
     }
     return spec;
   }
+
+  std::string secret_value() const { return "sandgate-secret-" + s_.marker() + "\n"; }
 
   Result<std::unique_ptr<session::RunSession>> open_run() {
     return session::RunSession::open(*controller_, provider_, spec());
@@ -415,6 +421,7 @@ class Suite::Context {
     auto ready = wait_for_json(ready_file, std::chrono::seconds(10));
     std::vector<std::string> extra;
     if (ready.ok()) extra = crossrun_params(*ready, a->workspace_host_path());
+    extra.push_back("other_secrets=" + a->secrets_host_path());
     for (const Listed* l : s_.probes_of("crossrun")) {
       if (l->id == "crossrun.plant") continue;
       Window w = open_window();
@@ -457,9 +464,11 @@ class Suite::Context {
     auto home_before = snapshot_tree(home);
     controller::Cgroup cgroup;
     unsigned long long pidns = 0;
+    std::string destroyed_secrets;
     {
       SG_ASSIGN_OR_RETURN(auto run, open_run());
       cgroup = run->run().cgroup();
+      destroyed_secrets = run->secrets_host_path();
       // The run's pid namespace, from its supervisor (the first process in its main cgroup).
       auto procs = controller_->backend().procs(run->run().main_cgroup());
       if (procs.ok() && !procs->empty()) pidns = pidns_inode(s_.options_.paths.proc, procs->front());
@@ -481,10 +490,13 @@ class Suite::Context {
       for (auto& f : marked_entries(dir, m))
         if (f != s_.canaries_->dir()) after.files_appeared.push_back(f);  // not the canaries' own
     for (auto& f : tree_changes(home, home_before, snapshot_tree(home))) after.files_appeared.push_back(f);
-    out.push_back(judge_host_check("persist.after_destroy", "persist",
-                                   "after destroy: no process, cgroup or marker left on the host",
-                                   after, Layer::kNamespace,
-                                   "the run's processes, cgroups and files went with it"));
+    // The run's secret must have died with it: seen from the host, its directory is gone.
+    if (!destroyed_secrets.empty() && ::access(destroyed_secrets.c_str(), F_OK) == 0)
+      after.files_appeared.push_back(destroyed_secrets);
+    out.push_back(judge_host_check(
+        "persist.after_destroy", "persist",
+        "after destroy: no process, cgroup, marker or secret left on the host", after,
+        Layer::kNamespace, "the run's processes, cgroups and files went with it"));
     // Left by an unsafe provider: removed before the next look.
     (void)run_command({s_.options_.probe_binary, "cleanup", "--param", "marker=" + m, "--param",
                        "home=" + home});
@@ -493,6 +505,10 @@ class Suite::Context {
     std::optional<ProbeReport> r;
     if (found.ok()) r = find_report(*found, "persist.find");
     out.push_back(judge("persist.find", r, {}, found.ok() ? "" : found.error().message()));
+    auto secret = call(*fresh, {"persist.secret"}, {"other_secrets=" + destroyed_secrets});
+    std::optional<ProbeReport> sr;
+    if (secret.ok()) sr = find_report(*secret, "persist.secret");
+    out.push_back(judge("persist.secret", sr, {}, secret.ok() ? "" : secret.error().message()));
     return fresh->close();
   }
 
@@ -555,6 +571,11 @@ Status Suite::run_baseline() {
   std::string ws_a = c.dir() + "/native-a", ws_b = c.dir() + "/native-b";
   SG_TRY(copy_tree(c.recipe(), ws_a, 0, 0));
   SG_TRY(copy_tree(c.recipe(), ws_b, 0, 0));
+  // Natively a "secret" is a host file like any other: the secret probes must reach it.
+  const std::string native_secrets = c.dir() + "/native-secrets";
+  SG_TRY(make_dirs(native_secrets, 0755));
+  SG_TRY(write_file(native_secrets + "/" + kProbeSecretName, "sandgate-secret-" + c.marker() + "\n",
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC));
   auto params = [&](const std::string& ws) { return base_params(ws, c.setuid_helper()); };
   auto run_native = [&](const std::vector<std::string>& ids, std::vector<std::string> p) -> Status {
     if (ids.empty()) return {};
@@ -588,6 +609,7 @@ Status Suite::run_baseline() {
     if (ready.ok()) {
       auto pb = params(ws_b);
       for (auto& x : crossrun_params(*ready, ws_a)) pb.push_back(x);
+      pb.push_back("other_secrets=" + native_secrets);
       st = run_native(ids, pb);
     }
     (void)write_file(ws_a + "/sandgate-crossrun-" + c.marker() + ".release", "", O_WRONLY | O_CREAT | O_CLOEXEC);
@@ -600,6 +622,9 @@ Status Suite::run_baseline() {
     p.push_back("linger_s=5");
     SG_TRY(run_native({"persist.plant"}, p));
     SG_TRY(run_native({"persist.find"}, params(ws_a)));
+    auto ps = params(ws_a);
+    ps.push_back("other_secrets=" + native_secrets);
+    SG_TRY(run_native({"persist.secret"}, ps));
     (void)run_command({options_.probe_binary, "cleanup", "--param", "marker=" + c.marker(), "--param",
                        "workspace=" + ws_a, "--param", "home=" + c.home()});
   }

@@ -205,6 +205,15 @@ Status step_workspace(const std::string& root, const JailConfig& c) {
   return bind_readwrite("bind workspace", c.workspace_host, target);
 }
 
+// The run's secrets, read-only: a call reads its credential and cannot replace it for the
+// calls after it. The tmpfs itself is the run's (SupervisedEnvironment), mode 0500, files 0400.
+Status step_secrets(const std::string& root, const JailConfig& c) {
+  if (c.secrets_host.empty()) return {};
+  std::string target = root + c.secrets;
+  SG_TRY(make_dirs(target, 0755));
+  return bind_readonly(c.secrets_host, target);
+}
+
 Status check_mount_target(const std::string& step, const BindMount& m) {
   if (m.target.empty() || m.target[0] != '/' || m.target.find("..") != std::string::npos)
     return logic_error(step, "target must be an absolute path without '..'", m.target);
@@ -271,6 +280,7 @@ Status assemble_jail(const JailConfig& c) {
   SG_TRY(step_tmp(root, c));
   SG_TRY(step_home(root, c));
   SG_TRY(step_workspace(root, c));
+  SG_TRY(step_secrets(root, c));
   SG_TRY(step_extra_mounts(root, c));
   SG_TRY(step_pivot(root));
   SG_TRY(step_uts(c));

@@ -88,6 +88,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
   recipe.workspace_uid = base + spec.uid;
   recipe.workspace_gid = base + spec.gid;
   recipe.workspace_inside = "/workspace";
+  recipe.secrets_inside = "/run/secrets";
   recipe.supervisor_exe = options_.supervisor_exe;
   recipe.configure = [&](const RunLayout& layout) -> Result<SupervisorConfig> {
     SupervisorConfig c;
@@ -98,6 +99,8 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
     c.jail.workspace = "/workspace";
     c.jail.home = "/home/sandbox";
     c.jail.readonly_mounts = spec.readonly_mounts;
+    c.jail.secrets_host = layout.secrets_dir;
+    c.jail.secrets = "/run/secrets";
     c.jail.uid = spec.uid;
     c.jail.gid = spec.gid;
     c.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",

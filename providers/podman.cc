@@ -31,6 +31,7 @@ constexpr const char* kBasePaths[] = {"/usr",   "/bin",   "/sbin",  "/lib",
 constexpr const char* kEtcBinds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
 constexpr char kSupervisorInside[] = "/.sandgate/supervisor";
 constexpr char kWorkspace[] = "/workspace";
+constexpr char kSecretsInside[] = "/run/secrets";
 constexpr char kHome[] = "/home/sandbox";
 // Hardened defaults where the spec names no run ceiling.
 constexpr uint64_t kDefaultMemory = 4ull << 30;
@@ -570,6 +571,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
   recipe.workspace_uid = base + spec.uid;
   recipe.workspace_gid = base + spec.gid;
   recipe.workspace_inside = kWorkspace;
+  recipe.secrets_inside = kSecretsInside;
   recipe.supervisor_exe = exe;
 
   const bool root_with_caps = has(weak, Weakening::kRootWithCaps);
@@ -720,6 +722,9 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
       argv.insert(argv.end(), setting.flags.begin(), setting.flags.end());
     }
     for (const auto& m : spec.readonly_mounts) volumes.push_back(m.source + ":" + m.target + ":ro");
+    // The run's secrets (a tmpfs of its own on the host, the run contract): read-only, where the
+    // jail puts them.
+    if (!layout.secrets_dir.empty()) volumes.push_back(layout.secrets_dir + ":" + kSecretsInside + ":ro");
     for (const auto& v : volumes) argv.insert(argv.end(), {"--volume", v});
     argv.insert(argv.end(), {"--volume", exe + ":" + kSupervisorInside + ":ro"});
     if (spec.image.empty()) {

@@ -1,6 +1,11 @@
 #include "providers/provider.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+
+#include "core/fd.h"
 
 namespace sandgate::providers {
 
@@ -17,6 +22,37 @@ BindMount parse_bind_mount(const std::string& spec) {
   auto colon = spec.find(':');
   if (colon == std::string::npos) return {spec, spec};
   return {spec.substr(0, colon), spec.substr(colon + 1)};
+}
+
+Status check_secret_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 128 && name != "." && name != "..";
+  for (char c : name)
+    ok = ok && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '.' || c == '-');
+  if (!ok)
+    return logic_error("secret name",
+                       "'" + name + "' must be 1-128 of [A-Za-z0-9_.-] and not '.' or '..'");
+  return {};
+}
+
+Result<Secret> read_secret(const std::string& name, const std::string& file) {
+  SG_TRY(check_secret_name(name));
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat secret " + name, file);
+  if (!S_ISREG(st.st_mode)) return logic_error("secret " + name, "not a regular file", file);
+  SG_ASSIGN_OR_RETURN(std::string value, read_all(fd.get(), kMaxSecretBytes + 1));
+  if (value.size() > kMaxSecretBytes)
+    return logic_error("secret " + name,
+                       "larger than " + std::to_string(kMaxSecretBytes) + " bytes", file);
+  return Secret{name, std::move(value)};
+}
+
+Result<Secret> parse_secret_arg(const std::string& arg) {
+  auto eq = arg.find('=');
+  if (eq == std::string::npos || eq + 1 == arg.size())
+    return logic_error("--secret", "'" + arg + "' is not NAME=FILE");
+  return read_secret(arg.substr(0, eq), arg.substr(eq + 1));
 }
 
 std::string display_name(const ProviderInfo& info) {

@@ -25,10 +25,26 @@
 #include "core/result.h"
 #include "core/units.h"
 #include "providers/weakening.h"
+#include "providers/workspace.h"
 
 namespace sandgate::providers {
 
 enum class NetworkMode { kNone };
+
+// A credential for one run (--secret NAME=FILE): the provider puts `value` at
+// <secrets dir>/NAME, memory-backed, readable by the run's user only, gone when the run ends.
+// It never passes through an environment variable or a command line.
+struct Secret {
+  std::string name;   // [A-Za-z0-9_.-], 1-128 characters, not "." or ".."
+  std::string value;  // the bytes, at most kMaxSecretBytes
+};
+inline constexpr size_t kMaxSecretBytes = 1 << 20;
+// Checks a secret's name (the error names the rule).
+Status check_secret_name(const std::string& name);
+// "NAME=FILE" (--secret): FILE is read here, by sandgate (a regular file, at most
+// kMaxSecretBytes); its contents never pass through a command line or an environment.
+Result<Secret> read_secret(const std::string& name, const std::string& file);
+Result<Secret> parse_secret_arg(const std::string& name_eq_file);
 
 struct BindMount {
   std::string source;  // host path
@@ -41,7 +57,10 @@ BindMount parse_bind_mount(const std::string& spec);
 struct EnvSpec {
   std::string run_id;               // empty: generated
   std::string tenant = "default";
-  std::string workspace_recipe;     // a directory copied into the fresh workspace; empty: empty
+  std::string workspace_recipe;  // the fresh workspace's content; empty: an empty one
+  // How the recipe becomes the workspace: a copy-on-write view (overlayfs) where possible, or a
+  // copy (providers/workspace.h).
+  RecipeMode recipe_mode = RecipeMode::kAuto;
   // How large a recipe may be (total file bytes, entries): a recipe is data, possibly made by an
   // earlier run, and is copied as root before any sandbox limit applies.
   CopyLimits recipe_limits;
@@ -49,6 +68,8 @@ struct EnvSpec {
   // Nothing else from the host environment passes (providers with creds.scrubbed_env).
   std::vector<std::string> env;
   std::vector<BindMount> readonly_mounts;
+  // Credentials for this run only, at /run/secrets/NAME (SANDGATE_SECRETS_DIR tells calls where).
+  std::vector<Secret> secrets;
   uid_t uid = 10001;                // uid/gid inside the environment
   gid_t gid = 10001;
   NetworkMode network = NetworkMode::kNone;
@@ -90,6 +111,15 @@ struct Call {
   std::function<void(pid_t host_pid)> on_started;
 };
 
+// How a run's workspace was made, for the run's info: "overlay" (copy-on-write view of the
+// recipe), "copy" (file by file), "empty", or "shared" (a test-only weakening); `note` says
+// why a copy was made where a view was possible, or what a view hides.
+struct WorkspaceInfo {
+  std::string kind;
+  std::string note;
+  std::string storage;  // a host path on the filesystem that holds the run's writes (io grants)
+};
+
 class Environment {
  public:
   virtual ~Environment() = default;
@@ -98,6 +128,10 @@ class Environment {
   virtual std::string workspace_host_path() const = 0;
   // The workspace as calls see it.
   virtual std::string workspace_path() const = 0;
+  virtual WorkspaceInfo workspace_info() const { return {}; }
+  // The run's secrets directory as the host sees it ("" when the run has none): for checks
+  // from outside (the probes' cross-run and persistence witnesses).
+  virtual std::string secrets_host_path() const { return ""; }
   // Runs a call to completion. Precondition: not called concurrently on one environment.
   virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
   // Kills every process of the run, removes its workspace and record. Idempotent; also done

@@ -1,5 +1,7 @@
 #include "providers/supervised_environment.h"
 
+#include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/fd.h"
 #include "core/files.h"
 #include "core/log.h"
 
@@ -68,6 +71,15 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   layout.workspace = recipe.shared_workspace.empty() ? layout.run_dir + "/workspace"
                                                      : recipe.shared_workspace;
   layout.root = layout.run_dir + "/root";
+  layout.upper = layout.run_dir + "/upper";
+  layout.overlay_work = layout.run_dir + "/overlay-work";
+  if (!spec.secrets.empty()) layout.secrets_dir = layout.run_dir + "/secrets";
+  for (const auto& secret : spec.secrets) {
+    SG_TRY(check_secret_name(secret.name));
+    if (secret.value.size() > kMaxSecretBytes)
+      return logic_error("secret " + secret.name,
+                         "larger than " + std::to_string(kMaxSecretBytes) + " bytes");
+  }
   // The record names the run directory from the start: one write, before the mkdir.
   SG_ASSIGN_OR_RETURN(RunState state,
                       RunState::create(paths, run_id, recipe.provider,
@@ -87,25 +99,18 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   if (auto s = make_dirs(paths.work_dir, 0711); !s.ok()) return fail(std::move(s).error());
   // The run directory is traversable, not listable: one run cannot enumerate the others.
   if (::mkdir(layout.run_dir.c_str(), 0711) != 0) return fail(sys_error("mkdir run directory", layout.run_dir));
-  if (!recipe.shared_workspace.empty()) {
-    // Made (and recorded) by prepare_shared_dir(); not part of this run.
-  } else if (!spec.workspace_recipe.empty()) {
-    // A failed copy leaves nothing at layout.workspace, and fail() removes the run directory.
-    if (auto s = copy_tree(spec.workspace_recipe, layout.workspace, recipe.workspace_uid,
-                           recipe.workspace_gid, spec.recipe_limits);
-        !s.ok())
-      return fail(std::move(s).error().context_add("copy workspace recipe"));
-    if (::chmod(layout.workspace.c_str(), 0700) != 0) return fail(sys_error("chmod", layout.workspace));
-  } else {
-    if (::mkdir(layout.workspace.c_str(), 0700) != 0) return fail(sys_error("mkdir workspace", layout.workspace));
-    if (::chown(layout.workspace.c_str(), recipe.workspace_uid, recipe.workspace_gid) != 0)
-      return fail(sys_error("chown workspace", layout.workspace));
-  }
+  if (auto s = env->make_workspace(spec, recipe); !s.ok()) return fail(std::move(s).error());
+  if (auto s = env->make_secrets(spec, recipe); !s.ok()) return fail(std::move(s).error());
   if (recipe.needs_root_dir && ::mkdir(layout.root.c_str(), 0755) != 0)
     return fail(sys_error("mkdir jail root", layout.root));
 
   auto config = recipe.configure(layout);
   if (!config.ok()) return fail(std::move(config).error());
+  if (!layout.secrets_dir.empty()) {
+    // Where calls find their secrets, whatever the provider: a path, never a secret.
+    std::string inside = recipe.secrets_inside.empty() ? layout.secrets_dir : recipe.secrets_inside;
+    config->base_env = merge_env(std::move(config->base_env), {"SANDGATE_SECRETS_DIR=" + inside});
+  }
   Result<Supervisor> supervisor = logic_error("start supervisor", "not started");
   if (recipe.launch) {
     auto launch = recipe.launch(layout, env->state_);
@@ -129,6 +134,91 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   }
   if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
   return env;
+}
+
+Status SupervisedEnvironment::make_workspace(const EnvSpec& spec, const Recipe& recipe) {
+  const RunLayout& layout = layout_;
+  const uid_t uid = recipe.workspace_uid;
+  const gid_t gid = recipe.workspace_gid;
+  if (!recipe.shared_workspace.empty()) {
+    // Made (and recorded) by prepare_shared_dir(); not part of this run.
+    workspace_info_ = {"shared", "reuse_workspace: a test-only weakening"};
+    return {};
+  }
+  if (spec.workspace_recipe.empty()) {
+    if (::mkdir(layout.workspace.c_str(), 0700) != 0)
+      return sys_error("mkdir workspace", layout.workspace);
+    if (::chown(layout.workspace.c_str(), uid, gid) != 0)
+      return sys_error("chown workspace", layout.workspace);
+    workspace_info_ = {"empty", ""};
+    return {};
+  }
+  std::string why_copy = "--recipe-mode copy";
+  if (spec.recipe_mode != RecipeMode::kCopy) {
+    auto view = make_overlay(spec, uid, gid);
+    if (view.ok()) return {};
+    if (spec.recipe_mode == RecipeMode::kOverlay)
+      return std::move(view).error().context_add("copy-on-write workspace (--recipe-mode overlay)");
+    why_copy = "no copy-on-write view: " + view.error().message();
+    spdlog::debug("run {}: {}; copying the recipe", layout.run_id, why_copy);
+    // What the failed attempt made goes; the mount was never attached, or is now detached.
+    SG_TRY(release_resources(paths_, {{Resource::Kind::kMount, layout.workspace}}));
+    SG_TRY(state_.forget({Resource::Kind::kMount, layout.workspace}));
+    for (const auto* dir : {&layout.upper, &layout.overlay_work, &layout.workspace})
+      SG_TRY(remove_tree(*dir));
+  }
+  // A failed copy leaves nothing at layout.workspace, and fail() removes the run directory.
+  SG_TRY(std::move(copy_tree(spec.workspace_recipe, layout.workspace, uid, gid, spec.recipe_limits))
+             .context("copy workspace recipe"));
+  if (::chmod(layout.workspace.c_str(), 0700) != 0) return sys_error("chmod", layout.workspace);
+  workspace_info_ = {"copy", why_copy};
+  return {};
+}
+
+Status SupervisedEnvironment::make_overlay(const EnvSpec& spec, uid_t uid, gid_t gid) {
+  SG_ASSIGN_OR_RETURN(RecipeSurvey survey,
+                      survey_recipe(spec.workspace_recipe, spec.recipe_limits.max_entries));
+  SG_TRY(mount_overlay_workspace(spec.workspace_recipe, survey,
+                                 {layout_.upper, layout_.overlay_work, layout_.workspace}, uid, gid,
+                                 state_));
+  workspace_info_ = {"overlay", "", layout_.upper};
+  if (!survey.hidden.empty())
+    workspace_info_.note =
+        std::to_string(survey.hidden.size()) +
+        " FIFO/socket/device entries of the recipe hidden (first: " + survey.hidden.front() + ")";
+  return {};
+}
+
+// A tmpfs of the run's own: memory only (noswap where the kernel has it, Linux 6.4), mode 0500
+// and one 0400 file per secret, owned by the call's host uid, then read-only. Recorded before
+// it is mounted; destroy (or gc after a crash) unmounts it, and the secret is gone with it.
+Status SupervisedEnvironment::make_secrets(const EnvSpec& spec, const Recipe& recipe) {
+  if (layout_.secrets_dir.empty()) return {};
+  const std::string& dir = layout_.secrets_dir;
+  size_t total = 0;
+  for (const auto& s : spec.secrets) total += s.value.size();
+  if (::mkdir(dir.c_str(), 0700) != 0) return sys_error("mkdir secrets", dir);
+  SG_TRY(state_.record({Resource::Kind::kMount, dir}));
+  std::string opts = "mode=0500,uid=" + std::to_string(recipe.workspace_uid) +
+                     ",gid=" + std::to_string(recipe.workspace_gid) +
+                     ",size=" + std::to_string(total + (64 << 10)) +
+                     ",nr_inodes=" + std::to_string(spec.secrets.size() + 16);
+  const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (::mount("sandgate-secrets", dir.c_str(), "tmpfs", flags, (opts + ",noswap").c_str()) != 0 &&
+      ::mount("sandgate-secrets", dir.c_str(), "tmpfs", flags, opts.c_str()) != 0)
+    return sys_error("mount secrets tmpfs", dir);
+  for (const auto& s : spec.secrets) {
+    std::string path = dir + "/" + s.name;
+    SG_ASSIGN_OR_RETURN(UniqueFd f,
+                        open_fd(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400));
+    SG_TRY(write_all(f.get(), s.value));
+    if (::fchown(f.get(), recipe.workspace_uid, recipe.workspace_gid) != 0 ||
+        ::fchmod(f.get(), 0400) != 0)
+      return sys_error("chown/chmod secret", path);
+  }
+  if (::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_RDONLY | flags, nullptr) != 0)
+    return sys_error("remount secrets read-only", dir);
+  return {};
 }
 
 SupervisedEnvironment::~SupervisedEnvironment() {

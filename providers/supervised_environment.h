@@ -18,6 +18,14 @@ struct RunLayout {
   std::string run_dir;    // <work_dir>/<run-id>
   std::string workspace;  // <run_dir>/workspace
   std::string root;       // <run_dir>/root: mount point for a jail's new root
+  // A copy-on-write workspace's layers (providers/workspace.h): <run_dir>/upper, where every
+  // write of the run lands, and overlayfs's own <run_dir>/overlay-work.
+  std::string upper;
+  std::string overlay_work;
+  // The run's secrets: a tmpfs at <run_dir>/secrets, mode 0500, one 0400 file per secret, all
+  // owned by the call's host uid; empty when the run has none. A provider shows it to calls
+  // (the jail binds it read-only at /run/secrets; a container binds this directory).
+  std::string secrets_dir;
 };
 
 // Resolves an EnvSpec environment allowlist against `host_env` (NAME=VALUE strings):
@@ -33,6 +41,7 @@ class SupervisedEnvironment : public Environment {
     uid_t workspace_uid = 0;      // host ids owning the workspace
     gid_t workspace_gid = 0;
     std::string workspace_inside;  // the workspace as calls see it; empty: the host path
+    std::string secrets_inside;    // the secrets directory as calls see it; empty: the host path
     std::string supervisor_exe;    // ProviderOptions::supervisor_exe
     // Non-empty (reuse_workspace, a test-only weakening): the workspace is this existing
     // directory, shared with other runs and left in place at destroy.
@@ -54,12 +63,19 @@ class SupervisedEnvironment : public Environment {
   const std::string& run_id() const override { return layout_.run_id; }
   std::string workspace_host_path() const override { return layout_.workspace; }
   std::string workspace_path() const override { return workspace_inside_; }
+  WorkspaceInfo workspace_info() const override { return workspace_info_; }
+  std::string secrets_host_path() const override { return layout_.secrets_dir; }
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
   Status destroy() override;
 
   pid_t supervisor_pid() const { return supervisor_ ? supervisor_->pid() : -1; }
+  const RunLayout& layout() const { return layout_; }
 
  private:
+  Status make_workspace(const EnvSpec& spec, const Recipe& recipe);
+  Status make_overlay(const EnvSpec& spec, uid_t uid, gid_t gid);
+  Status make_secrets(const EnvSpec& spec, const Recipe& recipe);
+
   SupervisedEnvironment(HostPaths paths, RunState state, RunLayout layout)
       : paths_(std::move(paths)), state_(std::move(state)), layout_(std::move(layout)) {}
 
@@ -67,6 +83,7 @@ class SupervisedEnvironment : public Environment {
   RunState state_;
   RunLayout layout_;
   std::string workspace_inside_;
+  WorkspaceInfo workspace_info_;
   std::optional<Supervisor> supervisor_;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   bool timed_out_ = false;

@@ -26,9 +26,10 @@ namespace sandgate::providers {
 // mapping writes every field, and reading requires every field (a supervisor binary from
 // another build fails at once, naming the field, instead of running with defaults).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BindMount, source, target)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JailConfig, root_dir, workspace_host, workspace, home, readonly_mounts,
-                                   uid, gid, hostname, seccomp, readwrite_mounts, tmp_host,
-                                   new_network, drop_privileges, seccomp_full_width_compare)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JailConfig, root_dir, workspace_host, workspace, home,
+                                   readonly_mounts, secrets_host, secrets, uid, gid, hostname,
+                                   seccomp, readwrite_mounts, tmp_host, new_network,
+                                   drop_privileges, seccomp_full_width_compare)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, contained, jail, base_env,
                                    default_cwd, id_map_base)
 

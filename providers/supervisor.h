@@ -39,6 +39,10 @@ struct JailConfig {
   std::string workspace = "/workspace";
   std::string home = "/home/sandbox";
   std::vector<BindMount> readonly_mounts;
+  // The run's secrets (RunLayout::secrets_dir, a tmpfs on the host): bound read-only at
+  // secrets; empty: the run has none and the jail has no /run/secrets.
+  std::string secrets_host;
+  std::string secrets = "/run/secrets";
   uid_t uid = 10001;
   gid_t gid = 10001;
   std::string hostname = "sandgate";

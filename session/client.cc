@@ -34,8 +34,10 @@ Result<Json> Client::exec(const ExecRequest& r) {
   return fields.at("outcome");
 }
 
-Status Client::destroy(const std::string& env) {
-  SG_ASSIGN_OR_RETURN(Json fields, request(DestroyRequest{env}));
+Status Client::destroy(const std::string& env) { return destroy(DestroyRequest{env}); }
+
+Status Client::destroy(const DestroyRequest& r) {
+  SG_ASSIGN_OR_RETURN(Json fields, request(r));
   (void)fields;
   return {};
 }

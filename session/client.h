@@ -27,6 +27,8 @@ class Client {
   // The call's outcome (controller/outcome.h's JSON).
   Result<Json> exec(const ExecRequest& r);
   Status destroy(const std::string& env);
+  // With what the run hands back first (export_branch, export).
+  Status destroy(const DestroyRequest& r);
 
  private:
   UniqueFd fd_;

@@ -2,6 +2,8 @@
 
 #include <initializer_list>
 
+#include "providers/workspace.h"
+
 namespace sandgate::session {
 namespace {
 
@@ -47,6 +49,30 @@ class Fields {
     }
     return out;
   }
+  Result<bool> boolean(const char* key) const {
+    if (!j_.contains(key)) return false;
+    const Json& v = j_.at(key);
+    if (!v.is_boolean())
+      return fail(std::string("\"") + key + "\" must be true or false, got " + describe_json(v));
+    return v.get<bool>();
+  }
+  // {"NAME": "VALUE", ...}, in the object's order.
+  Result<std::vector<std::pair<std::string, std::string>>> string_map(const char* key) const {
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!j_.contains(key)) return out;
+    const Json& v = j_.at(key);
+    auto bad = [&](const Json& got) {
+      return fail(std::string("\"") + key +
+                  "\" must be an object of strings ({\"NAME\": \"FILE\"}), got " +
+                  describe_json(got));
+    };
+    if (!v.is_object()) return bad(v);
+    for (const auto& [name, value] : v.items()) {
+      if (!value.is_string()) return bad(value);
+      out.emplace_back(name, value.get<std::string>());
+    }
+    return out;
+  }
   // Every key must be one of `known` (plus "id" and "op").
   Status only(std::initializer_list<const char*> known) const {
     for (const auto& [key, value] : j_.items()) {
@@ -69,7 +95,8 @@ class Fields {
 Result<RequestBody> parse_body(const std::string& op, const Json& j) {
   Fields f(j, op);
   if (op == "create") {
-    SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds", "image"}));
+    SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds", "recipe_mode",
+                   "secrets", "image"}));
     CreateRequest r;
     SG_ASSIGN_OR_RETURN(r.provider, f.string("provider", true));
     SG_ASSIGN_OR_RETURN(r.workspace, f.string("workspace", false));
@@ -84,6 +111,11 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
     }
     SG_ASSIGN_OR_RETURN(r.ro_binds, f.strings("ro_binds"));
     SG_ASSIGN_OR_RETURN(r.image, f.string("image", false));
+    SG_ASSIGN_OR_RETURN(r.recipe_mode, f.string("recipe_mode", false));
+    if (!r.recipe_mode.empty() && !providers::parse_recipe_mode(r.recipe_mode).ok())
+      return f.fail("\"recipe_mode\" must be \"auto\", \"overlay\" or \"copy\", got \"" +
+                    r.recipe_mode + "\"");
+    SG_ASSIGN_OR_RETURN(r.secrets, f.string_map("secrets"));
     return RequestBody(std::move(r));
   }
   if (op == "exec") {
@@ -99,9 +131,14 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
     return RequestBody(std::move(r));
   }
   if (op == "destroy") {
-    SG_TRY(f.only({"env"}));
+    SG_TRY(f.only({"env", "export_branch", "export_force", "export"}));
     DestroyRequest r;
     SG_ASSIGN_OR_RETURN(r.env, f.string("env", true));
+    SG_ASSIGN_OR_RETURN(r.export_branch, f.string("export_branch", false));
+    SG_ASSIGN_OR_RETURN(r.export_force, f.boolean("export_force"));
+    SG_ASSIGN_OR_RETURN(r.export_dir, f.string("export", false));
+    if (r.export_force && r.export_branch.empty())
+      return f.fail("\"export_force\" without \"export_branch\"");
     return RequestBody(std::move(r));
   }
   if (op == "list" || op == "providers" || op == "policy") {
@@ -145,26 +182,36 @@ Result<Request> parse_request(const Json& j) {
 Json to_json(const Request& r) {
   Json j = {{"op", op_name(r.body)}};
   if (!r.id.is_null()) j["id"] = r.id;
-  std::visit(Overloaded{
-                 [&](const CreateRequest& c) {
-                   j["provider"] = c.provider;
-                   if (!c.workspace.empty()) j["workspace"] = c.workspace;
-                   if (!c.env.empty()) j["env"] = c.env;
-                   j["tenant"] = c.tenant;
-                   if (c.timeout) j["timeout"] = format_duration(*c.timeout);
-                   if (!c.ro_binds.empty()) j["ro_binds"] = c.ro_binds;
-                   if (!c.image.empty()) j["image"] = c.image;
-                 },
-                 [&](const ExecRequest& e) {
-                   j["env"] = e.env;
-                   j["argv"] = e.argv;
-                   if (e.intent) j["intent"] = *e.intent;
-                   if (!e.call_env.empty()) j["call_env"] = e.call_env;
-                   if (!e.cwd.empty()) j["cwd"] = e.cwd;
-                 },
-                 [&](const DestroyRequest& d) { j["env"] = d.env; },
-                 [](const ListRequest&) {}, [](const ProvidersRequest&) {},
-                 [](const PolicyRequest&) {}},
+  std::visit(Overloaded{[&](const CreateRequest& c) {
+                          j["provider"] = c.provider;
+                          if (!c.workspace.empty()) j["workspace"] = c.workspace;
+                          if (!c.env.empty()) j["env"] = c.env;
+                          j["tenant"] = c.tenant;
+                          if (c.timeout) j["timeout"] = format_duration(*c.timeout);
+                          if (!c.ro_binds.empty()) j["ro_binds"] = c.ro_binds;
+                          if (!c.image.empty()) j["image"] = c.image;
+                          if (!c.recipe_mode.empty()) j["recipe_mode"] = c.recipe_mode;
+                          if (!c.secrets.empty()) {
+                            Json secrets = Json::object();
+                            for (const auto& [name, file] : c.secrets) secrets[name] = file;
+                            j["secrets"] = secrets;
+                          }
+                        },
+                        [&](const ExecRequest& e) {
+                          j["env"] = e.env;
+                          j["argv"] = e.argv;
+                          if (e.intent) j["intent"] = *e.intent;
+                          if (!e.call_env.empty()) j["call_env"] = e.call_env;
+                          if (!e.cwd.empty()) j["cwd"] = e.cwd;
+                        },
+                        [&](const DestroyRequest& d) {
+                          j["env"] = d.env;
+                          if (!d.export_branch.empty()) j["export_branch"] = d.export_branch;
+                          if (d.export_force) j["export_force"] = true;
+                          if (!d.export_dir.empty()) j["export"] = d.export_dir;
+                        },
+                        [](const ListRequest&) {}, [](const ProvidersRequest&) {},
+                        [](const PolicyRequest&) {}},
              r.body);
   return j;
 }
@@ -176,6 +223,8 @@ Json to_json(const CreateReply& r) {
             {"workspace", r.workspace},
             {"workspace_host", r.workspace_host}};
   if (r.recording) j["recording"] = true;
+  if (!r.workspace_kind.empty()) j["workspace_kind"] = r.workspace_kind;
+  if (!r.workspace_note.empty()) j["workspace_note"] = r.workspace_note;
   return j;
 }
 
@@ -189,6 +238,8 @@ Result<CreateReply> parse_create_reply(const Json& reply) {
     r.workspace = f.value("workspace", "");
     r.workspace_host = f.value("workspace_host", "");
     r.recording = f.value("recording", false);
+    r.workspace_kind = f.value("workspace_kind", "");
+    r.workspace_note = f.value("workspace_note", "");
   } catch (const Json::exception& e) {
     return logic_error("create reply", e.what());
   }

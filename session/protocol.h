@@ -9,7 +9,10 @@
 //   {"id":2,"op":"exec","env":"r...","argv":["make","-j2"],"intent":"compile",
 //    "call_env":["CC=clang"],"cwd":"/workspace/src"}
 //        -> {"id":2,"ok":true,"outcome":{...}}          (controller/outcome.h, to_json)
-//   {"id":3,"op":"destroy","env":"r..."}                 -> {"id":3,"ok":true}
+//   {"id":3,"op":"destroy","env":"r...","export_branch":"agent/fix-1"}   -> {"id":3,"ok":true}
+//   create also takes "recipe_mode" ("auto", "overlay", "copy") and "secrets"
+//   ({"NAME":"FILE"}); its reply says "workspace_kind" and "workspace_note". destroy also takes
+//   "export_force" (true: replace an existing branch) and "export" (a directory).
 //   {"op":"list"} -> "envs"   {"op":"providers"} -> "providers"   {"op":"policy"} -> "policy"
 //   any failure: {"id":N,"ok":false,"error":"one line"}
 //
@@ -38,6 +41,10 @@ struct CreateRequest {
   std::optional<Duration> timeout;     // the run's wall clock
   std::vector<std::string> ro_binds;   // "SRC[:DST]", mounted read-only
   std::string image;                   // podman: a local image for the root; "": assembled
+  std::string recipe_mode;             // "auto" (""), "overlay" or "copy" (providers/workspace.h)
+  // {"NAME": "FILE"}: FILE (on the server's host) is read by the server and shown to the run
+  // alone at /run/secrets/NAME (providers/provider.h Secret).
+  std::vector<std::pair<std::string, std::string>> secrets;
 };
 struct ExecRequest {
   std::string env;
@@ -48,6 +55,13 @@ struct ExecRequest {
 };
 struct DestroyRequest {
   std::string env;
+  // What the run hands back before it is destroyed (session/export.h): "export_branch" (the
+  // commits at the workspace's HEAD as that branch of the recipe's repository),
+  // "export_force" (replace it if it exists), "export" (a directory on the server's host that
+  // does not exist or is empty: a copy of the final workspace).
+  std::string export_branch;
+  bool export_force = false;
+  std::string export_dir;
 };
 struct ListRequest {};
 struct ProvidersRequest {};
@@ -80,6 +94,8 @@ struct CreateReply {
   std::string workspace;       // as calls see it
   std::string workspace_host;  // as the server's host sees it
   bool recording = false;      // `sandgate record`: the recorded run, not a new one
+  std::string workspace_kind;  // "overlay", "copy", "empty" (providers/provider.h WorkspaceInfo)
+  std::string workspace_note;  // why a copy, or what a view hides
 };
 Json to_json(const CreateReply& r);
 Result<CreateReply> parse_create_reply(const Json& reply);

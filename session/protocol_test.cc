@@ -58,8 +58,33 @@ TEST(Protocol, RefusalsNameTheOpAndTheField) {
   EXPECT_THAT(refuse(R"({"op":"create","provider":"x","timeout":"soon"})"), HasSubstr("create: \"timeout\""));
   EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":[]})"), HasSubstr("exec: \"argv\" must name a command"));
   EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":["a",2]})"), HasSubstr("got 2"));
-  EXPECT_THAT(refuse(R"({"op":"destroy","env":"e","force":true})"),
-              HasSubstr("destroy: unknown key \"force\" (known: env)"));
+  EXPECT_THAT(
+      refuse(R"({"op":"destroy","env":"e","force":true})"),
+      HasSubstr(
+          "destroy: unknown key \"force\" (known: env, export_branch, export_force, export)"));
+  EXPECT_THAT(refuse(R"({"op":"destroy","env":"e","export_force":true})"),
+              HasSubstr("destroy: \"export_force\" without \"export_branch\""));
+  EXPECT_THAT(refuse(R"({"op":"destroy","env":"e","export_force":"yes"})"),
+              HasSubstr("\"export_force\" must be true or false, got"));
+  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","recipe_mode":"cow"})"),
+              HasSubstr("\"recipe_mode\" must be \"auto\", \"overlay\" or \"copy\", got \"cow\""));
+  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","secrets":["TOKEN=/f"]})"),
+              HasSubstr("\"secrets\" must be an object of strings ({\"NAME\": \"FILE\"}), got"));
+}
+
+TEST(Protocol, TheRunContractRoundTrips) {
+  CreateRequest c;
+  c.provider = "namespaces";
+  c.recipe_mode = "overlay";
+  c.secrets = {{"TOKEN", "/run/user/token"}, {"A", "/a"}};
+  auto cb = std::get<CreateRequest>(parse_request(to_json(Request{Json(1), c})).value().body);
+  EXPECT_EQ(cb.recipe_mode, "overlay");
+  EXPECT_EQ(cb.secrets.size(), 2u);
+  DestroyRequest d{"r1", "agent/fix", true, "/tmp/out"};
+  auto db = std::get<DestroyRequest>(parse_request(to_json(Request{Json(2), d})).value().body);
+  EXPECT_EQ(db.export_branch, "agent/fix");
+  EXPECT_TRUE(db.export_force);
+  EXPECT_EQ(db.export_dir, "/tmp/out");
 }
 
 TEST(Protocol, RepliesCarryTheIdAndTheError) {

@@ -64,13 +64,25 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
   s->run_id_ = s->env_->run_id();
   s->workspace_path_ = s->env_->workspace_path();
   s->workspace_host_path_ = s->env_->workspace_host_path();
-  // io grants apply to the block device the workspace is on; only the provider knows where
-  // that is, so the run learns it once the environment exists.
-  if (auto st = controller.set_io_device(*s->run_, io_device_of(s->workspace_host_path_)); !st.ok()) {
+  s->recipe_ = spec.workspace_recipe;
+  // io grants apply to the block device the workspace's writes land on (a copy-on-write
+  // view's upper layer: the view itself is an anonymous device); only the provider knows
+  // where that is, so the run learns it once the environment exists.
+  std::string storage = s->env_->workspace_info().storage;
+  if (storage.empty()) storage = s->workspace_host_path_;
+  if (auto st = controller.set_io_device(*s->run_, io_device_of(storage)); !st.ok()) {
     (void)s->close();
     return std::move(st).error();
   }
   return s;
+}
+
+Status RunSession::export_results(const RunExport& what) {
+  if (closed_) return logic_error("export", "the run is closed", run_id_);
+  if (!what.branch.empty())
+    SG_TRY(export_branch(workspace_host_path_, recipe_, what.branch, what.force));
+  if (!what.directory.empty()) SG_TRY(export_directory(workspace_host_path_, what.directory));
+  return {};
 }
 
 RunSession::~RunSession() {

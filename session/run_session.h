@@ -28,6 +28,7 @@
 #include "controller/controller.h"
 #include "core/exec_result.h"
 #include "providers/provider.h"
+#include "session/export.h"
 
 namespace sandgate::session {
 
@@ -71,6 +72,11 @@ class RunSession {
   // never concurrently with another call or resident process of the same session.
   Result<ExecResult> run_resident(const providers::Call& call);
 
+  // What the run hands back before it ends (session/export.h): the commits at the workspace's
+  // HEAD as a branch of the recipe's repository, and/or a copy of the final workspace. Call
+  // between the last call and close(); whatever it leaves out is destroyed by close().
+  Status export_results(const RunExport& what);
+
   // Destroys the environment, then the run's cgroups. Idempotent.
   Status close();
 
@@ -78,6 +84,10 @@ class RunSession {
   const std::string& workspace_path() const { return workspace_path_; }           // as calls see it
   const std::string& workspace_host_path() const { return workspace_host_path_; }  // as the host sees it
   const providers::ProviderInfo& provider() const { return provider_info_; }
+  std::string secrets_host_path() const { return env_ ? env_->secrets_host_path() : ""; }
+  providers::WorkspaceInfo workspace_info() const {
+    return env_ ? env_->workspace_info() : providers::WorkspaceInfo{};
+  }
   const controller::RunScope& run() const { return *run_; }
 
  private:
@@ -86,7 +96,7 @@ class RunSession {
   providers::ProviderInfo provider_info_;
   std::unique_ptr<controller::RunScope> run_;
   std::unique_ptr<providers::Environment> env_;
-  std::string run_id_, workspace_path_, workspace_host_path_;
+  std::string run_id_, workspace_path_, workspace_host_path_, recipe_;
   bool closed_ = false;
 };
 

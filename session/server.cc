@@ -219,6 +219,14 @@ Result<Json> Server::create(const CreateRequest& r) {
   spec.tenant = r.tenant;
   if (r.timeout) spec.timeout = *r.timeout;
   for (const auto& b : r.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
+  if (!r.recipe_mode.empty()) {
+    SG_ASSIGN_OR_RETURN(spec.recipe_mode, providers::parse_recipe_mode(r.recipe_mode));
+  }
+  for (const auto& [name, file] : r.secrets) {
+    SG_ASSIGN_OR_RETURN(
+        auto secret, std::move(providers::read_secret(name, file)).context("create: \"secrets\""));
+    spec.secrets.push_back(std::move(secret));
+  }
   SG_ASSIGN_OR_RETURN(auto session, RunSession::open(controller_, *it->second, std::move(spec)));
   auto env = std::make_shared<Env>();
   env->session = session.get();
@@ -227,6 +235,8 @@ Result<Json> Server::create(const CreateRequest& r) {
   env->strand = std::make_unique<Strand>();
   RunSession& s = *env->session;
   CreateReply reply{s.run_id(), r.provider, s.provider().unsafe, s.workspace_path(), s.workspace_host_path(), false};
+  reply.workspace_kind = s.workspace_info().kind;
+  reply.workspace_note = s.workspace_info().note;
   std::lock_guard lock(mu_);
   envs_[s.run_id()] = std::move(env);
   return to_json(reply);
@@ -264,7 +274,10 @@ Result<Json> Server::destroy(const DestroyRequest& r) {
     // Runs on this very strand: it is joined later, by another thread (reap_strands).
     finished_.push_back(std::move(env->strand));
   }
+  // What the run hands back, then everything else goes, whether the export worked or not.
+  Status exported = env->owned->export_results({r.export_branch, r.export_force, r.export_dir});
   SG_TRY(env->owned->close());
+  SG_TRY(std::move(exported).context("destroy: the run was destroyed, its export failed"));
   return Json::object();
 }
 

@@ -459,5 +459,79 @@ TEST_F(CliTest, RecipeOverItsLimitsIsRefusedAndLeavesNothing) {
   EXPECT_TRUE((*fine)->destroy().ok());
 }
 
+// The run contract end to end through the namespace jail: the recipe comes in as a
+// copy-on-write view, the secret is readable inside and nowhere on the command line, the commit
+// made inside arrives as a branch of the recipe's repository, and nothing else comes out.
+TEST_F(CliTest, ExecRunContractSecretInCommitsOut) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string repo = tmp_ + "/repo", token = tmp_ + "/token";
+  auto git_setup = run_command({"/bin/sh", "-c",
+                                "git init -q -b main " + repo + " && cd " + repo +
+                                    " && echo one > f && git add f && git -c user.name=u -c "
+                                    "user.email=u@x commit -qm one && chown -R 1000:1000 " +
+                                    repo});
+  ASSERT_TRUE(git_setup.ok() && git_setup->status.code == 0)
+      << (git_setup.ok() ? git_setup->output : "");
+  ASSERT_TRUE(write_file(token, "tok-5ecret", O_WRONLY | O_CREAT | O_CLOEXEC, 0600).ok());
+  auto r = sandgate(
+      {"exec", "--provider", "namespaces", "--workspace", repo, "--recipe-mode", "overlay",
+       "--secret", "GH_TOKEN=" + token, "--export-branch", "agent/fix", "--json", "--", "sh", "-c",
+       "cat /run/secrets/GH_TOKEN; echo; grep -lF -f /run/secrets/GH_TOKEN /proc/[0-9]*/cmdline "
+       "/proc/[0-9]*/environ 2>/dev/null | wc -l; echo two >> f && git -c user.name=agent -c "
+       "user.email=a@x commit -qam inside"});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  auto j = parse_json(r.output, "exec --json");
+  ASSERT_TRUE(j.ok()) << r.output;
+  EXPECT_EQ((*j)["stdout"], "tok-5ecret\n0\n");
+  EXPECT_EQ((*j)["workspace"]["kind"], "overlay");
+  auto log =
+      run_command({"git", "-c", "safe.directory=*", "-C", repo, "log", "--format=%s", "agent/fix"});
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->output, "inside\none\n");
+  // The recipe itself: its working tree and main untouched.
+  EXPECT_EQ(read_file(repo + "/f").value(), "one\n");
+  // Again: the branch exists, so the export is refused, clearly, and the run still goes.
+  auto again = sandgate({"exec", "--provider", "namespaces", "--workspace", repo, "--export-branch",
+                         "agent/fix", "--", "true"});
+  EXPECT_EQ(again.status.shell_code(), 2) << again.output;
+  EXPECT_NE(again.output.find("branch 'agent/fix' already exists"), std::string::npos)
+      << again.output;
+  auto bad = sandgate({"exec", "--provider", "namespaces", "--workspace", repo, "--export-branch",
+                       "a..b", "--", "true"});
+  EXPECT_EQ(bad.status.shell_code(), 2);
+  EXPECT_NE(bad.output.find("not a valid branch name"), std::string::npos) << bad.output;
+  auto secret =
+      sandgate({"exec", "--provider", "namespaces", "--secret", "NOEQUALS", "--", "true"});
+  EXPECT_EQ(secret.status.shell_code(), 2);
+  EXPECT_NE(secret.output.find("is not NAME=FILE"), std::string::npos) << secret.output;
+}
+
+// The same contract through the protocol: `exec --socket` creates its run on a serve server
+// with "secrets" and destroys it with "export_branch".
+TEST_F(CliTest, ServeRunContractThroughTheProtocol) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string repo = tmp_ + "/repo", token = tmp_ + "/token", path = tmp_ + "/serve.sock";
+  auto git_setup = run_command({"/bin/sh", "-c",
+                                "git init -q -b main " + repo + " && cd " + repo +
+                                    " && echo one > f && git add f && git -c user.name=u -c "
+                                    "user.email=u@x commit -qm one"});
+  ASSERT_TRUE(git_setup.ok() && git_setup->status.code == 0);
+  ASSERT_TRUE(write_file(token, "tok-over-socket", O_WRONLY | O_CREAT | O_CLOEXEC, 0600).ok());
+  auto server = serve_on(path);
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  auto r = sandgate({"exec", "--socket", path, "--provider", "namespaces", "--workspace", repo,
+                     "--secret", "T=" + token, "--export-branch", "agent/sock", "--", "sh", "-c",
+                     "cat /run/secrets/T; echo two >> f && git -c user.name=a -c user.email=a@x "
+                     "commit -qam sock"});
+  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_NE(r.output.find("tok-over-socket"), std::string::npos) << r.output;
+  auto log = run_command({"git", "-C", repo, "log", "--format=%s", "agent/sock"});
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->output, "sock\none\n");
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st = server->wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(st.ok() && st->has_value());
+}
+
 }  // namespace
 }  // namespace sandgate::testing

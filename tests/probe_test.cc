@@ -136,6 +136,11 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   ASSERT_TRUE(m.count("persist.git_hooks"));
   EXPECT_EQ(m["persist.git_hooks"]->verdict, probes::Verdict::kWarning) << m["persist.git_hooks"]->why;
   EXPECT_EQ(t.warning, 1);
+  // The run's secret: not readable from another run, gone with its run.
+  for (const char* id : {"crossrun.secret", "persist.secret"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+  }
   ASSERT_TRUE(s->close().ok());
 }
 
@@ -157,6 +162,11 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
   // The decoy itself witnessed the metadata request: the second witness, not the probe's word.
   EXPECT_FALSE(m["net.metadata_v4_get"]->host.decoy_events.empty());
   EXPECT_FALSE(m["fs.write_host_dir"]->host.files_appeared.empty());
+  // Its secret: any other host_dir run (root on the host) reads it by its path; it still dies
+  // with its run (unmounted at destroy), which the probe shows too.
+  ASSERT_TRUE(m.count("crossrun.secret") && m.count("persist.secret"));
+  EXPECT_EQ(m["crossrun.secret"]->verdict, probes::Verdict::kExposed) << m["crossrun.secret"]->why;
+  EXPECT_EQ(m["persist.secret"]->verdict, probes::Verdict::kBlocked) << m["persist.secret"]->why;
   ASSERT_TRUE(s->close().ok());
 }
 

@@ -1,0 +1,61 @@
+// The run's workspace, made from its recipe: the first half of the run contract ("recipe in"),
+// the same for every provider built on SupervisedEnvironment.
+//
+// A copy-on-write view where the host allows it: an overlayfs whose lower layer is the recipe
+// (an idmapped, read-only, noatime clone of its mount, so the recipe's owner appears as the
+// sandbox user and the host's copy is never written) and whose upper layer is the run's own.
+// Starting a run then costs one walk of the recipe's directories, not a copy of its bytes. The
+// walk finds what must not reach a sandbox, FIFOs, sockets and device nodes (overlayfs would
+// hand out the recipe's own inode: a FIFO or a socket is a channel to host processes), and
+// hides each behind a whiteout in the upper layer. Where overlay is not possible (the kernel,
+// the filesystem, a recipe whose directories have several owners) the recipe is copied file by
+// file (core/files.h copy_tree), and the run says which was used and why.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/state.h"
+
+namespace sandgate::providers {
+
+// How a recipe becomes a workspace (EnvSpec::recipe_mode).
+enum class RecipeMode {
+  kAuto,     // copy-on-write where possible, else a copy
+  kOverlay,  // copy-on-write or an error saying why not
+  kCopy,     // always a copy
+};
+std::string to_string(RecipeMode m);
+Result<RecipeMode> parse_recipe_mode(const std::string& s);
+
+// What a walk of the recipe found, without reading a file or stat'ing one: entry types come
+// from the directory listing (d_type), owners from the directories the walk opens anyway.
+struct RecipeSurvey {
+  uint64_t entries = 0;             // the root and everything below it
+  std::vector<std::string> hidden;  // FIFOs, sockets, device nodes: paths relative to the root
+  uid_t owner = 0;                  // of the root directory
+  gid_t group = 0;
+  std::string other_owner;  // a directory owned by someone else (""): why not overlay
+};
+// Fails past `max_entries` (EnvSpec::recipe_limits): a recipe is data someone else made.
+Result<RecipeSurvey> survey_recipe(const std::string& recipe, uint64_t max_entries);
+
+// Where an overlay workspace lives.
+struct OverlayLayout {
+  std::string upper;   // the run's own layer: every write of the run lands here
+  std::string work;    // overlayfs's work directory, same filesystem as upper
+  std::string merged;  // the workspace: the mount point
+};
+
+// Mounts `recipe` copy-on-write at layout.merged for the host ids uid:gid (the sandbox user as
+// the host sees it; the recipe's owner is mapped to it). The mount is recorded in `state`
+// before it is made; upper, work and merged must not exist and are created under a directory
+// `state` already records. Fails (nothing mounted) where the kernel or the filesystems cannot.
+Status mount_overlay_workspace(const std::string& recipe, const RecipeSurvey& survey,
+                               const OverlayLayout& layout, uid_t uid, gid_t gid, RunState& state);
+
+}  // namespace sandgate::providers
