@@ -171,7 +171,7 @@ TEST_F(CliTest, HelpForEveryCommand) {
 TEST_F(CliTest, BadInputGivesOneClearLine) {
   auto unknown = sandgate({"exec", "--provider", "nope", "--", "true"});
   EXPECT_EQ(unknown.status.shell_code(), 2);
-  EXPECT_NE(unknown.output.find("unknown provider 'nope' (known: host_dir, namespaces, external:...)"), std::string::npos)
+  EXPECT_NE(unknown.output.find("unknown provider 'nope' (known: host_dir, namespaces, podman, external:...)"), std::string::npos)
       << unknown.output;
   auto duration = sandgate({"exec", "--provider", "namespaces", "--timeout", "30", "--", "true"});
   EXPECT_EQ(duration.status.shell_code(), 2);
