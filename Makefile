@@ -27,7 +27,11 @@ dev: bootstrap
 
 qualify: release
 	@mkdir -p $(REPORT_DIR)
-	$(RELEASE)/cli/sandgate --providers-config examples/providers/providers.json qualify --out $(REPORT_DIR)
+	@# Exit 1 is a verdict (a provider is not qualified: the table and reports say which and
+	@# why), not a failure of the job; 2 is sandgate itself failing.
+	@$(RELEASE)/cli/sandgate --providers-config examples/providers/providers.json qualify --out $(REPORT_DIR); \
+	  rc=$$?; if [ $$rc -eq 1 ]; then echo "make qualify: reports written; not every provider qualified (see above)"; \
+	  elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
 test: bootstrap
 	@cmake --workflow --preset dev

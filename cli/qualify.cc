@@ -448,7 +448,9 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     entry["policy"] = policy_check(*policy_arg, (*p)->capabilities(), probed, disqualified);
     if (!disqualified.empty()) errors.push_back(disqualified);
 
-    if (plan && errors.empty()) {
+    // The replay measures containment and fidelity, not isolation: an exposed provider is
+    // still replayed (one that could not run a call is not).
+    if (plan && !ms.empty()) {
       std::cerr << "qualify: " << shown << ": replaying " << plan->calls.size()
                 << " calls of a recorded burst\n";
       auto scores = short_replay(g, name, options, *plan, *policy);
