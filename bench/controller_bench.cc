@@ -1,4 +1,4 @@
-// A/B benchmark of the per-call resource controller, all in one run (STYLE.md: performance is
+// A/B benchmark of the per-call resource controller, all in one run (docs/STYLE.md: performance is
 // judged A/B against a baseline, not against an absolute number):
 //
 //   Per-call overhead (goal: under 1 ms added)

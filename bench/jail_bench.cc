@@ -1,4 +1,4 @@
-// A/B benchmark of the namespace jail, all in one run (STYLE.md: performance is judged A/B
+// A/B benchmark of the namespace jail, all in one run (docs/STYLE.md: performance is judged A/B
 // against a baseline, not against an absolute number; firecracker's A/B tests):
 //
 //   BM_BareForkExec                 fork+exec /bin/true and wait: the floor

@@ -1,4 +1,4 @@
-// A/B benchmark of the podman provider, all in one run (STYLE.md: performance is judged A/B
+// A/B benchmark of the podman provider, all in one run (docs/STYLE.md: performance is judged A/B
 // against a baseline in the same run):
 //
 //   BM_BarePodmanRun               `podman run --rm --runtime runc --cgroup-manager cgroupfs

@@ -334,7 +334,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     controller = std::move(c).value();
   }
 
-  // DESIGN.md, safety rules: the lab is made and entered before any provider starts (the suite
+  // docs/DESIGN.md, safety rules: the lab is made and entered before any provider starts (the suite
   // does it; without probes, the replay's own lab), so whatever a run sends lands on the
   // decoys, never off the machine.
   std::unique_ptr<probes::Suite> suite;

@@ -102,7 +102,7 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     choices.push_back(std::move(c).value());
   }
 
-  // DESIGN.md, safety rules: replay enters a fresh lab before any provider starts, so whatever
+  // docs/DESIGN.md, safety rules: replay enters a fresh lab before any provider starts, so whatever
   // a replayed call sends (even under host_dir, which shares sandgate's namespace) lands on the
   // lab's decoys, never off the machine. Threads started below inherit it.
   auto lab = probes::lab::Lab::create(g.paths());

@@ -1,4 +1,4 @@
-// One interface over the three cgroup layouts a host can have (DESIGN.md, "Hosts the
+// One interface over the three cgroup layouts a host can have (docs/DESIGN.md, "Hosts the
 // controller must handle"): pure v2, hybrid (v1 controllers for limits + the unified cgroup2
 // mount for PSI, freeze and kill) and pure v1. The controller, the monitor and the ladder talk
 // only to this; what a layout cannot do is a feature flag, never a silent no-op.

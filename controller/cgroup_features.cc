@@ -92,7 +92,7 @@ std::vector<Check> layout_checks(const Result<CgroupLayout>& layout) {
     return out;
   }
   out.push_back(check_ok("layout", describe(l)));
-  // The controllers a call's grant is written to (DESIGN.md, "Hosts the controller must
+  // The controllers a call's grant is written to (docs/DESIGN.md, "Hosts the controller must
   // handle"): v1 names its io controller blkio.
   struct Need {
     const char* v2;

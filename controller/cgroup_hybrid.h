@@ -1,4 +1,4 @@
-// The hybrid backend (DESIGN.md, "Hosts the controller must handle"): v1 controller
+// The hybrid backend (docs/DESIGN.md, "Hosts the controller must handle"): v1 controller
 // hierarchies for limits and usage (V1Hierarchies, shared with the v1 backend) and the
 // controller-less unified cgroup2 mount for per-cgroup PSI, cgroup.freeze and cgroup.kill
 // (the `unified` functions, shared with the v2 backend). A call's process is placed in both.

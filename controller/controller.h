@@ -1,4 +1,4 @@
-// The per-call resource controller (DESIGN.md ideas 4-6). A run gets a cgroup carrying the run
+// The per-call resource controller (docs/DESIGN.md ideas 4-6). A run gets a cgroup carrying the run
 // ceiling, under its tenant's cgroup (weight, budget); its long-lived processes live in
 // <run>/main; each tool call gets <run>/call-<n> with the grant of its intent, is watched by
 // the monitor and handled by its ladder, and ends with a structured outcome. The grant is

@@ -1,5 +1,5 @@
 // The graduated response for one call: throttle -> freeze -> cancel -> kill, each step taken
-// only when the one before did not help, each recorded with its time (DESIGN.md idea 6).
+// only when the one before did not help, each recorded with its time (docs/DESIGN.md idea 6).
 //
 // Every side effect goes through an Actuator, so the decisions are tested with a recording
 // fake (oomd BaseKillPluginMock) and separately for real through the cgroup backend.

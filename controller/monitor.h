@@ -1,4 +1,4 @@
-// The burst monitor (DESIGN.md idea 5): one thread samples every active call's cgroup at a
+// The burst monitor (docs/DESIGN.md idea 5): one thread samples every active call's cgroup at a
 // short interval (20 ms by default), and is woken early by each call's memory-pressure trigger
 // (a PSI trigger on v2/unified, memory.pressure_level on v1). Each sample is handed to the
 // call's ladder together with the host's memory pressure.

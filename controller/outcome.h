@@ -1,4 +1,4 @@
-// The structured outcome every call returns (DESIGN.md idea 6): what was asked for, what was
+// The structured outcome every call returns (docs/DESIGN.md idea 6): what was asked for, what was
 // granted, what was used, what the ladder did and when, how the call ended and whether an
 // agent should retry. An OOM never reaches the agent as "exit 137".
 #pragma once

@@ -133,7 +133,7 @@ TEST(Classify, TimeoutWithoutACallTimeoutDoesNotClaimAZeroLimit) {
 }
 
 TEST(Classify, OomKillIsMemoryLimitEvenWhenTheExitSaysSigkill) {
-  // An OOM never reaches the agent as exit 137 (DESIGN.md idea 6): neither the raw signal nor
+  // An OOM never reaches the agent as exit 137 (docs/DESIGN.md idea 6): neither the raw signal nor
   // a shell's 128+9.
   for (ExitStatus e : {signalled(SIGKILL), exited(137), exited(0)}) {
     CallOutcome o = outcome(e);

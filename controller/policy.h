@@ -69,7 +69,7 @@ struct InferenceRule {
   std::regex regex;     // compiled from pattern at parse time
 };
 
-// The graduated response (DESIGN.md idea 6): throttle -> freeze -> cancel -> kill.
+// The graduated response (docs/DESIGN.md idea 6): throttle -> freeze -> cancel -> kill.
 struct LadderSettings {
   bool enabled = true;
   Duration sample_interval = std::chrono::milliseconds(20);

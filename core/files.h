@@ -1,7 +1,7 @@
 // Directory helpers with the safety sandgate needs when it deletes what it made or copies what
 // it was given.
 //
-// Everything that comes out of a sandbox is hostile (DESIGN.md idea 10): a tree may be 100,000
+// Everything that comes out of a sandbox is hostile (docs/DESIGN.md idea 10): a tree may be 100,000
 // levels deep, millions of entries wide, or change while it is walked. remove_tree and
 // copy_tree therefore walk without recursion, hold a bounded number of descriptors whatever the
 // depth (the directory they are in, not one per level), and build a path only for an error.

@@ -1,4 +1,4 @@
-// The one definition of each summary statistic sandgate reports (STYLE.md, "Knowledge in one
+// The one definition of each summary statistic sandgate reports (docs/STYLE.md, "Knowledge in one
 // place"): the victim's latency percentiles, the replay's error summaries and burst-to-action
 // times, the planner's baselines and per-intent use, the median peak-to-average of `trace
 // stats`, qualify's cycle time, the importer's nominal sample interval, the benchmarks' figures.

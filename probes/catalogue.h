@@ -1,5 +1,5 @@
 // The probe catalogue: every probe sandgate-probe can run, keyed by id, registered by one
-// explicit call per boundary (STYLE.md, "a name-keyed registry with an explicit list").
+// explicit call per boundary (docs/STYLE.md, "a name-keyed registry with an explicit list").
 //
 // sandgate-probe, the static binary that runs them (natively for the baseline, then inside
 // each provider), has this interface. The judge (probes/judge) codes against it.

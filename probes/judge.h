@@ -1,4 +1,4 @@
-// The judge: each verdict combines a probe's own report with what the host saw (DESIGN.md,
+// The judge: each verdict combines a probe's own report with what the host saw (docs/DESIGN.md,
 // idea 8: a verdict needs two witnesses). Pure logic: no kernel, no files; the suite collects
 // the evidence (probes/witness.h) and the judge decides.
 //

@@ -2,7 +2,7 @@
 // (probes/lab/lab_addresses.h), which exists only inside the lab namespace sandgate makes: run
 // natively outside the lab, these probes simply fail to connect. Unix sockets (container
 // runtimes, SSH agent) are local. AF_VSOCK is created but never connected: CID 2 is the real
-// hypervisor, outside every namespace (DESIGN.md, "Safety rules").
+// hypervisor, outside every namespace (docs/DESIGN.md, "Safety rules").
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
@@ -72,7 +72,7 @@ Route route_to(int family, const std::string& address) {
 }
 
 // Refuses to send when the decoy is not on this namespace's own loopback and a route leads
-// elsewhere: that is not the lab, and the packet could leave the machine (DESIGN.md, "Safety
+// elsewhere: that is not the lab, and the packet could leave the machine (docs/DESIGN.md, "Safety
 // rules"). lab_routed=1 says the launcher guarantees every route here ends in the lab.
 std::optional<ProbeReport> outside_lab(const Params& p, int family, const std::string& address,
                                        const std::string& attempt) {

@@ -48,7 +48,7 @@ std::vector<std::string> probes_catching(providers::Weakening w);
 // advice when it has one, else its boundary's, else general advice. Shown as the SARIF rule's
 // help and beside exposed probes in every report.
 std::string remediation(const std::string& id);
-// A declared capability is a claim, and these are the probes that test it (DESIGN.md idea
+// A declared capability is a claim, and these are the probes that test it (docs/DESIGN.md idea
 // 2: declared capabilities are not trusted): a provider that declares `c` and is exposed on
 // one of them did not deliver `c`. Empty for what no probe can test from inside
 // (kernel.separate, net.egress_policy).

@@ -1,4 +1,4 @@
-// What one probe says about one attempt: the first of a verdict's two witnesses (DESIGN.md,
+// What one probe says about one attempt: the first of a verdict's two witnesses (docs/DESIGN.md,
 // idea 8). sandgate-probe prints one of these per line as JSON; the judge reads them back and
 // combines each with host-side evidence.
 #pragma once
@@ -24,7 +24,7 @@ enum class ProbeResult {
 std::string to_string(ProbeResult r);                       // "reached", "denied", ...
 Result<ProbeResult> probe_result_from_string(const std::string& s);
 
-// Boundaries, one file each under probes/ (STYLE.md, "Shape").
+// Boundaries, one file each under probes/ (docs/STYLE.md, "Shape").
 // "fs", "net", "creds", "proc", "crossrun", "persist", "resource".
 
 struct ProbeReport {

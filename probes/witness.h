@@ -1,5 +1,5 @@
 // Host-side witnesses: what the host saw of a probe, collected from outside the sandbox (the
-// second witness of DESIGN.md idea 8). Each collector reads an injected path, so it is tested
+// second witness of docs/DESIGN.md idea 8). Each collector reads an injected path, so it is tested
 // against fake trees; the judge (judge.h) turns what they return into verdicts.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Importer for the AgentCgroup characterisation data (arXiv 2602.09345; one JSON-lines file per
-// agent run, described in ../shared/traces/agentcgroup/README.md) into `sandgate trace v1`.
+// agent run, the format in README.md, "Importing AgentCgroup data") into `sandgate trace v1`.
 //
 // Source lines, each file sorted by time:
 //   {"t_ms":1039,"mem_bytes":185900000,"cpu_pct":63.24,"cpu_pct_interval_est":63.24,"mem_pct":0.14}

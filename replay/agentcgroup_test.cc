@@ -80,6 +80,24 @@ TEST(AgentCgroupImport, ConvertsSamplesCallsAndHeader) {
   EXPECT_EQ(*back, *t);
 }
 
+// The README's example of the format (the real data is not in the repository): what a user
+// tries first must import, with the intents the README promises.
+TEST(AgentCgroupImport, TheReadmeExampleImports) {
+  auto t = import_agentcgroup(sandgate::testing::source_dir() +
+                              "/replay/testdata/agentcgroup-example.jsonl");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->samples.size(), 8u);
+  ASSERT_EQ(t->calls.size(), 4u);
+  EXPECT_EQ(t->calls[0].intent, "search");   // Read
+  EXPECT_EQ(t->calls[1].intent, "install");  // pip install
+  EXPECT_EQ(t->calls[2].intent, "edit");
+  EXPECT_EQ(t->calls[3].intent, "test");     // python -m pytest
+  EXPECT_EQ(t->samples[2].cpu_millicores, 1136u);  // 113.6 % x 10
+  EXPECT_EQ(t->samples[4].cpu_millicores, 0u);     // a negative estimate
+  EXPECT_EQ(t->samples[5].call, "c4");             // 5200 ms: inside pytest
+  EXPECT_EQ(compute_stats(*t, "example").peak_mem_bytes, 620000000u);
+}
+
 TEST(AgentCgroupImport, IntervalIsTheMedianOfTheSampleGaps) {
   // Gaps 1000, 1047, 1051, 1062: an even count, so the mean of the two middle ones (core/stats.h),
   // as the data's own index.jsonl reports it (median_interval_s), rounded to a millisecond.
@@ -142,9 +160,9 @@ TEST(AgentCgroupImport, EmptyFileIsAnError) {
   EXPECT_THAT(t.error().message(), HasSubstr("empty.jsonl"));
 }
 
-// The shared data: never committed; SANDGATE_AGENTCGROUP_TRACES, else ../shared beside the
-// tree, else ../shared beside the checkout this one was cloned from (a fresh CI clone made
-// elsewhere on the same machine).
+// The real data carries no licence and is never committed: SANDGATE_AGENTCGROUP_TRACES, else
+// where this project's own machines keep it (../shared/traces/agentcgroup beside the tree, or
+// beside the checkout a fresh CI clone was made from). Users set the variable (README).
 std::string agentcgroup_dir() {
   const char* env = std::getenv("SANDGATE_AGENTCGROUP_TRACES");
   if (env && *env) return env;

@@ -6,7 +6,9 @@
 #   replay/characterize.sh [SANDGATE] [AGENTCGROUP_DIR] [OUT_DIR]
 #
 # SANDGATE defaults to build/dev/cli/sandgate; AGENTCGROUP_DIR to $SANDGATE_AGENTCGROUP_TRACES,
-# else ../shared/traces/agentcgroup beside the tree. OUT_DIR (default: a fresh mktemp -d)
+# else ../shared/traces/agentcgroup beside the tree (where this project's machines keep it; the
+# data is not in the repository, README "Importing AgentCgroup data"). OUT_DIR (default: a
+# fresh mktemp -d)
 # receives the imported traces, stats.json and plan-*.json.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)

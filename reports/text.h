@@ -1,5 +1,5 @@
 // Text that came out of a sandbox, made safe to print. Probe evidence, attempts and reasons are
-// attacker-controlled (DESIGN.md, idea 10): invalid UTF-8, control characters, ANSI escape
+// attacker-controlled (docs/DESIGN.md, idea 10): invalid UTF-8, control characters, ANSI escape
 // sequences, bidirectional overrides, markup metacharacters, very long lines. Every writer
 // passes such text through clean_text() first and then through its own format's escaper, so
 // the two concerns stay apart: clean_text() decides what characters exist, the escaper decides

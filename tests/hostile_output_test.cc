@@ -1,4 +1,4 @@
-// Output a sandbox writes is hostile data (DESIGN.md idea 10): bytes that are not UTF-8, and a
+// Output a sandbox writes is hostile data (docs/DESIGN.md idea 10): bytes that are not UTF-8, and a
 // 1 MiB capture limit that falls inside a character, must reach every JSON path as valid JSON
 // that says it was altered, and must never end the process that serves other environments.
 // Each path is the real binary: exec --json, serve on stdin/stdout, serve --socket with the

@@ -1,5 +1,5 @@
 // The lab: a network namespace sandgate makes for itself, where every network probe runs and
-// every decoy listens (DESIGN.md, "Safety rules for everything that touches the network").
+// every decoy listens (docs/DESIGN.md, "Safety rules for everything that touches the network").
 //
 // Its only interface is its own loopback, carrying every decoy address of lab_addresses.h; it
 // has no route off the machine (checked by asking its routing table before any decoy starts).

@@ -2,7 +2,7 @@
 // network namespace sandgate makes for itself (probes/lab/lab.h); these addresses exist only
 // on its loopback, so nothing sent to them can leave the machine.
 //
-// Never 192.0.2.0/24 or fd00::/64: those are this machine's real network (DESIGN.md, "Safety
+// Never 192.0.2.0/24 or fd00::/64: those are this machine's real network (docs/DESIGN.md, "Safety
 // rules"). The decoys are the link-local metadata addresses clouds really use, and TEST-NET-3
 // (203.0.113.0/24, RFC 5737) for the "production" host, the allow-listed registry and DNS.
 #pragma once
