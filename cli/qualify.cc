@@ -12,9 +12,7 @@
 #include <chrono>
 #include <ctime>
 #include <iostream>
-#include <map>
 #include <optional>
-#include <set>
 
 #include "cli/common.h"
 #include "cli/qualify_trace.h"
@@ -136,17 +134,20 @@ Result<replay::PolicyScores> short_replay(Globals& g, const std::string& provide
   return std::move(pass->scores);
 }
 
-Json replay_summary(const replay::PolicyScores& s) {
-  return {{"calls", s.calls},
-          {"completed", s.completed},
-          {"killed", s.killed},
-          {"cancelled", s.cancelled},
-          {"timed_out", s.timed_out},
-          {"failed_exit", s.failed_exit},
-          {"mem_error_median", s.fidelity.mem_host.median},
-          {"end_error_p95_ms", s.fidelity.end_ms.p95},
-          {"wall_s", s.wall_s},
-          {"scores", replay::to_json(s)}};
+// The replay's scores as the report model keeps them (reports::ReplaySummary).
+reports::ReplaySummary replay_summary(const replay::PolicyScores& s) {
+  reports::ReplaySummary r;
+  r.calls = s.calls;
+  r.completed = s.completed;
+  r.killed = s.killed;
+  r.cancelled = s.cancelled;
+  r.timed_out = s.timed_out;
+  r.failed_exit = s.failed_exit;
+  r.mem_error_median = s.fidelity.mem_host.median;
+  r.end_error_p95_ms = s.fidelity.end_ms.p95;
+  r.wall_s = s.wall_s;
+  r.scores = replay::to_json(s);
+  return r;
 }
 
 // The probe suite's verdicts for one provider, summarised for qualify.json; the full report
@@ -192,42 +193,6 @@ Json policy_check(const controller::Policy& policy, const CapabilitySet& declare
           {"missing", missing},
           {"contradicted", contradicted},
           {"qualified", missing.empty()}};
-}
-
-// A verdict as one cell: "blocked (seccomp)", "exposed", ...
-std::string verdict_cell(const probes::Judgement& j) {
-  std::string cell = to_string(j.verdict);
-  if (j.verdict == probes::Verdict::kBlocked && j.layer != probes::Layer::kNone)
-    cell += " (" + to_string(j.layer) + ")";
-  return cell;
-}
-
-// Every probe whose verdict differs between the providers, each provider's verdict and the
-// evidence for it: bubblewrap's and Podman's results are a check on the judge too, and where
-// they differ from the jail the evidence must say why.
-Json probe_differences(const std::map<std::string, probes::ProviderRun>& runs) {
-  Json out = Json::array();
-  if (runs.size() < 2) return out;
-  std::map<std::string, std::map<std::string, const probes::Judgement*>> by_probe;
-  for (const auto& [provider, run] : runs)
-    for (const auto& j : run.judgements) by_probe[j.id][provider] = &j;
-  for (const auto& [id, verdicts] : by_probe) {
-    std::set<std::string> cells;
-    for (const auto& [provider, j] : verdicts) cells.insert(verdict_cell(*j));
-    if (cells.size() < 2 && verdicts.size() == runs.size()) continue;
-    Json row = {{"probe", id}, {"providers", Json::object()}};
-    for (const auto& [provider, run] : runs) {
-      auto it = verdicts.find(provider);
-      if (it == verdicts.end()) {
-        row["providers"][provider] = {{"verdict", "not run"}};
-        continue;
-      }
-      row["providers"][provider] = {{"verdict", verdict_cell(*it->second)},
-                                    {"why", it->second->why}};
-    }
-    out.push_back(std::move(row));
-  }
-  return out;
 }
 
 std::string cut(const std::string& s, size_t n) {
@@ -366,7 +331,6 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
                  {"created", utc_now()},
                  {"doctor", doctor_report(g)},
                  {"providers", Json::array()}};
-  std::map<std::string, probes::ProviderRun> probe_runs;
   reports::ProbeFiles probe_files;  // the full probe reports, for the report model
   bool all_ok = true;
   for (const auto& name : names) {
@@ -426,7 +390,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
       }
     }
 
-    const probes::ProviderRun* probed = nullptr;
+    std::optional<probes::ProviderRun> probed;
     if (suite && errors.empty()) {
       auto run = suite->run(**p);
       if (!run.ok()) {
@@ -441,11 +405,12 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
         probe_files[name] = std::move(full);
         entry["probes"] = probe_summary(*run, file);
         if (!run->exposed().empty()) errors.push_back("the escape probes found it exposed");
-        probed = &probe_runs.emplace(name, std::move(run).value()).first->second;
+        probed = std::move(run).value();
       }
     }
     std::string disqualified;
-    entry["policy"] = policy_check(*policy_arg, (*p)->capabilities(), probed, disqualified);
+    entry["policy"] =
+        policy_check(*policy_arg, (*p)->capabilities(), probed ? &*probed : nullptr, disqualified);
     if (!disqualified.empty()) errors.push_back(disqualified);
 
     // The replay measures containment and fidelity, not isolation: an exposed provider is
@@ -457,7 +422,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
       if (!scores.ok()) {
         errors.push_back(scores.error().message());
       } else {
-        entry["replay"] = replay_summary(*scores);
+        entry["replay"] = reports::to_json(replay_summary(*scores));
         if (scores->completed < scores->calls)
           errors.push_back(fmt::format("replay: {} of {} calls did not complete",
                                        scores->calls - scores->completed, scores->calls));
@@ -465,8 +430,6 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     }
     finish();
   }
-  Json differences = probe_differences(probe_runs);
-  report["probe_differences"] = differences;
 
   in_lab.reset();
   if (lab) {
@@ -477,11 +440,25 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     if (auto s = suite->close(); !s.ok())
       return fail(std::move(s).error().context_add("cleaning up the probes"));
   }
-  std::string file = a.out + "/qualify.json";
-  if (auto s = write_json_file_atomic(file, report); !s.ok()) return fail(s.error());
   // The same findings as the report model, in every format.
   auto model = reports::from_qualify(report, probe_files);
   if (!model.ok()) return fail(std::move(model).error().context_add("building the report"));
+  // Every probe whose verdict differs between the providers, each provider's verdict and its
+  // evidence: bubblewrap's and Podman's results are a check on the judge too, and where they
+  // differ from the jail the evidence must say why.
+  auto diffs = reports::probe_differences(*model);
+  Json differences = Json::array();
+  for (const auto& d : diffs) {
+    Json row = {{"probe", d.id}, {"providers", Json::object()}};
+    for (const auto& [provider, cell] : d.verdicts) {
+      row["providers"][provider] = {{"verdict", cell.verdict}};
+      if (!cell.why.empty()) row["providers"][provider]["why"] = cell.why;
+    }
+    differences.push_back(std::move(row));
+  }
+  report["probe_differences"] = differences;
+  std::string file = a.out + "/qualify.json";
+  if (auto s = write_json_file_atomic(file, report); !s.ok()) return fail(s.error());
   if (auto s = reports::write_all_formats(*model, a.out); !s.ok())
     return fail(std::move(s).error().context_add("writing the report"));
 

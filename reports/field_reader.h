@@ -117,7 +117,11 @@ class Reader {
 namespace sandgate::reports {
 struct Contradiction;
 struct PolicyCheck;
+struct ReplaySummary;
 // Shared by the model's reader and the qualify.json importer (model.cc): the same shapes.
 std::vector<Contradiction> contradictions_from(detail::Reader& r, const std::string& key);
 PolicyCheck policy_from(const Json& j, const std::string& path);
+// The strict reading of a replay summary: the model's and qualify.json's are the same object.
+ReplaySummary replay_from(const Json& j, const std::string& path);
+
 }  // namespace sandgate::reports

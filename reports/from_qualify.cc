@@ -55,22 +55,6 @@ void read_probes(const Json& file, const std::string& path, ProviderReport& p) {
   top.fail("runs", "no run of provider \"" + p.name + "\"");
 }
 
-ReplaySummary replay_of(const Json& j, const std::string& path) {
-  Reader r(j, path);
-  ReplaySummary s;
-  s.calls = r.count("calls");
-  s.completed = r.count("completed");
-  s.killed = r.count("killed");
-  s.cancelled = r.count("cancelled");
-  s.timed_out = r.count("timed_out");
-  s.failed_exit = r.count("failed_exit");
-  s.mem_error_median = r.number("mem_error_median");
-  s.end_error_p95_ms = r.number("end_error_p95_ms");
-  s.wall_s = r.number("wall_s");
-  s.scores = r.object("scores");
-  return s;
-}
-
 ProviderReport provider_of(const Json& j, const std::string& path, const ProbeFiles& files) {
   Reader r(j, path);
   ProviderReport p;
@@ -105,7 +89,7 @@ ProviderReport provider_of(const Json& j, const std::string& path, const ProbeFi
     // qualify.json's policy check: the model's shape, read strictly on its own.
     p.policy = policy_from(r.object("policy"), r.at("policy"));
   }
-  if (r.has("replay")) p.replay = replay_of(r.object("replay"), r.at("replay"));
+  if (r.has("replay")) p.replay = replay_from(r.object("replay"), r.at("replay"));
   return p;
 }
 

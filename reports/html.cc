@@ -163,7 +163,7 @@ std::string differences(const Report& r) {
   s += "</tr>\n";
   for (const auto& d : diffs) {
     s += "<tr><td>" + h(d.id, 120) + "</td>";
-    for (const auto& name : names) s += "<td>" + h(d.verdicts.at(name), 80) + "</td>";
+    for (const auto& name : names) s += "<td>" + h(d.verdicts.at(name).verdict, 80) + "</td>";
     s += "</tr>\n";
   }
   return s + "</table>\n";

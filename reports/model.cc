@@ -5,6 +5,38 @@
 #include "reports/field_reader.h"
 
 namespace sandgate::reports {
+
+Json to_json(const ReplaySummary& s) {
+  return {{"calls", s.calls},
+          {"completed", s.completed},
+          {"killed", s.killed},
+          {"cancelled", s.cancelled},
+          {"timed_out", s.timed_out},
+          {"failed_exit", s.failed_exit},
+          {"mem_error_median", s.mem_error_median},
+          {"end_error_p95_ms", s.end_error_p95_ms},
+          {"wall_s", s.wall_s},
+          {"scores", s.scores}};
+}
+
+ReplaySummary replay_from(const Json& j, const std::string& path) {
+  detail::Reader r(j, path);
+  ReplaySummary s;
+  s.calls = r.count("calls");
+  s.completed = r.count("completed");
+  s.killed = r.count("killed");
+  s.cancelled = r.count("cancelled");
+  s.timed_out = r.count("timed_out");
+  s.failed_exit = r.count("failed_exit");
+  s.mem_error_median = r.number("mem_error_median");
+  s.end_error_p95_ms = r.number("end_error_p95_ms");
+  s.wall_s = r.number("wall_s");
+  s.scores = r.object("scores");
+  r.done();
+  if (s.completed > s.calls) r.fail("completed", "more than calls");
+  return s;
+}
+
 namespace {
 
 using detail::FieldError;
@@ -44,37 +76,6 @@ ProbeVerdict verdict_from(const Json& j, const std::string& path) {
   return v;
 }
 
-Json replay_json(const ReplaySummary& s) {
-  return {{"calls", s.calls},
-          {"completed", s.completed},
-          {"killed", s.killed},
-          {"cancelled", s.cancelled},
-          {"timed_out", s.timed_out},
-          {"failed_exit", s.failed_exit},
-          {"mem_error_median", s.mem_error_median},
-          {"end_error_p95_ms", s.end_error_p95_ms},
-          {"wall_s", s.wall_s},
-          {"scores", s.scores}};
-}
-
-ReplaySummary replay_from(const Json& j, const std::string& path) {
-  Reader r(j, path);
-  ReplaySummary s;
-  s.calls = r.count("calls");
-  s.completed = r.count("completed");
-  s.killed = r.count("killed");
-  s.cancelled = r.count("cancelled");
-  s.timed_out = r.count("timed_out");
-  s.failed_exit = r.count("failed_exit");
-  s.mem_error_median = r.number("mem_error_median");
-  s.end_error_p95_ms = r.number("end_error_p95_ms");
-  s.wall_s = r.number("wall_s");
-  s.scores = r.object("scores");
-  r.done();
-  if (s.completed > s.calls) r.fail("completed", "more than calls");
-  return s;
-}
-
 Json provider_json(const Report& report, const ProviderReport& p) {
   CostRatios ratios = cost_ratios(report, p);
   Json j = {{"name", p.name},
@@ -110,7 +111,7 @@ Json provider_json(const Report& report, const ProviderReport& p) {
                    {"missing", p.policy->missing},
                    {"contradicted", p.policy->contradicted},
                    {"qualified", p.policy->qualified}};
-  if (p.replay) j["replay"] = replay_json(*p.replay);
+  if (p.replay) j["replay"] = to_json(*p.replay);
   return j;
 }
 
@@ -267,11 +268,11 @@ std::vector<ProbeDifference> probe_differences(const Report& r) {
     ProbeDifference d{id, {}};
     std::set<std::string> cells;
     for (const auto* p : ran) {
-      std::string cell = "not run";
+      ProbeDifference::Cell cell{"not run", ""};
       for (const auto& v : *p->probes)
-        if (v.id == id) cell = verdict_cell(v);
-      d.verdicts[p->name] = cell;
-      cells.insert(cell);
+        if (v.id == id) cell = {verdict_cell(v), v.why};
+      cells.insert(cell.verdict);
+      d.verdicts[p->name] = std::move(cell);
     }
     if (cells.size() > 1) out.push_back(std::move(d));
   }

@@ -65,6 +65,8 @@ struct ReplaySummary {
   double wall_s = 0;
   Json scores = Json::object();  // replay::to_json(PolicyScores): every score, whole
 };
+// As qualify.json and the model carry it.
+Json to_json(const ReplaySummary& s);
 
 // The job's policy against what the provider delivers: its declared capabilities less those
 // the probes contradicted.
@@ -134,8 +136,12 @@ std::string choose_baseline(const std::vector<ProviderReport>& providers);
 // that some provider did not run; each provider's verdict ("exposed", "blocked (seccomp)",
 // "not run"). Empty with fewer than two providers with probes.
 struct ProbeDifference {
+  struct Cell {
+    std::string verdict;  // verdict_cell(), or "not run"
+    std::string why;      // the provider's evidence for it ("" when not run)
+  };
   std::string id;
-  std::map<std::string, std::string> verdicts;  // provider name -> verdict cell
+  std::map<std::string, Cell> verdicts;  // provider name -> its verdict and evidence
 };
 std::vector<ProbeDifference> probe_differences(const Report& r);
 // "blocked (seccomp)", "exposed", ...
