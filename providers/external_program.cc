@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/files.h"
+#include "core/host_features.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "providers/external.h"
@@ -32,10 +33,7 @@ Result<std::string> resolve_program(const std::string& program) {
     return program;
   }
   const char* path = std::getenv("PATH");
-  for (const auto& dir : split(path ? path : "/usr/bin:/bin", ':')) {
-    std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
+  if (auto found = find_on_path(program, path ? path : "/usr/bin:/bin")) return *found;
   return logic_error("start external provider", "not found in PATH", program);
 }
 

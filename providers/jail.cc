@@ -21,16 +21,11 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/mounts.h"
+#include "providers/base_root.h"
 
 namespace sandgate::providers {
 namespace {
 
-// Host paths that make up the read-only base. On a merged-/usr system most are symlinks into
-// /usr and are recreated as the same symlinks; real directories are bound read-only.
-constexpr const char* kBasePaths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
-// Non-secret files from the host's /etc that programs need to start (dynamic loader cache,
-// alternatives symlinks for awk/editor/etc.).
-constexpr const char* kEtcBinds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
 // Device nodes bound from the host's /dev (a user namespace cannot mknod).
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
@@ -91,48 +86,20 @@ Status step_root_tmpfs(const std::string& root) {
                   "mode=0755,size=16m");
 }
 
+// The read-only base (providers/base_root.h), bound read-only.
 Status step_base(const std::string& root) {
-  for (const char* path : kBasePaths) {
-    struct stat st;
-    if (::lstat(path, &st) != 0) continue;  // this host lacks it
-    std::string target = root + path;
-    if (S_ISLNK(st.st_mode)) {
-      char link[4096];
-      ssize_t n = ::readlink(path, link, sizeof link - 1);
-      if (n < 0) return sys_error("readlink", path);
-      link[n] = 0;
-      if (::symlink(link, target.c_str()) != 0) return sys_error("symlink", target);
-    } else if (S_ISDIR(st.st_mode)) {
-      SG_TRY(make_dirs(target, 0755));
-      SG_TRY(bind_readonly(path, target));
-    }
-  }
+  SG_ASSIGN_OR_RETURN(auto dirs, make_base_tree(root));
+  for (const auto& dir : dirs) SG_TRY(bind_readonly(dir, root + dir));
   return {};
 }
 
 Status step_etc(const std::string& root, const JailConfig& c) {
+  SG_ASSIGN_OR_RETURN(auto files, make_base_etc(root, c.uid, c.gid, c.home));
+  for (const auto& file : files) SG_TRY(bind_readonly(file, root + file));
   std::string etc = root + "/etc";
-  SG_TRY(make_dirs(etc, 0755));
-  std::string uid = std::to_string(c.uid), gid = std::to_string(c.gid);
-  // Generated, never copied: the host's passwd, shadow and the rest stay outside.
-  SG_TRY(write_file(etc + "/passwd",
-                    "root:x:0:0:root:/root:/bin/sh\n"
-                    "sandbox:x:" + uid + ":" + gid + ":sandbox:" + c.home + ":/bin/sh\n"
-                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-                    O_WRONLY | O_CREAT | O_TRUNC));
-  SG_TRY(write_file(etc + "/group", "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n",
-                    O_WRONLY | O_CREAT | O_TRUNC));
   SG_TRY(write_file(etc + "/hosts", "127.0.0.1 localhost " + c.hostname + "\n::1 localhost\n",
                     O_WRONLY | O_CREAT | O_TRUNC));
   SG_TRY(write_file(etc + "/hostname", c.hostname + "\n", O_WRONLY | O_CREAT | O_TRUNC));
-  SG_TRY(write_file(etc + "/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n",
-                    O_WRONLY | O_CREAT | O_TRUNC));
-  for (const char* path : kEtcBinds) {
-    if (::access(path, F_OK) != 0) continue;
-    std::string target = root + path;
-    SG_TRY(make_mount_point(path, target));
-    SG_TRY(bind_readonly(path, target));
-  }
   return {};
 }
 

@@ -13,10 +13,12 @@
 #include <cstring>
 
 #include "core/files.h"
+#include "core/host_features.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/process.h"
 #include "core/strings.h"
+#include "providers/base_root.h"
 #include "providers/supervised_environment.h"
 
 extern char** environ;
@@ -24,11 +26,6 @@ extern char** environ;
 namespace sandgate::providers {
 namespace {
 
-// The same read-only base as the namespace jail (jail.cc): on a merged-/usr host most are
-// symlinks into /usr and are recreated as symlinks; real directories are bound read-only.
-constexpr const char* kBasePaths[] = {"/usr",   "/bin",   "/sbin",  "/lib",
-                                      "/lib32", "/lib64", "/libx32"};
-constexpr const char* kEtcBinds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
 constexpr char kSupervisorInside[] = "/.sandgate/supervisor";
 constexpr char kWorkspace[] = "/workspace";
 constexpr char kSecretsInside[] = "/run/secrets";
@@ -49,13 +46,10 @@ std::string trim(std::string_view s) {
   return std::string(s);
 }
 
+// Podman and runc where a root shell finds them, whatever sandgate's own PATH.
 std::string find_executable(const std::string& name) {
-  for (const char* dir :
-       {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
-    std::string p = std::string(dir) + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
+  return find_on_path(name, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+      .value_or("");
 }
 
 bool has(const std::vector<Weakening>& list, Weakening w) {
@@ -151,43 +145,11 @@ Result<std::vector<std::string>> assemble_rootfs(const std::string& root, uid_t 
   for (const char* dir : {"etc", "tmp", "var/tmp", "proc", "sys", "dev", "run", "home/sandbox",
                           "workspace", ".sandgate"})
     SG_TRY(make_dirs(root + "/" + dir, 0755));
-  for (const char* path : kBasePaths) {
-    struct stat st;
-    if (::lstat(path, &st) != 0) continue;  // this host lacks it
-    std::string target = root + path;
-    if (S_ISLNK(st.st_mode)) {
-      char link[4096];
-      ssize_t n = ::readlink(path, link, sizeof link - 1);
-      if (n < 0) return sys_error("readlink", path);
-      link[n] = 0;
-      if (::symlink(link, target.c_str()) != 0) return sys_error("symlink", target);
-    } else if (S_ISDIR(st.st_mode)) {
-      SG_TRY(make_dirs(target, 0755));
-      volumes.push_back(std::string(path) + ":" + path + ":ro");
-    }
-  }
-  std::string etc = root + "/etc";
-  std::string u = std::to_string(uid), g = std::to_string(gid);
-  // Generated, never copied: the host's passwd, shadow and the rest stay outside.
-  SG_TRY(write_file(etc + "/passwd",
-                    "root:x:0:0:root:/root:/bin/sh\nsandbox:x:" + u + ":" + g +
-                        ":sandbox:" + kHome +
-                        ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-                    O_WRONLY | O_CREAT | O_TRUNC));
-  SG_TRY(write_file(etc + "/group", "root:x:0:\nsandbox:x:" + g + ":\nnogroup:x:65534:\n",
-                    O_WRONLY | O_CREAT | O_TRUNC));
-  SG_TRY(write_file(etc + "/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n",
-                    O_WRONLY | O_CREAT | O_TRUNC));
-  for (const char* path : kEtcBinds) {
-    struct stat st;
-    if (::stat(path, &st) != 0) continue;
-    std::string target = root + path;
-    if (S_ISDIR(st.st_mode))
-      SG_TRY(make_dirs(target, 0755));
-    else
-      SG_TRY(write_file(target, "", O_WRONLY | O_CREAT | O_TRUNC));
-    volumes.push_back(std::string(path) + ":" + path + ":ro");
-  }
+  // The same read-only base as the namespace jail (providers/base_root.h), as read-only volumes.
+  SG_ASSIGN_OR_RETURN(auto dirs, make_base_tree(root));
+  SG_ASSIGN_OR_RETURN(auto files, make_base_etc(root, uid, gid, kHome));
+  for (const auto& list : {dirs, files})
+    for (const auto& path : list) volumes.push_back(path + ":" + path + ":ro");
   // Mount points for what Podman binds over them: runc, as root of the run's user namespace,
   // could not create them in a directory host root owns.
   for (const char* file :
