@@ -310,11 +310,19 @@ TEST_F(SessionTest, StaticModeHasOneRunLimitAndStillAttributesTheKill) {
   policy_ = controller::static_policy(run_limit);
   open();
   ASSERT_TRUE(session_);
+  // What the run's own processes (the supervisor: tens of MiB in a sanitizer build) hold of
+  // the 96MiB before the call: the call can reach the rest, and no fixed share of it.
+  auto main_usage = controller_->backend().read_usage(session_->run().main_cgroup());
+  ASSERT_TRUE(main_usage.ok()) << main_usage.error().message();
+  const uint64_t left = MiB(96).value - std::min(MiB(96).value, main_usage->memory_current);
   // compile would grant 2GiB per call; in static mode only the run's 96MiB applies.
   auto o = call({kTry, "alloc", "256"}, "compile");
   EXPECT_FALSE(o.grant.memory_max.has_value());
   EXPECT_EQ(o.termination, Termination::kMemoryLimit) << controller::to_json(o).dump(2);
-  EXPECT_GE(o.observed.peaks.memory_bytes, MiB(32).value);
+  // The kill is the call's, with its peak: most of what was left (a fixed 32MiB failed once by
+  // 28KiB when the ASan supervisor had grown to ~62MiB).
+  EXPECT_GE(o.observed.peaks.memory_bytes, left / 2)
+      << "left for the call " << left << ", main held " << main_usage->memory_current;
   // The run's supervisor shares the one limit, but the kernel took the call (oom_score_adj).
   EXPECT_TRUE(process_exists(supervisor()));
 }
