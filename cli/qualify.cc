@@ -17,6 +17,7 @@
 #include "cli/common.h"
 #include "cli/qualify_trace.h"
 #include "core/files.h"
+#include "core/process.h"
 #include "core/stats.h"
 #include "core/strings.h"
 #include "core/table.h"
@@ -35,7 +36,7 @@ struct QualifyArgs {
   std::string out = "reports/out";
   std::vector<std::string> providers;
   bool allow_unsafe_host = false;
-  int cycles = 5;
+  int cycles = 9;  // 9: the median's 95% interval is the 2nd to the 8th sample (core/stats.h)
   int calls = 20;
   bool probes = true;
   std::vector<std::string> only;  // probe boundaries; empty: all
@@ -69,42 +70,62 @@ Result<double> cycle(providers::Provider& p) {
   return ms_since(start);
 }
 
-// The median cost of one call of /bin/true in a live run: through the provider alone
+// The cost of one call of /bin/true in a live run: through the provider alone
 // (Environment::exec), and through the controller (RunSession::call: its own cgroup and grant,
-// placed before exec, watched, ended with an outcome).
+// placed before exec, watched, ended with an outcome). Both live at once and the calls
+// alternate, so exec sample i and call sample i saw the same moment of the machine and their
+// ratio is the controller's share, whatever else the machine was doing.
 struct CallCosts {
-  double exec_ms = 0, call_ms = 0;
+  std::vector<double> exec_ms, call_ms;
 };
 
 Result<CallCosts> call_costs(providers::Provider& p, controller::Controller& controller, int n) {
   CallCosts costs;
-  {
-    SG_ASSIGN_OR_RETURN(auto env, p.create({}));
-    std::vector<double> ms;
-    for (int i = 0; i < n; ++i) {
-      providers::Call call;
-      call.argv = {"true"};
-      auto start = Clock::now();
-      SG_ASSIGN_OR_RETURN(auto r, env->exec(call, {}));
-      ms.push_back(ms_since(start));
-      SG_TRY(expect_true(r.status, "exec true"));
-    }
-    SG_TRY(env->destroy());
-    costs.exec_ms = stats::median(ms);
+  SG_ASSIGN_OR_RETURN(auto env, p.create({}));
+  auto run = session::RunSession::open(controller, p, {});
+  if (!run.ok()) {
+    (void)env->destroy();  // the error that matters is the session's
+    return std::move(run).error();
   }
-  SG_ASSIGN_OR_RETURN(auto run, session::RunSession::open(controller, p, {}));
-  std::vector<double> ms;
-  for (int i = 0; i < n; ++i) {
+  Status failed;
+  for (int i = 0; i < n && failed.ok(); ++i) {
+    providers::Call exec;
+    exec.argv = {"true"};
+    auto start = Clock::now();
+    auto r = env->exec(exec, {});
+    costs.exec_ms.push_back(ms_since(start));
+    if (!r.ok()) {
+      failed = std::move(r).error();
+      break;
+    }
+    failed = expect_true(r->status, "exec true");
+    if (!failed.ok()) break;
     session::CallRequest call;
     call.argv = {"true"};
-    auto start = Clock::now();
-    SG_ASSIGN_OR_RETURN(auto o, run->call(call));
-    ms.push_back(ms_since(start));
-    SG_TRY(expect_true(o.exec.status, "call true"));
+    start = Clock::now();
+    auto o = (*run)->call(call);
+    costs.call_ms.push_back(ms_since(start));
+    if (!o.ok()) {
+      failed = std::move(o).error();
+      break;
+    }
+    failed = expect_true(o->exec.status, "call true");
   }
-  SG_TRY(run->close());
-  costs.call_ms = stats::median(ms);
+  Status closed = (*run)->close();
+  Status destroyed = env->destroy();
+  SG_TRY(failed);
+  SG_TRY(closed);
+  SG_TRY(destroyed);
   return costs;
+}
+
+// The cost of doing nothing, the same moment: a bare spawn and wait of /bin/true on the host.
+Result<double> bare_spawn() {
+  auto start = Clock::now();
+  SG_ASSIGN_OR_RETURN(auto child, spawn({"true"}));
+  SG_ASSIGN_OR_RETURN(auto status, child.wait());
+  SG_TRY(expect_true(status, "spawn true"));
+  return ms_since(start);
 }
 
 // The short replay: every call of the trace run as a real effect under the per-call policy
@@ -333,9 +354,63 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
                  {"providers", Json::array()}};
   reports::ProbeFiles probe_files;  // the full probe reports, for the report model
   bool all_ok = true;
-  for (const auto& name : names) {
-    Json entry = {{"name", name}};
+  // Every provider asked for, in order: made and checked first, so that the run costs can be
+  // sampled round-robin across them.
+  struct Candidate {
+    std::string name, shown;
+    Json entry;
     std::vector<std::string> errors;
+    std::unique_ptr<providers::Provider> p;
+    std::vector<double> cycles_ms;
+  };
+  std::vector<Candidate> candidates;
+  for (const auto& name : names) {
+    Candidate c{name, name, {{"name", name}}, {}, nullptr, {}};
+    auto p = g.registry.create(name, options);
+    if (!p.ok()) {
+      c.errors.push_back(p.error().message());
+      candidates.push_back(std::move(c));
+      continue;
+    }
+    c.p = std::move(p).value();
+    c.shown = display_name(c.p->info());
+    c.entry["display_name"] = c.shown;
+    c.entry["unsafe"] = c.p->info().unsafe;
+    Json caps = Json::array();
+    for (auto cap : c.p->capabilities()) caps.push_back(to_string(cap));
+    c.entry["capabilities"] = caps;
+    if (auto s = c.p->available(); !s.ok()) {
+      c.entry["unavailable"] = s.error().message();
+      c.errors.push_back("not available on this host: " + s.error().message());
+    }
+    candidates.push_back(std::move(c));
+  }
+
+  // The run costs, interleaved: each round is a bare spawn of /bin/true (the cost of doing
+  // nothing, reports/model.h Report::spawn_samples_ms) and then one create + exec + destroy of
+  // every provider still running, so sample i of each saw the same moment of the machine.
+  std::vector<double> spawn_ms;
+  for (int i = 0; i < a.cycles; ++i) {
+    std::cerr << "qualify: create + exec + destroy, round " << (i + 1) << "/" << a.cycles << "\r"
+              << std::flush;
+    auto base = bare_spawn();
+    if (!base.ok()) return fail(std::move(base).error().context_add("the spawn baseline"));
+    spawn_ms.push_back(*base);
+    for (auto& c : candidates) {
+      if (!c.errors.empty()) continue;
+      auto t = cycle(*c.p);
+      if (t.ok())
+        c.cycles_ms.push_back(*t);
+      else
+        c.errors.push_back(t.error().message());
+    }
+  }
+  std::cerr << "\n";
+  report["spawn_samples_ms"] = spawn_ms;
+
+  for (auto& c : candidates) {
+    Json& entry = c.entry;
+    std::vector<std::string>& errors = c.errors;
     auto finish = [&] {
       entry["ok"] = errors.empty();
       if (!errors.empty()) {
@@ -345,46 +420,25 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
       }
       report["providers"].push_back(entry);
     };
-    auto p = g.registry.create(name, options);
-    if (!p.ok()) {
-      errors.push_back(p.error().message());
+    if (!c.p || entry.contains("unavailable")) {
       finish();
       continue;
     }
-    const std::string shown = display_name((*p)->info());
-    entry["display_name"] = shown;
-    entry["unsafe"] = (*p)->info().unsafe;
-    Json caps = Json::array();
-    for (auto c : (*p)->capabilities()) caps.push_back(to_string(c));
-    entry["capabilities"] = caps;
-    if (auto s = (*p)->available(); !s.ok()) {
-      entry["unavailable"] = s.error().message();
-      errors.push_back("not available on this host: " + s.error().message());
-      finish();
-      continue;
-    }
-
-    std::vector<double> ms;
-    for (int i = 0; i < a.cycles && errors.empty(); ++i) {
-      std::cerr << "qualify: " << shown << ": create + exec + destroy " << (i + 1) << "/"
-                << a.cycles << "\r" << std::flush;
-      auto t = cycle(**p);
-      if (t.ok())
-        ms.push_back(*t);
-      else
-        errors.push_back(t.error().message());
-    }
-    std::cerr << "\n";
+    const std::string& name = c.name;
+    const std::string& shown = c.shown;
+    const std::vector<double>& ms = c.cycles_ms;
     entry["cycles_ms"] = ms;
     if (!ms.empty()) entry["median_ms"] = stats::median(ms);
 
     if (controller && errors.empty()) {
       std::cerr << "qualify: " << shown << ": " << a.calls
                 << " calls of true, with and without the controller\n";
-      auto costs = call_costs(**p, *controller, a.calls);
+      auto costs = call_costs(*c.p, *controller, a.calls);
       if (costs.ok()) {
-        entry["exec_ms"] = costs->exec_ms;
-        entry["call_ms"] = costs->call_ms;
+        entry["exec_samples_ms"] = costs->exec_ms;
+        entry["call_samples_ms"] = costs->call_ms;
+        entry["exec_ms"] = stats::median(costs->exec_ms);
+        entry["call_ms"] = stats::median(costs->call_ms);
       } else {
         errors.push_back(costs.error().message());
       }
@@ -392,7 +446,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
 
     std::optional<probes::ProviderRun> probed;
     if (suite && errors.empty()) {
-      auto run = suite->run(**p);
+      auto run = suite->run(*c.p);
       if (!run.ok()) {
         errors.push_back(run.error().message());
       } else {
@@ -410,7 +464,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     }
     std::string disqualified;
     entry["policy"] =
-        policy_check(*policy_arg, (*p)->capabilities(), probed ? &*probed : nullptr, disqualified);
+        policy_check(*policy_arg, c.p->capabilities(), probed ? &*probed : nullptr, disqualified);
     if (!disqualified.empty()) errors.push_back(disqualified);
 
     // The replay measures containment and fidelity, not isolation: an exposed provider is

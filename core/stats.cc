@@ -49,4 +49,28 @@ size_t Distribution<T>::count_above(T x) const {
 template class Distribution<int64_t>;
 template class Distribution<double>;
 
+MedianInterval median_interval(std::vector<double> values, double confidence) {
+  MedianInterval out;
+  out.n = values.size();
+  if (values.empty()) return out;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  // below[k] = P(Binomial(n, 1/2) < k), summed from the probabilities of 0..k-1 successes.
+  // Coverage of [x_(k), x_(n+1-k)] is 1 - 2 * below[k]; k = 1 (min, max) covers 1 - 2^(1-n).
+  auto coverage_of = [n](size_t k) {
+    double below = 0, term = std::ldexp(1.0, -static_cast<int>(n));  // C(n,0) / 2^n
+    for (size_t i = 0; i < k; ++i) {
+      below += term;
+      term = term * static_cast<double>(n - i) / static_cast<double>(i + 1);
+    }
+    return 1 - 2 * below;
+  };
+  size_t k = 1;
+  while (k + 1 <= (n + 1) / 2 && coverage_of(k + 1) >= confidence) ++k;
+  out.low = values[k - 1];
+  out.high = values[n - k];
+  out.coverage = coverage_of(k);
+  return out;
+}
+
 }  // namespace sandgate::stats

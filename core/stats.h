@@ -61,4 +61,18 @@ double median(std::vector<T> values) {
   return Distribution<T>(std::move(values)).median();
 }
 
+// A distribution-free confidence interval for the median of the population a sample came from:
+// [x_(k), x_(n+1-k)] of the sorted values, with k the largest rank whose interval still covers
+// the median with at least the asked confidence (each value lies below the median with
+// probability 1/2, so the coverage is 1 - 2 * P(Binomial(n, 1/2) < k)). Exact for any
+// continuous distribution, no resampling and no seed: the same values give the same interval.
+// With too few values for the asked confidence (fewer than 6 for 95%) the widest interval,
+// [min, max], is returned with the coverage it really has, which the caller must look at.
+struct MedianInterval {
+  double low = 0, high = 0;
+  double coverage = 0;  // the interval's real confidence, >= the asked one when n allows it
+  size_t n = 0;
+};
+MedianInterval median_interval(std::vector<double> values, double confidence = 0.95);
+
 }  // namespace sandgate::stats

@@ -75,6 +75,8 @@ ProviderReport provider_of(const Json& j, const std::string& path, const ProbeFi
   p.unavailable = r.opt_str("unavailable");
   if (r.has("cycles_ms")) p.costs.run_samples_ms = r.numbers("cycles_ms");
   p.costs.run_ms = r.opt_number("median_ms");
+  if (r.has("exec_samples_ms")) p.costs.exec_samples_ms = r.numbers("exec_samples_ms");
+  if (r.has("call_samples_ms")) p.costs.call_samples_ms = r.numbers("call_samples_ms");
   p.costs.exec_ms = r.opt_number("exec_ms");
   p.costs.call_ms = r.opt_number("call_ms");
   if (r.has("probes")) {
@@ -171,6 +173,7 @@ Result<Report> from_qualify(const Json& qualify, const ProbeFiles& probe_files) 
     for (size_t i = 0; i < providers.size(); ++i)
       report.providers.push_back(provider_of(providers[i], idx("providers", i), probe_files));
     report.baseline_provider = choose_baseline(report.providers);
+    if (r.has("spawn_samples_ms")) report.spawn_samples_ms = r.numbers("spawn_samples_ms");
     add_rules(report);
     return report;
   } catch (const FieldError& e) {

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "core/stats.h"
 #include "reports/field_reader.h"
 
 namespace sandgate::reports {
@@ -87,13 +88,16 @@ Json provider_json(const Report& report, const ProviderReport& p) {
             {"costs",
              {{"run_samples_ms", p.costs.run_samples_ms},
               {"run_ms", opt(p.costs.run_ms)},
+              {"exec_samples_ms", p.costs.exec_samples_ms},
+              {"call_samples_ms", p.costs.call_samples_ms},
               {"exec_ms", opt(p.costs.exec_ms)},
               {"call_ms", opt(p.costs.call_ms)},
               {"ratios",
                {{"run", opt(ratios.run)},
                 {"exec", opt(ratios.exec)},
                 {"call", opt(ratios.call)},
-                {"controller", opt(ratios.controller)}}}}}};
+                {"controller", opt(ratios.controller)},
+                {"spawn", opt(ratios.spawn)}}}}}};
   if (p.unavailable) j["unavailable"] = *p.unavailable;
   if (p.probes) {
     Json verdicts = Json::array();
@@ -122,16 +126,22 @@ std::optional<double> nullable_number(Reader& r, const std::string& key) {
   return v.get<double>();
 }
 
-Costs costs_from(const Json& j, const std::string& path) {
+// Version 1 had no call samples and no spawn ratio: they are read when the version has them.
+Costs costs_from(const Json& j, const std::string& path, int version) {
   Reader r(j, path);
   Costs c;
   c.run_samples_ms = r.numbers("run_samples_ms");
   c.run_ms = nullable_number(r, "run_ms");
+  if (version >= 2) {
+    c.exec_samples_ms = r.numbers("exec_samples_ms");
+    c.call_samples_ms = r.numbers("call_samples_ms");
+  }
   c.exec_ms = nullable_number(r, "exec_ms");
   c.call_ms = nullable_number(r, "call_ms");
   // Derived from the costs: recomputed by every reader, read here only to be checked as known.
   Reader ratios(r.object("ratios"), r.at("ratios"));
   for (const char* key : {"run", "exec", "call", "controller"}) nullable_number(ratios, key);
+  if (version >= 2) nullable_number(ratios, "spawn");
   ratios.done();
   r.done();
   return c;
@@ -165,7 +175,7 @@ PolicyCheck policy_from(const Json& j, const std::string& path) {
 
 namespace {
 
-ProviderReport provider_from(const Json& j, const std::string& path) {
+ProviderReport provider_from(const Json& j, const std::string& path, int version) {
   Reader r(j, path);
   ProviderReport p;
   p.name = r.str("name");
@@ -180,7 +190,7 @@ ProviderReport provider_from(const Json& j, const std::string& path) {
   if (!p.qualified && p.disqualifications.empty())
     r.fail("disqualifications", "a provider that is not qualified says why");
   p.unavailable = r.opt_str("unavailable");
-  p.costs = costs_from(r.object("costs"), r.at("costs"));
+  p.costs = costs_from(r.object("costs"), r.at("costs"), version);
   if (r.has("probes")) {
     Reader pr(r.object("probes"), r.at("probes"));
     p.probes_wall_ms = nullable_number(pr, "wall_ms");
@@ -249,6 +259,15 @@ CostRatios cost_ratios(const Report& r, const ProviderReport& p) {
     out.call = ratio(p.costs.call_ms, base->costs.call_ms);
   }
   out.controller = ratio(p.costs.call_ms, p.costs.exec_ms);
+  auto spawn = paired_ratios(p.costs.run_samples_ms, r.spawn_samples_ms);
+  if (!spawn.empty()) out.spawn = stats::median(spawn);
+  return out;
+}
+
+std::vector<double> paired_ratios(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> out;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (b[i] > 0) out.push_back(a[i] / b[i]);
   return out;
 }
 
@@ -296,6 +315,7 @@ Json to_json(const Report& r) {
           {"sandgate_version", r.sandgate_version},
           {"host", r.host},
           {"baseline_provider", r.baseline_provider},
+          {"spawn_samples_ms", r.spawn_samples_ms},
           {"providers", providers},
           {"rules", rules}};
 }
@@ -316,11 +336,12 @@ Result<Report> report_from_json(const Json& j) {
     report.sandgate_version = r.str("sandgate_version");
     report.host = r.object("host");
     report.baseline_provider = r.str("baseline_provider");
+    if (report.schema_version >= 2) report.spawn_samples_ms = r.numbers("spawn_samples_ms");
     const Json& providers = r.array("providers");
     std::set<std::string> names;
     for (size_t i = 0; i < providers.size(); ++i) {
       std::string path = "providers[" + std::to_string(i) + "]";
-      report.providers.push_back(provider_from(providers[i], path));
+      report.providers.push_back(provider_from(providers[i], path, report.schema_version));
       if (!names.insert(report.providers.back().name).second)
         throw FieldError{path + ".name",
                          "a second provider named \"" + report.providers.back().name + "\""};

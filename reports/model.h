@@ -20,7 +20,7 @@
 
 namespace sandgate::reports {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;  // 2: the in-run spawn baseline and the call samples
 // The value of the top-level "type" field: what tells a report from a qualify.json.
 inline constexpr const char* kReportType = "sandgate-report";
 
@@ -40,11 +40,17 @@ struct ProbeVerdict {
 };
 
 // What a provider costs, measured in the same run as every other provider.
+// Samples are taken interleaved, so that sample i of two series saw the same moment of the
+// machine: the run samples round-robin with every other provider's and with the report's spawn
+// baseline (Report::spawn_samples_ms), the exec and call samples alternately in one live run.
+// A ratio of paired samples cancels what the machine was doing at that moment.
 struct Costs {
-  std::vector<double> run_samples_ms;  // each create + exec(true) + destroy
-  std::optional<double> run_ms;        // their median
-  std::optional<double> exec_ms;       // median call of true through the provider alone
-  std::optional<double> call_ms;       // median call of true through the controller
+  std::vector<double> run_samples_ms;   // each create + exec(true) + destroy
+  std::optional<double> run_ms;         // their median
+  std::vector<double> exec_samples_ms;  // each call of true through the provider alone
+  std::vector<double> call_samples_ms;  // each call of true through the controller
+  std::optional<double> exec_ms;        // median of exec_samples_ms
+  std::optional<double> call_ms;        // median of call_samples_ms
 };
 
 // Costs as ratios to the baseline measured in the same run: these machines are noisy, and a
@@ -55,7 +61,13 @@ struct CostRatios {
   std::optional<double> run, exec, call;
   // The controller's share of a call: call_ms / exec_ms of this same provider.
   std::optional<double> controller;
+  // Against the spawn baseline: the median of run_samples_ms[i] / spawn_samples_ms[i] (how many
+  // bare spawns of /bin/true one run costs); absent without paired samples.
+  std::optional<double> spawn;
 };
+
+// a[i] / b[i] for every i both have (b[i] > 0): ratios of samples taken side by side.
+std::vector<double> paired_ratios(const std::vector<double>& a, const std::vector<double>& b);
 
 // The short replay of a recorded burst through the built-in per-call policy.
 struct ReplaySummary {
@@ -122,6 +134,10 @@ struct Report {
   // The provider whose costs are the ratios' denominator: the first unsafe provider in the
   // run whose costs were measured (host_dir: no isolation at all); "" when there is none.
   std::string baseline_provider;
+  // The cost of doing nothing, measured in the same run: a bare spawn + wait of /bin/true on
+  // the host, one before each round of the providers' run samples (Costs). Empty when the job
+  // measured no costs (or the report is schema_version 1).
+  std::vector<double> spawn_samples_ms;
   std::map<std::string, ProbeRule> rules;  // by probe id
 };
 

@@ -145,7 +145,7 @@ TEST(Model, ErrorsNameTheField) {
   EXPECT_NE(error_of(j).find("providers[1].costz: unknown field"), std::string::npos);
   j = good;
   j["schema_version"] = 99;
-  EXPECT_NE(error_of(j).find("schema_version: this sandgate reads versions 1 to 1, got 99"),
+  EXPECT_NE(error_of(j).find("schema_version: this sandgate reads versions 1 to 2, got 99"),
             std::string::npos);
   j = good;
   j["providers"][0]["costs"].erase("run_ms");
@@ -157,6 +157,38 @@ TEST(Model, ErrorsNameTheField) {
   j["providers"][0]["qualified"] = "yes";
   EXPECT_NE(error_of(j).find("providers[0].qualified: expected true or false, got \"yes\""),
             std::string::npos);
+}
+
+// A version-1 report (before the spawn baseline and the call samples) still reads, and a
+// version-2 report must carry them.
+TEST(Model, ReadsVersionOneWithoutTheSamplesOfVersionTwo) {
+  Json j = to_json(real_report());
+  j["schema_version"] = 1;
+  j.erase("spawn_samples_ms");
+  for (auto& p : j["providers"]) {
+    p["costs"].erase("exec_samples_ms");
+    p["costs"].erase("call_samples_ms");
+    p["costs"]["ratios"].erase("spawn");
+  }
+  auto r = report_from_json(j);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(r->spawn_samples_ms.empty());
+  j["schema_version"] = 2;
+  EXPECT_NE(error_of(j).find("spawn_samples_ms: missing"), std::string::npos) << error_of(j);
+}
+
+TEST(Model, SpawnRatioIsTheMedianOfPairedSamples) {
+  Report r;
+  r.spawn_samples_ms = {1, 2, 1, 0, 1};
+  ProviderReport p;
+  p.costs.run_samples_ms = {5, 12, 6, 9};  // the 4th pairs with a 0 spawn: skipped
+  EXPECT_EQ(paired_ratios(p.costs.run_samples_ms, r.spawn_samples_ms),
+            (std::vector<double>{5, 6, 6}));
+  auto ratios = cost_ratios(r, p);
+  ASSERT_TRUE(ratios.spawn);
+  EXPECT_EQ(*ratios.spawn, 6);
+  r.spawn_samples_ms.clear();
+  EXPECT_FALSE(cost_ratios(r, p).spawn);
 }
 
 TEST(FromQualify, ErrorsNameTheField) {
