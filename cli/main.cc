@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, g);
   add_policy_command(app, g);
   add_report_command(app, g);
+  add_gate_command(app, g);
   add_provider_command(app, g);
 
   try {

@@ -70,9 +70,9 @@ TEST_F(CliTest, QualifyWritesTheReport) {
 // negative control), each provider's verdict comes with its evidence.
 TEST_F(CliTest, QualifyPutsProvidersSideBySideAndShowsWhereTheProbesDisagree) {
   SANDGATE_REQUIRE_ROOT();
-  auto r = sandgate({"qualify", "--out", tmp_ + "/report", "--cycles", "1", "--calls", "3", "--no-replay",
-                     "--only", "creds", "--allow-unsafe-host", "--provider", "namespaces", "--provider",
-                     "host_dir", "--provider", "no_such_provider"});
+  auto r = sandgate({"qualify", "--out", tmp_ + "/report", "--cycles", "1", "--calls", "3",
+                     "--no-replay", "--only", "creds", "--allow-unsafe-host", "--provider",
+                     "namespaces", "--provider", "host_dir", "--provider", "no_such_provider"});
   EXPECT_EQ(r.status.shell_code(), 1) << r.output;
   auto j = read_json_file(tmp_ + "/report/qualify.json");
   ASSERT_TRUE(j.ok()) << j.error().message();
@@ -80,7 +80,8 @@ TEST_F(CliTest, QualifyPutsProvidersSideBySideAndShowsWhereTheProbesDisagree) {
   EXPECT_EQ((*j)["providers"][0]["ok"], true) << (*j)["providers"][0].dump();
   EXPECT_EQ((*j)["providers"][1]["ok"], false) << "host_dir is exposed";
   EXPECT_EQ((*j)["providers"][2]["ok"], false);
-  EXPECT_NE((*j)["providers"][2]["error"].get<std::string>().find("no_such_provider"), std::string::npos);
+  EXPECT_NE((*j)["providers"][2]["error"].get<std::string>().find("no_such_provider"),
+            std::string::npos);
   const Json& diff = (*j)["probe_differences"];
   ASSERT_FALSE(diff.empty()) << "host_dir and the jail must disagree on creds probes";
   bool exposed_on_host = false;
@@ -117,9 +118,9 @@ TEST_F(CliTest, ReportRenderReRendersASavedReport) {
     const char* format;
     const char* starts;
   };
-  for (Want w : {Want{"html", "<!DOCTYPE html>"}, Want{"junit", "<?xml version=\"1.0\""},
-                 Want{"sarif", "{"}, Want{"md", "## sandgate qualify: 1 of 2"},
-                 Want{"json", "{"}}) {
+  for (Want w :
+       {Want{"html", "<!DOCTYPE html>"}, Want{"junit", "<?xml version=\"1.0\""}, Want{"sarif", "{"},
+        Want{"md", "## sandgate qualify: 1 of 2"}, Want{"json", "{"}}) {
     std::string out = tmp_ + "/out." + w.format;
     auto r = sandgate({"report", "render", "--format", w.format, fixture, "-o", out});
     EXPECT_EQ(r.status.shell_code(), 0) << w.format << ": " << r.output;
@@ -147,6 +148,65 @@ TEST_F(CliTest, ReportRenderReRendersASavedReport) {
       << broken.output;
 }
 
+// The gate end to end: the same report passes (0), a probe that was blocked and is now exposed
+// fails (1) with the finding first and in the Markdown, an accepted one passes, bad input is 2.
+TEST_F(CliTest, GateFailsOnARegressionAndOnlyThen) {
+  const std::string fixture = source_dir() + "/reports/testdata/qualify-creds/qualify.json";
+  const std::string base = tmp_ + "/base.json";
+  ASSERT_EQ(
+      sandgate({"report", "render", "--format", "json", fixture, "-o", base}).status.shell_code(),
+      0);
+  auto same = sandgate({"gate", "--baseline", base, base});
+  EXPECT_EQ(same.status.shell_code(), 0) << same.output;
+  EXPECT_NE(same.output.find("nothing regressed"), std::string::npos) << same.output;
+
+  auto model = read_json_file(base);
+  ASSERT_TRUE(model.ok());
+  Json& provider = (*model)["providers"][0];
+  ASSERT_EQ(provider["name"], "namespaces");
+  Json* blocked = nullptr;
+  for (auto& v : provider["probes"]["verdicts"])
+    if (v["verdict"] == "blocked") blocked = &v;
+  ASSERT_NE(blocked, nullptr);
+  const std::string id = (*blocked)["id"];
+  (*blocked)["verdict"] = "exposed";
+  blocked->erase("layer");
+  (*blocked)["why"] = "the token was read";
+  ASSERT_TRUE(write_json_file_atomic(tmp_ + "/weakened.json", *model).ok());
+  auto worse = sandgate({"gate", "--baseline", base, tmp_ + "/weakened.json", "--markdown",
+                         tmp_ + "/gate.md", "--json", tmp_ + "/gate.json"});
+  EXPECT_EQ(worse.status.shell_code(), 1) << worse.output;
+  EXPECT_NE(worse.output.find("WORSE            namespaces: " + id + ": exposed, was blocked"),
+            std::string::npos)
+      << worse.output;
+  auto md = read_file(tmp_ + "/gate.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_LT(md->find("### What changed"), md->find("| provider |")) << *md;
+  auto findings = read_json_file(tmp_ + "/gate.json");
+  ASSERT_TRUE(findings.ok());
+  EXPECT_EQ((*findings)["regressions"], 1);
+
+  ASSERT_TRUE(write_file(tmp_ + "/tolerance.json",
+                         std::string("{\"accept\": [\"namespaces/") + id + "\"]}",
+                         O_WRONLY | O_CREAT | O_CLOEXEC)
+                  .ok());
+  auto accepted = sandgate({"gate", "--baseline", base, tmp_ + "/weakened.json", "--tolerance",
+                            tmp_ + "/tolerance.json"});
+  EXPECT_EQ(accepted.status.shell_code(), 0) << accepted.output;
+  EXPECT_NE(accepted.output.find("worse (accepted)"), std::string::npos) << accepted.output;
+
+  ASSERT_TRUE(
+      write_file(tmp_ + "/bad-tolerance.json", "{\"acept\": []}", O_WRONLY | O_CREAT | O_CLOEXEC)
+          .ok());
+  auto bad =
+      sandgate({"gate", "--baseline", base, base, "--tolerance", tmp_ + "/bad-tolerance.json"});
+  EXPECT_EQ(bad.status.shell_code(), 2);
+  EXPECT_NE(bad.output.find("acept: unknown field"), std::string::npos) << bad.output;
+  auto missing = sandgate({"gate", "--baseline", tmp_ + "/nope.json", base});
+  EXPECT_EQ(missing.status.shell_code(), 2);
+  EXPECT_NE(missing.output.find("nope.json"), std::string::npos) << missing.output;
+}
+
 TEST_F(CliTest, DoctorReportsThisHost) {
   auto r = sandgate({"doctor", "--json"});
   EXPECT_EQ(r.status.shell_code(), 0);
@@ -158,7 +218,7 @@ TEST_F(CliTest, DoctorReportsThisHost) {
 
 TEST_F(CliTest, HelpForEveryCommand) {
   for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify", "serve", "probe", "record",
-                   "replay", "trace", "plan", "policy", "report"}) {
+                   "replay", "trace", "plan", "policy", "report", "gate"}) {
     auto r = sandgate({cmd, "--help"});
     EXPECT_EQ(r.status.shell_code(), 0) << cmd;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
@@ -171,12 +231,15 @@ TEST_F(CliTest, HelpForEveryCommand) {
 TEST_F(CliTest, BadInputGivesOneClearLine) {
   auto unknown = sandgate({"exec", "--provider", "nope", "--", "true"});
   EXPECT_EQ(unknown.status.shell_code(), 2);
-  EXPECT_NE(unknown.output.find("unknown provider 'nope' (known: host_dir, namespaces, podman, external:...)"), std::string::npos)
+  EXPECT_NE(unknown.output.find(
+                "unknown provider 'nope' (known: host_dir, namespaces, podman, external:...)"),
+            std::string::npos)
       << unknown.output;
   auto duration = sandgate({"exec", "--provider", "namespaces", "--timeout", "30", "--", "true"});
   EXPECT_EQ(duration.status.shell_code(), 2);
   EXPECT_NE(duration.output.find("has no unit"), std::string::npos) << duration.output;
-  auto workspace = sandgate({"exec", "--provider", "namespaces", "--workspace", tmp_ + "/missing", "--", "true"});
+  auto workspace = sandgate(
+      {"exec", "--provider", "namespaces", "--workspace", tmp_ + "/missing", "--", "true"});
   EXPECT_NE(workspace.status.shell_code(), 0);
   EXPECT_NE(workspace.output.find("missing"), std::string::npos) << workspace.output;
   auto unsafe = sandgate({"exec", "--provider", "host_dir", "--", "true"});
@@ -190,14 +253,17 @@ TEST_F(CliTest, CommandThatCannotStartExitsLikeAShell) {
   SANDGATE_REQUIRE_ROOT();
   auto nocmd = sandgate({"exec", "--provider", "namespaces", "--", "no-such-command-xyz"});
   EXPECT_EQ(nocmd.status.shell_code(), 127) << nocmd.output;
-  EXPECT_NE(nocmd.output.find("could not start 'no-such-command-xyz' in the sandbox: execve: No such file "
-                              "or directory (ENOENT)"),
+  EXPECT_NE(nocmd.output.find(
+                "could not start 'no-such-command-xyz' in the sandbox: execve: No such file "
+                "or directory (ENOENT)"),
             std::string::npos)
       << nocmd.output;
   auto noexec = sandgate({"exec", "--provider", "namespaces", "--", "/etc/hostname"});
   EXPECT_EQ(noexec.status.shell_code(), 126) << noexec.output;
-  EXPECT_NE(noexec.output.find("execve: Permission denied (EACCES)"), std::string::npos) << noexec.output;
-  auto plain = sandgate({"exec", "--provider", "namespaces", "--no-controller", "--", "no-such-command-xyz"});
+  EXPECT_NE(noexec.output.find("execve: Permission denied (EACCES)"), std::string::npos)
+      << noexec.output;
+  auto plain = sandgate(
+      {"exec", "--provider", "namespaces", "--no-controller", "--", "no-such-command-xyz"});
   EXPECT_EQ(plain.status.shell_code(), 127) << plain.output;
   auto j = sandgate({"exec", "--provider", "namespaces", "--json", "--", "no-such-command-xyz"});
   EXPECT_EQ(j.status.shell_code(), 127);
@@ -217,7 +283,8 @@ TEST_F(CliTest, ExecPassesExitStatusAndPrintsJson) {
   auto r = sandgate({"exec", "--provider", "namespaces", "--", "sh", "-c", "echo out; exit 7"});
   EXPECT_EQ(r.status.shell_code(), 7);
   EXPECT_EQ(r.output, "out\n");
-  auto j = sandgate({"exec", "--provider", "namespaces", "--json", "--", "sh", "-c", "echo out; echo err >&2"});
+  auto j = sandgate(
+      {"exec", "--provider", "namespaces", "--json", "--", "sh", "-c", "echo out; echo err >&2"});
   ASSERT_EQ(j.status.shell_code(), 0) << j.output;
   auto parsed = parse_json(j.output, "exec --json");
   ASSERT_TRUE(parsed.ok()) << parsed.error().message() << "\n" << j.output;
@@ -228,18 +295,20 @@ TEST_F(CliTest, ExecPassesExitStatusAndPrintsJson) {
   EXPECT_EQ((*parsed)["stdout"], "out\n");
   EXPECT_EQ((*parsed)["stderr"], "err\n");
   EXPECT_GT((*parsed)["wall_ms"].get<double>(), 0.0);
-  auto host = sandgate({"exec", "--provider", "host_dir", "--allow-unsafe-host", "--json", "--", "true"});
+  auto host =
+      sandgate({"exec", "--provider", "host_dir", "--allow-unsafe-host", "--json", "--", "true"});
   // The unsafe warning comes first (stderr and stdout are captured together here).
   EXPECT_NE(host.output.find("UNSAFE"), std::string::npos) << host.output;
-  auto hp = parse_json(host.output.substr(std::min(host.output.find('{'), host.output.size())), "exec --json");
+  auto hp = parse_json(host.output.substr(std::min(host.output.find('{'), host.output.size())),
+                       "exec --json");
   ASSERT_TRUE(hp.ok()) << host.output;
   EXPECT_EQ((*hp)["unsafe"], true);
 }
 
 TEST_F(CliTest, ExecReportsTheCallOutcome) {
   SANDGATE_REQUIRE_ROOT();
-  auto j = sandgate({"exec", "--provider", "namespaces", "--intent", "search", "--json", "--", "sh", "-c",
-                     "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo ${#x}"});
+  auto j = sandgate({"exec", "--provider", "namespaces", "--intent", "search", "--json", "--", "sh",
+                     "-c", "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo ${#x}"});
   auto parsed = parse_json(j.output, "exec --json");
   ASSERT_TRUE(parsed.ok()) << j.output;
   const Json& o = (*parsed)["outcome"];
@@ -251,9 +320,11 @@ TEST_F(CliTest, ExecReportsTheCallOutcome) {
   // Without --json, the outcome is one explained line on stderr, not a bare 137.
   auto plain = sandgate({"exec", "--provider", "namespaces", "--intent", "search", "--", "sh", "-c",
                          "x=$(head -c 400000000 /dev/zero | tr '\\0' a)"});
-  EXPECT_NE(plain.output.find("sandgate: memory_limit: the call used all of its 256MiB"), std::string::npos)
+  EXPECT_NE(plain.output.find("sandgate: memory_limit: the call used all of its 256MiB"),
+            std::string::npos)
       << plain.output;
-  auto bad = sandgate({"exec", "--provider", "namespaces", "--policy", tmp_ + "/nope.json", "--", "true"});
+  auto bad =
+      sandgate({"exec", "--provider", "namespaces", "--policy", tmp_ + "/nope.json", "--", "true"});
   EXPECT_EQ(bad.status.shell_code(), 2);
   EXPECT_NE(bad.output.find("nope.json"), std::string::npos) << bad.output;
   auto intent = sandgate({"exec", "--provider", "namespaces", "--intent", "bake", "--", "true"});
@@ -290,7 +361,10 @@ TEST_F(CliTest, ServeOnAUnixSocket) {
   };
   Json created = ask({{"id", 1}, {"op", "create"}, {"provider", "namespaces"}});
   ASSERT_EQ(created["ok"], true) << created.dump();
-  Json ran = ask({{"id", 2}, {"op", "exec"}, {"env", created["env"]}, {"argv", {"sh", "-c", "echo over the socket"}}});
+  Json ran = ask({{"id", 2},
+                  {"op", "exec"},
+                  {"env", created["env"]},
+                  {"argv", {"sh", "-c", "echo over the socket"}}});
   ASSERT_EQ(ran["ok"], true) << ran.dump();
   EXPECT_EQ(ran["outcome"]["stdout"], "over the socket\n");
   EXPECT_EQ(ran["outcome"]["intent"]["name"], "run");
@@ -305,10 +379,13 @@ TEST_F(CliTest, ServeOnAUnixSocket) {
 TEST_F(CliTest, TimeoutKillsTheRun) {
   SANDGATE_REQUIRE_ROOT();
   auto start = std::chrono::steady_clock::now();
-  auto r = sandgate({"exec", "--provider", "namespaces", "--timeout", "300ms", "--", "sleep", "30"});
+  auto r =
+      sandgate({"exec", "--provider", "namespaces", "--timeout", "300ms", "--", "sleep", "30"});
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(r.status.shell_code(), 128 + SIGKILL);
-  EXPECT_NE(r.output.find("sandgate: timeout: the call ran past the run's wall-clock limit"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sandgate: timeout: the call ran past the run's wall-clock limit"),
+            std::string::npos)
+      << r.output;
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
