@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "core/process.h"
 #include "core/test_temp_dir.h"
 #include "reports/test_reports.h"
 
@@ -406,6 +407,115 @@ TEST(FleetJson, ErrorsNameTheField) {
   j = good;
   j["type"] = "sandgate-report";
   EXPECT_NE(error_of(j).find("type: expected \"sandgate-fleet\""), std::string::npos);
+}
+
+// ---- The command line: the real binary.
+
+CommandResult sandgate(std::vector<std::string> args) {
+  args.insert(args.begin(), SANDGATE_BINARY);
+  auto r = run_command(args, std::chrono::seconds(60), 8 << 20);
+  EXPECT_TRUE(r.ok()) << r.error().message();
+  return r.ok() ? *r : CommandResult{};
+}
+
+void write_report(const std::string& path, const Report& r) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  ASSERT_TRUE(write_json_file_atomic(path, to_json(r)).ok());
+}
+
+TEST(FleetCli, MergesReportsIntoAFleet) {
+  sandgate::testing::TempDir dir;
+  Report b = real_report();  // no hostname: named by its directory
+  expose_env_tokens(b, "read the canary tokens");
+  write_report(dir / "node-a/report.json", real_report());
+  write_report(dir / "node-b/report.json", b);
+  auto r = sandgate({"report", "merge", dir / "node-a/report.json", dir / "node-b/report.json",
+                     "-o", dir / "fleet.json"});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  auto j = read_json_file(dir / "fleet.json");
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  auto f = fleet_from_json(*j);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  ASSERT_EQ(f->hosts.size(), 2u);
+  EXPECT_EQ(f->hosts[1].name, "node-b");
+  EXPECT_EQ(f->hosts[1].source, dir / "node-b/report.json");
+  EXPECT_FALSE(f->created.empty());
+  EXPECT_EQ(fleet_classes(*f)[0].differences.size(), 2u);
+
+  // Markdown to standard output; a qualify.json (with its probe files) named on the line.
+  std::string fixture = testing::fixture_dir() + "/qualify.json";
+  auto md = sandgate({"report", "merge", "--format", "md", dir / "node-b/report.json",
+                      fixture + "=node-q", "--class", "node-q=old-run"});
+  ASSERT_EQ(md.status.shell_code(), 0) << md.output;
+  EXPECT_EQ(md.output.rfind("## sandgate fleet: 2 hosts in 2 classes", 0), 0u) << md.output;
+  EXPECT_NE(md.output.find("| node-q | old-run |"), std::string::npos) << md.output;
+
+  auto help = sandgate({"report", "merge", "--help"});
+  EXPECT_EQ(help.status.shell_code(), 0);
+  EXPECT_NE(help.output.find("Example:"), std::string::npos) << help.output;
+}
+
+// Bad input: one line naming the file and the field (or both files), exit status 2.
+TEST(FleetCli, BadInputIsOneLineAndExitTwo) {
+  sandgate::testing::TempDir dir;
+  write_report(dir / "a/report.json", real_report());
+  write_report(dir / "b/report.json", real_report());
+  Json broken = to_json(real_report());
+  broken["providers"][1]["probes"]["verdicts"][0]["layer"] = 7;
+  std::filesystem::create_directories(dir / "c");
+  ASSERT_TRUE(write_json_file_atomic(dir / "c/report.json", broken).ok());
+  auto one_line = [](const CommandResult& r) {
+    EXPECT_EQ(r.status.shell_code(), 2) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  };
+
+  auto field = sandgate({"report", "merge", dir / "a/report.json", dir / "c/report.json"});
+  one_line(field);
+  EXPECT_NE(field.output.find("providers[1].probes.verdicts[0].layer: expected a string, got 7"),
+            std::string::npos)
+      << field.output;
+  EXPECT_NE(field.output.find(dir / "c/report.json"), std::string::npos) << field.output;
+
+  auto twice = sandgate({"report", "merge", dir / "a/report.json", dir / "b/report.json=a"});
+  one_line(twice);
+  EXPECT_NE(twice.output.find("two hosts named \"a\": " + (dir / "a/report.json") + " and " +
+                              (dir / "b/report.json")),
+            std::string::npos)
+      << twice.output;
+
+  auto format = sandgate({"report", "merge", "--format", "sarif", dir / "a/report.json"});
+  one_line(format);
+  EXPECT_NE(format.output.find("json, md or html"), std::string::npos) << format.output;
+
+  auto bad_class = sandgate({"report", "merge", dir / "a/report.json", "--class", "a"});
+  one_line(bad_class);
+  EXPECT_NE(bad_class.output.find("--class: expected HOST=CLASS"), std::string::npos)
+      << bad_class.output;
+}
+
+// The doctor's own facts name the host and make its class.
+TEST(FleetCli, NamesAHostByItsDoctorsHostname) {
+  sandgate::testing::TempDir dir;
+  auto doctor = sandgate({"doctor", "--json"});
+  ASSERT_EQ(doctor.status.shell_code(), 0) << doctor.output;
+  auto facts = parse_json(doctor.output, "doctor --json");
+  ASSERT_TRUE(facts.ok()) << facts.error().message();
+  ASSERT_TRUE((*facts)["system"]["hostname"].is_string()) << doctor.output.substr(0, 400);
+  Report r = real_report();
+  r.host = *facts;
+  write_report(dir / "x/report.json", r);
+  auto merged_run = sandgate({"report", "merge", dir / "x/report.json"});
+  ASSERT_EQ(merged_run.status.shell_code(), 0) << merged_run.output;
+  auto fleet = fleet_from_json(*parse_json(merged_run.output, "fleet"));
+  ASSERT_TRUE(fleet.ok()) << fleet.error().message();
+  EXPECT_EQ(fleet->hosts[0].name, (*facts)["system"]["hostname"].get<std::string>());
+  EXPECT_EQ(fleet->hosts[0].name_from, NameFrom::kHostname);
+  HostFacts hf = host_facts(*facts);
+  EXPECT_EQ(hf.machine, (*facts)["system"]["machine"].get<std::string>());
+  ASSERT_TRUE(hf.kernel);
+  EXPECT_EQ((*facts)["system"]["kernel_release"].get<std::string>().rfind(*hf.kernel + ".", 0), 0u)
+      << *hf.kernel;
+  EXPECT_EQ(fleet->hosts[0].host_class, class_name(hf));
 }
 
 }  // namespace
