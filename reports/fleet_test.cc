@@ -202,6 +202,18 @@ TEST(FleetMerge, SameClassHostsThatDisagreeOnAProbeShowBothVerdictsAndEvidence) 
       << "the host's own witness";
 }
 
+// In a class of three where the last host disagrees, it is listed first and the two that agree
+// after it, in fleet order.
+TEST(FleetMarkdown, TheHostThatDisagreesIsListedFirst) {
+  Report c = host_report("node-c");
+  expose_env_tokens(c, "read the canary tokens");
+  std::string md = render_fleet_markdown(merged({host_report("node-a"), host_report("node-b"), c}));
+  auto probe = md.find("- **namespaces** probe creds.env\\_tokens\n");
+  ASSERT_NE(probe, std::string::npos) << md;
+  EXPECT_EQ(md.find("  - node-c: **exposed**", probe), md.find('\n', probe) + 1) << md;
+  EXPECT_LT(md.find("  - node-a: blocked", probe), md.find("  - node-b: blocked", probe)) << md;
+}
+
 // The layer that blocked a probe is part of its verdict: blocked by seccomp on one host and by
 // the mount table on another is a difference, and so is a capability one host declares.
 TEST(FleetMerge, ALayerOrACapabilityIsADifferenceToo) {
