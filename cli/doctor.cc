@@ -1,5 +1,6 @@
 // sandgate doctor: what this host supports, and why not where it does not. Wiring only: every
 // check lives in a library (controller/, ebpf/, core/host_features, core/kvm_check).
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -32,8 +33,8 @@ std::vector<Check> provider_checks(Globals& g) {
     } else if (auto s = (*p)->available(); !s.ok()) {
       out.push_back(check_failed(name, s.error().message()));
     } else {
-      out.push_back(check_ok(
-          name, "available; capabilities: " + to_string(entry.info.capabilities)));
+      out.push_back(
+          check_ok(name, "available; capabilities: " + to_string(entry.info.capabilities)));
     }
   }
   return out;
@@ -41,13 +42,19 @@ std::vector<Check> provider_checks(Globals& g) {
 
 struct DoctorReport {
   std::vector<CheckSection> sections;
-  Json facts;  // structured answers for machines: cgroup layout, KVM verdict
+  Json facts;  // structured answers for machines: uname, cgroup layout, KVM verdict
 };
 
 DoctorReport run_checks(Globals& g) {
   HostPaths paths = g.paths();
   DoctorReport report;
   auto& sections = report.sections;
+
+  // Which machine this is: a fleet merge (`sandgate report merge`) names a host by its
+  // hostname and groups hosts of one kind by kernel and architecture.
+  if (struct utsname u{}; ::uname(&u) == 0)
+    report.facts["system"] = {
+        {"hostname", u.nodename}, {"kernel_release", u.release}, {"machine", u.machine}};
 
   auto layout = controller::detect_cgroup_layout(paths.proc + "/self/mountinfo");
   sections.push_back({"cgroups", controller::layout_checks(layout)});
@@ -178,8 +185,8 @@ void add_doctor_command(CLI::App& app, Globals& g) {
       "missing; it is non-zero only when doctor itself cannot run.");
   sub->add_flag("--json", *json,
                 "machine-readable output: {schema_version, sections: [{name, checks: [{name, ok, "
-                "detail}]}], cgroup_layout: {kind, unified_mount, v1_mounts, v2_controllers}, "
-                "kvm: {usable, verdict, backend}}");
+                "detail}]}], system: {hostname, kernel_release, machine}, cgroup_layout: {kind, "
+                "unified_mount, v1_mounts, v2_controllers}, kvm: {usable, verdict, backend}}");
   sub->callback([&g, json] {
     auto report = run_checks(g);
     if (*json) {
