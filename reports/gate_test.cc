@@ -262,6 +262,20 @@ TEST(Gate, AVersionOneBaselineComparesEverythingButCosts) {
   }
 }
 
+// The baseline the CI templates gate against: it must stay readable by this sandgate (a schema
+// change that breaks it would fail every change's gate with exit 2), and be a whole qualify.
+TEST(Gate, TheCommittedBaselineReadsAndPassesAgainstItself) {
+  auto base = load_report(::sandgate::testing::source_dir() + "/ci/baseline/report.json");
+  ASSERT_TRUE(base.ok()) << base.error().message();
+  EXPECT_EQ(base->job, "qualify");
+  EXPECT_FALSE(base->spawn_samples_ms.empty());
+  size_t probed = 0;
+  for (const auto& p : base->providers) probed += p.probes.has_value();
+  EXPECT_GE(probed, 2u);
+  auto g = run_gate(*base, *base, {});
+  EXPECT_TRUE(g.findings.empty()) << render_gate_text(g, "baseline", "baseline");
+}
+
 TEST(Gate, ToleranceFileIsStrict) {
   auto ok = tolerance_from_json(
       Json{{"cost_relative", 0.2}, {"accept", {"podman/proc.tiocsti"}}, {"confidence", 0.9}});
