@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "controller/policy.h"
@@ -16,13 +15,13 @@ namespace sandgate::cli {
 
 // Exit code of sandgate itself when it fails; exec passes the command's own status through,
 // and 128+N when sandgate was interrupted by signal N (the run is torn down first).
-inline constexpr int kExitError = 2;     // bad input, or sandgate could not do what was asked
+inline constexpr int kExitError = 2;  // bad input, or sandgate could not do what was asked
 
 struct Globals {
   std::string state_dir;
   std::string work_dir;
   std::string log_level;
-  std::string cgroup_root;  // sandgate's top cgroup name (default "sandgate")
+  std::string cgroup_root;       // sandgate's top cgroup name (default "sandgate")
   std::string providers_config;  // external providers (default /etc/sandgate/providers.json)
   providers::Registry registry;
   int exit_code = 0;  // set by the subcommand that ran
@@ -46,6 +45,8 @@ Result<controller::Policy> load_policy_arg(const std::string& file);
 // "sandgate: error: <message>" on stderr; returns kExitError.
 int fail(const Error& e);
 int fail(const std::string& message);
+// --image NAME: only providers with images take one (podman); an error for any other.
+Status check_image_provider(const std::string& provider, const std::string& image);
 
 // The doctor's findings as JSON (what `sandgate doctor --json` prints); qualify embeds it.
 Json doctor_report(Globals& g);

@@ -73,6 +73,11 @@ int fail(const std::string& message) {
   return kExitError;
 }
 
+Status check_image_provider(const std::string& provider, const std::string& image) {
+  if (image.empty() || provider == "podman") return {};
+  return logic_error("--image", "only the podman provider runs a container image, not " + provider);
+}
+
 }  // namespace sandgate::cli
 
 int main(int argc, char** argv) {
@@ -103,10 +108,12 @@ int main(int argc, char** argv) {
       "`doctor` says what this host supports; `gc` cleans up after a crash."};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
-  app.add_option("--state-dir", g.state_dir,
-                 "where runs record what they create (default /run/sandgate, env SANDGATE_STATE_DIR)");
-  app.add_option("--work-dir", g.work_dir,
-                 "where per-run workspaces live (default /var/tmp/sandgate, env SANDGATE_WORK_DIR)");
+  app.add_option(
+      "--state-dir", g.state_dir,
+      "where runs record what they create (default /run/sandgate, env SANDGATE_STATE_DIR)");
+  app.add_option(
+      "--work-dir", g.work_dir,
+      "where per-run workspaces live (default /var/tmp/sandgate, env SANDGATE_WORK_DIR)");
   app.add_option("--log-level", g.log_level, "trace, debug, info, warn (default), error, off");
   app.add_option("--cgroup-root", g.cgroup_root,
                  "name of sandgate's top cgroup in each hierarchy (default sandgate, env "

@@ -25,6 +25,7 @@ struct ProbeArgs {
   std::string json;
   bool self_test = false;
   bool allow_unsafe_host = false;
+  std::string image;  // podman: a local image for every run's root
 };
 
 void print_table(const probes::ProviderRun& run) {
@@ -46,7 +47,8 @@ void print_table(const probes::ProviderRun& run) {
   auto t = probes::tally(run.judgements);
   // Warnings (allowed by design, a vector for later: persist.git_hooks) do not fail the run.
   std::cout << "\n  " << t.blocked << " blocked, " << t.exposed << " exposed, " << t.inconclusive
-            << " inconclusive, " << t.warning << " warning in " << format_duration(run.wall) << "\n";
+            << " inconclusive, " << t.warning << " warning in " << format_duration(run.wall)
+            << "\n";
   // Declared capabilities are claims: one with an exposed probe is not delivered.
   for (const auto& k : run.contradictions())
     std::cout << "  declared " << to_string(k.capability) << ", contradicted by "
@@ -95,7 +97,9 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   so.cgroup_root = g.cgroup_root_name();
   so.probe_binary = companion_binary("sandgate-probe");
   so.only = a.only;
-  so.progress = [](const std::string& line) { std::cerr << "sandgate probe: " << line << std::endl; };
+  so.progress = [](const std::string& line) {
+    std::cerr << "sandgate probe: " << line << std::endl;
+  };
   auto suite = probes::Suite::create(so);
   if (!suite.ok()) return fail(suite.error());
 
@@ -105,6 +109,8 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   if (!a.self_test) {
     providers::ProviderOptions po = g.provider_options();
     po.allow_unsafe_host = a.allow_unsafe_host;
+    if (auto s = check_image_provider(a.provider, a.image); !s.ok()) return fail(s.error());
+    po.image = a.image;
     auto provider = g.registry.create(a.provider, po);
     if (!provider.ok()) return fail(provider.error());
     auto run = (*suite)->run(**provider);
@@ -159,7 +165,8 @@ int run_probe(Globals& g, const ProbeArgs& a) {
       const Json* absent = missing.contains(name) ? &missing[name] : nullptr;
       bool ok = name == "hardened" ? ids.empty() : !ids.empty() && absent && absent->empty();
       table.row({name, ok ? "ok" : "FAILED", ids.empty() ? "(none)" : join_ids(ids)});
-      if (absent && !absent->empty()) table.row({"", "", "expected but not flagged: " + join_ids(*absent)});
+      if (absent && !absent->empty())
+        table.row({"", "", "expected but not flagged: " + join_ids(*absent)});
     }
     std::cout << table.render();
   }
@@ -168,7 +175,8 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     auto s = write_json_file_atomic(a.json, report_json(runs, **suite, wall_s, matrix, missing));
     if (!s.ok()) return fail(s.error());
   }
-  if (auto s = (*suite)->close(); !s.ok()) return fail(std::move(s).error().context_add("cleaning up"));
+  if (auto s = (*suite)->close(); !s.ok())
+    return fail(std::move(s).error().context_add("cleaning up"));
   return failed ? 1 : 0;
 }
 
@@ -190,13 +198,17 @@ void add_probe_command(CLI::App& app, Globals& g) {
       "Verdicts: blocked (by which layer), exposed (with the evidence), inconclusive (why).\n"
       "Exit status: 0 nothing exposed, 1 something exposed (or the self-test failed), 2 error.");
   sub->add_option("--provider", a->provider, "provider to probe (see `sandgate providers`)");
-  sub->add_option("--only", a->only, "boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
+  sub->add_option("--only", a->only,
+                  "boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
   sub->add_option("--json", a->json, "write the full report (schema_version 1) to FILE");
   sub->add_flag(
       "--self-test", a->self_test,
       "run against the namespaces provider (or --provider podman), hardened and with each\n"
       "test-only weakening");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
+  sub->add_option("--image", a->image,
+                  "podman: every run's root from this local image (checked with `podman image\n"
+                  "exists`; no registry is contacted) instead of the assembled read-only base");
   sub->callback([&g, a] { g.exit_code = run_probe(g, *a); });
 }
 

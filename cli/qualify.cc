@@ -43,6 +43,7 @@ struct QualifyArgs {
   bool replay = true;
   std::string replay_trace;  // empty: the built-in burst
   std::string policy;        // whose required capabilities each provider is held to
+  std::string image;         // podman: a local image for every run's root
 };
 
 using Clock = std::chrono::steady_clock;
@@ -284,6 +285,8 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     for (const auto& e : g.registry.entries())
       if (!e.info.unsafe) names.push_back(e.info.name);
   }
+  if (!a.image.empty() && std::find(names.begin(), names.end(), "podman") == names.end())
+    return fail("--image: only the podman provider runs a container image, and it is not selected");
   auto policy_arg = load_policy_arg(a.policy);
   if (!policy_arg.ok()) return fail(policy_arg.error());
   const bool privileged = ::geteuid() == 0;
@@ -366,7 +369,9 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   std::vector<Candidate> candidates;
   for (const auto& name : names) {
     Candidate c{name, name, {{"name", name}}, {}, nullptr, {}};
-    auto p = g.registry.create(name, options);
+    providers::ProviderOptions own = options;
+    if (name == "podman") own.image = a.image;
+    auto p = g.registry.create(name, own);
     if (!p.ok()) {
       c.errors.push_back(p.error().message());
       candidates.push_back(std::move(c));
@@ -374,6 +379,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     }
     c.p = std::move(p).value();
     c.shown = display_name(c.p->info());
+    if (name == "podman" && !a.image.empty()) c.shown += " (image " + a.image + ")";
     c.entry["display_name"] = c.shown;
     c.entry["unsafe"] = c.p->info().unsafe;
     Json caps = Json::array();
@@ -472,7 +478,9 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     if (plan && !ms.empty()) {
       std::cerr << "qualify: " << shown << ": replaying " << plan->calls.size()
                 << " calls of a recorded burst\n";
-      auto scores = short_replay(g, name, options, *plan, *policy);
+      providers::ProviderOptions own = options;
+      if (name == "podman") own.image = a.image;
+      auto scores = short_replay(g, name, own, *plan, *policy);
       if (!scores.ok()) {
         errors.push_back(scores.error().message());
       } else {
@@ -569,6 +577,9 @@ void add_qualify_command(CLI::App& app, Globals& g) {
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit --provider host_dir");
+  sub->add_option("--image", a->image,
+                  "podman: every run's root from this local image instead of the assembled\n"
+                  "read-only base (the column is named podman (image NAME))");
   sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes");
   sub->add_option("--policy", a->policy,
                   "hold each provider to this policy's required capabilities (default: the "

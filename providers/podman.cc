@@ -492,8 +492,14 @@ Status PodmanProvider::available() const {
                                             "; rootless: " + modes.rootless.error().message());
 }
 
-Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec) {
+Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& requested) {
   SG_TRY(available());
+  EnvSpec with_image;
+  if (requested.image.empty() && !options_.image.empty()) {
+    with_image = requested;
+    with_image.image = options_.image;
+  }
+  const EnvSpec& spec = with_image.image.empty() ? requested : with_image;
   SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "podman"));
   const uid_t base = options_.id_map_base;
   if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
@@ -686,7 +692,8 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& spec)
     for (const auto& m : spec.readonly_mounts) volumes.push_back(m.source + ":" + m.target + ":ro");
     // The run's secrets (a tmpfs of its own on the host, the run contract): read-only, where the
     // jail puts them.
-    if (!layout.secrets_dir.empty()) volumes.push_back(layout.secrets_dir + ":" + kSecretsInside + ":ro");
+    if (!layout.secrets_dir.empty())
+      volumes.push_back(layout.secrets_dir + ":" + kSecretsInside + ":ro");
     for (const auto& v : volumes) argv.insert(argv.end(), {"--volume", v});
     argv.insert(argv.end(), {"--volume", exe + ":" + kSupervisorInside + ":ro"});
     if (spec.image.empty()) {

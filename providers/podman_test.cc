@@ -165,27 +165,46 @@ TEST_F(PodmanTest, EveryWeakeningMakesAWorkingRunUnderTheSelfTest) {
   EXPECT_TRUE(providers::remove_shared_dirs(options_.paths).ok());
 }
 
-// A local image as the root (no registry): a static busybox and nothing of the host's /usr.
-// The supervisor brings its own libraries; the calls see the image's userland.
-TEST_F(PodmanTest, ALocalImageIsTheRoot) {
+// A local image (no registry): a static busybox and nothing of the host's /usr, imported with
+// `podman import` and removed when the returned guard goes. Empty name: it could not be made
+// (the failure is recorded).
+class PodmanImageTest : public PodmanTest {
+ protected:
+  std::string import_busybox() {
+    std::string image = "localhost/sandgate-test-busybox-" + std::to_string(::getpid());
+    std::string tree = tmp_ + "/image";
+    if (!make_dirs(tree + "/bin", 0755).ok() || !make_dirs(tree + "/etc", 0755).ok()) return "";
+    auto copied = run_command({"cp", "/bin/busybox", tree + "/bin/busybox"});
+    EXPECT_TRUE(copied.ok() && copied->status.code == 0);
+    for (const char* tool : {"sh", "echo", "id", "cat", "ls", "true"})
+      EXPECT_EQ(::symlink("busybox", (tree + "/bin/" + tool).c_str()), 0);
+    EXPECT_TRUE(
+        write_file(tree + "/etc/passwd", "root:x:0:0::/root:/bin/sh\n", O_WRONLY | O_CREAT).ok());
+    auto tar = run_command({"tar", "-C", tree, "-cf", tmp_ + "/image.tar", "."});
+    EXPECT_TRUE(tar.ok() && tar->status.code == 0) << (tar.ok() ? tar->output : "");
+    auto imported = run_command({"podman", "import", tmp_ + "/image.tar", image});
+    EXPECT_TRUE(imported.ok() && imported->status.code == 0)
+        << (imported.ok() ? imported->output : "");
+    if (::testing::Test::HasFailure()) return "";
+    image_ = image;
+    return image;
+  }
+  void TearDown() override {
+    if (!image_.empty()) (void)run_command({"podman", "rmi", "--force", image_});
+    PodmanTest::TearDown();
+  }
+  std::string image_;
+};
+
+#define REQUIRE_BUSYBOX() \
+  SANDGATE_REQUIRE(::access("/bin/busybox", X_OK) == 0, "needs busybox (busybox-static)")
+
+// The calls see the image's userland; the supervisor brings its own libraries.
+TEST_F(PodmanImageTest, ALocalImageIsTheRoot) {
   REQUIRE_PODMAN();
-  SANDGATE_REQUIRE(::access("/bin/busybox", X_OK) == 0, "needs busybox (busybox-static)");
-  std::string image = "localhost/sandgate-test-busybox-" + std::to_string(::getpid());
-  std::string tree = tmp_ + "/image";
-  ASSERT_TRUE(make_dirs(tree + "/bin", 0755).ok());
-  ASSERT_TRUE(make_dirs(tree + "/etc", 0755).ok());
-  auto copied = run_command({"cp", "/bin/busybox", tree + "/bin/busybox"});
-  ASSERT_TRUE(copied.ok() && copied->status.code == 0);
-  for (const char* tool : {"sh", "echo", "id", "cat", "ls", "true"})
-    ASSERT_EQ(::symlink("busybox", (tree + "/bin/" + tool).c_str()), 0);
-  ASSERT_TRUE(
-      write_file(tree + "/etc/passwd", "root:x:0:0::/root:/bin/sh\n", O_WRONLY | O_CREAT).ok());
-  auto tar = run_command({"tar", "-C", tree, "-cf", tmp_ + "/image.tar", "."});
-  ASSERT_TRUE(tar.ok() && tar->status.code == 0) << (tar.ok() ? tar->output : "");
-  auto imported = run_command({"podman", "import", tmp_ + "/image.tar", image});
-  ASSERT_TRUE(imported.ok() && imported->status.code == 0)
-      << (imported.ok() ? imported->output : "");
-  Defer remove_image([&] { (void)run_command({"podman", "rmi", "--force", image}); });
+  REQUIRE_BUSYBOX();
+  std::string image = import_busybox();
+  ASSERT_FALSE(image.empty());
   providers::EnvSpec spec;
   spec.image = image;
   auto env = make_env(*podman_, spec);
@@ -193,6 +212,24 @@ TEST_F(PodmanTest, ALocalImageIsTheRoot) {
   auto r = sh(*env, "echo hi; id -u; ls /usr 2>&1 | head -1; readlink /bin/sh");
   EXPECT_EQ(r.stdout_data, "hi\n10001\nls: /usr: No such file or directory\nbusybox\n")
       << r.stderr_data;
+}
+
+// ProviderOptions::image (`probe` and `qualify --image`): every run of the provider has the
+// image as its root without the spec naming it.
+TEST_F(PodmanImageTest, TheProvidersImageIsEveryRunsRoot) {
+  REQUIRE_PODMAN();
+  REQUIRE_BUSYBOX();
+  std::string image = import_busybox();
+  ASSERT_FALSE(image.empty());
+  providers::ProviderOptions options = options_;
+  options.image = image;
+  providers::PodmanProvider with_image(options);
+  for (int i = 0; i < 2; ++i) {
+    auto env = make_env(with_image);
+    ASSERT_TRUE(env);
+    auto r = sh(*env, "ls /usr 2>&1 | head -1; readlink /bin/sh");
+    EXPECT_EQ(r.stdout_data, "ls: /usr: No such file or directory\nbusybox\n") << r.stderr_data;
+  }
 }
 
 TEST_F(PodmanTest, AnImageThatDoesNotExistIsRefusedByName) {

@@ -55,7 +55,7 @@ BindMount parse_bind_mount(const std::string& spec);
 
 // What an environment is made from.
 struct EnvSpec {
-  std::string run_id;               // empty: generated
+  std::string run_id;  // empty: generated
   std::string tenant = "default";
   std::string workspace_recipe;  // the fresh workspace's content; empty: an empty one
   // How the recipe becomes the workspace: a copy-on-write view (overlayfs) where possible, or a
@@ -70,10 +70,10 @@ struct EnvSpec {
   std::vector<BindMount> readonly_mounts;
   // Credentials for this run only, at /run/secrets/NAME (SANDGATE_SECRETS_DIR tells calls where).
   std::vector<Secret> secrets;
-  uid_t uid = 10001;                // uid/gid inside the environment
+  uid_t uid = 10001;  // uid/gid inside the environment
   gid_t gid = 10001;
   NetworkMode network = NetworkMode::kNone;
-  Duration timeout{0};              // wall clock for the whole run; 0: none
+  Duration timeout{0};  // wall clock for the whole run; 0: none
   // Where the run's long-lived processes (the supervisor) live, placed before they exec: the
   // controller's <run>/main cgroup. Empty: wherever sandgate runs.
   Placement placement;
@@ -95,12 +95,12 @@ struct EnvSpec {
 };
 
 struct Call {
-  std::vector<std::string> argv;    // argv[0] is looked up in the environment's PATH
-  std::vector<std::string> env;     // extra NAME=VALUE for this call only
-  std::string cwd;                  // inside the environment; empty: the workspace
-  Duration timeout{0};              // 0: only the run's timeout applies
-  size_t output_limit = 1 << 20;    // per stream; the rest is counted, not kept
-  int cancel_fd = -1;               // readable: cancel the call (e.g. a signalfd for SIGINT)
+  std::vector<std::string> argv;  // argv[0] is looked up in the environment's PATH
+  std::vector<std::string> env;   // extra NAME=VALUE for this call only
+  std::string cwd;                // inside the environment; empty: the workspace
+  Duration timeout{0};            // 0: only the run's timeout applies
+  size_t output_limit = 1 << 20;  // per stream; the rest is counted, not kept
+  int cancel_fd = -1;             // readable: cancel the call (e.g. a signalfd for SIGINT)
   ProcessLimits rlimits;
   // Called with (1 or 2, bytes) as output arrives, for streaming; capture happens regardless.
   std::function<void(int stream, std::string_view data)> on_output;
@@ -160,6 +160,10 @@ struct ProviderOptions {
   // Honour EnvSpec::weakenings. Set only by the probe self-test (`sandgate probe --self-test`);
   // no other command, flag, policy or environment variable sets it.
   bool self_test_weakenings = false;
+  // A local container image every run's root filesystem comes from, unless EnvSpec::image
+  // names another (`probe` and `qualify --image`). Providers without images ignore it; the
+  // commands refuse it for them. Empty: the provider assembles the root.
+  std::string image;
 };
 
 class Provider {

@@ -207,6 +207,26 @@ TEST_F(CliTest, GateFailsOnARegressionAndOnlyThen) {
   EXPECT_NE(missing.output.find("nope.json"), std::string::npos) << missing.output;
 }
 
+// --image on probe and qualify: podman only, passed through to every run (a missing image is
+// named by the run that needed it).
+TEST_F(CliTest, ProbeAndQualifyTakeAnImageForPodmanOnly) {
+  SANDGATE_REQUIRE_ROOT();
+  auto jail = sandgate({"probe", "--provider", "namespaces", "--image", "x", "--only", "creds"});
+  EXPECT_EQ(jail.status.shell_code(), 2);
+  EXPECT_NE(jail.output.find("only the podman provider runs a container image, not namespaces"),
+            std::string::npos)
+      << jail.output;
+  auto no_podman = sandgate({"qualify", "--provider", "namespaces", "--image", "x", "--out",
+                             tmp_ + "/q", "--no-probes", "--no-replay"});
+  EXPECT_EQ(no_podman.status.shell_code(), 2);
+  EXPECT_NE(no_podman.output.find("it is not selected"), std::string::npos) << no_podman.output;
+  auto missing = sandgate({"probe", "--provider", "podman", "--image",
+                           "sandgate-no-such-image:never", "--only", "creds"});
+  EXPECT_NE(missing.status.shell_code(), 0);
+  EXPECT_NE(missing.output.find("sandgate-no-such-image:never"), std::string::npos)
+      << missing.output;
+}
+
 TEST_F(CliTest, DoctorReportsThisHost) {
   auto r = sandgate({"doctor", "--json"});
   EXPECT_EQ(r.status.shell_code(), 0);
