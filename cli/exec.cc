@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "cli/signals.h"
 #include "core/json.h"
+#include "core/terminal_text.h"
 #include "core/units.h"
 #include "session/client.h"
 #include "session/export.h"
@@ -20,7 +21,8 @@ namespace {
 
 struct ExecArgs {
   std::string provider;
-  std::string image;  // --image (podman): a local image for the root filesystem
+  std::string image;        // --image (podman): a local image for the root filesystem
+  bool raw_output = false;  // copy control sequences to a terminal unchanged
   std::string intent;
   std::string policy;
   std::string tenant = "default";
@@ -65,6 +67,33 @@ Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
   return j;
 }
 
+// Where a call's output goes: the caller's stdout and stderr, as it comes. A stream that is a
+// terminal gets it through TerminalText (its control sequences shown, not obeyed) unless
+// --raw-output; a pipe or a file gets the bytes unchanged.
+class OutputSink {
+ public:
+  explicit OutputSink(bool raw) {
+    for (int fd : {1, 2}) filtered_[fd] = !raw && ::isatty(fd) == 1;
+  }
+  void write(int fd, std::string_view data) {
+    if (fd != 1 && fd != 2) return;
+    if (!filtered_[fd]) return put(fd, data);
+    put(fd, text_[fd].feed(data));
+  }
+  // The end of both streams: what a filter still held.
+  void finish() {
+    for (int fd : {1, 2})
+      if (filtered_[fd]) put(fd, text_[fd].finish());
+  }
+
+ private:
+  static void put(int fd, std::string_view data) {
+    if (!data.empty()) (void)!::write(fd, data.data(), data.size());
+  }
+  bool filtered_[3] = {false, false, false};
+  TerminalText text_[3];
+};
+
 // Without the controller: the provider alone, no per-call cgroup or outcome.
 int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, const ExecArgs& a,
                InterruptFd& interrupt) {
@@ -73,12 +102,11 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   providers::Call call;
   call.argv = a.command;
   call.cancel_fd = interrupt.fd();
-  if (!a.json) {
-    call.on_output = [](int stream, std::string_view data) {
-      (void)!::write(stream, data.data(), data.size());
-    };
-  }
+  auto sink = std::make_shared<OutputSink>(a.raw_output);
+  if (!a.json)
+    call.on_output = [sink](int stream, std::string_view data) { sink->write(stream, data); };
   auto result = (*env)->exec(call, {});
+  sink->finish();
   std::string run_id = (*env)->run_id();
   Status exported;
   if (result.ok() && !a.export_.branch.empty())
@@ -91,11 +119,12 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   if (!exported.ok())
     return fail(
         std::move(exported).error().context_add("the run was destroyed, its export failed"));
-  if (!destroyed.ok()) return fail(std::move(destroyed).error().context_add("tearing down the run"));
+  if (!destroyed.ok())
+    return fail(std::move(destroyed).error().context_add("tearing down the run"));
   if (a.json) std::cout << dump_json(result_json(provider.info(), run_id, *result), 2) << "\n";
   if (result->start_failure && !a.json)
-    std::cerr << "sandgate: could not start '" << a.command[0] << "' in the sandbox: "
-              << result->start_failure->describe() << "\n";
+    std::cerr << "sandgate: could not start '" << a.command[0]
+              << "' in the sandbox: " << result->start_failure->describe() << "\n";
   if (result->cancelled) {
     int sig = interrupt.pending();
     std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
@@ -118,7 +147,8 @@ int exec_client(const ExecArgs& a) {
     if (const char* v = std::getenv("SANDGATE_RUN")) run = v;
   bool own_run = run.empty();
   if (own_run) {
-    if (a.provider.empty()) return fail("exec --socket without --run or $SANDGATE_RUN needs --provider");
+    if (a.provider.empty())
+      return fail("exec --socket without --run or $SANDGATE_RUN needs --provider");
     session::CreateRequest create;
     create.provider = a.provider;
     create.env = a.env;
@@ -160,22 +190,26 @@ int exec_client(const ExecArgs& a) {
   if (a.json) {
     std::cout << dump_json(o, 2) << "\n";
   } else {
-    std::string out = o.value("stdout", ""), err = o.value("stderr", "");
-    (void)!::write(1, out.data(), out.size());
-    (void)!::write(2, err.data(), err.size());
+    OutputSink sink(a.raw_output);
+    sink.write(1, o.value("stdout", ""));
+    sink.write(2, o.value("stderr", ""));
+    sink.finish();
     if (o.value("termination", "exited") != "exited")
       std::cerr << "sandgate: " << o.value("termination", "") << ": " << o.value("reason", "")
-                << "\nsandgate: advice (" << o.value("retry", "") << "): " << o.value("advice", "") << "\n";
+                << "\nsandgate: advice (" << o.value("retry", "") << "): " << o.value("advice", "")
+                << "\n";
   }
   const Json& exit = o["exit"];
   if (exit.contains("code") && exit["code"].is_number_integer()) return exit["code"].get<int>();
-  if (exit.contains("signal") && exit["signal"].is_number_integer()) return 128 + exit["signal"].get<int>();
+  if (exit.contains("signal") && exit["signal"].is_number_integer())
+    return 128 + exit["signal"].get<int>();
   return kExitError;
 }
 
 int run_exec(Globals& g, const ExecArgs& a) {
   if (!a.socket.empty()) return exec_client(a);
-  if (a.provider.empty()) return fail("exec needs --provider (or --socket to use a server's environment)");
+  if (a.provider.empty())
+    return fail("exec needs --provider (or --socket to use a server's environment)");
   providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = a.allow_unsafe_host;
   auto provider = g.registry.create(a.provider, options);
@@ -219,8 +253,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
   copts.policy = std::move(policy).value();
   auto ctl = controller::Controller::create(std::move(copts));
   if (!ctl.ok())
-    return fail(std::move(ctl).error().context_add("per-call control needs root and cgroups; "
-                                                   "--no-controller runs without it"));
+    return fail(
+        std::move(ctl).error().context_add("per-call control needs root and cgroups; "
+                                           "--no-controller runs without it"));
   spec.tenant = a.tenant;
   auto opened = session::RunSession::open(**ctl, **provider, spec);
   if (!opened.ok()) return fail(opened.error());
@@ -228,12 +263,11 @@ int run_exec(Globals& g, const ExecArgs& a) {
   call.argv = a.command;
   if (!a.intent.empty()) call.intent = a.intent;
   call.cancel_fd = interrupt.fd();
-  if (!a.json) {
-    call.on_output = [](int stream, std::string_view data) {
-      (void)!::write(stream, data.data(), data.size());
-    };
-  }
+  auto sink = std::make_shared<OutputSink>(a.raw_output);
+  if (!a.json)
+    call.on_output = [sink](int stream, std::string_view data) { sink->write(stream, data); };
   auto outcome = (*opened)->call(call);
+  sink->finish();
   std::string run_id = (*opened)->run_id();
   providers::WorkspaceInfo workspace = (*opened)->workspace_info();
   // What the run hands back, before everything else of it is destroyed.
@@ -256,7 +290,8 @@ int run_exec(Globals& g, const ExecArgs& a) {
     std::cerr << "sandgate: " << o.reason << "\n";
   } else if (o.termination != controller::Termination::kExited) {
     std::cerr << "sandgate: " << controller::to_string(o.termination) << ": " << o.reason
-              << "\nsandgate: advice (" << controller::to_string(o.retry) << "): " << o.advice << "\n";
+              << "\nsandgate: advice (" << controller::to_string(o.retry) << "): " << o.advice
+              << "\n";
   }
   if (int sig = interrupt.pending(); sig && o.termination == controller::Termination::kCancelled) {
     std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
@@ -319,11 +354,16 @@ void add_exec_command(CLI::App& app, Globals& g) {
   sub->add_option("--export", a->export_.directory,
                   "DIR (absent or empty): copy the final workspace there (links not followed,\n"
                   "FIFOs/sockets/devices left out). Everything not exported is destroyed");
-  sub->add_option("--env", a->env,
-                  "NAME passes the host's value, NAME=VALUE sets one; nothing else passes (repeatable)");
+  sub->add_option(
+      "--env", a->env,
+      "NAME passes the host's value, NAME=VALUE sets one; nothing else passes (repeatable)");
   sub->add_option("--ro-bind", a->ro_binds, "SRC[:DST] host path mounted read-only (repeatable)");
   sub->add_option("--timeout", a->timeout, "wall-clock limit for the run: 250ms, 30s, 5m");
   sub->add_flag("--json", a->json, "print the result as JSON instead of streaming output");
+  sub->add_flag("--raw-output", a->raw_output,
+                "copy the call's output to a terminal unchanged; by default a terminal gets its\n"
+                "control sequences shown as text (\\x1b[2J), not obeyed: the sandbox's output\n"
+                "must not retitle the window, clear the screen or write the clipboard (OSC 52)");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host,
                 "permit the host_dir provider, which runs the command with no isolation");
   sub->add_option("--intent", a->intent,

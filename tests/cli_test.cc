@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -225,6 +227,64 @@ TEST_F(CliTest, ProbeAndQualifyTakeAnImageForPodmanOnly) {
   EXPECT_NE(missing.status.shell_code(), 0);
   EXPECT_NE(missing.output.find("sandgate-no-such-image:never"), std::string::npos)
       << missing.output;
+}
+
+// Runs sandgate with its stdout and stderr on a pseudo-terminal; returns what the terminal got.
+std::string sandgate_on_a_terminal(const std::vector<std::string>& args) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) return "no pty";
+  UniqueFd m(master);
+  std::string slave = ::ptsname(master);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(slave.c_str(), O_RDWR);
+    if (fd < 0) ::_exit(127);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<std::string> all = {SANDGATE_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    struct pollfd p = {m.get(), POLLIN, 0};
+    if (::poll(&p, 1, 60000) <= 0) break;  // a minute without output: give up, the test fails
+    ssize_t n = ::read(m.get(), buf, sizeof buf);
+    if (n <= 0) break;  // EIO once the child (the last holder of the slave) is gone
+    out.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return out;
+}
+
+// The sandbox's output on the caller's terminal: escape sequences shown as text, not obeyed
+// (a title change, a screen clear); --raw-output and a pipe get the bytes unchanged.
+TEST_F(CliTest, ExecShowsControlSequencesOnATerminalInsteadOfObeyingThem) {
+  SANDGATE_REQUIRE_ROOT();
+  std::vector<std::string> call = {"exec",
+                                   "--provider",
+                                   "namespaces",
+                                   "--no-controller",
+                                   "--",
+                                   "printf",
+                                   "\\033]0;pwned\\007\\033[2J ok\\n"};
+  std::string shown = sandgate_on_a_terminal(call);
+  EXPECT_NE(shown.find("\\x1b]0;pwned\\x07\\x1b[2J ok"), std::string::npos) << shown;
+  EXPECT_EQ(shown.find('\x1b'), std::string::npos) << shown;
+  EXPECT_EQ(shown.find('\x07'), std::string::npos) << shown;
+
+  std::vector<std::string> raw = call;
+  raw.insert(raw.begin() + 1, "--raw-output");
+  EXPECT_NE(sandgate_on_a_terminal(raw).find("\x1b]0;pwned\x07\x1b[2J ok"), std::string::npos);
+  auto piped = sandgate(call);
+  EXPECT_EQ(piped.status.shell_code(), 0) << piped.output;
+  EXPECT_NE(piped.output.find("\x1b]0;pwned\x07\x1b[2J ok\n"), std::string::npos) << piped.output;
 }
 
 TEST_F(CliTest, DoctorReportsThisHost) {
