@@ -6,6 +6,7 @@
 
 #include "reports/model.h"
 #include "reports/test_reports.h"
+#include "reports/writers.h"
 
 namespace sandgate::reports {
 namespace {
@@ -107,6 +108,24 @@ TEST(BenchModel, ErrorsNameTheField) {
   j = good;
   j["bench"] = Json::object();
   EXPECT_NE(error_of(j).find("bench: expected an array"), std::string::npos) << error_of(j);
+}
+
+TEST(BenchModel, MarkdownAndHtmlShowTheFiguresEscaped) {
+  Report r = bench_report();
+  (*r.bench)[2].skipped = "<script>alert(1)</script> | [x](http://evil)";
+  std::string md = render_markdown(r, {});
+  EXPECT_NE(md.find("## sandgate bench\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("### Benchmarks"), std::string::npos) << md;
+  EXPECT_NE(md.find("2.03×"), std::string::npos) << md;     // the paired figure, as a ratio
+  EXPECT_NE(md.find("12.00 ms"), std::string::npos) << md;  // the absolute one, in its unit
+  EXPECT_EQ(md.find("<script>"), std::string::npos) << md;
+  EXPECT_NE(md.find("\\[x\\](http"), std::string::npos) << md;  // no link opens
+  EXPECT_EQ(md.find("| provider |"), std::string::npos) << md;  // no empty providers table
+  std::string html = render_html(r);
+  EXPECT_NE(html.find("<h2 id=\"bench\">"), std::string::npos);
+  EXPECT_NE(html.find("not measured"), std::string::npos);
+  EXPECT_NE(html.find("2.03×"), std::string::npos);
+  EXPECT_EQ(html.find("<script>"), std::string::npos);
 }
 
 }  // namespace
