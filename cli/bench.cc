@@ -418,8 +418,8 @@ void add_bench_command(CLI::App& app, Globals& g) {
       "  replay.fidelity           the short replay's call end error p95, 3 rounds (absolute)\n"
       "Absolute figures compare only between runs on the same machine. Needs root.\n"
       "To hold a commit to its parent, on one machine:\n"
-      "  git checkout A && make && sudo build/dev/cli/sandgate bench --out /tmp/A\n"
-      "  git checkout B && make && sudo build/dev/cli/sandgate bench --out /tmp/B\n"
+      "  git checkout A && make release && sudo build/release/cli/sandgate bench --out /tmp/A\n"
+      "  git checkout B && make release && sudo build/release/cli/sandgate bench --out /tmp/B\n"
       "  sandgate gate --baseline /tmp/A/report.json /tmp/B/report.json\n"
       "Exit status 0 when measured (a figure skipped for a missing tool says why in the\n"
       "report), 2 on errors.");
