@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "bench/bwrap_baseline.h"
 #include "core/files.h"
 #include "core/host_paths.h"
 #include "core/log.h"
@@ -46,22 +47,8 @@ using providers::EnvSpec;
 using providers::Provider;
 using providers::ProviderOptions;
 
-// The bubblewrap baseline, exactly as the issue states it: a read-only /usr, the merged-/usr
-// symlinks, fresh /proc, /dev and /tmp, every namespace unshared.
-// clang-format off
-const std::vector<std::string> kBwrapArgv = {
-    "bwrap",
-    "--ro-bind", "/usr", "/usr",
-    "--symlink", "usr/bin", "/bin",
-    "--symlink", "usr/lib", "/lib",
-    "--symlink", "usr/lib64", "/lib64",
-    "--proc", "/proc",
-    "--dev", "/dev",
-    "--tmpfs", "/tmp",
-    "--unshare-all",
-    "--die-with-parent",
-    "/bin/true"};
-// clang-format on
+// The bubblewrap baseline: bench/bwrap_baseline.h (`sandgate bench` runs the same one).
+const std::vector<std::string>& kBwrapArgv = kBwrapBaselineArgv;
 
 // Set up by main() before any benchmark runs.
 struct BenchContext {

@@ -57,6 +57,7 @@ void add_gc_command(CLI::App& app, Globals& g);
 void add_doctor_command(CLI::App& app, Globals& g);
 void add_qualify_command(CLI::App& app, Globals& g);
 void add_gate_command(CLI::App& app, Globals& g);
+void add_bench_command(CLI::App& app, Globals& g);
 void add_serve_command(CLI::App& app, Globals& g);
 void add_probe_command(CLI::App& app, Globals& g);
 void add_record_command(CLI::App& app, Globals& g);

@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   add_policy_command(app, g);
   add_report_command(app, g);
   add_gate_command(app, g);
+  add_bench_command(app, g);
   add_provider_command(app, g);
 
   try {

@@ -185,9 +185,11 @@ void compare_replay(Collector& out, const ProviderReport& base, const ProviderRe
 
 // One cost ratio in both reports: worse (or better) only when the intervals of the two medians
 // do not overlap and the median moved by more than the tolerance.
+// `unit` follows each median and interval bound ("x" for a ratio, " ms" for an absolute figure).
 void compare_ratio(Collector& out, const std::string& provider, const std::string& subject,
                    const std::string& what, const std::vector<double>& before,
-                   const std::vector<double>& now, const GateTolerance& t) {
+                   const std::vector<double>& now, const GateTolerance& t,
+                   const std::string& unit = "x") {
   if (before.size() < 2 || now.size() < 2) {
     out.add(Change::kNote, Kind::kCost, provider, subject,
             fmt::format("{}: not compared, too few paired samples ({} in the baseline, {} now)",
@@ -205,10 +207,10 @@ void compare_ratio(Collector& out, const std::string& provider, const std::strin
     verdict = Change::kImprovement;
   if (verdict == Change::kNote) return;  // within the noise: nothing to say
   out.add(verdict, Kind::kCost, provider, subject,
-          fmt::format("{} {:.2f}x ({:.0f}% interval {:.2f}-{:.2f}, n={}), was {:.2f}x "
+          fmt::format("{} {:.2f}{} ({:.0f}% interval {:.2f}-{:.2f}, n={}), was {:.2f}{} "
                       "({:.2f}-{:.2f}, n={}): {:+.0f}%",
-                      what, mc, 100 * std::min(b.coverage, c.coverage), c.low, c.high, c.n, mb,
-                      b.low, b.high, b.n, 100 * change));
+                      what, mc, unit, 100 * std::min(b.coverage, c.coverage), c.low, c.high, c.n,
+                      mb, unit, b.low, b.high, b.n, 100 * change));
 }
 
 void compare_costs(Collector& out, const Report& base_report, const ProviderReport& base,
@@ -223,6 +225,45 @@ void compare_costs(Collector& out, const Report& base_report, const ProviderRepo
   if (!base.costs.call_samples_ms.empty() || !cur.costs.call_samples_ms.empty())
     compare_ratio(out, cur.name, "cost:call", "call through the controller / provider exec",
                   call_before, call_now, t);
+}
+
+// `sandgate bench`'s figures present in both reports (reports/bench_model.h), each by the
+// cost rule: a paired figure on its ratios to the baseline measured in the same round, an
+// absolute one on its samples (comparable only on the same machine). Higher is worse for every
+// figure. A figure measured in one report and not the other is a note: nothing to compare.
+void compare_bench(Collector& out, const Report& base, const Report& cur, const GateTolerance& t) {
+  if (!base.bench || !cur.bench) return;
+  std::map<std::string, const BenchFigure*> now;
+  for (const auto& f : *cur.bench) now[f.name] = &f;
+  for (const auto& b : *base.bench) {
+    auto it = now.find(b.name);
+    if (it == now.end()) {
+      out.add(Change::kNote, Kind::kCost, "bench", b.name,
+              b.name + ": not in the current report, not compared");
+      continue;
+    }
+    const BenchFigure& c = *it->second;
+    if (b.skipped || c.skipped) {
+      if (!b.skipped || !c.skipped)
+        out.add(Change::kNote, Kind::kCost, "bench", b.name,
+                fmt::format("{}: not compared, not measured {}: {}", b.name,
+                            c.skipped ? "now" : "in the baseline",
+                            said(c.skipped ? *c.skipped : *b.skipped)));
+      continue;
+    }
+    if (b.paired() != c.paired()) {
+      out.add(Change::kNote, Kind::kCost, "bench", b.name,
+              b.name + ": not compared, paired in one report and absolute in the other");
+      continue;
+    }
+    if (b.paired())
+      compare_ratio(out, "bench", b.name, b.name + " / " + said(c.baseline_what, 80),
+                    paired_ratios(b.samples, b.baseline_samples),
+                    paired_ratios(c.samples, c.baseline_samples), t);
+    else
+      compare_ratio(out, "bench", b.name, b.name + " (absolute, this machine)", b.samples,
+                    c.samples, t, " " + said(c.unit, 20));
+  }
 }
 
 // Hosts of another kind make every cost and some verdicts differ for reasons of their own.
@@ -292,6 +333,7 @@ GateResult run_gate(const Report& baseline, const Report& current, const GateTol
       out.add(Change::kNote, Kind::kQualification, c.name, "qualified",
               std::string("new in the current report, ") +
                   (c.qualified ? "qualified" : "not qualified"));
+  compare_bench(out, baseline, current, t);
   return out.finish();
 }
 

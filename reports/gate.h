@@ -16,6 +16,9 @@
 // against the provider's own exec right before it. A ratio is worse only when its median's
 // confidence interval (core/stats.h median_interval) lies wholly above the baseline's and the
 // median rose by more than the tolerance: one slow sample never fails a merge.
+// `sandgate bench`'s figures (reports/bench_model.h) in both reports go by the same rule, key
+// "bench/<name>": a paired figure on its ratios, an absolute one on its own samples (then the
+// two reports must come from the same machine for the comparison to mean anything).
 #pragma once
 
 #include <set>

@@ -300,3 +300,78 @@ TEST(Gate, ToleranceFileIsStrict) {
 
 }  // namespace
 }  // namespace sandgate::reports
+
+namespace sandgate::reports {
+namespace {
+
+// A bench report: a paired figure (the subject `subject_ms`, its baseline 2 ms, per round) and
+// an absolute one (`absolute_ms`), 9 rounds on machine `m`.
+Report bench_report(Machine& m, double subject_ms = 6, double absolute_ms = 30) {
+  Report r;
+  r.job = "bench";
+  BenchFigure paired{"run.namespaces_vs_bwrap", "namespaces run", "ms", {}, {}, "bwrap true", {}};
+  BenchFigure absolute{"replay.fidelity", "end error p95", "ms", {}, {}, "none: absolute", {}};
+  for (int i = 0; i < 9; ++i) {
+    double round = m.sample(1);  // what the machine does this round, shared by the pair
+    paired.samples.push_back(round * m.sample(subject_ms) / m.speed);  // the speed is in round
+    paired.baseline_samples.push_back(round * 2);
+    absolute.samples.push_back(m.sample(absolute_ms));
+  }
+  r.bench = std::vector<BenchFigure>{paired, absolute};
+  return r;
+}
+
+TEST(GateBench, NoiseIsNotARegression) {
+  for (unsigned seed = 1; seed <= 5; ++seed) {
+    Machine a{1.0, 0.15, std::mt19937(seed)}, b{1.0, 0.15, std::mt19937(seed + 100)};
+    auto g = run_gate(bench_report(a), bench_report(b), {});
+    EXPECT_EQ(g.failing(), 0u) << render_gate_text(g, "a", "b");
+  }
+  // A machine twice as slow moves both halves of the paired figure: its ratio holds. (The
+  // absolute figure would double: it is held at 30 ms here, it compares only on one machine.)
+  Machine fast{1.0}, slow{2.0};
+  auto g = run_gate(bench_report(fast), bench_report(slow, 6, 30 / 2.0), {});
+  EXPECT_EQ(g.failing(), 0u) << render_gate_text(g, "fast", "slow");
+}
+
+TEST(GateBench, ADoublingIsCaughtForPairedAndAbsoluteFigures) {
+  Machine a, b;
+  auto g = run_gate(bench_report(a), bench_report(b, 12, 60), {});
+  EXPECT_EQ(keys(g, Change::kRegression),
+            (std::vector<std::string>{"bench/run.namespaces_vs_bwrap", "bench/replay.fidelity"}))
+      << render_gate_text(g, "a", "b");
+  for (const auto& f : g.findings) EXPECT_EQ(f.kind, Kind::kCost);
+  std::string text = render_gate_text(g, "a", "b");
+  EXPECT_NE(text.find("run.namespaces_vs_bwrap / bwrap true 5."), std::string::npos) << text;
+  EXPECT_NE(text.find("replay.fidelity (absolute, this machine) 5"), std::string::npos) << text;
+  EXPECT_NE(text.find(" ms (96% interval"), std::string::npos) << text;  // n=9: 96% coverage
+  // And the reverse is an improvement, never a failure.
+  auto better = run_gate(bench_report(b, 12, 60), bench_report(a), {});
+  EXPECT_EQ(better.failing(), 0u);
+  EXPECT_EQ(better.count(Change::kImprovement), 2u);
+}
+
+TEST(GateBench, AFigureSkippedInOneReportIsANote) {
+  Machine a, b;
+  Report base = bench_report(a), cur = bench_report(b, 12, 60);
+  auto& fig = (*cur.bench)[0];
+  fig.samples.clear();
+  fig.baseline_samples.clear();
+  fig.skipped = "bwrap is not installed";
+  (*cur.bench).pop_back();  // and one not measured at all (--only)
+  auto g = run_gate(base, cur, {});
+  EXPECT_EQ(g.failing(), 0u) << render_gate_text(g, "a", "b");
+  EXPECT_EQ(keys(g, Change::kNote),
+            (std::vector<std::string>{"bench/run.namespaces_vs_bwrap", "bench/replay.fidelity"}));
+  EXPECT_NE(render_gate_text(g, "a", "b").find("not measured now: bwrap is not installed"),
+            std::string::npos);
+}
+
+TEST(GateBench, AQualifyReportHasNoBenchAndNothingIsSaid) {
+  Machine a, b;
+  auto g = run_gate(report(a), report(b), {});
+  for (const auto& f : g.findings) EXPECT_NE(f.key.rfind("bench/", 0), 0u) << f.key;
+}
+
+}  // namespace
+}  // namespace sandgate::reports

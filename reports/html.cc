@@ -74,6 +74,10 @@ std::string header(const Report& r) {
       h(r.job, 40), qualified, r.providers.size(), r.providers.size() == 1 ? "" : "s",
       r.schema_version, h(r.sandgate_version, 40),
       r.created.empty() ? "time unknown" : h(r.created, 40));
+  if (r.providers.empty() && r.bench)  // a bench report: no provider was qualified
+    s = fmt::format("<h1>sandgate {}</h1>\n<p>Report schema {} · sandgate {} · {}</p>\n",
+                    h(r.job, 40), r.schema_version, h(r.sandgate_version, 40),
+                    r.created.empty() ? "time unknown" : h(r.created, 40));
   for (const auto& p : r.providers)
     if (p.unsafe)
       s += "<div class=\"unsafe\"><b>" + h(p.display_name) +
@@ -209,6 +213,38 @@ std::string host_facts(const Report& r) {
          pre(dump_json(r.host, 1), 20000) + "</details>\n";
 }
 
+// `sandgate bench`'s figures: a row each, the median with the samples behind it.
+std::string bench_section(const std::vector<BenchFigure>& figures) {
+  std::string s =
+      "<h2 id=\"bench\">Benchmarks</h2>\n<p>A paired figure is the median of the ratios of "
+      "samples taken side by side with its baseline in the same round; an absolute figure "
+      "compares only with runs on the same machine.</p>\n<table><tr><th>figure</th><th>what</th>"
+      "<th>median</th><th>against</th><th>samples</th></tr>\n";
+  auto list = [](const std::vector<double>& v) {
+    std::string out;
+    for (double x : v) out += fmt::format("{}{:.2f}", out.empty() ? "" : " ", x);
+    return out;
+  };
+  for (const auto& f : figures) {
+    std::string median, against, samples;
+    if (f.skipped) {
+      median = "<span class=\"inconclusive\">not measured</span>";
+      against = h(*f.skipped);
+    } else {
+      auto m = bench_median(f);
+      median = !m           ? "-"
+               : f.paired() ? fmt::format("{:.2f}×", *m)
+                            : fmt::format("{:.2f} {}", *m, h(f.unit, 20));
+      against = f.paired() ? h(f.baseline_what) : "absolute: " + h(f.baseline_what);
+      samples = h(f.unit, 20) + ": " + list(f.samples);
+      if (f.paired()) samples += "<br>baseline: " + list(f.baseline_samples);
+    }
+    s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     h(f.name, 80), h(f.what), median, against, samples);
+  }
+  return s + "</table>\n";
+}
+
 }  // namespace
 
 std::string render_html(const Report& r) {
@@ -219,7 +255,8 @@ std::string render_html(const Report& r) {
       "<meta name=\"viewport\" content=\"width=device-width\">\n<title>sandgate " +
       h(r.job, 40) + " report</title>\n<style>" + kStyle + "</style></head>\n<body>\n";
   s += header(r);
-  s += providers_table(r);
+  if (r.bench) s += bench_section(*r.bench);
+  if (!r.providers.empty() || !r.bench) s += providers_table(r);
   s += charts(r);
   s += findings(r);
   s += differences(r);

@@ -34,6 +34,25 @@ std::string listing(const Report& r, probes::Verdict wanted, size_t max) {
   return s;
 }
 
+// `sandgate bench`'s figures: one row each, the median of its ratios (paired) or samples.
+std::string bench_table(const std::vector<BenchFigure>& figures) {
+  std::string s = "### Benchmarks\n\n| figure | median | against | n |\n|---|---:|---|---:|\n";
+  for (const auto& f : figures) {
+    if (f.skipped) {
+      s += fmt::format("| {} | not measured | {} | 0 |\n", md(f.name, 80), md(*f.skipped));
+      continue;
+    }
+    auto m = bench_median(f);
+    std::string median = !m           ? "-"
+                         : f.paired() ? fmt::format("{:.2f}×", *m)
+                                      : fmt::format("{:.2f} {}", *m, md(f.unit, 20));
+    s += fmt::format("| {} | {} | {} | {} |\n", md(f.name, 80), median,
+                     f.paired() ? md(f.baseline_what, 120) : "absolute (this machine)",
+                     f.samples.size());
+  }
+  return s + "\n";
+}
+
 }  // namespace
 
 std::string render_markdown(const Report& r, const MarkdownOptions& options) {
@@ -41,11 +60,14 @@ std::string render_markdown(const Report& r, const MarkdownOptions& options) {
   for (const auto& p : r.providers) qualified += p.qualified;
   std::string s = fmt::format("## sandgate {}: {} of {} provider{} qualified\n\n", md(r.job, 40),
                               qualified, r.providers.size(), r.providers.size() == 1 ? "" : "s");
+  if (r.providers.empty() && r.bench) s = fmt::format("## sandgate {}\n\n", md(r.job, 40));
   if (!options.what_changed.empty()) {
     s += "### What changed\n\n";
     for (const auto& line : options.what_changed) s += "- " + md(line, 300) + "\n";
     s += "\n";
   }
+  // A bench report (`sandgate bench`) qualifies no provider: its figures are all there is.
+  if (r.providers.empty() && r.bench) return s + bench_table(*r.bench);
   std::string exposed = listing(r, probes::Verdict::kExposed, options.max_listed);
   if (!exposed.empty()) s += "### Exposed\n\n" + exposed + "\n";
 
@@ -70,6 +92,7 @@ std::string render_markdown(const Report& r, const MarkdownOptions& options) {
     s += fmt::format("| {}{} | {} {}| {} | {} |\n", md(p.display_name, 80), p.unsafe ? " ⚠" : "",
                      status, tally, run, call);
   }
+  if (r.bench) s += bench_table(*r.bench);
   std::string warnings = listing(r, probes::Verdict::kWarning, options.max_listed);
   if (!warnings.empty()) s += "\n### Warnings\n\n" + warnings;
   s += "\n";

@@ -308,16 +308,18 @@ Json to_json(const Report& r) {
                  {"description", rule.description},
                  {"witness", rule.witness},
                  {"remediation", rule.remediation}};
-  return {{"type", kReportType},
-          {"schema_version", r.schema_version},
-          {"job", r.job},
-          {"created", r.created},
-          {"sandgate_version", r.sandgate_version},
-          {"host", r.host},
-          {"baseline_provider", r.baseline_provider},
-          {"spawn_samples_ms", r.spawn_samples_ms},
-          {"providers", providers},
-          {"rules", rules}};
+  Json j = {{"type", kReportType},
+            {"schema_version", r.schema_version},
+            {"job", r.job},
+            {"created", r.created},
+            {"sandgate_version", r.sandgate_version},
+            {"host", r.host},
+            {"baseline_provider", r.baseline_provider},
+            {"spawn_samples_ms", r.spawn_samples_ms},
+            {"providers", providers},
+            {"rules", rules}};
+  if (r.bench) j["bench"] = bench_json(*r.bench);
+  return j;
 }
 
 Result<Report> report_from_json(const Json& j) {
@@ -354,6 +356,7 @@ Result<Report> report_from_json(const Json& j) {
       if (parsed.id != id) throw FieldError{"rules." + id + ".id", "differs from its key"};
       report.rules[id] = std::move(parsed);
     }
+    if (r.has("bench")) report.bench = bench_from(r, "bench");
     r.done();
     return report;
   } catch (const FieldError& e) {

@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/result.h"
 #include "probes/judge.h"
+#include "reports/bench_model.h"
 
 namespace sandgate::reports {
 
@@ -139,6 +140,8 @@ struct Report {
   // measured no costs (or the report is schema_version 1).
   std::vector<double> spawn_samples_ms;
   std::map<std::string, ProbeRule> rules;  // by probe id
+  // `sandgate bench`'s figures (reports/bench_model.h); absent when the job ran no benchmarks.
+  std::optional<std::vector<BenchFigure>> bench;
 };
 
 // The ratios of `p`'s costs (see CostRatios).

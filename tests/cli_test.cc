@@ -690,5 +690,41 @@ TEST_F(CliTest, ServeRunContractThroughTheProtocol) {
   ASSERT_TRUE(st.ok() && st->has_value());
 }
 
+// sandgate bench, kept short: two paired figures, 3 rounds each, into the report model, and
+// the gate of that report against itself passes. No timing is asserted: the figures are the
+// timing, the gate judges them.
+TEST_F(CliTest, BenchWritesPairedFiguresTheGateReads) {
+  SANDGATE_REQUIRE_ROOT();
+  if (::access("/usr/bin/bwrap", X_OK) != 0)
+    GTEST_SKIP() << "bwrap is not installed (ci/bootstrap installs bubblewrap): no baseline";
+  auto r = sandgate({"bench", "--out", tmp_ + "/bench", "--rounds", "3", "--only",
+                     "run.namespaces_vs_bwrap", "--only", "call.controller_vs_exec"});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_NE(r.output.find("run.namespaces_vs_bwrap"), std::string::npos) << r.output;
+  for (const char* f : {"report.json", "report.html", "junit.xml", "report.sarif", "summary.md"})
+    EXPECT_EQ(::access((tmp_ + "/bench/" + f).c_str(), R_OK), 0) << f;
+  auto model = read_json_file(tmp_ + "/bench/report.json");
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  EXPECT_EQ((*model)["job"], "bench");
+  const Json& figures = (*model)["bench"];
+  ASSERT_EQ(figures.size(), 2u) << figures.dump();  // --only: the others are absent
+  EXPECT_EQ(figures[0]["name"], "run.namespaces_vs_bwrap");
+  EXPECT_EQ(figures[1]["name"], "call.controller_vs_exec");
+  for (const auto& f : figures) {
+    EXPECT_FALSE(f.contains("skipped")) << f.dump();
+    EXPECT_EQ(f["samples"].size(), 3u) << f.dump();
+    EXPECT_EQ(f["baseline_samples"].size(), 3u) << f.dump();  // paired, round by round
+    for (const auto& v : f["samples"]) EXPECT_GT(v.get<double>(), 0) << f.dump();
+  }
+  auto same =
+      sandgate({"gate", "--baseline", tmp_ + "/bench/report.json", tmp_ + "/bench/report.json"});
+  EXPECT_EQ(same.status.shell_code(), 0) << same.output;
+  EXPECT_NE(same.output.find("nothing regressed"), std::string::npos) << same.output;
+  // A figure the set does not have is bad input.
+  auto bad = sandgate({"bench", "--out", tmp_ + "/bench2", "--only", "run.fast"});
+  EXPECT_EQ(bad.status.shell_code(), 2) << bad.output;
+  EXPECT_NE(bad.output.find("--only run.fast: no such figure"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace sandgate::testing
