@@ -308,7 +308,7 @@ Json to_json(const Report& r) {
                  {"description", rule.description},
                  {"witness", rule.witness},
                  {"remediation", rule.remediation}};
-  return {{"type", kReportType},
+  Json js{{"type", kReportType},
           {"schema_version", r.schema_version},
           {"job", r.job},
           {"created", r.created},
@@ -318,6 +318,9 @@ Json to_json(const Report& r) {
           {"spawn_samples_ms", r.spawn_samples_ms},
           {"providers", providers},
           {"rules", rules}};
+  if (r.replay) js["replay"] = to_json(*r.replay);
+  if (r.plan) js["plan"] = to_json(*r.plan);
+  return js;
 }
 
 Result<Report> report_from_json(const Json& j) {
@@ -354,6 +357,8 @@ Result<Report> report_from_json(const Json& j) {
       if (parsed.id != id) throw FieldError{"rules." + id + ".id", "differs from its key"};
       report.rules[id] = std::move(parsed);
     }
+    if (r.has("replay")) report.replay = replay_section_from(r.object("replay"), "replay");
+    if (r.has("plan")) report.plan = plan_from(r.object("plan"), "plan");
     r.done();
     return report;
   } catch (const FieldError& e) {

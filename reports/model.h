@@ -17,6 +17,8 @@
 #include "core/json.h"
 #include "core/result.h"
 #include "probes/judge.h"
+#include "reports/plan_model.h"
+#include "reports/replay_model.h"
 
 namespace sandgate::reports {
 
@@ -139,6 +141,8 @@ struct Report {
   // measured no costs (or the report is schema_version 1).
   std::vector<double> spawn_samples_ms;
   std::map<std::string, ProbeRule> rules;  // by probe id
+  std::optional<ReplaySection> replay;     // `sandgate replay`; absent: the job replayed nothing
+  std::optional<PlanSection> plan;         // `sandgate plan`; absent: the job planned nothing
 };
 
 // The ratios of `p`'s costs (see CostRatios).
