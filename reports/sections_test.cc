@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/process.h"
 #include "core/test_temp_dir.h"
 #include "reports/charts.h"
 #include "reports/job_report.h"
@@ -268,6 +269,39 @@ TEST(HtmlWriter, ShowsThePlanAndReplayTables) {
             std::string::npos);
   EXPECT_NE(html.find("<td>static</td><td>3</td><td>2</td><td>1</td><td>1.5 s</td><td>-</td>"),
             std::string::npos);
+}
+
+// ---- sandgate plan --report: the real binary on the repository's traces (no root needed).
+
+TEST(PlanCli, WritesAReportWithTheCapacityCurve) {
+  sandgate::testing::TempDir dir;
+  std::string out = dir / "plan-report";
+  auto r = run_command(
+      {SANDGATE_BINARY, "plan", "--traces", sandgate::testing::source_dir() + "/traces",
+       "--host-memory", "4GiB", "--host-cpus", "2", "--trials", "2000", "--report", out},
+      std::chrono::seconds(120), 8 << 20);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(r->status.exited && r->status.code == 0) << r->output;
+  auto report = load_report(out + "/report.json");
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  EXPECT_EQ(report->job, "plan");
+  EXPECT_TRUE(report->host.contains("sections")) << "the doctor's findings";
+  ASSERT_TRUE(report->plan);
+  EXPECT_EQ(report->plan->traces, 4u);
+  EXPECT_EQ(report->plan->trace_files.size(), 4u);
+  ASSERT_EQ(report->plan->fits.size(), 5u);
+  for (const auto& f : report->plan->fits) {
+    SCOPED_TRACE(f.policy);
+    ASSERT_FALSE(f.risk_curve.empty());
+    EXPECT_EQ(f.risk_curve.front().runs, 1u);
+    EXPECT_EQ(f.risk_curve.back().runs, report->plan->curve_max_runs);
+  }
+  for (const char* file : {"report.html", "junit.xml", "report.sarif", "summary.md"})
+    EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
+  std::ifstream in(out + "/report.html");
+  std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("<svg id=\"capacity-curve\""), std::string::npos);
+  EXPECT_EQ(occurrences(html, "class=\"series\""), 5u);
 }
 
 }  // namespace
