@@ -305,6 +305,15 @@ std::string label(double x, double y, const std::string& text, const char* ancho
 constexpr const char* kPalette[] = {"#1565c0", "#c62828", "#2e7d32", "#ef6c00",
                                     "#6a1b9a", "#00838f", "#5d4037", "#9e9d24"};
 const char* palette(size_t i) { return kPalette[i % std::size(kPalette)]; }
+// Lines that may lie on each other (per-call and actual often do) differ by dash too.
+constexpr const char* kDashes[] = {"", "", "", "8 4", "2 3"};
+std::string dash(size_t i) {
+  const char* d = kDashes[i % std::size(kDashes)];
+  return *d ? fmt::format(" stroke-dasharray=\"{}\"", d) : "";
+}
+// Call shades: none of the timeline's line colours (memory blue, CPU orange).
+constexpr const char* kIntentColours[] = {"#2e7d32", "#6a1b9a", "#00838f", "#5d4037",
+                                          "#9e9d24", "#ad1457", "#455a64"};
 
 std::string percent(double p) {
   if (p == 0) return "0%";
@@ -369,17 +378,17 @@ std::optional<Chart> capacity_curve_chart(const Report& r) {
     for (const auto& p : f.risk_curve)
       points += fmt::format("{:.1f},{:.1f} ", x(static_cast<double>(p.runs)), y(p.risk));
     s += fmt::format(
-        "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" "
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} "
         "class=\"series\"><title>{}</title></polyline>\n",
-        points, palette(i), svg_text(hover, 600));
+        points, palette(i), dash(i), svg_text(hover, 600));
     // Where the curve leaves the accepted risk: the answer `plan` prints.
     if (f.fits >= 1)
       s += fmt::format(
           "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\" class=\"fit\"><title>{}</title>"
           "</circle>\n",
           x(static_cast<double>(f.fits)), y(plan.risk), palette(i), svg_text(hover, 600));
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{}\"/>",
-                     kLeft + kPlot + 16, ly - 5, palette(i));
+    s += line(kLeft + kPlot + 12, ly - 4, kLeft + kPlot + 32, ly - 4,
+              fmt::format("stroke=\"{}\" stroke-width=\"3\"{}", palette(i), dash(i)));
     s += label(kLeft + kPlot + 36, ly, f.policy + ": " + fits);
     ly += 18;
   }
@@ -497,7 +506,8 @@ Chart timeline_chart(const std::string& id, const std::string& policy, const Tra
     if (std::find(intents.begin(), intents.end(), c.intent) == intents.end())
       intents.push_back(c.intent);
   auto intent_colour = [&](const std::string& intent) {
-    return palette(2 + (std::find(intents.begin(), intents.end(), intent) - intents.begin()));
+    size_t at = std::find(intents.begin(), intents.end(), intent) - intents.begin();
+    return kIntentColours[at % std::size(kIntentColours)];
   };
   for (const auto& c : t.calls) {
     std::string hover = fmt::format("call {} ({}): {:.0f} to {:.0f} ms, {}", c.id, c.intent,
@@ -512,7 +522,9 @@ Chart timeline_chart(const std::string& id, const std::string& policy, const Tra
     s += line(x(v), kTop + kHeight, x(v), kTop + kHeight + 5, "stroke=\"#616161\"");
     s += label(x(v), kTop + kHeight + 18, fmt::format("{:.1f} s", v / 1000), "middle");
   }
-  for (double v : linear_ticks(0, ym.hi, 4)) s += label(kLeft - 6, ym(v) + 4, mib(v), "end");
+  constexpr double kMiB = 1024.0 * 1024;  // memory ticks at round MiB
+  for (double v : linear_ticks(0, ym.hi / kMiB, 4))
+    s += label(kLeft - 6, ym(v * kMiB) + 4, mib(v * kMiB), "end");
   for (double v : linear_ticks(0, yc.hi, 4))
     s += label(kLeft + kPlot + 6, yc(v) + 4, fmt::format("{:.1f} cores", v));
   s += line(kLeft, kTop + kHeight, kLeft + kPlot, kTop + kHeight, "stroke=\"#616161\"");
