@@ -271,6 +271,22 @@ TEST(HtmlWriter, ShowsThePlanAndReplayTables) {
             std::string::npos);
 }
 
+TEST(MarkdownWriter, SummarisesThePlanAndTheReplay) {
+  Report r = job("plan");
+  r.replay = synthetic_replay();
+  std::string md = render_markdown(r);
+  EXPECT_EQ(md.find("## sandgate plan\n"), 0u) << md;
+  EXPECT_EQ(md.find("providers qualified"), std::string::npos);
+  EXPECT_NE(md.find("| per-call | 20 | 0.0010 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| default | 2 of 3 | 2500 µs (8.30× solo) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| static | 2 of 3 | - |"), std::string::npos) << md;
+  // Text from a trace or a policy cannot open markup in a comment.
+  r.plan = synthetic_plan(hostile_text());
+  md = render_markdown(r);
+  EXPECT_EQ(md.find("<script"), std::string::npos);
+  EXPECT_EQ(md.find("](https://attacker"), std::string::npos);
+}
+
 // ---- sandgate plan --report: the real binary on the repository's traces (no root needed).
 
 TEST(PlanCli, WritesAReportWithTheCapacityCurve) {
