@@ -2,6 +2,7 @@
 // the model; README.md "Capacity planner").
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -11,6 +12,8 @@
 #include "core/units.h"
 #include "replay/planner.h"
 #include "replay/trace.h"
+#include "reports/job_report.h"
+#include "reports/writers.h"
 
 namespace sandgate::cli {
 namespace {
@@ -22,6 +25,7 @@ struct PlanArgs {
   std::string policy;
   double risk = 0.01;
   std::string json;
+  std::string report;
   size_t trials = 10000;
   uint64_t seed = 1;
   size_t max_runs = 20000;
@@ -30,7 +34,7 @@ struct PlanArgs {
 std::string human(double b) { return human_bytes(Bytes{static_cast<uint64_t>(b)}); }
 std::string gib(double b) { return fmt::format("{:.1f}GiB", b / (1024.0 * 1024 * 1024)); }
 
-int run_plan(const PlanArgs& a) {
+int run_plan(Globals& g, const PlanArgs& a) {
   auto memory = parse_bytes(a.host_memory);
   if (!memory.ok()) return fail("--host-memory: " + memory.error().message());
   auto policy = load_policy_arg(a.policy);
@@ -93,13 +97,26 @@ int run_plan(const PlanArgs& a) {
                "active calls) or on what runs really hold (per-call: use held to grants; actual).\n"
                "P(mem>host), P(cpu>host): what that many runs really hold exceeds the host.\n"
                "reserved / used: mean sums at that N (per-call rows reserve their envelopes).\n";
+  Json j = replay::to_json(*plan);
+  Json names = Json::array();
+  for (const auto& p : *paths) names.push_back(p);
+  j["trace_files"] = names;
   if (!a.json.empty()) {
-    Json j = replay::to_json(*plan);
-    Json names = Json::array();
-    for (const auto& p : *paths) names.push_back(p);
-    j["trace_files"] = names;
     if (auto s = write_json_file_atomic(a.json, j); !s.ok()) return fail(s.error());
     std::cout << "wrote " << a.json << "\n";
+  }
+  if (!a.report.empty()) {
+    // The same figures, read back strictly as the report model's plan section.
+    auto section = reports::plan_section_from_json(j);
+    if (!section.ok()) return fail(std::move(section).error().context_add("the plan's report"));
+    reports::Report report = reports::job_report("plan", doctor_report(g));
+    report.plan = std::move(section).value();
+    std::error_code ec;
+    std::filesystem::create_directories(a.report, ec);
+    if (ec) return fail("--report " + a.report + ": " + ec.message());
+    if (auto s = reports::write_all_formats(report, a.report); !s.ok())
+      return fail(std::move(s).error().context_add("writing the report"));
+    std::cout << "wrote the report into " << a.report << "\n";
   }
   return 0;
 }
@@ -132,11 +149,14 @@ void add_plan_command(CLI::App& app, Globals& g) {
   sub->add_option("--risk", a->risk, "accepted chance of exceeding host memory, in (0, 1)")
       ->check(CLI::Range(1e-9, 0.999999));
   sub->add_option("--json", a->json, "also write every figure to this JSON file");
+  sub->add_option("--report", a->report,
+                  "write the report (report.json, report.html with the capacity curve, ...) "
+                  "into this directory, with the host's facts (doctor)");
   sub->add_option("--trials", a->trials, "Monte Carlo trials (at least 10/risk)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--seed", a->seed, "random seed");
   sub->add_option("--max-runs", a->max_runs, "largest N searched")->check(CLI::PositiveNumber);
-  sub->callback([&g, a] { g.exit_code = run_plan(*a); });
+  sub->callback([&g, a] { g.exit_code = run_plan(g, *a); });
 }
 
 }  // namespace sandgate::cli

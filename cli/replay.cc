@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -14,6 +15,8 @@
 #include "probes/lab/lab.h"
 #include "replay/experiment.h"
 #include "replay/trace_stats.h"
+#include "reports/job_report.h"
+#include "reports/writers.h"
 
 namespace sandgate::cli {
 namespace {
@@ -28,6 +31,7 @@ struct ReplayArgs {
   bool victim = false;
   std::string host_budget;
   std::string json;
+  std::string report;
   std::string load;
   bool allow_unsafe_host = false;
   std::vector<std::string> traces;
@@ -37,6 +41,31 @@ std::string seconds(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1fs", ms / 1000.0);
   return buf;
+}
+
+reports::LatencySummary latency(const replay::VictimLatency& v) {
+  return {v.count, v.p50_us, v.p90_us, v.p99_us, v.max_us, v.missed_deadlines};
+}
+
+// One replayed run as the report's burst timeline: its sampled usage, its calls (host side,
+// on the run's replay clock), the ladder's actions moved onto that clock.
+reports::TraceTimeline timeline_of(const replay::ReplayedRun& run,
+                                   const std::vector<replay::RunUsage>& usage) {
+  reports::TraceTimeline t;
+  t.trace = run.name;
+  t.error = run.error;
+  for (const auto& u : usage)
+    if (u.run == run.name)
+      for (const auto& p : u.series) t.samples.push_back({p.t_ms, p.memory_bytes, p.cpu_cores});
+  for (const auto& c : run.calls) {
+    std::string ended = c.error.empty() ? controller::to_string(c.outcome.termination) : "not run";
+    t.calls.push_back(
+        {c.id, c.intent, c.actual_start_ms, std::max(c.actual_start_ms, c.actual_end_ms), ended});
+    for (const auto& a : c.outcome.observed.actions)
+      t.actions.push_back(
+          {c.id, a.action, c.actual_start_ms + static_cast<double>(to_millis(a.at)), a.reason});
+  }
+  return t;
 }
 
 int run_replay(Globals& g, const ReplayArgs& a) {
@@ -102,6 +131,9 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     choices.push_back(std::move(c).value());
   }
 
+  // The host's facts for the report, taken before the lab is entered (as qualify does).
+  Json host = a.report.empty() ? Json::object() : doctor_report(g);
+
   // docs/DESIGN.md, safety rules: replay enters a fresh lab before any provider starts, so whatever
   // a replayed call sends (even under host_dir, which shares sandgate's namespace) lands on the
   // lab's decoys, never off the machine. Threads started below inherit it.
@@ -150,6 +182,11 @@ int run_replay(Globals& g, const ReplayArgs& a) {
 
   std::vector<replay::PolicyScores> scores;
   Json runs_json = Json::object();
+  reports::ReplaySection section;
+  section.provider = a.provider;
+  section.time_scale = a.time_scale;
+  section.compress_silence = a.compress_silence;
+  if (solo) section.victim_solo = latency(*solo);
   for (const auto& c : choices) {
     if (stop) break;
     std::cerr << "replay: policy " << c.label << " (" << replay::to_string(c.kind) << ")\n";
@@ -164,6 +201,12 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     Json rj = Json::array();
     for (const auto& r : pass->runs) rj.push_back(replay::to_json(r));
     runs_json[c.label] = std::move(rj);
+    reports::ReplayPolicy rp;
+    rp.scores = replay::to_json(pass->scores);
+    rp.label = pass->scores.label;
+    if (pass->scores.victim) rp.victim = latency(*pass->scores.victim);
+    for (const auto& r : pass->runs) rp.timelines.push_back(timeline_of(r, pass->usage));
+    section.policies.push_back(std::move(rp));
     scores.push_back(std::move(pass->scores));
   }
   end_watcher();
@@ -185,6 +228,16 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     for (const auto& s : scores) j["policies"].push_back(replay::to_json(s));
     if (auto s = write_json_file_atomic(a.json, j); !s.ok()) return fail(s.error());
     std::cerr << "replay: wrote " << a.json << "\n";
+  }
+  if (!a.report.empty()) {
+    reports::Report report = reports::job_report("replay", std::move(host));
+    report.replay = std::move(section);
+    std::error_code ec;
+    std::filesystem::create_directories(a.report, ec);
+    if (ec) return fail("--report " + a.report + ": " + ec.message());
+    if (auto s = reports::write_all_formats(report, a.report); !s.ok())
+      return fail(std::move(s).error().context_add("writing the report"));
+    std::cerr << "replay: wrote the report into " << a.report << "\n";
   }
   if (stop) return 128 + (interrupt.pending() ? interrupt.pending() : SIGINT);
   return 0;
@@ -221,6 +274,9 @@ void add_replay_command(CLI::App& app, Globals& g) {
   sub->add_flag("--victim", a->victim, "run the latency victim beside the aggressors");
   sub->add_option("--host-budget", a->host_budget, "host memory budget, e.g. 16GiB (default: MemTotal)");
   sub->add_option("--json", a->json, "write every figure to this file");
+  sub->add_option("--report", a->report,
+                  "write the report (report.json, report.html with a burst timeline per run and "
+                  "the victim's latency, ...) into this directory, with the host's facts (doctor)");
   sub->add_option("--load", a->load, "sandgate-load binary (default: beside sandgate)");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
   sub->add_option("traces", a->traces, "trace files (sandgate trace v1)")->required()->check(CLI::ExistingFile);

@@ -351,6 +351,25 @@ std::string format_table(const std::vector<PolicyScores>& scores, const std::opt
   return table.render();
 }
 
+void UsageSeries::add(double t_ms, uint64_t memory_bytes, double cpu_cores) {
+  if (in_bucket_ == 0) bucket_ = {t_ms, memory_bytes, 0};
+  bucket_.memory_bytes = std::max(bucket_.memory_bytes, memory_bytes);
+  bucket_.cpu_cores += cpu_cores;
+  if (++in_bucket_ < stride_) return;
+  bucket_.cpu_cores /= static_cast<double>(in_bucket_);
+  points_.push_back(bucket_);
+  in_bucket_ = 0;
+  if (points_.size() < kMaxUsagePoints) return;
+  // Full: merge neighbours, so the series covers the same time with half the points.
+  std::vector<UsagePoint> merged;
+  for (size_t i = 0; i + 1 < points_.size(); i += 2)
+    merged.push_back({points_[i].t_ms,
+                      std::max(points_[i].memory_bytes, points_[i + 1].memory_bytes),
+                      (points_[i].cpu_cores + points_[i + 1].cpu_cores) / 2});
+  points_ = std::move(merged);
+  stride_ *= 2;
+}
+
 namespace {
 
 // Host memory and each open run's memory, every interval, on a thread of its own.
@@ -369,7 +388,12 @@ class HostSampler {
     w.usage.run = run;
     w.open = true;
     w.started = Clock::now();
+    w.origin = w.started;
     w.last = w.started;
+  }
+  void ready(const std::string& run) {
+    std::lock_guard lock(mu_);
+    if (auto it = watched_.find(run); it != watched_.end()) it->second.origin = Clock::now();
   }
   void closed(const std::string& run) {
     std::lock_guard lock(mu_);
@@ -390,7 +414,14 @@ class HostSampler {
   std::vector<RunUsage> usage() const {
     std::vector<RunUsage> out;
     std::lock_guard lock(mu_);
-    for (const auto& [name, w] : watched_) out.push_back(w.usage);
+    for (const auto& [name, w] : watched_) {
+      out.push_back(w.usage);
+      // On the replay clock: samples taken before the run was ready are dropped.
+      double shift = std::chrono::duration<double, std::milli>(w.origin - w.started).count();
+      for (auto p : w.series.points())
+        if (p.t_ms >= shift)
+          out.back().series.push_back({p.t_ms - shift, p.memory_bytes, p.cpu_cores});
+    }
     return out;
   }
 
@@ -398,8 +429,10 @@ class HostSampler {
   struct Watched {
     controller::Cgroup run_cg, main_cg;
     RunUsage usage;
+    UsageSeries series;  // ms since started
+    std::optional<uint64_t> last_cpu_us;
     bool open = false;
-    Clock::time_point started, last;
+    Clock::time_point started, origin, last;
   };
   void loop() {
     std::unique_lock lock(mu_);
@@ -413,7 +446,15 @@ class HostSampler {
         auto now = Clock::now();
         double dt = std::chrono::duration<double>(now - w.last).count();
         w.last = now;
-        if (auto u = backend_.read_usage(w.run_cg); u.ok()) w.usage.used_gib_s += gib_seconds(u->memory_current, dt);
+        if (auto u = backend_.read_usage(w.run_cg); u.ok()) {
+          w.usage.used_gib_s += gib_seconds(u->memory_current, dt);
+          double cores = w.last_cpu_us && dt > 0 && u->cpu_usage_us >= *w.last_cpu_us
+                             ? static_cast<double>(u->cpu_usage_us - *w.last_cpu_us) / 1e6 / dt
+                             : 0;
+          w.last_cpu_us = u->cpu_usage_us;
+          w.series.add(std::chrono::duration<double, std::milli>(now - w.started).count(),
+                       u->memory_current, cores);
+        }
         if (auto u = backend_.read_usage(w.main_cg); u.ok()) w.usage.main_gib_s += gib_seconds(u->memory_current, dt);
       }
       cv_.wait_for(lock, interval_, [this] { return stop_; });
@@ -509,6 +550,7 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
     sampler.opened(run, r, m);
   };
   observer.closed = [&](const std::string& run) { sampler.closed(run); };
+  observer.ready = [&](const std::string& run) { sampler.ready(run); };
   observer.call_done = [&](const ReplayedCall& c) {
     std::lock_guard lock(mu);
     ++done_calls;
@@ -564,6 +606,7 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
   pass.scores = score_policy(policy, runs, sampler.usage(), sampler.host_peak(), budget, victim, solo);
   pass.scores.wall_s = wall;
   pass.runs = std::move(runs);
+  pass.usage = sampler.usage();
   return pass;
 }
 

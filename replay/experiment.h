@@ -80,12 +80,36 @@ struct FidelityScores {
   ErrorSummary end_ms;
 };
 
+// One point of a run's usage over time, on its replay clock (0: the run was ready).
+struct UsagePoint {
+  double t_ms = 0;
+  uint64_t memory_bytes = 0;  // the run cgroup's memory.current (the largest in the bucket)
+  double cpu_cores = 0;       // its CPU rate over the bucket
+};
+// A report draws a run's timeline from at most this many points: a long replay sampled every
+// 100 ms is bucketed (each bucket's largest memory, mean CPU) so its memory stays bounded.
+inline constexpr size_t kMaxUsagePoints = 2000;
+
 // What the host sampler measured for one run.
 struct RunUsage {
   std::string run;
   double used_gib_s = 0;   // integral of the run cgroup's memory
   double main_gib_s = 0;   // integral of its main cgroup's memory (the resident baseline)
   double duration_s = 0;
+  std::vector<UsagePoint> series;  // at most kMaxUsagePoints, in time order
+};
+
+// Appends samples to a series of at most kMaxUsagePoints: when full, neighbouring points are
+// merged pairwise and every later point stands for twice as many samples. Pure.
+class UsageSeries {
+ public:
+  void add(double t_ms, uint64_t memory_bytes, double cpu_cores);
+  const std::vector<UsagePoint>& points() const { return points_; }
+
+ private:
+  std::vector<UsagePoint> points_;
+  size_t stride_ = 1, in_bucket_ = 0;
+  UsagePoint bucket_;
 };
 
 struct PolicyScores {
@@ -140,6 +164,7 @@ struct ExperimentOptions {
 struct PolicyPass {
   PolicyScores scores;
   std::vector<ReplayedRun> runs;
+  std::vector<RunUsage> usage;  // by run name; series for the report's timelines
 };
 
 // The victim alone, before any aggressor (in its own run, under no limits).

@@ -241,3 +241,38 @@ TEST(Victim, ParsesTheReportAndNamesAMissingField) {
 
 }  // namespace
 }  // namespace sandgate::replay
+
+namespace sandgate::replay {
+namespace {
+
+// A long replay's timeline stays bounded: points merge pairwise, memory keeps its peaks, CPU its
+// mean, and the series still spans the whole time.
+TEST(UsageSeries, StaysBoundedAndKeepsThePeak) {
+  UsageSeries s;
+  const size_t n = 5 * kMaxUsagePoints + 3;
+  for (size_t i = 0; i < n; ++i) s.add(static_cast<double>(i) * 100, i == 7777 ? 9000 : 100, 0.5);
+  EXPECT_LE(s.points().size(), kMaxUsagePoints);
+  EXPECT_GE(s.points().size(), kMaxUsagePoints / 2);
+  EXPECT_EQ(s.points().front().t_ms, 0);
+  EXPECT_GT(s.points().back().t_ms, static_cast<double>(n - 20) * 100);
+  uint64_t peak = 0;
+  for (size_t i = 0; i < s.points().size(); ++i) {
+    peak = std::max(peak, s.points()[i].memory_bytes);
+    EXPECT_DOUBLE_EQ(s.points()[i].cpu_cores, 0.5);
+    if (i) {
+      EXPECT_GT(s.points()[i].t_ms, s.points()[i - 1].t_ms);
+    }
+  }
+  EXPECT_EQ(peak, 9000u);
+}
+
+TEST(UsageSeries, ShortSeriesIsKeptWhole) {
+  UsageSeries s;
+  for (int i = 0; i < 10; ++i) s.add(i * 100.0, 1000 + i, i * 0.1);
+  ASSERT_EQ(s.points().size(), 10u);
+  EXPECT_EQ(s.points()[3].memory_bytes, 1003u);
+  EXPECT_DOUBLE_EQ(s.points()[3].cpu_cores, 0.3);
+}
+
+}  // namespace
+}  // namespace sandgate::replay

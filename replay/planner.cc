@@ -342,6 +342,28 @@ Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const Plan
       make("actual", kMemActual, kMemActual, kCpuActual, kCpuActual, used_per_run, used_per_run);
   actual.note = "reference: actual use, no reservation";
   plan.fits.push_back(actual);
+
+  // The curves: each row's admission column, on one N axis up to where the last row's trials
+  // have all (or nearly all) exceeded: past it every curve is flat.
+  const int fit_cols[] = {kMemPeak, kMemAverage, kMemCapped, kMemEnvelope, kMemActual};
+  size_t top = 1;
+  for (int c : fit_cols)
+    for (size_t f : first[c])
+      if (f <= o.max_runs) top = std::max(top, f);
+  plan.curve_max_runs = top;
+  std::vector<size_t> grid;
+  for (size_t i = 0; i < kCurvePoints; ++i) {
+    size_t n = 1 + (top - 1) * i / (kCurvePoints - 1);
+    if (grid.empty() || n != grid.back()) grid.push_back(n);
+  }
+  for (size_t i = 0; i < plan.fits.size(); ++i) {
+    std::vector<size_t> sorted = first[fit_cols[i]];
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t n : grid) {
+      size_t count = std::upper_bound(sorted.begin(), sorted.end(), n) - sorted.begin();
+      plan.fits[i].curve.push_back({n, static_cast<double>(count) / o.trials});
+    }
+  }
   return plan;
 }
 
@@ -358,6 +380,9 @@ Json to_json(const Plan& plan) {
               {"used_bytes", f.used_bytes},
               {"note", f.note}};
     for (const auto& [k, v] : f.extra.items()) j[k] = v;
+    Json curve = Json::array();
+    for (const auto& p : f.curve) curve.push_back({p.runs, p.risk});
+    j["risk_curve"] = curve;  // [runs, P(exceeded)] pairs
     fits.push_back(j);
   }
   Json intents = Json::array();
@@ -382,6 +407,7 @@ Json to_json(const Plan& plan) {
           {"trials", o.trials},
           {"seed", o.seed},
           {"max_runs", o.max_runs},
+          {"curve_max_runs", plan.curve_max_runs},
           {"fits", fits}};
 }
 

@@ -103,7 +103,16 @@ struct PolicyFit {
   double used_bytes = 0;         // mean really held by `fits` runs (per-call: capped)
   std::string note;
   Json extra = Json::object();  // policy-specific figures
+  // The risk curve behind `fits`: P(the admission sum of N runs > host) against N, on the same
+  // trials (so it crosses `risk` at `fits`). At most kCurvePoints points, N ascending from 1 to
+  // the plan's curve_max_runs, shared by every policy so their curves share an axis.
+  struct RiskPoint {
+    size_t runs = 0;
+    double risk = 0;
+  };
+  std::vector<RiskPoint> curve;
 };
+inline constexpr size_t kCurvePoints = 200;
 
 // How the calls of one intent used memory against the policy's grant: the figures to size a
 // grant on.
@@ -122,6 +131,9 @@ struct Plan {
   size_t traces = 0;
   std::vector<PolicyFit> fits;  // static-peak, static-average, per-call, per-call-grant, actual
   std::vector<IntentUse> intents;
+  // Where the risk curves end: the largest N at which some trial of some row first exceeded
+  // the host (every row's risk is 1 there or close), at most max_runs.
+  size_t curve_max_runs = 0;
 };
 
 Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const PlanOptions& options,

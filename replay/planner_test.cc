@@ -123,6 +123,23 @@ TEST(Planner, SpikyTraceAnswersByHand) {
   // safer than static-average.
   EXPECT_GT(pc.fits, fit(*plan, "static-peak").fits);
   EXPECT_LT(pc.p_memory_exceeded, avg.p_memory_exceeded);
+
+  // The risk curves behind the fits: every row crosses the risk between its N and N+1 (the
+  // grid is every N here: the last first-exceedance is far below kCurvePoints).
+  ASSERT_LT(plan->curve_max_runs, kCurvePoints);
+  for (const auto& f : plan->fits) {
+    ASSERT_EQ(f.curve.size(), plan->curve_max_runs) << f.policy;
+    double last = 0;
+    for (size_t i = 0; i < f.curve.size(); ++i) {
+      EXPECT_EQ(f.curve[i].runs, i + 1) << f.policy;
+      EXPECT_GE(f.curve[i].risk, last) << f.policy << " risk falls at N=" << i + 1;
+      last = f.curve[i].risk;
+    }
+    EXPECT_LE(f.curve[f.fits - 1].risk, 0.01) << f.policy;
+    EXPECT_GT(f.curve[f.fits].risk, 0.01) << f.policy;
+  }
+  // per-call at N=8: exceeds iff k>=3, 0.038 (above).
+  EXPECT_NEAR(pc.curve[7].risk, 0.038, 0.004);
   // The compile call peaks 3 GiB above the 1 GiB baseline: over its 2 GiB grant.
   ASSERT_EQ(plan->intents.size(), 1u);
   EXPECT_EQ(plan->intents[0].intent, "compile");

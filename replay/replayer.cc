@@ -270,6 +270,7 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
   }
 
   const Clock::time_point origin = Clock::now();
+  if (observer.ready) observer.ready(plan.name);
   auto at = [&](double ms) {
     return origin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
   };

@@ -102,6 +102,8 @@ struct RunObserver {
                       const controller::Cgroup& main_cg)>
       opened;
   std::function<void(const std::string& run)> closed;
+  // The run's replay clock starts now (its hold process is running).
+  std::function<void(const std::string& run)> ready;
   std::function<void(const ReplayedCall&)> call_done;  // progress
 };
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -249,6 +250,71 @@ TEST(BrowserCheck, ChromiumRendersTheReportWithEveryChart) {
        at = dom.output.find("class=\"exposed\"><title>", at + 1))
     ++cells;
   EXPECT_EQ(cells, 7u) << "host_dir's 7 exposed cells in the matrix";
+  expect_nothing_fetched(dir / "netlog.json");
+}
+
+// A report with the replay's and the plan's sections too: their charts are drawn, on screen,
+// and in the DOM after layout with their series and marks.
+TEST(BrowserCheck, ChromiumRendersTheReplayAndPlanCharts) {
+  SANDGATE_REQUIRE(!chromium().empty(),
+                   "needs chromium (Debian package; ci/bootstrap installs it)");
+  Report report = testing::real_report();
+  report.replay = testing::synthetic_replay();
+  report.plan = testing::synthetic_plan();
+  std::vector<std::string> ids;
+  for (const auto& c : charts_for(report)) ids.push_back(c.id);
+  const std::vector<std::string> added = {"capacity-curve",   "victim-latency",
+                                          "burst-timeline-1", "burst-timeline-2",
+                                          "burst-timeline-3", "burst-timeline-4"};
+  for (const auto& id : added)
+    EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id << " not drawn";
+  sandgate::testing::TempDir dir;
+  std::string html = dir / "report.html";
+  ASSERT_TRUE(write_report_file(html, render_html(report)).ok());
+
+  // A tall window: the new charts are below the probe matrix and the costs.
+  const std::string png = dir / "shot.png";
+  Browser shot = run_chromium(dir, {"--screenshot=" + png, "--window-size=1200,4800"}, html);
+  ASSERT_EQ(shot.status, 0) << shot.output;
+  std::string bytes = read_file(png);
+  std::string why;
+  auto img = decode_png(bytes, &why);
+  ASSERT_TRUE(img) << why;
+  std::set<uint32_t> colours(img->rgb.begin(), img->rgb.end());
+  size_t not_white = 0, curve_blue = 0;
+  for (uint32_t px : img->rgb) {
+    not_white += px != 0xFFFFFF;
+    curve_blue += px == 0x1565C0;  // the first model's curve, the memory lines, the cost bars
+  }
+  std::cout << "browser check (replay + plan): screenshot " << bytes.size() << " bytes, "
+            << img->width << "x" << img->height << ", " << colours.size() << " colours, "
+            << not_white << " non-white pixels, " << curve_blue << " series-blue pixels\n";
+  EXPECT_GT(colours.size(), 64u);
+  EXPECT_GT(not_white, img->rgb.size() / 50);
+  EXPECT_GT(curve_blue, 2000u);
+  expect_nothing_fetched(dir / "netlog.json");
+
+  std::filesystem::remove_all(dir / "profile");
+  Browser dom = run_chromium(dir, {"--dump-dom"}, html);
+  ASSERT_EQ(dom.status, 0) << dom.output;
+  for (const auto& id : ids)
+    EXPECT_NE(dom.output.find("<svg id=\"" + id + "\""), std::string::npos)
+        << id << " not in the DOM";
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = dom.output.find(what); at != std::string::npos;
+         at = dom.output.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  // 3 model curves + 2 lines per timeline x 4; 3 fit dots; 2 victim distributions; 3 calls and
+  // 2 ladder actions per timeline.
+  EXPECT_EQ(count("class=\"series\""), 3u + 2 * 4);
+  EXPECT_EQ(count("class=\"fit\""), 3u);
+  EXPECT_EQ(count("class=\"threshold\""), 1u);
+  EXPECT_EQ(count("class=\"distribution\""), 2u);
+  EXPECT_EQ(count("class=\"call\""), 3u * 4);
+  EXPECT_EQ(count("class=\"action\""), 2u * 4);
   expect_nothing_fetched(dir / "netlog.json");
 }
 

@@ -32,6 +32,17 @@ std::optional<Chart> call_cost_chart(const Report& r);
 // The short replay per provider: its calls stacked by how they ended, with the fidelity.
 std::optional<Chart> replay_chart(const Report& r);
 
+// The plan's risk of exceeding the host against the number of runs, a line per sizing model,
+// the accepted risk dashed. Absent without a plan.
+std::optional<Chart> capacity_curve_chart(const Report& r);
+// The replay's victim per policy (and alone): p50, p90, p99 and max on a log scale. Absent
+// when no policy ran a victim.
+std::optional<Chart> victim_latency_chart(const Report& r);
+// One per replayed run (policy x trace), ids burst-timeline-1, -2, ...: memory and CPU over
+// time, calls shaded by intent, ladder actions marked. At most kMaxTimelines.
+inline constexpr size_t kMaxTimelines = 24;
+std::vector<Chart> burst_timeline_charts(const Report& r);
+
 // Every chart the report has data for, in page order.
 std::vector<Chart> charts_for(const Report& r);
 

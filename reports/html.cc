@@ -74,10 +74,8 @@ std::string header(const Report& r) {
       h(r.job, 40), qualified, r.providers.size(), r.providers.size() == 1 ? "" : "s",
       r.schema_version, h(r.sandgate_version, 40),
       r.created.empty() ? "time unknown" : h(r.created, 40));
-  if (r.providers.empty() && r.bench)  // a bench report: no provider was qualified
-    s = fmt::format("<h1>sandgate {}</h1>\n<p>Report schema {} · sandgate {} · {}</p>\n",
-                    h(r.job, 40), r.schema_version, h(r.sandgate_version, 40),
-                    r.created.empty() ? "time unknown" : h(r.created, 40));
+  // A replay or a plan qualifies nothing: its title is the job's alone.
+  if (r.providers.empty()) s.replace(0, s.find("</h1>"), "<h1>sandgate " + h(r.job, 40));
   for (const auto& p : r.providers)
     if (p.unsafe)
       s += "<div class=\"unsafe\"><b>" + h(p.display_name) +
@@ -87,6 +85,7 @@ std::string header(const Report& r) {
 }
 
 std::string providers_table(const Report& r) {
+  if (r.providers.empty()) return "";
   std::string s =
       "<h2 id=\"providers\">Providers</h2>\n<table><tr><th>provider</th><th>qualified</th>"
       "<th>why not</th><th>probes: blocked / exposed / inconclusive / warning</th>"
@@ -128,6 +127,74 @@ std::string charts(const Report& r) {
   for (const auto& c : charts_for(r))
     s += fmt::format("<h2>{}</h2>\n<figure>{}\n<figcaption>{}</figcaption></figure>\n", h(c.title),
                      c.svg, c.caption);
+  return s;
+}
+
+// The tables `plan` and `replay` print, from their sections (absent sections: nothing).
+std::string section_tables(const Report& r) {
+  std::string s;
+  auto num = [](const Json& j, const char* key, const char* format) -> std::string {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "-";
+    return fmt::format(fmt::runtime(format), j[key].get<double>());
+  };
+  if (r.plan) {
+    const PlanSection& p = *r.plan;
+    auto gib = [](double b) { return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024)); };
+    s += fmt::format(
+        "<h2 id=\"plan\">Capacity plan</h2>\n<p>{} traces · host {} and {} cpus · risk {} · {} "
+        "trials, seed {} · policy {}</p>\n<table><tr><th>model</th><th>fits</th><th>reserved</th>"
+        "<th>used</th><th>P(mem&gt;host)</th><th>P(cpu&gt;host)</th><th>N by cpu</th>"
+        "<th>note</th></tr>\n",
+        p.traces, gib(static_cast<double>(p.host_memory_bytes)), p.host_cpus, p.risk, p.trials,
+        p.seed, h(p.policy, 80));
+    for (const auto& f : p.fits)
+      s += fmt::format(
+          "<tr><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{:.4f}</td><td>{:.4f}</td>"
+          "<td>{}</td><td>{}</td></tr>\n",
+          h(f.policy, 80), f.fits_is_lower_bound ? "&gt;=" : "", f.fits, gib(f.reserved_bytes),
+          gib(f.used_bytes), f.p_memory_exceeded, f.p_cpu_exceeded, f.fits_by_cpu, h(f.note));
+    s += "</table>\n<table><tr><th>intent</th><th>calls</th><th>seconds</th><th>grant</th>"
+         "<th>use p50</th><th>use p99</th><th>use max</th><th>over grant</th></tr>\n";
+    auto mib = [](double b) { return fmt::format("{:.0f} MiB", b / (1024.0 * 1024)); };
+    for (const auto& u : p.intents)
+      s += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{:.0f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td></tr>\n",
+          h(u.intent, 80), u.calls, u.seconds,
+          u.grant_memory_bytes ? mib(*u.grant_memory_bytes) : "none",
+          mib(u.above_baseline_p50_bytes), mib(u.above_baseline_p99_bytes),
+          mib(u.above_baseline_max_bytes), u.calls_over_grant);
+    s += "</table>\n";
+  }
+  if (r.replay) {
+    // The scores are replay::to_json(PolicyScores), kept whole: read what is there.
+    auto calls_of = [](const Json& scores) {
+      return scores.contains("calls") ? scores["calls"] : Json();
+    };
+    auto mib_of = [](const Json& j, const char* key) -> std::string {
+      if (!j.contains(key) || !j[key].is_number()) return "-";
+      return fmt::format("{:.0f} MiB", j[key].get<double>() / (1024.0 * 1024));
+    };
+    s += fmt::format(
+        "<h2 id=\"replay\">Replay</h2>\n<p>provider {} · time scale {}{}</p>\n<table><tr>"
+        "<th>policy</th><th>calls</th><th>completed</th><th>killed</th><th>work lost</th>"
+        "<th>victim p99 inflation</th><th>host peak</th></tr>\n",
+        h(r.replay->provider, 80), r.replay->time_scale,
+        r.replay->compress_silence ? " · silences compressed" : "");
+    for (const auto& p : r.replay->policies)
+      s += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></"
+          "tr>\n",
+          h(p.label, 80), num(calls_of(p.scores), "total", "{:.0f}"),
+          num(calls_of(p.scores), "completed", "{:.0f}"),
+          num(calls_of(p.scores), "killed", "{:.0f}"),
+          num(p.scores, "work_lost_call_s", "{:.1f} s"),
+          num(p.scores, "victim_p99_inflation", "{:.2f}×"), mib_of(p.scores, "host_peak_bytes"));
+    s +=
+        "</table>\n<details><summary>Every score, as <code>replay --json</code> has them</summary>";
+    for (const auto& p : r.replay->policies) s += pre(dump_json(p.scores, 1), 20000);
+    s += "</details>\n";
+  }
   return s;
 }
 
@@ -258,6 +325,7 @@ std::string render_html(const Report& r) {
   if (r.bench) s += bench_section(*r.bench);
   if (!r.providers.empty() || !r.bench) s += providers_table(r);
   s += charts(r);
+  s += section_tables(r);
   s += findings(r);
   s += differences(r);
   s += all_verdicts(r);

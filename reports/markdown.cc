@@ -53,6 +53,44 @@ std::string bench_table(const std::vector<BenchFigure>& figures) {
   return s + "\n";
 }
 
+// The plan's and the replay's headline figures, when the report has them: a line per model
+// or policy (the HTML has the charts and every figure).
+std::string sections(const Report& r) {
+  std::string s;
+  if (r.plan) {
+    s += fmt::format(
+        "### Capacity plan: {} traces, risk {}\n\n| model | fits | P(mem>host) |\n"
+        "|---|---:|---:|\n",
+        r.plan->traces, r.plan->risk);
+    for (const auto& f : r.plan->fits)
+      s += fmt::format("| {} | {}{} | {:.4f} |\n", md(f.policy, 60),
+                       f.fits_is_lower_bound ? "≥" : "", f.fits, f.p_memory_exceeded);
+    s += "\n";
+  }
+  if (r.replay) {
+    s += "### Replay\n\n| policy | completed | victim p99 |\n|---|---:|---:|\n";
+    for (const auto& p : r.replay->policies) {
+      const Json& calls = p.scores.contains("calls") ? p.scores["calls"] : Json();
+      auto count = [&](const char* key) {
+        return calls.is_object() && calls.contains(key) && calls[key].is_number()
+                   ? fmt::format("{}", calls[key].get<double>())
+                   : std::string("-");
+      };
+      std::string victim = "-";
+      if (p.victim) victim = fmt::format("{:.0f} µs", p.victim->p99_us);
+      // The replay's own inflation figure (one definition, in replay/experiment.cc).
+      const Json* inflation =
+          p.scores.contains("victim_p99_inflation") ? &p.scores["victim_p99_inflation"] : nullptr;
+      if (p.victim && inflation && inflation->is_number())
+        victim += fmt::format(" ({:.2f}× solo)", inflation->get<double>());
+      s += fmt::format("| {} | {} of {} | {} |\n", md(p.label, 60), count("completed"),
+                       count("total"), victim);
+    }
+    s += "\n";
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string render_markdown(const Report& r, const MarkdownOptions& options) {
@@ -60,14 +98,14 @@ std::string render_markdown(const Report& r, const MarkdownOptions& options) {
   for (const auto& p : r.providers) qualified += p.qualified;
   std::string s = fmt::format("## sandgate {}: {} of {} provider{} qualified\n\n", md(r.job, 40),
                               qualified, r.providers.size(), r.providers.size() == 1 ? "" : "s");
-  if (r.providers.empty() && r.bench) s = fmt::format("## sandgate {}\n\n", md(r.job, 40));
+  if (r.providers.empty()) s = fmt::format("## sandgate {}\n\n", md(r.job, 40));
   if (!options.what_changed.empty()) {
     s += "### What changed\n\n";
     for (const auto& line : options.what_changed) s += "- " + md(line, 300) + "\n";
     s += "\n";
   }
-  // A bench report (`sandgate bench`) qualifies no provider: its figures are all there is.
-  if (r.providers.empty() && r.bench) return s + bench_table(*r.bench);
+  // A bench, a replay or a plan qualifies nothing: their figures are the summary.
+  if (r.providers.empty()) return s + sections(r) + (r.bench ? bench_table(*r.bench) : "");
   std::string exposed = listing(r, probes::Verdict::kExposed, options.max_listed);
   if (!exposed.empty()) s += "### Exposed\n\n" + exposed + "\n";
 

@@ -308,18 +308,20 @@ Json to_json(const Report& r) {
                  {"description", rule.description},
                  {"witness", rule.witness},
                  {"remediation", rule.remediation}};
-  Json j = {{"type", kReportType},
-            {"schema_version", r.schema_version},
-            {"job", r.job},
-            {"created", r.created},
-            {"sandgate_version", r.sandgate_version},
-            {"host", r.host},
-            {"baseline_provider", r.baseline_provider},
-            {"spawn_samples_ms", r.spawn_samples_ms},
-            {"providers", providers},
-            {"rules", rules}};
-  if (r.bench) j["bench"] = bench_json(*r.bench);
-  return j;
+  Json js{{"type", kReportType},
+          {"schema_version", r.schema_version},
+          {"job", r.job},
+          {"created", r.created},
+          {"sandgate_version", r.sandgate_version},
+          {"host", r.host},
+          {"baseline_provider", r.baseline_provider},
+          {"spawn_samples_ms", r.spawn_samples_ms},
+          {"providers", providers},
+          {"rules", rules}};
+  if (r.replay) js["replay"] = to_json(*r.replay);
+  if (r.plan) js["plan"] = to_json(*r.plan);
+  if (r.bench) js["bench"] = bench_json(*r.bench);
+  return js;
 }
 
 Result<Report> report_from_json(const Json& j) {
@@ -357,6 +359,8 @@ Result<Report> report_from_json(const Json& j) {
       report.rules[id] = std::move(parsed);
     }
     if (r.has("bench")) report.bench = bench_from(r, "bench");
+    if (r.has("replay")) report.replay = replay_section_from(r.object("replay"), "replay");
+    if (r.has("plan")) report.plan = plan_from(r.object("plan"), "plan");
     r.done();
     return report;
   } catch (const FieldError& e) {

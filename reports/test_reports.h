@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "reports/from_qualify.h"
@@ -78,6 +79,77 @@ inline Report hostile_report() {
   std::string odd = "creds." + evil.substr(0, 100);
   r.rules[odd] = {odd, "creds", evil, "canary", evil};
   return r;
+}
+
+// A small replay section: two policies (per-call with a victim, static without), two traces
+// each; `evil` goes into every string the replay carries from a trace or a sandbox.
+inline ReplaySection synthetic_replay(const std::string& evil = "") {
+  ReplaySection s;
+  s.provider = "namespaces";
+  s.time_scale = 2;
+  s.victim_solo = LatencySummary{1000, 100, 150, 300, 900, 0};
+  for (const std::string& label : {std::string("default") + evil, std::string("static")}) {
+    ReplayPolicy p;
+    p.label = label;
+    // The shape replay::to_json(PolicyScores) writes, in part.
+    p.scores = {{"policy", label},
+                {"kind", "per-call"},
+                {"calls", {{"total", 3}, {"completed", 2}, {"killed", 1}}},
+                {"work_lost_call_s", 1.5},
+                {"victim_p99_inflation", label == "static" ? Json(nullptr) : Json(8.3)},
+                {"host_peak_bytes", 3u << 30},
+                {"victim", nullptr}};
+    if (label != "static") p.victim = LatencySummary{1000, 120, 200, 2500, 40000, 3};
+    for (int t = 0; t < 2; ++t) {
+      TraceTimeline tl;
+      tl.trace = "build.trace" + evil + (t ? "#2" : "");
+      for (int i = 0; i <= 50; ++i)
+        tl.samples.push_back(
+            {i * 100.0, static_cast<uint64_t>((200 + (i % 10) * 30)) << 20, 0.1 * (i % 7)});
+      tl.calls = {{"c1", "compile" + evil, 200, 1800, "exited"},
+                  {"c2", "test", 2000, 3500, "killed"},
+                  {"c3", "search", 3600, 4900, "exited"}};
+      tl.actions = {{"c2", "throttle", 2600, "memory.high" + evil},
+                    {"c2", "kill", 3400, "over the grant"}};
+      p.timelines.push_back(std::move(tl));
+    }
+    s.policies.push_back(std::move(p));
+  }
+  return s;
+}
+
+// A small plan section: three models, each with its risk curve.
+inline PlanSection synthetic_plan(const std::string& evil = "") {
+  PlanSection p;
+  p.policy = "default" + evil;
+  p.traces = 2;
+  p.trace_files = {"traces/build.trace", "traces/tests.trace" + evil};
+  p.host_memory_bytes = 16ull << 30;
+  p.host_cpus = 8;
+  p.risk = 0.01;
+  p.trials = 1000;
+  p.seed = 1;
+  p.max_runs = 20000;
+  p.curve_max_runs = 40;
+  size_t knee[] = {8, 20, 30};
+  const char* names[] = {"static-peak", "per-call", "actual"};
+  for (int m = 0; m < 3; ++m) {
+    PlanFit f;
+    f.policy = names[m] + (m == 1 ? evil : "");
+    f.fits = knee[m];
+    f.p_memory_exceeded = 0.001 * m;
+    f.fits_by_cpu = 64;
+    f.reserved_bytes = 12e9;
+    f.used_bytes = 8e9;
+    f.note = "a note" + evil;
+    if (m == 1) f.extra = {{"over_grant_call_time_share", 0.02}};
+    for (uint64_t n = 1; n <= 40; ++n)
+      f.risk_curve.push_back({n, n <= knee[m] ? 0.0 : std::min(1.0, (n - knee[m]) / 10.0)});
+    p.fits.push_back(std::move(f));
+  }
+  p.intents = {{"compile" + evil, 4, 120, 2e9, 5e8, 1.5e9, 2.5e9, 1},
+               {"search", 9, 30, std::nullopt, 1e7, 5e7, 6e7, 0}};
+  return p;
 }
 
 }  // namespace sandgate::reports::testing

@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/process.h"
 #include "replay/trace.h"
+#include "reports/from_qualify.h"
 #include "tests/support/cgroup_dirs.h"
 #include "tests/support/cli_fixture.h"
 
@@ -135,6 +136,48 @@ TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
   EXPECT_EQ(calls[2]["intent"], "test");
   EXPECT_EQ(calls[2]["outcome"]["intent"]["name"], "test");
   EXPECT_TRUE(calls[2]["achieved"].is_object());
+}
+
+// `replay --report DIR`: the report model with the replay's section, read back strictly, and
+// the HTML with the run's burst timeline. One policy, no victim: a few seconds.
+TEST_F(ReplayTest, ReportHasTheReplaySectionAndItsTimeline) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string trace = source_dir() + "/traces/burst.trace";
+  SANDGATE_REQUIRE(::access(trace.c_str(), R_OK) == 0,
+                   "traces/burst.trace not found (SANDGATE_SOURCE_DIR)");
+  auto recorded = replay::read_trace(trace);
+  ASSERT_TRUE(recorded.ok()) << recorded.error().message();
+  std::string dir = tmp_ + "/report";
+  auto r = sandgate({"replay", "--policy", "default", "--report", dir, trace});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  auto report = reports::load_report(dir + "/report.json");
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  EXPECT_EQ(report->job, "replay");
+  EXPECT_TRUE(report->host.contains("sections")) << "the doctor's findings";
+  ASSERT_TRUE(report->replay);
+  EXPECT_FALSE(report->plan);
+  ASSERT_EQ(report->replay->policies.size(), 1u);
+  const auto& policy = report->replay->policies[0];
+  EXPECT_EQ(policy.label, "default");
+  EXPECT_EQ(policy.scores["calls"]["total"], recorded->calls.size());
+  ASSERT_EQ(policy.timelines.size(), 1u);
+  const auto& t = policy.timelines[0];
+  EXPECT_EQ(t.trace, "burst.trace");
+  EXPECT_TRUE(t.error.empty()) << t.error;
+  ASSERT_EQ(t.calls.size(), recorded->calls.size());
+  EXPECT_EQ(t.calls[2].intent, "test");
+  // Sampled every 100 ms over a replay of about 5 s: dozens of points, none before the run was
+  // ready, and the 300 MB burst shows in them.
+  EXPECT_GE(t.samples.size(), 20u);
+  uint64_t peak = 0;
+  for (const auto& s : t.samples) {
+    EXPECT_GE(s.t_ms, 0);
+    peak = std::max(peak, s.memory_bytes);
+  }
+  EXPECT_GE(peak, 200'000'000u);
+  std::ifstream in(dir + "/report.html");
+  std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("<svg id=\"burst-timeline-1\""), std::string::npos);
 }
 
 TEST_F(ReplayTest, BadInputIsOneClearLine) {
