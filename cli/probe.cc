@@ -46,7 +46,8 @@ void print_table(const probes::ProviderRun& run) {
   auto t = probes::tally(run.judgements);
   // Warnings (allowed by design, a vector for later: persist.git_hooks) do not fail the run.
   std::cout << "\n  " << t.blocked << " blocked, " << t.exposed << " exposed, " << t.inconclusive
-            << " inconclusive, " << t.warning << " warning in " << format_duration(run.wall) << "\n";
+            << " inconclusive, " << t.warning << " warning in " << format_duration(run.wall)
+            << "\n";
   // Declared capabilities are claims: one with an exposed probe is not delivered.
   for (const auto& k : run.contradictions())
     std::cout << "  declared " << to_string(k.capability) << ", contradicted by "
@@ -95,7 +96,9 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   so.cgroup_root = g.cgroup_root_name();
   so.probe_binary = companion_binary("sandgate-probe");
   so.only = a.only;
-  so.progress = [](const std::string& line) { std::cerr << "sandgate probe: " << line << std::endl; };
+  so.progress = [](const std::string& line) {
+    std::cerr << "sandgate probe: " << line << std::endl;
+  };
   auto suite = probes::Suite::create(so);
   if (!suite.ok()) return fail(suite.error());
 
@@ -159,7 +162,8 @@ int run_probe(Globals& g, const ProbeArgs& a) {
       const Json* absent = missing.contains(name) ? &missing[name] : nullptr;
       bool ok = name == "hardened" ? ids.empty() : !ids.empty() && absent && absent->empty();
       table.row({name, ok ? "ok" : "FAILED", ids.empty() ? "(none)" : join_ids(ids)});
-      if (absent && !absent->empty()) table.row({"", "", "expected but not flagged: " + join_ids(*absent)});
+      if (absent && !absent->empty())
+        table.row({"", "", "expected but not flagged: " + join_ids(*absent)});
     }
     std::cout << table.render();
   }
@@ -168,7 +172,8 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     auto s = write_json_file_atomic(a.json, report_json(runs, **suite, wall_s, matrix, missing));
     if (!s.ok()) return fail(s.error());
   }
-  if (auto s = (*suite)->close(); !s.ok()) return fail(std::move(s).error().context_add("cleaning up"));
+  if (auto s = (*suite)->close(); !s.ok())
+    return fail(std::move(s).error().context_add("cleaning up"));
   return failed ? 1 : 0;
 }
 
@@ -190,7 +195,8 @@ void add_probe_command(CLI::App& app, Globals& g) {
       "Verdicts: blocked (by which layer), exposed (with the evidence), inconclusive (why).\n"
       "Exit status: 0 nothing exposed, 1 something exposed (or the self-test failed), 2 error.");
   sub->add_option("--provider", a->provider, "provider to probe (see `sandgate providers`)");
-  sub->add_option("--only", a->only, "boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
+  sub->add_option("--only", a->only,
+                  "boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
   sub->add_option("--json", a->json, "write the full report (schema_version 1) to FILE");
   sub->add_flag(
       "--self-test", a->self_test,

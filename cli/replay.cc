@@ -40,7 +40,9 @@ std::string seconds(double ms) {
 }
 
 int run_replay(Globals& g, const ReplayArgs& a) {
-  if (a.policies.empty()) return fail("replay needs at least one --policy (none, static, static-peak, default or a file)");
+  if (a.policies.empty())
+    return fail(
+        "replay needs at least one --policy (none, static, static-peak, default or a file)");
   if (!(a.time_scale > 0)) return fail("--time-scale must be positive");
   replay::ReplayTiming timing;
   timing.time_scale = a.time_scale;
@@ -58,7 +60,9 @@ int run_replay(Globals& g, const ReplayArgs& a) {
   o.victim = a.victim;
   o.load_binary = a.load.empty() ? companion_binary("sandgate-load") : a.load;
   if (o.load_binary.empty())
-    return fail("sandgate-load not found beside sandgate (build the sandgate-load target, or give --load PATH)");
+    return fail(
+        "sandgate-load not found beside sandgate (build the sandgate-load target, or give --load "
+        "PATH)");
   if (!a.host_budget.empty()) {
     auto b = parse_bytes(a.host_budget);
     if (!b.ok()) return fail(std::move(b).error().context_add("--host-budget"));
@@ -80,10 +84,11 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     if (!plan.ok()) return fail(plan.error());
     std::cerr << "replay: " << name << ": " << plan->calls.size() << " calls";
     if (plan->absorbed_calls) std::cerr << " (+" << plan->absorbed_calls << " nested, absorbed)";
-    std::cerr << ", trace " << seconds(static_cast<double>(plan->trace_duration_ms)) << " -> replay "
-              << seconds(static_cast<double>(plan->duration_ms)) << " (" << plan->speedup() << "x), peak "
-              << human_bytes(Bytes{stats.peak_mem_bytes}) << ", average "
-              << human_bytes(Bytes{static_cast<uint64_t>(stats.avg_mem_bytes)}) << "\n";
+    std::cerr << ", trace " << seconds(static_cast<double>(plan->trace_duration_ms))
+              << " -> replay " << seconds(static_cast<double>(plan->duration_ms)) << " ("
+              << plan->speedup() << "x), peak " << human_bytes(Bytes{stats.peak_mem_bytes})
+              << ", average " << human_bytes(Bytes{static_cast<uint64_t>(stats.avg_mem_bytes)})
+              << "\n";
     traces_json.push_back({{"trace", path},
                            {"calls", plan->calls.size()},
                            {"trace_calls", plan->trace_calls},
@@ -130,8 +135,10 @@ int run_replay(Globals& g, const ReplayArgs& a) {
   o.stop = &stop;
   bool tty = ::isatty(2);
   o.progress = [tty](const std::string& line) {
-    if (tty) std::cerr << "\r" << line << "\033[K" << std::flush;
-    else std::cerr << line << "\n";
+    if (tty)
+      std::cerr << "\r" << line << "\033[K" << std::flush;
+    else
+      std::cerr << line << "\n";
   };
 
   int64_t longest = 0;
@@ -160,7 +167,8 @@ int run_replay(Globals& g, const ReplayArgs& a) {
       return fail(std::move(pass).error().context_add("policy " + c.label));
     }
     for (const auto& r : pass->runs)
-      if (!r.error.empty()) std::cerr << "replay: warning: " << c.label << ": " << r.name << ": " << r.error << "\n";
+      if (!r.error.empty())
+        std::cerr << "replay: warning: " << c.label << ": " << r.name << ": " << r.error << "\n";
     Json rj = Json::array();
     for (const auto& r : pass->runs) rj.push_back(replay::to_json(r));
     runs_json[c.label] = std::move(rj);
@@ -172,12 +180,15 @@ int run_replay(Globals& g, const ReplayArgs& a) {
   if (!a.json.empty()) {
     Json j = {{"schema_version", 1},
               {"provider", a.provider},
-              {"timing", {{"time_scale", a.time_scale},
-                          {"compress_silence", a.compress_silence},
-                          {"max_silence_ms", to_millis(timing.max_silence)}}},
+              {"timing",
+               {{"time_scale", a.time_scale},
+                {"compress_silence", a.compress_silence},
+                {"max_silence_ms", to_millis(timing.max_silence)}}},
               {"traces", traces_json},
-              {"victim_solo", solo ? Json{{"p50_us", solo->p50_us}, {"p90_us", solo->p90_us},
-                                          {"p99_us", solo->p99_us}, {"max_us", solo->max_us},
+              {"victim_solo", solo ? Json{{"p50_us", solo->p50_us},
+                                          {"p90_us", solo->p90_us},
+                                          {"p99_us", solo->p99_us},
+                                          {"max_us", solo->max_us},
                                           {"count", solo->count}}
                                    : Json(nullptr)},
               {"policies", Json::array()},
@@ -210,20 +221,25 @@ void add_replay_command(CLI::App& app, Globals& g) {
       "  sandgate replay --policy none --policy static --policy default --victim \\\n"
       "      --compress-silence --json out.json traces/*.trace");
   sub->add_option("--provider", a->provider, "isolation provider")->capture_default_str();
-  sub->add_option("--policy", a->policies, "none, static, static-peak, default or a policy file (repeatable)");
+  sub->add_option("--policy", a->policies,
+                  "none, static, static-peak, default or a policy file (repeatable)");
   sub->add_option("--concurrency", a->concurrency,
                   "runs at once (default: one per trace; more than the traces repeats them)");
   sub->add_option("--time-scale", a->time_scale, "divide every time by X (2 = twice as fast)")
       ->capture_default_str();
   sub->add_flag("--compress-silence", a->compress_silence,
                 "shorten every gap between calls longer than --max-silence to --max-silence");
-  sub->add_option("--max-silence", a->max_silence, "with --compress-silence")->capture_default_str();
+  sub->add_option("--max-silence", a->max_silence, "with --compress-silence")
+      ->capture_default_str();
   sub->add_flag("--victim", a->victim, "run the latency victim beside the aggressors");
-  sub->add_option("--host-budget", a->host_budget, "host memory budget, e.g. 16GiB (default: MemTotal)");
+  sub->add_option("--host-budget", a->host_budget,
+                  "host memory budget, e.g. 16GiB (default: MemTotal)");
   sub->add_option("--json", a->json, "write every figure to this file");
   sub->add_option("--load", a->load, "sandgate-load binary (default: beside sandgate)");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
-  sub->add_option("traces", a->traces, "trace files (sandgate trace v1)")->required()->check(CLI::ExistingFile);
+  sub->add_option("traces", a->traces, "trace files (sandgate trace v1)")
+      ->required()
+      ->check(CLI::ExistingFile);
   sub->callback([&g, a] { g.exit_code = run_replay(g, *a); });
 }
 
