@@ -92,6 +92,18 @@ std::string terminal_safe(std::string_view text) {
   return out;
 }
 
+// Columns taken by terminal_safe'd text, counted as fit_columns counts them.
+static size_t columns_of(std::string_view safe) {
+  size_t used = 0;
+  for (size_t i = 0; i < safe.size();) {
+    char32_t cp = 0;
+    size_t len = decode_utf8(safe, i, &cp);
+    used += cp >= 0x1100 ? 2 : 1;
+    i += len > 0 ? len : 1;
+  }
+  return used;
+}
+
 std::string fit_columns(std::string_view text, size_t columns) {
   std::string safe = terminal_safe(text);
   // Where the text would be cut with room for the "…" (one column), and whether it must be.
@@ -142,17 +154,29 @@ void Progress::draw_locked() {
   // One column short of the width: a character in the last column leaves some terminals
   // waiting to wrap, and the next "\r" would then return to the line below.
   size_t width = width_locked();
-  write_locked("\r" + fit_columns(status_, width > 1 ? width - 1 : 1) + "\x1b[K");
-  drawn_ = true;
+  size_t room = width > 1 ? width - 1 : 1;
+  std::string text;
+  if (detail_.empty()) {
+    text = fit_columns(step_, room);
+  } else {
+    std::string detail = terminal_safe(detail_);
+    size_t detail_cols = columns_of(detail);
+    // The step cut to what the detail leaves (at least a few columns of it), else both cut.
+    if (detail_cols + 1 + 8 <= room)
+      text = fit_columns(step_, room - detail_cols - 1) + " " + detail;
+    else
+      text = fit_columns(step_ + " " + detail_, room);
+  }
+  if (text == drawn_) return;  // the same on the screen: not drawn again
+  write_locked("\r" + text + "\x1b[K");
+  drawn_ = std::move(text);
 }
 
 void Progress::status(std::string_view step, std::string_view detail) {
   std::lock_guard lock(mu_);
   if (terminal_) {
-    std::string text(step);
-    if (!detail.empty()) text.append(" ").append(detail);
-    if (drawn_ && text == status_) return;
-    status_ = std::move(text);
+    step_ = step;
+    detail_ = detail;
     draw_locked();
     return;
   }
@@ -167,18 +191,19 @@ void Progress::line(std::string_view text) {
     write_locked(safe_lines(text));
     return;
   }
-  std::string out = drawn_ ? "\r\x1b[K" : "";
+  std::string out = drawn_.empty() ? "" : "\r\x1b[K";
   out += safe_lines(text);
   write_locked(out);
-  drawn_ = false;
-  if (!status_.empty()) draw_locked();
+  drawn_.clear();
+  if (!step_.empty() || !detail_.empty()) draw_locked();
 }
 
 void Progress::clear() {
   std::lock_guard lock(mu_);
-  if (terminal_ && drawn_) write_locked("\r\x1b[K");
-  drawn_ = false;
-  status_.clear();
+  if (terminal_ && !drawn_.empty()) write_locked("\r\x1b[K");
+  drawn_.clear();
+  step_.clear();
+  detail_.clear();
   last_step_.clear();
 }
 

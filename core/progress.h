@@ -56,7 +56,8 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   // The work is now at `step`, more precisely at `detail` ("round 3/9", a call just done).
-  // Terminal: the status line becomes "step detail". Lines: "step" is printed when it differs
+  // Terminal: the status line becomes "step detail"; when it is too wide the step is cut, not
+  // the detail, so the count that moves stays in sight. Lines: "step" is printed when it differs
   // from the last step printed; `detail` is not (a CI log wants one line per step, not one
   // per call or round).
   void status(std::string_view step, std::string_view detail = {});
@@ -86,9 +87,9 @@ class Progress {
   const Options options_;
   const bool terminal_;
   std::mutex mu_;
-  std::string status_;     // terminal: the status line as last given, whole and safe
-  bool drawn_ = false;     // terminal: a status line is on the screen
-  std::string last_step_;  // lines: the last step printed
+  std::string step_, detail_;  // terminal: the status line as last given, whole
+  std::string drawn_;          // terminal: the status line on the screen ("": none)
+  std::string last_step_;      // lines: the last step printed
 };
 
 }  // namespace sandgate

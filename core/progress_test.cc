@@ -140,6 +140,23 @@ class ScopedTerm {
   std::optional<std::string> old_;
 };
 
+TEST(Progress, ATerminalKeepsTheDetailInSightAndCutsTheStep) {
+  auto p = make_pipe();
+  ASSERT_TRUE(p.ok());
+  {
+    Progress progress({.fd = p->write.get(), .mode = Progress::Mode::kTerminal, .width = 41});
+    progress.status("qualify: run costs: create + exec + destroy, 9 rounds", "(round 1/9)");
+    progress.status("qualify: run costs: create + exec + destroy, 9 rounds", "(round 2/9)");
+    // A detail too wide to leave the step any room: both cut, the step first.
+    progress.status("qualify: podman", "[default] 3/40 calls; run-1 c3 (build) completed");
+  }
+  EXPECT_EQ(drain(*p),
+            "\rqualify: run costs: create … (round 1/9)\x1b[K"  // 27 + "…" + " " + 11 = 40
+            "\rqualify: run costs: create … (round 2/9)\x1b[K"
+            "\rqualify: podman [default] 3/40 calls; r…\x1b[K"
+            "\r\x1b[K");
+}
+
 // A real terminal: a pseudo-terminal whose size is set, read from its master side.
 class PtyProgress : public ::testing::Test {
  protected:
@@ -197,7 +214,8 @@ TEST_F(PtyProgress, ATerminalIsFoundAndTheLineIsCutToItsWidth) {
   EXPECT_EQ(received(), "\rsandgate probe: na…\x1b[K");  // 18 characters and the "…"
   set_columns(30);                                       // a resized window is asked again
   progress.status("sandgate probe: namespaces: resource (7/7)", "now");
-  EXPECT_EQ(received(), "\rsandgate probe: namespaces: …\x1b[K");  // 28 and the "…"
+  // 29 columns: the step cut to 24 and the "…", then " now".
+  EXPECT_EQ(received(), "\rsandgate probe: namespac… now\x1b[K");
 }
 
 TEST_F(PtyProgress, ADumbTerminalGetsPlainLines) {
