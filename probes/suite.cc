@@ -306,6 +306,7 @@ class Suite::Context {
     copts.root = s_.options_.cgroup_root;
     copts.policy = probe_policy();
     SG_ASSIGN_OR_RETURN(controller_, controller::Controller::create(std::move(copts)));
+    for (const auto& b : all_boundaries()) steps_ += s_.selected(b) ? 1 : 0;
     for (const char* b : {"fs", "net", "creds", "proc"})
       if (s_.selected(b)) SG_TRY(run_simple(b, out.judgements));
     if (s_.selected("crossrun")) SG_TRY(run_crossrun(out.judgements));
@@ -329,6 +330,12 @@ class Suite::Context {
         spec.readonly_mounts.push_back({s_.canaries_->setuid_helper(), kSetuidInside});
     }
     return spec;
+  }
+
+  // "provider: what (k/n)": the k-th of the n selected boundaries, for the progress line.
+  void step(const std::string& what) {
+    s_.progress(provider_.name() + ": " + what + " (" + std::to_string(++step_) + "/" +
+                std::to_string(steps_) + ")");
   }
 
   std::string secret_value() const { return "sandgate-secret-" + s_.marker() + "\n"; }
@@ -400,7 +407,7 @@ class Suite::Context {
   }
 
   Status run_simple(const std::string& boundary, std::vector<Judgement>& out) {
-    s_.progress(provider_.name() + ": " + boundary);
+    step(boundary);
     SG_ASSIGN_OR_RETURN(auto run, open_run());
     for (const Listed* l : s_.probes_of(boundary)) {
       Window w = open_window();
@@ -414,7 +421,7 @@ class Suite::Context {
   }
 
   Status run_crossrun(std::vector<Judgement>& out) {
-    s_.progress(provider_.name() + ": crossrun (two runs at once)");
+    step("crossrun, two runs at once");
     SG_ASSIGN_OR_RETURN(auto a, open_run());
     SG_ASSIGN_OR_RETURN(auto b, open_run());
     const std::string m = s_.marker();
@@ -472,7 +479,7 @@ class Suite::Context {
   }
 
   Status run_persist(std::vector<Judgement>& out) {
-    s_.progress(provider_.name() + ": persist (plant, destroy, look, fresh run)");
+    step("persist: plant, destroy, look, fresh run");
     const std::string m = s_.marker();
     const std::string home = s_.canaries_->home();
     auto home_before = snapshot_tree(home);
@@ -530,7 +537,7 @@ class Suite::Context {
   }
 
   Status run_resource(std::vector<Judgement>& out) {
-    s_.progress(provider_.name() + ": resource (through the controller)");
+    step("resource, through the controller");
     SG_ASSIGN_OR_RETURN(auto run, open_run());
     for (const Listed* l : s_.probes_of("resource")) {
       const ProbePlan& plan = plan_for(l->id);
@@ -581,6 +588,7 @@ class Suite::Context {
   bool jailed_ = true;
   std::string probe_;
   std::unique_ptr<controller::Controller> controller_;
+  size_t step_ = 0, steps_ = 0;  // boundaries run so far, and selected
 };
 
 Status Suite::run_baseline() {

@@ -39,10 +39,12 @@ inline constexpr int kReportSchemaVersion = 1;
 
 struct SuiteOptions {
   HostPaths paths;
-  std::string cgroup_root = "sandgate";              // the controller's top cgroup
-  std::string probe_binary;                          // sandgate-probe on the host
-  std::vector<std::string> only;                     // boundaries to run; empty: all
-  std::function<void(const std::string&)> progress;  // one line per step, for stderr
+  std::string cgroup_root = "sandgate";  // the controller's top cgroup
+  std::string probe_binary;              // sandgate-probe on the host
+  std::vector<std::string> only;         // boundaries to run; empty: all
+  // One line per step ("lab: ...", "namespaces: net (2/7)"), for stderr; called only on the
+  // thread that calls create() and run().
+  std::function<void(const std::string&)> progress;
 };
 
 struct ProviderRun {
