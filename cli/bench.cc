@@ -80,7 +80,13 @@ std::optional<std::string> find_in_path(const std::string& name) {
   return std::nullopt;
 }
 
-void progress(const std::string& line) { std::cerr << "bench: " << line << "\n"; }
+// One status line for the whole job (core/progress.h): updated in place on a terminal, a plain
+// line per step in a log.
+Progress& progress_line() {
+  static Progress p;
+  return p;
+}
+void progress(const std::string& step) { progress_line().status("bench: " + step); }
 
 // A figure that could not be measured because of an error: recorded with the error (so the
 // report says what happened) and counted, so that bench exits 2.
@@ -402,7 +408,7 @@ reports::BenchFigure replay_fidelity(Globals& g, const providers::ProviderOption
   if (!policy.ok()) return failures.fail(f, policy.error()), f;
   for (int i = 0; i < rounds; ++i) {
     progress(fmt::format("{}: replay {}/{}", kReplay, i + 1, rounds));
-    auto scores = short_replay(g, "namespaces", options, *plan, *policy, "bench");
+    auto scores = short_replay(g, "namespaces", options, *plan, *policy, progress_line(), "bench");
     if (!scores.ok()) return failures.fail(f, scores.error()), f;
     f.samples.push_back(replay_summary(*scores).end_error_p95_ms);
   }
@@ -508,6 +514,7 @@ int run_bench(Globals& g, const BenchArgs& a) {
   if (auto s = reports::write_all_formats(report, a.out); !s.ok())
     return fail(std::move(s).error().context_add("writing the report"));
 
+  progress_line().clear();
   std::cout << render_table(figures);
   std::cout << "\npaired: median of subject[i] / baseline[i], measured side by side in round i; "
                "absolute: compares only on this machine\n";

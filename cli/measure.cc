@@ -1,5 +1,6 @@
 #include "cli/measure.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <ctime>
@@ -93,8 +94,8 @@ Result<double> bare_spawn() {
 Result<replay::PolicyScores> short_replay(Globals& g, const std::string& provider,
                                           const providers::ProviderOptions& options,
                                           const replay::ReplayPlan& plan,
-                                          const replay::PolicyChoice& policy,
-                                          const std::string& label) {
+                                          const replay::PolicyChoice& policy, Progress& progress,
+                                          const std::string& prefix) {
   replay::ExperimentOptions o;
   o.provider = provider;
   o.provider_options = options;
@@ -102,14 +103,11 @@ Result<replay::PolicyScores> short_replay(Globals& g, const std::string& provide
   o.load_binary = companion_binary("sandgate-load");
   if (o.load_binary.empty())
     return logic_error("replay", "sandgate-load is not installed beside sandgate");
-  bool tty = ::isatty(2);
-  o.progress = [tty, provider, label](const std::string& line) {
-    if (tty)
-      std::cerr << "\r" << label << ": " << provider << ": replay " << line << "\033[K"
-                << std::flush;
-  };
+  // Each finished call is a detail of the one step: on a terminal the line counts the calls,
+  // in a log the step is one line.
+  o.progress = progress.reporter(
+      prefix, fmt::format("replay: {} calls of a recorded burst", plan.calls.size()));
   auto pass = replay::run_policy_pass(g.registry, policy, {plan}, o, std::nullopt);
-  if (tty) std::cerr << "\n";
   if (!pass.ok()) return std::move(pass).error();
   for (const auto& r : pass->runs)
     if (!r.error.empty()) return logic_error("replay", r.error);

@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "controller/controller.h"
 #include "core/process.h"
+#include "core/progress.h"
 #include "providers/provider.h"
 #include "replay/experiment.h"
 #include "reports/model.h"
@@ -40,13 +41,13 @@ Result<CallCosts> call_costs(providers::Provider& p, controller::Controller& con
 Result<double> bare_spawn();
 
 // The short replay: every call of the trace run as a real effect under the per-call policy;
-// what a provider changes is whether the calls complete and land where they should. Progress
-// lines, on a terminal, start with `label` ("qualify", "bench").
+// what a provider changes is whether the calls complete and land where they should. One
+// progress step, prefixed `prefix` ("qualify: podman", "bench"), each finished call its detail.
 Result<replay::PolicyScores> short_replay(Globals& g, const std::string& provider,
                                           const providers::ProviderOptions& options,
                                           const replay::ReplayPlan& plan,
-                                          const replay::PolicyChoice& policy,
-                                          const std::string& label = "qualify");
+                                          const replay::PolicyChoice& policy, Progress& progress,
+                                          const std::string& prefix);
 
 // The replay's scores as the report model keeps them (reports::ReplaySummary).
 reports::ReplaySummary replay_summary(const replay::PolicyScores& s);

@@ -9,6 +9,7 @@
 
 #include "cli/common.h"
 #include "core/json.h"
+#include "core/progress.h"
 #include "core/strings.h"
 #include "core/table.h"
 #include "core/units.h"
@@ -89,6 +90,13 @@ Json report_json(const std::vector<probes::ProviderRun>& runs, const probes::Sui
 }
 
 int run_probe(Globals& g, const ProbeArgs& a) {
+  // stderr: a status line on a terminal, plain lines in a CI log (core/progress.h).
+  Progress progress;
+  // An error goes on a line of its own, not onto the end of the status line.
+  auto fail = [&progress](const auto& error) {
+    progress.clear();
+    return cli::fail(error);
+  };
   if (::geteuid() != 0) return fail("sandgate probe needs root (the lab is a network namespace)");
   if (!a.self_test && a.provider.empty()) return fail("--provider is required (or --self-test)");
   auto start = std::chrono::steady_clock::now();
@@ -97,9 +105,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   so.cgroup_root = g.cgroup_root_name();
   so.probe_binary = companion_binary("sandgate-probe");
   so.only = a.only;
-  so.progress = [](const std::string& line) {
-    std::cerr << "sandgate probe: " << line << std::endl;
-  };
+  so.progress = progress.reporter("sandgate probe");
   auto suite = probes::Suite::create(so);
   if (!suite.ok()) return fail(suite.error());
 
@@ -134,6 +140,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     matrix["hardened"] = hard;
     if (!hard.empty()) failed = true;
     for (auto w : providers::all_weakenings()) {
+      progress.line("sandgate probe: self-test: weakened with " + providers::to_string(w));
       auto run = (*suite)->run(**provider, {w});
       (void)providers::remove_shared_dirs(po.paths);
       if (!run.ok()) return fail(run.error());
@@ -152,6 +159,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     }
   }
   double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  progress.clear();  // the tables, on stdout, start on a clean line
 
   for (const auto& r : runs) {
     print_table(r);

@@ -19,6 +19,7 @@
 #include "cli/qualify_trace.h"
 #include "core/files.h"
 #include "core/process.h"
+#include "core/progress.h"
 #include "core/stats.h"
 #include "core/strings.h"
 #include "core/table.h"
@@ -142,6 +143,13 @@ TextTable side_by_side(const Json& providers, const QualifyArgs& a) {
 }
 
 int run_qualify(Globals& g, const QualifyArgs& a) {
+  // stderr: a status line on a terminal, plain lines in a CI log (core/progress.h).
+  Progress progress;
+  // An error goes on a line of its own, not onto the end of the status line.
+  auto fail = [&progress](const auto& error) {
+    progress.clear();
+    return cli::fail(error);
+  };
   providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = a.allow_unsafe_host;
   std::vector<std::string> names = a.providers;
@@ -201,7 +209,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     so.probe_binary = companion_binary("sandgate-probe");
     if (so.probe_binary.empty()) return fail("sandgate-probe is not installed beside sandgate");
     so.only = a.only;
-    so.progress = [](const std::string& line) { std::cerr << "qualify: probes: " << line << "\n"; };
+    so.progress = progress.reporter("qualify: probes");
     auto made = probes::Suite::create(so);
     if (!made.ok())
       return fail(std::move(made).error().context_add("setting up the escape probes"));
@@ -215,7 +223,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     in_lab.emplace(std::move(entered).value());
   }
 
-  std::cerr << "qualify: checking the host (doctor)...\n";
+  progress.status("qualify: checking the host (doctor)");
   Json report = {{"schema_version", 2},
                  {"created", utc_now()},
                  {"doctor", doctor_report(g)},
@@ -261,9 +269,10 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   // nothing, reports/model.h Report::spawn_samples_ms) and then one create + exec + destroy of
   // every provider still running, so sample i of each saw the same moment of the machine.
   std::vector<double> spawn_ms;
+  const std::string rounds =
+      fmt::format("qualify: run costs: create + exec + destroy, {} rounds", a.cycles);
   for (int i = 0; i < a.cycles; ++i) {
-    std::cerr << "qualify: create + exec + destroy, round " << (i + 1) << "/" << a.cycles << "\r"
-              << std::flush;
+    progress.status(rounds, fmt::format("(round {}/{})", i + 1, a.cycles));
     auto base = bare_spawn();
     if (!base.ok()) return fail(std::move(base).error().context_add("the spawn baseline"));
     spawn_ms.push_back(*base);
@@ -276,7 +285,6 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
         c.errors.push_back(t.error().message());
     }
   }
-  std::cerr << "\n";
   report["spawn_samples_ms"] = spawn_ms;
 
   for (auto& c : candidates) {
@@ -302,8 +310,9 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     if (!ms.empty()) entry["median_ms"] = stats::median(ms);
 
     if (controller && errors.empty()) {
-      std::cerr << "qualify: " << shown << ": " << a.calls
-                << " calls of true, with and without the controller\n";
+      progress.status(
+          fmt::format("qualify: {}: call costs: {} calls of true, with and without the controller",
+                      shown, a.calls));
       auto costs = call_costs(*c.p, *controller, a.calls);
       if (costs.ok()) {
         entry["exec_samples_ms"] = costs->exec_ms;
@@ -341,11 +350,9 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     // The replay measures containment and fidelity, not isolation: an exposed provider is
     // still replayed (one that could not run a call is not).
     if (plan && !ms.empty()) {
-      std::cerr << "qualify: " << shown << ": replaying " << plan->calls.size()
-                << " calls of a recorded burst\n";
       providers::ProviderOptions own = options;
       if (name == "podman") own.image = a.image;
-      auto scores = short_replay(g, name, own, *plan, *policy);
+      auto scores = short_replay(g, name, own, *plan, *policy, progress, "qualify: " + shown);
       if (!scores.ok()) {
         errors.push_back(scores.error().message());
       } else {
@@ -389,6 +396,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   if (auto s = reports::write_all_formats(*model, a.out); !s.ok())
     return fail(std::move(s).error().context_add("writing the report"));
 
+  progress.clear();  // the results, on stdout, start on a clean line
   std::cout << side_by_side(report["providers"], a).render();
   for (const auto& e : report["providers"])
     if (e.contains("error"))

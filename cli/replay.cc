@@ -1,5 +1,6 @@
 // sandgate replay: recorded traces replayed as real resource effects through a provider and
 // the controller, once per policy, scored side by side (replay/experiment.h).
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 
 #include "cli/common.h"
 #include "cli/signals.h"
+#include "core/progress.h"
 #include "core/units.h"
 #include "probes/lab/lab.h"
 #include "replay/experiment.h"
@@ -69,7 +71,17 @@ reports::TraceTimeline timeline_of(const replay::ReplayedRun& run,
 }
 
 int run_replay(Globals& g, const ReplayArgs& a) {
-  if (a.policies.empty()) return fail("replay needs at least one --policy (none, static, static-peak, default or a file)");
+  // stderr: a status line on a terminal, plain lines in a CI log (core/progress.h); the
+  // watcher thread and the replay's workers report through it too.
+  Progress progress;
+  // An error goes on a line of its own, not onto the end of the status line.
+  auto fail = [&progress](const auto& error) {
+    progress.clear();
+    return cli::fail(error);
+  };
+  if (a.policies.empty())
+    return fail(
+        "replay needs at least one --policy (none, static, static-peak, default or a file)");
   if (!(a.time_scale > 0)) return fail("--time-scale must be positive");
   replay::ReplayTiming timing;
   timing.time_scale = a.time_scale;
@@ -87,7 +99,9 @@ int run_replay(Globals& g, const ReplayArgs& a) {
   o.victim = a.victim;
   o.load_binary = a.load.empty() ? companion_binary("sandgate-load") : a.load;
   if (o.load_binary.empty())
-    return fail("sandgate-load not found beside sandgate (build the sandgate-load target, or give --load PATH)");
+    return fail(
+        "sandgate-load not found beside sandgate (build the sandgate-load target, or give --load "
+        "PATH)");
   if (!a.host_budget.empty()) {
     auto b = parse_bytes(a.host_budget);
     if (!b.ok()) return fail(std::move(b).error().context_add("--host-budget"));
@@ -107,12 +121,15 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     std::string name = path.substr(path.rfind('/') + 1);
     auto plan = replay::plan_replay(*t, name, timing);
     if (!plan.ok()) return fail(plan.error());
-    std::cerr << "replay: " << name << ": " << plan->calls.size() << " calls";
-    if (plan->absorbed_calls) std::cerr << " (+" << plan->absorbed_calls << " nested, absorbed)";
-    std::cerr << ", trace " << seconds(static_cast<double>(plan->trace_duration_ms)) << " -> replay "
-              << seconds(static_cast<double>(plan->duration_ms)) << " (" << plan->speedup() << "x), peak "
-              << human_bytes(Bytes{stats.peak_mem_bytes}) << ", average "
-              << human_bytes(Bytes{static_cast<uint64_t>(stats.avg_mem_bytes)}) << "\n";
+    std::string absorbed = plan->absorbed_calls
+                               ? " (+" + std::to_string(plan->absorbed_calls) + " nested, absorbed)"
+                               : "";
+    progress.line(fmt::format(
+        "replay: {}: {} calls{}, trace {} -> replay {} ({:g}x), peak {}, average {}", name,
+        plan->calls.size(), absorbed, seconds(static_cast<double>(plan->trace_duration_ms)),
+        seconds(static_cast<double>(plan->duration_ms)), plan->speedup(),
+        human_bytes(Bytes{stats.peak_mem_bytes}),
+        human_bytes(Bytes{static_cast<uint64_t>(stats.avg_mem_bytes)})));
     traces_json.push_back({{"trace", path},
                            {"calls", plan->calls.size()},
                            {"trace_calls", plan->trace_calls},
@@ -152,7 +169,7 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     }
     if (fds[0].revents) {
       stop = true;
-      std::cerr << "\nreplay: interrupted; finishing the calls in progress\n";
+      progress.line("replay: interrupted; finishing the calls in progress");
     }
   });
   auto end_watcher = [&] {
@@ -160,18 +177,13 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     if (watcher.joinable()) watcher.join();
   };
   o.stop = &stop;
-  bool tty = ::isatty(2);
-  o.progress = [tty](const std::string& line) {
-    if (tty) std::cerr << "\r" << line << "\033[K" << std::flush;
-    else std::cerr << line << "\n";
-  };
 
   int64_t longest = 0;
   for (const auto& p : plans) longest = std::max(longest, p.duration_ms);
   std::optional<replay::VictimLatency> solo;
   if (a.victim) {
     Duration d = std::min<Duration>(std::chrono::milliseconds(longest + 1000), o.solo_max);
-    std::cerr << "replay: victim alone for " << format_duration(d) << "\n";
+    progress.status("replay: victim alone for " + format_duration(d));
     auto s = replay::measure_victim_solo(g.registry, d, o);
     if (!s.ok()) {
       end_watcher();
@@ -189,15 +201,24 @@ int run_replay(Globals& g, const ReplayArgs& a) {
   if (solo) section.victim_solo = latency(*solo);
   for (const auto& c : choices) {
     if (stop) break;
-    std::cerr << "replay: policy " << c.label << " (" << replay::to_string(c.kind) << ")\n";
+    // Each finished call is a detail of the policy's step: counted on a terminal's status line,
+    // left out of a log (--json has every call); the pass ends with a line of its own.
+    const std::string step = "replay: policy " + c.label + " (" + replay::to_string(c.kind) + ")";
+    progress.status(step);
+    o.progress = [&progress, step](const std::string& call) { progress.status(step, call); };
     auto pass = replay::run_policy_pass(g.registry, c, plans, o, solo);
-    if (tty) std::cerr << "\n";
     if (!pass.ok()) {
       end_watcher();
       return fail(std::move(pass).error().context_add("policy " + c.label));
     }
     for (const auto& r : pass->runs)
-      if (!r.error.empty()) std::cerr << "replay: warning: " << c.label << ": " << r.name << ": " << r.error << "\n";
+      if (!r.error.empty())
+        progress.line("replay: warning: " + c.label + ": " + r.name + ": " + r.error);
+    const auto& sc = pass->scores;
+    progress.line(fmt::format(
+        "replay: policy {}: {}/{} calls completed, {} killed, {} cancelled, {} timed out in "
+        "{:.1f}s",
+        c.label, sc.completed, sc.calls, sc.killed, sc.cancelled, sc.timed_out, sc.wall_s));
     Json rj = Json::array();
     for (const auto& r : pass->runs) rj.push_back(replay::to_json(r));
     runs_json[c.label] = std::move(rj);
@@ -211,23 +232,27 @@ int run_replay(Globals& g, const ReplayArgs& a) {
   }
   end_watcher();
 
+  progress.clear();  // the table, on stdout, starts on a clean line
   std::cout << replay::format_table(scores, solo);
   if (!a.json.empty()) {
     Json j = {{"schema_version", 1},
               {"provider", a.provider},
-              {"timing", {{"time_scale", a.time_scale},
-                          {"compress_silence", a.compress_silence},
-                          {"max_silence_ms", to_millis(timing.max_silence)}}},
+              {"timing",
+               {{"time_scale", a.time_scale},
+                {"compress_silence", a.compress_silence},
+                {"max_silence_ms", to_millis(timing.max_silence)}}},
               {"traces", traces_json},
-              {"victim_solo", solo ? Json{{"p50_us", solo->p50_us}, {"p90_us", solo->p90_us},
-                                          {"p99_us", solo->p99_us}, {"max_us", solo->max_us},
+              {"victim_solo", solo ? Json{{"p50_us", solo->p50_us},
+                                          {"p90_us", solo->p90_us},
+                                          {"p99_us", solo->p99_us},
+                                          {"max_us", solo->max_us},
                                           {"count", solo->count}}
                                    : Json(nullptr)},
               {"policies", Json::array()},
               {"runs", runs_json}};
     for (const auto& s : scores) j["policies"].push_back(replay::to_json(s));
     if (auto s = write_json_file_atomic(a.json, j); !s.ok()) return fail(s.error());
-    std::cerr << "replay: wrote " << a.json << "\n";
+    progress.line("replay: wrote " + a.json);
   }
   if (!a.report.empty()) {
     reports::Report report = reports::job_report("replay", std::move(host));
@@ -263,23 +288,28 @@ void add_replay_command(CLI::App& app, Globals& g) {
       "  sandgate replay --policy none --policy static --policy default --victim \\\n"
       "      --compress-silence --json out.json traces/*.trace");
   sub->add_option("--provider", a->provider, "isolation provider")->capture_default_str();
-  sub->add_option("--policy", a->policies, "none, static, static-peak, default or a policy file (repeatable)");
+  sub->add_option("--policy", a->policies,
+                  "none, static, static-peak, default or a policy file (repeatable)");
   sub->add_option("--concurrency", a->concurrency,
                   "runs at once (default: one per trace; more than the traces repeats them)");
   sub->add_option("--time-scale", a->time_scale, "divide every time by X (2 = twice as fast)")
       ->capture_default_str();
   sub->add_flag("--compress-silence", a->compress_silence,
                 "shorten every gap between calls longer than --max-silence to --max-silence");
-  sub->add_option("--max-silence", a->max_silence, "with --compress-silence")->capture_default_str();
+  sub->add_option("--max-silence", a->max_silence, "with --compress-silence")
+      ->capture_default_str();
   sub->add_flag("--victim", a->victim, "run the latency victim beside the aggressors");
-  sub->add_option("--host-budget", a->host_budget, "host memory budget, e.g. 16GiB (default: MemTotal)");
+  sub->add_option("--host-budget", a->host_budget,
+                  "host memory budget, e.g. 16GiB (default: MemTotal)");
   sub->add_option("--json", a->json, "write every figure to this file");
   sub->add_option("--report", a->report,
                   "write the report (report.json, report.html with a burst timeline per run and "
                   "the victim's latency, ...) into this directory, with the host's facts (doctor)");
   sub->add_option("--load", a->load, "sandgate-load binary (default: beside sandgate)");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
-  sub->add_option("traces", a->traces, "trace files (sandgate trace v1)")->required()->check(CLI::ExistingFile);
+  sub->add_option("traces", a->traces, "trace files (sandgate trace v1)")
+      ->required()
+      ->check(CLI::ExistingFile);
   sub->callback([&g, a] { g.exit_code = run_replay(g, *a); });
 }
 

@@ -37,7 +37,8 @@ std::map<std::string, uint64_t> read_host_rlimits(pid_t pid, const ProcessLimits
   std::map<std::string, uint64_t> seen;
   for (auto [key, resource, name] : {std::tuple{"open_files", RLIMIT_NOFILE, "RLIMIT_NOFILE"},
                                      std::tuple{"file_size", RLIMIT_FSIZE, "RLIMIT_FSIZE"}}) {
-    std::optional<uint64_t> want = std::string(key) == "open_files" ? granted.open_files : granted.file_size;
+    std::optional<uint64_t> want =
+        std::string(key) == "open_files" ? granted.open_files : granted.file_size;
     if (!want) continue;
     std::string label = std::string(key) + " (" + name + " of pid " + std::to_string(pid) + ")";
     auto got = read_rlimit(pid, resource);
@@ -48,7 +49,8 @@ std::map<std::string, uint64_t> read_host_rlimits(pid_t pid, const ProcessLimits
     seen[key] = got->second;
     std::string values = std::to_string(got->first) + " / " + std::to_string(got->second);
     if (got->first != *want || got->second != *want)
-      out.mismatches.push_back(label + ": granted " + std::to_string(*want) + ", host has " + values);
+      out.mismatches.push_back(label + ": granted " + std::to_string(*want) + ", host has " +
+                               values);
     else
       out.checked.push_back(label + " = " + values + " (granted " + std::to_string(*want) + ")");
   }
@@ -86,7 +88,8 @@ std::vector<std::string> probe_argv(const std::string& probe, const std::vector<
   return argv;
 }
 
-std::optional<ProbeReport> find_report(const std::vector<ProbeReport>& reports, const std::string& id) {
+std::optional<ProbeReport> find_report(const std::vector<ProbeReport>& reports,
+                                       const std::string& id) {
   for (const auto& r : reports)
     if (r.id == id) return r;
   return std::nullopt;
@@ -116,7 +119,8 @@ std::string join(const Json& list) {
 }
 
 // B's parameters from A's ready file (crossrun.cc documents its fields).
-std::vector<std::string> crossrun_params(const Json& ready, const std::string& other_workspace_host) {
+std::vector<std::string> crossrun_params(const Json& ready,
+                                         const std::string& other_workspace_host) {
   std::vector<std::string> p = {"other_workspace=" + other_workspace_host};
   if (ready.contains("pids")) p.push_back("other_pids=" + join(ready["pids"]));
   if (ready.contains("host_pid") && ready["host_pid"].is_number_integer())
@@ -143,8 +147,10 @@ std::vector<std::string> crossrun_touches(const ProbeReport& plant) {
     for (const auto& c : o["connections"]) out.push_back("a connection: " + c.dump());
   if (o.value("signals_received", 0) > 0)
     out.push_back(std::to_string(o.value("signals_received", 0)) +
-                  " signal(s), the last from pid " + std::to_string(o.value("last_signal_sender", 0)));
-  if (o.value("shm_max_attached", 0) > 1) out.push_back("its shared memory attached by another process");
+                  " signal(s), the last from pid " +
+                  std::to_string(o.value("last_signal_sender", 0)));
+  if (o.value("shm_max_attached", 0) > 1)
+    out.push_back("its shared memory attached by another process");
   if (o.contains("msg_left") && o["msg_left"].is_number() && o["msg_left"].get<long long>() == 0)
     out.push_back("its queued message taken");
   return out;
@@ -161,7 +167,8 @@ std::string newer_syscall_param() {
 
 Witness witness_for(const std::string& id) { return plan_for(id).witness; }
 
-Result<std::vector<ProbeReport>> parse_reports(const std::string& output, const std::string& source) {
+Result<std::vector<ProbeReport>> parse_reports(const std::string& output,
+                                               const std::string& source) {
   std::vector<ProbeReport> out;
   std::istringstream in(output);
   std::string line;
@@ -237,11 +244,13 @@ std::vector<const Suite::Listed*> Suite::probes_of(const std::string& boundary) 
 
 Result<std::unique_ptr<Suite>> Suite::create(SuiteOptions options) {
   if (options.probe_binary.empty() || ::access(options.probe_binary.c_str(), X_OK) != 0)
-    return logic_error("probe suite", "sandgate-probe not found beside sandgate", options.probe_binary);
+    return logic_error("probe suite", "sandgate-probe not found beside sandgate",
+                       options.probe_binary);
   for (const auto& b : options.only)
     if (std::find(all_boundaries().begin(), all_boundaries().end(), b) == all_boundaries().end())
-      return logic_error("probe suite", "unknown boundary '" + b +
-                                            "' (fs, net, creds, proc, crossrun, persist, resource)");
+      return logic_error(
+          "probe suite",
+          "unknown boundary '" + b + "' (fs, net, creds, proc, crossrun, persist, resource)");
   std::unique_ptr<Suite> s(new Suite(std::move(options)));
   // The host's namespaces, read before entering anything.
   s->host_pidns_ = ns_inode(s->options_.paths.proc + "/1/ns/pid");
@@ -297,6 +306,7 @@ class Suite::Context {
     copts.root = s_.options_.cgroup_root;
     copts.policy = probe_policy();
     SG_ASSIGN_OR_RETURN(controller_, controller::Controller::create(std::move(copts)));
+    for (const auto& b : all_boundaries()) steps_ += s_.selected(b) ? 1 : 0;
     for (const char* b : {"fs", "net", "creds", "proc"})
       if (s_.selected(b)) SG_TRY(run_simple(b, out.judgements));
     if (s_.selected("crossrun")) SG_TRY(run_crossrun(out.judgements));
@@ -320,6 +330,12 @@ class Suite::Context {
         spec.readonly_mounts.push_back({s_.canaries_->setuid_helper(), kSetuidInside});
     }
     return spec;
+  }
+
+  // "provider: what (k/n)": the k-th of the n selected boundaries, for the progress line.
+  void step(const std::string& what) {
+    s_.progress(provider_.name() + ": " + what + " (" + std::to_string(++step_) + "/" +
+                std::to_string(steps_) + ")");
   }
 
   std::string secret_value() const { return "sandgate-secret-" + s_.marker() + "\n"; }
@@ -367,7 +383,8 @@ class Suite::Context {
 
   Judgement judge(const std::string& id, const std::optional<ProbeReport>& report,
                   const HostEvidence& host, const std::string& failure) {
-    if (report) return judge_probe(baseline(id), *report, witness_for(id), host, facts_, s_.marker());
+    if (report)
+      return judge_probe(baseline(id), *report, witness_for(id), host, facts_, s_.marker());
     // No report: the probe was killed or its output was lost. Host evidence still counts.
     ProbeReport missing;
     missing.id = id;
@@ -379,7 +396,8 @@ class Suite::Context {
   }
 
   // One call of the probe binary; the reports it printed.
-  Result<std::vector<ProbeReport>> call(session::RunSession& run, const std::vector<std::string>& ids,
+  Result<std::vector<ProbeReport>> call(session::RunSession& run,
+                                        const std::vector<std::string>& ids,
                                         const std::vector<std::string>& extra,
                                         const std::string& intent = "probe") {
     auto p = params(run.workspace_path());
@@ -389,7 +407,7 @@ class Suite::Context {
   }
 
   Status run_simple(const std::string& boundary, std::vector<Judgement>& out) {
-    s_.progress(provider_.name() + ": " + boundary);
+    step(boundary);
     SG_ASSIGN_OR_RETURN(auto run, open_run());
     for (const Listed* l : s_.probes_of(boundary)) {
       Window w = open_window();
@@ -403,7 +421,7 @@ class Suite::Context {
   }
 
   Status run_crossrun(std::vector<Judgement>& out) {
-    s_.progress(provider_.name() + ": crossrun (two runs at once)");
+    step("crossrun, two runs at once");
     SG_ASSIGN_OR_RETURN(auto a, open_run());
     SG_ASSIGN_OR_RETURN(auto b, open_run());
     const std::string m = s_.marker();
@@ -425,7 +443,8 @@ class Suite::Context {
     for (const Listed* l : s_.probes_of("crossrun")) {
       if (l->id == "crossrun.plant") continue;
       Window w = open_window();
-      auto reports = ready.ok() ? call(*b, {l->id}, extra) : Result<std::vector<ProbeReport>>(ready.error());
+      auto reports =
+          ready.ok() ? call(*b, {l->id}, extra) : Result<std::vector<ProbeReport>>(ready.error());
       HostEvidence host = close_window(w);
       std::optional<ProbeReport> r;
       if (reports.ok()) r = find_report(*reports, l->id);
@@ -442,13 +461,15 @@ class Suite::Context {
       if (reports.ok()) plant = find_report(*reports, "crossrun.plant");
     }
     if (plant) touched.other_run = crossrun_touches(*plant);
-    Judgement j = judge_host_check("crossrun.plant", "crossrun",
-                                   "run A holds canaries, listeners and SysV objects while run B runs",
-                                   touched, Layer::kNamespace, "run A saw nobody touch what it held");
+    Judgement j =
+        judge_host_check("crossrun.plant", "crossrun",
+                         "run A holds canaries, listeners and SysV objects while run B runs",
+                         touched, Layer::kNamespace, "run A saw nobody touch what it held");
     if (!plant) {
       j.verdict = Verdict::kInconclusive;
       j.layer = Layer::kNone;
-      j.why = "run A's holder did not report" + (a_result.ok() ? "" : ": " + a_result.error().message());
+      j.why = "run A's holder did not report" +
+              (a_result.ok() ? "" : ": " + a_result.error().message());
     }
     j.sandbox = plant;
     out.push_back(std::move(j));
@@ -458,7 +479,7 @@ class Suite::Context {
   }
 
   Status run_persist(std::vector<Judgement>& out) {
-    s_.progress(provider_.name() + ": persist (plant, destroy, look, fresh run)");
+    step("persist: plant, destroy, look, fresh run");
     const std::string m = s_.marker();
     const std::string home = s_.canaries_->home();
     auto home_before = snapshot_tree(home);
@@ -471,7 +492,8 @@ class Suite::Context {
       destroyed_secrets = run->secrets_host_path();
       // The run's pid namespace, from its supervisor (the first process in its main cgroup).
       auto procs = controller_->backend().procs(run->run().main_cgroup());
-      if (procs.ok() && !procs->empty()) pidns = pidns_inode(s_.options_.paths.proc, procs->front());
+      if (procs.ok() && !procs->empty())
+        pidns = pidns_inode(s_.options_.paths.proc, procs->front());
       auto plant = call(*run, {"persist.plant"}, {"linger_s=30"});
       if (!plant.ok()) spdlog::warn("persist.plant: {}", plant.error().message());
       // .git/hooks and .git/config stay inside the workspace, so nothing on the host shows
@@ -484,12 +506,14 @@ class Suite::Context {
     HostEvidence after;
     std::set<pid_t> exclude = {::getpid(), s_.canaries_->sentinel_pid()};
     after.leftover_processes = marked_processes(s_.options_.paths.proc, m, exclude);
-    for (auto& p : processes_in_pidns(s_.options_.paths.proc, pidns)) after.leftover_processes.push_back(p);
+    for (auto& p : processes_in_pidns(s_.options_.paths.proc, pidns))
+      after.leftover_processes.push_back(p);
     after.leftover_cgroups = remaining_cgroups(cgroup);
     for (const char* dir : {"/tmp", "/var/tmp"})
       for (auto& f : marked_entries(dir, m))
         if (f != s_.canaries_->dir()) after.files_appeared.push_back(f);  // not the canaries' own
-    for (auto& f : tree_changes(home, home_before, snapshot_tree(home))) after.files_appeared.push_back(f);
+    for (auto& f : tree_changes(home, home_before, snapshot_tree(home)))
+      after.files_appeared.push_back(f);
     // The run's secret must have died with it: seen from the host, its directory is gone.
     if (!destroyed_secrets.empty() && ::access(destroyed_secrets.c_str(), F_OK) == 0)
       after.files_appeared.push_back(destroyed_secrets);
@@ -498,8 +522,8 @@ class Suite::Context {
         "after destroy: no process, cgroup, marker or secret left on the host", after,
         Layer::kNamespace, "the run's processes, cgroups and files went with it"));
     // Left by an unsafe provider: removed before the next look.
-    (void)run_command({s_.options_.probe_binary, "cleanup", "--param", "marker=" + m, "--param",
-                       "home=" + home});
+    (void)run_command(
+        {s_.options_.probe_binary, "cleanup", "--param", "marker=" + m, "--param", "home=" + home});
     SG_ASSIGN_OR_RETURN(auto fresh, open_run());
     auto found = call(*fresh, {"persist.find"}, {});
     std::optional<ProbeReport> r;
@@ -513,7 +537,7 @@ class Suite::Context {
   }
 
   Status run_resource(std::vector<Judgement>& out) {
-    s_.progress(provider_.name() + ": resource (through the controller)");
+    step("resource, through the controller");
     SG_ASSIGN_OR_RETURN(auto run, open_run());
     for (const Listed* l : s_.probes_of("resource")) {
       const ProbePlan& plan = plan_for(l->id);
@@ -535,7 +559,8 @@ class Suite::Context {
         if (!plan.rlimit.empty()) {
           // Which rlimit holds this probe, and whether the grant sets it at all.
           ProcessLimits limits = o.grant.to_process_limits();
-          std::optional<uint64_t> granted = plan.rlimit == "open_files" ? limits.open_files : limits.file_size;
+          std::optional<uint64_t> granted =
+              plan.rlimit == "open_files" ? limits.open_files : limits.file_size;
           ev.limit_declared = granted.has_value();
           ev.rlimit_granted = granted.value_or(0);
           if (auto it = called->host_rlimits.find(plan.rlimit); it != called->host_rlimits.end())
@@ -543,7 +568,8 @@ class Suite::Context {
         }
         if (plan.id == std::string("resource.cpu_spin") && o.observed.cpu_throttled_us > 0)
           ev.held_by = "throttled " + std::to_string(o.observed.cpu_throttled_us / 1000) +
-                       "ms at the grant's " + std::to_string(o.grant.cpu_cores.value_or(0)) + " cores";
+                       "ms at the grant's " + std::to_string(o.grant.cpu_cores.value_or(0)) +
+                       " cores";
         auto reports = parse_reports(o.exec.stdout_data, plan.id);
         if (reports.ok()) r = find_report(*reports, plan.id);
       } else {
@@ -562,6 +588,7 @@ class Suite::Context {
   bool jailed_ = true;
   std::string probe_;
   std::unique_ptr<controller::Controller> controller_;
+  size_t step_ = 0, steps_ = 0;  // boundaries run so far, and selected
 };
 
 Status Suite::run_baseline() {
@@ -579,7 +606,8 @@ Status Suite::run_baseline() {
   auto params = [&](const std::string& ws) { return base_params(ws, c.setuid_helper()); };
   auto run_native = [&](const std::vector<std::string>& ids, std::vector<std::string> p) -> Status {
     if (ids.empty()) return {};
-    SG_ASSIGN_OR_RETURN(auto r, run_command(probe_argv(options_.probe_binary, ids, p), std::chrono::seconds(120)));
+    SG_ASSIGN_OR_RETURN(
+        auto r, run_command(probe_argv(options_.probe_binary, ids, p), std::chrono::seconds(120)));
     SG_ASSIGN_OR_RETURN(auto reports, parse_reports(r.output, "native sandgate-probe"));
     for (auto& rep : reports) baseline_[rep.id] = std::move(rep);
     return {};
@@ -612,7 +640,8 @@ Status Suite::run_baseline() {
       pb.push_back("other_secrets=" + native_secrets);
       st = run_native(ids, pb);
     }
-    (void)write_file(ws_a + "/sandgate-crossrun-" + c.marker() + ".release", "", O_WRONLY | O_CREAT | O_CLOEXEC);
+    (void)write_file(ws_a + "/sandgate-crossrun-" + c.marker() + ".release", "",
+                     O_WRONLY | O_CREAT | O_CLOEXEC);
     holder.join();
     if (!ready.ok()) return std::move(ready).error();
     SG_TRY(std::move(st));
@@ -625,8 +654,8 @@ Status Suite::run_baseline() {
     auto ps = params(ws_a);
     ps.push_back("other_secrets=" + native_secrets);
     SG_TRY(run_native({"persist.secret"}, ps));
-    (void)run_command({options_.probe_binary, "cleanup", "--param", "marker=" + c.marker(), "--param",
-                       "workspace=" + ws_a, "--param", "home=" + c.home()});
+    (void)run_command({options_.probe_binary, "cleanup", "--param", "marker=" + c.marker(),
+                       "--param", "workspace=" + ws_a, "--param", "home=" + c.home()});
   }
   if (selected("resource")) {
     for (const Listed* l : probes_of("resource")) {

@@ -42,7 +42,9 @@ struct SuiteOptions {
   std::string cgroup_root = "sandgate";  // the controller's top cgroup
   std::string probe_binary;              // sandgate-probe on the host
   std::vector<std::string> only;         // boundaries to run; empty: all
-  std::function<void(const std::string&)> progress;  // one line per step, for stderr
+  // One line per step ("lab: ...", "namespaces: net (2/7)"), for stderr; called only on the
+  // thread that calls create() and run().
+  std::function<void(const std::string&)> progress;
 };
 
 struct ProviderRun {
@@ -94,7 +96,8 @@ class Suite {
   Status run_baseline();
   // The parameters every probe gets: this suite's canaries, the workspace and the setuid
   // helper as the probe sees them ("" when there is none).
-  std::vector<std::string> base_params(const std::string& workspace, const std::string& setuid_helper) const;
+  std::vector<std::string> base_params(const std::string& workspace,
+                                       const std::string& setuid_helper) const;
   void progress(const std::string& line) const;
 
   SuiteOptions options_;
@@ -112,6 +115,7 @@ class Suite {
 Witness witness_for(const std::string& id);
 
 // The probe reports in a probe binary's output (one JSON object per line; other lines ignored).
-Result<std::vector<ProbeReport>> parse_reports(const std::string& output, const std::string& source);
+Result<std::vector<ProbeReport>> parse_reports(const std::string& output,
+                                               const std::string& source);
 
 }  // namespace sandgate::probes
