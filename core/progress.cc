@@ -8,47 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/terminal_text.h"
+
 namespace sandgate {
 namespace {
-
-// The length of the valid UTF-8 sequence at text[i] and its code point; 0 when the bytes there
-// are not one (a stray continuation byte, a truncated or overlong sequence, a surrogate).
-size_t decode_utf8(std::string_view text, size_t i, char32_t* cp) {
-  auto b = static_cast<unsigned char>(text[i]);
-  size_t len;
-  char32_t c;
-  if (b < 0x80) {
-    *cp = b;
-    return 1;
-  } else if (b >= 0xC2 && b <= 0xDF) {
-    len = 2;
-    c = b & 0x1F;
-  } else if (b >= 0xE0 && b <= 0xEF) {
-    len = 3;
-    c = b & 0x0F;
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    len = 4;
-    c = b & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > text.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    auto cont = static_cast<unsigned char>(text[i + k]);
-    if ((cont & 0xC0) != 0x80) return 0;
-    c = (c << 6) | (cont & 0x3F);
-  }
-  if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10FFFF)) ||
-      (c >= 0xD800 && c <= 0xDFFF))
-    return 0;
-  *cp = c;
-  return len;
-}
-
-bool reorders_text(char32_t cp) {
-  return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E ||
-         cp == 0x200F || cp == 0x061C;
-}
 
 std::string safe_lines(std::string_view text) {
   if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
@@ -64,33 +27,6 @@ std::string safe_lines(std::string_view text) {
 }
 
 }  // namespace
-
-std::string terminal_safe(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    char32_t cp = 0;
-    size_t len = decode_utf8(text, i, &cp);
-    if (len == 0) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i]));
-      i += 1;
-      continue;
-    }
-    if (cp == '\n') {
-      out += "\\n";
-    } else if (cp == '\t') {
-      out += ' ';
-    } else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F)) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned>(cp));
-    } else if (reorders_text(cp)) {
-      out += fmt::format("\\u{{{:04X}}}", static_cast<unsigned>(cp));
-    } else {
-      out.append(text, i, len);
-    }
-    i += len;
-  }
-  return out;
-}
 
 // Columns taken by terminal_safe'd text, counted as fit_columns counts them.
 static size_t columns_of(std::string_view safe) {

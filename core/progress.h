@@ -11,7 +11,7 @@
 // terminal_safe(): step names carry provider names, trace ids and error messages, some of which
 // came out of a sandbox. reports::clean_text is the full treatment, but core may not include
 // reports/ (ci/check-layers), and a status line needs only the part that keeps the terminal
-// safe, so core has its own small sanitiser below.
+// safe, so core has its own small sanitiser (core/terminal_text.h, shared with exec's output).
 //
 // Thread-safe: replay reports each finished call from its worker threads.
 #pragma once
@@ -21,14 +21,9 @@
 #include <string>
 #include <string_view>
 
-namespace sandgate {
+#include "core/terminal_text.h"  // terminal_safe()
 
-// `text` made inert on a terminal, on one line: valid UTF-8 is kept; C0 controls (ESC, CR,
-// BEL, ...), DEL, C1 controls (U+0080-U+009F: a terminal may read U+009B as CSI) and bytes
-// that are not valid UTF-8 are shown as \xNN; '\n' as the two characters \n; '\t' as a space;
-// bidirectional controls (U+202A-202E, U+2066-2069, U+200E/F, U+061C) as \u{NNNN}. The same
-// spelling as reports::clean_text, without its cut and its noncharacter rule.
-std::string terminal_safe(std::string_view text);
+namespace sandgate {
 
 // The first characters of `text` (terminal_safe'd) that fit in `columns` terminal columns,
 // ending in "…" when cut. A code point from U+1100 up counts as two columns (East Asian wide,

@@ -55,6 +55,15 @@ TEST(TerminalText, C1ControlsInEitherSpellingAreShown) {
   EXPECT_EQ(shown("\xc2\xa0"), "\xc2\xa0");
 }
 
+TEST(TerminalText, BidirectionalOverridesAndOverlongSequencesAreShown) {
+  EXPECT_EQ(shown("a\xe2\x80\xae"
+                  "b"),
+            "a\\u{202E}b");                             // RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(shown("\xe0\x80\xaf"), "\\xe0\\x80\\xaf");  // an overlong '/'
+  // The one-line form shows the newline too, and makes a tab a space.
+  EXPECT_EQ(terminal_safe("a\nb\tc\x1b"), "a\\nb c\\x1b");
+}
+
 TEST(TerminalText, InvalidUtf8IsShownAndACutCharacterWaitsForItsEnd) {
   EXPECT_EQ(shown("\xff\xfe"), "\\xff\\xfe");
   EXPECT_EQ(shown("\xe2\x80"
