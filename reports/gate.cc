@@ -189,7 +189,8 @@ void compare_replay(Collector& out, const ProviderReport& base, const ProviderRe
 void compare_ratio(Collector& out, const std::string& provider, const std::string& subject,
                    const std::string& what, const std::vector<double>& before,
                    const std::vector<double>& now, const GateTolerance& t,
-                   const std::string& unit = "x") {
+                   const std::string& unit = "x", std::optional<double> relative = {}) {
+  const double tolerance = relative.value_or(t.cost_relative);
   if (before.size() < 2 || now.size() < 2) {
     out.add(Change::kNote, Kind::kCost, provider, subject,
             fmt::format("{}: not compared, too few paired samples ({} in the baseline, {} now)",
@@ -201,9 +202,9 @@ void compare_ratio(Collector& out, const std::string& provider, const std::strin
   double mb = stats::median(before), mc = stats::median(now);
   double change = mb > 0 ? mc / mb - 1 : 0;
   Change verdict = Change::kNote;
-  if (c.low > b.high && change > t.cost_relative)
+  if (c.low > b.high && change > tolerance)
     verdict = Change::kRegression;
-  else if (c.high < b.low && -change > t.cost_relative)
+  else if (c.high < b.low && mc * (1 + tolerance) < mb)  // the same factor, the other way
     verdict = Change::kImprovement;
   if (verdict == Change::kNote) return;  // within the noise: nothing to say
   out.add(verdict, Kind::kCost, provider, subject,
@@ -262,7 +263,7 @@ void compare_bench(Collector& out, const Report& base, const Report& cur, const 
                     paired_ratios(c.samples, c.baseline_samples), t);
     else
       compare_ratio(out, "bench", b.name, b.name + " (absolute, this machine)", b.samples,
-                    c.samples, t, " " + said(c.unit, 20));
+                    c.samples, t, " " + said(c.unit, 20), t.absolute_relative);
   }
 }
 
@@ -349,6 +350,7 @@ Result<GateTolerance> tolerance_from_json(const Json& j) {
       }
     };
     fraction("cost_relative", t.cost_relative, 100);
+    fraction("absolute_relative", t.absolute_relative, 100);
     fraction("confidence", t.confidence, 0.999);
     fraction("work_lost_s", t.work_lost_s, 1e9);
     fraction("victim_relative", t.victim_relative, 1e6);

@@ -37,6 +37,10 @@ struct GateTolerance {
   // A cost ratio is worse when its interval clears the baseline's and its median rose by more
   // than this fraction.
   double cost_relative = 0.10;
+  // The same for a benchmark figure with no baseline in its own run (`sandgate bench`'s
+  // monitor CPU, probe time, ...): it moves with everything else the machine does between two
+  // runs, so only a doubling (by default) is called a change.
+  double absolute_relative = 1.0;
   double confidence = 0.95;  // of the cost intervals
   // More work lost in the replay (call-seconds) than the baseline by more than this.
   double work_lost_s = 0.5;

@@ -336,19 +336,33 @@ TEST(GateBench, NoiseIsNotARegression) {
 
 TEST(GateBench, ADoublingIsCaughtForPairedAndAbsoluteFigures) {
   Machine a, b;
-  auto g = run_gate(bench_report(a), bench_report(b, 12, 60), {});
+  // The paired figure doubles; the absolute one more than doubles (its default tolerance).
+  auto g = run_gate(bench_report(a), bench_report(b, 12, 75), {});
   EXPECT_EQ(keys(g, Change::kRegression),
             (std::vector<std::string>{"bench/run.namespaces_vs_bwrap", "bench/replay.fidelity"}))
       << render_gate_text(g, "a", "b");
   for (const auto& f : g.findings) EXPECT_EQ(f.kind, Kind::kCost);
   std::string text = render_gate_text(g, "a", "b");
   EXPECT_NE(text.find("run.namespaces_vs_bwrap / bwrap true 5."), std::string::npos) << text;
-  EXPECT_NE(text.find("replay.fidelity (absolute, this machine) 5"), std::string::npos) << text;
+  EXPECT_NE(text.find("replay.fidelity (absolute, this machine) 7"), std::string::npos) << text;
   EXPECT_NE(text.find(" ms (96% interval"), std::string::npos) << text;  // n=9: 96% coverage
   // And the reverse is an improvement, never a failure.
-  auto better = run_gate(bench_report(b, 12, 60), bench_report(a), {});
+  auto better = run_gate(bench_report(b, 12, 75), bench_report(a), {});
   EXPECT_EQ(better.failing(), 0u);
   EXPECT_EQ(better.count(Change::kImprovement), 2u);
+}
+
+// An absolute figure moves with whatever else the machine does between two runs: +60% is within
+// its default tolerance (a doubling), and a regression with a tighter one.
+TEST(GateBench, AnAbsoluteFigureHasItsOwnWiderTolerance) {
+  Machine a{1.0, 0.02}, b{1.0, 0.02};
+  Report base = bench_report(a), cur = bench_report(b, 6, 48);
+  EXPECT_EQ(run_gate(base, cur, {}).failing(), 0u)
+      << render_gate_text(run_gate(base, cur, {}), "a", "b");
+  GateTolerance tight;
+  tight.absolute_relative = 0.3;
+  EXPECT_EQ(keys(run_gate(base, cur, tight), Change::kRegression),
+            std::vector<std::string>{"bench/replay.fidelity"});
 }
 
 TEST(GateBench, AFigureSkippedInOneReportIsANote) {
