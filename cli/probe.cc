@@ -8,6 +8,7 @@
 #include <map>
 
 #include "cli/common.h"
+#include "core/files.h"
 #include "core/json.h"
 #include "core/progress.h"
 #include "core/strings.h"
@@ -16,6 +17,8 @@
 #include "probes/plan.h"
 #include "probes/suite.h"
 #include "providers/weakening.h"
+#include "reports/from_qualify.h"
+#include "reports/writers.h"
 
 namespace sandgate::cli {
 namespace {
@@ -26,7 +29,8 @@ struct ProbeArgs {
   std::string json;
   bool self_test = false;
   bool allow_unsafe_host = false;
-  std::string image;  // podman: a local image for every run's root
+  std::string image;   // podman: a local image for every run's root
+  std::string report;  // a directory for the report model in every format
 };
 
 void print_table(const probes::ProviderRun& run) {
@@ -179,6 +183,14 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     std::cout << table.render();
   }
   std::printf("baseline %.1fs, total %.1fs\n", to_seconds((*suite)->baseline_wall()), wall_s);
+  if (!a.report.empty()) {
+    auto model = reports::from_probe_report(report_json(runs, **suite, wall_s, matrix, missing),
+                                            doctor_report(g));
+    if (!model.ok()) return fail(std::move(model).error().context_add("building the report"));
+    if (auto s = make_dirs(a.report, 0755); !s.ok()) return fail(s.error());
+    if (auto s = reports::write_all_formats(*model, a.report); !s.ok())
+      return fail(std::move(s).error().context_add("writing the report"));
+  }
   if (!a.json.empty()) {
     auto s = write_json_file_atomic(a.json, report_json(runs, **suite, wall_s, matrix, missing));
     if (!s.ok()) return fail(s.error());
@@ -209,6 +221,9 @@ void add_probe_command(CLI::App& app, Globals& g) {
   sub->add_option("--only", a->only,
                   "boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
   sub->add_option("--json", a->json, "write the full report (schema_version 1) to FILE");
+  sub->add_option("--report", a->report,
+                  "also write the report model in every format into DIR (report.json,\n"
+                  "report.html, junit.xml, report.sarif, summary.md), as qualify does");
   sub->add_flag(
       "--self-test", a->self_test,
       "run against the namespaces provider (or --provider podman), hardened and with each\n"

@@ -1,5 +1,7 @@
 #include "reports/from_qualify.h"
 
+#include <set>
+
 #include "core/fd.h"
 #include "core/strings.h"
 #include "probes/plan.h"
@@ -181,6 +183,45 @@ Result<Report> from_qualify(const Json& qualify, const ProbeFiles& probe_files) 
   }
 }
 
+Result<Report> from_probe_report(const Json& probe_report, Json host) {
+  try {
+    Reader top(probe_report, "");
+    int version = top.integer("schema_version");
+    if (version != 1) top.fail("schema_version", "this sandgate reads probe reports of version 1");
+    Report report;
+    report.job = "probe";
+    report.sandgate_version = SANDGATE_VERSION;
+    report.host = std::move(host);
+    const Json& runs = top.array("runs");
+    std::set<std::string> names;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      Reader run(runs[i], idx("runs", i));
+      ProviderReport p;
+      p.name = run.str("provider");
+      for (const auto& w : run.strings("weakenings")) p.name += " +" + w;
+      if (!names.insert(p.name).second) run.fail("provider", "a second run of " + p.name);
+      p.unsafe = run.boolean("unsafe");
+      p.display_name = p.name + (p.unsafe ? " (UNSAFE: no isolation)" : "");
+      // Newer than the first probe reports (and than this test fixture): read when present.
+      if (run.has("declared_capabilities")) p.capabilities = run.strings("declared_capabilities");
+      if (run.has("contradicted_capabilities"))
+        p.contradicted_capabilities = contradictions_from(run, "contradicted_capabilities");
+      // The verdicts, read as qualify's probe files are (this run alone).
+      Json one = {{"schema_version", 1}, {"runs", Json::array({runs[i]})}};
+      read_probes(one, "", p);
+      bool exposed = false;
+      for (const auto& v : *p.probes) exposed |= v.verdict == probes::Verdict::kExposed;
+      p.qualified = !exposed;
+      if (exposed) p.disqualifications = {"the escape probes found it exposed"};
+      report.providers.push_back(std::move(p));
+    }
+    add_rules(report);
+    return report;
+  } catch (const FieldError& e) {
+    return logic_error("read probe report", e.path + ": " + e.message);
+  }
+}
+
 Result<Report> load_report(const std::string& path) {
   SG_ASSIGN_OR_RETURN(Json j, read_bounded_json(path));
   if (j.is_object() && j.contains("type")) {
@@ -188,9 +229,15 @@ Result<Report> load_report(const std::string& path) {
     if (!report.ok()) return std::move(report).error().context_add(path);
     return report;
   }
+  if (j.is_object() && j.contains("runs") && !j.contains("providers")) {  // sandgate probe --json
+    auto report = from_probe_report(j, Json::object());
+    if (!report.ok()) return std::move(report).error().context_add(path);
+    return report;
+  }
   if (!j.is_object() || !j.contains("providers") || !j.contains("doctor"))
     return logic_error("read report",
-                       "neither a sandgate report (no \"type\") nor a qualify.json (no "
+                       "neither a sandgate report (no \"type\"), a probe report (no \"runs\") nor "
+                       "a qualify.json (no "
                        "\"providers\" and \"doctor\")",
                        path);
   ProbeFiles files;

@@ -22,7 +22,15 @@ using ProbeFiles = std::map<std::string, Json>;
 // A provider whose qualify entry has "probes" must have its file in `probe_files`.
 Result<Report> from_qualify(const Json& qualify, const ProbeFiles& probe_files);
 
-// Reads a saved report: the model itself (type "sandgate-report"), or a qualify.json with its
+// The report model of a `sandgate probe` run (its --json file, probes/suite.h: schema 1, one
+// run per provider, and in a self-test one per weakening, named "PROVIDER +WEAKENING"): job
+// "probe", a provider per run with its verdicts, declared and contradicted capabilities;
+// qualified when nothing was exposed. `host` is the doctor's findings (an empty object when
+// not known). Errors name the field.
+Result<Report> from_probe_report(const Json& probe_report, Json host);
+
+// Reads a saved report: the model itself (type "sandgate-report"), a probe report (`sandgate
+// probe --json`), or a qualify.json with its
 // probe files, looked for beside it first (the directory may have moved since) and then at the
 // path qualify.json names. JSON nested deeper than 64 levels (a probe's evidence can be) is
 // cut there, with a note in its place: every writer would otherwise recurse that deep.

@@ -191,6 +191,43 @@ TEST(Model, SpawnRatioIsTheMedianOfPairedSamples) {
   EXPECT_FALSE(cost_ratios(r, p).spawn);
 }
 
+// `sandgate probe --json` as a report: job "probe", a provider per run with its verdicts, and
+// readable by `report render` (load_report) like the other reports.
+TEST(FromProbeReport, AProviderPerRunWithItsVerdicts) {
+  auto file = read_json_file(fixture_dir() + "/probe-host_dir.json");
+  ASSERT_TRUE(file.ok());
+  auto r = from_probe_report(*file, Json{{"cgroup_layout", {{"kind", "hybrid"}}}});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->job, "probe");
+  ASSERT_EQ(r->providers.size(), 1u);
+  const auto& p = r->providers[0];
+  EXPECT_EQ(p.name, "host_dir");
+  EXPECT_TRUE(p.unsafe);
+  ASSERT_TRUE(p.probes);
+  EXPECT_EQ(p.probes->size(), (*file)["runs"][0]["judgements"].size());
+  size_t exposed = (*file)["runs"][0]["tally"]["exposed"].get<size_t>();
+  EXPECT_GT(exposed, 0u);  // the bypass cable
+  EXPECT_FALSE(p.qualified);
+  EXPECT_EQ(p.disqualifications, std::vector<std::string>{"the escape probes found it exposed"});
+  EXPECT_EQ(r->rules.size(), p.probes->size());
+  EXPECT_EQ(r->host["cgroup_layout"]["kind"], "hybrid");
+  // Round trip through the model, and load_report knows the file for what it is.
+  auto again = report_from_json(to_json(*r));
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  auto loaded = load_report(fixture_dir() + "/probe-namespaces.json");
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_EQ(loaded->job, "probe");
+  EXPECT_TRUE(loaded->providers.at(0).qualified);
+
+  Json bad = *file;
+  bad["runs"][0]["judgements"][1]["verdict"] = "escaped";
+  auto broken = from_probe_report(bad, Json::object());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.error().message().find("judgements[1].verdict: expected one of"),
+            std::string::npos)
+      << broken.error().message();
+}
+
 TEST(FromQualify, ErrorsNameTheField) {
   auto q = read_json_file(fixture_dir() + "/qualify.json");
   ASSERT_TRUE(q.ok());

@@ -209,6 +209,23 @@ TEST_F(CliTest, GateFailsOnARegressionAndOnlyThen) {
   EXPECT_NE(missing.output.find("nope.json"), std::string::npos) << missing.output;
 }
 
+// probe --report: the same findings as the report model, in every format, as qualify writes.
+TEST_F(CliTest, ProbeWritesTheReportModel) {
+  SANDGATE_REQUIRE_ROOT();
+  auto r = sandgate({"probe", "--provider", "namespaces", "--only", "creds", "--report",
+                     tmp_ + "/probe-report"});
+  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  for (const char* f : {"report.json", "report.html", "junit.xml", "report.sarif", "summary.md"})
+    EXPECT_EQ(::access((tmp_ + "/probe-report/" + f).c_str(), F_OK), 0) << f;
+  auto model = read_json_file(tmp_ + "/probe-report/report.json");
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ((*model)["job"], "probe");
+  EXPECT_EQ((*model)["providers"][0]["name"], "namespaces");
+  EXPECT_EQ((*model)["providers"][0]["qualified"], true);
+  EXPECT_GE((*model)["providers"][0]["probes"]["verdicts"].size(), 5u);
+  EXPECT_TRUE((*model)["host"].contains("cgroup_layout"));
+}
+
 // --image on probe and qualify: podman only, passed through to every run (a missing image is
 // named by the run that needed it).
 TEST_F(CliTest, ProbeAndQualifyTakeAnImageForPodmanOnly) {
