@@ -25,9 +25,13 @@ using ::testing::HasSubstr;
 // test looks for, and it must not hang the suite.
 constexpr auto kTimeout = std::chrono::seconds(60);
 
-CommandResult sandgate(std::vector<std::string> args) {
+// A refusal takes well under a second; a command that blocks on a FIFO is cut off after this,
+// 20x that, so that nine blocked commands cost minutes, not the suite's patience.
+constexpr auto kFifoTimeout = std::chrono::seconds(20);
+
+CommandResult sandgate(std::vector<std::string> args, Duration timeout = kTimeout) {
   args.insert(args.begin(), SANDGATE_BINARY);
-  auto r = run_command(args, kTimeout, 1 << 20);
+  auto r = run_command(args, timeout, 1 << 20);
   EXPECT_TRUE(r.ok()) << r.error().message();
   return r.ok() ? *r : CommandResult{};
 }
@@ -63,7 +67,7 @@ TEST(TraceCli, AFifoIsRefusedByEveryCommandThatReadsInputs) {
   for (const auto& args : commands) {
     std::string line;
     for (const auto& a : args) line += a + " ";
-    auto r = sandgate(args);
+    auto r = sandgate(args, kFifoTimeout);
     EXPECT_FALSE(r.timed_out) << line << "blocked";
     EXPECT_EQ(r.status.shell_code(), 2) << line << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr(fifo + ": is a FIFO, not a regular file")) << line;
