@@ -139,7 +139,7 @@ void add_plan_command(CLI::App& app, Globals& g) {
       "  actual          the traces' own use (reference)\n"
       "\"fits\" is the largest N whose chance of exceeding --host-memory is <= --risk.\n"
       "Example: sandgate plan --traces traces/ --host-memory 64GiB --host-cpus 16");
-  sub->add_option("--traces", a->traces, "directory of traces (*.jsonl), or trace files")
+  sub->add_option("--traces", a->traces, "directories of traces (*.jsonl, *.trace), or trace files")
       ->required();
   sub->add_option("--host-memory", a->host_memory, "host memory: 64GiB, 128GB")->required();
   sub->add_option("--host-cpus", a->host_cpus, "host cores")

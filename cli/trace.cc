@@ -137,6 +137,12 @@ struct ImportArgs {
   std::string policy;
 };
 
+// One output per input, so each run stays a trace of its own (the planner and the statistics
+// draw whole runs; runs appended into one file would read as one run). --out names a file
+// (*.jsonl or *.trace) only for a single input file; anything else is a directory.
+// A bad input file does not stop the others: each good one is imported, each bad one gets
+// its one line (file:line: field), and the exit status is 2 at the end if any failed, so
+// nothing is lost in silence.
 int run_import(const ImportArgs& a) {
   if (a.from != "agentcgroup")
     return fail("--from: unknown format '" + a.from + "' (known: agentcgroup)");
@@ -144,18 +150,39 @@ int run_import(const ImportArgs& a) {
   if (!policy.ok()) return fail(policy.error());
   auto paths = replay::trace_files(a.files);
   if (!paths.ok()) return fail(paths.error());
-  // One input and an --out that is not a directory (and not meant as one): a file.
-  bool to_file = paths->size() == 1 && !is_dir(a.out) && a.out.ends_with(".jsonl");
+  bool out_is_file_name =
+      !is_dir(a.out) && (a.out.ends_with(".jsonl") || a.out.ends_with(".trace"));
+  bool single_file = a.files.size() == 1 && paths->size() == 1 && !is_dir(a.files.front());
+  if (out_is_file_name && !single_file) {
+    return fail(fmt::format(
+        "--out {}: names a file, but {} input files need a directory (one trace per input); "
+        "give --out DIR",
+        a.out, paths->size()));
+  }
+  bool to_file = out_is_file_name;
   if (!to_file) {
     if (auto s = make_dirs(a.out); !s.ok()) return fail(s.error());
   }
+  size_t failed = 0;
   for (const auto& path : *paths) {
     auto trace = replay::import_agentcgroup(path, *policy);
-    if (!trace.ok()) return fail(trace.error());
+    if (!trace.ok()) {
+      fail(trace.error());
+      ++failed;
+      continue;
+    }
     std::string dest = to_file ? a.out : a.out + "/" + short_name(path);
-    if (auto s = replay::write_trace(dest, *trace); !s.ok()) return fail(s.error());
+    if (auto s = replay::write_trace(dest, *trace); !s.ok()) {
+      fail(s.error());
+      ++failed;
+      continue;
+    }
     std::cout << fmt::format("{} -> {}: {} samples, {} calls\n", path, dest, trace->samples.size(),
                              trace->calls.size());
+  }
+  if (failed) {
+    return fail(fmt::format("imported {} of {} files; {} failed (each named above)",
+                            paths->size() - failed, paths->size(), failed));
   }
   return 0;
 }
@@ -169,13 +196,18 @@ void add_trace_command(CLI::App& app, Globals& g) {
       "README.md \"Trace format\").\n"
       "  sandgate trace validate FILE|DIR...    strict check; errors name file:line and field\n"
       "  sandgate trace stats FILE|DIR... [--json] [--peak-threshold 300MB]\n"
-      "  sandgate trace import --from agentcgroup FILE|DIR... --out DIR|FILE.jsonl");
+      "  sandgate trace import --from agentcgroup FILE|DIR... --out DIR|FILE.jsonl\n"
+      "A DIR stands for its *.jsonl and *.trace files (not recursive). Inputs must be regular\n"
+      "files: a FIFO or a device is refused.\n"
+      "Example: sandgate trace validate traces/\n"
+      "Example: sandgate trace stats traces/");
   sub->require_subcommand(1);
 
   auto* validate = sub->add_subcommand(
       "validate", "Read each trace strictly; one line per file, exit 2 if any is bad");
   auto files = std::make_shared<std::vector<std::string>>();
-  validate->add_option("files", *files, "trace files, or directories of *.jsonl / *.trace")->required();
+  validate->add_option("files", *files, "trace files, or directories of *.jsonl / *.trace")
+      ->required();
   validate->callback([&g, files] { g.exit_code = run_validate(*files); });
 
   auto* stats = sub->add_subcommand(
@@ -186,7 +218,8 @@ void add_trace_command(CLI::App& app, Globals& g) {
       "--peak-threshold (default 300MB = 300,000,000 bytes, the AgentCgroup paper's). With\n"
       "several traces, a pooled row and the median/max peak-to-average follow.");
   auto sa = std::make_shared<StatsArgs>();
-  stats->add_option("files", sa->files, "trace files, or directories of *.jsonl / *.trace")->required();
+  stats->add_option("files", sa->files, "trace files, or directories of *.jsonl / *.trace")
+      ->required();
   stats->add_flag("--json", sa->json, "print every figure as JSON instead of the table");
   stats->add_option("--peak-threshold", sa->peak_threshold,
                     "memory above which a sample is a peak: 300MB, 1GiB");
@@ -202,10 +235,12 @@ void add_trace_command(CLI::App& app, Globals& g) {
       "Edit/Write/MultiEdit/NotebookEdit edit, anything else default.");
   auto ia = std::make_shared<ImportArgs>();
   import->add_option("--from", ia->from, "source format: agentcgroup")->required();
-  import->add_option("files", ia->files, "source files, or directories of *.jsonl")->required();
+  import->add_option("files", ia->files, "source files, or directories of *.jsonl / *.trace")
+      ->required();
   import
       ->add_option("--out", ia->out,
-                   "output directory (one trace per input, same name), or FILE.jsonl for one input")
+                   "output directory (one trace per input, same name), or FILE.jsonl when the "
+                   "only input is one file; a bad input is reported and skipped, exit 2 at the end")
       ->required();
   import->add_option("--policy", ia->policy,
                      "policy whose inference rules name Bash intents (default: built-in)");

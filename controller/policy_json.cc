@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "controller/policy.h"
+#include "core/fd.h"
 #include "core/strings.h"
 
 namespace sandgate::controller {
@@ -45,8 +46,10 @@ constexpr Duration kPsiWindowMax = std::chrono::seconds(10);
 // ---------------------------------------------------------------------------------------------
 // Parsing with paths.
 
-// A JSON path component: `.name` for plain names, `["odd name"]` otherwise.
+// A JSON path component: `.name` for plain names, `["odd name"]` otherwise. A key from the input
+// may be any length: a long one is quoted as an excerpt.
 std::string child(const std::string& path, const std::string& key) {
+  if (key.size() > kExcerptBytes) return path + "[\"" + excerpt(key) + "\"]";
   bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
   });
@@ -110,7 +113,9 @@ class Parser {
       std::string what = "unknown key";
       std::string_view best;
       size_t best_d = 3;  // suggest only close misspellings
+      // (the distance costs len(key) x len(k): a key far longer than any known one is no typo)
       for (auto k : known) {
+        if (key.size() > k.size() + best_d) continue;
         size_t d = edit_distance(key, k);
         if (d < best_d) best_d = d, best = k;
       }
@@ -394,7 +399,7 @@ class Parser {
         if (!p.intents.contains(rule.intent)) {
           std::vector<std::string> known;
           for (const auto& [name, g] : p.intents) known.push_back(name);
-          return fail_sentence(child(path, "intent") + " '" + rule.intent +
+          return fail_sentence(child(path, "intent") + " '" + excerpt(rule.intent) +
                                "' is not a defined intent (defined: " + join(known) + ")");
         }
         p.inference.push_back(std::move(rule));
@@ -485,16 +490,19 @@ Result<Policy> parse_policy(const Json& j, const std::string& source) {
   try {
     return Parser(source).policy(j);
   } catch (const std::exception& e) {
-    return logic_error(std::string(kStep), std::string("unexpected: ") + e.what(), source);
+    return logic_error(std::string(kStep), "unexpected: " + excerpt(e.what(), 400), source);
   }
 }
 
 Result<Policy> load_policy_file(const std::string& path) {
   try {
-    SG_ASSIGN_OR_RETURN(Json j, read_json_file(path));
+    // A policy is a few KB; read_input_file refuses a FIFO (which would block) and a file over
+    // the bound (which would otherwise be cut and fail as bad JSON).
+    SG_ASSIGN_OR_RETURN(std::string text, read_input_file(path, size_t{16} << 20));
+    SG_ASSIGN_OR_RETURN(Json j, parse_json(text, path));
     return parse_policy(j, path);
   } catch (const std::exception& e) {
-    return logic_error("load policy", e.what(), path);
+    return logic_error("load policy", excerpt(e.what(), 400), path);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/fd.h"
+#include "core/test_temp_dir.h"
 #include "tests/support/privileged.h"
 
 namespace sandgate::controller {
@@ -250,7 +251,7 @@ TEST(PolicyIo, ParsesWritesBackAndRoundTrips) {
   j["run"]["io_read_bps"] = "200MiB";
   j["run"]["io_write_bps"] = "100MiB";
   j["intents"]["install"]["io_read_bps"] = "50MiB";
-  j["intents"]["install"]["io_write_bps"] = "1MiB";  // the minimum
+  j["intents"]["install"]["io_write_bps"] = "1MiB";    // the minimum
   j["intents"]["compile"]["io_write_bps"] = "100MiB";  // == the ceiling
   auto p = parse_policy(j, "io");
   ASSERT_TRUE(p.ok()) << p.error().message();
@@ -275,9 +276,9 @@ TEST(PolicyIo, ParsesWritesBackAndRoundTrips) {
 
 TEST(PolicyRlimits, ParsesWritesBackAndRoundTrips) {
   Json j = to_json(default_policy());
-  j["intents"]["edit"]["open_files"] = 16;            // the minimum
-  j["intents"]["edit"]["file_size"] = "1MiB";         // the minimum
-  j["intents"]["compile"]["open_files"] = 1048576;    // fs.nr_open, the maximum
+  j["intents"]["edit"]["open_files"] = 16;          // the minimum
+  j["intents"]["edit"]["file_size"] = "1MiB";       // the minimum
+  j["intents"]["compile"]["open_files"] = 1048576;  // fs.nr_open, the maximum
   j["intents"]["compile"]["file_size"] = "8GiB";
   j["intents"]["search"].erase("open_files");
   j["intents"]["search"].erase("file_size");
@@ -378,9 +379,8 @@ TEST(PolicyFile, ExampleLoadsWithEveryField) {
   EXPECT_EQ(p->ladder.throttle_at, 0.85);
   EXPECT_EQ(p->ladder.freeze_max, seconds(3));
   EXPECT_EQ(p->required_capabilities,
-            (std::vector<Capability>{
-                Capability::kFsIsolated, Capability::kNetNone,
-                Capability::kProcPidNs, Capability::kLimitsPerCall}));
+            (std::vector<Capability>{Capability::kFsIsolated, Capability::kNetNone,
+                                     Capability::kProcPidNs, Capability::kLimitsPerCall}));
 
   auto back = parse_policy(to_json(*p), "example");
   ASSERT_TRUE(back.ok()) << back.error().message();
@@ -423,6 +423,30 @@ TEST(PolicyFile, BadSyntaxNamesFileLineAndColumn) {
   std::string m = p.error().message();
   EXPECT_NE(m.find("policy_bad_syntax.json"), std::string::npos) << m;
   EXPECT_NE(m.find("line 5 column 38"), std::string::npos) << m;
+}
+
+// A 50 MB number or key in a policy was echoed whole: the parser quotes an excerpt, and the
+// number too large for a double (nlohmann's out_of_range, with no position) is no exception.
+TEST(PolicyFile, HugeInputIsQuotedAsAShortExcerpt) {
+  testing::TempDir dir;
+  const std::string big(100000, '9');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a number too large for a double", R"({"schema_version":)" + big + "}"},
+      {"a bad escape at the end of a long string",
+       R"({"schema_version":")" + std::string(100000, 'x') + R"(\q"})"},
+      {"an unknown key", R"({"schema_version":1,")" + std::string(100000, 'k') + R"(":1})"},
+      {"a long string value", R"({"schema_version":")" + big + R"("})"},
+  };
+  for (const auto& [what, text] : cases) {
+    std::string path = dir / "big.json";
+    ASSERT_TRUE(write_file(path, text, O_WRONLY | O_CREAT | O_TRUNC).ok());
+    auto p = load_policy_file(path);
+    ASSERT_FALSE(p.ok()) << what;
+    std::string m = p.error().message();
+    EXPECT_LT(m.size(), 600u) << what << ": " << m.substr(0, 600);
+    EXPECT_NE(m.find("big.json"), std::string::npos) << what;
+    EXPECT_NE(m.find("more bytes]"), std::string::npos) << what << ": " << m.substr(0, 600);
+  }
 }
 
 TEST(PolicyFile, UnknownNestedKeyNamesFileAndPath) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/strings.h"
+
 namespace sandgate {
 
 namespace {
@@ -38,7 +40,8 @@ Result<Capability> capability_from_string(const std::string& name) {
     if (name == n.name) return n.cap;
   std::string known;
   for (const auto& n : kCapNames) known += (known.empty() ? "" : ", ") + std::string(n.name);
-  return logic_error("parse capability", "unknown capability '" + name + "' (known: " + known + ")");
+  return logic_error("parse capability",
+                     "unknown capability '" + excerpt(name) + "' (known: " + known + ")");
 }
 
 std::vector<Capability> all_capabilities() {

@@ -1,8 +1,8 @@
 #include "core/fd.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -69,6 +69,48 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   return std::move(read_all(fd.get(), max_bytes)).context("reading " + path);
 }
 
+std::string file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+Result<std::string> read_input_file(const std::string& path, size_t max_bytes) {
+  constexpr std::string_view kStep = "read input";
+  auto refuse = [&](mode_t mode) {
+    return logic_error(std::string(kStep),
+                       "is " + file_kind(mode) + ", not a regular file (inputs are read whole)",
+                       path);
+  };
+  // stat first, so that a FIFO is never opened (an open for reading waits for a writer); the
+  // open is O_NONBLOCK and fstat checks again what was really opened, should the path have been
+  // replaced in between.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return sys_error(kStep.data(), path);
+  if (!S_ISREG(st.st_mode)) return refuse(st.st_mode);
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat", path);
+  if (!S_ISREG(st.st_mode)) return refuse(st.st_mode);
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return logic_error(std::string(kStep),
+                       std::to_string(st.st_size) + " bytes, more than the " +
+                           std::to_string(max_bytes) + " this reader takes",
+                       path);
+  }
+  SG_ASSIGN_OR_RETURN(std::string text,
+                      std::move(read_all(fd.get(), max_bytes + 1)).context("reading " + path));
+  if (text.size() > max_bytes) {  // grew while read
+    return logic_error(std::string(kStep),
+                       "more than the " + std::to_string(max_bytes) + " bytes this reader takes",
+                       path);
+  }
+  return text;
+}
+
 Status write_file(const std::string& path, std::string_view data, int flags, mode_t mode) {
   SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(path, flags, mode));
   return std::move(write_all(fd.get(), data)).context("writing " + path);
@@ -117,7 +159,9 @@ Result<sockaddr_un> unix_address(const std::string& path) {
   sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path)
-    return logic_error("unix socket", "path longer than " + std::to_string(sizeof addr.sun_path - 1) + " bytes", path);
+    return logic_error("unix socket",
+                       "path longer than " + std::to_string(sizeof addr.sun_path - 1) + " bytes",
+                       path);
   std::memcpy(addr.sun_path, path.c_str(), path.size());
   return addr;
 }
@@ -129,7 +173,8 @@ Result<UniqueFd> listen_unix(const std::string& path, int backlog) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return sys_error("socket");
   ::unlink(path.c_str());
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return sys_error("bind", path);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return sys_error("bind", path);
   if (::chmod(path.c_str(), 0600) != 0) return sys_error("chmod", path);
   if (::listen(fd.get(), backlog) != 0) return sys_error("listen", path);
   return fd;
@@ -139,7 +184,8 @@ Result<UniqueFd> connect_unix(const std::string& path) {
   SG_ASSIGN_OR_RETURN(sockaddr_un addr, unix_address(path));
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return sys_error("socket");
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return sys_error("connect", path);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return sys_error("connect", path);
   return fd;
 }
 

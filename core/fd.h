@@ -56,6 +56,15 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes = 16 << 
 Status write_file(const std::string& path, std::string_view data, int flags = O_WRONLY | O_CLOEXEC,
                   mode_t mode = 0644);
 
+// Reads a file a user named as input (a trace, a policy, a data file to import). It must be a
+// regular file: a FIFO, a socket or a device would block forever or never end, so each is
+// refused with a message saying what it is, before anything is read. A file larger than
+// max_bytes is an error, not cut. Every command that reads its inputs from paths goes through
+// this one check.
+Result<std::string> read_input_file(const std::string& path, size_t max_bytes);
+// What kind of file a stat mode is, for messages: "a regular file", "a FIFO", "a socket", ...
+std::string file_kind(mode_t mode);
+
 // Reads until EOF or max_bytes from an fd.
 Result<std::string> read_all(int fd, size_t max_bytes = 16 << 20);
 // Writes all of data, retrying on EINTR and short writes.

@@ -6,15 +6,39 @@
 
 #include "core/defer.h"
 #include "core/fd.h"
+#include "core/strings.h"
 
 namespace sandgate {
+
+std::string json_error_text(const Json::exception& e) {
+  std::string_view w = e.what();
+  // "[json.exception.parse_error.101] parse error at line 3, column 10: syntax error ...": the
+  // tag is for programmers and the position is said by the caller.
+  if (w.starts_with("[json.exception.")) {
+    if (auto tag_end = w.find("] "); tag_end != std::string_view::npos)
+      w.remove_prefix(tag_end + 2);
+  }
+  if (w.starts_with("parse error")) {
+    if (auto colon = w.find(": "); colon != std::string_view::npos) w.remove_prefix(colon + 2);
+  }
+  // The token nlohmann quotes ("last read: '...'", "number overflow parsing '...'") is input,
+  // and may be all of a 50 MB line: quoted as an excerpt. What follows it ("; expected ...") is
+  // nlohmann's own text, cut as well in case the token held that text itself.
+  size_t open = w.find('\'');
+  if (open == std::string_view::npos) return excerpt(w, 400);
+  std::string_view head = w.substr(0, open + 1), rest = w.substr(open + 1);
+  size_t close = rest.find("'; expected ");
+  if (close == std::string_view::npos) close = rest.ends_with('\'') ? rest.size() - 1 : rest.size();
+  return excerpt(head, 400) + excerpt(rest.substr(0, close)) + excerpt(rest.substr(close));
+}
 
 Result<Json> parse_json(std::string_view text, const std::string& source) {
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
-    // Translate the byte offset into line:column for a person reading the file. e.byte counts
-    // the characters read, the offending one included: it sits at index e.byte - 1.
+    // Translate the byte offset into line:column (both from 1, as compilers count) for a person
+    // reading the file. e.byte counts the characters read, the offending one included: it sits
+    // at index e.byte - 1.
     size_t line = 1, col = 1;
     for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
       if (text[i] == '\n') {
@@ -24,20 +48,13 @@ Result<Json> parse_json(std::string_view text, const std::string& source) {
         ++col;
       }
     }
-    // "[json.exception.parse_error.101] parse error at line 3, column 10: syntax error ...":
-    // keep what follows the position, which is already said once.
-    std::string what = e.what();
-    auto pos = what.find("parse error");
-    if (pos != std::string::npos) {
-      what = what.substr(pos);
-      if (what.starts_with("parse error at line ")) {
-        if (auto colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
-      }
-    }
     return logic_error("parse JSON",
                        "line " + std::to_string(line) + " column " + std::to_string(col) + ": " +
-                           what,
+                           json_error_text(e),
                        source);
+  } catch (const Json::exception& e) {
+    // out_of_range.406, a number too large for a double: nlohmann gives no position.
+    return logic_error("parse JSON", json_error_text(e), source);
   }
 }
 
@@ -76,14 +93,22 @@ size_t utf8_step(std::string_view text, size_t i, bool& valid) {
   if (b < 0x80) return 1;
   size_t n;
   unsigned char lo = 0x80, hi = 0xBF;  // the range allowed for the second byte
-  if (b >= 0xC2 && b <= 0xDF) n = 2;
-  else if (b == 0xE0) n = 3, lo = 0xA0;
-  else if (b == 0xED) n = 3, hi = 0x9F;
-  else if (b >= 0xE1 && b <= 0xEF) n = 3;
-  else if (b == 0xF0) n = 4, lo = 0x90;
-  else if (b == 0xF4) n = 4, hi = 0x8F;
-  else if (b >= 0xF1 && b <= 0xF3) n = 4;
-  else n = 1;  // a continuation byte or 0xC0, 0xC1, 0xF5..0xFF: never valid
+  if (b >= 0xC2 && b <= 0xDF)
+    n = 2;
+  else if (b == 0xE0)
+    n = 3, lo = 0xA0;
+  else if (b == 0xED)
+    n = 3, hi = 0x9F;
+  else if (b >= 0xE1 && b <= 0xEF)
+    n = 3;
+  else if (b == 0xF0)
+    n = 4, lo = 0x90;
+  else if (b == 0xF4)
+    n = 4, hi = 0x8F;
+  else if (b >= 0xF1 && b <= 0xF3)
+    n = 4;
+  else
+    n = 1;  // a continuation byte or 0xC0, 0xC1, 0xF5..0xFF: never valid
   size_t k = 1;
   for (; k < n && i + k < text.size(); ++k) {
     unsigned char c = at(i + k);
@@ -140,7 +165,10 @@ size_t utf8_safe_cut(std::string_view text, size_t limit) {
   }
   if (lead == 0) return limit;
   unsigned char b = static_cast<unsigned char>(text[lead - 1]);
-  size_t want = b >= 0xF0 && b <= 0xF4 ? 4 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xC2 && b <= 0xDF ? 2 : 0;
+  size_t want = b >= 0xF0 && b <= 0xF4   ? 4
+                : b >= 0xE0 && b <= 0xEF ? 3
+                : b >= 0xC2 && b <= 0xDF ? 2
+                                         : 0;
   size_t have = limit - (lead - 1);
   // A lead byte whose sequence runs past the limit: cut before the lead byte.
   if (want > have) return lead - 1;
@@ -155,10 +183,11 @@ std::string describe_json(const Json& j) {
       return "an array";
     case Json::value_t::null:
       return "null";
-    default: {
-      std::string s = dump_json(j);
-      return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-    }
+    case Json::value_t::string:
+      // The string itself, not a dump of it: a dump would copy all of a 50 MB value first.
+      return "\"" + excerpt(j.get_ref<const std::string&>()) + "\"";
+    default:
+      return excerpt(dump_json(j));  // a number or a boolean: a few bytes
   }
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <string_view>
 
@@ -34,8 +33,12 @@ void set_text_field(Json& j, const std::string& key, std::string text);
 size_t utf8_safe_cut(std::string_view text, size_t limit);
 
 // What a value is, short, for "expected X, got Y" in strict-parsing errors: "an object",
-// "an array", "null", or the value itself cut at 60 characters.
+// "an array", "null", or the value itself as excerpt() quotes it (at most 80 bytes).
 std::string describe_json(const Json& j);
+
+// nlohmann's message for a parse failure without its "[json.exception...]" tag and position,
+// the input it quotes (the token last read) cut by excerpt(): one short line whatever the input.
+std::string json_error_text(const Json::exception& e);
 
 // Parses text; an error names `source` with line and column of the fault.
 Result<Json> parse_json(std::string_view text, const std::string& source);

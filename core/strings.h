@@ -24,4 +24,12 @@ std::string join(const Range& items, std::string_view sep = ", ") {
   return out;
 }
 
+// At most `max_bytes` of `text` for an error message: cut where no UTF-8 character is split,
+// control characters shown as \xNN (a message stays one line), and an ellipsis after a
+// cut ("\u2026 [N more bytes]"); invalid UTF-8 becomes U+FFFD. Every message that quotes input (a
+// value, a key, a token) quotes it through this, so a 50 MB number in a file gives an error line of
+// a few hundred bytes, not 50 MB.
+inline constexpr size_t kExcerptBytes = 80;
+std::string excerpt(std::string_view text, size_t max_bytes = kExcerptBytes);
+
 }  // namespace sandgate

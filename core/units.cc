@@ -3,8 +3,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
+
+#include "core/strings.h"
 
 namespace sandgate {
 namespace {
@@ -29,8 +32,11 @@ Result<std::pair<double, std::string>> split_number(std::string_view text, const
   }
   if (!digits)
     return logic_error(std::string("parse ") + what,
-                       "'" + std::string(text) + "' does not start with a number");
-  double value = std::stod(s.substr(start, i - start));
+                       "'" + excerpt(text) + "' does not start with a number");
+  // strtod, not stod: a number too large for a double is inf here (said below), not an exception.
+  double value = std::strtod(s.substr(start, i - start).c_str(), nullptr);
+  if (!std::isfinite(value))
+    return logic_error(std::string("parse ") + what, "'" + excerpt(text) + "' is too large");
   std::string suffix = s.substr(i);
   while (!suffix.empty() && std::isspace(static_cast<unsigned char>(suffix.front())))
     suffix.erase(0, 1);
@@ -44,26 +50,34 @@ Result<Bytes> parse_bytes(std::string_view text) {
   SG_ASSIGN_OR_RETURN(auto parts, split_number(text, "size"));
   auto [value, suffix] = parts;
   double mult;
-  if (suffix.empty() || suffix == "b") mult = 1;
-  else if (suffix == "k" || suffix == "kib") mult = 1ULL << 10;
-  else if (suffix == "m" || suffix == "mib") mult = 1ULL << 20;
-  else if (suffix == "g" || suffix == "gib") mult = 1ULL << 30;
-  else if (suffix == "t" || suffix == "tib") mult = 1ULL << 40;
-  else if (suffix == "kb") mult = 1e3;
-  else if (suffix == "mb") mult = 1e6;
-  else if (suffix == "gb") mult = 1e9;
-  else if (suffix == "tb") mult = 1e12;
+  if (suffix.empty() || suffix == "b")
+    mult = 1;
+  else if (suffix == "k" || suffix == "kib")
+    mult = 1ULL << 10;
+  else if (suffix == "m" || suffix == "mib")
+    mult = 1ULL << 20;
+  else if (suffix == "g" || suffix == "gib")
+    mult = 1ULL << 30;
+  else if (suffix == "t" || suffix == "tib")
+    mult = 1ULL << 40;
+  else if (suffix == "kb")
+    mult = 1e3;
+  else if (suffix == "mb")
+    mult = 1e6;
+  else if (suffix == "gb")
+    mult = 1e9;
+  else if (suffix == "tb")
+    mult = 1e12;
   else
-    return logic_error("parse size",
-                       "unknown unit '" + suffix + "' in '" + std::string(text) +
-                           "' (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)");
+    return logic_error("parse size", "unknown unit '" + excerpt(suffix) + "' in '" + excerpt(text) +
+                                         "' (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)");
   double bytes = std::round(value * mult);
   // 2^64 is exact as a double, while UINT64_MAX rounds up to it: compare against 2^64, and
   // convert without a signed intermediate (llround is undefined above 2^63).
   if (bytes >= 18446744073709551616.0)
-    return logic_error("parse size", "'" + std::string(text) + "' is too large");
+    return logic_error("parse size", "'" + excerpt(text) + "' is too large");
   if (mult == 1 && value != std::floor(value))
-    return logic_error("parse size", "'" + std::string(text) + "' is a fraction of a byte");
+    return logic_error("parse size", "'" + excerpt(text) + "' is a fraction of a byte");
   return Bytes{static_cast<uint64_t>(bytes)};
 }
 
@@ -71,20 +85,26 @@ Result<Duration> parse_duration(std::string_view text) {
   SG_ASSIGN_OR_RETURN(auto parts, split_number(text, "duration"));
   auto [value, suffix] = parts;
   double ns;
-  if (suffix == "ns") ns = 1;
-  else if (suffix == "us" || suffix == "µs") ns = 1e3;
-  else if (suffix == "ms") ns = 1e6;
-  else if (suffix == "s") ns = 1e9;
-  else if (suffix == "m" || suffix == "min") ns = 60e9;
-  else if (suffix == "h") ns = 3600e9;
+  if (suffix == "ns")
+    ns = 1;
+  else if (suffix == "us" || suffix == "µs")
+    ns = 1e3;
+  else if (suffix == "ms")
+    ns = 1e6;
+  else if (suffix == "s")
+    ns = 1e9;
+  else if (suffix == "m" || suffix == "min")
+    ns = 60e9;
+  else if (suffix == "h")
+    ns = 3600e9;
   else if (suffix.empty())
-    return logic_error("parse duration", "'" + std::string(text) +
-                                             "' has no unit (write e.g. 250ms, 2s, 5m)");
+    return logic_error("parse duration",
+                       "'" + excerpt(text) + "' has no unit (write e.g. 250ms, 2s, 5m)");
   else
-    return logic_error("parse duration", "unknown unit '" + suffix + "' in '" +
-                                             std::string(text) + "' (use ns, us, ms, s, m, h)");
+    return logic_error("parse duration", "unknown unit '" + excerpt(suffix) + "' in '" +
+                                             excerpt(text) + "' (use ns, us, ms, s, m, h)");
   double total = value * ns;
-  if (total > 1e18) return logic_error("parse duration", "'" + std::string(text) + "' is too long");
+  if (total > 1e18) return logic_error("parse duration", "'" + excerpt(text) + "' is too long");
   return Duration(static_cast<int64_t>(std::llround(total)));
 }
 
@@ -97,8 +117,10 @@ std::string human_bytes(Bytes b) {
     ++u;
   }
   char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%.0fB", v);
-  else std::snprintf(buf, sizeof buf, v < 10 ? "%.2f%s" : v < 100 ? "%.1f%s" : "%.0f%s", v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%.0fB", v);
+  else
+    std::snprintf(buf, sizeof buf, v < 10 ? "%.2f%s" : v < 100 ? "%.1f%s" : "%.0f%s", v, units[u]);
   return buf;
 }
 

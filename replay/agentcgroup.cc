@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "core/fd.h"
 #include "core/stats.h"
+#include "core/strings.h"
 
 namespace sandgate::replay {
 namespace {
@@ -18,7 +20,8 @@ class Line {
   Line(const std::string& file, size_t line) : where_(file + ":" + std::to_string(line)) {}
 
   Error fail(std::string_view field, const std::string& what) const {
-    return logic_error(std::string(kStep), "field '" + std::string(field) + "': " + what, where_);
+    // The field may carry a key from the input (an unknown one): quoted as an excerpt.
+    return logic_error(std::string(kStep), "field '" + excerpt(field) + "': " + what, where_);
   }
   Status keys(const Json& j, std::string_view prefix,
               std::initializer_list<std::string_view> known) const {
@@ -38,18 +41,20 @@ class Line {
   Result<int64_t> time(const Json& j, std::string_view prefix, std::string_view key) const {
     SG_ASSIGN_OR_RETURN(const Json* v, require(j, prefix, key));
     std::string field = std::string(prefix) + std::string(key);
+    constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
     // nlohmann stores non-negative integers as unsigned: anything else is a float or negative.
+    if (v->is_number_float()) return fail(field, not_an_integer(*v, kMax));
     if (!v->is_number_unsigned())
       return fail(field, "expected a non-negative integer (ms), got " + describe_json(*v));
-    if (v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-      return fail(field, "out of range, got " + describe_json(*v));
+    if (v->get<uint64_t>() > kMax) return fail(field, too_large(*v, kMax));
     return static_cast<int64_t>(v->get<uint64_t>());
   }
 
   Result<std::string> string(const Json& j, std::string_view prefix, std::string_view key) const {
     SG_ASSIGN_OR_RETURN(const Json* v, require(j, prefix, key));
     if (!v->is_string())
-      return fail(std::string(prefix) + std::string(key), "expected a string, got " + describe_json(*v));
+      return fail(std::string(prefix) + std::string(key),
+                  "expected a string, got " + describe_json(*v));
     return v->get<std::string>();
   }
 
@@ -71,10 +76,19 @@ std::string unescape_html(std::string s) {
 
 }  // namespace
 
+std::string agentcgroup_dataset(const std::string& path) {
+  // The directory's own name, also for a relative path ("run.jsonl" in the current directory).
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) p = path;
+  std::string dir = p.lexically_normal().parent_path().filename().string();
+  return dir.empty() ? "unknown" : dir;
+}
+
 Json agentcgroup_host() {
   return {{"description",
-           "AgentCgroup paper host (arXiv 2602.09345, experiments/all_images_haiku): 24 cores, "
-           "128 GB, Podman, no container limits; podman stats about every 1.04 s"},
+           "AgentCgroup paper host (arXiv 2602.09345): 24 cores, 128 GB, Podman, no container "
+           "limits; podman stats about every 1.04 s"},
           {"cores", 24},
           {"memory", "128 GB"},
           {"runtime", "podman"}};
@@ -108,7 +122,8 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
     if (j.contains("tool_call")) {
       SG_TRY(line.keys(j, "", {"tool_call"}));
       const Json& tc = j["tool_call"];
-      if (!tc.is_object()) return line.fail("tool_call", "expected an object, got " + describe_json(tc));
+      if (!tc.is_object())
+        return line.fail("tool_call", "expected an object, got " + describe_json(tc));
       SG_TRY(line.keys(tc, "tool_call.", {"name", "cmd", "start_ms", "end_ms", "sidechain"}));
       CallEvent c;
       c.id = "c" + std::to_string(trace.calls.size() + 1);
@@ -122,10 +137,15 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
                                                  std::to_string(c.start_ms) + ", end_ms " +
                                                  std::to_string(c.end_ms) + ")");
       }
-      SG_ASSIGN_OR_RETURN(const Json* side, line.require(tc, "tool_call.", "sidechain"));
-      if (!side->is_boolean())
-        return line.fail("tool_call.sidechain", "expected true or false, got " + describe_json(*side));
-      c.nested = side->get<bool>();
+      // Real files vary: a run with no sub-agent may carry "sidechain": null or no sidechain at
+      // all. Both mean what they say unambiguously, not a sub-agent's call (null = absent).
+      if (auto side = tc.find("sidechain"); side != tc.end() && !side->is_null()) {
+        if (!side->is_boolean()) {
+          return line.fail("tool_call.sidechain",
+                           "expected true, false or null, got " + describe_json(*side));
+        }
+        c.nested = side->get<bool>();
+      }
       nested += c.nested;
       if (c.tool == "Bash") c.command = unescape_html(std::move(c.command));
       c.intent = agentcgroup_intent(policy, c.tool, c.command);
@@ -137,6 +157,8 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
     Sample s;
     SG_ASSIGN_OR_RETURN(s.t_ms, line.time(j, "", "t_ms"));
     SG_ASSIGN_OR_RETURN(const Json* mem, line.require(j, "", "mem_bytes"));
+    if (mem->is_number_float())
+      return line.fail("mem_bytes", not_an_integer(*mem, std::numeric_limits<uint64_t>::max()));
     if (!mem->is_number_unsigned())
       return line.fail("mem_bytes", "expected a non-negative integer, got " + describe_json(*mem));
     s.mem_bytes = mem->get<uint64_t>();
@@ -144,7 +166,8 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
     if (cpu->is_null()) {
       ++null_cpu;
     } else if (!cpu->is_number() || !std::isfinite(cpu->get<double>())) {
-      return line.fail("cpu_pct_interval_est", "expected a number or null, got " + describe_json(*cpu));
+      return line.fail("cpu_pct_interval_est",
+                       "expected a number or null, got " + describe_json(*cpu));
     } else if (double pct = cpu->get<double>(); pct < 0) {
       ++negative_cpu;
     } else {
@@ -180,13 +203,17 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
   }
 
   TraceHeader& h = trace.header;
+  // The files carry no model or experiment name of their own; the data keeps one directory per
+  // model and experiment (haiku/, all_images_haiku/, ...), so the directory names the data set.
   std::string base = source_name.substr(source_name.rfind('/') + 1);
-  h.source = "agentcgroup import: " + base;
+  std::string dataset = agentcgroup_dataset(source_name);
+  h.source = "agentcgroup import: " + dataset + "/" + base;
   h.host = agentcgroup_host();
   if (!intervals.empty()) h.interval_ms = std::llround(stats::median(std::move(intervals)));
   h.unmeasured = {"pids", "io_bytes"};
   h.notes =
-      "Imported from AgentCgroup data (not committed to sandgate). cpu_millicores = "
+      "Imported from AgentCgroup data (not committed to sandgate), data set '" + dataset +
+      "' (the directory the run file was in). cpu_millicores = "
       "cpu_pct_interval_est x 10; " +
       std::to_string(null_cpu) + " sample(s) with a null estimate and " +
       std::to_string(negative_cpu) +
@@ -201,7 +228,7 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
 }
 
 Result<Trace> import_agentcgroup(const std::string& path, const controller::Policy& policy) {
-  SG_ASSIGN_OR_RETURN(std::string text, read_file(path, kMaxFileBytes));
+  SG_ASSIGN_OR_RETURN(std::string text, read_input_file(path, kMaxFileBytes));
   return parse_agentcgroup(text, path, policy);
 }
 

@@ -35,6 +35,11 @@ namespace sandgate::replay {
 // The host the AgentCgroup runs were recorded on (their README): written into the header.
 Json agentcgroup_host();
 
+// The data set a run file belongs to: the name of the directory holding it (the data keeps one
+// directory per model and experiment: haiku/, all_images_haiku/, ...), "unknown" for none. The
+// header's source says "agentcgroup import: DATASET/FILE".
+std::string agentcgroup_dataset(const std::string& path);
+
 // The intent of one AgentCgroup tool call under `policy` (its inference rules for Bash).
 std::string agentcgroup_intent(const controller::Policy& policy, const std::string& tool,
                                const std::string& cmd);

@@ -69,7 +69,7 @@ TEST(AgentCgroupImport, ConvertsSamplesCallsAndHeader) {
   EXPECT_EQ(t->samples[1].call, "c1");
   EXPECT_EQ(t->samples[2].call, "c2");
   EXPECT_EQ(t->samples[3].call, std::nullopt);
-  EXPECT_EQ(t->header.source, "agentcgroup import: small.jsonl");
+  EXPECT_EQ(t->header.source, "agentcgroup import: dir/small.jsonl");
   EXPECT_EQ(t->header.interval_ms, 1035);  // median of 1033, 1036, 1035
   EXPECT_EQ(t->header.unmeasured, (std::vector<std::string>{"pids", "io_bytes"}));
   EXPECT_EQ(t->header.host["cores"], 24);
@@ -91,7 +91,7 @@ TEST(AgentCgroupImport, TheReadmeExampleImports) {
   EXPECT_EQ(t->calls[0].intent, "search");   // Read
   EXPECT_EQ(t->calls[1].intent, "install");  // pip install
   EXPECT_EQ(t->calls[2].intent, "edit");
-  EXPECT_EQ(t->calls[3].intent, "test");     // python -m pytest
+  EXPECT_EQ(t->calls[3].intent, "test");           // python -m pytest
   EXPECT_EQ(t->samples[2].cpu_millicores, 1136u);  // 113.6 % x 10
   EXPECT_EQ(t->samples[4].cpu_millicores, 0u);     // a negative estimate
   EXPECT_EQ(t->samples[5].call, "c4");             // 5200 ms: inside pytest
@@ -146,13 +146,73 @@ INSTANTIATE_TEST_SUITE_P(
             "call end before start",
             R"({"tool_call":{"name":"Bash","cmd":"x","start_ms":9,"end_ms":3,"sidechain":false}})",
             "'tool_call.end_ms'"},
-        BadLine{"call without sidechain",
-                R"({"tool_call":{"name":"Bash","cmd":"x","start_ms":1,"end_ms":3}})",
-                "'tool_call.sidechain': missing"},
+        BadLine{
+            "sidechain not a boolean",
+            R"({"tool_call":{"name":"Bash","cmd":"x","start_ms":1,"end_ms":3,"sidechain":"no"}})",
+            "'tool_call.sidechain': expected true, false or null, got \"no\""},
         BadLine{
             "call cmd not text",
             R"({"tool_call":{"name":"Bash","cmd":7,"start_ms":1,"end_ms":3,"sidechain":false}})",
             "'tool_call.cmd'"}));
+
+// Real runs with no sub-agent carry "sidechain": null, or no sidechain at all: both mean the
+// call was not a sub-agent's (null = absent), and a run carrying them imports.
+TEST(AgentCgroupImport, SidechainNullOrAbsentIsNotASubAgentCall) {
+  std::string text =
+      R"({"t_ms":0,"mem_bytes":1000,"cpu_pct":1,"cpu_pct_interval_est":null,"mem_pct":0})"
+      "\n"
+      R"({"tool_call":{"name":"Bash","cmd":"ls","start_ms":1,"end_ms":3,"sidechain":null}})"
+      "\n"
+      R"({"tool_call":{"name":"Read","cmd":"x","start_ms":4,"end_ms":5}})"
+      "\n"
+      R"({"tool_call":{"name":"Bash","cmd":"ls","start_ms":6,"end_ms":7,"sidechain":true}})"
+      "\n";
+  auto t = parse_agentcgroup(text, "runs/qwen/run.jsonl");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  ASSERT_EQ(t->calls.size(), 3u);
+  EXPECT_FALSE(t->calls[0].nested);
+  EXPECT_FALSE(t->calls[1].nested);
+  EXPECT_TRUE(t->calls[2].nested);
+}
+
+// The run files carry no model name; the data keeps one directory per model and experiment,
+// so the header names the directory the file came from, never a fixed one.
+TEST(AgentCgroupImport, HeaderNamesTheDataSetOfItsOwnPath) {
+  auto t = parse_agentcgroup(kSmall, "/data/agentcgroup/all_images_sonnet/small.jsonl");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->header.source, "agentcgroup import: all_images_sonnet/small.jsonl");
+  EXPECT_THAT(t->header.notes, HasSubstr("data set 'all_images_sonnet'"));
+  EXPECT_THAT(dump_json(t->header.host), ::testing::Not(HasSubstr("haiku")));
+}
+
+TEST(AgentCgroupImport, ATooLargeIntegerIsCalledTooLarge) {
+  auto t = parse_agentcgroup(
+      R"({"t_ms":99999999999999999999,"mem_bytes":1,"cpu_pct":1,"cpu_pct_interval_est":1,"mem_pct":0})",
+      "run.jsonl");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message(),
+              HasSubstr("run.jsonl:1: field 't_ms': too large: at most 9223372036854775807"));
+}
+
+// A 50 MB number was echoed whole (a 52 MB error line): every quote of input is an excerpt.
+TEST(AgentCgroupImport, AHugeTokenIsQuotedAsAShortExcerpt) {
+  for (size_t digits : {size_t{100000}, size_t{3} << 20}) {
+    std::string text = R"({"t_ms":0,"mem_bytes":1)" + std::string(digits, '0') +
+                       R"(,"cpu_pct":1,"cpu_pct_interval_est":1,"mem_pct":0})";
+    auto t = parse_agentcgroup(text, "run.jsonl");
+    ASSERT_FALSE(t.ok());
+    std::string msg = t.error().message();
+    EXPECT_LT(msg.size(), 400u) << msg.substr(0, 400);
+    EXPECT_THAT(msg, HasSubstr("run.jsonl:1"));
+    EXPECT_THAT(msg, HasSubstr("more bytes]"));
+  }
+  std::string key(100000, 'k');
+  auto t = parse_agentcgroup(
+      R"({"t_ms":0,"mem_bytes":1,"cpu_pct":1,"cpu_pct_interval_est":1,")" + key + R"(":0})",
+      "run.jsonl");
+  ASSERT_FALSE(t.ok());
+  EXPECT_LT(t.error().message().size(), 400u) << t.error().message().substr(0, 400);
+}
 
 TEST(AgentCgroupImport, EmptyFileIsAnError) {
   auto t = parse_agentcgroup("", "empty.jsonl");

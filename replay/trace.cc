@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -28,6 +29,10 @@ constexpr std::string_view kSchema = "sandgate-trace";
 // Traces are a few MB (10 minutes at 50 ms is ~12k samples, ~1.5 MB); the bound only keeps a
 // wrong path (a disk image) from being read whole.
 constexpr size_t kMaxTraceBytes = size_t{512} << 20;
+// A line is one event: a few hundred bytes (a recorded command is the longest field). The bound
+// keeps a corrupt line (a 50 MB number) from being copied by the JSON parser and echoed; such
+// a line is refused before it is parsed.
+constexpr size_t kMaxLineBytes = size_t{1} << 20;
 
 // The units the format fixes; the header states them so a reader of the file needs no manual.
 const Json& fixed_units() {
@@ -42,6 +47,23 @@ const std::vector<std::string_view>& sample_field_names() {
   return names;
 }
 
+}  // namespace
+
+// nlohmann reads an integer beyond uint64 as a double: 1e+20 is a whole number, too large, not
+// "not an integer".
+std::string not_an_integer(const Json& v, uint64_t max) {
+  double d = v.get<double>();
+  if (std::isfinite(d) && d >= 0 && std::floor(d) == d) return too_large(v, max);
+  if (std::isfinite(d) && d < 0) return "must not be negative, got " + describe_json(v);
+  return "expected a non-negative integer, got " + describe_json(v) + " (not an integer)";
+}
+
+std::string too_large(const Json& v, uint64_t max) {
+  return "too large: at most " + std::to_string(max) + ", got " + describe_json(v);
+}
+
+namespace {
+
 // Reads the fields of one line; every failure names file:line and the field.
 class LineReader {
  public:
@@ -49,7 +71,8 @@ class LineReader {
       : file_(file), line_(line), j_(j) {}
 
   Error fail(std::string_view field, const std::string& what) const {
-    return logic_error(std::string(kStep), "field '" + std::string(field) + "': " + what, where());
+    // The field may be a key from the input (an unknown one): quoted as an excerpt.
+    return logic_error(std::string(kStep), "field '" + excerpt(field) + "': " + what, where());
   }
   std::string where() const { return file_ + ":" + std::to_string(line_); }
 
@@ -88,18 +111,17 @@ class LineReader {
   // A non-negative integer that fits int64 (times) or uint64 (amounts).
   Result<uint64_t> count(std::string_view field, uint64_t max) const {
     SG_ASSIGN_OR_RETURN(const Json* v, require(field));
-    if (!v->is_number()) return fail(field, "expected a non-negative integer, got " + describe_json(*v));
-    if (v->is_number_float()) {
-      return fail(field, "expected a non-negative integer, got " + describe_json(*v) + " (not an integer)");
-    }
+    if (!v->is_number())
+      return fail(field, "expected a non-negative integer, got " + describe_json(*v));
+    if (v->is_number_float()) return fail(field, not_an_integer(*v, max));
     if (v->is_number_unsigned()) {
       uint64_t u = v->get<uint64_t>();
-      if (u > max) return fail(field, "out of range, got " + describe_json(*v));
+      if (u > max) return fail(field, too_large(*v, max));
       return u;
     }
     int64_t s = v->get<int64_t>();
     if (s < 0) return fail(field, "must not be negative, got " + describe_json(*v));
-    if (static_cast<uint64_t>(s) > max) return fail(field, "out of range, got " + describe_json(*v));
+    if (static_cast<uint64_t>(s) > max) return fail(field, too_large(*v, max));
     return static_cast<uint64_t>(s);
   }
 
@@ -119,15 +141,16 @@ Result<TraceHeader> read_header(const LineReader& r) {
                  "unmeasured", "notes"}));
   SG_ASSIGN_OR_RETURN(std::string schema, r.string("schema", false));
   if (schema != kSchema) {
-    return r.fail("schema", "expected \"" + std::string(kSchema) + "\", got \"" + schema + "\"");
+    return r.fail("schema",
+                  "expected \"" + std::string(kSchema) + "\", got \"" + excerpt(schema) + "\"");
   }
   SG_ASSIGN_OR_RETURN(const Json* version, r.require("version"));
   if (!version->is_number_integer()) {
     return r.fail("version", "expected an integer, got " + describe_json(*version));
   }
   if (version->get<int64_t>() != kTraceVersion) {
-    return r.fail("version", "unsupported version " + version->dump() + " (this sandgate reads " +
-                                 std::to_string(kTraceVersion) + ")");
+    return r.fail("version", "unsupported version " + describe_json(*version) +
+                                 " (this sandgate reads " + std::to_string(kTraceVersion) + ")");
   }
   TraceHeader h;
   SG_ASSIGN_OR_RETURN(h.source, r.string("source", false));
@@ -138,7 +161,7 @@ Result<TraceHeader> read_header(const LineReader& r) {
   SG_ASSIGN_OR_RETURN(const Json* units, r.require("units"));
   if (*units != fixed_units()) {
     return r.fail("units", "expected " + fixed_units().dump() + " (v1 fixes the units), got " +
-                               units->dump());
+                               excerpt(dump_json(*units)));
   }
   if (const Json* unmeasured = r.find("unmeasured")) {
     if (!unmeasured->is_array()) {
@@ -260,17 +283,24 @@ Result<std::optional<Json>> JsonLines::next() {
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank line
 
     std::string where = source_ + ":" + std::to_string(line_no_);
+    if (line.size() > kMaxLineBytes) {
+      return logic_error(step_,
+                         "line of " + std::to_string(line.size()) + " bytes, more than the " +
+                             std::to_string(kMaxLineBytes) + " a line may have: \"" +
+                             excerpt(line) + "\"",
+                         where);
+    }
     Json j;
     try {
       j = Json::parse(line);
+    } catch (const Json::parse_error& e) {
+      // e.byte counts the characters read, the offending one included: the column from 1, as
+      // compilers count (and parse_json).
+      return logic_error(
+          step_, "not JSON at column " + std::to_string(e.byte) + ": " + json_error_text(e), where);
     } catch (const Json::exception& e) {
-      // parse_error.byte counts the characters read, the offending one included.
-      size_t column = 0;
-      if (const auto* pe = dynamic_cast<const Json::parse_error*>(&e)) column = pe->byte;
-      std::string what = e.what();
-      if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
-      return logic_error(step_, "not JSON at column " + std::to_string(column) + ": " + what,
-                         where);
+      // out_of_range.406, a number too large for a double: nlohmann gives no position.
+      return logic_error(step_, "not JSON: " + json_error_text(e), where);
     }
     if (!j.is_object())
       return logic_error(step_, "expected a JSON object, got " + describe_json(j), where);
@@ -293,10 +323,10 @@ Result<Trace> parse_trace(std::string_view text, const std::string& source_name)
     LineReader r(source_name, line_no, j);
     SG_ASSIGN_OR_RETURN(std::string type, r.string("type", false));
     if (type != "header" && type != "call" && type != "sample") {
-      return r.fail("type", "unknown type \"" + type + "\" (known: header, call, sample)");
+      return r.fail("type", "unknown type \"" + excerpt(type) + "\" (known: header, call, sample)");
     }
     if (!have_header && type != "header") {
-      return r.fail("type", "expected the header first, got \"" + type + "\"");
+      return r.fail("type", "expected the header first, got \"" + excerpt(type) + "\"");
     }
     if (type == "header") {
       if (have_header) return r.fail("type", "a second header (the header comes once, first)");
@@ -306,7 +336,7 @@ Result<Trace> parse_trace(std::string_view text, const std::string& source_name)
       SG_ASSIGN_OR_RETURN(CallEvent c, read_call(r));
       auto [it, inserted] = call_lines.emplace(c.id, line_no);
       if (!inserted) {
-        return r.fail("id", "duplicate call id \"" + c.id + "\" (first defined on line " +
+        return r.fail("id", "duplicate call id \"" + excerpt(c.id) + "\" (first defined on line " +
                                 std::to_string(it->second) + ")");
       }
       trace.calls.push_back(std::move(c));
@@ -329,9 +359,10 @@ Result<Trace> parse_trace(std::string_view text, const std::string& source_name)
   // when it ends), so the references are checked once the whole file is read.
   for (const auto& [line, id] : sample_calls) {
     if (!call_lines.contains(id)) {
-      return logic_error(std::string(kStep),
-                         "field 'call': names call \"" + id + "\", which is not in the trace",
-                         source_name + ":" + std::to_string(line));
+      return logic_error(
+          std::string(kStep),
+          "field 'call': names call \"" + excerpt(id) + "\", which is not in the trace",
+          source_name + ":" + std::to_string(line));
     }
   }
   std::stable_sort(trace.calls.begin(), trace.calls.end(),
@@ -352,10 +383,14 @@ Result<std::vector<std::string>> trace_files(const std::vector<std::string>& pat
       // *.jsonl (what import writes, and AgentCgroup's files) and *.trace (what record writes
       // by convention, as in this repository's traces/).
       auto ext = e.path().extension();
-      if ((ext == ".jsonl" || ext == ".trace") && e.is_regular_file()) found.push_back(e.path().string());
+      // Anything but a directory is listed: a FIFO named x.trace is refused by the reader with a
+      // message, not skipped in silence.
+      if ((ext == ".jsonl" || ext == ".trace") && !e.is_directory())
+        found.push_back(e.path().string());
     }
     if (ec) return sys_error(ec.value(), "list traces", p);
-    if (found.empty()) return logic_error("list traces", "no *.jsonl or *.trace files in the directory", p);
+    if (found.empty())
+      return logic_error("list traces", "no *.jsonl or *.trace files in the directory", p);
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }
@@ -363,7 +398,7 @@ Result<std::vector<std::string>> trace_files(const std::vector<std::string>& pat
 }
 
 Result<Trace> read_trace(const std::string& path) {
-  SG_ASSIGN_OR_RETURN(std::string text, read_file(path, kMaxTraceBytes));
+  SG_ASSIGN_OR_RETURN(std::string text, read_input_file(path, kMaxTraceBytes));
   return parse_trace(text, path);
 }
 

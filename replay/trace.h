@@ -101,8 +101,16 @@ class JsonLines {
   size_t pos_ = 0, line_no_ = 0;
 };
 
-// The files named, with each directory replaced by its *.jsonl and *.trace files (sorted); an
-// error for a directory with none.
+// Messages for an integer field, shared by the trace reader and the importer: a value above
+// `max` ("too large: at most N, got ...") and a JSON number read as a double (a whole number
+// beyond uint64 is too large; anything else is not an integer).
+std::string too_large(const Json& v, uint64_t max);
+std::string not_an_integer(const Json& v, uint64_t max);
+
+// The one rule for every command that takes traces or files to import by name or by directory
+// (trace validate|stats|import, plan --traces, replay): the files named, with each directory
+// replaced by its *.jsonl and *.trace entries (sorted; not recursive); an error for a directory
+// with none. Entries are not checked here: reading refuses what is not a regular file.
 Result<std::vector<std::string>> trace_files(const std::vector<std::string>& paths);
 
 // One line each (newline included), for writers that stream a trace as it is recorded: the

@@ -253,11 +253,75 @@ TEST(TraceFiles, ADirectoryIsItsJsonlAndTraceFiles) {
     ASSERT_TRUE(write_file(dir / name, "x", O_WRONLY | O_CREAT).ok());
   auto files = trace_files({dir.path(), "/explicit/file.txt"});
   ASSERT_TRUE(files.ok()) << files.error().message();
-  EXPECT_EQ(*files, (std::vector<std::string>{dir / "a.jsonl", dir / "b.trace", "/explicit/file.txt"}));
+  EXPECT_EQ(*files,
+            (std::vector<std::string>{dir / "a.jsonl", dir / "b.trace", "/explicit/file.txt"}));
   testing::TempDir empty;
   auto none = trace_files({empty.path()});
   ASSERT_FALSE(none.ok());
   EXPECT_THAT(none.error().message(), ::testing::HasSubstr("no *.jsonl or *.trace files"));
+}
+
+TEST(TraceCodec, ATooLargeIntegerIsCalledTooLargeNotNotAnInteger) {
+  auto r = parse_trace(std::string(kHeader) + "\n" +
+                           R"({"type":"sample","t_ms":1,"mem_bytes":99999999999999999999,)"
+                           R"("cpu_millicores":0,"pids":0,"io_bytes":0})",
+                       "big.jsonl");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("big.jsonl:2: field 'mem_bytes': too large: at most 18446744073709551615"));
+  auto time = parse_trace(std::string(kHeader) + "\n" +
+                              R"({"type":"sample","t_ms":9223372036854775808,"mem_bytes":1,)"
+                              R"("cpu_millicores":0,"pids":0,"io_bytes":0})",
+                          "big.jsonl");
+  ASSERT_FALSE(time.ok());
+  EXPECT_THAT(time.error().message(),
+              HasSubstr("field 't_ms': too large: at most 9223372036854775807"));
+}
+
+// Columns count from 1 in every message, as compilers count, in the JSON-lines reader and in
+// parse_json alike; a number too large for a double has no position and says no column at all
+// (it said "column 0").
+TEST(JsonLines, ColumnsCountFromOneLikeParseJson) {
+  JsonLines lines("{\"type\":x}\n", "c.jsonl", "read x");
+  auto l = lines.next();
+  ASSERT_FALSE(l.ok());
+  EXPECT_THAT(l.error().message(), HasSubstr("c.jsonl:1: not JSON at column 9:"));
+  auto j = parse_json("{\"type\":x}", "c.json");
+  ASSERT_FALSE(j.ok());
+  EXPECT_THAT(j.error().message(), HasSubstr("line 1 column 9:"));
+  const std::string huge_text = "{\"a\":1" + std::string(400, '0') + "}\n";  // outlives the reader
+  JsonLines huge(huge_text, "h.jsonl", "read x");
+  auto h = huge.next();
+  ASSERT_FALSE(h.ok());
+  EXPECT_THAT(h.error().message(), ::testing::Not(HasSubstr("column 0")));
+  EXPECT_THAT(h.error().message(), HasSubstr("h.jsonl:1: not JSON: number overflow"));
+}
+
+// A 50 MB number was echoed whole in the error (a 52 MB line): any input a message quotes (a
+// token, a value, a key, a type) is an excerpt of at most 80 bytes.
+TEST(TraceCodec, HugeInputIsQuotedAsAShortExcerpt) {
+  const std::string big(100000, '7');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a number too large for a double", R"({"type":"sample","t_ms":)" + big + "}"},
+      {"a 3 MB line", R"({"type":"sample","t_ms":)" + std::string(size_t{3} << 20, '7') + "}"},
+      {"a bad escape at the end of a long string",
+       R"({"type":")" + std::string(100000, 'x') + R"(\q"})"},
+      {"an unknown key", R"({"type":"sample",")" + big + R"(":1})"},
+      {"an unknown type", R"({"type":")" + big + R"("})"},
+      {"a string for a number", R"({"type":"sample","t_ms":")" + big + R"("})"},
+  };
+  for (const auto& [what, line] : cases) {
+    auto r = parse_trace(std::string(kHeader) + "\n" + line + "\n", "big.jsonl");
+    ASSERT_FALSE(r.ok()) << what;
+    std::string msg = r.error().message();
+    EXPECT_LT(msg.size(), 400u) << what << ": " << msg.substr(0, 400);
+    EXPECT_THAT(msg, HasSubstr("big.jsonl:2")) << what;
+    EXPECT_THAT(msg, HasSubstr("more bytes]")) << what << ": " << msg.substr(0, 400);
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << what;
+  }
+  auto schema = parse_trace(header_with("sandgate-trace", big) + "\n", "big.jsonl");
+  ASSERT_FALSE(schema.ok());
+  EXPECT_LT(schema.error().message().size(), 400u);
 }
 
 TEST(TraceCodec, MissingFileNamesThePath) {

@@ -1,0 +1,159 @@
+// The commands that read traces and input files, through the real binary, as a user meets
+// them: a FIFO given as input, a directory import with one bad file, --out for several inputs,
+// and every `Example:` line of `trace --help` and `plan --help` and the README's trace and plan
+// examples, run against this repository's traces/. Nothing here needs root or a cgroup: these
+// commands read files and compute.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "core/fd.h"
+#include "core/process.h"
+#include "core/test_temp_dir.h"
+#include "tests/support/privileged.h"
+
+namespace sandgate::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Generous: each command here takes well under a second; a command that hangs is what the FIFO
+// test looks for, and it must not hang the suite.
+constexpr auto kTimeout = std::chrono::seconds(60);
+
+// A refusal takes well under a second; a command that blocks on a FIFO is cut off after this,
+// 20x that, so that nine blocked commands cost minutes, not the suite's patience.
+constexpr auto kFifoTimeout = std::chrono::seconds(20);
+
+CommandResult sandgate(std::vector<std::string> args, Duration timeout = kTimeout) {
+  args.insert(args.begin(), SANDGATE_BINARY);
+  auto r = run_command(args, timeout, 1 << 20);
+  EXPECT_TRUE(r.ok()) << r.error().message();
+  return r.ok() ? *r : CommandResult{};
+}
+
+std::string example_run() { return source_dir() + "/replay/testdata/agentcgroup-example.jsonl"; }
+
+void copy_file(const std::string& from, const std::string& to) {
+  auto text = read_file(from);
+  ASSERT_TRUE(text.ok()) << text.error().message();
+  ASSERT_TRUE(write_file(to, *text, O_WRONLY | O_CREAT | O_TRUNC).ok());
+}
+
+// A FIFO given as input blocked forever (an open for reading waits for a writer): every command
+// that reads traces or input files refuses it at once, saying what it is.
+TEST(TraceCli, AFifoIsRefusedByEveryCommandThatReadsInputs) {
+  TempDir dir;
+  std::string fifo = dir / "input.trace";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string traces = source_dir() + "/traces";
+  std::string burst = traces + "/burst.trace";
+  const std::vector<std::vector<std::string>> commands = {
+      {"trace", "validate", fifo},
+      {"trace", "validate", dir.path()},  // the FIFO inside a directory of traces
+      {"trace", "stats", fifo},
+      {"trace", "import", "--from", "agentcgroup", fifo, "--out", dir / "out"},
+      {"trace", "import", "--from", "agentcgroup", "--policy", fifo, example_run(), "--out",
+       dir / "out2"},
+      {"plan", "--traces", fifo, "--host-memory", "64GiB", "--host-cpus", "16"},
+      {"plan", "--traces", traces, "--policy", fifo, "--host-memory", "64GiB", "--host-cpus", "16"},
+      {"replay", "--policy", "none", fifo},
+      {"replay", "--policy", fifo, burst},
+  };
+  for (const auto& args : commands) {
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    auto r = sandgate(args, kFifoTimeout);
+    EXPECT_FALSE(r.timed_out) << line << "blocked";
+    EXPECT_EQ(r.status.shell_code(), 2) << line << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(fifo + ": is a FIFO, not a regular file")) << line;
+  }
+}
+
+// One bad file among good ones: the good ones are imported, the bad one is named (file, line,
+// field) and the exit status says that something failed.
+TEST(TraceCli, ImportOfADirectoryImportsTheGoodFilesAndNamesEachBadOne) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir((dir / "in").c_str(), 0755), 0);
+  copy_file(example_run(), dir / "in/a.jsonl");
+  copy_file(example_run(), dir / "in/c.jsonl");
+  {
+    std::ofstream bad(dir / "in/b.jsonl");
+    bad << R"({"t_ms":0,"mem_bytes":1,"cpu_pct":1,"cpu_pct_interval_est":null,"mem_pct":0})"
+        << "\n"
+        << R"({"tool_call":{"name":"Bash","cmd":"ls","start_ms":1,"end_ms":3,"sidechain":"yes"}})"
+        << "\n";
+  }
+  auto r = sandgate({"trace", "import", "--from", "agentcgroup", dir / "in", "--out", dir / "out"});
+  EXPECT_EQ(r.status.shell_code(), 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(dir / "in/b.jsonl:2: field 'tool_call.sidechain'"));
+  EXPECT_THAT(r.output, HasSubstr("imported 2 of 3 files; 1 failed"));
+  EXPECT_EQ(::access((dir / "out/a.jsonl").c_str(), F_OK), 0) << r.output;
+  EXPECT_EQ(::access((dir / "out/c.jsonl").c_str(), F_OK), 0)
+      << "stopped at the bad file: " << r.output;
+  EXPECT_NE(::access((dir / "out/b.jsonl").c_str(), F_OK), 0);
+  auto v = sandgate({"trace", "validate", dir / "out"});
+  EXPECT_EQ(v.status.shell_code(), 0) << v.output;
+}
+
+// Two inputs with --out X.jsonl made a directory named X.jsonl: a file name takes one input.
+TEST(TraceCli, SeveralInputsWithAnOutFileNameAreAnError) {
+  TempDir dir;
+  std::string out = dir / "X.jsonl";
+  auto r = sandgate(
+      {"trace", "import", "--from", "agentcgroup", example_run(), example_run(), "--out", out});
+  EXPECT_EQ(r.status.shell_code(), 2) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("--out " + out + ": names a file, but 2 input files need a directory"));
+  EXPECT_NE(::access(out.c_str(), F_OK), 0) << "created " << out;
+  auto one = sandgate({"trace", "import", "--from", "agentcgroup", example_run(), "--out", out});
+  EXPECT_EQ(one.status.shell_code(), 0) << one.output;
+  struct stat st;
+  ASSERT_EQ(::stat(out.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+}
+
+// The examples a user copies first: each `Example:` line of the help of the commands that take
+// traces, and each README line starting "$ sandgate trace" or "$ sandgate plan", run from the
+// repository's root (where traces/ is), must succeed.
+TEST(TraceCli, EveryTraceAndPlanExampleRuns) {
+  std::vector<std::string> examples;
+  for (auto cmd : {"trace", "plan"}) {
+    auto help = sandgate({cmd, "--help"});
+    size_t found = 0;
+    std::istringstream lines(help.output);
+    for (std::string line; std::getline(lines, line);) {
+      auto p = line.find("Example: sandgate ");
+      if (p == std::string::npos) continue;
+      examples.push_back(line.substr(p + 9));
+      ++found;
+    }
+    EXPECT_GT(found, 0u) << "no Example: line in `sandgate " << cmd << " --help`";
+  }
+  std::ifstream readme(source_dir() + "/README.md");
+  size_t in_readme = 0;
+  for (std::string line; std::getline(readme, line);) {
+    if (!line.starts_with("$ sandgate trace ") && !line.starts_with("$ sandgate plan ")) continue;
+    examples.push_back(line.substr(2));
+    ++in_readme;
+  }
+  EXPECT_GT(in_readme, 0u) << "no `$ sandgate trace|plan` example in README.md";
+  // The README repeats the help's plan example: each distinct command runs once (the planner's
+  // 10,000 trials take seconds in the sanitised build).
+  std::sort(examples.begin(), examples.end());
+  examples.erase(std::unique(examples.begin(), examples.end()), examples.end());
+  for (const auto& example : examples) {
+    // "sandgate ARGS": this build's binary, from the repository's root.
+    std::string cmd = "cd '" + source_dir() + "' && '" + SANDGATE_BINARY + "'" + example.substr(8);
+    auto r = run_command({"/bin/sh", "-c", cmd}, kTimeout, 1 << 20);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->status.shell_code(), 0) << example << "\n" << r->output;
+  }
+}
+
+}  // namespace
+}  // namespace sandgate::testing
