@@ -205,8 +205,8 @@ reports::BenchFigure burst_reaction(Globals& g, const providers::ProviderOptions
   std::string try_binary = companion_binary("sandgate-try");
   if (try_binary.empty()) {
     f.skipped =
-        "sandgate-try is not installed beside sandgate (it is built with the tests: "
-        "build/*/tests/sandgate-try); `make bench` measures it (controller_bench)";
+        "sandgate-try is not installed beside sandgate (a build with the tests puts it there; "
+        "without them `make bench` measures it: controller_bench)";
     return f;
   }
   policy.ladder.throttle_at = kThrottleAt;
