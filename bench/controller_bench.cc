@@ -49,8 +49,8 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "bench/burst.h"
 #include "controller/controller.h"
-#include "session/run_session.h"
 #include "core/files.h"
 #include "core/host_paths.h"
 #include "core/log.h"
@@ -59,6 +59,7 @@
 #include "providers/provider.h"
 #include "providers/registry.h"
 #include "providers/supervisor.h"
+#include "session/run_session.h"
 
 namespace sandgate::bench {
 namespace {
@@ -67,14 +68,8 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using Clock = steady_clock;
 
-// Where the helper is mounted inside the jail.
-constexpr char kTryInJail[] = "/opt/sandgate-try";
-// The burst: 64 MiB every 10 ms, 10 steps (640 MiB), through 512 MiB = 0.5 x the 1 GiB grant.
-constexpr long kStepMiB = 64;
-constexpr long kStepIntervalMs = 10;
-constexpr long kSteps = 10;
-constexpr double kThrottleAt = 0.5;
-constexpr uint64_t kGrantMiB = 1024;
+// The burst (sandgate-try's ramp through 0.5 x a 1 GiB grant): bench/burst.h, shared with
+// `sandgate bench`.
 constexpr int kReactionCalls = 24;  // >= 20 for a p95 that is not the maximum
 // Monitor cost: concurrent calls and the measured window.
 constexpr int kMonitorRuns = 20;
@@ -89,7 +84,6 @@ struct BenchContext {
   std::string try_binary;   // host path of sandgate-try; empty if not built
 };
 BenchContext* g_context = nullptr;
-
 
 // A controller with `policy` under the private root, and the namespaces provider.
 struct Stack {
@@ -131,7 +125,7 @@ std::optional<Stack> make_stack(benchmark::State& state, controller::Policy poli
 }
 
 std::unique_ptr<session::RunSession> open_session(benchmark::State& state, Stack& stack,
-                                                     providers::EnvSpec spec = {}) {
+                                                  providers::EnvSpec spec = {}) {
   auto s = session::RunSession::open(*stack.controller, *stack.provider, std::move(spec));
   if (!s.ok()) {
     state.SkipWithError(("open run: " + s.error().message()).c_str());
@@ -188,9 +182,9 @@ void BM_CallTrue(benchmark::State& state, bool with_call_scope) {
         break;
       }
       if (o->termination != controller::Termination::kExited) {
-        state.SkipWithError(("RunSession::call: /bin/true ended as " + to_string(o->termination) +
-                             ": " + o->reason)
-                                .c_str());
+        state.SkipWithError(
+            ("RunSession::call: /bin/true ended as " + to_string(o->termination) + ": " + o->reason)
+                .c_str());
         break;
       }
       if (!check_true(state, "RunSession::call", o->exec.status, o->exec.stderr_data)) break;
@@ -211,28 +205,6 @@ void BM_CallTrue(benchmark::State& state, bool with_call_scope) {
 
 // ---- 2. Reaction ----------------------------------------------------------------------------
 
-// The steps the burst printed: "ramp <total MiB> <begin ns> <end ns>".
-struct RampStep {
-  long total_mib = 0;
-  int64_t begin_ns = 0, end_ns = 0;
-};
-
-std::vector<RampStep> parse_ramp(const std::string& out) {
-  std::vector<RampStep> steps;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    RampStep s;
-    long long b = 0, e = 0;
-    if (std::sscanf(line.c_str(), "ramp %ld %lld %lld", &s.total_mib, &b, &e) == 3) {
-      s.begin_ns = b;
-      s.end_ns = e;
-      steps.push_back(s);
-    }
-  }
-  return steps;
-}
-
 void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
   if (g_context->try_binary.empty()) {
     state.SkipWithError("sandgate-try was not built (configure with SANDGATE_BUILD_TESTS=ON)");
@@ -240,13 +212,7 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
   }
   controller::Policy policy = controller::default_policy();
   policy.ladder.sample_interval = sample_interval;
-  policy.ladder.throttle_at = kThrottleAt;
-  controller::Grant grant;
-  grant.memory_max = MiB(kGrantMiB);
-  grant.cpu_cores = 1.0;
-  grant.pids_max = 64;
-  grant.timeout = std::chrono::seconds(30);
-  policy.intents[kBurstIntent] = grant;
+  add_burst_intent(policy, kBurstIntent);
   auto stack = make_stack(state, policy);
   if (!stack) return;
   providers::EnvSpec spec;
@@ -255,7 +221,7 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
   if (!run) return;
   const controller::Monitor& monitor = stack->controller->monitor();
 
-  const long threshold_mib = std::lround(kThrottleAt * static_cast<double>(kGrantMiB));
+  const long threshold_mib = burst_threshold_mib();
   // The burst starts at a random phase of the sampler (a call's start is not in step with it),
   // and holds its memory long enough for the slowest sampler to see it.
   std::mt19937 rng(12345);
@@ -265,9 +231,13 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
   const uint64_t wakeups_before = monitor.trigger_wakeups();
   for (auto _ : state) {
     session::CallRequest request;
-    request.argv = {kTryInJail, "ramp", std::to_string(kStepMiB),
-                    std::to_string(kStepIntervalMs), std::to_string(kSteps),
-                    std::to_string(hold_ms), std::to_string(phase(rng))};
+    request.argv = {kTryInJail,
+                    "ramp",
+                    std::to_string(kStepMiB),
+                    std::to_string(kStepIntervalMs),
+                    std::to_string(kSteps),
+                    std::to_string(hold_ms),
+                    std::to_string(phase(rng))};
     request.intent = kBurstIntent;
     // Ladder actions are timed from the call's start (CallScope::start): read it while the
     // call is parked before exec.
@@ -279,9 +249,11 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
       break;
     }
     const controller::CallOutcome& o = *called;
-    if (o.termination != controller::Termination::kExited || !o.exec.status.exited || o.exec.status.code != 0) {
-      state.SkipWithError(("ramp ended as " + to_string(o.termination) + " (" + o.exec.status.describe() +
-                           "): " + o.reason + "; stderr: " + o.exec.stderr_data)
+    if (o.termination != controller::Termination::kExited || !o.exec.status.exited ||
+        o.exec.status.code != 0) {
+      state.SkipWithError(("ramp ended as " + to_string(o.termination) + " (" +
+                           o.exec.status.describe() + "): " + o.reason +
+                           "; stderr: " + o.exec.stderr_data)
                               .c_str());
       break;
     }
@@ -295,20 +267,22 @@ void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
       break;
     }
     if (o.observed.actions.empty()) {
-      state.SkipWithError(("no ladder action for a burst to " + std::to_string(steps.back().total_mib) +
-                           " MiB (" + std::to_string(o.observed.samples) + " samples)")
+      state.SkipWithError(("no ladder action for a burst to " +
+                           std::to_string(steps.back().total_mib) + " MiB (" +
+                           std::to_string(o.observed.samples) + " samples)")
                               .c_str());
       break;
     }
     const auto& first = o.observed.actions.front();
     if (first.action != "throttle") {
-      state.SkipWithError(("the first ladder action was " + first.action + ", not throttle: " +
-                           first.reason)
-                              .c_str());
+      state.SkipWithError(
+          ("the first ladder action was " + first.action + ", not throttle: " + first.reason)
+              .c_str());
       break;
     }
     const int64_t action_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>((start + first.at).time_since_epoch()).count();
+        std::chrono::duration_cast<std::chrono::nanoseconds>((start + first.at).time_since_epoch())
+            .count();
     double reaction_ms = static_cast<double>(action_ns - crossing->end_ns) / 1e6;
     reactions.push_back(reaction_ms);
     step_ms.push_back(static_cast<double>(crossing->end_ns - crossing->begin_ns) / 1e6);
@@ -401,22 +375,27 @@ void BM_MonitorCpu(benchmark::State& state, int calls) {
     double cpu_s = std::chrono::duration<double>(*cpu1 - *cpu0).count();
     cpu_pct = 100.0 * cpu_s / wall_s;
     samples_per_s = static_cast<double>(samples1 - samples0) / wall_s;
-    us_per_sample = samples1 > samples0 ? cpu_s * 1e6 / static_cast<double>(samples1 - samples0) : 0;
+    us_per_sample =
+        samples1 > samples0 ? cpu_s * 1e6 / static_cast<double>(samples1 - samples0) : 0;
     state.SetIterationTime(wall_s);
   }
   // A call that ended before the window closed was not idle load for all of it.
   for (auto& r : running)
     if (r->returned && !state.error_occurred()) {
       std::string why = "a sleep call ended during the window";
-      if (r->outcome && !r->outcome->ok()) why += ": " + r->outcome->error().message();
-      else if (r->outcome) why += " as " + to_string((*r->outcome)->termination) + ": " + (*r->outcome)->reason;
+      if (r->outcome && !r->outcome->ok())
+        why += ": " + r->outcome->error().message();
+      else if (r->outcome)
+        why += " as " + to_string((*r->outcome)->termination) + ": " + (*r->outcome)->reason;
       state.SkipWithError(why.c_str());
     }
   stop_calls();
   for (auto& r : running) {
     if (state.error_occurred()) break;
     if (!r->outcome || !r->outcome->ok()) {
-      state.SkipWithError(("a sleep call failed: " + (r->outcome ? r->outcome->error().message() : "no outcome")).c_str());
+      state.SkipWithError(
+          ("a sleep call failed: " + (r->outcome ? r->outcome->error().message() : "no outcome"))
+              .c_str());
     } else if ((*r->outcome)->termination != controller::Termination::kCancelled) {
       state.SkipWithError(("a sleep call ended as " + to_string((*r->outcome)->termination) +
                            ", not cancelled: " + (*r->outcome)->reason)
@@ -435,20 +414,31 @@ void BM_MonitorCpu(benchmark::State& state, int calls) {
   state.counters["calls"] = calls;
 }
 
-
 // Repetitions, min time and aggregates-only are defaults given as flags (see main), not fixed
 // here, so that --benchmark_repetitions and --benchmark_min_time still work for the overhead.
 // The reaction and monitor benchmarks fix their own: one pass of N calls, one window.
 BENCHMARK_CAPTURE(BM_CallTrue, session_call, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CallTrue, env_exec, false)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Reaction, sample_20ms, milliseconds(20))
-    ->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(kReactionCalls)->Repetitions(1);
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(kReactionCalls)
+    ->Repetitions(1);
 BENCHMARK_CAPTURE(BM_Reaction, sample_1s, milliseconds(1000))
-    ->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(kReactionCalls)->Repetitions(1);
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(kReactionCalls)
+    ->Repetitions(1);
 BENCHMARK_CAPTURE(BM_MonitorCpu, calls_0, 0)
-    ->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1)->Repetitions(1);
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(1);
 BENCHMARK_CAPTURE(BM_MonitorCpu, calls_20, kMonitorRuns)
-    ->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1)->Repetitions(1);
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(1);
 
 // The three figures and their ratios, from this run. False if a benchmark failed.
 bool print_summary(const RunCollector& runs, std::ostream& out) {
@@ -466,10 +456,15 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
   const std::string sc = "BM_CallTrue/session_call", ee = "BM_CallTrue/env_exec";
   bool sc_failed = failed(sc), ee_failed = failed(ee);
   auto a = runs.median_ms(sc), b = runs.median_ms(ee);
-  if (!sc_failed && a) std::snprintf(line, sizeof line, "  %-34s %9.3f ms\n", "RunSession::call /bin/true", *a), out << line;
-  if (!ee_failed && b) std::snprintf(line, sizeof line, "  %-34s %9.3f ms\n", "Environment::exec /bin/true", *b), out << line;
+  if (!sc_failed && a)
+    std::snprintf(line, sizeof line, "  %-34s %9.3f ms\n", "RunSession::call /bin/true", *a),
+        out << line;
+  if (!ee_failed && b)
+    std::snprintf(line, sizeof line, "  %-34s %9.3f ms\n", "Environment::exec /bin/true", *b),
+        out << line;
   if (!sc_failed && !ee_failed && a && b && *b > 0) {
-    std::snprintf(line, sizeof line, "  %-34s %9.3f ms   ratio %.2fx\n", "added by the call scope", *a - *b, *a / *b);
+    std::snprintf(line, sizeof line, "  %-34s %9.3f ms   ratio %.2fx\n", "added by the call scope",
+                  *a - *b, *a / *b);
     out << line;
     out << "  goal (under 1 ms added): " << (*a - *b < 1.0 ? "met" : "NOT met") << "\n";
   } else if (!sc_failed && !ee_failed) {
@@ -525,7 +520,8 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
     if (x && y) {
       std::snprintf(line, sizeof line, "  20 calls - idle: %.3f %% of one core\n", *x - *y);
       out << line;
-      out << "  goal (under 2% of one core with 20 calls): " << (*x < 2.0 ? "met" : "NOT met") << "\n";
+      out << "  goal (under 2% of one core with 20 calls): " << (*x < 2.0 ? "met" : "NOT met")
+          << "\n";
     }
   }
   return runs.errors().empty();

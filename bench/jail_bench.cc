@@ -31,6 +31,7 @@
 #include "bench/bench_support.h"
 #include "bench/bwrap_baseline.h"
 #include "core/files.h"
+#include "core/host_features.h"
 #include "core/host_paths.h"
 #include "core/log.h"
 #include "core/process.h"
@@ -56,20 +57,6 @@ struct BenchContext {
   std::optional<std::string> bwrap;  // absolute path, if installed
 };
 BenchContext* g_context = nullptr;
-
-std::optional<std::string> find_in_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t pos = 0;
-  while (pos <= dirs.size()) {
-    size_t end = dirs.find(':', pos);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = (end > pos ? dirs.substr(pos, end - pos) : ".") + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    pos = end + 1;
-  }
-  return std::nullopt;
-}
 
 // Runs argv on the host and waits; false (with the benchmark marked as failed) unless it
 // exited 0.
@@ -234,8 +221,7 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
   ratio("namespaces exec-only/bwrap", "BM_NamespacesExecOnly", "BM_Bwrap");
   ratio("namespaces exec-only/bare", "BM_NamespacesExecOnly", "BM_BareForkExec");
   ratio("bwrap/bare", "BM_Bwrap", "BM_BareForkExec");
-  ratio("host_dir/bare    (create+exec+destroy)", "BM_HostDirCreateExecDestroy",
-        "BM_BareForkExec");
+  ratio("host_dir/bare    (create+exec+destroy)", "BM_HostDirCreateExecDestroy", "BM_BareForkExec");
   auto ns = runs.median_ms("BM_NamespacesCreateExecDestroy"), bw = runs.median_ms("BM_Bwrap");
   if (ns && bw && !runs.failed("BM_NamespacesCreateExecDestroy") && !runs.failed("BM_Bwrap"))
     out << "goal (namespaces no slower than bwrap): " << (*ns <= *bw ? "met" : "NOT met") << "\n";
@@ -262,7 +248,8 @@ int main(int argc, char** argv) {
   context.paths = sandgate::HostPaths{};
   context.paths.state_dir = tmp_dir + "/state";
   context.paths.work_dir = tmp_dir + "/work";
-  context.bwrap = find_in_path("bwrap");
+  context.bwrap = sandgate::find_on_path(
+      "bwrap", std::getenv("PATH") ? std::getenv("PATH") : "/usr/local/bin:/usr/bin:/bin");
   g_context = &context;
 
   int rc = run_benchmarks(*display, print_summary) ? 0 : 1;

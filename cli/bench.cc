@@ -18,12 +18,14 @@
 #include <optional>
 #include <thread>
 
+#include "bench/burst.h"
 #include "bench/bwrap_baseline.h"
 #include "cli/common.h"
 #include "cli/measure.h"
 #include "cli/qualify_trace.h"
 #include "core/files.h"
 #include "core/guards.h"
+#include "core/host_features.h"
 #include "core/stats.h"
 #include "core/strings.h"
 #include "core/table.h"
@@ -66,20 +68,6 @@ bool wanted(const BenchArgs& a, const std::string& name) {
   return a.only.empty() || std::find(a.only.begin(), a.only.end(), name) != a.only.end();
 }
 
-std::optional<std::string> find_in_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t pos = 0;
-  while (pos <= dirs.size()) {
-    size_t end = dirs.find(':', pos);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = (end > pos ? dirs.substr(pos, end - pos) : ".") + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    pos = end + 1;
-  }
-  return std::nullopt;
-}
-
 // One status line for the whole job (core/progress.h): updated in place on a terminal, a plain
 // line per step in a log.
 Progress& progress_line() {
@@ -109,7 +97,8 @@ reports::BenchFigure run_vs_bwrap(providers::Provider& ns, int rounds, Failures&
                          "bwrap --unshare-all --die-with-parent --ro-bind /usr /usr ... "
                          "/bin/true (bench/bwrap_baseline.h)",
                          {}};
-  auto bwrap = find_in_path("bwrap");
+  auto bwrap = find_on_path(
+      "bwrap", std::getenv("PATH") ? std::getenv("PATH") : "/usr/local/bin:/usr/bin:/bin");
   if (!bwrap) {
     f.skipped = "bwrap is not installed (ci/bootstrap installs bubblewrap): no baseline";
     return f;
@@ -151,33 +140,14 @@ reports::BenchFigure controller_vs_exec(providers::Provider& ns, controller::Con
   return f;
 }
 
-// The burst: sandgate-try's ramp, 64 MiB every 10 ms, 10 steps (640 MiB), through
-// throttle_at 0.5 x the 1 GiB grant (controller_bench BM_Reaction's burst, the same numbers).
-constexpr char kTryInJail[] = "/opt/sandgate-try";
-constexpr long kStepMiB = 64, kStepIntervalMs = 10, kSteps = 10;
-constexpr double kThrottleAt = 0.5;
-constexpr uint64_t kGrantMiB = 1024;
+// The burst: bench/burst.h (controller_bench BM_Reaction's, the same one).
+using bench::kGrantMiB;
+using bench::kStepIntervalMs;
+using bench::kStepMiB;
+using bench::kSteps;
+using bench::kThrottleAt;
+using bench::kTryInJail;
 constexpr char kBurstIntent[] = "bench_burst";
-
-// The steps the burst printed: "ramp <total MiB> <begin ns> <end ns>" (CLOCK_MONOTONIC).
-struct RampStep {
-  long total_mib = 0;
-  int64_t begin_ns = 0, end_ns = 0;
-};
-
-std::vector<RampStep> parse_ramp(const std::string& out) {
-  std::vector<RampStep> steps;
-  for (const auto& line : split(out, '\n')) {
-    RampStep s;
-    long long b = 0, e = 0;
-    if (std::sscanf(std::string(line).c_str(), "ramp %ld %lld %lld", &s.total_mib, &b, &e) == 3) {
-      s.begin_ns = b;
-      s.end_ns = e;
-      steps.push_back(s);
-    }
-  }
-  return steps;
-}
 
 // The time from the step that takes the burst past throttle_at to the ladder's first action,
 // one burst a round, at the default sample interval. Both clocks are CLOCK_MONOTONIC (the jail
@@ -209,13 +179,7 @@ reports::BenchFigure burst_reaction(Globals& g, const providers::ProviderOptions
         "without them `make bench` measures it: controller_bench)";
     return f;
   }
-  policy.ladder.throttle_at = kThrottleAt;
-  controller::Grant grant;
-  grant.memory_max = MiB(kGrantMiB);
-  grant.cpu_cores = 1.0;
-  grant.pids_max = 64;
-  grant.timeout = std::chrono::seconds(30);
-  policy.intents[kBurstIntent] = grant;
+  bench::add_burst_intent(policy, kBurstIntent);
   controller::ControllerOptions copts;
   copts.paths = options.paths;
   copts.root = g.cgroup_root_name();
@@ -226,7 +190,7 @@ reports::BenchFigure burst_reaction(Globals& g, const providers::ProviderOptions
   spec.readonly_mounts.push_back({try_binary, kTryInJail});
   auto run = session::RunSession::open(**c, ns, spec);
   if (!run.ok()) return failures.fail(f, run.error()), f;
-  const long threshold_mib = std::lround(kThrottleAt * static_cast<double>(kGrantMiB));
+  const long threshold_mib = bench::burst_threshold_mib();
   const long interval_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(policy.ladder.sample_interval).count();
   std::optional<Error> error;
@@ -257,9 +221,10 @@ reports::BenchFigure burst_reaction(Globals& g, const providers::ProviderOptions
                                       o.exec.status.describe() + "): " + o.reason);
       break;
     }
-    auto steps = parse_ramp(o.exec.stdout_data);
-    auto crossing = std::find_if(steps.begin(), steps.end(),
-                                 [&](const RampStep& s) { return s.total_mib >= threshold_mib; });
+    auto steps = bench::parse_ramp(o.exec.stdout_data);
+    auto crossing = std::find_if(steps.begin(), steps.end(), [&](const bench::RampStep& s) {
+      return s.total_mib >= threshold_mib;
+    });
     if (crossing == steps.end()) {
       error = logic_error(kBurst, fmt::format("the burst never reached {} MiB", threshold_mib));
       break;
