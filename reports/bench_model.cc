@@ -30,7 +30,7 @@ std::vector<BenchFigure> bench_from(detail::Reader& parent, const std::string& k
   std::vector<BenchFigure> out;
   std::set<std::string> names;
   for (size_t i = 0; i < list.size(); ++i) {
-    detail::Reader r(list[i], parent.at(key) + "[" + std::to_string(i) + "]");
+    detail::Reader r(list[i], parent.at(key, i));
     BenchFigure f;
     f.name = r.str("name");
     if (f.name.empty()) r.fail("name", "empty");

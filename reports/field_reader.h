@@ -20,6 +20,11 @@ struct FieldError {
   std::string path, message;
 };
 
+// The path of element i of the array at `path`: "providers[1]", as every error names it.
+inline std::string item_path(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
 class Reader {
  public:
   Reader(const Json& j, std::string path) : j_(j), path_(std::move(path)) {
@@ -37,6 +42,8 @@ class Reader {
     return j_.at(key);
   }
   std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  // The path of element i of the array at `key`: "providers[1]".
+  std::string at(const std::string& key, size_t i) const { return item_path(at(key), i); }
 
   std::string str(const std::string& key) {
     const Json& v = raw(key);

@@ -167,8 +167,7 @@ std::string first_difference(const Json& got, const Json& want, const std::strin
   }
   if (want.is_array()) {
     for (size_t i = 0; i < want.size() && i < got.size(); ++i)
-      if (auto at = first_difference(got[i], want[i], path + "[" + std::to_string(i) + "]");
-          !at.empty())
+      if (auto at = first_difference(got[i], want[i], detail::item_path(path, i)); !at.empty())
         return at;
     return got.size() == want.size() ? "" : path;
   }

@@ -17,8 +17,6 @@ namespace {
 using detail::FieldError;
 using detail::Reader;
 
-std::string idx(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
-
 // One judgement of a probe file (probes/judge.h Judgement::to_json), whole.
 ProbeVerdict verdict_of(const Json& j, const std::string& path) {
   Reader r(j, path);
@@ -43,7 +41,7 @@ void read_probes(const Json& file, const std::string& path, ProviderReport& p) {
   if (version != 1) top.fail("schema_version", "this sandgate reads probe reports of version 1");
   const Json& runs = top.array("runs");
   for (size_t i = 0; i < runs.size(); ++i) {
-    Reader run(runs[i], idx(top.at("runs"), i));
+    Reader run(runs[i], top.at("runs", i));
     // qualify writes one run per file; a provider's own name for itself may differ from the
     // name it was asked for by (external:/opt/x), so a lone run is the provider's.
     if (run.str("provider") != p.name && runs.size() > 1) continue;
@@ -51,7 +49,7 @@ void read_probes(const Json& file, const std::string& path, ProviderReport& p) {
     const Json& judgements = run.array("judgements");
     p.probes.emplace();
     for (size_t k = 0; k < judgements.size(); ++k)
-      p.probes->push_back(verdict_of(judgements[k], idx(run.at("judgements"), k)));
+      p.probes->push_back(verdict_of(judgements[k], run.at("judgements", k)));
     return;
   }
   top.fail("runs", "no run of provider \"" + p.name + "\"");
@@ -173,7 +171,8 @@ Result<Report> from_qualify(const Json& qualify, const ProbeFiles& probe_files) 
     report.host = r.object("doctor");
     const Json& providers = r.array("providers");
     for (size_t i = 0; i < providers.size(); ++i)
-      report.providers.push_back(provider_of(providers[i], idx("providers", i), probe_files));
+      report.providers.push_back(
+          provider_of(providers[i], detail::item_path("providers", i), probe_files));
     report.baseline_provider = choose_baseline(report.providers);
     if (r.has("spawn_samples_ms")) report.spawn_samples_ms = r.numbers("spawn_samples_ms");
     add_rules(report);
@@ -195,7 +194,7 @@ Result<Report> from_probe_report(const Json& probe_report, Json host) {
     const Json& runs = top.array("runs");
     std::set<std::string> names;
     for (size_t i = 0; i < runs.size(); ++i) {
-      Reader run(runs[i], idx("runs", i));
+      Reader run(runs[i], detail::item_path("runs", i));
       ProviderReport p;
       p.name = run.str("provider");
       for (const auto& w : run.strings("weakenings")) p.name += " +" + w;

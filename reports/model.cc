@@ -153,7 +153,7 @@ std::vector<Contradiction> contradictions_from(detail::Reader& r, const std::str
   std::vector<Contradiction> out;
   const Json& list = r.array(key);
   for (size_t i = 0; i < list.size(); ++i) {
-    Reader c(list[i], r.at(key) + "[" + std::to_string(i) + "]");
+    Reader c(list[i], r.at(key, i));
     out.push_back({c.str("capability"), c.strings("probes")});
     c.done();
   }
@@ -197,8 +197,7 @@ ProviderReport provider_from(const Json& j, const std::string& path, int version
     const Json& verdicts = pr.array("verdicts");
     p.probes.emplace();
     for (size_t i = 0; i < verdicts.size(); ++i)
-      p.probes->push_back(
-          verdict_from(verdicts[i], pr.at("verdicts") + "[" + std::to_string(i) + "]"));
+      p.probes->push_back(verdict_from(verdicts[i], pr.at("verdicts", i)));
     p.contradicted_capabilities = contradictions_from(pr, "contradicted_capabilities");
     pr.done();
   }

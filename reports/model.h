@@ -144,8 +144,8 @@ struct Report {
   std::map<std::string, ProbeRule> rules;  // by probe id
   // `sandgate bench`'s figures (reports/bench_model.h); absent when the job ran no benchmarks.
   std::optional<std::vector<BenchFigure>> bench;
-  std::optional<ReplaySection> replay;     // `sandgate replay`; absent: the job replayed nothing
-  std::optional<PlanSection> plan;         // `sandgate plan`; absent: the job planned nothing
+  std::optional<ReplaySection> replay;  // `sandgate replay`; absent: the job replayed nothing
+  std::optional<PlanSection> plan;      // `sandgate plan`; absent: the job planned nothing
 };
 
 // The ratios of `p`'s costs (see CostRatios).

@@ -29,7 +29,7 @@ PlanFit fit_from(const Json& j, const std::string& path) {
     if (r.has(key)) f.extra.emplace_back(key, r.number(key));
   const Json& curve = r.array("risk_curve");
   for (size_t i = 0; i < curve.size(); ++i) {
-    std::string at = r.at("risk_curve") + "[" + std::to_string(i) + "]";
+    std::string at = r.at("risk_curve", i);
     const Json& p = curve[i];
     if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || p[0].get<int64_t>() < 1 ||
         !p[1].is_number())
@@ -129,11 +129,10 @@ PlanSection plan_from(const Json& j, const std::string& path) {
   p.max_runs = r.count("max_runs");
   p.curve_max_runs = r.count("curve_max_runs");
   const Json& fits = r.array("fits");
-  for (size_t i = 0; i < fits.size(); ++i)
-    p.fits.push_back(fit_from(fits[i], r.at("fits") + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < fits.size(); ++i) p.fits.push_back(fit_from(fits[i], r.at("fits", i)));
   const Json& intents = r.array("intents");
   for (size_t i = 0; i < intents.size(); ++i)
-    p.intents.push_back(intent_from(intents[i], r.at("intents") + "[" + std::to_string(i) + "]"));
+    p.intents.push_back(intent_from(intents[i], r.at("intents", i)));
   r.done();
   return p;
 }

@@ -8,8 +8,6 @@ namespace {
 using detail::FieldError;
 using detail::Reader;
 
-std::string item(const std::string& at, size_t i) { return at + "[" + std::to_string(i) + "]"; }
-
 LatencySummary latency_from(const Json& j, const std::string& path) {
   Reader r(j, path);
   LatencySummary l;
@@ -31,14 +29,14 @@ TraceTimeline timeline_from(const Json& j, const std::string& path) {
   t.trace = r.str("trace");
   const Json& samples = r.array("samples");
   for (size_t i = 0; i < samples.size(); ++i) {
-    Reader s(samples[i], item(r.at("samples"), i));
+    Reader s(samples[i], r.at("samples", i));
     t.samples.push_back({s.number("t_ms"), s.count("memory_bytes"), s.number("cpu_cores")});
     s.done();
     if (i && t.samples[i].t_ms < t.samples[i - 1].t_ms) s.fail("t_ms", "earlier than the last");
   }
   const Json& calls = r.array("calls");
   for (size_t i = 0; i < calls.size(); ++i) {
-    Reader c(calls[i], item(r.at("calls"), i));
+    Reader c(calls[i], r.at("calls", i));
     TimelineCall call{c.str("id"), c.str("intent"), c.number("start_ms"), c.number("end_ms"),
                       c.str("ended")};
     c.done();
@@ -47,7 +45,7 @@ TraceTimeline timeline_from(const Json& j, const std::string& path) {
   }
   const Json& actions = r.array("actions");
   for (size_t i = 0; i < actions.size(); ++i) {
-    Reader a(actions[i], item(r.at("actions"), i));
+    Reader a(actions[i], r.at("actions", i));
     t.actions.push_back({a.str("call_id"), a.str("action"), a.number("at_ms"), a.str("reason")});
     a.done();
   }
@@ -70,7 +68,7 @@ ReplayPolicy replay_policy_from(const Json& j, const std::string& path) {
     p.victim = latency_from(p.scores["victim"], scores_at + ".victim");
   const Json& timelines = r.array("timelines");
   for (size_t i = 0; i < timelines.size(); ++i)
-    p.timelines.push_back(timeline_from(timelines[i], item(r.at("timelines"), i)));
+    p.timelines.push_back(timeline_from(timelines[i], r.at("timelines", i)));
   r.done();
   return p;
 }
@@ -130,7 +128,7 @@ ReplaySection replay_section_from(const Json& j, const std::string& path) {
   if (!solo.is_null()) s.victim_solo = latency_from(solo, r.at("victim_solo"));
   const Json& policies = r.array("policies");
   for (size_t i = 0; i < policies.size(); ++i)
-    s.policies.push_back(replay_policy_from(policies[i], item(r.at("policies"), i)));
+    s.policies.push_back(replay_policy_from(policies[i], r.at("policies", i)));
   r.done();
   return s;
 }
