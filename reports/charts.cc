@@ -172,10 +172,12 @@ std::optional<Chart> run_cost_chart(const Report& r) {
     BarRow row{p.name, {}, p.unavailable ? "not available" : "not measured"};
     if (p.costs.run_ms) {
       any = true;
-      auto ratio = cost_ratios(r, p).run;
-      std::string label =
-          ms(*p.costs.run_ms) +
-          (base == &p ? std::string(" (the baseline)") : ratio_note(ratio, base ? base->name : ""));
+      auto ratios = cost_ratios(r, p);
+      // Against the baseline provider when the run has one, else against the bare spawn of
+      // /bin/true measured in the same rounds (Report::spawn_samples_ms).
+      std::string label = ms(*p.costs.run_ms) + (base == &p ? std::string(" (the baseline)")
+                                                 : base     ? ratio_note(ratios.run, base->name)
+                                                        : ratio_note(ratios.spawn, "a bare spawn"));
       row.bars.push_back({*p.costs.run_ms, p.unsafe ? "#9e9e9e" : "#1565c0", label,
                           p.name + ": median of " + std::to_string(p.costs.run_samples_ms.size()) +
                               " create + exec(true) + destroy: " + label});
@@ -188,8 +190,12 @@ std::optional<Chart> run_cost_chart(const Report& r) {
                base ? "Median wall time of one environment's life; the ratio is to " +
                           escape_markup(clean_text(base->name)) +
                           " (no isolation) measured in the same run."
-                    : "Median wall time of one environment's life (no baseline provider in this "
-                      "run, so no ratios)."};
+               : !r.spawn_samples_ms.empty()
+                   ? "Median wall time of one environment's life; the ratio is the median of "
+                     "each round's run over a bare spawn of /bin/true on the host in the same "
+                     "round (what the gate compares)."
+                   : "Median wall time of one environment's life (no baseline in this run, so "
+                     "no ratios)."};
 }
 
 std::optional<Chart> call_cost_chart(const Report& r) {

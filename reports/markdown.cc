@@ -121,7 +121,10 @@ std::string render_markdown(const Report& r, const MarkdownOptions& options) {
     }
     auto ratios = cost_ratios(r, p);
     std::string run = opt_ms(p.costs.run_ms);
-    if (ratios.run && base && base != &p) run += fmt::format(" ({:.2f}×)", *ratios.run);
+    if (ratios.run && base && base != &p)
+      run += fmt::format(" ({:.2f}×)", *ratios.run);
+    else if (!base && ratios.spawn)
+      run += fmt::format(" ({:.1f}× spawn)", *ratios.spawn);
     std::string call = opt_ms(p.costs.call_ms);
     if (ratios.controller) call += fmt::format(" ({:.1f}× exec)", *ratios.controller);
     std::string status = p.qualified ? "yes" : "**no**";
@@ -137,6 +140,9 @@ std::string render_markdown(const Report& r, const MarkdownOptions& options) {
   if (base)
     s += "Run ratios are to " + md(base->name, 80) +
          " (no isolation) measured in the same run; call ratios to the provider's own exec.\n";
+  else if (!r.spawn_samples_ms.empty())
+    s += "Run ratios are to a bare spawn of /bin/true in the same rounds; call ratios to the "
+         "provider's own exec.\n";
   return s;
 }
 

@@ -89,6 +89,27 @@ TEST(HtmlWriter, RendersARealReport) {
   EXPECT_NE(out.find("<b>Fix:</b>"), std::string::npos);
 }
 
+// Without a baseline provider (the default qualify has none), the run costs are shown as
+// ratios to the bare spawn measured in the same rounds: in the HTML chart and in the Markdown.
+TEST(Writers, RunCostsAreRatiosToTheSpawnBaselineWithoutABaselineProvider) {
+  Report r = real_report();
+  std::erase_if(r.providers, [](const ProviderReport& p) { return p.unsafe; });
+  r.baseline_provider = "";
+  ASSERT_FALSE(r.providers.empty());
+  ProviderReport& p = r.providers[0];
+  p.costs.run_samples_ms = {10, 12, 11};
+  p.costs.run_ms = 11;
+  r.spawn_samples_ms = {2, 3, 2};  // ratios 5, 4, 5.5: median 5
+  std::string html = render_html(r);
+  EXPECT_NE(html.find("(5.00× a bare spawn)"), std::string::npos);
+  EXPECT_NE(html.find("over a bare spawn of /bin/true"), std::string::npos);
+  std::string md = render_markdown(r);
+  EXPECT_NE(md.find("(5.0× spawn)"), std::string::npos) << md;
+  EXPECT_NE(md.find("Run ratios are to a bare spawn"), std::string::npos) << md;
+  r.spawn_samples_ms.clear();
+  EXPECT_EQ(render_html(r).find("a bare spawn"), std::string::npos);
+}
+
 TEST(HtmlWriter, FetchesNothing) {
   for (const Report& r : {real_report(), hostile_report()}) {
     std::string out = render_html(r);

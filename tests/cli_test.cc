@@ -212,8 +212,8 @@ TEST_F(CliTest, GateFailsOnARegressionAndOnlyThen) {
 // probe --report: the same findings as the report model, in every format, as qualify writes.
 TEST_F(CliTest, ProbeWritesTheReportModel) {
   SANDGATE_REQUIRE_ROOT();
-  auto r = sandgate({"probe", "--provider", "namespaces", "--only", "creds", "--report",
-                     tmp_ + "/probe-report"});
+  auto r = sandgate(
+      {"probe", "--provider", "namespaces", "--only", "creds", "--report", tmp_ + "/probe-report"});
   EXPECT_EQ(r.status.shell_code(), 0) << r.output;
   for (const char* f : {"report.json", "report.html", "junit.xml", "report.sarif", "summary.md"})
     EXPECT_EQ(::access((tmp_ + "/probe-report/" + f).c_str(), F_OK), 0) << f;
@@ -315,7 +315,7 @@ TEST_F(CliTest, DoctorReportsThisHost) {
 
 TEST_F(CliTest, HelpForEveryCommand) {
   for (auto cmd : {"exec", "providers", "gc", "doctor", "qualify", "serve", "probe", "record",
-                   "replay", "trace", "plan", "policy", "report", "gate"}) {
+                   "replay", "trace", "plan", "policy", "report", "gate", "bench"}) {
     auto r = sandgate({cmd, "--help"});
     EXPECT_EQ(r.status.shell_code(), 0) << cmd;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
