@@ -1,0 +1,44 @@
+#include "core/activity.h"
+
+#include <cerrno>
+
+#include "core/result.h"
+
+namespace sandgate {
+
+std::string TracedConnect::verdict() const {
+  if (err == 0 || err == EINPROGRESS) return "allowed";
+  if (err == EPERM || err == EACCES) return "denied";
+  return "failed";
+}
+
+Json to_json(const TracedActivity& a) {
+  Json execs = Json::array(), connects = Json::array(), opens = Json::array();
+  for (const auto& e : a.execs) {
+    Json j = {{"pid", e.pid}, {"ppid", e.ppid}, {"path", e.path}, {"argv", e.argv}};
+    if (e.args_cut) j["argv_cut"] = true;
+    execs.push_back(std::move(j));
+  }
+  for (const auto& c : a.connects) {
+    Json j = {{"pid", c.pid},          {"syscall", c.syscall}, {"family", c.family},
+              {"address", c.address},  {"port", c.port},       {"protocol", c.protocol},
+              {"verdict", c.verdict()}};
+    if (c.err != 0) j["errno"] = errno_name(c.err);
+    connects.push_back(std::move(j));
+  }
+  for (const auto& o : a.sensitive_opens) {
+    Json j = {{"pid", o.pid}, {"path", o.path}, {"flags", o.flags},
+              {"result", o.err == 0 ? "opened" : errno_name(o.err)}};
+    opens.push_back(std::move(j));
+  }
+  Json j = {{"execs", execs},   {"connects", connects},   {"sensitive_opens", opens},
+            {"forks", a.forks}, {"exits", a.exits},       {"lost", a.lost}};
+  if (a.execs_not_kept + a.connects_not_kept + a.opens_not_kept > 0) {
+    j["not_kept"] = {{"execs", a.execs_not_kept},
+                     {"connects", a.connects_not_kept},
+                     {"sensitive_opens", a.opens_not_kept}};
+  }
+  return j;
+}
+
+}  // namespace sandgate
