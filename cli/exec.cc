@@ -27,6 +27,7 @@ struct ExecArgs {
   std::string policy;
   std::string tenant = "default";
   bool no_controller = false;
+  bool trace = false;  // --trace: the kernel's account of the call (eBPF)
   std::string workspace;
   std::vector<std::string> env;
   std::vector<std::string> ro_binds;
@@ -40,6 +41,13 @@ struct ExecArgs {
   std::string run;     // client mode: the environment there (default $SANDGATE_RUN)
   std::vector<std::string> command;
 };
+
+// --trace without --json: what the kernel saw, on stderr after the call's own output.
+void print_traced(const controller::CallOutcome& o) {
+  if (!o.observed.traced) return;
+  for (const auto& line : describe(*o.observed.traced))
+    std::cerr << "sandgate: traced: " << terminal_safe(line) << "\n";
+}
 
 Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
                  const ExecResult& r) {
@@ -257,7 +265,16 @@ int run_exec(Globals& g, const ExecArgs& a) {
         std::move(ctl).error().context_add("per-call control needs root and cgroups; "
                                            "--no-controller runs without it"));
   spec.tenant = a.tenant;
-  auto opened = session::RunSession::open(**ctl, **provider, spec);
+  session::RunOptions run_options;
+  std::unique_ptr<ebpf::ActivityTracer> tracer;
+  if (a.trace) {
+    auto t = ebpf::ActivityTracer::open();
+    if (!t.ok())
+      return fail(std::move(t).error().context_add("--trace needs the eBPF activity tracer (sandgate doctor, \"bpf\")"));
+    tracer = std::move(t).value();
+    run_options.tracer = tracer.get();
+  }
+  auto opened = session::RunSession::open(**ctl, **provider, spec, run_options);
   if (!opened.ok()) return fail(opened.error());
   session::CallRequest call;
   call.argv = a.command;
@@ -286,12 +303,16 @@ int run_exec(Globals& g, const ExecArgs& a) {
     j["workspace"] = {{"kind", workspace.kind}, {"note", workspace.note}};
     std::cout << dump_json(j, 2) << "\n";
   } else if (o.termination == controller::Termination::kNotStarted) {
+    print_traced(o);
     // A shell's 127/126, with the step that failed instead of "command not found".
     std::cerr << "sandgate: " << o.reason << "\n";
   } else if (o.termination != controller::Termination::kExited) {
+    print_traced(o);
     std::cerr << "sandgate: " << controller::to_string(o.termination) << ": " << o.reason
               << "\nsandgate: advice (" << controller::to_string(o.retry) << "): " << o.advice
               << "\n";
+  } else {
+    print_traced(o);
   }
   if (int sig = interrupt.pending(); sig && o.termination == controller::Termination::kCancelled) {
     std::cerr << "sandgate: interrupted; run " << run_id << " torn down\n";
@@ -371,6 +392,11 @@ void add_exec_command(CLI::App& app, Globals& g) {
   sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
   sub->add_option("--tenant", a->tenant, "tenant the run belongs to (a policy tenant)")
       ->capture_default_str();
+  sub->add_flag("--trace", a->trace,
+                "trace the call with eBPF and report what the kernel saw it do: every exec,\n"
+                "connect/sendto (address, port, protocol, allowed/denied/failed) and open of a\n"
+                "sensitive path (credentials, /proc/*/environ, runtime sockets); --json: in\n"
+                "outcome.observed (execs, connects, sensitive_opens)");
   sub->add_flag("--no-controller", a->no_controller,
                 "no per-call cgroup, grant or outcome: the provider alone");
   sub->add_option("--socket", a->socket,

@@ -156,6 +156,7 @@ Json to_json(const CallOutcome& o, bool with_output) {
       {"retry", to_string(o.retry)},
       {"advice", o.advice},
   };
+  if (o.observed.traced) j["observed"].update(to_json(*o.observed.traced));
   if (const auto& f = o.exec.start_failure)
     j["start_failure"] = {{"step", f->step}, {"errno", errno_name(f->err)}, {"message", f->describe()}};
   if (with_output) {

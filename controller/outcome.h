@@ -3,10 +3,12 @@
 // agent should retry. An OOM never reaches the agent as "exit 137".
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "controller/policy.h"
+#include "core/activity.h"
 #include "core/exec_result.h"
 #include "core/json.h"
 #include "core/process.h"
@@ -52,6 +54,9 @@ struct CallObservation {
   std::string ladder_reason;      // why the ladder cancelled / killed
   Termination ladder_termination = Termination::kKilled;  // what its cancel/kill was for
   int samples = 0;
+  // What the kernel saw the call's processes do (the eBPF activity tracer), when one was
+  // watching the run: in JSON as observed.execs, observed.connects, observed.sensitive_opens.
+  std::optional<TracedActivity> traced;
 };
 
 struct CallOutcome {

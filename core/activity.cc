@@ -41,4 +41,31 @@ Json to_json(const TracedActivity& a) {
   return j;
 }
 
+std::vector<std::string> describe(const TracedActivity& a) {
+  std::vector<std::string> lines;
+  for (const auto& e : a.execs) {
+    std::string argv;
+    for (const auto& arg : e.argv) argv += (argv.empty() ? "" : " ") + arg;
+    lines.push_back("exec    pid " + std::to_string(e.pid) + " " + e.path + (argv.empty() ? "" : "  [" + argv + (e.args_cut ? " ..." : "") + "]"));
+  }
+  for (const auto& c : a.connects) {
+    std::string where = c.family == "inet6" ? "[" + c.address + "]:" + std::to_string(c.port)
+                        : c.family == "inet" ? c.address + ":" + std::to_string(c.port)
+                                             : c.address;
+    lines.push_back(c.syscall + (c.syscall == "connect" ? " " : "  ") + "pid " + std::to_string(c.pid) + " " +
+                    c.protocol + " " + where + " " + c.verdict() +
+                    (c.err ? " (" + errno_name(c.err) + ")" : ""));
+  }
+  for (const auto& o : a.sensitive_opens)
+    lines.push_back("open    pid " + std::to_string(o.pid) + " " + o.path + " " +
+                    (o.err ? "failed (" + errno_name(o.err) + ")" : "opened"));
+  std::string counts = std::to_string(a.forks) + " forks, " + std::to_string(a.exits) + " exits, " +
+                       std::to_string(a.execs.size() + a.execs_not_kept) + " execs, " +
+                       std::to_string(a.connects.size() + a.connects_not_kept) + " connects, " +
+                       std::to_string(a.sensitive_opens.size() + a.opens_not_kept) + " sensitive opens";
+  if (a.lost) counts += "; " + std::to_string(a.lost) + " events lost (ring buffer full)";
+  lines.push_back(counts);
+  return lines;
+}
+
 }  // namespace sandgate

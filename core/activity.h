@@ -66,4 +66,8 @@ inline constexpr size_t kTracedKeep = 256;  // per list
 // Paths and argv are text a sandbox chose: made valid UTF-8 on the way (dump_json).
 Json to_json(const TracedActivity& a);
 
+// One line per exec, connect and sensitive open, then a count line ("2 processes, 1 exec...").
+// The text is the sandbox's: a terminal needs terminal_safe() on it.
+std::vector<std::string> describe(const TracedActivity& a);
+
 }  // namespace sandgate

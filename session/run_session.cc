@@ -40,7 +40,8 @@ std::string io_device_of(const std::string& path, const std::string& sysfs) {
 
 Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& controller,
                                                      providers::Provider& provider,
-                                                     providers::EnvSpec spec) {
+                                                     providers::EnvSpec spec,
+                                                     const RunOptions& options) {
   // Before anything is made: a provider that cannot honour the policy is refused outright.
   SG_TRY(providers::check_requirements(provider, controller.policy().required_capabilities));
   if (spec.run_id.empty()) spec.run_id = new_run_id();
@@ -48,6 +49,26 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
   s->provider_info_ = provider.info();
   SG_ASSIGN_OR_RETURN(s->run_, controller.begin_run(spec.tenant, spec.run_id));
   spec.placement = s->run_->main_placement();
+  if (options.tracer) {
+    // Everything under the run's cgroup, its supervisor included, is traced from here on.
+    auto dir = s->run_->cgroup().dirs.find("unified");
+    if (dir == s->run_->cgroup().dirs.end()) {
+      (void)controller.end_run(std::move(s->run_));
+      s->closed_ = true;
+      return Error{ENOTSUP, "trace the run", "",
+                   "the activity tracer keys events by cgroup2 id, and this layout has no cgroup2 "
+                   "hierarchy (pure v1)"};
+    }
+    auto id = ebpf::cgroup_id_of(dir->second);
+    Status watched = id.ok() ? options.tracer->watch(*id) : Status(id.error());
+    if (!watched.ok()) {
+      (void)controller.end_run(std::move(s->run_));
+      s->closed_ = true;
+      return std::move(watched).error().context_add("trace the run");
+    }
+    s->tracer_ = options.tracer;
+    s->traced_run_ = *id;
+  }
   // The same ceiling for a provider that also enforces it itself (a container's limits).
   const auto& ceiling = controller.policy().run;
   if (!spec.ceiling.memory_bytes && ceiling.memory_max)
@@ -105,13 +126,33 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     const controller::CallScope& placed = *scope;
     call.on_started = [&](pid_t pid) { request.on_started(placed, pid); };
   }
+  uint64_t traced = 0;  // the call's cgroup id, while the tracer keeps its events
+  if (tracer_) {
+    auto dir = scope->cgroup().dirs.find("unified");
+    auto id = dir == scope->cgroup().dirs.end() ? Result<uint64_t>(Error{ENOENT, "trace the call", "", "no cgroup2 directory"})
+                                                : ebpf::cgroup_id_of(dir->second);
+    if (!id.ok()) {
+      (void)controller_.end_call(std::move(scope), ExecResult{});
+      return std::move(id).error();
+    }
+    traced = *id;
+    tracer_->begin(traced);
+  }
   auto result = env_->exec(call, scope->placement());
   if (!result.ok()) {
     // Not run at all: still revoke the grant and remove the call's cgroup.
     (void)controller_.end_call(std::move(scope), ExecResult{});
+    if (traced) (void)tracer_->end(traced);
     return std::move(result).error();
   }
-  return controller_.end_call(std::move(scope), std::move(result).value());
+  auto outcome = controller_.end_call(std::move(scope), std::move(result).value());
+  // After end_call: what it killed of the call's leftovers has exited by now, and every event
+  // of the call's processes is in the ring buffer.
+  if (traced) {
+    TracedActivity seen = tracer_->end(traced);
+    outcome.observed.traced = std::move(seen);
+  }
+  return outcome;
 }
 
 Result<ExecResult> RunSession::run_resident(const providers::Call& call) {
@@ -122,6 +163,7 @@ Result<ExecResult> RunSession::run_resident(const providers::Call& call) {
 Status RunSession::close() {
   if (closed_) return {};
   closed_ = true;
+  if (tracer_ && traced_run_) tracer_->unwatch(traced_run_);
   Status first;
   if (env_) first = env_->destroy();
   if (run_) {

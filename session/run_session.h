@@ -27,6 +27,7 @@
 
 #include "controller/controller.h"
 #include "core/exec_result.h"
+#include "ebpf/activity_tracer.h"
 #include "providers/provider.h"
 #include "session/export.h"
 
@@ -52,11 +53,19 @@ struct CallRequest {
 // "" when it is on an anonymous device (major 0: tmpfs, overlayfs) or cannot be stat'ed (logged).
 std::string io_device_of(const std::string& path, const std::string& sysfs = "/sys");
 
+// What a run is watched with besides the controller.
+struct RunOptions {
+  // The kernel's account of each call (execs, connects, sensitive opens) goes into its
+  // outcome's `observed`; null: not traced. Shared by the runs of a process; outlives them.
+  ebpf::ActivityTracer* tracer = nullptr;
+};
+
 class RunSession {
  public:
   static Result<std::unique_ptr<RunSession>> open(controller::Controller& controller,
                                                   providers::Provider& provider,
-                                                  providers::EnvSpec spec);
+                                                  providers::EnvSpec spec,
+                                                  const RunOptions& options = {});
   ~RunSession();  // close(); errors logged
   RunSession(const RunSession&) = delete;
   RunSession& operator=(const RunSession&) = delete;
@@ -97,6 +106,8 @@ class RunSession {
   std::unique_ptr<controller::RunScope> run_;
   std::unique_ptr<providers::Environment> env_;
   std::string run_id_, workspace_path_, workspace_host_path_, recipe_;
+  ebpf::ActivityTracer* tracer_ = nullptr;
+  uint64_t traced_run_ = 0;  // the run's cgroup id the tracer watches (0: none)
   bool closed_ = false;
 };
 

@@ -74,7 +74,7 @@ class SessionTest : public ProviderTest {
     ASSERT_TRUE(provider_);
     providers::EnvSpec spec;
     spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, kTry});
-    auto s = session::RunSession::open(*controller_, *provider_, spec);
+    auto s = session::RunSession::open(*controller_, *provider_, spec, run_options_);
     ASSERT_TRUE(s.ok()) << s.error().message();
     session_ = std::move(s).value();
   }
@@ -116,6 +116,7 @@ class SessionTest : public ProviderTest {
   std::unique_ptr<controller::Controller> controller_;
   std::unique_ptr<providers::Provider> provider_;
   std::unique_ptr<session::RunSession> session_;
+  session::RunOptions run_options_;
 };
 
 TEST_F(SessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
@@ -135,6 +136,50 @@ TEST_F(SessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
   auto next = call({"echo", "still here"}, "edit");
   EXPECT_EQ(next.termination, Termination::kExited);
   EXPECT_EQ(next.exec.stdout_data, "still here\n");
+}
+
+// The kernel's account of a call (the eBPF activity tracer) in its outcome: its execs, its
+// connect (the jail has no network: the kernel fails it) and its sensitive open, each
+// attributed to the call that made it and to no other.
+TEST_F(SessionTest, TracedCallSeesItsExecsConnectsAndSensitiveOpens) {
+  SANDGATE_REQUIRE_ROOT();
+  auto tracer = ebpf::ActivityTracer::open();
+  SANDGATE_REQUIRE(tracer.ok(), "the eBPF activity tracer cannot load here: " +
+                                    (tracer.ok() ? std::string() : tracer.error().message()));
+  run_options_.tracer = tracer->get();
+  open();
+  ASSERT_TRUE(session_);
+  auto o = call({"sh", "-c",
+                 std::string(kTry) + " connect 203.0.113.20 443; " + kTry +
+                     " read-file /proc/self/environ"},
+                "test");
+  ASSERT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
+  EXPECT_NE(o.exec.stdout_data.find("connect ENETUNREACH"), std::string::npos) << o.exec.stdout_data;
+  ASSERT_TRUE(o.observed.traced) << "no traced activity in the outcome";
+  const TracedActivity& a = *o.observed.traced;
+  ASSERT_EQ(a.execs.size(), 3u) << to_json(a).dump(2);
+  EXPECT_EQ(a.execs[1].path, kTry);
+  EXPECT_EQ(a.execs[1].argv, (std::vector<std::string>{kTry, "connect", "203.0.113.20", "443"}));
+  ASSERT_EQ(a.connects.size(), 1u) << to_json(a).dump(2);
+  EXPECT_EQ(a.connects[0].address, "203.0.113.20");
+  EXPECT_EQ(a.connects[0].port, 443);
+  EXPECT_EQ(a.connects[0].protocol, "tcp");
+  EXPECT_EQ(a.connects[0].err, ENETUNREACH);
+  ASSERT_EQ(a.sensitive_opens.size(), 1u) << to_json(a).dump(2);
+  EXPECT_EQ(a.sensitive_opens[0].path, "/proc/self/environ");
+  EXPECT_EQ(a.sensitive_opens[0].err, 0);
+  EXPECT_EQ(a.exits, 3u);
+  Json j = controller::to_json(o);
+  EXPECT_EQ(j["observed"]["connects"][0]["verdict"], "failed");
+  EXPECT_EQ(j["observed"]["sensitive_opens"][0]["result"], "opened");
+  // The next call's account holds only what the next call did.
+  auto next = call({"true"}, "test");
+  ASSERT_TRUE(next.observed.traced);
+  ASSERT_EQ(next.observed.traced->execs.size(), 1u) << to_json(*next.observed.traced).dump(2);
+  EXPECT_TRUE(next.observed.traced->connects.empty());
+  EXPECT_TRUE(next.observed.traced->sensitive_opens.empty());
+  session_.reset();
+  run_options_.tracer = nullptr;
 }
 
 TEST_F(SessionTest, ForkBombStopsAtPidsMax) {

@@ -18,6 +18,8 @@
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <string>
@@ -213,7 +215,15 @@ int main(int argc, char** argv) {
     return resource_action(action, atol(argv[2]));
   }
   long r;
-  if (action == "write-file" || action == "read-file") {
+  if (action == "connect") {  // connect IPV4 PORT: a TCP connect, e.g. to a lab decoy
+    if (argc < 4) return 2;
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(atoi(argv[3])));
+    if (inet_pton(AF_INET, argv[2], &to.sin_addr) != 1) return 2;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    r = s < 0 ? -1 : connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  } else if (action == "write-file" || action == "read-file") {
     if (argc < 3) return 2;
     int fd = action == "write-file" ? open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
                                     : open(argv[2], O_RDONLY | O_CLOEXEC);
