@@ -1,0 +1,66 @@
+// The egress guard's user side (egress_guard.bpf.c is the kernel side, egress_guard.h the key
+// and event they share): one loaded object per process, attached to each guarded run's cgroup
+// with that run's allowlist; every decision it makes comes back with the cgroup that made it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/egress.h"
+#include "core/result.h"
+
+struct egress_guard_bpf;
+struct ring_buffer;
+struct bpf_link;
+
+namespace sandgate::ebpf {
+
+struct EgressDecision {
+  uint64_t cgroup_id = 0;  // the process's cgroup: the call
+  uint64_t run = 0;        // the guarded run's cgroup id
+  pid_t pid = 0;
+  std::string hook;        // "connect", "sendmsg"
+  std::string family;      // "inet", "inet6"
+  std::string address;
+  uint16_t port = 0;
+  std::string protocol;    // "tcp", "udp", ""
+  bool allowed = false;
+};
+
+class EgressGuard {
+ public:
+  static Result<std::unique_ptr<EgressGuard>> open();
+  ~EgressGuard();
+  EgressGuard(const EgressGuard&) = delete;
+  EgressGuard& operator=(const EgressGuard&) = delete;
+
+  // From now on, processes in `run_cgroup2_dir` or below may connect (TCP, connected UDP) or
+  // send (unconnected UDP) only to what `rules` allow, and to loopback; anything else fails
+  // with EPERM. Returns the run's cgroup id (release's key).
+  Result<uint64_t> guard(const std::string& run_cgroup2_dir, const std::vector<EgressRule>& rules);
+  // Detaches from the run and forgets its rules. Idempotent.
+  void release(uint64_t run);
+
+  // Every decision now in the ring buffer, in order. Never blocks.
+  void drain(const std::function<void(const EgressDecision&)>& sink);
+  uint64_t lost() const;
+
+ private:
+  EgressGuard() = default;
+  std::mutex mu_;
+  egress_guard_bpf* skel_ = nullptr;
+  ring_buffer* ring_ = nullptr;
+  struct Run {
+    std::vector<bpf_link*> links;
+    std::vector<EgressRule> rules;
+  };
+  std::map<uint64_t, Run> runs_;
+  const std::function<void(const EgressDecision&)>* sink_ = nullptr;
+};
+
+}  // namespace sandgate::ebpf
