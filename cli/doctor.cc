@@ -112,7 +112,10 @@ DoctorReport run_checks(Globals& g) {
   }
   sections.push_back({"seccomp", seccomp_checks(paths)});
   sections.push_back(
-      {"bpf", {ebpf::btf_check(paths), ebpf::bpf_load_check(paths), ebpf::tracefs_check(paths)}});
+      {"bpf",
+       {ebpf::btf_check(paths), ebpf::bpf_load_check(paths), ebpf::tracefs_check(paths),
+        ebpf::activity_tracer_check(), ebpf::egress_guard_check(), ebpf::fentry_check(),
+        ebpf::bpf_lsm_check()}});
 
   KvmCheckResult kvm = check_kvm(paths);
   report.facts["kvm"] = {{"usable", kvm.verdict == KvmVerdict::kUsable},

@@ -1,7 +1,9 @@
 #include "ebpf/bpf_support.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <linux/btf.h>
 #include <linux/bpf.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +11,8 @@
 #include <cerrno>
 
 #include "core/fd.h"
+#include "ebpf/activity_tracer.h"
+#include "ebpf/egress.h"
 
 namespace sandgate::ebpf {
 
@@ -79,7 +83,55 @@ Check tracefs_check(const HostPaths& paths) {
     return check_ok(name, "mounted at " + where + ", not at " + paths.tracefs +
                               " (tracers look there first: " + how + ")");
   }
-  return check_failed(name, "not mounted (tracepoint and kprobe tracers need it): " + how);
+  return check_failed(name, "not mounted (tracepoints attached by name need it; sandgate's tracers attach "
+                                 "through BTF (tp_btf) and do not): " + how);
+}
+
+Status try_load_trampoline_program(bool lsm, const std::string& func) {
+  struct btf* vmlinux = btf__load_vmlinux_btf();
+  if (!vmlinux) return sys_error(errno, "load vmlinux BTF");
+  int id = btf__find_by_name_kind(vmlinux, func.c_str(), BTF_KIND_FUNC);
+  btf__free(vmlinux);
+  if (id < 0) return Error{ENOENT, "find BTF function", func, "not in the kernel's BTF"};
+  const struct bpf_insn insns[] = {
+      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},
+      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+  };
+  LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = lsm ? BPF_LSM_MAC : BPF_TRACE_FENTRY,
+              .attach_btf_id = static_cast<__u32>(id));
+  int fd = bpf_prog_load(lsm ? BPF_PROG_TYPE_LSM : BPF_PROG_TYPE_TRACING, "sg_doctor", "GPL", insns,
+                         sizeof insns / sizeof insns[0], &opts);
+  if (fd < 0) return sys_error(-fd, "bpf(BPF_PROG_LOAD)", (lsm ? "lsm/" : "fentry/") + func);
+  UniqueFd owned(fd);
+  return {};
+}
+
+Check fentry_check() {
+  if (auto s = try_load_trampoline_program(false, "__sys_connect"); !s.ok())
+    return check_failed("fentry/fexit", s.error().message() + " (the tracers use tp_btf tracepoints instead)");
+  return check_ok("fentry/fexit", "loaded fentry/__sys_connect");
+}
+
+Check bpf_lsm_check() {
+  if (auto s = try_load_trampoline_program(true, "bpf_lsm_file_open"); !s.ok())
+    return check_failed("BPF LSM", s.error().message() +
+                                       " (no bpf-lsm layer: the egress guard uses cgroup/connect hooks)");
+  return check_ok("BPF LSM", "loaded lsm/file_open");
+}
+
+Check activity_tracer_check() {
+  auto t = ActivityTracer::open();
+  if (!t.ok()) return check_failed("activity tracer", t.error().message());
+  return check_ok("activity tracer",
+                  "loaded and attached (tp_btf sched_process_exec/fork/exit, sys_enter/sys_exit): "
+                  "exec --trace works");
+}
+
+Check egress_guard_check() {
+  auto g = EgressGuard::open();
+  if (!g.ok()) return check_failed("egress guard", g.error().message());
+  return check_ok("egress guard", "loaded (cgroup/connect4|6, sendmsg4|6; attached per run to its cgroup2 "
+                                  "directory)");
 }
 
 std::string libbpf_version() {

@@ -28,6 +28,17 @@ std::string find_tracefs(const std::vector<MountEntry>& mounts,
 // (doctor never mounts anything itself).
 Check tracefs_check(const HostPaths& paths);
 
+// Whether the kernel loads a program of `type` attached through a BPF trampoline to the BTF
+// function `func` (fentry: "__sys_connect", LSM: "bpf_lsm_file_open"): loads `r0 = 0; exit`
+// with that attach target and closes it. Some kernels refuse these with EPERM (no ftrace
+// direct calls, a locked-down build); the tracers then use tracepoints only.
+Status try_load_trampoline_program(bool lsm, const std::string& func);
+Check fentry_check();
+Check bpf_lsm_check();
+// The activity tracer and the egress guard, loaded (and the tracer attached) for real.
+Check activity_tracer_check();
+Check egress_guard_check();
+
 // "1.1" of the linked libbpf.
 std::string libbpf_version();
 

@@ -130,3 +130,26 @@ TEST(BpfReal, BtfAndTracefsGiveADefiniteAnswer) {
 
 }  // namespace
 }  // namespace sandgate::ebpf
+
+namespace sandgate::ebpf {
+namespace {
+
+TEST(TrampolineCheck, AFunctionTheKernelDoesNotHaveIsNamed) {
+  SANDGATE_REQUIRE_ROOT();
+  auto s = try_load_trampoline_program(false, "sandgate_no_such_function");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().err, ENOENT);
+  EXPECT_NE(s.error().message().find("not in the kernel's BTF"), std::string::npos) << s.error().message();
+}
+
+TEST(TracerChecks, TheActivityTracerAndEgressGuardLoadOnThisHost) {
+  SANDGATE_REQUIRE_ROOT();
+  Check t = activity_tracer_check();
+  SANDGATE_REQUIRE(t.ok, "the activity tracer does not load here: " + t.detail);
+  EXPECT_NE(t.detail.find("exec --trace works"), std::string::npos);
+  Check g = egress_guard_check();
+  EXPECT_TRUE(g.ok) << g.detail;
+}
+
+}  // namespace
+}  // namespace sandgate::ebpf
