@@ -1,0 +1,258 @@
+// A/B benchmark of the eBPF programs, all in one run (docs/STYLE.md: performance is judged A/B
+// against a baseline in the same run). Each syscall-heavy workload runs three ways:
+//   /none      no program loaded: the baseline
+//   /attached  the activity tracer attached, this process not watched: what every other
+//              process on the host pays while sandgate traces runs
+//   /watched   the activity tracer attached and this process's cgroup watched: what a traced
+//              call pays
+// and the egress guard's added connect latency, /none without and /guarded with the guard on
+// this process's cgroup. BM_ForkStorm reports the events a fork storm produces and how many the
+// ring buffer lost (counters), with the default 4 MiB ring drained only afterwards.
+//
+// Needs root: the process moves itself into a cgroup2 directory of its own (removed at the end)
+// and into a network namespace of its own with only loopback up, so the connect loop reaches
+// nothing outside it.
+#include <arpa/inet.h>
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "bench/bench_support.h"
+#include "core/fd.h"
+#include "core/mounts.h"
+#include "ebpf/activity_tracer.h"
+#include "ebpf/egress.h"
+
+namespace sandgate::bench {
+namespace {
+
+std::string g_cgroup;     // this process's own cgroup2 directory
+uint64_t g_cgroup_id = 0;
+
+// The tracer a benchmark runs with: none, attached, or attached and watching this process.
+enum Mode { kNone = 0, kAttached = 1, kWatched = 2 };
+std::unique_ptr<ebpf::ActivityTracer> tracer_for(benchmark::State& state, int mode) {
+  if (mode == kNone) return nullptr;
+  auto t = ebpf::ActivityTracer::open();
+  if (!t.ok()) {
+    state.SkipWithError(t.error().message().c_str());
+    return nullptr;
+  }
+  if (mode == kWatched) {
+    (void)(*t)->watch(g_cgroup_id);
+    (*t)->begin(g_cgroup_id);
+  }
+  return std::move(t).value();
+}
+
+// Each workload three ways: BM_X/none, BM_X/attached, BM_X/watched.
+#define CASES(fn)                                        \
+  BENCHMARK_CAPTURE(fn, none, kNone)->UseRealTime();     \
+  BENCHMARK_CAPTURE(fn, attached, kAttached)->UseRealTime(); \
+  BENCHMARK_CAPTURE(fn, watched, kWatched)->UseRealTime()
+
+// Empties the ring buffer now and then, as a session does at each call's end.
+void maybe_drain(ebpf::ActivityTracer* t, int64_t i) {
+  if (t && (i & 1023) == 0) {
+    (void)t->end(g_cgroup_id);
+    t->begin(g_cgroup_id);
+  }
+}
+
+void BM_ForkExec(benchmark::State& state, int mode) {
+  auto t = tracer_for(state, mode);
+  int64_t i = 0;
+  for (auto _ : state) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/true", "true", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    int st;
+    ::waitpid(pid, &st, 0);
+    maybe_drain(t.get(), ++i);
+  }
+}
+CASES(BM_ForkExec);
+
+void open_close(benchmark::State& state, int mode, const char* path) {
+  auto t = tracer_for(state, mode);
+  int64_t i = 0;
+  for (auto _ : state) {
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    maybe_drain(t.get(), ++i);
+  }
+}
+// An ordinary path: the sys_enter filter, the path copy and the prefix compare, no event.
+void BM_Open(benchmark::State& state, int mode) { open_close(state, mode, "/etc/hostname"); }
+CASES(BM_Open);
+// A sensitive path: an event per open.
+void BM_OpenSensitive(benchmark::State& state, int mode) { open_close(state, mode, "/proc/self/environ"); }
+CASES(BM_OpenSensitive);
+
+// socket + connect to a closed loopback port (refused at once) + close.
+void connect_loop(benchmark::State& state, ebpf::ActivityTracer* t) {
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(1);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int64_t i = 0;
+  for (auto _ : state) {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    (void)::connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    ::close(s);
+    maybe_drain(t, ++i);
+  }
+}
+
+void BM_Connect(benchmark::State& state, int mode) {
+  auto t = tracer_for(state, mode);
+  connect_loop(state, t.get());
+}
+CASES(BM_Connect);
+
+void BM_GuardConnect(benchmark::State& state, bool guarded) {
+  std::unique_ptr<ebpf::EgressGuard> guard;
+  if (guarded) {
+    auto g = ebpf::EgressGuard::open();
+    if (!g.ok()) return state.SkipWithError(g.error().message().c_str());
+    guard = std::move(g).value();
+    if (auto run = guard->guard(g_cgroup, {}); !run.ok())
+      return state.SkipWithError(run.error().message().c_str());
+  }
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(1);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int64_t i = 0;
+  for (auto _ : state) {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    (void)::connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    ::close(s);
+    if (guard && (++i & 1023) == 0) guard->drain([](const ebpf::EgressDecision&) {});
+  }
+}
+BENCHMARK_CAPTURE(BM_GuardConnect, none, false)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GuardConnect, guarded, true)->UseRealTime();
+
+// 4000 processes forked as fast as one parent can, each exiting at once: 8000 events (fork and
+// exit) into the ring buffer before anything drains it.
+void BM_ForkStorm(benchmark::State& state) {
+  auto t = ebpf::ActivityTracer::open();
+  if (!t.ok()) return state.SkipWithError(t.error().message().c_str());
+  (void)(*t)->watch(g_cgroup_id);
+  constexpr int kForks = 4000;
+  uint64_t events = 0, lost = 0;
+  for (auto _ : state) {
+    (*t)->begin(g_cgroup_id);
+    uint64_t lost_before = (*t)->lost();
+    for (int i = 0; i < kForks; ++i) {
+      pid_t pid = ::fork();
+      if (pid == 0) ::_exit(0);
+      if (pid < 0) break;
+    }
+    while (::wait(nullptr) > 0) {
+    }
+    TracedActivity a = (*t)->end(g_cgroup_id);
+    events += a.forks + a.exits;
+    lost += (*t)->lost() - lost_before;
+  }
+  state.counters["events"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kAvgIterations);
+  state.counters["lost"] = benchmark::Counter(static_cast<double>(lost), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_ForkStorm)->Iterations(3)->UseRealTime();
+
+bool setup() {
+  auto text = read_file("/proc/self/mountinfo");
+  auto mounts = text.ok() ? parse_mount_table(*text) : Result<std::vector<MountEntry>>(text.error());
+  std::string unified;
+  if (mounts.ok())
+    for (const auto& m : *mounts)
+      if (m.fstype == "cgroup2") unified = m.mount_point;
+  if (unified.empty()) return std::cerr << "ebpf_bench: no cgroup2 mount\n", false;
+  g_cgroup = unified + "/sandgate-ebpf-bench-" + std::to_string(::getpid());
+  if (::mkdir(g_cgroup.c_str(), 0755) != 0) return std::perror(g_cgroup.c_str()), false;
+  std::string me = std::to_string(::getpid());
+  if (!write_file(g_cgroup + "/cgroup.procs", me, O_WRONLY).ok()) return std::cerr << "ebpf_bench: cannot join " << g_cgroup << "\n", false;
+  auto id = ebpf::cgroup_id_of(g_cgroup);
+  if (!id.ok()) return std::cerr << "ebpf_bench: " << id.error().message() << "\n", false;
+  g_cgroup_id = *id;
+  if (::unshare(CLONE_NEWNET) != 0) return std::perror("unshare(CLONE_NEWNET)"), false;
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ifreq ifr{};
+  std::strcpy(ifr.ifr_name, "lo");
+  ifr.ifr_flags = IFF_UP | IFF_RUNNING;
+  if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) return std::perror("bring lo up"), false;
+  ::close(s);
+  return true;
+}
+
+void teardown() {
+  if (g_cgroup.empty()) return;
+  // Back to the parent cgroup, so that ours can go.
+  std::string parent = g_cgroup.substr(0, g_cgroup.rfind('/'));
+  std::string me = std::to_string(::getpid());
+  (void)write_file(parent + "/cgroup.procs", me, O_WRONLY);
+  ::rmdir(g_cgroup.c_str());
+}
+
+bool summary(const RunCollector& r, std::ostream& out) {
+  out << "\n== eBPF overhead (median, this run): ratio to no program loaded\n";
+  bool ok = true;
+  for (const char* name : {"BM_ForkExec", "BM_Open", "BM_OpenSensitive", "BM_Connect"}) {
+    auto base = r.median_ms(std::string(name) + "/none");
+    auto loaded = r.median_ms(std::string(name) + "/attached");
+    auto watched = r.median_ms(std::string(name) + "/watched");
+    if (!base || !loaded || !watched) {
+      out << name << ": not measured\n";
+      ok = false;
+      continue;
+    }
+    char line[200];
+    std::snprintf(line, sizeof line, "%-18s base %9.4f ms  attached %.3fx  watched %.3fx\n", name, *base,
+                  *loaded / *base, *watched / *base);
+    out << line;
+  }
+  auto g0 = r.median_ms("BM_GuardConnect/none"), g1 = r.median_ms("BM_GuardConnect/guarded");
+  if (g0 && g1) {
+    char line[200];
+    std::snprintf(line, sizeof line, "egress guard: connect %.4f ms -> %.4f ms (%.3fx, +%.1f us)\n", *g0, *g1,
+                  *g1 / *g0, (*g1 - *g0) * 1e3);
+    out << line;
+  }
+  if (auto ev = r.counter("BM_ForkStorm", "events"), lost = r.counter("BM_ForkStorm", "lost"); ev && lost)
+    out << "fork storm: " << *ev << " events kept, " << *lost << " lost (4 MiB ring, drained after)\n";
+  return ok;
+}
+
+}  // namespace
+}  // namespace sandgate::bench
+
+int main(int argc, char** argv) {
+  using namespace sandgate::bench;
+  if (::geteuid() != 0) {
+    std::cerr << "ebpf_bench: needs root (BPF programs, a cgroup and a network namespace)\n";
+    return 1;
+  }
+  auto display = initialize_with_defaults(argc, argv, default_flags());
+  if (!display) return 1;
+  if (!setup()) {
+    teardown();
+    return 1;
+  }
+  bool ok = run_benchmarks(*display, summary);
+  teardown();
+  return ok ? 0 : 1;
+}
