@@ -8,6 +8,7 @@
 #include <map>
 
 #include "cli/common.h"
+#include "ebpf/activity_tracer.h"
 #include "core/files.h"
 #include "core/json.h"
 #include "core/progress.h"
@@ -110,6 +111,11 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   so.probe_binary = companion_binary("sandgate-probe");
   so.only = a.only;
   so.progress = progress.reporter("sandgate probe");
+  // The third witness where the kernel allows it (judge.h, kernel_crossings); where it does
+  // not, the verdicts rest on two witnesses and the log says why.
+  auto tracer = ebpf::ActivityTracer::open();
+  if (tracer.ok()) so.tracer = tracer->get();
+  else std::cerr << "sandgate probe: no kernel witness (" << tracer.error().message() << ")\n";
   auto suite = probes::Suite::create(so);
   if (!suite.ok()) return fail(suite.error());
 

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "cli/common.h"
+#include "ebpf/activity_tracer.h"
 #include "cli/measure.h"
 #include "cli/qualify_trace.h"
 #include "core/files.h"
@@ -210,6 +211,11 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     if (so.probe_binary.empty()) return fail("sandgate-probe is not installed beside sandgate");
     so.only = a.only;
     so.progress = progress.reporter("qualify: probes");
+    // The third witness where the kernel allows it (judge.h, kernel_crossings); where it does
+    // not, the verdicts rest on two witnesses and the log says why.
+    auto tracer = ebpf::ActivityTracer::open();
+    if (tracer.ok()) so.tracer = tracer->get();
+    else std::cerr << "qualify: no kernel witness (" << tracer.error().message() << ")\n";
     auto made = probes::Suite::create(so);
     if (!made.ok())
       return fail(std::move(made).error().context_add("setting up the escape probes"));

@@ -173,7 +173,8 @@ ProviderFacts ProviderFacts::of(const providers::ProviderInfo& info) {
 
 bool HostEvidence::any() const {
   return !decoy_events.empty() || !files_appeared.empty() || !sentinel_signals.empty() ||
-         !leftover_processes.empty() || !leftover_cgroups.empty() || !other_run.empty();
+         !leftover_processes.empty() || !leftover_cgroups.empty() || !other_run.empty() ||
+         !kernel.empty();
 }
 
 std::vector<std::string> HostEvidence::all() const {
@@ -184,6 +185,7 @@ std::vector<std::string> HostEvidence::all() const {
   for (const auto& e : leftover_processes) out.push_back("process alive after destroy: " + e);
   for (const auto& e : leftover_cgroups) out.push_back("cgroup left after destroy: " + e);
   for (const auto& e : other_run) out.push_back("run A saw: " + e);
+  for (const auto& e : kernel) out.push_back("the kernel let it through: " + e);
   return out;
 }
 
@@ -417,9 +419,30 @@ Json Judgement::to_json() const {
   put("leftover_processes", host.leftover_processes);
   put("leftover_cgroups", host.leftover_cgroups);
   put("other_run", host.other_run);
+  put("kernel", host.kernel);
   put("notes", host.notes);
   j["host"] = h;
   return j;
+}
+
+std::vector<std::string> kernel_crossings(const ProbeReport& r, const TracedActivity& seen) {
+  if (r.result != ProbeResult::kDenied && r.result != ProbeResult::kNotFound) return {};
+  std::string syscall = probe_syscall(r);
+  bool network = syscall == "connect" || syscall == "sendto" || syscall == "sendmsg" ||
+                 (syscall.empty() && r.boundary == "net");
+  if (!network) return {};
+  std::vector<std::string> out;
+  for (const auto& c : seen.connects) {
+    if (c.verdict() != "allowed") continue;
+    bool loopback = (c.family == "inet" && c.address.rfind("127.", 0) == 0) ||
+                    (c.family == "inet6" && c.address == "::1");
+    if (loopback) continue;
+    std::string where = c.family == "inet6" ? "[" + c.address + "]:" + std::to_string(c.port)
+                        : c.family == "inet" ? c.address + ":" + std::to_string(c.port)
+                                             : c.address;
+    out.push_back(c.syscall + " " + c.protocol + " " + where + " allowed (pid " + std::to_string(c.pid) + ")");
+  }
+  return out;
 }
 
 Tally tally(const std::vector<Judgement>& judgements) {

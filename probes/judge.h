@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/activity.h"
 #include "core/json.h"
 #include "probes/probe_report.h"
 #include "providers/provider.h"
@@ -88,6 +89,9 @@ struct HostEvidence {
   std::vector<std::string> leftover_processes;  // marked processes alive after destroy
   std::vector<std::string> leftover_cgroups;    // run cgroups still present after destroy
   std::vector<std::string> other_run;           // what another run's holder saw touch its objects
+  // The third witness: what the kernel (the eBPF activity tracer) saw succeed that the probe
+  // said it could not do (kernel_crossings).
+  std::vector<std::string> kernel;
   std::vector<std::string> notes;               // context shown with the verdict, not evidence
 
   bool any() const;  // a crossing was seen (notes do not count)
@@ -181,6 +185,15 @@ Judgement judge_host_check(const std::string& id, const std::string& boundary,
 // runs what was planted); both refused is blocked (by the errno's layer); no report, or no
 // entry for either target, is inconclusive.
 Judgement judge_git_persistence(const std::optional<ProbeReport>& plant, const std::string& failure);
+
+// The kernel's contradiction of a probe (the third witness; docs/DESIGN.md idea 8): the probe
+// says denied or not found about a network action (its syscall is connect, sendto or sendmsg,
+// or it is a `net` probe without one), and the tracer saw a connect or send from the same call
+// that the kernel let through to anything but loopback. One line per such action
+// ("connect tcp 203.0.113.20:443 allowed (pid 12)"). Opens are not judged this way: their
+// paths are as the sandbox sees them (its own /proc), so a successful open inside it is no
+// evidence of a crossing on its own.
+std::vector<std::string> kernel_crossings(const ProbeReport& r, const TracedActivity& seen);
 
 // Counts for a summary line.
 struct Tally {

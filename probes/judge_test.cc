@@ -49,6 +49,55 @@ TEST(JudgeRule1, DeniedWithoutDecoyEventIsBlocked) {  // the negative twin of th
   EXPECT_EQ(j.verdict, Verdict::kBlocked);
   EXPECT_EQ(j.layer, Layer::kNamespace);
 }
+// --- The third witness: the kernel saw a network action the probe called denied succeed ---
+
+TracedActivity saw_connect(const std::string& address, uint16_t port, int err, const std::string& family = "inet") {
+  TracedActivity a;
+  TracedConnect c;
+  c.pid = 7;
+  c.syscall = "connect";
+  c.family = family;
+  c.address = address;
+  c.port = port;
+  c.protocol = "tcp";
+  c.err = err;
+  a.connects.push_back(c);
+  return a;
+}
+
+TEST(KernelWitness, DeniedButTheKernelLetTheConnectThroughIsExposed) {
+  auto r = report("net.production_tcp", ProbeResult::kDenied, "ECONNREFUSED");
+  HostEvidence host;
+  host.kernel = kernel_crossings(r, saw_connect("203.0.113.30", 443, 0));
+  ASSERT_EQ(host.kernel.size(), 1u);
+  EXPECT_EQ(host.kernel[0], "connect tcp 203.0.113.30:443 allowed (pid 7)");
+  auto j = judge(r, Witness::kDecoy, host);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+  EXPECT_NE(j.why.find("the kernel let it through: connect tcp 203.0.113.30:443"), std::string::npos) << j.why;
+  EXPECT_EQ(j.to_json()["host"]["kernel"][0], "connect tcp 203.0.113.30:443 allowed (pid 7)");
+}
+
+TEST(KernelWitness, TheKernelAgreeingWithADenialIsNoEvidence) {  // the negative twins
+  auto r = report("net.production_tcp", ProbeResult::kDenied, "ENETUNREACH");
+  EXPECT_TRUE(kernel_crossings(r, saw_connect("203.0.113.30", 443, ENETUNREACH)).empty());
+  EXPECT_TRUE(kernel_crossings(r, saw_connect("203.0.113.30", 443, EPERM)).empty());
+  // Loopback is the sandbox's own network.
+  EXPECT_TRUE(kernel_crossings(r, saw_connect("127.0.0.1", 8080, 0)).empty());
+  EXPECT_TRUE(kernel_crossings(r, saw_connect("::1", 8080, 0, "inet6")).empty());
+  // A probe that reached is not contradicted, and a non-network probe is not judged this way.
+  EXPECT_TRUE(kernel_crossings(reached("net.production_tcp"), saw_connect("203.0.113.30", 443, 0)).empty());
+  EXPECT_TRUE(kernel_crossings(report("fs.host_root_write", ProbeResult::kDenied, "EROFS"),
+                               saw_connect("203.0.113.30", 443, 0))
+                  .empty());
+  auto j = judge(r, Witness::kDecoy, HostEvidence{});
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+}
+
+TEST(KernelWitness, ANonBlockingConnectOnItsWayCounts) {
+  auto r = report("net.production_tcp", ProbeResult::kDenied, "ETIMEDOUT");
+  EXPECT_EQ(kernel_crossings(r, saw_connect("203.0.113.30", 443, EINPROGRESS)).size(), 1u);
+}
+
 TEST(JudgeRule1, ErrorButFileAppearedIsExposed) {
   HostEvidence host;
   host.files_appeared = {"/var/tmp/x/sandgate-probe-sg"};

@@ -341,7 +341,9 @@ class Suite::Context {
   std::string secret_value() const { return "sandgate-secret-" + s_.marker() + "\n"; }
 
   Result<std::unique_ptr<session::RunSession>> open_run() {
-    return session::RunSession::open(*controller_, provider_, spec());
+    session::RunOptions options;
+    options.tracer = s_.options_.tracer;
+    return session::RunSession::open(*controller_, provider_, spec(), options);
   }
 
   // Parameters every probe gets, with the workspace and the setuid helper as it sees them.
@@ -383,6 +385,17 @@ class Suite::Context {
 
   Judgement judge(const std::string& id, const std::optional<ProbeReport>& report,
                   const HostEvidence& host, const std::string& failure) {
+    // The kernel's account of the call, when the call ran this probe alone (a call of several
+    // probes cannot say whose action the kernel saw).
+    if (traced_ && traced_ids_ == std::vector<std::string>{id}) {
+      HostEvidence with_kernel = host;
+      if (report) with_kernel.kernel = kernel_crossings(*report, *traced_);
+      for (const auto& line : describe(*traced_))
+        if (line.rfind("connect", 0) == 0 || line.rfind("sendto", 0) == 0 || line.rfind("open ", 0) == 0)
+          with_kernel.notes.push_back("kernel saw: " + line);
+      traced_.reset();
+      return judge(id, report, with_kernel, failure);
+    }
     if (report)
       return judge_probe(baseline(id), *report, witness_for(id), host, facts_, s_.marker());
     // No report: the probe was killed or its output was lost. Host evidence still counts.
@@ -403,6 +416,8 @@ class Suite::Context {
     auto p = params(run.workspace_path());
     p.insert(p.end(), extra.begin(), extra.end());
     SG_ASSIGN_OR_RETURN(auto called, call_probe(run, probe_argv(probe_, ids, p), intent));
+    traced_ = called.outcome.observed.traced;
+    traced_ids_ = ids;
     return parse_reports(called.outcome.exec.stdout_data, "sandgate-probe in " + provider_.name());
   }
 
@@ -587,6 +602,9 @@ class Suite::Context {
   ProviderFacts facts_;
   bool jailed_ = true;
   std::string probe_;
+  // The last call's kernel account (SuiteOptions::tracer) and the probes that call ran.
+  std::optional<TracedActivity> traced_;
+  std::vector<std::string> traced_ids_;
   std::unique_ptr<controller::Controller> controller_;
   size_t step_ = 0, steps_ = 0;  // boundaries run so far, and selected
 };

@@ -27,6 +27,7 @@
 #include "core/host_paths.h"
 #include "core/json.h"
 #include "core/result.h"
+#include "ebpf/activity_tracer.h"
 #include "probes/canaries.h"
 #include "probes/judge.h"
 #include "probes/lab/lab.h"
@@ -42,6 +43,10 @@ struct SuiteOptions {
   std::string cgroup_root = "sandgate";  // the controller's top cgroup
   std::string probe_binary;              // sandgate-probe on the host
   std::vector<std::string> only;         // boundaries to run; empty: all
+  // The third witness (judge.h, kernel_crossings): every probe call traced by the kernel, what
+  // it saw in each judgement's notes, and a network action the kernel let through that the
+  // probe called denied makes it exposed. Null: two witnesses only (the report says so).
+  ebpf::ActivityTracer* tracer = nullptr;
   // One line per step ("lab: ...", "namespaces: net (2/7)"), for stderr; called only on the
   // thread that calls create() and run().
   std::function<void(const std::string&)> progress;
