@@ -40,6 +40,7 @@ struct {
 // A syscall seen at entry, finished at exit: keyed by thread id.
 struct pending {
   __u32 kind;
+  __u32 nr;  // the syscall number, checked at exit: a stale entry never completes another call
   __s32 fd;
   __u32 open_flags;
   __u32 addr_len;
@@ -200,6 +201,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id) {
   pd->open_flags = 0;
   pd->path[0] = 0;
   pd->fd = (__s32)a0;
+  pd->nr = (__u32)id;
   if (id == NR_connect) {
     pd->kind = SG_EV_CONNECT;
     copy_addr(pd, (const void *)a1, a2);
@@ -251,6 +253,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret) {
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct pending *pd = bpf_map_lookup_elem(&inflight, &tid);
   if (!pd) return 0;
+  if (pd->nr != (__u32)BPF_CORE_READ(regs, orig_ax)) {
+    bpf_map_delete_elem(&inflight, &tid);
+    return 0;
+  }
   __u64 cg = bpf_get_current_cgroup_id();
   struct sg_event *e = reserve(cg, pd->kind);
   if (e) {

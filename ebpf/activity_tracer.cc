@@ -188,6 +188,10 @@ Result<std::unique_ptr<ActivityTracer>> ActivityTracer::open(const ActivityOptio
     return sys_error(-err, "load the activity tracer (BPF verifier or permission)");
   if (int err = activity_bpf__attach(t->skel_))
     return sys_error(-err, "attach the activity tracer (tp_btf sched_process_*, sys_enter/exit)");
+  // Attached once to prove they attach; detached until a cgroup is watched (watch()).
+  bpf_link__destroy(t->skel_->links.sys_enter);
+  bpf_link__destroy(t->skel_->links.sys_exit);
+  t->skel_->links.sys_enter = t->skel_->links.sys_exit = nullptr;
   t->ring_ = ring_buffer__new(
       bpf_map__fd(t->skel_->maps.events),
       [](void* ctx, void* data, size_t size) {
@@ -200,14 +204,47 @@ Result<std::unique_ptr<ActivityTracer>> ActivityTracer::open(const ActivityOptio
 }
 
 Status ActivityTracer::watch(uint64_t cgroup_id) {
+  std::lock_guard lock(mu_);
+  if (watched_.empty()) {
+    skel_->links.sys_enter = bpf_program__attach(skel_->progs.sys_enter);
+    if (!skel_->links.sys_enter) return sys_error(errno, "attach tp_btf/sys_enter");
+    skel_->links.sys_exit = bpf_program__attach(skel_->progs.sys_exit);
+    if (!skel_->links.sys_exit) {
+      int err = errno;
+      bpf_link__destroy(skel_->links.sys_enter);
+      skel_->links.sys_enter = nullptr;
+      return sys_error(err, "attach tp_btf/sys_exit");
+    }
+  }
   __u8 one = 1;
-  if (bpf_map__update_elem(skel_->maps.watched, &cgroup_id, sizeof cgroup_id, &one, sizeof one, BPF_ANY) != 0)
-    return sys_error(errno, "watch cgroup", std::to_string(cgroup_id));
+  if (bpf_map__update_elem(skel_->maps.watched, &cgroup_id, sizeof cgroup_id, &one, sizeof one, BPF_ANY) != 0) {
+    int err = errno;
+    if (watched_.empty()) detach_syscalls();
+    return sys_error(err, "watch cgroup", std::to_string(cgroup_id));
+  }
+  ++watched_[cgroup_id];
   return {};
 }
 
 void ActivityTracer::unwatch(uint64_t cgroup_id) {
+  std::lock_guard lock(mu_);
+  auto it = watched_.find(cgroup_id);
+  if (it == watched_.end()) return;
+  if (--it->second > 0) return;
+  watched_.erase(it);
   (void)bpf_map__delete_elem(skel_->maps.watched, &cgroup_id, sizeof cgroup_id, 0);
+  if (watched_.empty()) detach_syscalls();
+}
+
+void ActivityTracer::detach_syscalls() {
+  bpf_link__destroy(skel_->links.sys_enter);
+  bpf_link__destroy(skel_->links.sys_exit);
+  skel_->links.sys_enter = skel_->links.sys_exit = nullptr;
+}
+
+bool ActivityTracer::syscalls_attached() const {
+  std::lock_guard lock(mu_);
+  return skel_->links.sys_enter != nullptr;
 }
 
 uint64_t ActivityTracer::lost() const {

@@ -62,7 +62,9 @@ class ActivityTracer {
   ActivityTracer(const ActivityTracer&) = delete;
   ActivityTracer& operator=(const ActivityTracer&) = delete;
 
-  // Processes in this cgroup or below it are traced.
+  // Processes in this cgroup or below it are traced. The syscall tracepoints (sys_enter and
+  // sys_exit, which every process on the host passes through once attached) are attached only
+  // while at least one cgroup is watched.
   Status watch(uint64_t cgroup_id);
   void unwatch(uint64_t cgroup_id);
 
@@ -76,12 +78,14 @@ class ActivityTracer {
   void drain(const std::function<void(const ActivityEvent&)>& sink = {});
 
   uint64_t lost() const;  // ring buffer full, since open
+  bool syscalls_attached() const;
   uint64_t unattributed() const;
 
  private:
   ActivityTracer() = default;
   void on_event(const void* data, size_t size);
   void drain_locked(const std::function<void(const ActivityEvent&)>* sink);
+  void detach_syscalls();
 
   struct Call {
     TracedActivity activity;
@@ -91,6 +95,7 @@ class ActivityTracer {
   activity_bpf* skel_ = nullptr;
   ring_buffer* ring_ = nullptr;
   std::map<uint64_t, Call> calls_;
+  std::map<uint64_t, int> watched_;  // cgroup id -> times watched
   uint64_t unattributed_ = 0;
   const std::function<void(const ActivityEvent&)>* sink_ = nullptr;
 };

@@ -186,6 +186,20 @@ TEST_F(ActivityTracerReal, AttributesExecForkOpenAndConnectToTheirCgroup) {
   EXPECT_EQ(a.lost, 0u);
 }
 
+// Nothing watched: the syscall tracepoints every host process would pass through are detached.
+TEST_F(ActivityTracerReal, SyscallTracepointsAreAttachedOnlyWhileSomethingIsWatched) {
+  EXPECT_FALSE(tracer_->syscalls_attached());
+  ASSERT_TRUE(tracer_->watch(1001).ok());
+  ASSERT_TRUE(tracer_->watch(1002).ok());
+  EXPECT_TRUE(tracer_->syscalls_attached());
+  tracer_->unwatch(1001);
+  EXPECT_TRUE(tracer_->syscalls_attached());
+  tracer_->unwatch(1002);
+  EXPECT_FALSE(tracer_->syscalls_attached());
+  tracer_->unwatch(1002);  // idempotent
+  EXPECT_FALSE(tracer_->syscalls_attached());
+}
+
 TEST_F(ActivityTracerReal, ProcessesOutsideWatchedCgroupsAreNotTraced) {
   TracedCgroup cg("ebpf-unwatched");
   ASSERT_FALSE(cg.dir().empty()) << "no cgroup2 mount to make a test cgroup in";
