@@ -88,8 +88,8 @@ int run_plan(Globals& g, const PlanArgs& a) {
   for (const auto& f : plan->fits) {
     fits.row({f.policy, n(f.fits, f.at_least), f.binding,
               n(f.fits_by_memory, f.fits_by_memory >= o.max_runs),
-              n(f.fits_by_cpu_demand, f.fits_by_cpu_demand >= o.max_runs),
-              gib(f.reserved_bytes), gib(f.used_bytes), fmt::format("{:.4f}", f.p_memory_exceeded),
+              n(f.fits_by_cpu_demand, f.fits_by_cpu_demand >= o.max_runs), gib(f.reserved_bytes),
+              gib(f.used_bytes), fmt::format("{:.4f}", f.p_memory_exceeded),
               fmt::format("{:.4f}", f.p_cpu_exceeded),
               fmt::format("{:.2f}x/{:.2f}x", f.cpu_slowdown_mean, f.cpu_slowdown_p95)});
   }
@@ -110,17 +110,18 @@ int run_plan(Globals& g, const PlanArgs& a) {
   }
   std::cout << intents.render();
   std::cout << "use: a call's peak memory above its run's baseline (median outside calls).\n";
-  std::cout << "fits: the smaller of 'by mem' and 'by cpu'; binding: the resource that decides it.\n"
-               "by mem: largest N whose chance of exceeding host memory is <= risk, judged on the\n"
-               "model's reservation (static rows; per-call-grant: baseline + whole grants of\n"
-               "active calls) or on what runs really hold (per-call: use held to grants; actual).\n"
-               "by cpu: largest N whose CPU demand (per-call rows: held to the grants) exceeds\n"
-               "host cpus x --cpu-overcommit with a chance <= risk.\n"
-               "P(mem>host), P(cpu>host): what `fits` runs really hold exceeds the host (cpu:\n"
-               "its cores, not overcommitted).\n"
-               "slow-down: mean/p95 over time of max(1, cpu demand / cores) at `fits`: how much\n"
-               "longer CPU work takes when the cores are shared (1.00x: never).\n"
-               "reserved / used: mean sums at that N (per-call rows reserve their envelopes).\n";
+  std::cout
+      << "fits: the smaller of 'by mem' and 'by cpu'; binding: the resource that decides it.\n"
+         "by mem: largest N whose chance of exceeding host memory is <= risk, judged on the\n"
+         "model's reservation (static rows; per-call-grant: baseline + whole grants of\n"
+         "active calls) or on what runs really hold (per-call: use held to grants; actual).\n"
+         "by cpu: largest N whose CPU demand (per-call rows: held to the grants) exceeds\n"
+         "host cpus x --cpu-overcommit with a chance <= risk.\n"
+         "P(mem>host), P(cpu>host): what `fits` runs really hold exceeds the host (cpu:\n"
+         "its cores, not overcommitted).\n"
+         "slow-down: mean/p95 over time of max(1, cpu demand / cores) at `fits`: how much\n"
+         "longer CPU work takes when the cores are shared (1.00x: never).\n"
+         "reserved / used: mean sums at that N (per-call rows reserve their envelopes).\n";
   Json j = replay::to_json(*plan);
   Json names = Json::array();
   for (const auto& p : *paths) names.push_back(p);

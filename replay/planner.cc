@@ -290,15 +290,16 @@ Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const Plan
     for (size_t n = 1; n <= o.max_runs && open > 0; ++n) {
       auto [pp, seg] = draw_run(profiles, rng);
       const TraceProfile& p = *pp;
-      std::array<double, kColumns> v = {
-          p.mem[seg],        p.mem_capped[seg], p.mem_env[seg], p.peak_mem,   p.avg_mem,
-          p.cpu[seg],        p.cpu_capped[seg], p.cpu_env[seg], p.peak_cpu,   p.avg_cpu,
-          p.cpu[seg],        p.cpu_capped[seg]};
+      std::array<double, kColumns> v = {p.mem[seg],        p.mem_capped[seg], p.mem_env[seg],
+                                        p.peak_mem,        p.avg_mem,         p.cpu[seg],
+                                        p.cpu_capped[seg], p.cpu_env[seg],    p.peak_cpu,
+                                        p.avg_cpu,         p.cpu[seg],        p.cpu_capped[seg]};
       for (int c = 0; c < kColumns; ++c) {
         if (first[c][k] <= o.max_runs) continue;
         sum[c] += v[c];
-        double cap = is_memory(c) ? mem_cap : is_overcommit(c) ? cpu_cap * o.cpu_overcommit
-                                                               : cpu_cap;
+        double cap = is_memory(c)       ? mem_cap
+                     : is_overcommit(c) ? cpu_cap * o.cpu_overcommit
+                                        : cpu_cap;
         if (sum[c] > cap) {
           first[c][k] = n;
           --open;
@@ -339,14 +340,14 @@ Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const Plan
     PolicyFit f;
     f.policy = std::move(name);
     f.fits_by_memory = fits(fit_col);
-    f.fits_by_cpu_demand = fits(cpu_use_col == kCpuCapped ? kCpuCappedOvercommit
-                                                           : kCpuActualOvercommit);
+    f.fits_by_cpu_demand =
+        fits(cpu_use_col == kCpuCapped ? kCpuCappedOvercommit : kCpuActualOvercommit);
     f.fits = std::min(f.fits_by_memory, f.fits_by_cpu_demand);
     f.at_least = f.fits >= o.max_runs;
-    f.binding = f.at_least                                     ? "none"
-                : f.fits_by_memory == f.fits_by_cpu_demand    ? "both"
-                : f.fits_by_memory < f.fits_by_cpu_demand      ? "memory"
-                                                               : "cpu";
+    f.binding = f.at_least                                 ? "none"
+                : f.fits_by_memory == f.fits_by_cpu_demand ? "both"
+                : f.fits_by_memory < f.fits_by_cpu_demand  ? "memory"
+                                                           : "cpu";
     f.p_memory_exceeded = p_exceeded(use_col, f.fits);
     f.p_cpu_exceeded = p_exceeded(cpu_use_col, f.fits);
     f.fits_by_cpu = fits(cpu_fit_col);

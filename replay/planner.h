@@ -48,7 +48,9 @@
 // - cpu_slowdown_mean is the mean of s over the trials. Each trial is one instant at which
 //   every run is at an independent uniform phase, so this is the time-weighted mean of the
 //   stretch over the host's life; cpu_slowdown_p95 is its 95th percentile (nearest rank, over
-//   trials: the stretch exceeded 5% of the time at most). 1 means no slow-down.
+//   trials: the stretch exceeded 5% of the time at most). 1 means no slow-down. On per-call
+//   rows the demand is already held to the grants: the controller's throttling of a call past
+//   its own CPU grant is a further slow-down this figure does not include.
 // fits_by_cpu (schema 1) is kept as it was: the N the row's CPU reservation alone would allow
 // (static-peak: peaks, static-average: averages, per-call-grant: envelopes), without overcommit.
 // Schema 2: "fits" was memory's N; it is now the headline (the smaller of the two).
@@ -82,7 +84,7 @@ struct PlanOptions {
   double risk = 0.01;  // (0, 1)
   size_t trials = 10000;
   uint64_t seed = 1;
-  size_t max_runs = 20000;  // N is searched up to here ("at least" when reached)
+  size_t max_runs = 20000;    // N is searched up to here ("at least" when reached)
   double cpu_overcommit = 1;  // >= 1: CPU demand accepted up to this many times the cores
 };
 
@@ -119,18 +121,19 @@ TraceProfile profile_trace(const Trace& trace, const std::string& name,
                            const controller::Policy& policy);
 
 struct PolicyFit {
-  std::string policy;            // static-peak, static-average, per-call, per-call-grant, actual
-  size_t fits = 0;               // the headline: min(fits_by_memory, fits_by_cpu_demand)
-  bool at_least = false;         // fits reached max_runs
-  size_t fits_by_memory = 0;     // largest N at the risk by the row's memory admission rule
+  std::string policy;             // static-peak, static-average, per-call, per-call-grant, actual
+  size_t fits = 0;                // the headline: min(fits_by_memory, fits_by_cpu_demand)
+  bool at_least = false;          // fits reached max_runs
+  size_t fits_by_memory = 0;      // largest N at the risk by the row's memory admission rule
   size_t fits_by_cpu_demand = 0;  // largest N with P(CPU demand > cores x overcommit) <= risk
-  std::string binding;           // memory, cpu, both, none (neither within max_runs)
-  double p_memory_exceeded = 0;  // P(what `fits` runs really hold > host): per-call capped
-  double p_cpu_exceeded = 0;     // the same for CPU demand against host cpus (no overcommit)
-  double cpu_slowdown_mean = 1, cpu_slowdown_p95 = 1;  // at `fits` (header comment)
-  size_t fits_by_cpu = 0;        // N by this policy's CPU reservation alone
-  double reserved_bytes = 0;     // mean reserved by `fits` runs (per-call: the envelope)
-  double used_bytes = 0;         // mean really held by `fits` runs (per-call: capped)
+  std::string binding;            // memory, cpu, both, none (neither within max_runs)
+  double p_memory_exceeded = 0;   // P(what `fits` runs really hold > host): per-call capped
+  double p_cpu_exceeded = 0;      // the same for CPU demand against host cpus (no overcommit)
+  size_t fits_by_cpu = 0;         // N by this policy's CPU reservation alone
+  double reserved_bytes = 0;      // mean reserved by `fits` runs (per-call: the envelope)
+  double used_bytes = 0;          // mean really held by `fits` runs (per-call: capped)
+  // The CPU slow-down at `fits`, mean and 95th percentile over time (the header comment).
+  double cpu_slowdown_mean = 1, cpu_slowdown_p95 = 1;
   std::string note;
   Json extra = Json::object();  // policy-specific figures
   // The risk curves behind the two answers: P(the admission sum of N runs > host memory), and

@@ -381,12 +381,11 @@ std::optional<Chart> capacity_curve_chart(const Report& r) {
     const PlanFit& f = plan.fits[i];
     if (f.risk_curve.empty()) continue;
     std::string fits = (f.fits_is_lower_bound ? "at least " : "") + std::to_string(f.fits);
-    std::string hover =
-        f.policy + ": " + fits + " runs fit at a risk of " + percent(plan.risk) +
-        (f.cpu ? fmt::format(" ({} binds: {} by memory, {} by CPU)", f.cpu->binding,
-                             f.cpu->fits_by_memory, f.cpu->fits_by_cpu_demand)
-               : std::string()) +
-        "; " + f.note;
+    std::string hover = f.policy + ": " + fits + " runs fit at a risk of " + percent(plan.risk) +
+                        (f.cpu ? fmt::format(" ({} binds: {} by memory, {} by CPU)", f.cpu->binding,
+                                             f.cpu->fits_by_memory, f.cpu->fits_by_cpu_demand)
+                               : std::string()) +
+                        "; " + f.note;
     auto polyline = [&](const std::vector<RiskPoint>& curve) {
       std::string points;
       for (const auto& p : curve)
@@ -417,18 +416,18 @@ std::optional<Chart> capacity_curve_chart(const Report& r) {
     ly += 18;
   }
   s += "</svg>";
-  return Chart{"capacity-curve", "Capacity: risk of exceeding the host", std::move(s),
-               escape_markup(clean_text(fmt::format(
-                   "From {} traces, {} trials: the chance that N runs of each sizing model exceed "
-                   "host memory ({}), against N (log scale){}. The dashed line is the accepted "
-                   "risk ({}); each dot is the N the model admits, the smaller of the two.",
-                   plan.traces, plan.trials, mib(static_cast<double>(plan.host_memory_bytes)),
-                   plan.cpu_overcommit
-                       ? fmt::format("; thin dotted lines: the chance that their CPU demand "
-                                     "exceeds {:g} cores x {:g}",
-                                     plan.host_cpus, *plan.cpu_overcommit)
-                       : std::string(),
-                   percent(plan.risk))))};
+  return Chart{
+      "capacity-curve", "Capacity: risk of exceeding the host", std::move(s),
+      escape_markup(clean_text(fmt::format(
+          "From {} traces, {} trials: the chance that N runs of each sizing model exceed "
+          "host memory ({}), against N (log scale){}. The dashed line is the accepted "
+          "risk ({}); each dot is the N the model admits, the smaller of the two.",
+          plan.traces, plan.trials, mib(static_cast<double>(plan.host_memory_bytes)),
+          plan.cpu_overcommit ? fmt::format("; thin dotted lines: the chance that their CPU demand "
+                                            "exceeds {:g} cores x {:g}",
+                                            plan.host_cpus, *plan.cpu_overcommit)
+                              : std::string(),
+          percent(plan.risk))))};
 }
 
 std::optional<Chart> victim_latency_chart(const Report& r) {

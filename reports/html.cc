@@ -165,9 +165,9 @@ std::string section_tables(const Report& r) {
       s += fmt::format(
           "<tr><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-          h(f.policy, 80), f.fits_is_lower_bound ? "&gt;=" : "", f.fits, binding, by_memory,
-          by_cpu, gib(f.reserved_bytes), gib(f.used_bytes), f.p_memory_exceeded,
-          f.p_cpu_exceeded, slowdown, f.fits_by_cpu, h(f.note));
+          h(f.policy, 80), f.fits_is_lower_bound ? "&gt;=" : "", f.fits, binding, by_memory, by_cpu,
+          gib(f.reserved_bytes), gib(f.used_bytes), f.p_memory_exceeded, f.p_cpu_exceeded, slowdown,
+          f.fits_by_cpu, h(f.note));
     }
     s += "</table>\n<table><tr><th>intent</th><th>calls</th><th>seconds</th><th>grant</th>"
          "<th>use p50</th><th>use p99</th><th>use max</th><th>over grant</th></tr>\n";

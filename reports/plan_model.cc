@@ -176,7 +176,7 @@ PlanSection plan_from(const Json& j, const std::string& path) {
   p.max_runs = r.count("max_runs");
   p.curve_max_runs = r.count("curve_max_runs");
   const Json& fits = r.array("fits");
-  for (size_t i = 0; i < fits.size(); ++i) 
+  for (size_t i = 0; i < fits.size(); ++i)
     p.fits.push_back(fit_from(fits[i], r.at("fits", i), p.schema_version));
   const Json& intents = r.array("intents");
   for (size_t i = 0; i < intents.size(); ++i)

@@ -36,7 +36,7 @@ struct PlanFit {
   uint64_t fits = 0;  // largest N at the plan's risk (version 1: by memory; 2: the smaller)
   bool fits_is_lower_bound = false;  // fits reached max_runs
   double p_memory_exceeded = 0, p_cpu_exceeded = 0;
-  uint64_t fits_by_cpu = 0;  // N by the model's CPU reservation alone
+  uint64_t fits_by_cpu = 0;       // N by the model's CPU reservation alone
   std::optional<PlanCpuFit> cpu;  // version 2 (absent from a version-1 plan)
   double reserved_bytes = 0, used_bytes = 0;
   std::string note;

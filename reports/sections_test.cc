@@ -253,7 +253,7 @@ TEST(CapacityCurveChart, ALinePerModelTheThresholdDashedAndTheFits) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->id, "capacity-curve");
   EXPECT_EQ(c->svg.find("<svg id=\"capacity-curve\""), 0u);
-  EXPECT_EQ(occurrences(c->svg, "class=\"series\""), 3u);  // static-peak, per-call, actual
+  EXPECT_EQ(occurrences(c->svg, "class=\"series\""), 3u);      // static-peak, per-call, actual
   EXPECT_EQ(occurrences(c->svg, "class=\"series-cpu\""), 3u);  // and their CPU demand
   EXPECT_EQ(occurrences(c->svg, "class=\"fit\""), 3u);
   EXPECT_EQ(occurrences(c->svg, "class=\"threshold\""), 1u);
@@ -376,8 +376,7 @@ TEST(MarkdownWriter, SummarisesThePlanAndTheReplay) {
   EXPECT_NE(md.find("| per-call | 20 | cpu | 25 | 20 | 0.0010 | 1.05× / 1.20× |"),
             std::string::npos)
       << md;
-  EXPECT_NE(md.find("| actual | 30 | both | 30 | 30 | 0.0020 | 1.10× / 1.40× |"),
-            std::string::npos)
+  EXPECT_NE(md.find("| actual | 30 | both | 30 | 30 | 0.0020 | 1.10× / 1.40× |"), std::string::npos)
       << md;
   EXPECT_NE(md.find("| default | 2 of 3 | 2500 µs (8.30× solo) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| static | 2 of 3 | - |"), std::string::npos) << md;

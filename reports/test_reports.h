@@ -154,8 +154,8 @@ inline PlanSection synthetic_plan(const std::string& evil = "") {
     f.note = "a note" + evil;
     if (m == 1) f.extra = {{"over_grant_call_time_share", 0.02}};
     f.risk_curve = curve(by_memory[m]);
-    f.cpu = PlanCpuFit{by_memory[m], by_cpu[m], binding[m], 1 + 0.05 * m, 1 + 0.2 * m,
-                       curve(by_cpu[m])};
+    f.cpu = PlanCpuFit{by_memory[m], by_cpu[m],   binding[m],
+                       1 + 0.05 * m, 1 + 0.2 * m, curve(by_cpu[m])};
     p.fits.push_back(std::move(f));
   }
   p.intents = {{"compile" + evil, 4, 120, 2e9, 5e8, 1.5e9, 2.5e9, 1},

@@ -220,8 +220,9 @@ TEST(PlanCli, CountsCpuNamesTheBindingResourceAndTakesAnOvercommit) {
 TEST(PlanCli, ABadCpuOvercommitIsRefusedNamingTheFlag) {
   std::string traces = source_dir() + "/traces";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"150%", "--cpu-overcommit: expected a ratio >= 1 such as 1 or 1.5, got '150%' (write the "
-               "ratio: 1.5 for 150%)"},
+      {"150%",
+       "--cpu-overcommit: expected a ratio >= 1 such as 1 or 1.5, got '150%' (write the "
+       "ratio: 1.5 for 150%)"},
       {"0.5", "--cpu-overcommit: expected a ratio >= 1 such as 1 or 1.5, got '0.5' (below 1"},
       {"lots", "--cpu-overcommit: expected a ratio >= 1 such as 1 or 1.5, got 'lots'"},
   };
