@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <random>
 
@@ -27,12 +29,60 @@ enum Column {
   kCpuEnvelope,
   kCpuPeak,
   kCpuAverage,
+  // CPU demand against the cores times the overcommit (the CPU answer); the plain columns above
+  // are against the cores (P(cpu>host), the reservation answer).
+  kCpuActualOvercommit,
+  kCpuCappedOvercommit,
   kColumns
 };
 
 bool is_memory(int c) { return c <= kMemAverage; }
+bool is_overcommit(int c) { return c >= kCpuActualOvercommit; }
+
+// One run of a trial: a trace picked uniformly and a uniform phase in it, as the segment the
+// phase falls in. Both passes over the trials draw through here, so they see the same runs.
+struct Draw {
+  const TraceProfile* p;
+  size_t seg;
+};
+Draw draw_run(const std::vector<TraceProfile>& profiles, std::mt19937_64& rng) {
+  std::uniform_int_distribution<size_t> pick(0, profiles.size() - 1);
+  const TraceProfile& p = profiles[pick(rng)];
+  std::uniform_int_distribution<int64_t> phase_of(0, p.period_ms - 1);
+  int64_t phase = phase_of(rng);
+  size_t seg = std::upper_bound(p.starts.begin(), p.starts.end(), phase) - p.starts.begin() - 1;
+  return {&p, seg};
+}
+
+// Trial k's generator: seeded by (seed, k) so trial k draws the same runs whatever N is.
+std::mt19937_64 trial_rng(uint64_t seed, size_t k) {
+  std::seed_seq seq{seed, static_cast<uint64_t>(k)};
+  return std::mt19937_64(seq);
+}
 
 }  // namespace
+
+Result<double> parse_cpu_overcommit(std::string_view text) {
+  std::string t(text);
+  auto refuse = [&](const std::string& why) -> Result<double> {
+    return logic_error("read cpu overcommit",
+                       "expected a ratio >= 1 such as 1 or 1.5, got '" + t + "'" + why);
+  };
+  if (!t.empty() && t.back() == '%') {
+    // One spelling: the ratio. Say which ratio the percentage meant.
+    char* end = nullptr;
+    double pct = std::strtod(t.c_str(), &end);
+    if (end == t.c_str() + t.size() - 1 && std::isfinite(pct))
+      return refuse(fmt::format(" (write the ratio: {:g} for {})", pct / 100, t));
+    return refuse("");
+  }
+  if (t.empty() || std::isspace(static_cast<unsigned char>(t.front()))) return refuse("");
+  char* end = nullptr;
+  double x = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size() || !std::isfinite(x)) return refuse("");
+  if (x < 1) return refuse(" (below 1 would leave cores idle: lower --host-cpus instead)");
+  return x;
+}
 
 TraceProfile profile_trace(const Trace& trace, const std::string& name,
                            const controller::Policy& policy) {
@@ -223,6 +273,8 @@ Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const Plan
                            std::to_string(static_cast<size_t>(std::ceil(10 / o.risk))));
   }
   if (o.max_runs == 0) return logic_error(std::string(kStep), "max runs must be > 0");
+  if (!(o.cpu_overcommit >= 1) || !std::isfinite(o.cpu_overcommit))
+    return logic_error(std::string(kStep), "cpu overcommit must be a finite ratio >= 1");
 
   const double mem_cap = static_cast<double>(o.host_memory_bytes);
   const double cpu_cap = o.host_cpus * 1000;
@@ -231,24 +283,24 @@ Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const Plan
   std::array<std::vector<size_t>, kColumns> first;
   for (auto& f : first) f.assign(o.trials, o.max_runs + 1);
 
-  std::uniform_int_distribution<size_t> pick(0, profiles.size() - 1);
   for (size_t k = 0; k < o.trials; ++k) {
-    std::seed_seq seq{o.seed, static_cast<uint64_t>(k)};
-    std::mt19937_64 rng(seq);
+    std::mt19937_64 rng = trial_rng(o.seed, k);
     std::array<double, kColumns> sum{};
     int open = kColumns;
     for (size_t n = 1; n <= o.max_runs && open > 0; ++n) {
-      const TraceProfile& p = profiles[pick(rng)];
-      std::uniform_int_distribution<int64_t> phase_of(0, p.period_ms - 1);
-      int64_t phase = phase_of(rng);
-      size_t seg = std::upper_bound(p.starts.begin(), p.starts.end(), phase) - p.starts.begin() - 1;
-      std::array<double, kColumns> v = {
-          p.mem[seg], p.mem_capped[seg], p.mem_env[seg], p.peak_mem, p.avg_mem,
-          p.cpu[seg], p.cpu_capped[seg], p.cpu_env[seg], p.peak_cpu, p.avg_cpu};
+      auto [pp, seg] = draw_run(profiles, rng);
+      const TraceProfile& p = *pp;
+      std::array<double, kColumns> v = {p.mem[seg],        p.mem_capped[seg], p.mem_env[seg],
+                                        p.peak_mem,        p.avg_mem,         p.cpu[seg],
+                                        p.cpu_capped[seg], p.cpu_env[seg],    p.peak_cpu,
+                                        p.avg_cpu,         p.cpu[seg],        p.cpu_capped[seg]};
       for (int c = 0; c < kColumns; ++c) {
         if (first[c][k] <= o.max_runs) continue;
         sum[c] += v[c];
-        if (sum[c] > (is_memory(c) ? mem_cap : cpu_cap)) {
+        double cap = is_memory(c)       ? mem_cap
+                     : is_overcommit(c) ? cpu_cap * o.cpu_overcommit
+                                        : cpu_cap;
+        if (sum[c] > cap) {
           first[c][k] = n;
           --open;
         }
@@ -280,13 +332,22 @@ Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const Plan
   plan.policy_name = policy_name;
   plan.traces = profiles.size();
   plan.intents = intent_uses(profiles, policy);
-  // fit_col decides N; use_col is what the host really holds under the model (for P(>host)).
+  // fit_col decides N by memory; use_col is what the host really holds under the model (for
+  // P(>host)); cpu_use_col is the row's CPU demand (P(cpu>host) and, against the overcommitted
+  // cores, N by CPU).
   auto make = [&](std::string name, int fit_col, int use_col, int cpu_fit_col, int cpu_use_col,
                   double reserved_per_run, double used_per_run) {
     PolicyFit f;
     f.policy = std::move(name);
-    f.fits = fits(fit_col);
+    f.fits_by_memory = fits(fit_col);
+    f.fits_by_cpu_demand =
+        fits(cpu_use_col == kCpuCapped ? kCpuCappedOvercommit : kCpuActualOvercommit);
+    f.fits = std::min(f.fits_by_memory, f.fits_by_cpu_demand);
     f.at_least = f.fits >= o.max_runs;
+    f.binding = f.at_least                                 ? "none"
+                : f.fits_by_memory == f.fits_by_cpu_demand ? "both"
+                : f.fits_by_memory < f.fits_by_cpu_demand  ? "memory"
+                                                           : "cpu";
     f.p_memory_exceeded = p_exceeded(use_col, f.fits);
     f.p_cpu_exceeded = p_exceeded(cpu_use_col, f.fits);
     f.fits_by_cpu = fits(cpu_fit_col);
@@ -343,11 +404,46 @@ Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const Plan
   actual.note = "reference: actual use, no reservation";
   plan.fits.push_back(actual);
 
-  // The curves: each row's admission column, on one N axis up to where the last row's trials
-  // have all (or nearly all) exceeded: past it every curve is flat.
+  // Rows in plan.fits order: the memory admission column and the CPU demand column.
   const int fit_cols[] = {kMemPeak, kMemAverage, kMemCapped, kMemEnvelope, kMemActual};
+  const int cpu_cols[] = {kCpuActual, kCpuActual, kCpuCapped, kCpuCapped, kCpuActual};
+
+  // The slow-down at each row's headline N: a second pass over the same trials (the same
+  // draws), summing the row's CPU demand up to its N.
+  size_t deepest = 0;
+  for (const auto& f : plan.fits) deepest = std::max(deepest, f.fits);
+  std::vector<std::vector<double>> slowdowns(plan.fits.size());
+  if (deepest > 0) {
+    for (auto& s : slowdowns) s.reserve(o.trials);
+    for (size_t k = 0; k < o.trials; ++k) {
+      std::mt19937_64 rng = trial_rng(o.seed, k);
+      double actual = 0, capped = 0;
+      for (size_t n = 1; n <= deepest; ++n) {
+        auto [p, seg] = draw_run(profiles, rng);
+        actual += p->cpu[seg];
+        capped += p->cpu_capped[seg];
+        for (size_t i = 0; i < plan.fits.size(); ++i) {
+          if (plan.fits[i].fits != n) continue;
+          double demand = cpu_cols[i] == kCpuCapped ? capped : actual;
+          slowdowns[i].push_back(std::max(1.0, demand / cpu_cap));
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < plan.fits.size(); ++i) {
+    if (slowdowns[i].empty()) continue;  // N = 0: nothing runs, nothing slows
+    stats::Distribution<double> d(std::move(slowdowns[i]));
+    plan.fits[i].cpu_slowdown_mean = d.mean();
+    plan.fits[i].cpu_slowdown_p95 = d.percentile(95);
+  }
+
+  // The curves: each row's admission column and CPU demand column, on one N axis up to where
+  // the last row's trials have all (or nearly all) exceeded: past it every curve is flat.
   size_t top = 1;
   for (int c : fit_cols)
+    for (size_t f : first[c])
+      if (f <= o.max_runs) top = std::max(top, f);
+  for (int c : {kCpuActualOvercommit, kCpuCappedOvercommit})
     for (size_t f : first[c])
       if (f <= o.max_runs) top = std::max(top, f);
   plan.curve_max_runs = top;
@@ -356,13 +452,20 @@ Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const Plan
     size_t n = 1 + (top - 1) * i / (kCurvePoints - 1);
     if (grid.empty() || n != grid.back()) grid.push_back(n);
   }
-  for (size_t i = 0; i < plan.fits.size(); ++i) {
-    std::vector<size_t> sorted = first[fit_cols[i]];
+  auto curve_of = [&](int c) {
+    std::vector<size_t> sorted = first[c];
     std::sort(sorted.begin(), sorted.end());
+    std::vector<PolicyFit::RiskPoint> curve;
     for (size_t n : grid) {
       size_t count = std::upper_bound(sorted.begin(), sorted.end(), n) - sorted.begin();
-      plan.fits[i].curve.push_back({n, static_cast<double>(count) / o.trials});
+      curve.push_back({n, static_cast<double>(count) / o.trials});
     }
+    return curve;
+  };
+  for (size_t i = 0; i < plan.fits.size(); ++i) {
+    plan.fits[i].curve = curve_of(fit_cols[i]);
+    plan.fits[i].cpu_curve =
+        curve_of(cpu_cols[i] == kCpuCapped ? kCpuCappedOvercommit : kCpuActualOvercommit);
   }
   return plan;
 }
@@ -373,6 +476,11 @@ Json to_json(const Plan& plan) {
     Json j = {{"policy", f.policy},
               {"fits", f.fits},
               {"fits_is_lower_bound", f.at_least},
+              {"fits_by_memory", f.fits_by_memory},
+              {"fits_by_cpu_demand", f.fits_by_cpu_demand},
+              {"binding", f.binding},
+              {"cpu_slowdown_mean", f.cpu_slowdown_mean},
+              {"cpu_slowdown_p95", f.cpu_slowdown_p95},
               {"p_memory_exceeded", f.p_memory_exceeded},
               {"p_cpu_exceeded", f.p_cpu_exceeded},
               {"fits_by_cpu", f.fits_by_cpu},
@@ -383,6 +491,9 @@ Json to_json(const Plan& plan) {
     Json curve = Json::array();
     for (const auto& p : f.curve) curve.push_back({p.runs, p.risk});
     j["risk_curve"] = curve;  // [runs, P(exceeded)] pairs
+    Json cpu_curve = Json::array();
+    for (const auto& p : f.cpu_curve) cpu_curve.push_back({p.runs, p.risk});
+    j["cpu_risk_curve"] = cpu_curve;
     fits.push_back(j);
   }
   Json intents = Json::array();
@@ -403,6 +514,7 @@ Json to_json(const Plan& plan) {
           {"traces", plan.traces},
           {"host_memory_bytes", o.host_memory_bytes},
           {"host_cpus", o.host_cpus},
+          {"cpu_overcommit", o.cpu_overcommit},
           {"risk", o.risk},
           {"trials", o.trials},
           {"seed", o.seed},

@@ -32,14 +32,34 @@
 //   Call time whose actual use is above the envelope is reported ("over grant"). An intent
 //   whose grant has no memory_max is taken at its actual use.
 // - actual (reference, no policy can do better): N with P(sum of actual memory > host) <= risk.
-// CPU is compressible (too much slows runs, kills nothing), so N is decided by memory; CPU is
-// reported as the probability that the runs' actual CPU demand exceeds the host's cores at
-// that N, and as the N the policy's CPU reservation alone would allow.
+//
+// CPU counts too. Each row has two answers from the same trials: N by memory (its admission
+// rule above) and N by CPU: the largest N with P(sum of CPU demand > host cpus x 1000 x
+// overcommit) <= risk, where the demand is what the runs really ask of the CPU under the row
+// (per-call rows: actual use held to the envelope during calls, the rest: actual use). The
+// headline N ("fits") is the smaller; the resource that decides it is "binding" (memory, cpu,
+// both when equal, none when neither binds within max_runs). CPU is not compressible by default
+// (overcommit 1: demand past the cores counts as exceeding the host, like memory); with
+// cpu_overcommit X >= 1 the user accepts demand up to X times the cores, the excess served by
+// slowing every runnable thread down. What that costs, at the headline N:
+// - the slow-down of a trial is s = max(1, D / (host cpus x 1000)), D its runs' CPU demand
+//   (millicores): the factor by which CPU work running at that instant is stretched when the
+//   cores are shared fairly;
+// - cpu_slowdown_mean is the mean of s over the trials. Each trial is one instant at which
+//   every run is at an independent uniform phase, so this is the time-weighted mean of the
+//   stretch over the host's life; cpu_slowdown_p95 is its 95th percentile (nearest rank, over
+//   trials: the stretch exceeded 5% of the time at most). 1 means no slow-down. On per-call
+//   rows the demand is already held to the grants: the controller's throttling of a call past
+//   its own CPU grant is a further slow-down this figure does not include.
+// fits_by_cpu (schema 1) is kept as it was: the N the row's CPU reservation alone would allow
+// (static-peak: peaks, static-average: averages, per-call-grant: envelopes), without overcommit.
+// Schema 2: "fits" was memory's N; it is now the headline (the smaller of the two).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "controller/policy.h"
@@ -49,7 +69,14 @@
 
 namespace sandgate::replay {
 
-inline constexpr int kPlanSchemaVersion = 1;
+// 2: "fits" is the smaller of N by memory and N by CPU (1: N by memory alone); added
+// fits_by_memory, fits_by_cpu_demand, binding, cpu_slowdown_mean, cpu_slowdown_p95,
+// cpu_risk_curve and cpu_overcommit.
+inline constexpr int kPlanSchemaVersion = 2;
+
+// --cpu-overcommit: a ratio >= 1 ("1", "1.5"); a percentage ("150%") is refused with the
+// ratio to write instead. The error says what was expected, not which flag (the caller's).
+Result<double> parse_cpu_overcommit(std::string_view text);
 
 struct PlanOptions {
   uint64_t host_memory_bytes = 0;
@@ -57,7 +84,8 @@ struct PlanOptions {
   double risk = 0.01;  // (0, 1)
   size_t trials = 10000;
   uint64_t seed = 1;
-  size_t max_runs = 20000;  // N is searched up to here ("at least" when reached)
+  size_t max_runs = 20000;    // N is searched up to here ("at least" when reached)
+  double cpu_overcommit = 1;  // >= 1: CPU demand accepted up to this many times the cores
 };
 
 // One trace as the planner sees it: piecewise-constant columns over one period.
@@ -93,24 +121,30 @@ TraceProfile profile_trace(const Trace& trace, const std::string& name,
                            const controller::Policy& policy);
 
 struct PolicyFit {
-  std::string policy;            // static-peak, static-average, per-call, per-call-grant, actual
-  size_t fits = 0;               // largest N at the risk
-  bool at_least = false;         // fits reached max_runs
-  double p_memory_exceeded = 0;  // P(what `fits` runs really hold > host): per-call capped
-  double p_cpu_exceeded = 0;     // the same for CPU demand against host cpus
-  size_t fits_by_cpu = 0;        // N by this policy's CPU reservation alone
-  double reserved_bytes = 0;     // mean reserved by `fits` runs (per-call: the envelope)
-  double used_bytes = 0;         // mean really held by `fits` runs (per-call: capped)
+  std::string policy;             // static-peak, static-average, per-call, per-call-grant, actual
+  size_t fits = 0;                // the headline: min(fits_by_memory, fits_by_cpu_demand)
+  bool at_least = false;          // fits reached max_runs
+  size_t fits_by_memory = 0;      // largest N at the risk by the row's memory admission rule
+  size_t fits_by_cpu_demand = 0;  // largest N with P(CPU demand > cores x overcommit) <= risk
+  std::string binding;            // memory, cpu, both, none (neither within max_runs)
+  double p_memory_exceeded = 0;   // P(what `fits` runs really hold > host): per-call capped
+  double p_cpu_exceeded = 0;      // the same for CPU demand against host cpus (no overcommit)
+  size_t fits_by_cpu = 0;         // N by this policy's CPU reservation alone
+  double reserved_bytes = 0;      // mean reserved by `fits` runs (per-call: the envelope)
+  double used_bytes = 0;          // mean really held by `fits` runs (per-call: capped)
+  // The CPU slow-down at `fits`, mean and 95th percentile over time (the header comment).
+  double cpu_slowdown_mean = 1, cpu_slowdown_p95 = 1;
   std::string note;
   Json extra = Json::object();  // policy-specific figures
-  // The risk curve behind `fits`: P(the admission sum of N runs > host) against N, on the same
-  // trials (so it crosses `risk` at `fits`). At most kCurvePoints points, N ascending from 1 to
-  // the plan's curve_max_runs, shared by every policy so their curves share an axis.
+  // The risk curves behind the two answers: P(the admission sum of N runs > host memory), and
+  // P(the CPU demand of N runs > host cpus x overcommit), against N, on the same trials (so
+  // they cross `risk` at fits_by_memory and fits_by_cpu_demand). At most kCurvePoints points,
+  // N ascending from 1 to the plan's curve_max_runs, shared by every row and both resources.
   struct RiskPoint {
     size_t runs = 0;
     double risk = 0;
   };
-  std::vector<RiskPoint> curve;
+  std::vector<RiskPoint> curve, cpu_curve;
 };
 inline constexpr size_t kCurvePoints = 200;
 
@@ -132,7 +166,7 @@ struct Plan {
   std::vector<PolicyFit> fits;  // static-peak, static-average, per-call, per-call-grant, actual
   std::vector<IntentUse> intents;
   // Where the risk curves end: the largest N at which some trial of some row first exceeded
-  // the host (every row's risk is 1 there or close), at most max_runs.
+  // the host, in memory or CPU (every curve's risk is 1 there or close), at most max_runs.
   size_t curve_max_runs = 0;
 };
 

@@ -342,11 +342,14 @@ std::optional<Chart> capacity_curve_chart(const Report& r) {
   const PlanSection& plan = *r.plan;
   uint64_t max_runs = 1;
   bool any = false;
-  for (const auto& f : plan.fits)
+  for (const auto& f : plan.fits) {
     for (const auto& p : f.risk_curve) {
       any = true;
       max_runs = std::max(max_runs, p.runs);
     }
+    if (f.cpu)
+      for (const auto& p : f.cpu->cpu_risk_curve) max_runs = std::max(max_runs, p.runs);
+  }
   if (!any) return std::nullopt;
   constexpr int kLeft = 70, kPlot = 600, kTop = 20, kHeight = 300, kLegend = 230;
   const int width = kLeft + kPlot + kLegend, height = kTop + kHeight + 50;
@@ -378,15 +381,28 @@ std::optional<Chart> capacity_curve_chart(const Report& r) {
     const PlanFit& f = plan.fits[i];
     if (f.risk_curve.empty()) continue;
     std::string fits = (f.fits_is_lower_bound ? "at least " : "") + std::to_string(f.fits);
-    std::string hover =
-        f.policy + ": " + fits + " runs fit at a risk of " + percent(plan.risk) + "; " + f.note;
-    std::string points;
-    for (const auto& p : f.risk_curve)
-      points += fmt::format("{:.1f},{:.1f} ", x(static_cast<double>(p.runs)), y(p.risk));
+    std::string hover = f.policy + ": " + fits + " runs fit at a risk of " + percent(plan.risk) +
+                        (f.cpu ? fmt::format(" ({} binds: {} by memory, {} by CPU)", f.cpu->binding,
+                                             f.cpu->fits_by_memory, f.cpu->fits_by_cpu_demand)
+                               : std::string()) +
+                        "; " + f.note;
+    auto polyline = [&](const std::vector<RiskPoint>& curve) {
+      std::string points;
+      for (const auto& p : curve)
+        points += fmt::format("{:.1f},{:.1f} ", x(static_cast<double>(p.runs)), y(p.risk));
+      return points;
+    };
     s += fmt::format(
         "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} "
         "class=\"series\"><title>{}</title></polyline>\n",
-        points, palette(i), dash(i), svg_text(hover, 600));
+        polyline(f.risk_curve), palette(i), dash(i), svg_text("memory, " + hover, 600));
+    // The CPU demand's curve in the row's colour, thin and dotted: the headline N is where the
+    // first of the two leaves the accepted risk.
+    if (f.cpu && !f.cpu->cpu_risk_curve.empty())
+      s += fmt::format(
+          "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.2\" "
+          "stroke-dasharray=\"2 3\" class=\"series-cpu\"><title>{}</title></polyline>\n",
+          polyline(f.cpu->cpu_risk_curve), palette(i), svg_text("CPU, " + hover, 600));
     // Where the curve leaves the accepted risk: the answer `plan` prints.
     if (f.fits >= 1)
       s += fmt::format(
@@ -395,17 +411,23 @@ std::optional<Chart> capacity_curve_chart(const Report& r) {
           x(static_cast<double>(f.fits)), y(plan.risk), palette(i), svg_text(hover, 600));
     s += line(kLeft + kPlot + 12, ly - 4, kLeft + kPlot + 32, ly - 4,
               fmt::format("stroke=\"{}\" stroke-width=\"3\"{}", palette(i), dash(i)));
-    s += label(kLeft + kPlot + 36, ly, f.policy + ": " + fits);
+    s += label(kLeft + kPlot + 36, ly,
+               f.policy + ": " + fits + (f.cpu ? " (" + f.cpu->binding + ")" : std::string()));
     ly += 18;
   }
   s += "</svg>";
-  return Chart{"capacity-curve", "Capacity: risk of exceeding the host", std::move(s),
-               escape_markup(clean_text(fmt::format(
-                   "From {} traces, {} trials: the chance that N runs of each sizing model exceed "
-                   "host memory ({}), against N (log scale). The dashed line is the accepted risk "
-                   "({}); each dot is the N the model admits.",
-                   plan.traces, plan.trials, mib(static_cast<double>(plan.host_memory_bytes)),
-                   percent(plan.risk))))};
+  return Chart{
+      "capacity-curve", "Capacity: risk of exceeding the host", std::move(s),
+      escape_markup(clean_text(fmt::format(
+          "From {} traces, {} trials: the chance that N runs of each sizing model exceed "
+          "host memory ({}), against N (log scale){}. The dashed line is the accepted "
+          "risk ({}); each dot is the N the model admits, the smaller of the two.",
+          plan.traces, plan.trials, mib(static_cast<double>(plan.host_memory_bytes)),
+          plan.cpu_overcommit ? fmt::format("; thin dotted lines: the chance that their CPU demand "
+                                            "exceeds {:g} cores x {:g}",
+                                            plan.host_cpus, *plan.cpu_overcommit)
+                              : std::string(),
+          percent(plan.risk))))};
 }
 
 std::optional<Chart> victim_latency_chart(const Report& r) {

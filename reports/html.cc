@@ -141,18 +141,34 @@ std::string section_tables(const Report& r) {
     const PlanSection& p = *r.plan;
     auto gib = [](double b) { return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024)); };
     s += fmt::format(
-        "<h2 id=\"plan\">Capacity plan</h2>\n<p>{} traces · host {} and {} cpus · risk {} · {} "
-        "trials, seed {} · policy {}</p>\n<table><tr><th>model</th><th>fits</th><th>reserved</th>"
-        "<th>used</th><th>P(mem&gt;host)</th><th>P(cpu&gt;host)</th><th>N by cpu</th>"
+        "<h2 id=\"plan\">Capacity plan</h2>\n<p>{} traces · host {} and {} cpus{} · risk {} · {} "
+        "trials, seed {} · policy {}</p>\n<table><tr><th>model</th><th>fits</th><th>binding</th>"
+        "<th>by memory</th><th>by cpu</th><th>reserved</th><th>used</th><th>P(mem&gt;host)</th>"
+        "<th>P(cpu&gt;host)</th><th>cpu slow-down mean / p95</th><th>N by cpu reservation</th>"
         "<th>note</th></tr>\n",
-        p.traces, gib(static_cast<double>(p.host_memory_bytes)), p.host_cpus, p.risk, p.trials,
-        p.seed, h(p.policy, 80));
-    for (const auto& f : p.fits)
+        p.traces, gib(static_cast<double>(p.host_memory_bytes)), p.host_cpus,
+        p.cpu_overcommit ? (*p.cpu_overcommit > 1
+                                ? fmt::format(" (overcommitted up to {:g}×)", *p.cpu_overcommit)
+                                : std::string(" (not overcommitted)"))
+                         : std::string(),
+        p.risk, p.trials, p.seed, h(p.policy, 80));
+    for (const auto& f : p.fits) {
+      // A version-1 plan counted memory only: its CPU columns are unknown.
+      std::string binding = "-", by_memory = "-", by_cpu = "-", slowdown = "-";
+      if (f.cpu) {
+        binding = h(f.cpu->binding, 20);
+        by_memory = std::to_string(f.cpu->fits_by_memory);
+        by_cpu = std::to_string(f.cpu->fits_by_cpu_demand);
+        slowdown =
+            fmt::format("{:.2f}× / {:.2f}×", f.cpu->cpu_slowdown_mean, f.cpu->cpu_slowdown_p95);
+      }
       s += fmt::format(
-          "<tr><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{:.4f}</td><td>{:.4f}</td>"
-          "<td>{}</td><td>{}</td></tr>\n",
-          h(f.policy, 80), f.fits_is_lower_bound ? "&gt;=" : "", f.fits, gib(f.reserved_bytes),
-          gib(f.used_bytes), f.p_memory_exceeded, f.p_cpu_exceeded, f.fits_by_cpu, h(f.note));
+          "<tr><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+          h(f.policy, 80), f.fits_is_lower_bound ? "&gt;=" : "", f.fits, binding, by_memory, by_cpu,
+          gib(f.reserved_bytes), gib(f.used_bytes), f.p_memory_exceeded, f.p_cpu_exceeded, slowdown,
+          f.fits_by_cpu, h(f.note));
+    }
     s += "</table>\n<table><tr><th>intent</th><th>calls</th><th>seconds</th><th>grant</th>"
          "<th>use p50</th><th>use p99</th><th>use max</th><th>over grant</th></tr>\n";
     auto mib = [](double b) { return fmt::format("{:.0f} MiB", b / (1024.0 * 1024)); };

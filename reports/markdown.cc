@@ -59,12 +59,20 @@ std::string sections(const Report& r) {
   std::string s;
   if (r.plan) {
     s += fmt::format(
-        "### Capacity plan: {} traces, risk {}\n\n| model | fits | P(mem>host) |\n"
-        "|---|---:|---:|\n",
+        "### Capacity plan: {} traces, risk {}\n\n| model | fits | binding | by memory | by cpu | "
+        "P(mem>host) | cpu slow-down mean / p95 |\n|---|---:|---|---:|---:|---:|---:|\n",
         r.plan->traces, r.plan->risk);
-    for (const auto& f : r.plan->fits)
-      s += fmt::format("| {} | {}{} | {:.4f} |\n", md(f.policy, 60),
-                       f.fits_is_lower_bound ? "≥" : "", f.fits, f.p_memory_exceeded);
+    for (const auto& f : r.plan->fits) {
+      // A version-1 plan counted memory only: "-" where it has no figure.
+      s += fmt::format(
+          "| {} | {}{} | {} | {} | {} | {:.4f} | {} |\n", md(f.policy, 60),
+          f.fits_is_lower_bound ? "≥" : "", f.fits, f.cpu ? md(f.cpu->binding, 20) : "-",
+          f.cpu ? std::to_string(f.cpu->fits_by_memory) : "-",
+          f.cpu ? std::to_string(f.cpu->fits_by_cpu_demand) : "-", f.p_memory_exceeded,
+          f.cpu
+              ? fmt::format("{:.2f}× / {:.2f}×", f.cpu->cpu_slowdown_mean, f.cpu->cpu_slowdown_p95)
+              : "-");
+    }
     s += "\n";
   }
   if (r.replay) {

@@ -76,6 +76,60 @@ TEST(PlanSection, RoundTripsThroughTheModel) {
   EXPECT_EQ(back->plan->fits[1].risk_curve.size(), 40u);
   EXPECT_EQ(back->plan->fits[1].extra.size(), 1u);
   EXPECT_FALSE(back->plan->intents[1].grant_memory_bytes);
+  // What CPU adds (planner version 2).
+  EXPECT_EQ(once["plan"]["schema_version"], 2);
+  EXPECT_EQ(back->plan->cpu_overcommit, 1.5);
+  const PlanFit& pc = back->plan->fits[1];
+  EXPECT_EQ(pc.fits, 20u);
+  ASSERT_TRUE(pc.cpu);
+  EXPECT_EQ(pc.cpu->fits_by_memory, 25u);
+  EXPECT_EQ(pc.cpu->fits_by_cpu_demand, 20u);
+  EXPECT_EQ(pc.cpu->binding, "cpu");
+  EXPECT_DOUBLE_EQ(pc.cpu->cpu_slowdown_mean, 1.05);
+  EXPECT_DOUBLE_EQ(pc.cpu->cpu_slowdown_p95, 1.2);
+  EXPECT_EQ(pc.cpu->cpu_risk_curve.size(), 40u);
+}
+
+// A plan written before CPU counted (planner version 1: `fits` is memory's answer, no CPU
+// fields) still reads, writes back as it was, and renders with "-" where it has no figure.
+Json version_1_plan() {
+  Json j = to_json(job("plan"));
+  Json& plan = j["plan"];
+  plan["schema_version"] = 1;
+  plan.erase("cpu_overcommit");
+  for (auto& f : plan["fits"]) {
+    f["fits"] = f["fits_by_memory"];
+    for (const char* key : {"fits_by_memory", "fits_by_cpu_demand", "binding", "cpu_slowdown_mean",
+                            "cpu_slowdown_p95", "cpu_risk_curve"})
+      f.erase(key);
+  }
+  return j;
+}
+
+TEST(PlanSection, AVersion1PlanStillReads) {
+  Json j = version_1_plan();
+  auto back = report_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_TRUE(back->plan);
+  EXPECT_EQ(back->plan->schema_version, 1);
+  EXPECT_FALSE(back->plan->cpu_overcommit);
+  ASSERT_EQ(back->plan->fits.size(), 3u);
+  EXPECT_EQ(back->plan->fits[1].fits, 25u);
+  for (const auto& f : back->plan->fits) EXPECT_FALSE(f.cpu) << f.policy;
+  EXPECT_EQ(to_json(*back), j);
+  std::string html = render_html(*back);
+  EXPECT_NE(html.find("<td>per-call</td><td>25</td><td>-</td><td>-</td><td>-</td>"),
+            std::string::npos);
+  std::string md = render_markdown(*back);
+  EXPECT_NE(md.find("| per-call | 25 | - | - | - | 0.0010 | - |"), std::string::npos) << md;
+  auto c = capacity_curve_chart(*back);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(occurrences(c->svg, "class=\"series\""), 3u);
+  EXPECT_EQ(occurrences(c->svg, "class=\"series-cpu\""), 0u);
+  // A version-1 plan carrying version 2's fields is refused: the version says what is there.
+  j["plan"]["fits"][0]["binding"] = "memory";
+  EXPECT_NE(error_of(j).find("plan.fits[0].binding: unknown field"), std::string::npos)
+      << error_of(j);
 }
 
 // A report from before these sections (the committed qualify fixture) reads as it did.
@@ -152,9 +206,43 @@ TEST(PlanSection, ErrorsNameTheField) {
   j["plan"]["risk"] = 2;
   EXPECT_NE(error_of(j).find("plan.risk: expected a number in (0, 1)"), std::string::npos);
   j = good;
-  j["plan"]["schema_version"] = 2;
-  EXPECT_NE(error_of(j).find("plan.schema_version: this sandgate reads the planner's version 1"),
-            std::string::npos);
+  j["plan"]["schema_version"] = 3;
+  EXPECT_NE(error_of(j).find("plan.schema_version: this sandgate reads the planner's versions 1 "
+                             "and 2, got 3"),
+            std::string::npos)
+      << error_of(j);
+  // What CPU adds is required in version 2, and checked.
+  j = good;
+  j["plan"]["fits"][2].erase("binding");
+  EXPECT_NE(error_of(j).find("plan.fits[2].binding: missing"), std::string::npos) << error_of(j);
+  j = good;
+  j["plan"]["fits"][2]["binding"] = "disk";
+  EXPECT_NE(error_of(j).find("plan.fits[2].binding: expected memory, cpu, both or none"),
+            std::string::npos)
+      << error_of(j);
+  j = good;
+  j["plan"]["fits"][1]["fits"] = 25;  // memory's answer, though CPU allows only 20
+  EXPECT_NE(error_of(j).find("plan.fits[1].fits: not the smaller of fits_by_memory and "
+                             "fits_by_cpu_demand"),
+            std::string::npos)
+      << error_of(j);
+  j = good;
+  j["plan"]["fits"][0]["cpu_slowdown_p95"] = 0.5;
+  EXPECT_NE(error_of(j).find("plan.fits[0].cpu_slowdown_p95: expected a factor >= 1"),
+            std::string::npos)
+      << error_of(j);
+  j = good;
+  j["plan"]["fits"][0]["cpu_risk_curve"][2] = {2, 0.5};
+  EXPECT_NE(error_of(j).find("plan.fits[0].cpu_risk_curve[2]: runs not ascending"),
+            std::string::npos)
+      << error_of(j);
+  j = good;
+  j["plan"]["cpu_overcommit"] = 0.8;
+  EXPECT_NE(error_of(j).find("plan.cpu_overcommit: expected a ratio >= 1"), std::string::npos)
+      << error_of(j);
+  j = good;
+  j["plan"].erase("cpu_overcommit");
+  EXPECT_NE(error_of(j).find("plan.cpu_overcommit: missing"), std::string::npos) << error_of(j);
 }
 
 // ---- The charts, on the synthetic sections.
@@ -165,12 +253,17 @@ TEST(CapacityCurveChart, ALinePerModelTheThresholdDashedAndTheFits) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->id, "capacity-curve");
   EXPECT_EQ(c->svg.find("<svg id=\"capacity-curve\""), 0u);
-  EXPECT_EQ(occurrences(c->svg, "class=\"series\""), 3u);  // static-peak, per-call, actual
+  EXPECT_EQ(occurrences(c->svg, "class=\"series\""), 3u);      // static-peak, per-call, actual
+  EXPECT_EQ(occurrences(c->svg, "class=\"series-cpu\""), 3u);  // and their CPU demand
   EXPECT_EQ(occurrences(c->svg, "class=\"fit\""), 3u);
   EXPECT_EQ(occurrences(c->svg, "class=\"threshold\""), 1u);
   EXPECT_NE(c->svg.find("stroke-dasharray=\"6 4\" class=\"threshold\""), std::string::npos);
   // Each line has its 40 points; hover says what the model admits.
-  EXPECT_NE(c->svg.find("per-call: 20 runs fit at a risk of 1%"), std::string::npos);
+  EXPECT_NE(c->svg.find("per-call: 20 runs fit at a risk of 1% (cpu binds: 25 by memory, 20 by "
+                        "CPU)"),
+            std::string::npos);
+  EXPECT_NE(c->svg.find(">per-call: 20 (cpu)<"), std::string::npos);
+  EXPECT_NE(c->caption.find("CPU demand exceeds 8 cores x 1.5"), std::string::npos) << c->caption;
   EXPECT_FALSE(capacity_curve_chart(job("replay")));
   EXPECT_FALSE(capacity_curve_chart(testing::real_report()));
 }
@@ -262,7 +355,10 @@ TEST(HtmlWriter, ShowsThePlanAndReplayTables) {
   EXPECT_EQ(html.find("providers qualified"), std::string::npos);
   EXPECT_EQ(html.find("id=\"providers\""), std::string::npos);
   EXPECT_NE(html.find("<h2 id=\"plan\">Capacity plan</h2>"), std::string::npos);
-  EXPECT_NE(html.find("<td>per-call</td><td>20</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>per-call</td><td>20</td><td>cpu</td><td>25</td><td>20</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td>1.05× / 1.20×</td>"), std::string::npos);
+  EXPECT_NE(html.find("8 cpus (overcommitted up to 1.5×)"), std::string::npos);
   EXPECT_NE(html.find("<td>search</td><td>9</td><td>30</td><td>none</td>"), std::string::npos);
   EXPECT_NE(html.find("<td>default</td><td>3</td><td>2</td><td>1</td><td>1.5 s</td><td>8.30×</td>"
                       "<td>3072 MiB</td>"),
@@ -277,7 +373,11 @@ TEST(MarkdownWriter, SummarisesThePlanAndTheReplay) {
   std::string md = render_markdown(r);
   EXPECT_EQ(md.find("## sandgate plan\n"), 0u) << md;
   EXPECT_EQ(md.find("providers qualified"), std::string::npos);
-  EXPECT_NE(md.find("| per-call | 20 | 0.0010 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| per-call | 20 | cpu | 25 | 20 | 0.0010 | 1.05× / 1.20× |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| actual | 30 | both | 30 | 30 | 0.0020 | 1.10× / 1.40× |"), std::string::npos)
+      << md;
   EXPECT_NE(md.find("| default | 2 of 3 | 2500 µs (8.30× solo) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| static | 2 of 3 | - |"), std::string::npos) << md;
   // Text from a trace or a policy cannot open markup in a comment.
@@ -311,13 +411,21 @@ TEST(PlanCli, WritesAReportWithTheCapacityCurve) {
     ASSERT_FALSE(f.risk_curve.empty());
     EXPECT_EQ(f.risk_curve.front().runs, 1u);
     EXPECT_EQ(f.risk_curve.back().runs, report->plan->curve_max_runs);
+    // CPU counted: both answers, the headline the smaller, on the same N axis.
+    ASSERT_TRUE(f.cpu);
+    EXPECT_EQ(f.fits, std::min(f.cpu->fits_by_memory, f.cpu->fits_by_cpu_demand));
+    EXPECT_EQ(f.cpu->cpu_risk_curve.size(), f.risk_curve.size());
   }
+  EXPECT_EQ(report->plan->schema_version, 2);
+  EXPECT_EQ(report->plan->cpu_overcommit, 1.0);
   for (const char* file : {"report.html", "junit.xml", "report.sarif", "summary.md"})
     EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
   std::ifstream in(out + "/report.html");
   std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(html.find("<svg id=\"capacity-curve\""), std::string::npos);
   EXPECT_EQ(occurrences(html, "class=\"series\""), 5u);
+  EXPECT_EQ(occurrences(html, "class=\"series-cpu\""), 5u);
+  EXPECT_NE(html.find("<th>binding</th>"), std::string::npos);
 }
 
 }  // namespace

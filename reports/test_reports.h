@@ -131,20 +131,31 @@ inline PlanSection synthetic_plan(const std::string& evil = "") {
   p.seed = 1;
   p.max_runs = 20000;
   p.curve_max_runs = 40;
-  size_t knee[] = {8, 20, 30};
+  p.cpu_overcommit = 1.5;
+  // static-peak: memory binds at 8; per-call: CPU at 20 (memory 25); actual: both at 30.
+  size_t by_memory[] = {8, 25, 30}, by_cpu[] = {64, 20, 30};
+  const char* binding[] = {"memory", "cpu", "both"};
   const char* names[] = {"static-peak", "per-call", "actual"};
+  auto curve = [](uint64_t knee) {
+    std::vector<RiskPoint> c;
+    for (uint64_t n = 1; n <= 40; ++n)
+      c.push_back({n, n <= knee ? 0.0 : std::min(1.0, (n - knee) / 10.0)});
+    return c;
+  };
   for (int m = 0; m < 3; ++m) {
     PlanFit f;
     f.policy = names[m] + (m == 1 ? evil : "");
-    f.fits = knee[m];
+    f.fits = std::min(by_memory[m], by_cpu[m]);
     f.p_memory_exceeded = 0.001 * m;
+    f.p_cpu_exceeded = 0.25 * m;
     f.fits_by_cpu = 64;
     f.reserved_bytes = 12e9;
     f.used_bytes = 8e9;
     f.note = "a note" + evil;
     if (m == 1) f.extra = {{"over_grant_call_time_share", 0.02}};
-    for (uint64_t n = 1; n <= 40; ++n)
-      f.risk_curve.push_back({n, n <= knee[m] ? 0.0 : std::min(1.0, (n - knee[m]) / 10.0)});
+    f.risk_curve = curve(by_memory[m]);
+    f.cpu = PlanCpuFit{by_memory[m], by_cpu[m],   binding[m],
+                       1 + 0.05 * m, 1 + 0.2 * m, curve(by_cpu[m])};
     p.fits.push_back(std::move(f));
   }
   p.intents = {{"compile" + evil, 4, 120, 2e9, 5e8, 1.5e9, 2.5e9, 1},

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/fd.h"
+#include "core/json.h"
 #include "core/process.h"
 #include "core/test_temp_dir.h"
 #include "tests/support/privileged.h"
@@ -152,6 +153,84 @@ TEST(TraceCli, EveryTraceAndPlanExampleRuns) {
     auto r = run_command({"/bin/sh", "-c", cmd}, kTimeout, 1 << 20);
     ASSERT_TRUE(r.ok()) << r.error().message();
     EXPECT_EQ(r->status.shell_code(), 0) << example << "\n" << r->output;
+  }
+}
+
+// `plan` counts CPU as well as memory: per model the N each allows, the binding one, and the
+// headline the smaller; --cpu-overcommit lets CPU demand pass the cores at a stated slow-down.
+// The repository's traces hold tens of MiB and a few hundred millicores: on 64 GiB and one core
+// CPU binds, on 1 GiB and 64 cores memory does.
+Json plan_json(const TempDir& dir, const std::string& name, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"plan",     "--traces", source_dir() + "/traces",
+                                   "--trials", "1000",     "--max-runs",
+                                   "5000",     "--json",   dir / name};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = sandgate(args);
+  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  // The table names the resources and the binding one.
+  EXPECT_THAT(r.output, HasSubstr("binding"));
+  EXPECT_THAT(r.output, HasSubstr("by mem"));
+  EXPECT_THAT(r.output, HasSubstr("slow-down"));
+  auto text = read_file(dir / name);
+  EXPECT_TRUE(text.ok()) << r.output;
+  if (!text.ok()) return Json();
+  auto j = parse_json(*text, name);
+  EXPECT_TRUE(j.ok());
+  return j.ok() ? *j : Json();
+}
+
+TEST(PlanCli, CountsCpuNamesTheBindingResourceAndTakesAnOvercommit) {
+  TempDir dir;
+  Json cpu = plan_json(dir, "cpu.json", {"--host-memory", "64GiB", "--host-cpus", "1"});
+  ASSERT_TRUE(cpu.is_object());
+  EXPECT_EQ(cpu["schema_version"], 2);
+  EXPECT_EQ(cpu["cpu_overcommit"], 1.0);
+  ASSERT_EQ(cpu["fits"].size(), 5u);
+  for (const auto& f : cpu["fits"]) {
+    SCOPED_TRACE(f["policy"].get<std::string>());
+    EXPECT_EQ(f["binding"], "cpu");
+    EXPECT_EQ(f["fits"], f["fits_by_cpu_demand"]);
+    EXPECT_LT(f["fits_by_cpu_demand"].get<int>(), f["fits_by_memory"].get<int>());
+    EXPECT_LE(f["p_cpu_exceeded"].get<double>(), 0.01);  // no overcommit: within the cores
+    EXPECT_DOUBLE_EQ(f["cpu_slowdown_mean"].get<double>(), 1.0);
+  }
+  // Twice the cores' worth of demand accepted: more runs, each slower, never past 2x at p95.
+  Json over = plan_json(dir, "over.json",
+                        {"--host-memory", "64GiB", "--host-cpus", "1", "--cpu-overcommit", "2"});
+  ASSERT_TRUE(over.is_object());
+  EXPECT_EQ(over["cpu_overcommit"], 2.0);
+  for (size_t i = 0; i < 5; ++i) {
+    const Json& f = over["fits"][i];
+    SCOPED_TRACE(f["policy"].get<std::string>());
+    EXPECT_GT(f["fits_by_cpu_demand"].get<int>(), cpu["fits"][i]["fits_by_cpu_demand"].get<int>());
+    EXPECT_GT(f["cpu_slowdown_mean"].get<double>(), 1.0);
+    EXPECT_LE(f["cpu_slowdown_p95"].get<double>(), 2.0);
+    EXPECT_GE(f["cpu_slowdown_p95"].get<double>(), f["cpu_slowdown_mean"].get<double>());
+    EXPECT_EQ(f["fits_by_memory"], cpu["fits"][i]["fits_by_memory"]);  // the same trials
+  }
+  Json mem = plan_json(dir, "mem.json", {"--host-memory", "1GiB", "--host-cpus", "64"});
+  ASSERT_TRUE(mem.is_object());
+  for (const auto& f : mem["fits"]) {
+    SCOPED_TRACE(f["policy"].get<std::string>());
+    EXPECT_EQ(f["binding"], "memory");
+    EXPECT_EQ(f["fits"], f["fits_by_memory"]);
+  }
+}
+
+TEST(PlanCli, ABadCpuOvercommitIsRefusedNamingTheFlag) {
+  std::string traces = source_dir() + "/traces";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"150%",
+       "--cpu-overcommit: expected a ratio >= 1 such as 1 or 1.5, got '150%' (write the "
+       "ratio: 1.5 for 150%)"},
+      {"0.5", "--cpu-overcommit: expected a ratio >= 1 such as 1 or 1.5, got '0.5' (below 1"},
+      {"lots", "--cpu-overcommit: expected a ratio >= 1 such as 1 or 1.5, got 'lots'"},
+  };
+  for (const auto& [value, message] : cases) {
+    auto r = sandgate({"plan", "--traces", traces, "--host-memory", "64GiB", "--host-cpus", "16",
+                       "--cpu-overcommit", value});
+    EXPECT_EQ(r.status.shell_code(), 2) << value << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(message)) << value;
   }
 }
 
