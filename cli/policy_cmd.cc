@@ -99,8 +99,8 @@ int run_suggest(const SuggestArgs& a) {
       "policy suggest: {} of {} trace(s) (--split {}), {} calls; grant = q{:g} of each call's "
       "peak above its run's baseline x (1 + {:g}%), rounded up (memory 16MiB, cpu 0.1, pids "
       "8); base policy '{}'\n",
-      paths.size(), all->size(), replay::to_string(*split), s->calls, o.quantile,
-      o.headroom * 100, s->base_name);
+      paths.size(), all->size(), replay::to_string(*split), s->calls, o.quantile, o.headroom * 100,
+      s->base_name);
   constexpr auto kRight = TextTable::Align::kRight;
   TextTable t({{"intent"},
                {"calls", kRight},
@@ -177,8 +177,7 @@ void add_policy_command(CLI::App& app, Globals& g) {
       "Example: sandgate policy suggest --traces traces/ -o suggested.json\n"
       "Example: sandgate policy suggest --traces runs/ --split even --quantile 0.95 "
       "--headroom 20% -o p.json");
-  suggest
-      ->add_option("--traces", sa->traces, "trace files, or directories of *.jsonl / *.trace")
+  suggest->add_option("--traces", sa->traces, "trace files, or directories of *.jsonl / *.trace")
       ->required();
   suggest->add_option("--quantile", sa->quantile, "quantile in (0, 1]: 0.99 or 99%")
       ->capture_default_str();
@@ -191,8 +190,9 @@ void add_policy_command(CLI::App& app, Globals& g) {
                    "fewer calls than this keep the base policy's grant")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1000000}));
-  suggest->add_option("--policy", sa->policy,
-                      "base policy: grants it keeps, and everything but grants (default: built-in)");
+  suggest->add_option(
+      "--policy", sa->policy,
+      "base policy: grants it keeps, and everything but grants (default: built-in)");
   suggest->add_option("-o,--out", sa->out, "the policy file to write")->required();
   suggest->add_option("--evidence", sa->evidence,
                       "the evidence file (default: beside --out, NAME.evidence.json)");

@@ -19,8 +19,8 @@
 namespace sandgate::replay {
 
 struct RunBaseline {
-  double mem = 0;   // bytes
-  double cpu = 0;   // millicores
+  double mem = 0;  // bytes
+  double cpu = 0;  // millicores
   double pids = 0;
 };
 

@@ -60,18 +60,16 @@ std::string q_name(double q) { return fmt::format("q{:g}", q); }
 Result<double> parse_quantile(std::string_view text) {
   auto v = fraction_or_percent(text);
   if (!v || !(*v > 0 && *v <= 1))
-    return logic_error("--quantile",
-                       "expected a quantile in (0, 1] like 0.99 or 99%, got '" + excerpt(text) +
-                           "'");
+    return logic_error("--quantile", "expected a quantile in (0, 1] like 0.99 or 99%, got '" +
+                                         excerpt(text) + "'");
   return *v;
 }
 
 Result<double> parse_headroom(std::string_view text) {
   auto v = fraction_or_percent(text);
   if (!v || !(*v >= 0 && *v <= 10))
-    return logic_error("--headroom",
-                       "expected headroom from 0 to 1000% like 10% or 0.1, got '" +
-                           excerpt(text) + "'");
+    return logic_error("--headroom", "expected headroom from 0 to 1000% like 10% or 0.1, got '" +
+                                         excerpt(text) + "'");
   return *v;
 }
 
@@ -97,8 +95,7 @@ Result<Suggestion> suggest_policy(const std::vector<std::pair<std::string, Trace
   std::vector<CallUse> all;
   for (const auto& [name, trace] : traces) {
     if (trace.samples.empty())
-      return logic_error(std::string(kStep), "the trace has no samples, nothing to size on",
-                         name);
+      return logic_error(std::string(kStep), "the trace has no samples, nothing to size on", name);
     s.traces.push_back(name);
     const auto& u = trace.header.unmeasured;
     if (std::find(u.begin(), u.end(), "pids") != u.end()) ++pids_unmeasured;
@@ -165,11 +162,11 @@ Result<Suggestion> suggest_policy(const std::vector<std::pair<std::string, Trace
       g.pids_max =
           static_cast<uint64_t>(round_up(e.pids.at_quantile, o.headroom, double(kPidsUnit)));
       e.pids.sized = true;
-      e.pids.why = fmt::format("{} of {:g} = {}, rounded up to 8", rule, e.pids.at_quantile,
-                               *g.pids_max);
+      e.pids.why =
+          fmt::format("{} of {:g} = {}, rounded up to 8", rule, e.pids.at_quantile, *g.pids_max);
     } else {
-      e.pids.why = fmt::format("{} of {} traces do not measure pids: the base's",
-                               pids_unmeasured, traces.size());
+      e.pids.why = fmt::format("{} of {} traces do not measure pids: the base's", pids_unmeasured,
+                               traces.size());
     }
     e.why = fmt::format("sized on {} calls", e.calls);
     s.intents.push_back(std::move(e));
@@ -191,9 +188,8 @@ Result<Suggestion> suggest_policy(const std::vector<std::pair<std::string, Trace
       run.cpu_cores = g.cpu_cores;
     }
     if (g.pids_max && run.pids_max && *g.pids_max > *run.pids_max) {
-      s.notes.push_back(
-          fmt::format("run.pids_max raised from {} to {} for {}", *run.pids_max, *g.pids_max,
-                      e.intent));
+      s.notes.push_back(fmt::format("run.pids_max raised from {} to {} for {}", *run.pids_max,
+                                    *g.pids_max, e.intent));
       run.pids_max = g.pids_max;
     }
   }

@@ -142,7 +142,7 @@ TEST(Suggest, CallsThatUsedNothingGetOneUnit) {
 
 TEST(Suggest, TooFewCallsKeepTheBaseGrantAndTheEvidenceSaysSo) {
   Builder b;
-  for (uint64_t k = 1; k <= 9; ++k) b.call("edit", 300);   // 9 calls: below 10
+  for (uint64_t k = 1; k <= 9; ++k) b.call("edit", 300);  // 9 calls: below 10
   for (uint64_t k = 1; k <= 10; ++k) b.call("run", 300);  // 10: sized
   const auto& base = controller::default_policy();
   auto s = suggest_policy(one(b.t), base, {});
@@ -260,8 +260,8 @@ TEST(SuggestParse, QuantileIsAFractionOrAPercent) {
   EXPECT_DOUBLE_EQ(*parse_quantile("99%"), 0.99);
   EXPECT_DOUBLE_EQ(*parse_quantile("1"), 1.0);
   EXPECT_DOUBLE_EQ(*parse_quantile("50%"), 0.5);
-  for (const char* bad : {"0", "0%", "1.5", "101%", "-0.5", "abc", "", "%", "0.9x", " 0.9",
-                          "nan", "inf"}) {
+  for (const char* bad :
+       {"0", "0%", "1.5", "101%", "-0.5", "abc", "", "%", "0.9x", " 0.9", "nan", "inf"}) {
     auto q = parse_quantile(bad);
     ASSERT_FALSE(q.ok()) << bad;
     EXPECT_THAT(q.error().message(), ::testing::HasSubstr("--quantile")) << bad;
