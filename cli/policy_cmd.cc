@@ -88,11 +88,8 @@ int run_suggest(const SuggestArgs& a) {
     return fail(std::move(back).error().context_add("the suggested policy does not load back"));
   if (auto w = write_json_file_atomic(a.out, policy_json); !w.ok()) return fail(w.error());
   const std::string evidence = a.evidence.empty() ? evidence_beside(a.out) : a.evidence;
-  Json ej = replay::to_json(*s);
-  Json files = Json::array();
-  for (const auto& p : paths) files.push_back(p);
+  Json ej = replay::to_json(*s);  // its traces are `paths`, as read
   ej["split"] = replay::to_string(*split);
-  ej["traces"] = files;
   if (auto w = write_json_file_atomic(evidence, ej); !w.ok()) return fail(w.error());
 
   std::cout << fmt::format(
