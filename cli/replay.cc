@@ -36,6 +36,7 @@ struct ReplayArgs {
   std::string report;
   std::string load;
   bool allow_unsafe_host = false;
+  std::string split = "all";
   std::vector<std::string> traces;
 };
 
@@ -108,11 +109,23 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     o.host_budget_bytes = b->value;
   }
 
+  // The traces: directories stand for their trace files; --split takes a deterministic half
+  // (the other half of what `policy suggest --split` sized on).
+  auto split = replay::parse_trace_split(a.split);
+  if (!split.ok()) return fail(split.error());
+  auto files = replay::trace_files(a.traces);
+  if (!files.ok()) return fail(files.error());
+  std::vector<std::string> paths =
+      *split == replay::TraceSplit::kAll ? *files : replay::select_split(*files, *split);
+  if (paths.empty())
+    return fail(fmt::format("--split {}: no traces in that part of {} file(s)",
+                            replay::to_string(*split), files->size()));
+
   // Plans first: every trace is read and checked before anything runs.
   std::vector<replay::ReplayPlan> plans;
   uint64_t avg = 0, peak = 0;
   Json traces_json = Json::array();
-  for (const auto& path : a.traces) {
+  for (const auto& path : paths) {
     auto t = replay::read_trace(path);
     if (!t.ok()) return fail(t.error());
     auto stats = replay::compute_stats(*t, path);
@@ -286,7 +299,10 @@ void add_replay_command(CLI::App& app, Globals& g) {
       "so its latency is reported as inflation over solo. Prints a table (policies side by\n"
       "side); --json FILE has every figure, per call included.\n"
       "  sandgate replay --policy none --policy static --policy default --victim \\\n"
-      "      --compress-silence --json out.json traces/*.trace");
+      "      --compress-silence --json out.json traces/*.trace\n"
+      "A policy sized on half of a set of traces, replayed on the other half:\n"
+      "  sandgate policy suggest --traces runs/ --split even -o suggested.json\n"
+      "  sandgate replay --split odd --policy static-peak --policy suggested.json runs/");
   sub->add_option("--provider", a->provider, "isolation provider")->capture_default_str();
   sub->add_option("--policy", a->policies,
                   "none, static, static-peak, default or a policy file (repeatable)");
@@ -307,9 +323,14 @@ void add_replay_command(CLI::App& app, Globals& g) {
                   "the victim's latency, ...) into this directory, with the host's facts (doctor)");
   sub->add_option("--load", a->load, "sandgate-load binary (default: beside sandgate)");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
-  sub->add_option("traces", a->traces, "trace files (sandgate trace v1)")
+  sub->add_option("--split", a->split,
+                  "all, even or odd: every other trace, sorted by path (as policy suggest "
+                  "--split), to replay traces a suggested policy was not sized on")
+      ->capture_default_str();
+  sub->add_option("traces", a->traces,
+                  "trace files (sandgate trace v1), or directories of *.jsonl / *.trace")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   sub->callback([&g, a] { g.exit_code = run_replay(g, *a); });
 }
 

@@ -117,48 +117,25 @@ TraceProfile profile_trace(const Trace& trace, const std::string& name,
     if (a.to > a.from) calls.push_back(a);
   }
 
-  // Baseline: what the run holds between calls.
-  std::vector<double> outside_mem, outside_cpu;
   double mem_sum = 0, cpu_sum = 0;
   for (const auto& s : samples) {
     p.peak_mem = std::max(p.peak_mem, static_cast<double>(s.mem_bytes));
     p.peak_cpu = std::max(p.peak_cpu, static_cast<double>(s.cpu_millicores));
     mem_sum += s.mem_bytes;
     cpu_sum += s.cpu_millicores;
-    bool inside = std::any_of(trace.calls.begin(), trace.calls.end(), [&](const CallEvent& c) {
-      return c.start_ms <= s.t_ms && s.t_ms <= c.end_ms;
-    });
-    if (!inside) {
-      outside_mem.push_back(s.mem_bytes);
-      outside_cpu.push_back(s.cpu_millicores);
-    }
   }
   p.avg_mem = mem_sum / samples.size();
   p.avg_cpu = cpu_sum / samples.size();
-  if (outside_mem.empty()) {
-    // Always in a call: the least it ever held is the most that can be called a baseline.
-    for (const auto& s : samples) {
-      outside_mem.push_back(s.mem_bytes);
-      outside_cpu.push_back(s.cpu_millicores);
-    }
-    p.baseline_mem = *std::min_element(outside_mem.begin(), outside_mem.end());
-    p.baseline_cpu = *std::min_element(outside_cpu.begin(), outside_cpu.end());
-  } else {
-    p.baseline_mem = stats::median(outside_mem);
-    p.baseline_cpu = stats::median(outside_cpu);
-  }
+  // Baseline: what the run holds between calls (replay/call_use.h, shared with policy suggest).
+  const RunBaseline baseline = run_baseline(trace);
+  p.baseline_mem = baseline.mem;
+  p.baseline_cpu = baseline.cpu;
 
   // Sample i holds from `bounds[i]` (0 for the first) to the next bound.
   std::vector<int64_t> bounds = {0};
   for (size_t i = 1; i < samples.size(); ++i)
     bounds.push_back(pos(samples[i - 1].t_ms + (samples[i].t_ms - samples[i - 1].t_ms) / 2));
-  for (const auto& c : trace.calls) {
-    double peak = 0;
-    for (const auto& s : samples)
-      if (c.start_ms <= s.t_ms && s.t_ms <= c.end_ms) peak = std::max(peak, double(s.mem_bytes));
-    p.call_uses.push_back(
-        {c.intent, (c.end_ms - c.start_ms) / 1000.0, std::max(0.0, peak - p.baseline_mem)});
-  }
+  p.call_uses = call_uses(trace, baseline);
 
   std::vector<int64_t> cuts = bounds;
   for (const auto& a : calls) {
@@ -228,20 +205,15 @@ namespace {
 
 std::vector<IntentUse> intent_uses(const std::vector<TraceProfile>& profiles,
                                    const controller::Policy& policy) {
-  std::map<std::string, std::vector<double>> uses;
-  std::map<std::string, IntentUse> by;
-  for (const auto& p : profiles) {
-    for (const auto& c : p.call_uses) {
-      IntentUse& u = by[c.intent];
-      u.intent = c.intent;
-      ++u.calls;
-      u.seconds += c.seconds;
-      uses[c.intent].push_back(c.above_baseline);
-    }
-  }
+  std::vector<CallUse> all;
+  for (const auto& p : profiles) all.insert(all.end(), p.call_uses.begin(), p.call_uses.end());
   std::vector<IntentUse> out;
-  for (auto& [intent, u] : by) {
-    stats::Distribution<double> use(std::move(uses[intent]));
+  for (auto& [intent, calls] : calls_by_intent(all)) {
+    IntentUse u;
+    u.intent = intent;
+    u.calls = calls.calls;
+    u.seconds = calls.seconds;
+    stats::Distribution<double> use(std::move(calls.mem));
     u.p50 = use.percentile(50);
     u.p99 = use.percentile(99);
     u.max = use.max();

@@ -65,6 +65,7 @@
 #include "controller/policy.h"
 #include "core/json.h"
 #include "core/result.h"
+#include "replay/call_use.h"
 #include "replay/trace.h"
 
 namespace sandgate::replay {
@@ -108,12 +109,7 @@ struct TraceProfile {
   double over_avg_share = 0;        // time above avg_mem
   double first_over_avg_share = 1;  // when it first goes above avg_mem, as a share of the period
   double call_ms = 0, over_grant_ms = 0;  // time in calls; of it, actual above the envelope
-  struct CallUse {
-    std::string intent;
-    double seconds = 0;
-    double above_baseline = 0;  // peak of the samples within the call, minus the baseline (>= 0)
-  };
-  std::vector<CallUse> call_uses;
+  std::vector<CallUse> call_uses;  // replay/call_use.h: each call's use above the baseline
 };
 
 // Preconditions: the trace has at least one sample.

@@ -397,6 +397,34 @@ Result<std::vector<std::string>> trace_files(const std::vector<std::string>& pat
   return out;
 }
 
+Result<TraceSplit> parse_trace_split(std::string_view text) {
+  if (text == "all") return TraceSplit::kAll;
+  if (text == "even") return TraceSplit::kEven;
+  if (text == "odd") return TraceSplit::kOdd;
+  return logic_error("--split", "expected all, even or odd, got '" + excerpt(text) + "'");
+}
+
+std::string to_string(TraceSplit split) {
+  switch (split) {
+    case TraceSplit::kAll:
+      return "all";
+    case TraceSplit::kEven:
+      return "even";
+    case TraceSplit::kOdd:
+      return "odd";
+  }
+  return "all";
+}
+
+std::vector<std::string> select_split(std::vector<std::string> files, TraceSplit split) {
+  std::sort(files.begin(), files.end());
+  if (split == TraceSplit::kAll) return files;
+  std::vector<std::string> out;
+  for (size_t i = split == TraceSplit::kEven ? 0 : 1; i < files.size(); i += 2)
+    out.push_back(files[i]);
+  return out;
+}
+
 Result<Trace> read_trace(const std::string& path) {
   SG_ASSIGN_OR_RETURN(std::string text, read_input_file(path, kMaxTraceBytes));
   return parse_trace(text, path);

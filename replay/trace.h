@@ -113,6 +113,16 @@ std::string not_an_integer(const Json& v, uint64_t max);
 // with none. Entries are not checked here: reading refuses what is not a regular file.
 Result<std::vector<std::string>> trace_files(const std::vector<std::string>& paths);
 
+// A deterministic half of a set of traces, so grants sized on one half can be tried on the
+// other (`policy suggest --split even`, then `replay --split odd` on the same inputs): the
+// files sorted by path and numbered from 0; even takes 0, 2, 4, ..., odd 1, 3, 5, ..., all
+// every file (in that sorted order). The two halves of one set are disjoint and cover it.
+enum class TraceSplit { kAll, kEven, kOdd };
+// "all", "even" or "odd"; an error names the value and the choices.
+Result<TraceSplit> parse_trace_split(std::string_view text);
+std::string to_string(TraceSplit split);
+std::vector<std::string> select_split(std::vector<std::string> files, TraceSplit split);
+
 // One line each (newline included), for writers that stream a trace as it is recorded: the
 // header first, then calls and samples in any order the reader accepts.
 std::string format_header_line(const TraceHeader& header);

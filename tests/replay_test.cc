@@ -3,6 +3,7 @@
 // `sandgate replay` of a short real trace (traces/burst.trace) through the namespaces provider
 // with the controller, with its fidelity figures.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -178,6 +179,58 @@ TEST_F(ReplayTest, ReportHasTheReplaySectionAndItsTimeline) {
   std::ifstream in(dir + "/report.html");
   std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(html.find("<svg id=\"burst-timeline-1\""), std::string::npos);
+}
+
+// A policy from `policy suggest` is one `replay --policy` runs, and `replay --split` takes the
+// half of a directory that `policy suggest --split` did not: the round trip a held-out
+// comparison rests on (README "Sizing grants from traces").
+TEST_F(ReplayTest, ASuggestedPolicyReplaysOnTheOtherHalf) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string burst = source_dir() + "/traces/burst.trace";
+  SANDGATE_REQUIRE(::access(burst.c_str(), R_OK) == 0,
+                   "traces/burst.trace not found (SANDGATE_SOURCE_DIR)");
+  auto recorded = replay::read_trace(burst);
+  ASSERT_TRUE(recorded.ok()) << recorded.error().message();
+  // Two traces: a.trace (even, sized on) and b.trace (odd, replayed); the same run twice.
+  std::string dir = tmp_ + "/runs";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  for (const char* name : {"/b.trace", "/a.trace"}) {
+    std::ifstream in(burst);
+    std::ofstream out(dir + name);
+    out << in.rdbuf();
+  }
+  std::string policy = tmp_ + "/suggested.json";
+  auto s = sandgate({"policy", "suggest", "--traces", dir, "--split", "even", "--min-calls", "1",
+                     "-o", policy});
+  ASSERT_EQ(s.status.shell_code(), 0) << s.output;
+  auto sized = read_json_file(tmp_ + "/suggested.evidence.json");
+  ASSERT_TRUE(sized.ok()) << sized.error().message();
+  ASSERT_EQ((*sized)["traces"].size(), 1u);
+  EXPECT_EQ((*sized)["traces"][0], dir + "/a.trace");
+
+  std::string json = tmp_ + "/replay.json";
+  auto r = sandgate({"replay", "--split", "odd", "--policy", policy, "--json", json, dir});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  auto j = read_json_file(json);
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  ASSERT_EQ((*j)["traces"].size(), 1u);
+  EXPECT_EQ((*j)["traces"][0]["trace"], dir + "/b.trace");
+  ASSERT_EQ((*j)["policies"].size(), 1u);
+  const Json& p = (*j)["policies"][0];
+  EXPECT_EQ(p["policy"], policy);
+  EXPECT_EQ(p["kind"], "per-call");
+  EXPECT_EQ(p["run_errors"], 0);
+  EXPECT_EQ(p["calls"]["total"], recorded->calls.size());
+  EXPECT_GT(p["reserved_gib_s"].get<double>(), 0);
+  // The grants it ran with are the suggested ones.
+  const Json& calls = (*j)["runs"][policy][0]["calls"];
+  auto file = read_json_file(policy);
+  ASSERT_TRUE(file.ok());
+  for (const auto& c : calls) {
+    std::string intent = c["intent"];
+    EXPECT_EQ(c["outcome"]["grant"]["memory_max"], (*file)["intents"][intent]["memory_max"])
+        << c.dump();
+  }
 }
 
 TEST_F(ReplayTest, BadInputIsOneClearLine) {

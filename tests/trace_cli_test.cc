@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -232,6 +233,108 @@ TEST(PlanCli, ABadCpuOvercommitIsRefusedNamingTheFlag) {
     EXPECT_EQ(r.status.shell_code(), 2) << value << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr(message)) << value;
   }
+}
+
+// `policy suggest` as a user meets it: the help says what a grant is made of, a run on this
+// repository's recorded traces writes a policy that `policy --check` loads and an evidence file
+// with every intent, and bad input is one line naming what is wrong.
+TEST(PolicySuggestCli, HelpTeachesTheRule) {
+  auto help = sandgate({"policy", "suggest", "--help"});
+  EXPECT_EQ(help.status.shell_code(), 0) << help.output;
+  for (const char* s : {"--quantile", "--headroom", "--split", "--min-calls", "--evidence",
+                        "above their\nrun's baseline", "rounded up to 16MiB", "0.1 core",
+                        "nearest\nrank", "base policy's grant", "sandgate replay --split"})
+    EXPECT_THAT(help.output, HasSubstr(s));
+  auto top = sandgate({"policy", "--help"});
+  EXPECT_THAT(top.output, HasSubstr("suggest"));
+  auto none = sandgate({"policy"});
+  EXPECT_EQ(none.status.shell_code(), 2);
+  EXPECT_THAT(none.output, HasSubstr("--print-default, --check FILE or suggest"));
+}
+
+TEST(PolicySuggestCli, WritesAPolicyThatLoadsAndItsEvidence) {
+  TempDir dir;
+  const std::string traces = source_dir() + "/traces";
+  auto r = sandgate({"policy", "suggest", "--traces", traces, "--min-calls", "5", "--headroom",
+                     "25%", "-o", dir / "p.json"});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("policy suggest: 4 of 4 trace(s) (--split all), 29 calls"));
+  EXPECT_THAT(r.output, HasSubstr("4 calls, fewer than 5 (--min-calls)"));  // compile, edit
+  EXPECT_THAT(r.output, HasSubstr("wrote " + (dir / "p.json")));
+  // The round trip: what was written is a policy every command loads.
+  auto check = sandgate({"policy", "--check", dir / "p.json"});
+  ASSERT_EQ(check.status.shell_code(), 0) << check.output;
+  auto policy = parse_json(check.output, "policy --check");
+  ASSERT_TRUE(policy.ok()) << check.output;
+  EXPECT_EQ((*policy)["mode"], "per_call");
+  EXPECT_THAT((*policy)["name"].get<std::string>(), HasSubstr("q0.99 +25% headroom, 4 traces"));
+  // The evidence beside it: every intent, its calls and quantiles, the grant and why.
+  auto evidence = read_json_file(dir / "p.evidence.json");
+  ASSERT_TRUE(evidence.ok()) << evidence.error().message();
+  EXPECT_EQ((*evidence)["calls"], 29);
+  EXPECT_EQ((*evidence)["headroom"], 0.25);
+  EXPECT_EQ((*evidence)["traces"].size(), 4u);
+  ASSERT_EQ((*evidence)["intents"].size(), 7u);
+  for (const auto& i : (*evidence)["intents"]) {
+    for (const char* k : {"p50_bytes", "p90_bytes", "p99_bytes", "max_bytes", "why"})
+      EXPECT_TRUE(i["memory"].contains(k)) << i.dump();
+    EXPECT_EQ(i["grant"], (*policy)["intents"][i["intent"].get<std::string>()]) << i.dump();
+    if (i["intent"] == "compile") EXPECT_FALSE(i["memory"]["sized"].get<bool>());
+    if (i["intent"] == "search" || i["intent"] == "test")
+      EXPECT_TRUE(i["memory"]["sized"].get<bool>()) << i.dump();
+  }
+  // --evidence names it elsewhere; --split takes every other trace sorted by path.
+  auto half = sandgate({"policy", "suggest", "--traces", traces, "--split", "odd", "--min-calls",
+                        "1", "-o", dir / "odd.json", "--evidence", dir / "odd-why.json"});
+  ASSERT_EQ(half.status.shell_code(), 0) << half.output;
+  EXPECT_THAT(half.output, HasSubstr("2 of 4 trace(s) (--split odd)"));
+  auto odd = read_json_file(dir / "odd-why.json");
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ((*odd)["traces"][0], traces + "/burst.trace");
+  EXPECT_EQ((*odd)["traces"][1], traces + "/tests.trace");
+}
+
+TEST(PolicySuggestCli, BadInputIsOneLineNamingIt) {
+  TempDir dir;
+  const std::string traces = source_dir() + "/traces";
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"policy", "suggest", "-o", dir / "p.json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return sandgate(args);
+  };
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  ASSERT_EQ(::mkdir((dir / "empty").c_str(), 0700), 0);
+  {
+    std::ofstream bad(dir / "bad.jsonl");
+    bad << R"({"type":"header","schema":"sandgate-trace","version":1,"source":"x","host":{},)"
+        << R"("interval_ms":1000,"units":{"time":"ms","memory":"bytes","cpu":"millicores","io":"bytes"}})"
+        << "\n"
+        << R"({"type":"sample","t_ms":0,"mem_bytes":-5,"cpu_millicores":0,"pids":0,"io_bytes":0})"
+        << "\n";
+  }
+  const std::vector<Case> cases = {
+      {{"--traces", dir / "missing"}, dir / "missing"},
+      {{"--traces", dir / "empty"}, "no *.jsonl or *.trace files in the directory"},
+      {{"--traces", dir / "bad.jsonl"}, "bad.jsonl:2: field 'mem_bytes'"},
+      {{"--traces", traces + "/burst.trace", "--split", "odd"},
+       "--split odd: no traces in that part of 1 file(s)"},
+      {{"--traces", traces, "--split", "half"}, "expected all, even or odd, got 'half'"},
+      {{"--traces", traces, "--quantile", "99"}, "--quantile: expected a quantile in (0, 1]"},
+      {{"--traces", traces, "--quantile", "0"}, "got '0'"},
+      {{"--traces", traces, "--headroom", "10 %"}, "--headroom: expected headroom"},
+      {{"--traces", traces, "--headroom", "-0.1"}, "like 10% or 0.1, got '-0.1'"},
+      {{"--traces", traces, "--policy", dir / "nope.json"}, "nope.json"},
+  };
+  for (const auto& c : cases) {
+    auto r = run(c.args);
+    EXPECT_EQ(r.status.shell_code(), 2) << c.says << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(c.says));
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
+  EXPECT_NE(::access((dir / "p.json").c_str(), F_OK), 0) << "nothing written on an error";
 }
 
 }  // namespace
