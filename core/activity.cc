@@ -32,7 +32,9 @@ Json to_json(const TracedActivity& a) {
     opens.push_back(std::move(j));
   }
   Json j = {{"execs", execs},   {"connects", connects},   {"sensitive_opens", opens},
-            {"forks", a.forks}, {"exits", a.exits},       {"lost", a.lost}};
+            {"forks", a.forks}, {"exits", a.exits},       {"lost", a.lost},
+            {"runq_delay_ms", a.runq_delay_ns / 1e6}, {"runq_waits", a.runq_waits},
+            {"runq_delay_max_ms", a.runq_delay_max_ns / 1e6}};
   if (a.execs_not_kept + a.connects_not_kept + a.opens_not_kept > 0) {
     j["not_kept"] = {{"execs", a.execs_not_kept},
                      {"connects", a.connects_not_kept},
@@ -63,6 +65,8 @@ std::vector<std::string> describe(const TracedActivity& a) {
                        std::to_string(a.execs.size() + a.execs_not_kept) + " execs, " +
                        std::to_string(a.connects.size() + a.connects_not_kept) + " connects, " +
                        std::to_string(a.sensitive_opens.size() + a.opens_not_kept) + " sensitive opens";
+  counts += "; waited for a CPU " + std::to_string(a.runq_delay_ns / 1000000) + " ms in " +
+            std::to_string(a.runq_waits) + " waits (longest " + std::to_string(a.runq_delay_max_ns / 1000) + " us)";
   if (a.lost) counts += "; " + std::to_string(a.lost) + " events lost (ring buffer full)";
   lines.push_back(counts);
   return lines;

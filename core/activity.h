@@ -52,6 +52,9 @@ struct TracedActivity {
   std::vector<TracedConnect> connects;
   std::vector<TracedOpen> sensitive_opens;
   uint64_t forks = 0, exits = 0;
+  // Run-queue delay: the time the call's tasks spent runnable but waiting for a CPU (from
+  // wake-up or preemption to running), summed, the number of such waits and the longest.
+  uint64_t runq_delay_ns = 0, runq_waits = 0, runq_delay_max_ns = 0;
   // Entries beyond the caps below are counted, not kept: a fork storm must not fill memory.
   uint64_t execs_not_kept = 0, connects_not_kept = 0, opens_not_kept = 0;
   // Events the kernel's ring buffer had no room for while the call ran (any call's: the

@@ -5,6 +5,8 @@
 //   sched_process_exec / fork / exit   every exec (filename, argv), new process and exit
 //   sys_enter / sys_exit               connect, sendto/sendmsg with an address, and opens of
 //                                      paths under the sensitive prefixes, with their result
+//   sched_wakeup / _new / sched_switch run-queue delay: from a watched task's wake-up (or
+//                                      preemption) to its running again, summed per cgroup
 // A process is watched when its cgroup, or one of its ancestors, is in `watched` (user space
 // adds each run's cgroup id): the filter runs before anything is copied.
 #include "vmlinux.h"
@@ -56,6 +58,21 @@ struct {
   __type(value, struct pending);
 } inflight SEC(".maps");
 
+// Run-queue delay: when each watched task became runnable, and the sums per cgroup.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);  // tid
+  __type(value, __u64);  // ktime when it became runnable
+} runnable_since SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u64);  // cgroup id
+  __type(value, struct sg_runq);
+} runq SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
@@ -80,6 +97,67 @@ static __always_inline int watched_cgroup(__u64 *cgroup_id) {
     if (a == 0 || a == id) break;  // past the current cgroup's own level
     if (bpf_map_lookup_elem(&watched, &a)) return 1;
   }
+  return 0;
+}
+
+// watched_cgroup for another task than the current one: its cgroup2 and the ancestors.
+static __always_inline int watched_task(struct task_struct *p, __u64 *cgroup_id) {
+  struct cgroup *cg = BPF_CORE_READ(p, cgroups, dfl_cgrp);
+  if (!cg) return 0;
+  __u64 id = BPF_CORE_READ(cg, kn, id);
+  *cgroup_id = id;
+  if (bpf_map_lookup_elem(&watched, &id)) return 1;
+  int level = BPF_CORE_READ(cg, level);
+  for (int l = 1; l <= SG_MAX_DEPTH; l++) {
+    if (l >= level) break;
+    struct cgroup *anc = 0;
+    if (bpf_probe_read_kernel(&anc, sizeof(anc), &cg->ancestors[l]) != 0 || !anc) break;
+    __u64 a = BPF_CORE_READ(anc, kn, id);
+    if (bpf_map_lookup_elem(&watched, &a)) return 1;
+  }
+  return 0;
+}
+
+static __always_inline void mark_runnable(struct task_struct *p) {
+  __u64 cg;
+  if (!watched_task(p, &cg)) return;
+  __u32 tid = BPF_CORE_READ(p, pid);
+  __u64 now = bpf_ktime_get_ns();
+  bpf_map_update_elem(&runnable_since, &tid, &now, BPF_ANY);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p) {
+  mark_runnable(p);
+  return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p) {
+  mark_runnable(p);
+  return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next) {
+  // A task preempted while runnable waits in the queue from now on.
+  if (BPF_CORE_READ(prev, __state) == 0 /* TASK_RUNNING */) mark_runnable(prev);
+  __u32 tid = BPF_CORE_READ(next, pid);
+  __u64 *since = bpf_map_lookup_elem(&runnable_since, &tid);
+  if (!since) return 0;
+  __u64 delay = bpf_ktime_get_ns() - *since;
+  bpf_map_delete_elem(&runnable_since, &tid);
+  __u64 cg = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
+  struct sg_runq *r = bpf_map_lookup_elem(&runq, &cg);
+  if (!r) {
+    struct sg_runq zero = {};
+    bpf_map_update_elem(&runq, &cg, &zero, BPF_NOEXIST);
+    r = bpf_map_lookup_elem(&runq, &cg);
+    if (!r) return 0;
+  }
+  __sync_fetch_and_add(&r->total_ns, delay);
+  __sync_fetch_and_add(&r->waits, 1);
+  if (delay > r->max_ns) r->max_ns = delay;  // racy across CPUs; a maximum, not an account
   return 0;
 }
 

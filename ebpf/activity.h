@@ -50,4 +50,11 @@ struct sg_event {
   char args[SG_ARGS_MAX];
 };
 
+/* Run-queue delay of one cgroup's tasks: waits from runnable to running. */
+struct sg_runq {
+  __u64 total_ns;
+  __u64 waits;
+  __u64 max_ns;
+};
+
 #endif

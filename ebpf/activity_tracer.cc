@@ -189,9 +189,7 @@ Result<std::unique_ptr<ActivityTracer>> ActivityTracer::open(const ActivityOptio
   if (int err = activity_bpf__attach(t->skel_))
     return sys_error(-err, "attach the activity tracer (tp_btf sched_process_*, sys_enter/exit)");
   // Attached once to prove they attach; detached until a cgroup is watched (watch()).
-  bpf_link__destroy(t->skel_->links.sys_enter);
-  bpf_link__destroy(t->skel_->links.sys_exit);
-  t->skel_->links.sys_enter = t->skel_->links.sys_exit = nullptr;
+  t->detach_watch_programs();
   t->ring_ = ring_buffer__new(
       bpf_map__fd(t->skel_->maps.events),
       [](void* ctx, void* data, size_t size) {
@@ -203,23 +201,34 @@ Result<std::unique_ptr<ActivityTracer>> ActivityTracer::open(const ActivityOptio
   return t;
 }
 
+// The programs every process on the host (or every context switch) passes through, attached
+// only while something is watched.
+std::vector<std::pair<bpf_program*, bpf_link**>> ActivityTracer::watch_programs() {
+  auto& p = skel_->progs;
+  auto& l = skel_->links;
+  return {{p.sys_enter, &l.sys_enter},
+          {p.sys_exit, &l.sys_exit},
+          {p.on_wakeup, &l.on_wakeup},
+          {p.on_wakeup_new, &l.on_wakeup_new},
+          {p.on_switch, &l.on_switch}};
+}
+
 Status ActivityTracer::watch(uint64_t cgroup_id) {
   std::lock_guard lock(mu_);
   if (watched_.empty()) {
-    skel_->links.sys_enter = bpf_program__attach(skel_->progs.sys_enter);
-    if (!skel_->links.sys_enter) return sys_error(errno, "attach tp_btf/sys_enter");
-    skel_->links.sys_exit = bpf_program__attach(skel_->progs.sys_exit);
-    if (!skel_->links.sys_exit) {
-      int err = errno;
-      bpf_link__destroy(skel_->links.sys_enter);
-      skel_->links.sys_enter = nullptr;
-      return sys_error(err, "attach tp_btf/sys_exit");
+    for (auto [prog, link] : watch_programs()) {
+      *link = bpf_program__attach(prog);
+      if (!*link) {
+        int err = errno;
+        detach_watch_programs();
+        return sys_error(err, std::string("attach ") + bpf_program__name(prog));
+      }
     }
   }
   __u8 one = 1;
   if (bpf_map__update_elem(skel_->maps.watched, &cgroup_id, sizeof cgroup_id, &one, sizeof one, BPF_ANY) != 0) {
     int err = errno;
-    if (watched_.empty()) detach_syscalls();
+    if (watched_.empty()) detach_watch_programs();
     return sys_error(err, "watch cgroup", std::to_string(cgroup_id));
   }
   ++watched_[cgroup_id];
@@ -233,13 +242,14 @@ void ActivityTracer::unwatch(uint64_t cgroup_id) {
   if (--it->second > 0) return;
   watched_.erase(it);
   (void)bpf_map__delete_elem(skel_->maps.watched, &cgroup_id, sizeof cgroup_id, 0);
-  if (watched_.empty()) detach_syscalls();
+  if (watched_.empty()) detach_watch_programs();
 }
 
-void ActivityTracer::detach_syscalls() {
-  bpf_link__destroy(skel_->links.sys_enter);
-  bpf_link__destroy(skel_->links.sys_exit);
-  skel_->links.sys_enter = skel_->links.sys_exit = nullptr;
+void ActivityTracer::detach_watch_programs() {
+  for (auto [prog, link] : watch_programs()) {
+    bpf_link__destroy(*link);
+    *link = nullptr;
+  }
 }
 
 bool ActivityTracer::syscalls_attached() const {
@@ -259,6 +269,7 @@ uint64_t ActivityTracer::unattributed() const {
 void ActivityTracer::begin(uint64_t cgroup_id) {
   std::lock_guard lock(mu_);
   drain_locked(nullptr);  // what an earlier holder of this id left is not this call's
+  (void)bpf_map__delete_elem(skel_->maps.runq, &cgroup_id, sizeof cgroup_id, 0);
   calls_[cgroup_id] = Call{{}, lost()};
 }
 
@@ -269,6 +280,13 @@ TracedActivity ActivityTracer::end(uint64_t cgroup_id) {
   if (it == calls_.end()) return {};
   TracedActivity a = std::move(it->second.activity);
   a.lost = lost() - it->second.lost_at_begin;
+  sg_runq q{};
+  if (bpf_map__lookup_elem(skel_->maps.runq, &cgroup_id, sizeof cgroup_id, &q, sizeof q, 0) == 0) {
+    (void)bpf_map__delete_elem(skel_->maps.runq, &cgroup_id, sizeof cgroup_id, 0);
+    a.runq_delay_ns = q.total_ns;
+    a.runq_waits = q.waits;
+    a.runq_delay_max_ns = q.max_ns;
+  }
   calls_.erase(it);
   return a;
 }

@@ -21,6 +21,8 @@
 
 struct activity_bpf;
 struct ring_buffer;
+struct bpf_program;
+struct bpf_link;
 
 namespace sandgate::ebpf {
 
@@ -85,7 +87,8 @@ class ActivityTracer {
   ActivityTracer() = default;
   void on_event(const void* data, size_t size);
   void drain_locked(const std::function<void(const ActivityEvent&)>* sink);
-  void detach_syscalls();
+  void detach_watch_programs();
+  std::vector<std::pair<struct bpf_program*, struct bpf_link**>> watch_programs();
 
   struct Call {
     TracedActivity activity;

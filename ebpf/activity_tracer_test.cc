@@ -200,6 +200,45 @@ TEST_F(ActivityTracerReal, SyscallTracepointsAreAttachedOnlyWhileSomethingIsWatc
   EXPECT_FALSE(tracer_->syscalls_attached());
 }
 
+// Three processes spinning on one CPU for 300 ms each take turns: each waits in the run queue
+// for much of that time, and the meter sums those waits for their cgroup.
+TEST_F(ActivityTracerReal, RunQueueDelayOfTasksSharingOneCpu) {
+  TracedCgroup cg("ebpf-runq");
+  ASSERT_FALSE(cg.dir().empty()) << "no cgroup2 mount to make a test cgroup in";
+  auto id = cgroup_id_of(cg.dir());
+  ASSERT_TRUE(id.ok()) << id.error().message();
+  ASSERT_TRUE(tracer_->watch(*id).ok());
+  tracer_->begin(*id);
+  int status = run_in_cgroup(cg.dir(), [] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    if (::sched_setaffinity(0, sizeof one, &one) != 0) ::_exit(94);
+    for (int i = 0; i < 3; ++i) {
+      if (::fork() == 0) {
+        timespec start, now;
+        ::clock_gettime(CLOCK_MONOTONIC, &start);
+        do {
+          ::clock_gettime(CLOCK_MONOTONIC, &now);
+        } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < 300);
+        ::_exit(0);
+      }
+    }
+    while (::wait(nullptr) > 0) {
+    }
+  });
+  TracedActivity a = tracer_->end(*id);
+  tracer_->unwatch(*id);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  // 900 ms of spinning on one CPU over at least 300 ms of wall time: at least 300 ms of it
+  // spent waiting, whatever else the machine runs (a wide margin below the ~600 ms expected).
+  EXPECT_GE(a.runq_delay_ns, 300'000'000u) << to_json(a).dump();
+  EXPECT_GT(a.runq_waits, 3u);
+  EXPECT_GT(a.runq_delay_max_ns, 0u);
+  EXPECT_LE(a.runq_delay_max_ns, a.runq_delay_ns);
+}
+
+// Unwatched, the same contention is not measured: the meter follows the watched set.
 TEST_F(ActivityTracerReal, ProcessesOutsideWatchedCgroupsAreNotTraced) {
   TracedCgroup cg("ebpf-unwatched");
   ASSERT_FALSE(cg.dir().empty()) << "no cgroup2 mount to make a test cgroup in";
