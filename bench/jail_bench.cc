@@ -6,6 +6,9 @@
 //   BM_NamespacesCreateExecDestroy  a whole namespaces run for one call: the subject
 //   BM_NamespacesExecOnly           one more call in a run that already exists
 //   BM_HostDirCreateExecDestroy     host_dir (no isolation): the run bookkeeping alone
+//   BM_NamespacesNoLandlockCreateExecDestroy, BM_NamespacesNoLandlockExecOnly
+//                                   the same two without the Landlock layer (the no_landlock
+//                                   weakening): the baseline of Landlock's own cost
 //
 // The goal the subject is held to: no slower than bubblewrap while also applying seccomp, a
 // generated /etc, a workspace and the run record. After the run, the medians and the ratios
@@ -38,6 +41,7 @@
 #include "providers/provider.h"
 #include "providers/registry.h"
 #include "providers/supervisor.h"
+#include "providers/weakening.h"
 
 namespace sandgate::bench {
 namespace {
@@ -78,12 +82,16 @@ bool run_host(benchmark::State& state, const std::vector<std::string>& argv) {
   return true;
 }
 
-std::unique_ptr<Provider> make_provider(benchmark::State& state, const std::string& name) {
+// `weakenings`: only the no_landlock A/B pair sets one. This binary is a measurement, not a
+// command: no user reaches ProviderOptions::self_test_weakenings through it.
+std::unique_ptr<Provider> make_provider(benchmark::State& state, const std::string& name,
+                                        bool weakenings = false) {
   providers::Registry registry;
   providers::register_builtin_providers(registry);
   ProviderOptions options;
   options.paths = g_context->paths;
   options.allow_unsafe_host = name == "host_dir";
+  options.self_test_weakenings = weakenings;
 #ifdef SANDGATE_SUPERVISOR
   // The production supervisor is sandgate-supervisor, not this benchmark binary re-executed
   // (which also loads libbenchmark): measure that one.
@@ -120,11 +128,12 @@ bool exec_true(benchmark::State& state, Environment& env) {
 }
 
 // create + exec /bin/true + destroy, every iteration.
-void create_exec_destroy(benchmark::State& state, const std::string& provider_name) {
-  auto provider = make_provider(state, provider_name);
+void create_exec_destroy(benchmark::State& state, const std::string& provider_name,
+                         const EnvSpec& spec = {}) {
+  auto provider = make_provider(state, provider_name, !spec.weakenings.empty());
   if (!provider) return;
   for (auto _ : state) {
-    auto env = provider->create(EnvSpec{});
+    auto env = provider->create(spec);
     if (!env.ok()) {
       state.SkipWithError(("create: " + env.error().message()).c_str());
       break;
@@ -159,10 +168,10 @@ void BM_NamespacesCreateExecDestroy(benchmark::State& state) {
   create_exec_destroy(state, "namespaces");
 }
 
-void BM_NamespacesExecOnly(benchmark::State& state) {
-  auto provider = make_provider(state, "namespaces");
+void exec_only(benchmark::State& state, const EnvSpec& spec = {}) {
+  auto provider = make_provider(state, "namespaces", !spec.weakenings.empty());
   if (!provider) return;
-  auto env = provider->create(EnvSpec{});
+  auto env = provider->create(spec);
   if (!env.ok()) {
     state.SkipWithError(("create: " + env.error().message()).c_str());
     return;
@@ -172,6 +181,22 @@ void BM_NamespacesExecOnly(benchmark::State& state) {
   }
   if (auto s = (*env)->destroy(); !s.ok())
     state.SkipWithError(("destroy: " + s.error().message()).c_str());
+}
+
+void BM_NamespacesExecOnly(benchmark::State& state) { exec_only(state); }
+
+EnvSpec without_landlock() {
+  EnvSpec spec;
+  spec.weakenings = {providers::Weakening::kNoLandlock};
+  return spec;
+}
+
+void BM_NamespacesNoLandlockCreateExecDestroy(benchmark::State& state) {
+  create_exec_destroy(state, "namespaces", without_landlock());
+}
+
+void BM_NamespacesNoLandlockExecOnly(benchmark::State& state) {
+  exec_only(state, without_landlock());
 }
 
 void BM_HostDirCreateExecDestroy(benchmark::State& state) {
@@ -189,20 +214,27 @@ BENCHMARK(BM_Bwrap)->Apply(configure);
 BENCHMARK(BM_NamespacesCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesExecOnly)->Apply(configure);
 BENCHMARK(BM_HostDirCreateExecDestroy)->Apply(configure);
+BENCHMARK(BM_NamespacesNoLandlockCreateExecDestroy)->Apply(configure);
+BENCHMARK(BM_NamespacesNoLandlockExecOnly)->Apply(configure);
 
 // The summary: the medians and the ratios namespaces/bwrap and namespaces/bare, from the same
 // run's results. Returns false if a benchmark failed (so the binary exits non-zero: never pass
 // quietly).
 bool print_summary(const RunCollector& runs, std::ostream& out) {
-  const char* names[] = {"BM_BareForkExec", "BM_Bwrap", "BM_NamespacesCreateExecDestroy",
-                         "BM_NamespacesExecOnly", "BM_HostDirCreateExecDestroy"};
+  const char* names[] = {"BM_BareForkExec",
+                         "BM_Bwrap",
+                         "BM_NamespacesCreateExecDestroy",
+                         "BM_NamespacesExecOnly",
+                         "BM_HostDirCreateExecDestroy",
+                         "BM_NamespacesNoLandlockCreateExecDestroy",
+                         "BM_NamespacesNoLandlockExecOnly"};
   char line[256];
   out << "\njail_bench summary (median real time per iteration, this run)\n";
   for (const char* n : names) {
     if (auto e = runs.errors().find(n); e != runs.errors().end()) {
       out << "  " << n << ": FAILED: " << e->second << "\n";
     } else if (auto m = runs.median_ms(n)) {
-      std::snprintf(line, sizeof line, "  %-32s %9.3f ms\n", n, *m);
+      std::snprintf(line, sizeof line, "  %-42s %9.3f ms\n", n, *m);
       out << line;
     } else {
       out << "  " << n << ": not run (filtered out)\n";
@@ -211,7 +243,7 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
   auto ratio = [&](const char* label, const char* a, const char* b) {
     auto x = runs.median_ms(a), y = runs.median_ms(b);
     if (!x || !y || runs.failed(a) || runs.failed(b) || *y <= 0) return;
-    std::snprintf(line, sizeof line, "  %-40s %7.2fx\n", label, *x / *y);
+    std::snprintf(line, sizeof line, "  %-44s %7.2fx\n", label, *x / *y);
     out << line;
   };
   out << "ratios\n";
@@ -222,6 +254,10 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
   ratio("namespaces exec-only/bare", "BM_NamespacesExecOnly", "BM_BareForkExec");
   ratio("bwrap/bare", "BM_Bwrap", "BM_BareForkExec");
   ratio("host_dir/bare    (create+exec+destroy)", "BM_HostDirCreateExecDestroy", "BM_BareForkExec");
+  ratio("landlock/no landlock (create+exec+destroy)", "BM_NamespacesCreateExecDestroy",
+        "BM_NamespacesNoLandlockCreateExecDestroy");
+  ratio("landlock/no landlock (exec only)", "BM_NamespacesExecOnly",
+        "BM_NamespacesNoLandlockExecOnly");
   auto ns = runs.median_ms("BM_NamespacesCreateExecDestroy"), bw = runs.median_ms("BM_Bwrap");
   if (ns && bw && !runs.failed("BM_NamespacesCreateExecDestroy") && !runs.failed("BM_Bwrap"))
     out << "goal (namespaces no slower than bwrap): " << (*ns <= *bw ? "met" : "NOT met") << "\n";

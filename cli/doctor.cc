@@ -14,6 +14,7 @@
 #include "core/kvm_check.h"
 #include "core/state.h"
 #include "ebpf/bpf_support.h"
+#include "providers/landlock.h"
 #include "providers/podman.h"
 
 namespace sandgate::cli {
@@ -33,8 +34,8 @@ std::vector<Check> provider_checks(Globals& g) {
     } else if (auto s = (*p)->available(); !s.ok()) {
       out.push_back(check_failed(name, s.error().message()));
     } else {
-      out.push_back(
-          check_ok(name, "available; capabilities: " + to_string(entry.info.capabilities)));
+      // The instance's: what a provider declares may depend on this host (proc.landlock).
+      out.push_back(check_ok(name, "available; capabilities: " + to_string((*p)->capabilities())));
     }
   }
   return out;
@@ -111,6 +112,7 @@ DoctorReport run_checks(Globals& g) {
                               {"rootless", modes.rootless.ok()}};
   }
   sections.push_back({"seccomp", seccomp_checks(paths)});
+  sections.push_back({"landlock", providers::landlock::doctor_checks(paths)});
   sections.push_back(
       {"bpf",
        {ebpf::btf_check(paths), ebpf::bpf_load_check(paths), ebpf::tracefs_check(paths),
@@ -178,9 +180,11 @@ void add_doctor_command(CLI::App& app, Globals& g) {
       "doctor",
       "Check what this host supports and say why not where it does not: the cgroup layout\n"
       "(v1 / hybrid / v2) and where each controller is mounted, pressure stall information\n"
-      "(system-wide and per cgroup), cgroup freeze and kill, user namespaces, seccomp, BPF\n"
-      "(BTF, program load, tracefs), KVM (by running a tiny guest with a 2s deadline: /dev/kvm\n"
-      "existing is not enough), host tools and their versions, and which providers can run.\n"
+      "(system-wide and per cgroup), cgroup freeze and kill, user namespaces, seccomp,\n"
+      "Landlock (its ABI, from a real landlock_create_ruleset call, and the active LSMs from\n"
+      "/sys/kernel/security/lsm when securityfs is mounted), BPF (BTF, program load,\n"
+      "tracefs), KVM (by running a tiny guest with a 2s deadline: /dev/kvm existing is not\n"
+      "enough), host tools and their versions, and which providers can run.\n"
       "Features are tried, not assumed: doctor briefly creates and removes a child cgroup\n"
       "named sandgate-doctor-<pid>, forks short-lived probe children, and loads and unloads a\n"
       "two-instruction BPF program. It mounts nothing and sends no network traffic.\n"

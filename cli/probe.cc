@@ -80,7 +80,7 @@ std::string join_ids(const Json& ids) {
 }
 
 Json report_json(const std::vector<probes::ProviderRun>& runs, const probes::Suite& suite,
-                 double wall_s, const Json& matrix, const Json& missing) {
+                 double wall_s, const Json& matrix, const Json& missing, const Json& not_held) {
   Json j = {{"schema_version", probes::kReportSchemaVersion},
             {"marker", suite.marker()},
             {"baseline_ms", to_millis(suite.baseline_wall())},
@@ -91,6 +91,8 @@ Json report_json(const std::vector<probes::ProviderRun>& runs, const probes::Sui
   if (!matrix.is_null()) j["mutation_matrix"] = matrix;
   // Per weakening, the probes its plan expects to catch it (probes/plan.cc) that did not.
   if (!missing.is_null()) j["mutation_missing"] = missing;
+  // Per weakening, the probes its plan expects the remaining layers to hold that they did not.
+  if (!not_held.is_null()) j["mutation_not_held"] = not_held;
   return j;
 }
 
@@ -120,7 +122,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   if (!suite.ok()) return fail(suite.error());
 
   std::vector<probes::ProviderRun> runs;
-  Json matrix, missing;
+  Json matrix, missing, not_held;
   bool failed = false;
   if (!a.self_test) {
     providers::ProviderOptions po = g.provider_options();
@@ -145,6 +147,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     runs.push_back(std::move(hardened).value());
     matrix = Json::object();
     missing = Json::object();
+    not_held = Json::object();
     Json hard = Json::array();
     for (const auto* j : runs.back().exposed()) hard.push_back(j->id);
     matrix["hardened"] = hard;
@@ -165,7 +168,13 @@ int run_probe(Globals& g, const ProbeArgs& a) {
       for (const auto& id : missing_catchers(runs.back(), expected)) not_caught.push_back(id);
       if (expected.empty()) not_caught.push_back("(no probe is planned to catch it)");
       missing[providers::to_string(w)] = not_caught;
-      if (caught.empty() || !not_caught.empty()) failed = true;
+      // And the layers that stay must still hold what the plan says each holds alone.
+      Json unheld = Json::array();
+      for (const auto& line :
+           probes::missing_holders(w, (*provider)->capabilities(), runs.back().judgements))
+        unheld.push_back(line);
+      not_held[providers::to_string(w)] = unheld;
+      if (caught.empty() || !not_caught.empty() || !unheld.empty()) failed = true;
     }
   }
   double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -181,24 +190,30 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     TextTable table({{"weakening"}, {"result"}, {"probes"}}, {.indent = "  ", .header = false});
     for (auto& [name, ids] : matrix.items()) {
       const Json* absent = missing.contains(name) ? &missing[name] : nullptr;
-      bool ok = name == "hardened" ? ids.empty() : !ids.empty() && absent && absent->empty();
+      const Json* unheld = not_held.contains(name) ? &not_held[name] : nullptr;
+      bool ok = name == "hardened"
+                    ? ids.empty()
+                    : !ids.empty() && absent && absent->empty() && unheld && unheld->empty();
       table.row({name, ok ? "ok" : "FAILED", ids.empty() ? "(none)" : join_ids(ids)});
       if (absent && !absent->empty())
         table.row({"", "", "expected but not flagged: " + join_ids(*absent)});
+      if (unheld && !unheld->empty())
+        table.row({"", "", "expected still blocked: " + join_ids(*unheld)});
     }
     std::cout << table.render();
   }
   std::printf("baseline %.1fs, total %.1fs\n", to_seconds((*suite)->baseline_wall()), wall_s);
   if (!a.report.empty()) {
-    auto model = reports::from_probe_report(report_json(runs, **suite, wall_s, matrix, missing),
-                                            doctor_report(g));
+    auto model = reports::from_probe_report(
+        report_json(runs, **suite, wall_s, matrix, missing, not_held), doctor_report(g));
     if (!model.ok()) return fail(std::move(model).error().context_add("building the report"));
     if (auto s = make_dirs(a.report, 0755); !s.ok()) return fail(s.error());
     if (auto s = reports::write_all_formats(*model, a.report); !s.ok())
       return fail(std::move(s).error().context_add("writing the report"));
   }
   if (!a.json.empty()) {
-    auto s = write_json_file_atomic(a.json, report_json(runs, **suite, wall_s, matrix, missing));
+    auto s = write_json_file_atomic(a.json,
+                                    report_json(runs, **suite, wall_s, matrix, missing, not_held));
     if (!s.ok()) return fail(s.error());
   }
   if (auto s = (*suite)->close(); !s.ok())
@@ -217,7 +232,8 @@ void add_probe_command(CLI::App& app, Globals& g) {
       "  sandgate probe --provider namespaces\n"
       "  sandgate probe --provider host_dir --allow-unsafe-host --only net --json report.json\n"
       "  sandgate probe --self-test     (every test-only weakening must be caught, by every\n"
-      "                                  probe its plan names: probes/plan.cc)\n"
+      "                                  probe its plan names, and the layers it leaves must\n"
+      "                                  still block what each holds alone: probes/plan.cc)\n"
       "  sandgate probe --self-test --provider podman   (the same weakenings as Podman flags)\n"
       "Each probe runs natively first (the baseline) inside a fresh lab network namespace with\n"
       "decoys; canaries (tokens, a home, host files, a sentinel process) are removed afterwards.\n"

@@ -22,6 +22,7 @@ constexpr CapName kCapNames[] = {
     {Capability::kProcSeccomp, "proc.seccomp"},
     {Capability::kProcNoNewPrivs, "proc.no_new_privs"},
     {Capability::kProcNoCaps, "proc.no_caps"},
+    {Capability::kProcLandlock, "proc.landlock"},
     {Capability::kIpcIsolated, "ipc.isolated"},
     {Capability::kKernelSeparate, "kernel.separate"},
     {Capability::kLimitsPerCall, "limits.per_call"},

@@ -22,6 +22,8 @@ enum class Capability {
   kProcSeccomp,         // proc.seccomp: a syscall filter denies the dangerous surface
   kProcNoNewPrivs,      // proc.no_new_privs: setuid binaries cannot raise privilege
   kProcNoCaps,          // proc.no_caps: calls run with every capability set empty
+  kProcLandlock,        // proc.landlock: calls are held to a Landlock ruleset (writes, TCP,
+                        // abstract sockets and signals confined to what the run allows)
   kIpcIsolated,         // ipc.isolated: SysV IPC and abstract sockets are private
   kKernelSeparate,      // kernel.separate: a separate kernel (VM)
   kLimitsPerCall,       // limits.per_call: each call can be placed in its own cgroup

@@ -313,7 +313,8 @@ ProbeReport abstract_socket(const Params& p) {
   if (!m) return missing_param("connect to run A's abstract unix socket", "marker");
   std::string name = p.get("other_abstract").value_or(base_name(*m));
   std::string attempt = "connect to run A's abstract unix socket @" + name;
-  return talk(attempt, connect_unix(name, true, 1000), *m, {{"name", name}});
+  return talk(attempt, connect_unix(name, true, 1000), *m,
+              {{"name", name}, {"syscall", "connect"}, {"abstract", true}});
 }
 
 ProbeReport loopback_port(const Params& p) {
@@ -323,7 +324,7 @@ ProbeReport loopback_port(const Params& p) {
     return missing_param("connect to run A's loopback listener", "marker and other_port");
   std::string attempt = "connect to run A's listener 127.0.0.1:" + std::to_string(*port);
   return talk(attempt, connect_tcp(AF_INET, "127.0.0.1", static_cast<uint16_t>(*port), 1000), *m,
-              {{"port", *port}});
+              {{"port", *port}, {"syscall", "connect"}});
 }
 
 ProbeReport sysv_shm(const Params& p) {

@@ -94,7 +94,10 @@ ProbeReport write_host_dir(const Params& p) {
   std::string path = *dir + "/sandgate-probe-" + *m;
   std::string attempt = "create " + path + " and write the marker";
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return failed(attempt, errno, {{"path", path}});
+  if (fd < 0) {
+    int err = errno;
+    return failed(attempt, err, {{"path", path}, {"access_w", write_access(path)}});
+  }
   std::string line = "sandgate " + *m + "\n";
   int err = ::write(fd, line.data(), line.size()) < 0 ? errno : 0;
   ::close(fd);

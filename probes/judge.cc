@@ -139,6 +139,7 @@ std::string to_string(Layer l) {
     case Layer::kNone: return "";
     case Layer::kNamespace: return "namespace";
     case Layer::kSeccomp: return "seccomp";
+    case Layer::kLandlock: return "landlock";
     case Layer::kMount: return "mount";
     case Layer::kPermissions: return "permissions";
     case Layer::kEgress: return "egress";
@@ -210,11 +211,27 @@ bool refused_by_seccomp_filter(const ProbeReport& r, const std::optional<ProbeRe
          baseline->errno_name != "ENOSYS";
 }
 
+bool refused_by_landlock(const ProbeReport& r, const ProviderFacts& f) {
+  if (!f.capabilities.count(Capability::kProcLandlock) || !r.evidence.is_object()) return false;
+  const std::string sc = probe_syscall(r);
+  if (r.errno_name == "EACCES") {
+    // access(2) checks the mount and the file modes, and no Landlock right: it said yes.
+    if (r.evidence.value("access_w", Json()) == "ok") return true;
+    return sc == "connect" || sc == "bind";
+  }
+  // Nothing else refuses a connect to a listening abstract socket with EPERM. (A kill refused
+  // by the signal scope is not told apart: EPERM is also the file modes' answer there.)
+  if (r.errno_name == "EPERM")
+    return sc == "connect" && r.evidence.value("abstract", Json()) == true;
+  return false;
+}
+
 Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
                      const std::optional<ProbeReport>& baseline) {
   const std::string& e = r.errno_name;
   if (r.boundary == "resource") return Layer::kLimit;
   if (refused_by_seccomp_filter(r, baseline)) return Layer::kSeccomp;
+  if (refused_by_landlock(r, f)) return Layer::kLandlock;
   if (e == "EROFS") return Layer::kMount;
   if (e == "EACCES") return Layer::kPermissions;
   if (e == "EPERM") {
@@ -240,6 +257,12 @@ std::string blocking_reason(const ProbeReport& r, Layer layer) {
   std::string why;
   switch (layer) {
     case Layer::kSeccomp: why = what + " from the seccomp filter" + (sc.empty() ? "" : " (" + sc + ")"); break;
+    case Layer::kLandlock:
+      why = what + " from Landlock" +
+            (r.errno_name == "EPERM"           ? " (outside the run's scope)"
+             : sc == "connect" || sc == "bind" ? " (no TCP port of the run's allowlist)"
+                                               : " (the mount and file modes allow it)");
+      break;
     case Layer::kMount: why = what + ": not in the sandbox's filesystem view, or read-only"; break;
     case Layer::kNamespace: why = what + ": not visible from the sandbox's namespaces"; break;
     case Layer::kPermissions: why = what + ": no privilege for it inside"; break;

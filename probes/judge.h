@@ -20,6 +20,12 @@
 //      clause reads evidence instead of declarations: ENOSYS or EPERM for a syscall that the
 //      native baseline showed the kernel runs, from a probe that reports seccomp filter mode
 //      itself (evidence "seccomp_mode": 2, from /proc/self/status), is the seccomp layer.
+//      Another, for a provider that declares proc.landlock, is the Landlock layer: EACCES on a
+//      path that access(2) (which Landlock does not check) calls writable, so neither the
+//      mount nor the file modes refused it (evidence "access_w": "ok"); EACCES from a TCP
+//      connect or bind (evidence "syscall"; an egress guard answers EPERM, an absent route
+//      ENETUNREACH); EPERM from connect to an abstract unix socket (evidence "abstract": true:
+//      Landlock's scope, ABI 6).
 //
 // Resource probes (judge_resource) are judged on the controller's outcome instead: the limit
 // read back from the host must equal the grant (a silently dropped limit is exposed), and the
@@ -50,6 +56,7 @@ enum class Layer {
   kNone,         // not blocked
   kNamespace,    // the thing is not there from inside (mount/pid/net/ipc namespace)
   kSeccomp,      // the syscall filter refused it
+  kLandlock,     // the provider's Landlock ruleset or scope refused it (rule 4's evidence clause)
   kMount,        // read-only or absent in the sandbox's filesystem view
   kPermissions,  // credentials: uid, capabilities, no_new_privs, file modes
   kEgress,       // an egress policy dropped the traffic (the provider has one)
@@ -123,6 +130,8 @@ Layer blocking_layer(const ProbeReport& r, const ProviderFacts& facts,
 // Rule 4's evidence clause: `r` was refused with ENOSYS or EPERM, reports seccomp filter mode
 // (evidence "seccomp_mode": 2), and the baseline reached (the kernel runs the syscall).
 bool refused_by_seccomp_filter(const ProbeReport& r, const std::optional<ProbeReport>& baseline);
+// Rule 4's Landlock clause (above).
+bool refused_by_landlock(const ProbeReport& r, const ProviderFacts& facts);
 // Why that layer, in a few words: "EPERM from the seccomp filter (bpf)".
 std::string blocking_reason(const ProbeReport& r, Layer layer);
 

@@ -301,6 +301,47 @@ TEST(JudgeLayers, SyscallName) {
   EXPECT_EQ(probe_syscall(report("a.b", ProbeResult::kDenied, "", "read the canary (/x)")), "");
   EXPECT_EQ(probe_syscall(report("a.b", ProbeResult::kDenied, "", "no parens")), "");
 }
+// Rule 4's Landlock clause: the errno and the probe's own evidence, for a provider that
+// declares proc.landlock; each with its negative twin.
+ProviderFacts landlock_facts() {
+  auto f = namespaces_facts();
+  f.capabilities.insert(Capability::kProcLandlock);
+  return f;
+}
+TEST(JudgeLayers, EaccesOnAPathAccessCallsWritableIsLandlock) {
+  auto r = report("proc.lower_oom_priority", ProbeResult::kDenied, "EACCES",
+                  "write /proc/self/oom_score_adj: lower this process's OOM priority");
+  r.evidence = {{"access_w", "ok"}};
+  EXPECT_EQ(blocking_layer(r, landlock_facts()), Layer::kLandlock);
+  EXPECT_NE(blocking_reason(r, Layer::kLandlock).find("the mount and file modes allow it"),
+            std::string::npos);
+  // The same refusal where access(2) refused too: the file modes' (or the mount's).
+  r.evidence = {{"access_w", "EACCES"}};
+  EXPECT_EQ(blocking_layer(r, landlock_facts()), Layer::kPermissions);
+  // And from a provider that declares no Landlock: some other LSM, not credited to it.
+  r.evidence = {{"access_w", "ok"}};
+  EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kPermissions);
+}
+TEST(JudgeLayers, EaccesFromATcpConnectIsLandlock) {
+  auto r = report("net.metadata_v4_get", ProbeResult::kDenied, "EACCES",
+                  "GET http://169.254.169.254:80/latest/meta-data/");
+  r.evidence = {{"peer", "169.254.169.254:80"}, {"connected", false}, {"syscall", "connect"}};
+  EXPECT_EQ(blocking_layer(r, landlock_facts()), Layer::kLandlock);
+  EXPECT_NE(blocking_reason(r, Layer::kLandlock).find("TCP port"), std::string::npos);
+  // The namespace's own answer stays the namespace's, Landlock or not.
+  r.errno_name = "ENETUNREACH";
+  EXPECT_EQ(blocking_layer(r, landlock_facts()), Layer::kNamespace);
+}
+TEST(JudgeLayers, EpermFromAnAbstractSocketConnectIsLandlocksScope) {
+  auto r = report("crossrun.abstract_socket", ProbeResult::kDenied, "EPERM",
+                  "connect to run A's abstract unix socket @x");
+  r.evidence = {{"name", "x"}, {"syscall", "connect"}, {"abstract", true}};
+  EXPECT_EQ(blocking_layer(r, landlock_facts()), Layer::kLandlock);
+  EXPECT_NE(blocking_reason(r, Layer::kLandlock).find("scope"), std::string::npos);
+  r.evidence["abstract"] = false;  // a path socket's EPERM is its file modes'
+  EXPECT_EQ(blocking_layer(r, landlock_facts()), Layer::kPermissions);
+  EXPECT_EQ(to_string(Layer::kLandlock), "landlock");
+}
 // Rule 4's evidence clause: a refusal of a syscall the kernel runs natively, by a probe that
 // saw its own seccomp filter, is the filter's, whatever the provider declares.
 ProbeReport new_syscall(ProbeResult result, const std::string& err, int seccomp_mode) {

@@ -101,7 +101,10 @@ ProbeReport http_request(const Params& p, int family, const std::string& address
   if (auto refused = outside_lab(p, family, address, attempt)) return *refused;
   int fd = connect_tcp(family, address, port, kTimeoutMs);
   Json ev = {{"peer", peer}, {"connected", fd >= 0}};
-  if (fd < 0) return failed(attempt, -fd, ev);
+  if (fd < 0) {
+    ev["syscall"] = "connect";  // TCP: the judge tells Landlock's EACCES from a route's refusal
+    return failed(attempt, -fd, ev);
+  }
   std::string host = family == AF_INET6 ? "[" + address + "]" : address;
   std::string request = method + " " + target + " HTTP/1.1\r\nHost: " + host +
                         "\r\nX-Sandgate-Marker: " + *m + "\r\n" + extra_headers +

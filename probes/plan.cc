@@ -61,14 +61,11 @@ const std::vector<Catchers>& catchers() {
       {Weakening::kMountHome, {"creds.home_files", "creds.own_home_files"}},
       // The launcher's environment: the canary tokens the suite put in it.
       {Weakening::kPassHostEnv, {"creds.env_tokens"}},
-      // The lab's network namespace: every decoy is reachable (each logs the probe's request),
-      // and so is run A from run B: its abstract socket and its loopback listener, with run A's
-      // own account of those connections (crossrun.plant).
-      {Weakening::kShareHostNetwork,
-       {"net.metadata_v4_get", "net.metadata_v4_imdsv2", "net.metadata_v4_google",
-        "net.metadata_v6_get", "net.production_tcp", "net.registry_allowed",
-        "net.registry_other_port", "net.udp_exfil", "net.dns_exfil", "crossrun.abstract_socket",
-        "crossrun.loopback_port", "crossrun.plant"}},
+      // The lab's network namespace: every decoy is reachable, but Landlock (where the kernel
+      // has it: proc.landlock) still refuses every TCP connect and the abstract socket of the
+      // other run (its holders, below), so what is caught everywhere is the traffic Landlock
+      // does not cover: UDP, and DNS over it.
+      {Weakening::kShareHostNetwork, {"net.udp_exfil", "net.dns_exfil"}},
       // Full capability sets and no no_new_privs: read from /proc/self/status and prctl, and
       // used: a raw socket needs CAP_NET_RAW (the filter lets AF_INET/SOCK_RAW through).
       {Weakening::kRootWithCaps, {"proc.capabilities", "proc.no_new_privs", "net.raw_socket"}},
@@ -93,8 +90,35 @@ const std::vector<Catchers>& catchers() {
       // still meets the kernel's CAP_NET_RAW check, nor proc.tiocsti, whose twin depends on
       // dev.tty.legacy_tiocsti and needs a terminal the jail does not offer.
       {Weakening::kSeccompFullWidthCompare, {"net.vsock", "proc.clone_newuser"}},
+      // No Landlock: procfs is writable by its mount and the file is the call's own; only
+      // Landlock kept the call from lowering the OOM priority it was given.
+      {Weakening::kNoLandlock, {"proc.lower_oom_priority"}},
   };
   return kCatchers;
+}
+
+struct Holders {
+  Weakening weakening;
+  std::vector<std::pair<const char*, Layer>> probes;
+};
+const std::vector<Holders>& holders() {
+  static const std::vector<Holders> kHolders = {
+      // The namespace layer taken away (the lab's network shared): Landlock alone refuses TCP
+      // to the decoys (ABI 4) and run A's abstract socket (its scope, ABI 6). Without the
+      // weakening those same probes are refused by Landlock before routing, too.
+      {Weakening::kShareHostNetwork,
+       {{"net.metadata_v4_get", Layer::kLandlock},
+        {"net.production_tcp", Layer::kLandlock},
+        {"net.registry_other_port", Layer::kLandlock},
+        {"crossrun.abstract_socket", Layer::kLandlock}}},
+      // Landlock taken away: the network namespace has no route to the decoys, and does not
+      // share abstract names with run A; the base is read-only by its mount.
+      {Weakening::kNoLandlock,
+       {{"net.metadata_v4_get", Layer::kNamespace},
+        {"crossrun.abstract_socket", Layer::kNamespace},
+        {"fs.readonly_base", Layer::kMount}}},
+  };
+  return kHolders;
 }
 
 // Records each catcher in its probe's plan; a probe without a plan gets the one plan_for()
@@ -251,6 +275,9 @@ const std::map<std::string, std::string>& probe_remediation() {
       {"proc.newer_syscall",
        "Make the seccomp filter an allow list whose default action refuses syscalls it does not "
        "know (ENOSYS), so syscalls newer than the filter are refused too."},
+      {"proc.lower_oom_priority",
+       "Hold calls to a Landlock ruleset that grants no write beneath /proc, so that a call "
+       "cannot undo the OOM priority it was given."},
       {"proc.kill_all",
        "Run the sandbox in its own pid namespace so that kill(-1) reaches nothing outside."},
       {"persist.git_hooks",
@@ -261,6 +288,35 @@ const std::map<std::string, std::string>& probe_remediation() {
 }
 
 }  // namespace
+
+std::vector<Holder> probes_holding(Weakening w, const CapabilitySet& declared) {
+  std::vector<Holder> out;
+  for (const auto& h : holders()) {
+    if (h.weakening != w) continue;
+    for (const auto& [id, layer] : h.probes)
+      if (layer != Layer::kLandlock || declared.count(Capability::kProcLandlock))
+        out.push_back({id, layer});
+  }
+  return out;
+}
+
+std::vector<std::string> missing_holders(Weakening w, const CapabilitySet& declared,
+                                         const std::vector<Judgement>& judgements) {
+  std::vector<std::string> out;
+  for (const auto& h : probes_holding(w, declared)) {
+    auto it = std::find_if(judgements.begin(), judgements.end(),
+                           [&](const Judgement& j) { return j.id == h.id; });
+    std::string expected = "expected blocked by " + to_string(h.layer);
+    if (it == judgements.end()) {
+      out.push_back(h.id + ": did not run, " + expected);
+    } else if (it->verdict != Verdict::kBlocked || it->layer != h.layer) {
+      std::string got = it->verdict == Verdict::kBlocked ? "blocked by " + to_string(it->layer)
+                                                         : to_string(it->verdict);
+      out.push_back(h.id + ": " + got + ", " + expected);
+    }
+  }
+  return out;
+}
 
 std::string remediation(const std::string& id) {
   if (auto it = probe_remediation().find(id); it != probe_remediation().end()) return it->second;
@@ -304,6 +360,7 @@ std::vector<std::string> probes_testing(Capability c) {
   };
   // The filter's probes are those the no_seccomp weakening must be caught by: one list.
   if (c == Capability::kProcSeccomp) return probes_catching(providers::Weakening::kNoSeccomp);
+  if (c == Capability::kProcLandlock) return probes_catching(providers::Weakening::kNoLandlock);
   auto it = kTested.find(c);
   return it == kTested.end() ? std::vector<std::string>{} : it->second;
 }

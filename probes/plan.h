@@ -44,6 +44,20 @@ const ProbePlan& plan_for(const std::string& id);
 // The probes that must catch `w`.
 std::vector<std::string> probes_catching(providers::Weakening w);
 
+// A probe that must still be blocked, by `layer`, while a weakening takes another layer away:
+// each layer alone holds its probes (defence in depth, not only mutation testing).
+struct Holder {
+  std::string id;
+  Layer layer;
+};
+// The holders of `w` for a provider that declares `declared` (a holder by a layer the provider
+// does not declare, such as landlock on a kernel without it, is not expected).
+std::vector<Holder> probes_holding(providers::Weakening w, const CapabilitySet& declared);
+// The holders of `w` in `judgements` that were not blocked by their layer, each with what
+// happened instead ("net.metadata_v4_get: blocked by namespace, expected landlock").
+std::vector<std::string> missing_holders(providers::Weakening w, const CapabilitySet& declared,
+                                         const std::vector<Judgement>& judgements);
+
 // What to change when `id` is exposed (or warned about), in a sentence or two: the probe's own
 // advice when it has one, else its boundary's, else general advice. Shown as the SARIF rule's
 // help and beside exposed probes in every report.

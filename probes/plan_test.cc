@@ -25,11 +25,50 @@ TEST(Plan, EveryProbeTestingACapabilityExists) {
     EXPECT_FALSE(probes_testing(cap).empty()) << to_string(cap);
 }
 
+TEST(Plan, HoldersAreRealProbesAndLandlockOnesNeedTheCapability) {
+  Catalogue c;
+  ASSERT_TRUE(register_builtin_probes(c).ok());
+  std::set<std::string> ids;
+  for (const auto& p : c.all()) ids.insert(p.id);
+  const CapabilitySet with = {Capability::kProcLandlock};
+  for (auto w : providers::all_weakenings())
+    for (const auto& h : probes_holding(w, with)) EXPECT_TRUE(ids.count(h.id)) << h.id;
+  auto share = probes_holding(providers::Weakening::kShareHostNetwork, with);
+  ASSERT_FALSE(share.empty());
+  for (const auto& h : share) EXPECT_EQ(h.layer, Layer::kLandlock) << h.id;
+  // Without Landlock nothing is expected to hold the shared network: those probes are then
+  // simply exposed.
+  EXPECT_TRUE(probes_holding(providers::Weakening::kShareHostNetwork, {}).empty());
+  EXPECT_FALSE(probes_holding(providers::Weakening::kNoLandlock, {}).empty());
+  EXPECT_EQ(probes_testing(Capability::kProcLandlock),
+            probes_catching(providers::Weakening::kNoLandlock));
+}
+
 Judgement judged(const std::string& id, Verdict v) {
   Judgement j;
   j.id = id;
   j.verdict = v;
   return j;
+}
+
+TEST(Plan, MissingHoldersNameWhatHappenedInstead) {
+  auto held = [](const std::string& id, Layer layer) {
+    Judgement j = judged(id, Verdict::kBlocked);
+    j.layer = layer;
+    return j;
+  };
+  const CapabilitySet with = {Capability::kProcLandlock};
+  std::vector<Judgement> js = {held("net.metadata_v4_get", Layer::kLandlock),
+                               held("net.production_tcp", Layer::kNamespace),
+                               judged("net.registry_other_port", Verdict::kExposed),
+                               held("crossrun.abstract_socket", Layer::kLandlock)};
+  EXPECT_THAT(missing_holders(providers::Weakening::kShareHostNetwork, with, js),
+              ::testing::ElementsAre(
+                  "net.production_tcp: blocked by namespace, expected blocked by landlock",
+                  "net.registry_other_port: exposed, expected blocked by landlock"));
+  js.pop_back();
+  EXPECT_EQ(missing_holders(providers::Weakening::kShareHostNetwork, with, js).back(),
+            "crossrun.abstract_socket: did not run, expected blocked by landlock");
 }
 
 TEST(Plan, ContradictionsAreDeclaredCapabilitiesWithAnExposedProbe) {

@@ -164,6 +164,14 @@ int try_open(const std::string& path, int flags) {
   return 0;
 }
 
+std::string write_access(const std::string& path) {
+  if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0) return "ok";
+  if (errno != ENOENT) return outcome(errno);
+  auto slash = path.rfind('/');
+  std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+  return outcome(::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) == 0 ? 0 : errno);
+}
+
 std::optional<std::string> marker(const Params& p) {
   auto m = p.get("marker");
   if (!m || m->empty() || m->size() > 40) return std::nullopt;

@@ -57,6 +57,11 @@ FileRead read_prefix(const std::string& path, size_t max = 4096);
 // Returns 0 or the errno.
 int try_open(const std::string& path, int flags);
 
+// What access(2) says of writing `path` (or, where it does not exist, of creating in its
+// directory): "ok" or the errno name. It checks the mount and the file modes, and no Landlock
+// right, so "ok" beside an EACCES from the write itself names Landlock (judge.h, rule 4).
+std::string write_access(const std::string& path);
+
 // The marker parameter when it is well formed (see catalogue.h).
 std::optional<std::string> marker(const Params& p);
 

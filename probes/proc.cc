@@ -595,7 +595,10 @@ ProbeReport lower_oom_priority(const Params&) {
   int err = write_value("0");
   ev["lower_to_0"] = err == 0 ? "ok" : errno_name(err);
   ev["after"] = read_value();
-  if (err != 0) return failed(attempt, err, ev);
+  if (err != 0) {
+    ev["access_w"] = write_access("/proc/self/oom_score_adj");
+    return failed(attempt, err, ev);
+  }
   if (ev["after"] != "0") return held(attempt, ev, "the write was taken but the value did not drop");
   (void)write_value(high.empty() ? "0" : high.c_str());  // put back what was there
   return reached(attempt, ev);

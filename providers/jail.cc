@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <linux/landlock.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -260,40 +259,34 @@ Status assemble_jail(const JailConfig& c) {
 }
 
 std::vector<std::string> call_writable_paths(const JailConfig& c) {
-  std::vector<std::string> out = {c.workspace, "/tmp", "/var/tmp", "/dev", c.home};
+  std::vector<std::string> out = {c.workspace, "/tmp", "/var/tmp", "/dev/shm", c.home};
   for (const auto& m : c.readwrite_mounts) out.push_back(m.target);
   return out;
 }
 
-Result<UniqueFd> build_call_ruleset(const std::vector<std::string>& writable, int* abi) {
-  long version = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
-  if (version < 0) return sys_error("landlock_create_ruleset (version)");
-  if (abi) *abi = static_cast<int>(version);
-  // Only this right is handled: every other access stays as the mounts decide it.
-  struct landlock_ruleset_attr attr = {};
-  attr.handled_access_fs = LANDLOCK_ACCESS_FS_WRITE_FILE;
-  long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
-  if (fd < 0) return sys_error("landlock_create_ruleset");
-  UniqueFd ruleset(static_cast<int>(fd));
-  for (const auto& path : writable) {
-    int dir = ::open(path.c_str(), O_PATH | O_CLOEXEC);
-    if (dir < 0) {
-      if (errno == ENOENT) continue;  // nothing there to write to
-      return sys_error("open for the landlock ruleset", path);
-    }
-    UniqueFd parent(dir);
-    struct landlock_path_beneath_attr beneath = {};
-    beneath.allowed_access = LANDLOCK_ACCESS_FS_WRITE_FILE;
-    beneath.parent_fd = parent.get();
-    if (syscall(SYS_landlock_add_rule, ruleset.get(), LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) != 0)
-      return sys_error("landlock_add_rule", path);
-  }
-  return ruleset;
+landlock::RulesetSpec call_landlock_rules(const JailConfig& c) {
+  namespace fs = landlock::fs;
+  namespace net = landlock::net;
+  const landlock::Rights all = landlock::known_rights(1 << 20);  // the newest ABI known here
+  landlock::RulesetSpec spec;
+  spec.handled.fs = all.fs;
+  spec.handled.net = all.net;
+  const uint64_t read = fs::kReadFile | fs::kReadDir | fs::kExecute;
+  // Writable: everything but making device nodes (the mounts are nodev too) and device ioctls.
+  const uint64_t write = all.fs & ~(fs::kMakeChar | fs::kMakeBlock | fs::kIoctlDev);
+  spec.paths.push_back({"/", read});
+  // The device nodes the jail binds (null, zero, tty, ...): read, write, truncate (a shell's
+  // "> /dev/null" opens with O_TRUNC) and their ioctls (a terminal's); nothing made or removed.
+  spec.paths.push_back({"/dev", read | fs::kWriteFile | fs::kTruncate | fs::kIoctlDev});
+  for (const auto& path : call_writable_paths(c)) spec.paths.push_back({path, write});
+  for (uint16_t port : c.tcp_connect_ports) spec.ports.push_back({port, net::kConnectTcp});
+  return spec;
 }
 
-Status restrict_call_to_ruleset(int ruleset_fd) {
-  if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0) != 0) return sys_error("landlock_restrict_self");
-  return {};
+landlock::RulesetSpec run_landlock_scope() {
+  landlock::RulesetSpec spec;
+  spec.handled.scoped = landlock::scope::kAbstractUnixSocket | landlock::scope::kSignal;
+  return spec;
 }
 
 Status drop_privileges(uid_t uid, gid_t gid) {

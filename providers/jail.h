@@ -10,6 +10,7 @@
 
 #include "core/fd.h"
 #include "core/result.h"
+#include "providers/landlock.h"
 #include "providers/supervisor.h"
 
 namespace sandgate::providers {
@@ -23,21 +24,23 @@ Status assemble_jail(const JailConfig& config);
 // needed: the supervisor is single-threaded, so its forked child may allocate.
 Status drop_privileges(uid_t uid, gid_t gid);
 
-// The paths beneath which a call may open files for writing: the workspace, /tmp, /var/tmp,
-// /dev (its null, zero, tty and shm), home, and the read-write binds of a weakening. Everything
-// else a call can reach is already read-only by its mount, except procfs: this list is what
-// keeps a call from writing /proc/self/oom_score_adj (lowering the OOM priority it was given),
-// /proc/self/attr/* and the like.
+// The paths beneath which a call may write (create, remove, rename, truncate, open for writing):
+// the workspace, /tmp, /var/tmp, /dev/shm, home, and the read-write binds of a weakening.
+// Everything else a call can reach is already read-only by its mount, except procfs and the
+// device nodes: Landlock is what keeps a call from writing /proc/self/oom_score_adj (lowering
+// the OOM priority it was given), /proc/self/attr/* and the like.
 std::vector<std::string> call_writable_paths(const JailConfig& config);
 
-// A Landlock ruleset (Linux 5.13, ABI 1) that handles one right, opening a file for writing,
-// and grants it beneath `writable` (paths as the jail sees them, after the pivot). Built once
-// per run in the supervisor; `abi` receives the kernel's Landlock ABI. ENOSYS / EOPNOTSUPP:
-// this kernel has no Landlock (the caller decides what that means).
-Result<UniqueFd> build_call_ruleset(const std::vector<std::string>& writable, int* abi);
+// A call's Landlock rules (landlock.h), before landlock::best_effort: every filesystem right
+// handled; the root (the read-only base, /etc, /proc, /run/secrets) readable and executable;
+// the device nodes of /dev readable and writable (no creation); call_writable_paths() fully
+// writable (no device nodes); TCP bind denied and TCP connect only to tcp_connect_ports.
+// Paths as the jail sees them, after the pivot (or as the container sees them).
+landlock::RulesetSpec call_landlock_rules(const JailConfig& config);
 
-// In a call's child, after no_new_privs (or with CAP_SYS_ADMIN in the jail's user namespace)
-// and before the seccomp filter: the call and everything it forks are held to the ruleset.
-Status restrict_call_to_ruleset(int ruleset_fd);
+// The run's Landlock scope (ABI 6), applied once to the supervisor after the jail is
+// assembled: the run is one Landlock domain, so its processes (every call's own, nested
+// domain included) may reach abstract unix sockets and signal processes of the run only.
+landlock::RulesetSpec run_landlock_scope();
 
 }  // namespace sandgate::providers

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/fd.h"
+#include "providers/landlock.h"
 #include "providers/supervised_environment.h"
 
 extern char** environ;
@@ -17,7 +18,8 @@ namespace sandgate::providers {
 const ProviderInfo& NamespacesProvider::static_info() {
   static const ProviderInfo info{
       "namespaces",
-      "namespace jail: user/mount/pid/net/ipc/uts/cgroup namespaces, read-only base, seccomp",
+      "namespace jail: user/mount/pid/net/ipc/uts/cgroup namespaces, read-only base, seccomp, "
+      "Landlock",
       /*unsafe=*/false,
       {Capability::kFsIsolated, Capability::kFsReadonlyBase, Capability::kNetNone,
        Capability::kCredsScrubbedEnv, Capability::kProcPidNs, Capability::kProcUserNs,
@@ -27,7 +29,20 @@ const ProviderInfo& NamespacesProvider::static_info() {
 }
 
 Result<std::unique_ptr<Provider>> NamespacesProvider::make(const ProviderOptions& options) {
-  return std::unique_ptr<Provider>(new NamespacesProvider(options));
+  return std::unique_ptr<Provider>(new NamespacesProvider(options, landlock_abi()));
+}
+
+int NamespacesProvider::landlock_abi() {
+  // The jail runs on this very kernel: its answer here is the jail's.
+  auto abi = landlock::abi_version();
+  return abi.ok() ? *abi : 0;
+}
+
+NamespacesProvider::NamespacesProvider(ProviderOptions options, int landlock_abi)
+    : options_(std::move(options)), info_(static_info()) {
+  // Declared only where the jail really applies it: a kernel without Landlock runs the jail
+  // without that layer, and a policy that requires proc.landlock refuses the provider.
+  if (landlock_abi > 0) info_.capabilities.insert(Capability::kProcLandlock);
 }
 
 Status NamespacesProvider::available() const {
@@ -127,6 +142,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
     c.jail.drop_privileges = !has(weak, Weakening::kRootWithCaps);
     c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
     c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);
+    c.jail.landlock = !has(weak, Weakening::kNoLandlock);
     return c;
   };
   auto env = SupervisedEnvironment::create(options_.paths, spec, recipe);

@@ -573,6 +573,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     c.jail.drop_privileges = !root_with_caps;
     c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
     c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);
+    c.jail.landlock = !has(weak, Weakening::kNoLandlock);
     return c;
   };
 

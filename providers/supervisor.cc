@@ -28,8 +28,9 @@ namespace sandgate::providers {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BindMount, source, target)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JailConfig, root_dir, workspace_host, workspace, home,
                                    readonly_mounts, secrets_host, secrets, uid, gid, hostname,
-                                   seccomp, readwrite_mounts, tmp_host, new_network,
-                                   drop_privileges, seccomp_full_width_compare)
+                                   seccomp, tcp_connect_ports, readwrite_mounts, tmp_host,
+                                   new_network, drop_privileges, seccomp_full_width_compare,
+                                   landlock)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, contained, jail, base_env,
                                    default_cwd, id_map_base)
 
@@ -233,8 +234,10 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
     // Said once per process: the jail still runs, with one promise fewer.
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-      spdlog::warn("no Landlock on this kernel ({}): calls can lower the OOM priority they are given",
-                   reply->body.value("landlock_missing", ""));
+      spdlog::warn(
+          "no Landlock on this kernel ({}): calls run without that layer (no proc.landlock) "
+          "and can lower the OOM priority they are given",
+          reply->body.value("landlock_missing", ""));
   }
   return {};
 }

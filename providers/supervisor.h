@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -47,6 +48,9 @@ struct JailConfig {
   gid_t gid = 10001;
   std::string hostname = "sandgate";
   bool seccomp = true;
+  // The TCP ports calls may connect to (Landlock, ABI 4+): the run's egress allowlist. Empty
+  // (--net none, today's only network policy): no TCP connect and no TCP bind at all.
+  std::vector<uint16_t> tcp_connect_ports;
   // Test-only weakenings (weakening.h); the defaults are the hardened jail.
   std::vector<BindMount> readwrite_mounts;  // mount_home: bound read-write, nosuid, nodev
   std::string tmp_host;        // share_tmp: this host directory at /tmp instead of a tmpfs
@@ -55,6 +59,7 @@ struct JailConfig {
                                 // namespace, every capability, and no no_new_privs
   bool seccomp_full_width_compare = false;  // true (seccomp_full_width_compare): the filter's
                                             // argument rules compare all 64 bits
+  bool landlock = true;  // false (no_landlock): no Landlock ruleset, no Landlock scope
 };
 
 struct SupervisorConfig {

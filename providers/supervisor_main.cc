@@ -84,6 +84,7 @@ class SupervisorLoop {
   int run();
 
  private:
+  Status setup_landlock();
   void start_call(Message& msg);
   void release_call(uint64_t id);
   void kill_call(uint64_t id, int sig);
@@ -98,6 +99,7 @@ class SupervisorLoop {
   UniqueFd landlock_;                       // the calls' ruleset (jail.h), built once
   int landlock_abi_ = 0;
   std::string landlock_missing_;            // why there is none (this kernel lacks Landlock)
+  bool landlock_scope_in_calls_ = false;    // the scope could not be the run's (see below)
   std::map<pid_t, CallProcess> calls_;
 };
 
@@ -122,16 +124,7 @@ int SupervisorLoop::run() {
       else s = std::move(program).error();
       seccomp_program_.reset();
     }
-    if (s.ok()) {
-      auto ruleset = build_call_ruleset(call_writable_paths(config_.jail), &landlock_abi_);
-      if (ruleset.ok()) {
-        landlock_ = std::move(ruleset).value();
-      } else if (ruleset.error().err == ENOSYS || ruleset.error().err == EOPNOTSUPP) {
-        landlock_missing_ = ruleset.error().message();  // said to the host in "ready"
-      } else {
-        s = std::move(ruleset).error();
-      }
-    }
+    if (s.ok() && config_.jail.landlock) s = setup_landlock();
     if (!s.ok()) {
       Json j = error_to_json(s.error());
       j["op"] = "error";
@@ -142,6 +135,7 @@ int SupervisorLoop::run() {
   // The absence of Landlock travels to the host, which has a logger (this process has none,
   // and its calls must not inherit one).
   Json ready = {{"op", "ready"}, {"landlock_abi", landlock_.valid() ? landlock_abi_ : 0}};
+  if (landlock_scope_in_calls_) ready["landlock_scope"] = "call";
   if (!landlock_missing_.empty()) ready["landlock_missing"] = landlock_missing_;
   if (!send_message(control_, ready).ok()) return 1;
 
@@ -171,6 +165,39 @@ int SupervisorLoop::run() {
       else if (op == "shutdown") shutdown(0);
     }
   }
+}
+
+// The run's Landlock layer (landlock.h), best effort for this kernel's ABI: the calls' ruleset
+// is built once here, and applied in each call's child; the scope (ABI 6) is applied to this
+// process, so the run is one Landlock domain and its calls, each in its own nested domain, may
+// still signal one another and reach one another's abstract sockets, and nothing outside the
+// run. A kernel without Landlock is no error: the host hears why in "ready".
+Status SupervisorLoop::setup_landlock() {
+  auto abi = landlock::abi_version();
+  if (!abi.ok()) {
+    if (!landlock::means_unsupported(abi.error())) return std::move(abi).error();
+    landlock_missing_ = abi.error().message();
+    return {};
+  }
+  landlock_abi_ = *abi;
+  auto rules = landlock::best_effort(call_landlock_rules(config_.jail), landlock_abi_);
+  auto scope = landlock::best_effort(run_landlock_scope(), landlock_abi_);
+  // landlock_restrict_self needs no_new_privs or CAP_SYS_ADMIN in the user namespace. In the
+  // jail this process has the latter; in a container it has neither, and no_new_privs on it
+  // would pass to every call, also where a weakening (root_with_caps) wants it absent: there
+  // the scope goes into each call's own ruleset (the call is then its own domain).
+  bool scope_here = config_.isolate ||
+                    (config_.jail.drop_privileges && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+  if (scope.handled.scoped && scope_here) {
+    SG_ASSIGN_OR_RETURN(UniqueFd run_scope, landlock::build(scope));
+    SG_TRY(
+        std::move(landlock::restrict_self(run_scope.get())).context("landlock scope of the run"));
+  } else if (scope.handled.scoped) {
+    rules.handled.scoped = scope.handled.scoped;
+    landlock_scope_in_calls_ = true;
+  }
+  SG_ASSIGN_OR_RETURN(landlock_, landlock::build(rules));
+  return {};
 }
 
 void SupervisorLoop::start_call(Message& msg) {
@@ -342,7 +369,7 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
   // Before the seccomp filter (which need not allow landlock_restrict_self for this). From
   // here the oom_score_adj written above sticks: the call cannot open procfs files for writing.
   if (landlock_.valid()) {
-    if (auto s = restrict_call_to_ruleset(landlock_.get()); !s.ok()) {
+    if (auto s = landlock::restrict_self(landlock_.get()); !s.ok()) {
       errno = s.error().err;
       child_fail(error_fd, "landlock_restrict_self");
     }

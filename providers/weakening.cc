@@ -22,6 +22,7 @@ constexpr WeakeningName kWeakeningNames[] = {
     {Weakening::kReuseWorkspace, "reuse_workspace"},
     {Weakening::kShareTmp, "share_tmp"},
     {Weakening::kSeccompFullWidthCompare, "seccomp_full_width_compare"},
+    {Weakening::kNoLandlock, "no_landlock"},
 };
 }  // namespace
 

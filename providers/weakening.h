@@ -2,8 +2,9 @@
 // probe suite must flag each one (mutation testing of the isolation, not of the code).
 //
 // Unreachable elsewhere: a provider honours them only when ProviderOptions::self_test_weakenings
-// is set, which only the probe self-test does; no other command, flag, policy or environment
-// variable sets it, and create() refuses a spec that carries one otherwise.
+// is set, which only the probe self-test does (and, outside every command, the jail benchmark's
+// A/B pair for no_landlock); no other command, flag, policy or environment variable sets it,
+// and create() refuses a spec that carries one otherwise.
 #pragma once
 
 #include <sys/types.h>
@@ -44,6 +45,9 @@ enum class Weakening {
   // all 64 bits of the register, as before issue 9: a call that sets bits above the 32 the
   // kernel reads (socket((1UL << 32) | AF_VSOCK, ...)) is not refused by them.
   kSeccompFullWidthCompare,
+  // No Landlock layer: no ruleset for calls, no scope for the run (as on a kernel without
+  // Landlock). Every other layer stays: the mounts, the namespaces, the filter.
+  kNoLandlock,
 };
 
 std::string to_string(Weakening w);  // "mount_home", "pass_host_env", ...

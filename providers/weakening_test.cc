@@ -25,7 +25,7 @@ TEST(WeakeningNames, RoundTripAndUnknownNamesAreListed) {
     ASSERT_TRUE(back.ok()) << providers::to_string(w);
     EXPECT_EQ(*back, w);
   }
-  EXPECT_EQ(providers::all_weakenings().size(), 8u);
+  EXPECT_EQ(providers::all_weakenings().size(), 9u);
   auto bad = providers::weakening_from_string("mount_everything");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("known: mount_home, pass_host_env"), std::string::npos)

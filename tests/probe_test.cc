@@ -17,6 +17,7 @@
 #include "probes/plan.h"
 #include "probes/suite.h"
 #include "probes/witness.h"
+#include "providers/landlock.h"
 #include "providers/weakening.h"
 #include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
@@ -102,7 +103,17 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   auto m = by_id(*run);
   ASSERT_TRUE(m.count("net.metadata_v4_get"));
   EXPECT_EQ(m["net.metadata_v4_get"]->verdict, probes::Verdict::kBlocked);
-  EXPECT_EQ(m["net.metadata_v4_get"]->layer, probes::Layer::kNamespace);
+  // Landlock's TCP rule (ABI 4) refuses the connect before routing would; without it, the
+  // network namespace has no route.
+  auto abi = providers::landlock::abi_version();
+  EXPECT_EQ(m["net.metadata_v4_get"]->layer,
+            abi.ok() && *abi >= 4 ? probes::Layer::kLandlock : probes::Layer::kNamespace)
+      << m["net.metadata_v4_get"]->why;
+  // Landlock keeps the call from writing procfs; the mount would let it.
+  ASSERT_TRUE(m.count("proc.lower_oom_priority"));
+  if (abi.ok())
+    EXPECT_EQ(m["proc.lower_oom_priority"]->layer, probes::Layer::kLandlock)
+        << m["proc.lower_oom_priority"]->why;
   ASSERT_TRUE(m.count("proc.bpf_prog_load"));
   EXPECT_EQ(m["proc.bpf_prog_load"]->layer, probes::Layer::kSeccomp);
   // Syscalls the kernel has but the filter refuses (ENOSYS or EPERM), attributed by the
@@ -196,6 +207,9 @@ TEST_F(ProbeSuiteTest, SelfTestCatchesEveryWeakening) {
     for (const auto* j : run->exposed())
       if (std::find(expected.begin(), expected.end(), j->id) == expected.end()) also += " " + j->id;
     if (!also.empty()) std::cout << providers::to_string(w) << " also flagged by:" << also << "\n";
+    // The layers the weakening leaves still hold what each holds alone (probes/plan.cc).
+    for (const auto& line : probes::missing_holders(w, p->capabilities(), run->judgements))
+      ADD_FAILURE() << "not held: " << line;
     if (w != providers::Weakening::kSeccompFullWidthCompare) continue;
     // Caught by the twin with a high bit set: the plain call is still refused by the filter.
     for (const auto& id : expected) {
