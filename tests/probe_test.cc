@@ -111,9 +111,10 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
       << m["net.metadata_v4_get"]->why;
   // Landlock keeps the call from writing procfs; the mount would let it.
   ASSERT_TRUE(m.count("proc.lower_oom_priority"));
-  if (abi.ok())
+  if (abi.ok()) {
     EXPECT_EQ(m["proc.lower_oom_priority"]->layer, probes::Layer::kLandlock)
         << m["proc.lower_oom_priority"]->why;
+  }
   ASSERT_TRUE(m.count("proc.bpf_prog_load"));
   EXPECT_EQ(m["proc.bpf_prog_load"]->layer, probes::Layer::kSeccomp);
   // Syscalls the kernel has but the filter refuses (ENOSYS or EPERM), attributed by the
