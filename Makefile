@@ -4,12 +4,23 @@
 # and the rest:
 #   make bench     release build, then the Google Benchmark suites (A/B figures)
 #   make format    clang-format every C/C++ source in place
+#   make fuzz      clang build of the libFuzzer harnesses (tests/fuzz), then each one run for
+#                  FUZZ_SECONDS (default 60) in turn; prints executions, exec/s, coverage and
+#                  corpus size per harness, and the reproducer of any crash. The long lane is
+#                  the same target with a bigger budget, e.g. overnight:
+#                    make fuzz FUZZ_SECONDS=3600              (an hour per harness)
+#                    make fuzz FUZZ_SECONDS=14400 FUZZ_ONLY="trace report"
+#                  New inputs collect in build/fuzz/corpus/<harness> across runs; crashes in
+#                  build/fuzz/crashes/<harness>. `make test` runs every checked-in corpus and
+#                  crash input through the same harnesses without libFuzzer (ctest -R fuzz_).
 
 SHELL := /bin/bash
 RELEASE := build/release
 REPORT_DIR ?= reports/out
+FUZZ_SECONDS ?= 60
+FUZZ_ONLY ?=
 
-.PHONY: qualify test bench format bootstrap release dev
+.PHONY: qualify test bench format bootstrap release dev fuzz
 
 # `release` builds what qualify needs (sandgate and sandgate-supervisor); `bench` adds the
 # benchmark binaries.
@@ -42,3 +53,8 @@ bench: release
 
 format:
 	@git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
+
+fuzz: bootstrap
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run-fuzzers build/fuzz $(FUZZ_ONLY)

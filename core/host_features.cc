@@ -19,6 +19,7 @@
 #include "core/fd.h"
 #include "core/probe_child.h"
 #include "core/process.h"
+#include "core/strings.h"
 
 namespace sandgate {
 namespace {
@@ -56,6 +57,12 @@ bool parse_pressure_fields(std::string_view rest, PressureLine& out) {
     std::string key = field.substr(0, eq), value = field.substr(eq + 1);
     char* end = nullptr;
     errno = 0;
+    // The kernel writes digits ("%lu.%02lu", "%llu"); strtod and strtoull would also take
+    // "nan", "inf", "-5" and hex, which a threshold compared with avg10 cannot use (NaN never
+    // trips it): only digits and one dot are numbers here.
+    if (value.empty() || value.find_first_not_of(key == "total" ? "0123456789" : "0123456789.") !=
+                             std::string::npos)
+      return false;
     if (key == "total") {
       out.total_us = std::strtoull(value.c_str(), &end, 10);
     } else {
@@ -88,14 +95,14 @@ Result<Pressure> parse_pressure(std::string_view text) {
     auto rest = sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
     PressureLine pl;
     if (!parse_pressure_fields(rest, pl))
-      return logic_error("parse pressure", "malformed line '" + std::string(line) + "'");
+      return logic_error("parse pressure", "malformed line '" + excerpt(line) + "'");
     if (kind == "some") {
       p.some = pl;
       some = true;
     } else if (kind == "full") {
       p.full = pl;
     } else {
-      return logic_error("parse pressure", "unknown line kind '" + std::string(kind) + "'");
+      return logic_error("parse pressure", "unknown line kind '" + excerpt(kind) + "'");
     }
   }
   if (!some) return logic_error("parse pressure", "no 'some' line");

@@ -62,6 +62,16 @@ TEST(Pressure, RejectsMalformedText) {
   EXPECT_FALSE(parse_pressure("some avg10=x avg60=0.00 avg300=0.00 total=0\n").ok());
   EXPECT_FALSE(parse_pressure("some avg10=0.00 avg60=0.00 total=0\n").ok());
   EXPECT_FALSE(parse_pressure("most avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").ok());
+  // strtod's other numbers: NaN would never trip the monitor's threshold (tests/fuzz).
+  EXPECT_FALSE(parse_pressure("some avg10=nan avg60=0.00 avg300=0.00 total=0\n").ok());
+  EXPECT_FALSE(parse_pressure("some avg10=inf avg60=0.00 avg300=0.00 total=0\n").ok());
+  EXPECT_FALSE(parse_pressure("some avg10=-1.00 avg60=0.00 avg300=0.00 total=0\n").ok());
+  EXPECT_FALSE(parse_pressure("some avg10=0x10 avg60=0.00 avg300=0.00 total=0\n").ok());
+  EXPECT_FALSE(parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=-5\n").ok());
+  // A long malformed line is quoted as a short excerpt.
+  auto long_line = parse_pressure("some " + std::string(1 << 20, 'x') + "\n");
+  ASSERT_FALSE(long_line.ok());
+  EXPECT_LT(long_line.error().message().size(), 400u);
 }
 
 TEST_F(FakeHost, SystemPressureReportsEachFileAndWhyOneIsMissing) {

@@ -32,24 +32,70 @@ std::string json_error_text(const Json::exception& e) {
   return excerpt(head, 400) + excerpt(rest.substr(0, close)) + excerpt(rest.substr(close));
 }
 
+std::optional<size_t> json_nesting_beyond(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped character cannot end the string
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > max_depth) return i;
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// "line L column C" of the byte at `offset` (both from 1, as compilers count), for a person
+// reading the file.
+std::string line_and_column(std::string_view text, size_t offset) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + " column " + std::to_string(col);
+}
+
+}  // namespace
+
 Result<Json> parse_json(std::string_view text, const std::string& source) {
+  if (auto at = json_nesting_beyond(text, kMaxJsonDepth)) {
+    return logic_error("parse JSON",
+                       line_and_column(text, *at) + ": nested deeper than " +
+                           std::to_string(kMaxJsonDepth) + " levels",
+                       source);
+  }
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
-    // Translate the byte offset into line:column (both from 1, as compilers count) for a person
-    // reading the file. e.byte counts the characters read, the offending one included: it sits
-    // at index e.byte - 1.
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
+    // e.byte counts the characters read, the offending one included: it sits at index
+    // e.byte - 1.
     return logic_error("parse JSON",
-                       "line " + std::to_string(line) + " column " + std::to_string(col) + ": " +
+                       line_and_column(text, e.byte > 0 ? e.byte - 1 : 0) + ": " +
                            json_error_text(e),
                        source);
   } catch (const Json::exception& e) {

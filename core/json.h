@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -40,7 +41,19 @@ std::string describe_json(const Json& j);
 // the input it quotes (the token last read) cut by excerpt(): one short line whatever the input.
 std::string json_error_text(const Json::exception& e);
 
-// Parses text; an error names `source` with line and column of the fault.
+// JSON nested deeper than this is refused by parse_json. nlohmann parses without recursion, but
+// copying, comparing and dumping a value recurse once per level: 100,000 nested arrays from a
+// sandbox (a probe's evidence, a request's id, a trace's host) would overflow the stack of
+// whoever touched the value next. Nothing sandgate reads is nested more than a few levels.
+inline constexpr size_t kMaxJsonDepth = 256;
+
+// The offset of the first '[' or '{' (outside strings) that opens a container nested deeper
+// than `max_depth`, or nullopt. One pass, no recursion, no allocation; meant for text that is
+// then parsed (invalid JSON may give any answer, and the parser says what is wrong with it).
+std::optional<size_t> json_nesting_beyond(std::string_view text, size_t max_depth);
+
+// Parses text; an error names `source` with line and column of the fault. Nesting deeper than
+// kMaxJsonDepth is an error at the bracket that goes too deep.
 Result<Json> parse_json(std::string_view text, const std::string& source);
 Result<Json> read_json_file(const std::string& path);
 enum class Durability {

@@ -71,6 +71,33 @@ TEST(ParseJson, TruncatedDocumentPointsPastTheEnd) {
   EXPECT_THAT(j.error().message(), HasSubstr("line 3"));
 }
 
+// 100,000 nested arrays parse (nlohmann does not recurse), but the first copy, comparison or
+// dump of the value would overflow the stack: refused at the bracket that goes too deep.
+TEST(ParseJson, NestingDeeperThanTheBoundIsAnErrorNotACrash) {
+  constexpr size_t kDeep = 100000;
+  std::string deep = "{\"id\": " + std::string(kDeep, '[') + std::string(kDeep, ']') + "}";
+  auto j = parse_json(deep, "request");
+  ASSERT_FALSE(j.ok());
+  EXPECT_THAT(j.error().message(), HasSubstr("request"));
+  // The 257th '[' is the first too deep: after `{"id": ` (7 bytes, one level) and 255 more.
+  EXPECT_THAT(j.error().message(), HasSubstr("line 1 column 263: nested deeper than 256 levels"));
+  EXPECT_LT(j.error().message().size(), 200u);
+
+  std::string at_bound = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  auto ok = parse_json(at_bound, "s");
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  Json copy = *ok;  // within the bound a copy is safe
+  EXPECT_EQ(copy, *ok);
+}
+
+TEST(ParseJson, BracketsInsideStringsAreNotNesting) {
+  std::string text = "{\"a\": \"" + std::string(1000, '[') + "\\\"{\", \"b\": [[1]]}";
+  auto j = parse_json(text, "s");
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  EXPECT_EQ(json_nesting_beyond(text, 3), std::nullopt);
+  EXPECT_EQ(json_nesting_beyond(text, 2), text.find("[[1]]") + 1);
+}
+
 TEST(ParseJson, EmptyInputIsAnError) {
   auto j = parse_json("", "empty");
   ASSERT_FALSE(j.ok());

@@ -17,6 +17,7 @@
 
 #include "core/json.h"
 #include "core/log.h"
+#include "core/strings.h"
 #include "providers/seccomp_policy.h"
 #include "providers/supervisor_protocol.h"
 
@@ -220,13 +221,15 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
     return went_away(sent.error());
   auto reply = recv_message(s.control_.get());
   if (!reply.ok()) return went_away(reply.error());
-  std::string op = reply->body.value("op", "");
-  if (op == "error") {
-    Error e = error_from_json(reply->body);
+  auto ev = read_supervisor_event(reply->body);
+  if (!ev.ok()) return std::move(ev).error().context_add("start supervisor");
+  if (ev->op == "error") {
+    Error e = ev->error;
     e.context.push_back("assembling the sandbox");
     return e;
   }
-  if (op != "ready") return logic_error("start supervisor", "unexpected reply '" + op + "'");
+  if (ev->op != "ready")
+    return logic_error("start supervisor", "unexpected reply '" + excerpt(ev->op) + "'");
   // A contained supervisor is not our child: its host pid comes with "ready" (the kernel adds
   // the sender's credentials for a receiver with SO_PASSCRED, translated into our namespace).
   if (s.contained_) s.contained_pid_ = reply->sender_pid;
@@ -237,7 +240,7 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
       spdlog::warn(
           "no Landlock on this kernel ({}): calls run without that layer (no proc.landlock) "
           "and can lower the OOM priority they are given",
-          reply->body.value("landlock_missing", ""));
+          excerpt(ev->landlock_missing));
   }
   return {};
 }
@@ -388,8 +391,16 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
         (void)stop();
         return std::move(msg).error().context_add("the run's supervisor went away during a call");
       }
-      std::string op = msg->body.value("op", "");
-      if (msg->body.value("id", uint64_t{0}) != id) continue;
+      // A message that cannot be read is the sandbox misbehaving: the call is killed and
+      // the run's supervisor stopped, as when it goes away.
+      auto ev = read_supervisor_event(msg->body);
+      if (!ev.ok()) {
+        (void)kill_call(SIGKILL);
+        (void)stop();
+        return std::move(ev).error().context_add("the run's supervisor during a call");
+      }
+      const std::string& op = ev->op;
+      if (ev->id != id) continue;
       if (op == "started") {
         result.host_pid = msg->sender_pid;
         if (!wait_for_go) continue;
@@ -406,8 +417,8 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
         if (call.on_started) call.on_started(result.host_pid);
         SG_TRY(send_message(control_.get(), {{"op", "go"}, {"id", id}}));
       } else if (op == "exec_failed") {
-        Error e = error_from_json(msg->body);
-        if (!msg->body.value("in_child", false)) {
+        Error e = ev->error;
+        if (!ev->in_child) {
           e.context.push_back("starting " + call.argv[0]);
           return e;
         }
@@ -418,7 +429,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
         result.status = start_failure_status(*result.start_failure);
         exited = true;
       } else if (op == "exited") {
-        result.status = ExitStatus::from_wait_status(msg->body.value("wait_status", 0));
+        result.status = ExitStatus::from_wait_status(ev->wait_status);
         exited = true;
       }
     }

@@ -108,11 +108,56 @@ Json error_to_json(const Error& e) {
 
 Error error_from_json(const Json& j) {
   Error e;
-  e.err = j.value("errno", 0);
-  e.step = j.value("step", "");
-  e.path = j.value("path", "");
-  e.detail = j.value("detail", "");
+  if (!j.is_object()) return e;
+  auto text = [&](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (auto it = j.find("errno"); it != j.end() && it->is_number_integer()) {
+    // An errno is small and positive; anything else is not one (and would not fit an int).
+    int64_t v = it->get<int64_t>();
+    e.err = v > 0 && v < 4096 ? static_cast<int>(v) : 0;
+  }
+  e.step = text("step");
+  e.path = text("path");
+  e.detail = text("detail");
   return e;
+}
+
+Result<SupervisorEvent> read_supervisor_event(const Json& body) {
+  auto bad = [](const std::string& what) {
+    return logic_error("read supervisor message", what);
+  };
+  if (!body.is_object()) return bad("expected a JSON object, got " + describe_json(body));
+  SupervisorEvent ev;
+  auto op = body.find("op");
+  if (op == body.end() || !op->is_string())
+    return bad("field 'op': expected a string, got " +
+               (op == body.end() ? std::string("nothing") : describe_json(*op)));
+  ev.op = op->get<std::string>();
+  if (auto id = body.find("id"); id != body.end()) {
+    if (!id->is_number_unsigned())
+      return bad("field 'id': expected a call id, got " + describe_json(*id));
+    ev.id = id->get<uint64_t>();
+  }
+  if (auto ws = body.find("wait_status"); ws != body.end()) {
+    // A wait status is an int (wait(2)); the kernel's fit in 16 bits.
+    if (!ws->is_number_integer() || ws->get<int64_t>() < 0 || ws->get<int64_t>() > 0xffff)
+      return bad("field 'wait_status': expected a wait status, got " + describe_json(*ws));
+    ev.wait_status = static_cast<int>(ws->get<int64_t>());
+  }
+  if (auto ic = body.find("in_child"); ic != body.end()) {
+    if (!ic->is_boolean())
+      return bad("field 'in_child': expected true or false, got " + describe_json(*ic));
+    ev.in_child = ic->get<bool>();
+  }
+  if (auto lm = body.find("landlock_missing"); lm != body.end()) {
+    if (!lm->is_string())
+      return bad("field 'landlock_missing': expected a string, got " + describe_json(*lm));
+    ev.landlock_missing = lm->get<std::string>();
+  }
+  if (ev.op == "error" || ev.op == "exec_failed") ev.error = error_from_json(body);
+  return ev;
 }
 
 }  // namespace sandgate::providers

@@ -50,6 +50,21 @@ Result<std::pair<UniqueFd, UniqueFd>> make_control_pair();
 // An Error as a message body and back, so setup failures inside the sandbox keep their step,
 // path and errno on the host.
 Json error_to_json(const Error& e);
+// Never throws: a field that is absent or of another type is left empty (the message comes from
+// the sandbox's side of the socket, and may be anything).
 Error error_from_json(const Json& j);
+
+// A message from the supervisor to the host, read strictly. The supervisor runs inside the
+// sandbox (and its parked call child sends `started` itself), so the body may be anything: a
+// field of the wrong type is an Error naming it, never an exception out of nlohmann's value().
+struct SupervisorEvent {
+  std::string op;                // ready, error, started, exec_failed, exited; others are ignored
+  uint64_t id = 0;               // the call a started/exec_failed/exited is about; 0 if absent
+  int wait_status = 0;           // exited
+  bool in_child = false;         // exec_failed: the call's own failure to start
+  std::string landlock_missing;  // ready: why the jail has no Landlock ("" when it has)
+  Error error;                   // error, exec_failed
+};
+Result<SupervisorEvent> read_supervisor_event(const Json& body);
 
 }  // namespace sandgate::providers

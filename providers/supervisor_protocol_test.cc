@@ -53,6 +53,41 @@ TEST(ProtocolTest, ErrorsKeepStepPathAndErrno) {
   EXPECT_EQ(back.path, "/x/y");
 }
 
+// What the supervisor says comes from inside the sandbox: a field of the wrong type was an
+// uncaught nlohmann type_error from value() in the host's call loop, which ended sandgate
+// (found by tests/fuzz/supervisor_fuzz.cc; inputs in tests/fuzz/crashes/supervisor/).
+TEST(ProtocolTest, SupervisorEventsOfTheWrongShapeAreErrorsNotExceptions) {
+  for (const char* text : {R"({"op":5})", R"({"op":"exited","id":"7"})", R"({"op":"exited","id":-1})",
+                           R"({"op":"exited","id":7,"wait_status":"0"})",
+                           R"({"op":"exited","id":7,"wait_status":1e300})",
+                           R"({"op":"exec_failed","id":7,"in_child":1})",
+                           R"({"op":"ready","landlock_missing":[]})", "[]", "null", R"("ready")"}) {
+    Json j = Json::parse(text);
+    Result<SupervisorEvent> ev = Error{};
+    EXPECT_NO_THROW(ev = read_supervisor_event(j)) << text;
+    EXPECT_FALSE(ev.ok()) << text;
+    EXPECT_NO_THROW((void)error_from_json(j)) << text;
+  }
+}
+
+TEST(ProtocolTest, SupervisorEventsReadTheirFields) {
+  auto exited = read_supervisor_event(Json::parse(R"({"op":"exited","id":7,"wait_status":256})"));
+  ASSERT_TRUE(exited.ok()) << exited.error().message();
+  EXPECT_EQ(exited->op, "exited");
+  EXPECT_EQ(exited->id, 7u);
+  EXPECT_EQ(exited->wait_status, 256);
+  auto failed = read_supervisor_event(Json::parse(
+      R"({"op":"exec_failed","id":3,"errno":2,"step":"execve","path":"/bin/x","detail":"","in_child":true})"));
+  ASSERT_TRUE(failed.ok()) << failed.error().message();
+  EXPECT_TRUE(failed->in_child);
+  EXPECT_EQ(failed->error.err, ENOENT);
+  EXPECT_EQ(failed->error.step, "execve");
+  // Wrong types inside an error's own fields are left empty, not thrown.
+  Error e = error_from_json(Json::parse(R"({"errno":"x","step":5,"path":null,"detail":[1]})"));
+  EXPECT_EQ(e.err, 0);
+  EXPECT_EQ(e.step, "");
+}
+
 TEST(ProtocolTest, ConfigRoundTrips) {
   SupervisorConfig c;
   c.isolate = true;

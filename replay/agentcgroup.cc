@@ -171,6 +171,12 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
     } else if (double pct = cpu->get<double>(); pct < 0) {
       ++negative_cpu;
     } else {
+      // llround of a value beyond int64 is unspecified (glibc gives INT64_MIN, which became
+      // 9223372036854775808 millicores): such a percentage is refused, not imported.
+      constexpr double kLimit = 9223372036854775807.0;  // rounds to 2^63, the first too large
+      if (!(pct * 10 < kLimit))
+        return line.fail("cpu_pct_interval_est",
+                         too_large(*cpu, std::numeric_limits<int64_t>::max() / 10) + " (percent)");
       s.cpu_millicores = static_cast<uint64_t>(std::llround(pct * 10));
     }
     if (!trace.samples.empty()) {

@@ -195,6 +195,26 @@ TEST(AgentCgroupImport, ATooLargeIntegerIsCalledTooLarge) {
 }
 
 // A 50 MB number was echoed whole (a 52 MB error line): every quote of input is an excerpt.
+// A CPU percentage whose millicores do not fit int64 was imported as 9223372036854775808
+// millicores (llround out of range); it is refused, naming the field.
+TEST(AgentCgroupImport, ACpuPercentBeyondRangeIsTooLargeNotGarbage) {
+  for (const char* pct : {"1e300", "1.7e308", "922337203685477580.8"}) {
+    std::string text = std::string(R"({"t_ms":0,"mem_bytes":1,"cpu_pct":1,"cpu_pct_interval_est":)") +
+                       pct + R"(,"mem_pct":0})" + "\n";
+    auto t = parse_agentcgroup(text, "huge.jsonl");
+    ASSERT_FALSE(t.ok()) << pct;
+    EXPECT_THAT(t.error().message(), HasSubstr("cpu_pct_interval_est")) << pct;
+    EXPECT_THAT(t.error().message(), HasSubstr("too large")) << pct;
+  }
+  auto fine = parse_agentcgroup(
+      R"({"t_ms":0,"mem_bytes":1,"cpu_pct":1,"cpu_pct_interval_est":250.04,"mem_pct":0})"
+      "\n",
+      "fine.jsonl");
+  ASSERT_TRUE(fine.ok()) << fine.error().message();
+  ASSERT_EQ(fine->samples.size(), 1u);
+  EXPECT_EQ(fine->samples[0].cpu_millicores, 2500u);
+}
+
 TEST(AgentCgroupImport, AHugeTokenIsQuotedAsAShortExcerpt) {
   for (size_t digits : {size_t{100000}, size_t{3} << 20}) {
     std::string text = R"({"t_ms":0,"mem_bytes":1)" + std::string(digits, '0') +

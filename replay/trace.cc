@@ -290,6 +290,14 @@ Result<std::optional<Json>> JsonLines::next() {
                              excerpt(line) + "\"",
                          where);
     }
+    // Copying a trace's host (or any value) recurses once per level of nesting: refused before
+    // the parse, as parse_json does.
+    if (auto at = json_nesting_beyond(line, kMaxJsonDepth)) {
+      return logic_error(step_,
+                         "nested deeper than " + std::to_string(kMaxJsonDepth) +
+                             " levels at column " + std::to_string(*at + 1),
+                         where);
+    }
     Json j;
     try {
       j = Json::parse(line);

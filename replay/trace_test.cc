@@ -261,6 +261,21 @@ TEST(TraceFiles, ADirectoryIsItsJsonlAndTraceFiles) {
   EXPECT_THAT(none.error().message(), ::testing::HasSubstr("no *.jsonl or *.trace files"));
 }
 
+// A header whose host is 100,000 objects deep (found by tests/fuzz/trace_fuzz.cc): copying the
+// trace overflowed the stack. Refused at the brace that goes too deep, with its line.
+TEST(TraceCodec, NestingDeeperThanTheBoundIsAnErrorNotACrash) {
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "{\"a\":";
+  deep += "1" + std::string(100000, '}');
+  std::string text = R"({"type":"header","schema":"sandgate-trace","version":1,"source":"x","host":)" +
+                     deep + R"(,"interval_ms":1000})" + "\n";
+  auto t = parse_trace(text, "deep.trace");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message(), HasSubstr("deep.trace:1"));
+  EXPECT_THAT(t.error().message(), HasSubstr("nested deeper than 256 levels at column"));
+  EXPECT_LT(t.error().message().size(), 300u);
+}
+
 TEST(TraceCodec, ATooLargeIntegerIsCalledTooLargeNotNotAnInteger) {
   auto r = parse_trace(std::string(kHeader) + "\n" +
                            R"({"type":"sample","t_ms":1,"mem_bytes":99999999999999999999,)"

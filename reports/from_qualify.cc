@@ -123,8 +123,9 @@ void add_rules(Report& report) {
 constexpr int kMaxDepth = 64;
 constexpr const char* kTooDeep = "[cut: nested deeper than 64 levels]";
 
-Result<Json> read_bounded_json(const std::string& path) {
-  SG_ASSIGN_OR_RETURN(std::string text, read_file(path));
+}  // namespace
+
+Result<Json> parse_bounded_json(std::string_view text, const std::string& source) {
   std::vector<bool> cut(kMaxDepth + 2, false);  // per depth: something under it was dropped
   auto bound = [&](int depth, Json::parse_event_t event, Json& parsed) {
     using E = Json::parse_event_t;
@@ -143,8 +144,15 @@ Result<Json> read_bounded_json(const std::string& path) {
   try {
     return Json::parse(text, bound);
   } catch (const Json::exception&) {
-    return parse_json(text, path);  // the same fault, said with its line and column
+    return parse_json(text, source);  // the same fault, said with its line and column
   }
+}
+
+namespace {
+
+Result<Json> read_bounded_json(const std::string& path) {
+  SG_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return parse_bounded_json(text, path);
 }
 
 std::string dirname_of(const std::string& path) {

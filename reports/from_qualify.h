@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "core/json.h"
 #include "core/result.h"
@@ -28,6 +29,12 @@ Result<Report> from_qualify(const Json& qualify, const ProbeFiles& probe_files);
 // qualified when nothing was exposed. `host` is the doctor's findings (an empty object when
 // not known). Errors name the field.
 Result<Report> from_probe_report(const Json& probe_report, Json host);
+
+// The JSON of a saved report, parsed without recursion, with containers nested deeper than 64
+// levels cut (a string saying so takes the place of what was under the 64th level): copying,
+// comparing and writing a JSON value recurse once per level. An error names `source`, line and
+// column. load_report's parser, exposed for its fuzz harness (tests/fuzz/report_fuzz.cc).
+Result<Json> parse_bounded_json(std::string_view text, const std::string& source);
 
 // Reads a saved report: the model itself (type "sandgate-report"), a probe report (`sandgate
 // probe --json`), or a qualify.json with its
