@@ -279,9 +279,12 @@ TEST(PolicySuggestCli, WritesAPolicyThatLoadsAndItsEvidence) {
     for (const char* k : {"p50_bytes", "p90_bytes", "p99_bytes", "max_bytes", "why"})
       EXPECT_TRUE(i["memory"].contains(k)) << i.dump();
     EXPECT_EQ(i["grant"], (*policy)["intents"][i["intent"].get<std::string>()]) << i.dump();
-    if (i["intent"] == "compile") EXPECT_FALSE(i["memory"]["sized"].get<bool>());
-    if (i["intent"] == "search" || i["intent"] == "test")
+    if (i["intent"] == "compile") {
+      EXPECT_FALSE(i["memory"]["sized"].get<bool>());
+    }
+    if (i["intent"] == "search" || i["intent"] == "test") {
       EXPECT_TRUE(i["memory"]["sized"].get<bool>()) << i.dump();
+    }
   }
   // --evidence names it elsewhere; --split takes every other trace sorted by path.
   auto half = sandgate({"policy", "suggest", "--traces", traces, "--split", "odd", "--min-calls",
