@@ -200,6 +200,8 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   // docs/DESIGN.md, safety rules: the lab is made and entered before any provider starts (the suite
   // does it; without probes, the replay's own lab), so whatever a run sends lands on the
   // decoys, never off the machine.
+  // Declared before the suite, which holds a pointer to it: destroyed after the suite.
+  std::unique_ptr<ebpf::ActivityTracer> tracer;
   std::unique_ptr<probes::Suite> suite;
   std::unique_ptr<probes::lab::Lab> lab;
   std::optional<NetnsGuard> in_lab;
@@ -213,9 +215,10 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     so.progress = progress.reporter("qualify: probes");
     // The third witness where the kernel allows it (judge.h, kernel_crossings); where it does
     // not, the verdicts rest on two witnesses and the log says why.
-    auto tracer = ebpf::ActivityTracer::open();
-    if (tracer.ok()) so.tracer = tracer->get();
-    else std::cerr << "qualify: no kernel witness (" << tracer.error().message() << ")\n";
+    auto opened = ebpf::ActivityTracer::open();
+    if (opened.ok()) tracer = std::move(opened).value();
+    else std::cerr << "qualify: no kernel witness (" << opened.error().message() << ")\n";
+    so.tracer = tracer.get();
     auto made = probes::Suite::create(so);
     if (!made.ok())
       return fail(std::move(made).error().context_add("setting up the escape probes"));
