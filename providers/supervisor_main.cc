@@ -183,11 +183,12 @@ Status SupervisorLoop::setup_landlock() {
   auto rules = landlock::best_effort(call_landlock_rules(config_.jail), landlock_abi_);
   auto scope = landlock::best_effort(run_landlock_scope(), landlock_abi_);
   // landlock_restrict_self needs no_new_privs or CAP_SYS_ADMIN in the user namespace. In the
-  // jail this process has the latter; in a container it has neither, and no_new_privs on it
-  // would pass to every call, also where a weakening (root_with_caps) wants it absent: there
-  // the scope goes into each call's own ruleset (the call is then its own domain).
-  bool scope_here = config_.isolate ||
-                    (config_.jail.drop_privileges && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+  // jail this process has the latter; in a container it has neither, and setting no_new_privs
+  // on it would pass to every call, also where a weakening (root_with_caps) wants it absent,
+  // and would hide from the host's read-back a container whose runtime dropped
+  // no-new-privileges (PodmanTest.ReadBackRefusesADroppedSetting): there the scope goes into
+  // each call's own ruleset (the call is then its own domain).
+  bool scope_here = config_.isolate;
   if (scope.handled.scoped && scope_here) {
     SG_ASSIGN_OR_RETURN(UniqueFd run_scope, landlock::build(scope));
     SG_TRY(
