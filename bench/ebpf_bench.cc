@@ -102,8 +102,10 @@ CASES(BM_Open);
 void BM_OpenSensitive(benchmark::State& state, int mode) { open_close(state, mode, "/proc/self/environ"); }
 CASES(BM_OpenSensitive);
 
-// socket + connect to a closed loopback port (refused at once) + close.
-void connect_loop(benchmark::State& state, ebpf::ActivityTracer* t) {
+// socket + connect to a closed loopback port (refused at once) + close; `after(i)` once per
+// iteration (the drain of whichever program is measured).
+template <class After>
+void connect_loop(benchmark::State& state, After after) {
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(1);
@@ -113,13 +115,13 @@ void connect_loop(benchmark::State& state, ebpf::ActivityTracer* t) {
     int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     (void)::connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to);
     ::close(s);
-    maybe_drain(t, ++i);
+    after(++i);
   }
 }
 
 void BM_Connect(benchmark::State& state, int mode) {
   auto t = tracer_for(state, mode);
-  connect_loop(state, t.get());
+  connect_loop(state, [&](int64_t i) { maybe_drain(t.get(), i); });
 }
 CASES(BM_Connect);
 
@@ -132,17 +134,9 @@ void BM_GuardConnect(benchmark::State& state, bool guarded) {
     if (auto run = guard->guard(g_cgroup, {}); !run.ok())
       return state.SkipWithError(run.error().message().c_str());
   }
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(1);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int64_t i = 0;
-  for (auto _ : state) {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    (void)::connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to);
-    ::close(s);
-    if (guard && (++i & 1023) == 0) guard->drain([](const ebpf::EgressDecision&) {});
-  }
+  connect_loop(state, [&](int64_t i) {
+    if (guard && (i & 1023) == 0) guard->drain([](const ebpf::EgressDecision&) {});
+  });
 }
 BENCHMARK_CAPTURE(BM_GuardConnect, none, false)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GuardConnect, guarded, true)->UseRealTime();
