@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "probes/lab/decoys.h"
 #include "probes/lab/lab_addresses.h"
-#include "probes/lab/netlink.h"
+#include "core/netlink.h"
 
 namespace sandgate::probes::lab {
 namespace {

@@ -25,7 +25,7 @@
 #include "core/state.h"
 #include "core/test_temp_dir.h"
 #include "probes/lab/lab_addresses.h"
-#include "probes/lab/netlink.h"
+#include "core/netlink.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::probes::lab {

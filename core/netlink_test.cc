@@ -1,5 +1,5 @@
 // The rtnetlink client against the real kernel, in a throwaway network namespace of its own.
-#include "probes/lab/netlink.h"
+#include "core/netlink.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -13,14 +13,15 @@
 
 #include "tests/support/privileged.h"
 
-namespace sandgate::probes::lab {
+namespace sandgate {
 namespace {
 
 // A new network namespace held only by the returned fd (no mount, nothing to clean up).
 UniqueFd throwaway_netns() {
   UniqueFd fd;
   std::thread t([&] {
-    if (::unshare(CLONE_NEWNET) == 0) fd = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    if (::unshare(CLONE_NEWNET) == 0)
+      fd = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   });
   t.join();
   return fd;
@@ -93,7 +94,8 @@ TEST(Netlink, ConfiguresAndReadsAFreshNamespace) {
   auto routes = nl->routes();
   ASSERT_TRUE(routes.ok());
   EXPECT_TRUE(std::any_of(routes->begin(), routes->end(), [&](const RouteInfo& r) {
-    return r.table == RT_TABLE_LOCAL && r.type == RTN_LOCAL && r.dst == "203.0.113.77" && r.dst_len == 32;
+    return r.table == RT_TABLE_LOCAL && r.type == RTN_LOCAL && r.dst == "203.0.113.77" &&
+           r.dst_len == 32;
   }));
   for (const auto& r : *routes) EXPECT_NE(r.dst_len, 0) << "a default route in a fresh namespace";
 }
@@ -115,5 +117,38 @@ TEST(Netlink, TheHostHasADefaultRouteThisClientSees) {
   EXPECT_EQ(r->type, RTN_UNICAST);
 }
 
+TEST(Netlink, VethPairJoinsTwoNamespacesWithADefaultRoute) {
+  SANDGATE_REQUIRE_ROOT();
+  UniqueFd a = throwaway_netns(), b = throwaway_netns();
+  ASSERT_TRUE(a.valid() && b.valid());
+  auto nla = Netlink::open_in(a.get());
+  auto nlb = Netlink::open_in(b.get());
+  ASSERT_TRUE(nla.ok() && nlb.ok());
+  ASSERT_TRUE(nla->add_veth("sgtest-up", "eth0", b.get()).ok());
+  auto up = nla->link_index("sgtest-up");
+  auto down = nlb->link_index("eth0");
+  ASSERT_TRUE(up.ok()) << up.error().message();
+  ASSERT_TRUE(down.ok()) << down.error().message() << ": the peer is not in the other namespace";
+  EXPECT_EQ(nla->link_index("eth0").error().err, ENODEV);
+  auto again = nla->add_veth("sgtest-up", "eth1", b.get());
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().err, EEXIST);
+
+  ASSERT_TRUE(nla->add_address(*up, "198.18.0.1", 30).ok());
+  ASSERT_TRUE(nla->set_link_up(*up).ok());
+  ASSERT_TRUE(nlb->add_address(*down, "198.18.0.2", 30).ok());
+  ASSERT_TRUE(nlb->set_link_up(*down).ok());
+  // Before the route: only the /30 is reachable from b.
+  EXPECT_EQ(nlb->route_get("203.0.113.20").error().err, ENETUNREACH);
+  auto routed = nlb->add_default_route("198.18.0.1");
+  ASSERT_TRUE(routed.ok()) << routed.error().message();
+  auto r = nlb->route_get("203.0.113.20");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->oif, *down);
+  EXPECT_EQ(r->gateway, "198.18.0.1");
+  EXPECT_FALSE(nlb->add_default_route("2001:db8::1").ok());
+  EXPECT_FALSE(nla->add_veth("a-name-longer-than-15", "x", b.get()).ok());
+}
+
 }  // namespace
-}  // namespace sandgate::probes::lab
+}  // namespace sandgate

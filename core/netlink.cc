@@ -1,10 +1,11 @@
-#include "probes/lab/netlink.h"
+#include "core/netlink.h"
 
 #include <arpa/inet.h>
 #include <libmnl/libmnl.h>
 #include <linux/if_addr.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <linux/veth.h>
 #include <net/if.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -13,7 +14,7 @@
 #include <cstring>
 #include <thread>
 
-namespace sandgate::probes::lab {
+namespace sandgate {
 namespace {
 
 std::string address_text(int family, const void* data, size_t len) {
@@ -54,11 +55,16 @@ RouteInfo parse_route(const Netlink::Reply& reply) {
   r.type = rtm.rtm_type;
   r.dst_len = rtm.rtm_dst_len;
   for_each_attribute(reply, sizeof(struct rtmsg), [&](int type, const void* data, size_t len) {
-    if (type == RTA_DST) r.dst = address_text(r.family, data, len);
-    else if (type == RTA_GATEWAY) r.gateway = address_text(r.family, data, len);
-    else if (type == RTA_OIF && len >= sizeof(int)) std::memcpy(&r.oif, data, sizeof(int));
-    else if (type == RTA_TABLE && len >= sizeof(uint32_t)) std::memcpy(&r.table, data, sizeof(uint32_t));
-    else if (type == RTA_MULTIPATH) r.multipath = true;
+    if (type == RTA_DST)
+      r.dst = address_text(r.family, data, len);
+    else if (type == RTA_GATEWAY)
+      r.gateway = address_text(r.family, data, len);
+    else if (type == RTA_OIF && len >= sizeof(int))
+      std::memcpy(&r.oif, data, sizeof(int));
+    else if (type == RTA_TABLE && len >= sizeof(uint32_t))
+      std::memcpy(&r.table, data, sizeof(uint32_t));
+    else if (type == RTA_MULTIPATH)
+      r.multipath = true;
   });
   return r;
 }
@@ -84,8 +90,10 @@ Result<UniqueFd> socket_in_netns(int netns_fd, int domain, int type, int protoco
       return;
     }
     int fd = ::socket(domain, type | SOCK_CLOEXEC, protocol);
-    if (fd < 0) out = sys_error("socket");
-    else out = UniqueFd(fd);
+    if (fd < 0)
+      out = sys_error("socket");
+    else
+      out = UniqueFd(fd);
   });
   t.join();
   return out;
@@ -136,18 +144,21 @@ Netlink::~Netlink() {
   if (nl_) mnl_socket_close(nl_);
 }
 
-Result<std::vector<Netlink::Reply>> Netlink::transact(struct nlmsghdr* request, const std::string& step) {
+Result<std::vector<Netlink::Reply>> Netlink::transact(struct nlmsghdr* request,
+                                                      const std::string& step) {
   request->nlmsg_seq = ++seq_;
   const bool dump = (request->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP;
   const bool ack = request->nlmsg_flags & NLM_F_ACK;
-  if (mnl_socket_sendto(nl_, request, request->nlmsg_len) < 0) return sys_error("send netlink request", step);
+  if (mnl_socket_sendto(nl_, request, request->nlmsg_len) < 0)
+    return sys_error("send netlink request", step);
 
   // mnl_cb_run checks the sequence number and port id, stops at NLMSG_DONE and turns a
   // negative ack into -1 with errno set; a positive ack (error 0) ends it too.
   std::vector<Reply> replies;
   auto collect = [](const struct nlmsghdr* nlh, void* data) -> int {
     auto* out = static_cast<std::vector<Reply>*>(data);
-    out->emplace_back(nlh->nlmsg_type, std::string(reinterpret_cast<const char*>(nlh), nlh->nlmsg_len));
+    out->emplace_back(nlh->nlmsg_type,
+                      std::string(reinterpret_cast<const char*>(nlh), nlh->nlmsg_len));
     return MNL_CB_OK;
   };
   std::string buf(MNL_SOCKET_BUFFER_SIZE, '\0');
@@ -161,7 +172,7 @@ Result<std::vector<Netlink::Reply>> Netlink::transact(struct nlmsghdr* request, 
     size_t before = replies.size();
     int r = mnl_cb_run(buf.data(), static_cast<size_t>(n), seq_, port, collect, &replies);
     if (r < 0) return sys_error(errno, step);
-    if (r == MNL_CB_STOP) return replies;  // the end of a dump, or the ack
+    if (r == MNL_CB_STOP) return replies;                          // the end of a dump, or the ack
     if (!dump && !ack && replies.size() > before) return replies;  // a lookup: one answer
   }
 }
@@ -177,7 +188,8 @@ Result<std::vector<LinkInfo>> Netlink::links() {
     auto ifi = fixed_header<struct ifinfomsg>(reply);
     LinkInfo l{ifi.ifi_index, "", ifi.ifi_flags};
     for_each_attribute(reply, sizeof(struct ifinfomsg), [&](int t, const void* data, size_t len) {
-      if (t == IFLA_IFNAME) l.name.assign(static_cast<const char*>(data), strnlen(static_cast<const char*>(data), len));
+      if (t == IFLA_IFNAME)
+        l.name.assign(static_cast<const char*>(data), strnlen(static_cast<const char*>(data), len));
     });
     out.push_back(std::move(l));
   }
@@ -196,8 +208,10 @@ Result<std::vector<AddressInfo>> Netlink::addresses() {
     AddressInfo a{ifa.ifa_family, static_cast<int>(ifa.ifa_index), "", ifa.ifa_prefixlen};
     std::string local, address;
     for_each_attribute(reply, sizeof(struct ifaddrmsg), [&](int t, const void* data, size_t len) {
-      if (t == IFA_LOCAL) local = address_text(a.family, data, len);
-      else if (t == IFA_ADDRESS) address = address_text(a.family, data, len);
+      if (t == IFA_LOCAL)
+        local = address_text(a.family, data, len);
+      else if (t == IFA_ADDRESS)
+        address = address_text(a.family, data, len);
     });
     // IFA_LOCAL is the interface's own address; IFA_ADDRESS is the peer's on point-to-point links.
     a.address = local.empty() ? address : local;
@@ -245,8 +259,10 @@ Status Netlink::await_local(const std::string& address, std::chrono::millisecond
     auto r = route_get(address);
     if (r.ok() && r->type == RTN_LOCAL) return {};
     if (std::chrono::steady_clock::now() >= deadline)
-      return logic_error("wait for a local route", "the kernel does not route it as local after " +
-                                                      std::to_string(timeout.count()) + " ms", address);
+      return logic_error(
+          "wait for a local route",
+          "the kernel does not route it as local after " + std::to_string(timeout.count()) + " ms",
+          address);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
@@ -265,8 +281,8 @@ Status Netlink::set_link_up(int index) {
 Status Netlink::add_address(int index, const std::string& address, int prefix_len) {
   SG_ASSIGN_OR_RETURN(auto parsed, parse_address(address));
   char buf[MNL_SOCKET_BUFFER_SIZE];
-  auto [nlh, body] =
-      request<struct ifaddrmsg>(buf, RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+  auto [nlh, body] = request<struct ifaddrmsg>(
+      buf, RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
   body->ifa_family = static_cast<unsigned char>(parsed.first);
   body->ifa_prefixlen = static_cast<unsigned char>(prefix_len);
   body->ifa_flags = parsed.first == AF_INET6 ? IFA_F_NODAD : 0;
@@ -278,4 +294,53 @@ Status Netlink::add_address(int index, const std::string& address, int prefix_le
   return {};
 }
 
-}  // namespace sandgate::probes::lab
+Result<int> Netlink::link_index(const std::string& name) {
+  SG_ASSIGN_OR_RETURN(auto all, links());
+  for (const auto& l : all)
+    if (l.name == name) return l.index;
+  return Error{ENODEV, "find link", name, "no such link in the namespace"};
+}
+
+Status Netlink::add_veth(const std::string& name, const std::string& peer, int peer_netns_fd) {
+  if (name.empty() || name.size() >= IFNAMSIZ || peer.empty() || peer.size() >= IFNAMSIZ)
+    return logic_error("add veth", "link names are 1-15 characters", name + "/" + peer);
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto [nlh, body] = request<struct ifinfomsg>(
+      buf, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+  body->ifi_family = AF_UNSPEC;
+  mnl_attr_put_strz(nlh, IFLA_IFNAME, name.c_str());
+  struct nlattr* linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+  mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
+  struct nlattr* data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
+  // VETH_INFO_PEER carries a whole ifinfomsg, then the peer's own attributes.
+  struct nlattr* peer_attr = mnl_attr_nest_start(nlh, VETH_INFO_PEER);
+  auto* peer_info =
+      static_cast<struct ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg)));
+  peer_info->ifi_family = AF_UNSPEC;
+  mnl_attr_put_strz(nlh, IFLA_IFNAME, peer.c_str());
+  mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, static_cast<uint32_t>(peer_netns_fd));
+  mnl_attr_nest_end(nlh, peer_attr);
+  mnl_attr_nest_end(nlh, data);
+  mnl_attr_nest_end(nlh, linkinfo);
+  SG_TRY(transact(nlh, "add veth " + name + " <-> " + peer));
+  return {};
+}
+
+Status Netlink::add_default_route(const std::string& gateway) {
+  SG_ASSIGN_OR_RETURN(auto gw, parse_address(gateway));
+  if (gw.first != AF_INET) return logic_error("add default route", "IPv4 gateways only", gateway);
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto [nlh, body] = request<struct rtmsg>(buf, RTM_NEWROUTE,
+                                           NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+  body->rtm_family = AF_INET;
+  body->rtm_dst_len = 0;
+  body->rtm_table = RT_TABLE_MAIN;
+  body->rtm_protocol = RTPROT_STATIC;
+  body->rtm_scope = RT_SCOPE_UNIVERSE;
+  body->rtm_type = RTN_UNICAST;
+  mnl_attr_put(nlh, RTA_GATEWAY, gw.second.size(), gw.second.data());
+  SG_TRY(transact(nlh, "add default route via " + gateway));
+  return {};
+}
+
+}  // namespace sandgate

@@ -1,5 +1,7 @@
 // A small rtnetlink client: what the lab needs to configure its namespace (bring loopback up,
-// put the decoy addresses on it) and to prove what a namespace can reach, by reading links,
+// put the decoy addresses on it), what a run with an egress allowlist needs to be wired to its
+// upstream (a veth pair, addresses, a default route), and to prove what a namespace can reach,
+// by reading links,
 // addresses and routes and asking the kernel's routing table (RTM_GETROUTE, `ip route get`),
 // which sends no packet. Real kernel mechanisms, no dependency on the `ip` tool; message
 // building, attribute parsing and the receive loop are libmnl's (netfilter.org, in Debian).
@@ -15,7 +17,7 @@
 struct mnl_socket;
 struct nlmsghdr;
 
-namespace sandgate::probes::lab {
+namespace sandgate {
 
 struct LinkInfo {
   int index = 0;
@@ -75,6 +77,14 @@ class Netlink {
   Status set_link_up(int index);
   // Adds address/prefix_len to link `index` (IPv6: no duplicate address detection).
   Status add_address(int index, const std::string& address, int prefix_len);
+  // The index of the link called `name`; ENODEV when there is none.
+  Result<int> link_index(const std::string& name);
+  // A veth pair: `name` in this socket's namespace, `peer` moved at once into the namespace
+  // behind peer_netns_fd (the pair exists in both from the start; when either namespace goes,
+  // the kernel deletes both ends). Both down.
+  Status add_veth(const std::string& name, const std::string& peer, int peer_netns_fd);
+  // The default IPv4 route via `gateway` (which must be on a connected network of a link).
+  Status add_default_route(const std::string& gateway);
 
   // One reply message of a request: its type and the whole message.
   using Reply = std::pair<int, std::string>;
@@ -89,4 +99,4 @@ class Netlink {
   uint32_t seq_ = 0;
 };
 
-}  // namespace sandgate::probes::lab
+}  // namespace sandgate
