@@ -157,6 +157,12 @@ Json to_json(const CallOutcome& o, bool with_output) {
       {"advice", o.advice},
   };
   if (o.observed.traced) j["observed"].update(to_json(*o.observed.traced));
+  if (!o.observed.egress.empty() || o.observed.egress_not_kept) {
+    Json egress = Json::array();
+    for (const auto& v : o.observed.egress) egress.push_back(to_json(v));
+    j["observed"]["egress"] = std::move(egress);
+    if (o.observed.egress_not_kept) j["observed"]["egress_not_kept"] = o.observed.egress_not_kept;
+  }
   if (const auto& f = o.exec.start_failure)
     j["start_failure"] = {{"step", f->step}, {"errno", errno_name(f->err)}, {"message", f->describe()}};
   if (with_output) {

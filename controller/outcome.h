@@ -9,6 +9,7 @@
 
 #include "controller/policy.h"
 #include "core/activity.h"
+#include "core/egress.h"
 #include "core/exec_result.h"
 #include "core/json.h"
 #include "core/process.h"
@@ -57,6 +58,10 @@ struct CallObservation {
   // What the kernel saw the call's processes do (the eBPF activity tracer), when one was
   // watching the run: in JSON as observed.execs, observed.connects, observed.sensitive_opens.
   std::optional<TracedActivity> traced;
+  // What the egress guard decided about the call's connects and sends, when the run has an
+  // allowlist (observed.egress, in order; at most kTracedKeep, the rest counted).
+  std::vector<EgressVerdict> egress;
+  uint64_t egress_not_kept = 0;
 };
 
 struct CallOutcome {

@@ -12,9 +12,10 @@ namespace sandgate {
 namespace {
 
 Error bad(const std::string& text, const std::string& why) {
-  return Error{EINVAL, "egress rule", "", "\"" + text + "\": " + why +
-                                              " (expected [tcp:|udp:]ADDRESS[/PREFIX]:PORT, "
-                                              "[IPV6[/PREFIX]]:PORT, PORT a number or *)"};
+  return Error{EINVAL, "egress rule", "",
+               "\"" + text + "\": " + why +
+                   " (expected [tcp:|udp:]ADDRESS[/PREFIX]:PORT, "
+                   "[IPV6[/PREFIX]]:PORT, PORT a number or *)"};
 }
 
 }  // namespace
@@ -51,7 +52,8 @@ Result<EgressRule> parse_egress_rule(const std::string& text) {
   if (size_t slash = host.find('/'); slash != std::string::npos) {
     std::string p = host.substr(slash + 1);
     auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), prefix);
-    if (p.empty() || ec != std::errc() || end != p.data() + p.size() || prefix < 0 || prefix > max_prefix)
+    if (p.empty() || ec != std::errc() || end != p.data() + p.size() || prefix < 0 ||
+        prefix > max_prefix)
       return bad(text, "prefix length \"" + p + "\" is not 0.." + std::to_string(max_prefix));
     host = host.substr(0, slash);
   }
@@ -59,17 +61,20 @@ Result<EgressRule> parse_egress_rule(const std::string& text) {
   if (::inet_pton(r.family, host.c_str(), r.addr.data()) != 1) {
     bool name = r.family == AF_INET && host.find_first_not_of("0123456789.") != std::string::npos;
     return bad(text, name ? "\"" + host + "\" is a name; the allowlist takes addresses"
-                          : "\"" + host + "\" is not an IPv" + (r.family == AF_INET ? "4" : "6") + " address");
+                          : "\"" + host + "\" is not an IPv" + (r.family == AF_INET ? "4" : "6") +
+                                " address");
   }
   r.prefix_len = static_cast<uint8_t>(prefix);
   // Bits past the prefix are cleared, so that 203.0.113.7/24 means 203.0.113.0/24.
-  for (int bit = prefix; bit < max_prefix; ++bit) r.addr[bit / 8] &= static_cast<uint8_t>(~(0x80 >> (bit % 8)));
+  for (int bit = prefix; bit < max_prefix; ++bit)
+    r.addr[bit / 8] &= static_cast<uint8_t>(~(0x80 >> (bit % 8)));
   if (port == "*") {
     r.port = 0;
   } else {
     unsigned value = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value == 0 || value > 65535)
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value == 0 ||
+        value > 65535)
       return bad(text, "port \"" + port + "\" is not 1..65535 or *");
     r.port = static_cast<uint16_t>(value);
   }
@@ -95,6 +100,15 @@ bool egress_allows(const EgressRule& rule, int family, const std::array<uint8_t,
     if ((addr[bit / 8] & mask) != (rule.addr[bit / 8] & mask)) return false;
   }
   return true;
+}
+
+Json to_json(const EgressVerdict& v) {
+  return {{"hook", v.hook},
+          {"address", v.address},
+          {"port", v.port},
+          {"protocol", v.protocol},
+          {"verdict", v.allowed ? "allowed" : "denied"},
+          {"pid", v.pid}};
 }
 
 }  // namespace sandgate

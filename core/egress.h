@@ -7,11 +7,14 @@
 // allowlist must not depend on.
 #pragma once
 
+#include <sys/types.h>
+
 #include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "core/result.h"
 
 namespace sandgate {
@@ -25,6 +28,20 @@ struct EgressRule {
   std::string text;                  // as written, for messages and reports
   bool operator==(const EgressRule&) const = default;
 };
+
+// What the kernel's egress guard decided about one connect or send of a call (observed.egress
+// in its outcome): the destination and whether the run's allowlist let it through.
+struct EgressVerdict {
+  pid_t pid = 0;
+  std::string hook;      // "connect", "sendmsg"
+  std::string address;   // "203.0.113.20", "2001:db8::20"
+  uint16_t port = 0;
+  std::string protocol;  // "tcp", "udp"
+  bool allowed = false;
+  bool operator==(const EgressVerdict&) const = default;
+};
+// {"hook", "address", "port", "protocol", "verdict": "allowed"|"denied", "pid"}
+Json to_json(const EgressVerdict& v);
 
 // An error names the entry and what is wrong with it.
 Result<EgressRule> parse_egress_rule(const std::string& text);

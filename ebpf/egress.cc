@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "core/fd.h"
 #include "ebpf/activity_tracer.h"
@@ -131,6 +132,28 @@ void EgressGuard::drain(const std::function<void(const EgressDecision&)>& sink) 
   sink_ = nullptr;
 }
 
-uint64_t EgressGuard::lost() const { return __atomic_load_n(&skel_->bss->dropped, __ATOMIC_RELAXED); }
+std::vector<EgressDecision> EgressGuard::take(uint64_t run, uint64_t* not_kept) {
+  std::lock_guard lock(mu_);
+  const std::function<void(const EgressDecision&)> file = [&](const EgressDecision& d) {
+    auto it = runs_.find(d.run);
+    if (it == runs_.end()) return;  // a released run's last words
+    if (it->second.pending.size() < kKeepPerRun)
+      it->second.pending.push_back(d);
+    else
+      ++it->second.not_kept;
+  };
+  sink_ = &file;
+  (void)ring_buffer__consume(ring_);
+  sink_ = nullptr;
+  auto it = runs_.find(run);
+  if (it == runs_.end()) return {};
+  if (not_kept) *not_kept = it->second.not_kept;
+  it->second.not_kept = 0;
+  return std::exchange(it->second.pending, {});
+}
+
+uint64_t EgressGuard::lost() const {
+  return __atomic_load_n(&skel_->bss->dropped, __ATOMIC_RELAXED);
+}
 
 }  // namespace sandgate::ebpf

@@ -48,6 +48,11 @@ class EgressGuard {
 
   // Every decision now in the ring buffer, in order. Never blocks.
   void drain(const std::function<void(const EgressDecision&)>& sink);
+  // The decisions about `run` since the last take: the ring is drained into per-run lists
+  // first, so runs sharing the guard (serve) do not take each other's. At most kKeepPerRun
+  // are kept between takes; `not_kept` counts the rest.
+  static constexpr size_t kKeepPerRun = 4096;
+  std::vector<EgressDecision> take(uint64_t run, uint64_t* not_kept = nullptr);
   uint64_t lost() const;
 
  private:
@@ -58,6 +63,8 @@ class EgressGuard {
   struct Run {
     std::vector<bpf_link*> links;
     std::vector<EgressRule> rules;
+    std::vector<EgressDecision> pending;  // drained, not yet taken
+    uint64_t not_kept = 0;
   };
   std::map<uint64_t, Run> runs_;
   const std::function<void(const EgressDecision&)>* sink_ = nullptr;

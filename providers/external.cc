@@ -292,6 +292,7 @@ Result<std::unique_ptr<Provider>> ExternalProvider::make(const ProviderOptions& 
 }
 
 Result<std::unique_ptr<Environment>> ExternalProvider::create(const EnvSpec& spec) {
+  SG_TRY(refuse_allowlist(info_.name, spec.network));
   if (!spec.weakenings.empty())
     return logic_error("create environment",
                        "test-only weakenings apply to the namespaces provider alone");

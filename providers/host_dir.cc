@@ -28,6 +28,7 @@ Result<std::unique_ptr<Provider>> HostDirProvider::make(const ProviderOptions& o
 }
 
 Result<std::unique_ptr<Environment>> HostDirProvider::create(const EnvSpec& spec) {
+  SG_TRY(refuse_allowlist("host_dir", spec.network));
   if (!spec.image.empty())
     return logic_error("create environment",
                        "the host_dir provider has no images (--image is for podman)", spec.image);

@@ -276,6 +276,7 @@ landlock::RulesetSpec call_landlock_rules(const JailConfig& c) {
   // files stays with Landlock.
   spec.handled.fs = all.fs & ~(fs::kMakeDir | fs::kRemoveDir | fs::kRemoveFile);
   spec.handled.net = all.net;
+  if (c.tcp_connect_any) spec.handled.net &= ~net::kConnectTcp;
   const uint64_t read = fs::kReadFile | fs::kReadDir | fs::kExecute;
   // Writable: everything but making device nodes (the mounts are nodev too) and device ioctls.
   const uint64_t write = all.fs & ~(fs::kMakeChar | fs::kMakeBlock | fs::kIoctlDev);

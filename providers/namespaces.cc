@@ -7,7 +7,11 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <netinet/in.h>
+
 #include "core/fd.h"
+#include "core/log.h"
+#include "providers/egress_link.h"
 #include "providers/landlock.h"
 #include "providers/supervised_environment.h"
 
@@ -22,7 +26,7 @@ const ProviderInfo& NamespacesProvider::static_info() {
       "Landlock",
       /*unsafe=*/false,
       {Capability::kFsIsolated, Capability::kFsReadonlyBase, Capability::kNetNone,
-       Capability::kCredsScrubbedEnv, Capability::kProcPidNs, Capability::kProcUserNs,
+       Capability::kNetEgressPolicy, Capability::kCredsScrubbedEnv, Capability::kProcPidNs, Capability::kProcUserNs,
        Capability::kProcSeccomp, Capability::kProcNoNewPrivs, Capability::kProcNoCaps,
        Capability::kIpcIsolated, Capability::kEphemeralWorkspace}};
   return info;
@@ -143,8 +147,29 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
     c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
     c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);
     c.jail.landlock = !has(weak, Weakening::kNoLandlock);
+    for (const auto& rule : spec.egress) {
+      if (rule.protocol == IPPROTO_UDP) continue;
+      if (rule.port == 0) c.jail.tcp_connect_any = true;
+      else if (std::find(c.jail.tcp_connect_ports.begin(), c.jail.tcp_connect_ports.end(), rule.port) ==
+               c.jail.tcp_connect_ports.end())
+        c.jail.tcp_connect_ports.push_back(rule.port);
+    }
     return c;
   };
+  if (spec.network == NetworkMode::kAllowlist) {
+    // Checked before anything is made: an allowlist needs somewhere to go and something in it.
+    if (spec.egress.empty())
+      return logic_error("create environment",
+                         "--net allowlist needs at least one --allow entry (without any, use --net none)");
+    SG_TRY(open_upstream_netns(spec.upstream_netns));
+    recipe.network = [&](const RunLayout& layout, pid_t supervisor, RunState& state) -> Status {
+      SG_ASSIGN_OR_RETURN(auto link, wire_egress_link(options_.paths, state, supervisor,
+                                                      spec.upstream_netns, layout.run_id));
+      spdlog::debug("run {}: eth0 {} via {} ({} in {})", layout.run_id, link.run_address,
+                    link.upstream_address, link.upstream_link, spec.upstream_netns);
+      return {};
+    };
+  }
   auto env = SupervisedEnvironment::create(options_.paths, spec, recipe);
   if (!env.ok()) return std::move(env).error();
   return std::unique_ptr<Environment>(std::move(env).value());

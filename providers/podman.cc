@@ -501,6 +501,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   }
   const EnvSpec& spec = with_image.image.empty() ? requested : with_image;
   SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "podman"));
+  SG_TRY(refuse_allowlist("podman", spec.network));
   const uid_t base = options_.id_map_base;
   if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
     return logic_error("create environment",

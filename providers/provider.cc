@@ -59,4 +59,13 @@ std::string display_name(const ProviderInfo& info) {
   return info.unsafe ? info.name + " (UNSAFE: no isolation)" : info.name;
 }
 
+std::string to_string(NetworkMode mode) { return mode == NetworkMode::kAllowlist ? "allowlist" : "none"; }
+
+Status refuse_allowlist(const std::string& provider, NetworkMode mode) {
+  if (mode == NetworkMode::kNone) return {};
+  return Error{ENOTSUP, "create environment", provider,
+               "--net allowlist is not supported by this provider (the namespaces provider "
+               "wires it; others have no network or the host's)"};
+}
+
 }  // namespace sandgate::providers

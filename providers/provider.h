@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/capability.h"
+#include "core/egress.h"
 #include "core/exec_result.h"
 #include "core/files.h"
 #include "core/host_paths.h"
@@ -29,7 +30,13 @@
 
 namespace sandgate::providers {
 
-enum class NetworkMode { kNone };
+// kNone: loopback only. kAllowlist: the run reaches an upstream network namespace, and only
+// what EnvSpec::egress allows (the provider wires it; the run session attaches the kernel's
+// egress guard that enforces the list).
+enum class NetworkMode { kNone, kAllowlist };
+std::string to_string(NetworkMode mode);  // "none", "allowlist"
+// Refused by providers that cannot wire an allowlisted network, naming the provider.
+Status refuse_allowlist(const std::string& provider, NetworkMode mode);
 
 // A credential for one run (--secret NAME=FILE): the provider puts `value` at
 // <secrets dir>/NAME, memory-backed, readable by the run's user only, gone when the run ends.
@@ -73,6 +80,11 @@ struct EnvSpec {
   uid_t uid = 10001;  // uid/gid inside the environment
   gid_t gid = 10001;
   NetworkMode network = NetworkMode::kNone;
+  // kAllowlist: where the run may connect or send (besides its own loopback), and the network
+  // namespace its traffic goes to (an nsfs path: the lab's, or one the operator prepared with
+  // a route out). providers/egress_link.h says how a jail is wired to it.
+  std::vector<EgressRule> egress;
+  std::string upstream_netns;
   Duration timeout{0};  // wall clock for the whole run; 0: none
   // Where the run's long-lived processes (the supervisor) live, placed before they exec: the
   // controller's <run>/main cgroup. Empty: wherever sandgate runs.

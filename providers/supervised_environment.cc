@@ -132,6 +132,10 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
     if (auto s = recipe.verify(layout, env->supervisor_->pid()); !s.ok())
       return fail(std::move(s).error());
   }
+  if (recipe.network) {
+    if (auto s = recipe.network(layout, env->supervisor_->pid(), env->state_); !s.ok())
+      return fail(std::move(s).error());
+  }
   if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
   return env;
 }

@@ -53,6 +53,9 @@ class SupervisedEnvironment : public Environment {
     // Called once the supervisor is ready: reads back what the run was given (an error names
     // the setting that did not hold, and the run is destroyed).
     std::function<Status(const RunLayout&, pid_t supervisor_pid)> verify;
+    // Called once the supervisor is ready, before any call: wires the run's network (a jail
+    // with an egress allowlist), recording what it claims in `state`.
+    std::function<Status(const RunLayout&, pid_t supervisor_pid, RunState& state)> network;
   };
 
   static Result<std::unique_ptr<SupervisedEnvironment>> create(const HostPaths& paths,

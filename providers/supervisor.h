@@ -48,9 +48,11 @@ struct JailConfig {
   gid_t gid = 10001;
   std::string hostname = "sandgate";
   bool seccomp = true;
-  // The TCP ports calls may connect to (Landlock, ABI 4+): the run's egress allowlist. Empty
-  // (--net none, today's only network policy): no TCP connect and no TCP bind at all.
+  // The TCP ports calls may connect to (Landlock, ABI 4+): the ports of the run's egress
+  // allowlist. Empty (--net none): no TCP connect and no TCP bind at all. tcp_connect_any (an
+  // allowlist entry with any port): Landlock leaves connect alone, the egress guard decides.
   std::vector<uint16_t> tcp_connect_ports;
+  bool tcp_connect_any = false;
   // Test-only weakenings (weakening.h); the defaults are the hardened jail.
   std::vector<BindMount> readwrite_mounts;  // mount_home: bound read-write, nosuid, nodev
   std::string tmp_host;        // share_tmp: this host directory at /tmp instead of a tmpfs

@@ -38,6 +38,34 @@ std::string io_device_of(const std::string& path, const std::string& sysfs) {
   return d.empty() ? dev : d;
 }
 
+namespace {
+
+// Attaches the guard to the run's cgroup2 directory with its allowlist; the run's cgroup id.
+Result<uint64_t> guard_egress(const controller::RunScope& run, ebpf::EgressGuard* guard,
+                              const std::vector<EgressRule>& rules) {
+  if (!guard)
+    return Error{ENOTSUP, "guard the run's egress", "",
+                 "--net allowlist needs the kernel's egress guard (eBPF cgroup/connect4|6, "
+                 "sendmsg4|6), and none is loaded (`sandgate doctor` says whether it can be)"};
+  auto dir = run.cgroup().dirs.find("unified");
+  if (dir == run.cgroup().dirs.end())
+    return Error{ENOTSUP, "guard the run's egress", "",
+                 "the egress guard attaches to a cgroup2 directory, and this layout has none"};
+  auto id = guard->guard(dir->second, rules);
+  if (!id.ok()) return std::move(id).error().context_add("guard the run's egress");
+  return id;
+}
+
+// The cgroup2 id of a call's cgroup, for the tracer and the guard's decisions.
+Result<uint64_t> call_cgroup_id(const controller::CallScope& scope) {
+  auto dir = scope.cgroup().dirs.find("unified");
+  if (dir == scope.cgroup().dirs.end())
+    return Error{ENOENT, "identify the call's cgroup", "", "no cgroup2 directory"};
+  return ebpf::cgroup_id_of(dir->second);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& controller,
                                                      providers::Provider& provider,
                                                      providers::EnvSpec spec,
@@ -68,6 +96,18 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
     }
     s->tracer_ = options.tracer;
     s->traced_run_ = *id;
+  }
+  if (spec.network == providers::NetworkMode::kAllowlist) {
+    // Before the provider makes anything: the supervisor and every call start guarded.
+    auto guarded = guard_egress(*s->run_, options.egress, spec.egress);
+    if (!guarded.ok()) {
+      if (s->tracer_) s->tracer_->unwatch(s->traced_run_);
+      (void)controller.end_run(std::move(s->run_));
+      s->closed_ = true;
+      return std::move(guarded).error();
+    }
+    s->egress_ = options.egress;
+    s->guarded_run_ = *guarded;
   }
   // The same ceiling for a provider that also enforces it itself (a container's limits).
   const auto& ceiling = controller.policy().run;
@@ -107,7 +147,8 @@ Status RunSession::export_results(const RunExport& what) {
 }
 
 RunSession::~RunSession() {
-  if (auto st = close(); !st.ok()) spdlog::error("closing run {}: {}", run_id_, st.error().message());
+  if (auto st = close(); !st.ok())
+    spdlog::error("closing run {}: {}", run_id_, st.error().message());
 }
 
 Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
@@ -126,18 +167,17 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     const controller::CallScope& placed = *scope;
     call.on_started = [&](pid_t pid) { request.on_started(placed, pid); };
   }
-  uint64_t traced = 0;  // the call's cgroup id, while the tracer keeps its events
-  if (tracer_) {
-    auto dir = scope->cgroup().dirs.find("unified");
-    auto id = dir == scope->cgroup().dirs.end() ? Result<uint64_t>(Error{ENOENT, "trace the call", "", "no cgroup2 directory"})
-                                                : ebpf::cgroup_id_of(dir->second);
+  uint64_t call_id = 0;  // the call's cgroup2 id, for the tracer and the guard
+  if (tracer_ || egress_) {
+    auto id = call_cgroup_id(*scope);
     if (!id.ok()) {
       (void)controller_.end_call(std::move(scope), ExecResult{});
-      return std::move(id).error();
+      return std::move(id).error().context_add(tracer_ ? "trace the call" : "attribute egress");
     }
-    traced = *id;
-    tracer_->begin(traced);
+    call_id = *id;
   }
+  uint64_t traced = tracer_ ? call_id : 0;  // while the tracer keeps the call's events
+  if (traced) tracer_->begin(traced);
   auto result = env_->exec(call, scope->placement());
   if (!result.ok()) {
     // Not run at all: still revoke the grant and remove the call's cgroup.
@@ -151,6 +191,20 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   if (traced) {
     TracedActivity seen = tracer_->end(traced);
     outcome.observed.traced = std::move(seen);
+  }
+  if (egress_) {
+    // Calls of a run follow each other: what the guard decided since the last take is this
+    // call's, but for the run's resident processes (another cgroup id), left out here.
+    uint64_t not_kept = 0;
+    for (auto& d : egress_->take(guarded_run_, &not_kept)) {
+      if (d.cgroup_id != call_id) continue;
+      if (outcome.observed.egress.size() >= kTracedKeep) {
+        ++outcome.observed.egress_not_kept;
+        continue;
+      }
+      outcome.observed.egress.push_back({d.pid, d.hook, d.address, d.port, d.protocol, d.allowed});
+    }
+    outcome.observed.egress_not_kept += not_kept;
   }
   return outcome;
 }
@@ -166,6 +220,8 @@ Status RunSession::close() {
   if (tracer_ && traced_run_) tracer_->unwatch(traced_run_);
   Status first;
   if (env_) first = env_->destroy();
+  // After destroy: nothing of the run is left to connect.
+  if (egress_ && guarded_run_) egress_->release(guarded_run_);
   if (run_) {
     auto s = controller_.end_run(std::move(run_));
     if (first.ok()) first = std::move(s);

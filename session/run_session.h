@@ -28,6 +28,7 @@
 #include "controller/controller.h"
 #include "core/exec_result.h"
 #include "ebpf/activity_tracer.h"
+#include "ebpf/egress.h"
 #include "providers/provider.h"
 #include "session/export.h"
 
@@ -58,6 +59,11 @@ struct RunOptions {
   // The kernel's account of each call (execs, connects, sensitive opens) goes into its
   // outcome's `observed`; null: not traced. Shared by the runs of a process; outlives them.
   ebpf::ActivityTracer* tracer = nullptr;
+  // Enforces the allowlist of a run with EnvSpec::network == kAllowlist: attached to the run's
+  // cgroup before anything of the run exists, released when it closes; each call's outcome
+  // gets the guard's decisions about it (observed.egress). Such a run without a guard is
+  // refused: the provider wires a network, the guard is what limits it.
+  ebpf::EgressGuard* egress = nullptr;
 };
 
 class RunSession {
@@ -108,6 +114,8 @@ class RunSession {
   std::string run_id_, workspace_path_, workspace_host_path_, recipe_;
   ebpf::ActivityTracer* tracer_ = nullptr;
   uint64_t traced_run_ = 0;  // the run's cgroup id the tracer watches (0: none)
+  ebpf::EgressGuard* egress_ = nullptr;
+  uint64_t guarded_run_ = 0;  // the run's cgroup id the guard holds (0: none)
   bool closed_ = false;
 };
 

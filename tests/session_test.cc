@@ -4,7 +4,13 @@
 #include "session/run_session.h"
 #include "session/server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -18,6 +24,7 @@
 #include <thread>
 
 #include "controller/cgroup_layout.h"
+#include "core/netlink.h"
 #include "core/test_temp_dir.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/cgroup_dirs.h"
@@ -74,6 +81,7 @@ class SessionTest : public ProviderTest {
     ASSERT_TRUE(provider_);
     providers::EnvSpec spec;
     spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, kTry});
+    if (adjust_spec_) adjust_spec_(spec);
     auto s = session::RunSession::open(*controller_, *provider_, spec, run_options_);
     ASSERT_TRUE(s.ok()) << s.error().message();
     session_ = std::move(s).value();
@@ -117,6 +125,7 @@ class SessionTest : public ProviderTest {
   std::unique_ptr<providers::Provider> provider_;
   std::unique_ptr<session::RunSession> session_;
   session::RunOptions run_options_;
+  std::function<void(providers::EnvSpec&)> adjust_spec_;
 };
 
 TEST_F(SessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
@@ -185,6 +194,170 @@ TEST_F(SessionTest, TracedCallSeesItsExecsConnectsAndSensitiveOpens) {
   EXPECT_TRUE(next.observed.traced->sensitive_opens.empty());
   session_.reset();
   run_options_.tracer = nullptr;
+}
+
+// An upstream network namespace of the test's own, held by a descriptor only (nothing to
+// clean up): loopback carrying 203.0.113.20 and .10, a TCP listener on port 443 of each and a
+// UDP socket on 203.0.113.20:53 and 203.0.113.10:514. What reaches them is the upstream's
+// evidence, independent of what the sandbox says.
+struct Upstream {
+  UniqueFd ns;
+  UniqueFd tcp_allowed, tcp_denied, udp_allowed, udp_denied;
+  std::string path() const { return "/proc/self/fd/" + std::to_string(ns.get()); }
+
+  static UniqueFd bound(int ns, int type, const char* address, uint16_t port) {
+    auto fd = socket_in_netns(ns, AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (!fd.ok()) return UniqueFd();
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    ::inet_pton(AF_INET, address, &a.sin_addr);
+    if (::bind(fd->get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return UniqueFd();
+    if (type == SOCK_STREAM && ::listen(fd->get(), 8) != 0) return UniqueFd();
+    return std::move(fd).value();
+  }
+  Status make() {
+    std::thread t([&] {
+      if (::unshare(CLONE_NEWNET) == 0) ns = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    });
+    t.join();
+    if (!ns) return logic_error("make upstream", "unshare(CLONE_NEWNET) failed");
+    SG_ASSIGN_OR_RETURN(auto nl, Netlink::open_in(ns.get()));
+    SG_ASSIGN_OR_RETURN(int lo, nl.link_index("lo"));
+    SG_TRY(nl.set_link_up(lo));
+    SG_TRY(nl.add_address(lo, "203.0.113.20", 32));
+    SG_TRY(nl.add_address(lo, "203.0.113.10", 32));
+    tcp_allowed = bound(ns.get(), SOCK_STREAM, "203.0.113.20", 443);
+    tcp_denied = bound(ns.get(), SOCK_STREAM, "203.0.113.10", 443);
+    udp_allowed = bound(ns.get(), SOCK_DGRAM, "203.0.113.20", 53);
+    udp_denied = bound(ns.get(), SOCK_DGRAM, "203.0.113.10", 514);
+    if (!tcp_allowed || !tcp_denied || !udp_allowed || !udp_denied)
+      return logic_error("make upstream", "a listener could not be bound");
+    return {};
+  }
+  static bool accepted(int listener) {
+    UniqueFd c(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    return c.valid();
+  }
+  static std::string received(int udp) {
+    char buf[64];
+    ssize_t n = ::recv(udp, buf, sizeof buf, MSG_DONTWAIT);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+};
+
+// --net allowlist end to end: the jail is wired to an upstream namespace, and the kernel's
+// egress guard lets through only the run's list (TCP 203.0.113.20:443, UDP 203.0.113.20:53).
+// Judged on both sides: the call's own errnos, the guard's decisions in its outcome, and what
+// the upstream's sockets received.
+TEST_F(SessionTest, AllowlistedRunReachesOnlyItsListAndTheOutcomeSaysWhatWasDenied) {
+  SANDGATE_REQUIRE_ROOT();
+  auto guard = ebpf::EgressGuard::open();
+  SANDGATE_REQUIRE(guard.ok(), "the eBPF egress guard cannot load here: " +
+                                   (guard.ok() ? std::string() : guard.error().message()));
+  Upstream up;
+  auto made = up.make();
+  ASSERT_TRUE(made.ok()) << made.error().message();
+  auto rules = parse_egress_rules({"tcp:203.0.113.20:443", "udp:203.0.113.20:53"});
+  ASSERT_TRUE(rules.ok()) << rules.error().message();
+  adjust_spec_ = [&](providers::EnvSpec& spec) {
+    spec.network = providers::NetworkMode::kAllowlist;
+    spec.egress = *rules;
+    spec.upstream_netns = up.path();
+  };
+  run_options_.egress = guard->get();
+  open();
+  ASSERT_TRUE(session_);
+  const std::string t = kTry;
+  auto o = call({"sh", "-c",
+                 t + " connect 203.0.113.20 443; " + t + " connect 203.0.113.10 443; " + t +
+                     " sendto 203.0.113.20 53; " + t + " sendto 203.0.113.10 514; " + t +
+                     " connect 203.0.113.20 8080"},
+                "test");
+  ASSERT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
+  const std::string& out = o.exec.stdout_data;
+  EXPECT_NE(out.find("connect ok"), std::string::npos) << out;
+  EXPECT_NE(out.find("connect EPERM"), std::string::npos) << out;
+  EXPECT_NE(out.find("sendto ok"), std::string::npos) << out;
+  EXPECT_NE(out.find("sendto EPERM"), std::string::npos) << out;
+  // Port 8080 is not in the list: Landlock refuses it first (EACCES) where it has TCP rules,
+  // else the guard (EPERM).
+  const bool landlock_tcp = provider_->info().capabilities.count(Capability::kProcLandlock) != 0 &&
+                            out.find("connect EACCES") != std::string::npos;
+  if (!landlock_tcp) {
+    EXPECT_NE(out.find("connect EPERM", out.find("connect EPERM") + 1), std::string::npos) << out;
+  }
+  // The upstream's witness: the allowed connection and datagram arrived, nothing else did.
+  EXPECT_TRUE(Upstream::accepted(up.tcp_allowed.get()));
+  EXPECT_FALSE(Upstream::accepted(up.tcp_denied.get()));
+  EXPECT_EQ(Upstream::received(up.udp_allowed.get()), "sandgate-try");
+  EXPECT_EQ(Upstream::received(up.udp_denied.get()), "");
+  // The guard's account, attributed to this call.
+  const auto& e = o.observed.egress;
+  ASSERT_EQ(e.size(), landlock_tcp ? 4u : 5u) << controller::to_json(o).dump(2);
+  EXPECT_EQ(e[0].address, "203.0.113.20");
+  EXPECT_EQ(e[0].port, 443);
+  EXPECT_EQ(e[0].protocol, "tcp");
+  EXPECT_TRUE(e[0].allowed);
+  EXPECT_EQ(e[1].address, "203.0.113.10");
+  EXPECT_FALSE(e[1].allowed);
+  EXPECT_EQ(e[2].hook, "sendmsg");
+  EXPECT_EQ(e[2].protocol, "udp");
+  EXPECT_TRUE(e[2].allowed);
+  EXPECT_EQ(e[3].port, 514);
+  EXPECT_FALSE(e[3].allowed);
+  EXPECT_EQ(controller::to_json(o)["observed"]["egress"][1]["verdict"], "denied");
+  // The next call has its own account only.
+  auto next = call({"true"}, "test");
+  EXPECT_TRUE(next.observed.egress.empty());
+  session_.reset();
+  // The run's veth went with its namespace; its address slot is free again.
+  auto nl = Netlink::open_in(up.ns.get());
+  ASSERT_TRUE(nl.ok());
+  auto links = nl->links();
+  ASSERT_TRUE(links.ok());
+  EXPECT_EQ(links->size(), 1u) << "a link of the run is left in the upstream namespace";
+  std::error_code ec;
+  for (const auto& slot : std::filesystem::directory_iterator(options_.paths.state_dir + "/egress-slots", ec))
+    ADD_FAILURE() << "egress slot left: " << slot.path();
+  run_options_.egress = nullptr;
+}
+
+// An allowlisted run is refused before anything is made: without the guard (the network would
+// be open), without entries, or with an upstream that is not a network namespace.
+TEST_F(SessionTest, AllowlistWithoutGuardEntriesOrUpstreamIsRefused) {
+  SANDGATE_REQUIRE_ROOT();
+  open();  // a controller and provider for the refusals below
+  ASSERT_TRUE(session_);
+  session_.reset();
+  Upstream up;
+  ASSERT_TRUE(up.make().ok());
+  auto rules = parse_egress_rules({"203.0.113.20:443"});
+  ASSERT_TRUE(rules.ok());
+  auto attempt = [&](std::vector<EgressRule> egress, std::string upstream, ebpf::EgressGuard* g) {
+    providers::EnvSpec spec;
+    spec.network = providers::NetworkMode::kAllowlist;
+    spec.egress = std::move(egress);
+    spec.upstream_netns = std::move(upstream);
+    session::RunOptions options;
+    options.egress = g;
+    auto s = session::RunSession::open(*controller_, *provider_, spec, options);
+    return s.ok() ? std::string() : s.error().message();
+  };
+  EXPECT_THAT(attempt(*rules, up.path(), nullptr), ::testing::HasSubstr("needs the kernel's egress guard"));
+  auto guard = ebpf::EgressGuard::open();
+  SANDGATE_REQUIRE(guard.ok(), "the eBPF egress guard cannot load here");
+  EXPECT_THAT(attempt({}, up.path(), guard->get()), ::testing::HasSubstr("at least one --allow entry"));
+  EXPECT_THAT(attempt(*rules, "/proc/self/ns/pid", guard->get()), ::testing::HasSubstr("not a network namespace"));
+  EXPECT_THAT(attempt(*rules, "", guard->get()), ::testing::HasSubstr("--net-upstream"));
+  // Other providers refuse it outright.
+  auto host = provider("host_dir");
+  ASSERT_TRUE(host);
+  providers::EnvSpec spec;
+  spec.network = providers::NetworkMode::kAllowlist;
+  auto refused = host->create(spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(), ::testing::HasSubstr("not supported by this provider"));
 }
 
 TEST_F(SessionTest, ForkBombStopsAtPidsMax) {

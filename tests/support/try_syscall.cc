@@ -215,14 +215,19 @@ int main(int argc, char** argv) {
     return resource_action(action, atol(argv[2]));
   }
   long r;
-  if (action == "connect") {  // connect IPV4 PORT: a TCP connect, e.g. to a lab decoy
+  if (action == "connect" || action == "sendto") {
+    // connect IPV4 PORT: a TCP connect, e.g. to a lab decoy; sendto IPV4 PORT: one UDP
+    // datagram ("sandgate-try") to it, unconnected
     if (argc < 4) return 2;
     sockaddr_in to{};
     to.sin_family = AF_INET;
     to.sin_port = htons(static_cast<uint16_t>(atoi(argv[3])));
     if (inet_pton(AF_INET, argv[2], &to.sin_addr) != 1) return 2;
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    r = s < 0 ? -1 : connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    const bool tcp = action == "connect";
+    int s = socket(AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+    if (s < 0) r = -1;
+    else if (tcp) r = connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    else r = sendto(s, "sandgate-try", 12, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
   } else if (action == "write-file" || action == "read-file") {
     if (argc < 3) return 2;
     int fd = action == "write-file" ? open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
