@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "cli/network.h"
 #include "cli/signals.h"
 #include "core/json.h"
 #include "core/terminal_text.h"
@@ -28,6 +29,7 @@ struct ExecArgs {
   std::string tenant = "default";
   bool no_controller = false;
   bool trace = false;  // --trace: the kernel's account of the call (eBPF)
+  NetArgs net;         // --net, --allow, --net-upstream
   std::string workspace;
   std::vector<std::string> env;
   std::vector<std::string> ro_binds;
@@ -44,6 +46,11 @@ struct ExecArgs {
 
 // --trace without --json: what the kernel saw, on stderr after the call's own output.
 void print_traced(const controller::CallOutcome& o) {
+  // The guard's decisions are printed whenever the run has an allowlist: what was refused is
+  // what a user of --net allowlist needs to see first.
+  for (const auto& v : o.observed.egress)
+    std::cerr << "sandgate: egress: " << v.hook << " " << v.protocol << " " << v.address << ":" << v.port
+              << " " << (v.allowed ? "allowed" : "denied") << "\n";
   if (!o.observed.traced) return;
   for (const auto& line : describe(*o.observed.traced))
     std::cerr << "sandgate: traced: " << terminal_safe(line) << "\n";
@@ -251,7 +258,11 @@ int run_exec(Globals& g, const ExecArgs& a) {
               << ": the command runs on this host with no isolation\n";
 
   InterruptFd interrupt;
-  if (a.no_controller) return exec_plain(**provider, spec, a, interrupt);
+  if (a.no_controller) {
+    if (a.net.mode != "none")
+      return fail("--net allowlist needs the controller: the egress guard attaches to the run's cgroup");
+    return exec_plain(**provider, spec, a, interrupt);
+  }
 
   auto policy = load_policy_arg(a.policy);
   if (!policy.ok()) return fail(policy.error());
@@ -265,7 +276,11 @@ int run_exec(Globals& g, const ExecArgs& a) {
         std::move(ctl).error().context_add("per-call control needs root and cgroups; "
                                            "--no-controller runs without it"));
   spec.tenant = a.tenant;
+  if (auto s = apply_net_args(a.net, (*ctl)->policy().egress, spec); !s.ok()) return fail(s.error());
+  auto guard = open_guard_for(spec);
+  if (!guard.ok()) return fail(guard.error());
   session::RunOptions run_options;
+  run_options.egress = guard->get();
   std::unique_ptr<ebpf::ActivityTracer> tracer;
   if (a.trace) {
     auto t = ebpf::ActivityTracer::open();
@@ -392,6 +407,7 @@ void add_exec_command(CLI::App& app, Globals& g) {
   sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
   sub->add_option("--tenant", a->tenant, "tenant the run belongs to (a policy tenant)")
       ->capture_default_str();
+  add_net_options(sub, a->net);
   sub->add_flag("--trace", a->trace,
                 "trace the call with eBPF and report what the kernel saw it do: every exec,\n"
                 "connect/sendto (address, port, protocol, allowed/denied/failed) and open of a\n"

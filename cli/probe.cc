@@ -9,6 +9,7 @@
 
 #include "cli/common.h"
 #include "ebpf/activity_tracer.h"
+#include "ebpf/egress.h"
 #include "core/files.h"
 #include "core/json.h"
 #include "core/progress.h"
@@ -32,11 +33,14 @@ struct ProbeArgs {
   bool allow_unsafe_host = false;
   std::string image;   // podman: a local image for every run's root
   std::string report;  // a directory for the report model in every format
+  std::string net = "none";        // --net none|allowlist
+  std::vector<std::string> allow;  // --allow (default with allowlist: the lab's registry)
 };
 
 void print_table(const probes::ProviderRun& run) {
   std::string name = run.provider + (run.unsafe ? " (UNSAFE: no isolation)" : "");
   for (auto w : run.weakenings) name += " +" + providers::to_string(w);
+  if (!run.egress_allow.empty()) name += " --net allowlist (" + join(run.egress_allow, ", ") + ")";
   std::cout << "provider " << name << "\n";
   // Grouped by boundary; one set of widths for all the groups, so they line up.
   TextTable table({{"probe"}, {"verdict"}, {"layer"}, {"why", TextTable::Align::kLeft, 90}},
@@ -118,6 +122,21 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   auto tracer = ebpf::ActivityTracer::open();
   if (tracer.ok()) so.tracer = tracer->get();
   else std::cerr << "sandgate probe: no kernel witness (" << tracer.error().message() << ")\n";
+  // The allowlist variant: the lab is the runs' upstream; the registry decoy is what they may
+  // reach unless --allow says otherwise.
+  std::unique_ptr<ebpf::EgressGuard> guard;
+  if (a.net == "allowlist") {
+    auto rules = parse_egress_rules(a.allow.empty() ? std::vector<std::string>{"tcp:203.0.113.20:443"} : a.allow);
+    if (!rules.ok()) return fail(std::move(rules).error().context_add("--allow"));
+    auto opened = ebpf::EgressGuard::open();
+    if (!opened.ok())
+      return fail(std::move(opened).error().context_add("--net allowlist needs the eBPF egress guard (sandgate doctor, \"bpf\")"));
+    guard = std::move(opened).value();
+    so.egress_allow = std::move(rules).value();
+    so.egress_guard = guard.get();
+  } else if (!a.allow.empty()) {
+    return fail("--allow needs --net allowlist");
+  }
   auto suite = probes::Suite::create(so);
   if (!suite.ok()) return fail(suite.error());
 
@@ -251,6 +270,15 @@ void add_probe_command(CLI::App& app, Globals& g) {
       "run against the namespaces provider (or --provider podman), hardened and with each\n"
       "test-only weakening");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
+  sub->add_option("--net", a->net,
+                  "none (default) or allowlist: providers that declare net.egress_policy run\n"
+                  "wired to the lab with an egress allowlist enforced by the kernel's guard; the\n"
+                  "allowed endpoint must be reachable (a warning: allowed by design), everything\n"
+                  "else blocked with layer egress. Others run as with none (the table says which)")
+      ->check(CLI::IsMember({"none", "allowlist"}));
+  sub->add_option("--allow", a->allow,
+                  "with --net allowlist: an entry, [tcp:|udp:]ADDRESS[/PREFIX]:PORT (repeatable;\n"
+                  "default tcp:203.0.113.20:443, the lab's registry decoy)");
   sub->add_option("--image", a->image,
                   "podman: every run's root from this local image (checked with `podman image\n"
                   "exists`; no registry is contacted) instead of the assembled read-only base");

@@ -24,6 +24,7 @@
 #include "core/result.h"
 #include "core/units.h"
 #include "core/capability.h"
+#include "core/egress.h"
 #include "core/exec_result.h"
 
 namespace sandgate::controller {
@@ -106,6 +107,10 @@ struct Policy {
   // Required provider capabilities (JSON key "requires"; `requires` itself is a C++20
   // keyword and cannot name a member).
   std::vector<Capability> required_capabilities;
+  // Where a run with `--net allowlist` may connect or send (JSON "egress": entries as in
+  // core/egress.h, "203.0.113.20:443", "udp:203.0.113.53:53"); the command line's --allow
+  // entries are added to these. Unused with --net none.
+  std::vector<EgressRule> egress;
 };
 
 // The intents every policy must define.

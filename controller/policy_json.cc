@@ -327,7 +327,7 @@ class Parser {
                                         std::to_string(kPolicySchemaVersion) + ")");
     SG_TRY(keys(j, "",
                 {"schema_version", "name", "mode", "tenants", "run", "intents", "inference",
-                 "ladder", "requires"}));
+                 "ladder", "requires", "egress"}));
 
     Policy p;
     if (j.contains("name")) {
@@ -420,6 +420,19 @@ class Parser {
         auto cap = capability_from_string(name);
         if (!cap.ok()) return fail(path, cap.error().detail);
         p.required_capabilities.push_back(*cap);
+      }
+    }
+    if (j.contains("egress")) {
+      const Json& list = j["egress"];
+      if (!list.is_array())
+        return fail("egress", "expected an array of entries like \"203.0.113.20:443\", got " +
+                                  describe_json(list));
+      for (size_t i = 0; i < list.size(); ++i) {
+        std::string path = index("egress", i);
+        SG_ASSIGN_OR_RETURN(std::string text, string(list[i], path, "an entry like \"203.0.113.20:443\""));
+        auto rule = parse_egress_rule(text);
+        if (!rule.ok()) return fail(path, rule.error().detail.empty() ? rule.error().message() : rule.error().detail);
+        p.egress.push_back(std::move(rule).value());
       }
     }
     return p;
@@ -542,6 +555,11 @@ Json to_json(const Policy& p) {
   Json caps = Json::array();
   for (auto c : p.required_capabilities) caps.push_back(to_string(c));
   j["requires"] = caps;
+  if (!p.egress.empty()) {
+    Json egress = Json::array();
+    for (const auto& r : p.egress) egress.push_back(r.text);
+    j["egress"] = egress;
+  }
   return j;
 }
 

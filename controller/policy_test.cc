@@ -588,6 +588,10 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "requires[1]: unknown capability 'net.nonee' (known: fs.isolated"},
       {"requires not an array", [](Json& j) { j["requires"] = "net.none"; },
        "requires: expected an array of capability names, got \"net.none\""},
+      {"egress not an array", [](Json& j) { j["egress"] = "203.0.113.20:443"; },
+       "egress: expected an array of entries like \"203.0.113.20:443\""},
+      {"egress entry with a name", [](Json& j) { j["egress"] = {"203.0.113.20:443", "registry.example:443"}; },
+       "egress[1]: \"registry.example:443\""},
       {"ladder enabled wrong type", [](Json& j) { j["ladder"]["enabled"] = "yes"; },
        "ladder.enabled: expected true or false, got \"yes\""},
       {"throttle_at zero", [](Json& j) { j["ladder"]["throttle_at"] = 0; },
@@ -645,11 +649,23 @@ TEST(PolicyErrors, StaticModeMayExceedTheCeilingPerCallMayNot) {
   EXPECT_EQ(p->mode, PolicyMode::kStatic);
 }
 
+TEST(PolicyEgress, EntriesParseAndRoundTrip) {
+  Json j = to_json(default_policy());
+  EXPECT_FALSE(j.contains("egress")) << "the built-in policy has no allowlist";
+  j["egress"] = {"203.0.113.20:443", "udp:203.0.113.53:53"};
+  auto p = parse_policy(j, "x");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_EQ(p->egress.size(), 2u);
+  EXPECT_EQ(p->egress[1].protocol, 17);
+  EXPECT_EQ(p->egress[1].port, 53);
+  EXPECT_EQ(to_json(*p)["egress"], j["egress"]);
+}
+
 TEST(PolicyErrors, NlohmannNeverEscapes) {
   // Values of every JSON type in every slot: each is an Error, never an exception.
   const std::vector<Json> values = {nullptr, true, 1, -1, 1.5, "x", Json::array(), Json::object()};
   for (const char* key : {"schema_version", "name", "mode", "tenants", "run", "intents",
-                          "inference", "ladder", "requires"}) {
+                          "inference", "ladder", "requires", "egress"}) {
     for (const auto& v : values) {
       Json j = to_json(default_policy());
       j[key] = v;

@@ -236,6 +236,12 @@ Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
   if (e == "EACCES") return Layer::kPermissions;
   if (e == "EPERM") {
     std::string sc = probe_syscall(r);
+    // A run with an allowlist: the egress guard answers EPERM to a connect or send (a probe
+    // aimed at a peer) that the list leaves out.
+    const bool sent = sc == "connect" || sc == "sendto" || sc == "sendmsg" ||
+                      (r.evidence.is_object() && r.evidence.contains("peer"));
+    if (r.boundary == "net" && !f.egress_allow.empty() && sent && !f.seccomp_denied.count(sc))
+      return Layer::kEgress;
     if (!sc.empty() && f.seccomp_denied.count(sc)) return Layer::kSeccomp;
     return Layer::kPermissions;
   }
@@ -299,11 +305,23 @@ Judgement judge_probe(const std::optional<ProbeReport>& baseline, const ProbeRep
         return decide(j, Verdict::kInconclusive,
                       "reached by its own account, but what it read carries no canary marker");
       case Witness::kSelf:
+        // A run with --net allowlist has an interface and a default route by design: what it
+        // reaches through them is the guard's to decide, and the net probes judge that.
+        if (sandbox.id == "net.interfaces" && !facts.egress_allow.empty())
+          return decide(j, Verdict::kWarning,
+                        "an interface and a route off loopback, as --net allowlist wires the run "
+                        "(by design; the egress guard decides where they lead): " + evidence);
         if (sandbox.preconditions)
           return decide(j, Verdict::kExposed,
                         "the kernel allowed it" + (evidence.empty() ? "" : ": " + evidence));
         break;  // rule 3 says why it proves nothing
       case Witness::kDecoy:
+        if (!host.allowlisted.empty())
+          return decide(j, Verdict::kWarning,
+                        "reached " + host.allowlisted.front() +
+                            ", which the run's egress allowlist permits: allowed by design, and "
+                            "whatever runs here can send data there");
+        [[fallthrough]];
       case Witness::kHostFile:
       case Witness::kSentinel:
         return decide(j, Verdict::kInconclusive,

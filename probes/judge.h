@@ -81,6 +81,9 @@ struct ProviderFacts {
   std::string name;
   CapabilitySet capabilities;
   std::set<std::string> seccomp_denied;  // syscall names its filter refuses (libseccomp names)
+  // The run's egress allowlist when the provider ran with --net allowlist (an EPERM on the
+  // network is then the egress guard's); empty: --net none.
+  std::vector<EgressRule> egress_allow;
 
   // The namespaces provider's declared capabilities and seccomp list; others carry only their
   // capabilities.
@@ -99,6 +102,9 @@ struct HostEvidence {
   // The third witness: what the kernel (the eBPF activity tracer) saw succeed that the probe
   // said it could not do (kernel_crossings).
   std::vector<std::string> kernel;
+  // Decoy events the run's egress allowlist permits: what the probe reached on purpose, not a
+  // crossing (a reached probe confirmed by them is a warning: allowed by design).
+  std::vector<std::string> allowlisted;
   std::vector<std::string> notes;               // context shown with the verdict, not evidence
 
   bool any() const;  // a crossing was seen (notes do not count)

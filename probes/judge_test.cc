@@ -267,6 +267,44 @@ TEST(JudgeLayers, UnreachableNetworkIsNamespaceWithNetNoneAndEgressWithAPolicy) 
   egress.capabilities = {Capability::kNetEgressPolicy};
   EXPECT_EQ(blocking_layer(r, egress), Layer::kEgress);
 }
+// --net allowlist: the guard's EPERM on a connect or send is layer egress; an EPERM elsewhere
+// keeps its own layer; the allowed endpoint reached is a warning, not a crossing.
+TEST(JudgeLayers, EpermOnAConnectUnderAnAllowlistIsEgress) {
+  ProviderFacts f = namespaces_facts();
+  auto rules = parse_egress_rules({"tcp:203.0.113.20:443"});
+  ASSERT_TRUE(rules.ok());
+  auto connect = report("net.production_tcp", ProbeResult::kDenied, "EPERM");
+  connect.evidence = {{"syscall", "connect"}, {"peer", "203.0.113.10:443"}};
+  auto send = report("net.udp_exfil", ProbeResult::kDenied, "EPERM");
+  send.evidence = {{"peer", "203.0.113.10:514"}};
+  auto ring = report("net.io_uring_socket", ProbeResult::kDenied, "EPERM");
+  ring.evidence = {{"step", "io_uring_setup"}};
+  EXPECT_EQ(blocking_layer(connect, f), Layer::kPermissions) << "no allowlist: not the guard's";
+  f.egress_allow = *rules;
+  EXPECT_EQ(blocking_layer(connect, f), Layer::kEgress);
+  EXPECT_EQ(blocking_layer(send, f), Layer::kEgress);
+  EXPECT_EQ(blocking_layer(ring, f), Layer::kPermissions);
+}
+TEST(JudgeRule2, AllowlistedDecoyReachedIsAWarningNotExposure) {
+  ProviderFacts f = namespaces_facts();
+  f.egress_allow = *parse_egress_rules({"tcp:203.0.113.20:443"});
+  HostEvidence allowed;
+  allowed.allowlisted = {"registry tcp_connect 203.0.113.20:443 from 198.18.0.2"};
+  auto j = judge(reached("net.registry_allowed"), Witness::kDecoy, allowed, f);
+  EXPECT_EQ(j.verdict, Verdict::kWarning) << j.why;
+  EXPECT_NE(j.why.find("egress allowlist permits"), std::string::npos) << j.why;
+  // A decoy the list does not allow is a crossing, allowlist or not.
+  HostEvidence crossed = allowed;
+  crossed.decoy_events = {"production tcp_connect 203.0.113.10:443 from 198.18.0.2"};
+  EXPECT_EQ(judge(reached("net.production_tcp"), Witness::kDecoy, crossed, f).verdict, Verdict::kExposed);
+  // Without the decoy's word, the probe's own claim proves nothing.
+  EXPECT_EQ(judge(reached("net.registry_allowed"), Witness::kDecoy, {}, f).verdict, Verdict::kInconclusive);
+  // The wired interface is by design only under an allowlist.
+  auto ifs = reached("net.interfaces");
+  ifs.preconditions = true;
+  EXPECT_EQ(judge(ifs, Witness::kSelf, {}, f).verdict, Verdict::kWarning);
+  EXPECT_EQ(judge(ifs, Witness::kSelf, {}, namespaces_facts()).verdict, Verdict::kExposed);
+}
 TEST(JudgeLayers, ExhaustionIsLimit) {
   EXPECT_EQ(blocking_layer(report("proc.x", ProbeResult::kDenied, "EMFILE"), namespaces_facts()),
             Layer::kLimit);

@@ -187,6 +187,7 @@ Json ProviderRun::to_json() const {
   Json w = Json::array();
   for (auto x : weakenings) w.push_back(providers::to_string(x));
   j["weakenings"] = w;
+  if (!egress_allow.empty()) j["network"] = {{"mode", "allowlist"}, {"allow", egress_allow}};
   Json list = Json::array();
   for (const auto& v : judgements) list.push_back(v.to_json());
   j["judgements"] = list;
@@ -298,6 +299,8 @@ class Suite::Context {
       : s_(s), provider_(p), weakenings_(w), facts_(ProviderFacts::of(p.info())) {
     jailed_ = !p.info().unsafe;
     probe_ = jailed_ ? kProbeInside : s.options_.probe_binary;
+    if (!s.options_.egress_allow.empty() && p.capabilities().count(Capability::kNetEgressPolicy))
+      facts_.egress_allow = s.options_.egress_allow;
   }
 
   Status run(ProviderRun& out) {
@@ -324,6 +327,11 @@ class Suite::Context {
     // /proc/*/environ and cmdline find it if it leaks there, crossrun.secret and
     // persist.secret look for another run's copy.
     spec.secrets = {{kProbeSecretName, secret_value()}};
+    if (!facts_.egress_allow.empty()) {
+      spec.network = providers::NetworkMode::kAllowlist;
+      spec.egress = facts_.egress_allow;
+      spec.upstream_netns = s_.lab_->netns_path();
+    }
     if (jailed_) {
       spec.readonly_mounts.push_back({s_.options_.probe_binary, kProbeInside});
       if (!s_.canaries_->setuid_helper().empty())
@@ -343,6 +351,7 @@ class Suite::Context {
   Result<std::unique_ptr<session::RunSession>> open_run() {
     session::RunOptions options;
     options.tracer = s_.options_.tracer;
+    options.egress = s_.options_.egress_guard;
     return session::RunSession::open(*controller_, provider_, spec(), options);
   }
 
@@ -369,7 +378,9 @@ class Suite::Context {
   HostEvidence close_window(const Window& w) const {
     (void)s_.lab_->settle();
     HostEvidence h;
-    h.decoy_events = decoy_evidence(s_.lab_->events_after(w.seq), s_.canaries_->marker(), true);
+    auto events = s_.lab_->events_after(w.seq);
+    h.allowlisted = decoy_evidence(take_allowlisted(events, facts_.egress_allow), "", true);
+    h.decoy_events = decoy_evidence(events, s_.canaries_->marker(), true);
     h.sentinel_signals = s_.canaries_->sentinel_signals(w.sentinel_lines);
     h.files_appeared = marked_entries(s_.canaries_->host_write_dir(), s_.canaries_->marker());
     // Gone once witnessed, so the next probe's window starts clean.
@@ -716,6 +727,8 @@ Result<ProviderRun> Suite::run(providers::Provider& provider,
   out.unsafe = provider.info().unsafe;
   out.declared = provider.capabilities();
   out.weakenings = weakenings;
+  if (provider.capabilities().count(Capability::kNetEgressPolicy))
+    for (const auto& r : options_.egress_allow) out.egress_allow.push_back(r.text);
   Context ctx(*this, provider, weakenings);
   auto st = ctx.run(out);
   // Whatever the probes planted on the host (an unsafe or weakened provider lets them).

@@ -28,6 +28,7 @@
 #include "core/json.h"
 #include "core/result.h"
 #include "ebpf/activity_tracer.h"
+#include "ebpf/egress.h"
 #include "probes/canaries.h"
 #include "probes/judge.h"
 #include "probes/lab/lab.h"
@@ -47,6 +48,12 @@ struct SuiteOptions {
   // it saw in each judgement's notes, and a network action the kernel let through that the
   // probe called denied makes it exposed. Null: two witnesses only (the report says so).
   ebpf::ActivityTracer* tracer = nullptr;
+  // The allowlist variant (`probe --net allowlist`): each provider that declares
+  // net.egress_policy runs wired to the lab (its upstream) with this allowlist, enforced by
+  // `egress_guard`; the allowed endpoint must be reachable (a warning: allowed by design),
+  // everything else blocked with layer egress. Empty: --net none. Others run as before.
+  std::vector<EgressRule> egress_allow;
+  ebpf::EgressGuard* egress_guard = nullptr;
   // One line per step ("lab: ...", "namespaces: net (2/7)"), for stderr; called only on the
   // thread that calls create() and run().
   std::function<void(const std::string&)> progress;
@@ -57,6 +64,7 @@ struct ProviderRun {
   bool unsafe = false;
   CapabilitySet declared;  // what the provider claims; the probes test it
   std::vector<providers::Weakening> weakenings;
+  std::vector<std::string> egress_allow;  // the allowlist it ran with (texts); empty: --net none
   std::vector<Judgement> judgements;
   Duration wall{0};
 

@@ -1,10 +1,14 @@
 #include "probes/witness.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -55,6 +59,26 @@ std::optional<std::string> control_file(const controller::Cgroup& cg, const std:
 
 }  // namespace
 
+std::vector<lab::LabEvent> take_allowlisted(std::vector<lab::LabEvent>& events,
+                                            const std::vector<EgressRule>& allow) {
+  std::vector<lab::LabEvent> allowed, rest;
+  for (auto& e : events) {
+    std::array<uint8_t, 16> addr{};
+    int family = e.local_address.find(':') == std::string::npos ? AF_INET : AF_INET6;
+    bool parsed = ::inet_pton(family, e.local_address.c_str(), addr.data()) == 1;
+    uint8_t protocol =
+        e.kind == lab::LabEvent::Kind::kUdpDatagram || e.kind == lab::LabEvent::Kind::kDnsQuery
+            ? IPPROTO_UDP
+            : IPPROTO_TCP;
+    bool permitted = parsed && std::any_of(allow.begin(), allow.end(), [&](const EgressRule& r) {
+                       return egress_allows(r, family, addr, e.local_port, protocol);
+                     });
+    (permitted ? allowed : rest).push_back(std::move(e));
+  }
+  events = std::move(rest);
+  return allowed;
+}
+
 std::vector<std::string> decoy_evidence(const std::vector<lab::LabEvent>& events,
                                         const std::string& marker, bool any_event) {
   std::vector<std::string> out;
@@ -62,7 +86,8 @@ std::vector<std::string> decoy_evidence(const std::vector<lab::LabEvent>& events
     bool marked = !marker.empty() && (e.request_line.find(marker) != std::string::npos ||
                                       e.payload.find(marker) != std::string::npos ||
                                       e.dns_name.find(marker) != std::string::npos);
-    for (const auto& [k, v] : e.headers) marked = marked || (!marker.empty() && v.find(marker) != std::string::npos);
+    for (const auto& [k, v] : e.headers)
+      marked = marked || (!marker.empty() && v.find(marker) != std::string::npos);
     if (!marked && !any_event) continue;
     std::string line = e.decoy + " " + lab::to_string(e.kind) + " " + e.local_address + ":" +
                        std::to_string(e.local_port) + " from " + e.peer_address;
@@ -115,7 +140,8 @@ std::vector<std::string> marked_entries(const std::string& dir, const std::strin
   DIR* d = ::opendir(dir.c_str());
   if (!d) return out;
   while (struct dirent* e = ::readdir(d))
-    if (std::string(e->d_name).find(marker) != std::string::npos) out.push_back(dir + "/" + e->d_name);
+    if (std::string(e->d_name).find(marker) != std::string::npos)
+      out.push_back(dir + "/" + e->d_name);
   ::closedir(d);
   return out;
 }
@@ -174,8 +200,10 @@ std::vector<std::string> tree_changes(const std::string& dir, const TreeSnapshot
   std::vector<std::string> out;
   for (const auto& [rel, sig] : after.entries) {
     auto it = before.entries.find(rel);
-    if (it == before.entries.end()) out.push_back(dir + "/" + rel + " (new)");
-    else if (it->second != sig) out.push_back(dir + "/" + rel + " (changed)");
+    if (it == before.entries.end())
+      out.push_back(dir + "/" + rel + " (new)");
+    else if (it->second != sig)
+      out.push_back(dir + "/" + rel + " (changed)");
   }
   if (!after.stopped.empty() && after.stopped != before.stopped)
     out.push_back(dir + " (snapshot stopped: " + after.stopped + ")");
@@ -205,13 +233,18 @@ LimitReadback read_back_limits(const controller::Cgroup& cg, const controller::G
   if (grant.memory_max) {
     std::string want = std::to_string(grant.memory_max->value);
     std::string granted = format_bytes(*grant.memory_max);
-    if (v1) check("memory.limit_in_bytes", control_file(cg, "memory", "memory.limit_in_bytes"), want, granted);
-    else check("memory.max", control_file(cg, "unified", "memory.max"), want, granted);
+    if (v1)
+      check("memory.limit_in_bytes", control_file(cg, "memory", "memory.limit_in_bytes"), want,
+            granted);
+    else
+      check("memory.max", control_file(cg, "unified", "memory.max"), want, granted);
   }
   if (grant.pids_max) {
     std::string want = std::to_string(*grant.pids_max);
-    if (v1) check("pids.max", control_file(cg, "pids", "pids.max"), want, want);
-    else check("pids.max", control_file(cg, "unified", "pids.max"), want, want);
+    if (v1)
+      check("pids.max", control_file(cg, "pids", "pids.max"), want, want);
+    else
+      check("pids.max", control_file(cg, "unified", "pids.max"), want, want);
   }
   if (grant.cpu_cores) {
     std::string granted = std::to_string(*grant.cpu_cores) + " cores";
@@ -220,7 +253,8 @@ LimitReadback read_back_limits(const controller::Cgroup& cg, const controller::G
       auto period = control_file(cg, "cpu", "cpu.cfs_period_us");
       std::optional<std::string> cores;
       if (quota && period && std::atoll(period->c_str()) > 0 && std::atoll(quota->c_str()) > 0)
-        cores = std::to_string(static_cast<double>(std::atoll(quota->c_str())) / std::atoll(period->c_str()));
+        cores = std::to_string(static_cast<double>(std::atoll(quota->c_str())) /
+                               std::atoll(period->c_str()));
       else if (quota)
         cores = *quota;  // "-1": no quota
       check("cpu.cfs_quota_us/cpu.cfs_period_us", cores, std::to_string(*grant.cpu_cores), granted);

@@ -12,6 +12,7 @@
 
 #include "controller/cgroup.h"
 #include "controller/policy.h"
+#include "core/egress.h"
 #include "probes/lab/lab.h"
 
 namespace sandgate::probes {
@@ -20,6 +21,12 @@ namespace sandgate::probes {
 // each ("metadata http_request 169.254.169.254:80 GET /latest/...?sandgate=M"). With
 // `any_event` every event counts: the caller has already narrowed them to one probe's window
 // (a bare TCP connect carries no marker).
+// Takes out of `events` those the run's egress allowlist permits (the decoy's own address and
+// port; TCP for connections and requests, UDP for datagrams and DNS queries) and returns them:
+// what a run reached on purpose, not a crossing.
+std::vector<lab::LabEvent> take_allowlisted(std::vector<lab::LabEvent>& events,
+                                            const std::vector<EgressRule>& allow);
+
 std::vector<std::string> decoy_evidence(const std::vector<lab::LabEvent>& events,
                                         const std::string& marker, bool any_event);
 

@@ -202,5 +202,29 @@ TEST(DecoyEvidence, MarkedEventsOnlyUnlessTheWindowIsTheProbes) {
   EXPECT_TRUE(decoy_evidence({http}, "M2", false).empty());
 }
 
+TEST(Witness, TakeAllowlistedSplitsByAddressPortAndProtocol) {
+  auto rules = parse_egress_rules({"tcp:203.0.113.20:443", "udp:203.0.113.53:53"});
+  ASSERT_TRUE(rules.ok());
+  auto event = [](const char* addr, uint16_t port, lab::LabEvent::Kind kind) {
+    lab::LabEvent e;
+    e.local_address = addr;
+    e.local_port = port;
+    e.kind = kind;
+    return e;
+  };
+  using K = lab::LabEvent::Kind;
+  std::vector<lab::LabEvent> events = {
+      event("203.0.113.20", 443, K::kTcpConnect), event("203.0.113.20", 443, K::kUdpDatagram),
+      event("203.0.113.20", 8080, K::kTcpConnect), event("203.0.113.53", 53, K::kDnsQuery),
+      event("203.0.113.10", 443, K::kHttpRequest)};
+  auto allowed = take_allowlisted(events, *rules);
+  ASSERT_EQ(allowed.size(), 2u);
+  EXPECT_EQ(allowed[0].local_port, 443);
+  EXPECT_EQ(allowed[1].kind, K::kDnsQuery);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, K::kUdpDatagram);
+  EXPECT_TRUE(take_allowlisted(events, {}).empty());
+  EXPECT_EQ(events.size(), 3u);
+}
 }  // namespace
 }  // namespace sandgate::probes

@@ -342,6 +342,21 @@ TEST_F(CliTest, BadInputGivesOneClearLine) {
   auto unsafe = sandgate({"exec", "--provider", "host_dir", "--", "true"});
   EXPECT_EQ(unsafe.status.shell_code(), 2);
   EXPECT_NE(unsafe.output.find("--allow-unsafe-host"), std::string::npos) << unsafe.output;
+  // The network options: each mistake named, nothing made.
+  auto stray = sandgate({"exec", "--provider", "namespaces", "--allow", "203.0.113.20:443", "--", "true"});
+  EXPECT_EQ(stray.status.shell_code(), 2);
+  EXPECT_NE(stray.output.find("--allow and --net-upstream need --net allowlist"), std::string::npos) << stray.output;
+  auto no_upstream = sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
+                               "203.0.113.20:443", "--", "true"});
+  EXPECT_EQ(no_upstream.status.shell_code(), 2);
+  EXPECT_NE(no_upstream.output.find("needs --net-upstream"), std::string::npos) << no_upstream.output;
+  auto named = sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
+                         "registry.example:443", "--net-upstream", "/proc/self/ns/net", "--", "true"});
+  EXPECT_EQ(named.status.shell_code(), 2);
+  EXPECT_NE(named.output.find("\"registry.example:443\""), std::string::npos) << named.output;
+  auto bad_mode = sandgate({"exec", "--provider", "namespaces", "--net", "host", "--", "true"});
+  EXPECT_EQ(bad_mode.status.shell_code(), 2);
+  EXPECT_NE(bad_mode.output.find("--net"), std::string::npos) << bad_mode.output;
 }
 
 // A command that cannot be started inside the sandbox exits as a shell would (127 not found,

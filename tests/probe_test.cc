@@ -14,6 +14,7 @@
 #include "core/files.h"
 #include "core/mounts.h"
 #include "core/process.h"
+#include "ebpf/egress.h"
 #include "probes/plan.h"
 #include "probes/suite.h"
 #include "probes/witness.h"
@@ -152,6 +153,48 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   for (const char* id : {"crossrun.secret", "persist.secret"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+  }
+  ASSERT_TRUE(s->close().ok());
+}
+
+// The allowlist variant of the network probes: the jail wired to the lab, only the registry
+// decoy's TCP 443 allowed. The allowed endpoint is reached (a warning: allowed by design, with
+// the decoy's own log as witness); the production host on the same port, UDP and DNS
+// exfiltration are refused by the egress guard (layer egress); nothing is exposed.
+TEST_F(ProbeSuiteTest, NamespacesWithAnAllowlistReachesOnlyTheRegistry) {
+  SANDGATE_REQUIRE_ROOT();
+  auto guard = ebpf::EgressGuard::open();
+  SANDGATE_REQUIRE(guard.ok(), "the eBPF egress guard cannot load here: " +
+                                   (guard.ok() ? std::string() : guard.error().message()));
+  auto rules = parse_egress_rules({"tcp:203.0.113.20:443"});
+  ASSERT_TRUE(rules.ok());
+  options_.only = {"net"};
+  options_.egress_allow = *rules;
+  options_.egress_guard = guard->get();
+  auto s = suite();
+  ASSERT_TRUE(s);
+  auto p = provider("namespaces");
+  ASSERT_TRUE(p);
+  auto run = s->run(*p);
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  EXPECT_EQ(run->egress_allow, std::vector<std::string>{"tcp:203.0.113.20:443"});
+  for (const auto* j : run->exposed()) ADD_FAILURE() << j->id << ": " << j->why;
+  auto m = by_id(*run);
+  ASSERT_TRUE(m.count("net.registry_allowed"));
+  EXPECT_EQ(m["net.registry_allowed"]->verdict, probes::Verdict::kWarning) << m["net.registry_allowed"]->why;
+  EXPECT_NE(m["net.registry_allowed"]->why.find("egress allowlist permits"), std::string::npos)
+      << m["net.registry_allowed"]->why;
+  for (const char* id : {"net.production_tcp", "net.udp_exfil", "net.dns_exfil"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+    EXPECT_EQ(m[id]->layer, probes::Layer::kEgress) << id << ": " << m[id]->why;
+  }
+  // Ports outside the list: Landlock's TCP rule refuses them first where the kernel has it.
+  for (const char* id : {"net.registry_other_port", "net.metadata_v4_get"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+    EXPECT_TRUE(m[id]->layer == probes::Layer::kLandlock || m[id]->layer == probes::Layer::kEgress)
+        << id << ": " << m[id]->why;
   }
   ASSERT_TRUE(s->close().ok());
 }

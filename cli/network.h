@@ -1,0 +1,35 @@
+// The network options of the commands that make runs (exec, probe): --net, --allow and
+// --net-upstream, and how they become an EnvSpec's network.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/egress.h"
+#include "core/result.h"
+#include "ebpf/egress.h"
+#include "providers/provider.h"
+
+namespace sandgate::cli {
+
+struct NetArgs {
+  std::string mode = "none";       // --net none|allowlist
+  std::vector<std::string> allow;  // --allow ENTRY (repeatable)
+  std::string upstream;            // --net-upstream NETNS
+};
+
+// Adds the three options to `sub`, with help that teaches the entry syntax.
+void add_net_options(CLI::App* sub, NetArgs& a);
+
+// Fills spec.network, spec.egress (the policy's entries, then --allow's) and
+// spec.upstream_netns; an error names the option and the entry.
+Status apply_net_args(const NetArgs& a, const std::vector<EgressRule>& policy_egress,
+                      providers::EnvSpec& spec);
+
+// The guard an allowlisted run needs (null for --net none); an error says how to check why it
+// cannot load (`sandgate doctor`).
+Result<std::unique_ptr<ebpf::EgressGuard>> open_guard_for(const providers::EnvSpec& spec);
+
+}  // namespace sandgate::cli
