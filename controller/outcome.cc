@@ -8,22 +8,32 @@ namespace sandgate::controller {
 
 std::string to_string(Termination t) {
   switch (t) {
-    case Termination::kExited: return "exited";
-    case Termination::kTimeout: return "timeout";
-    case Termination::kMemoryLimit: return "memory_limit";
-    case Termination::kPidsLimit: return "pids_limit";
-    case Termination::kCancelled: return "cancelled";
-    case Termination::kKilled: return "killed";
-    case Termination::kNotStarted: return "not_started";
+    case Termination::kExited:
+      return "exited";
+    case Termination::kTimeout:
+      return "timeout";
+    case Termination::kMemoryLimit:
+      return "memory_limit";
+    case Termination::kPidsLimit:
+      return "pids_limit";
+    case Termination::kCancelled:
+      return "cancelled";
+    case Termination::kKilled:
+      return "killed";
+    case Termination::kNotStarted:
+      return "not_started";
   }
   return "unknown";
 }
 
 std::string to_string(RetryAdvice r) {
   switch (r) {
-    case RetryAdvice::kRetry: return "retry";
-    case RetryAdvice::kRetryWithSmallerScope: return "retry_with_smaller_scope";
-    case RetryAdvice::kNoRetry: return "no_retry";
+    case RetryAdvice::kRetry:
+      return "retry";
+    case RetryAdvice::kRetryWithSmallerScope:
+      return "retry_with_smaller_scope";
+    case RetryAdvice::kNoRetry:
+      return "no_retry";
   }
   return "unknown";
 }
@@ -35,12 +45,14 @@ void classify(CallOutcome& o) {
     // Nothing ran, so nothing else can have happened to it.
     const StartFailure& f = *o.exec.start_failure;
     o.termination = Termination::kNotStarted;
-    o.reason = "could not start " + (o.argv.empty() ? std::string("the command") : "'" + o.argv[0] + "'") +
+    o.reason = "could not start " +
+               (o.argv.empty() ? std::string("the command") : "'" + o.argv[0] + "'") +
                " in the sandbox: " + f.describe();
     o.retry = RetryAdvice::kNoRetry;
-    o.advice = f.step == "execve" && f.err == ENOENT
-                   ? "the command is not installed in the sandbox (or not on its PATH): use one that is"
-                   : "the command cannot be run there as it is; fix the command line or the file's mode";
+    o.advice =
+        f.step == "execve" && f.err == ENOENT
+            ? "the command is not installed in the sandbox (or not on its PATH): use one that is"
+            : "the command cannot be run there as it is; fix the command line or the file's mode";
     return;
   }
   std::string limit = o.grant.memory_max ? format_bytes(*o.grant.memory_max) : "the run's limit";
@@ -50,8 +62,9 @@ void classify(CallOutcome& o) {
     o.reason = "the call used all of its " + limit + " memory grant (peak " +
                human_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
     o.retry = RetryAdvice::kRetryWithSmallerScope;
-    o.advice = "do less in one call (fewer parallel jobs, a smaller input, one test file at a "
-               "time) or declare an intent with a larger memory grant";
+    o.advice =
+        "do less in one call (fewer parallel jobs, a smaller input, one test file at a "
+        "time) or declare an intent with a larger memory grant";
     return;
   }
   if (seen.run_oom_kills > 0 && !exit.exited && exit.signal == SIGKILL) {
@@ -59,8 +72,9 @@ void classify(CallOutcome& o) {
     o.reason = "the run hit its shared memory limit while this call ran (call peak " +
                human_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
     o.retry = RetryAdvice::kRetryWithSmallerScope;
-    o.advice = "the whole run shares one memory limit: do less in one call, or stop other "
-               "memory-hungry work in the run first";
+    o.advice =
+        "the whole run shares one memory limit: do less in one call, or stop other "
+        "memory-hungry work in the run first";
     return;
   }
   if (seen.killed_by_ladder || seen.cancelled_by_ladder) {
@@ -84,9 +98,10 @@ void classify(CallOutcome& o) {
   if (o.exec.timed_out) {
     o.termination = Termination::kTimeout;
     // Ended before its own limit (or with none): the run's deadline came first.
-    o.reason = o.grant.timeout > Duration(0) && o.exec.wall >= o.grant.timeout
-                   ? "the call ran past its " + format_duration(o.grant.timeout) + " wall-clock limit"
-                   : std::string("the call ran past the run's wall-clock limit");
+    o.reason =
+        o.grant.timeout > Duration(0) && o.exec.wall >= o.grant.timeout
+            ? "the call ran past its " + format_duration(o.grant.timeout) + " wall-clock limit"
+            : std::string("the call ran past the run's wall-clock limit");
     o.retry = RetryAdvice::kRetryWithSmallerScope;
     o.advice = "split the work or run it in the background with a narrower scope";
     return;
@@ -117,8 +132,9 @@ void classify(CallOutcome& o) {
     o.reason = "terminated by " + exit.describe() + ": it wrote a file past its " +
                format_bytes(*o.grant.file_size) + " file_size grant";
     o.retry = RetryAdvice::kRetryWithSmallerScope;
-    o.advice = "write smaller files (split the output, stream it elsewhere) or declare an intent "
-               "with a larger file_size grant";
+    o.advice =
+        "write smaller files (split the output, stream it elsewhere) or declare an intent "
+        "with a larger file_size grant";
   } else {
     o.reason = "terminated by " + exit.describe();
     o.retry = RetryAdvice::kNoRetry;
@@ -133,7 +149,8 @@ Json to_json(const CallOutcome& o, bool with_output) {
   Json j = {
       {"call_id", o.call_id},
       {"argv", o.argv},
-      {"intent", {{"name", o.intent.intent}, {"inferred", o.intent.inferred}, {"because", o.intent.because}}},
+      {"intent",
+       {{"name", o.intent.intent}, {"inferred", o.intent.inferred}, {"because", o.intent.because}}},
       {"grant", to_json(o.grant)},
       {"observed",
        {{"memory_peak_bytes", o.observed.peaks.memory_bytes},
@@ -148,8 +165,9 @@ Json to_json(const CallOutcome& o, bool with_output) {
         {"frozen_ms", to_millis(o.observed.frozen_for)},
         {"samples", o.observed.samples}}},
       {"actions", actions},
-      {"exit", {{"code", o.exec.status.exited ? Json(o.exec.status.code) : Json(nullptr)},
-                {"signal", o.exec.status.exited ? Json(nullptr) : Json(o.exec.status.signal)}}},
+      {"exit",
+       {{"code", o.exec.status.exited ? Json(o.exec.status.code) : Json(nullptr)},
+        {"signal", o.exec.status.exited ? Json(nullptr) : Json(o.exec.status.signal)}}},
       {"wall_ms", to_millis(o.exec.wall)},
       {"termination", to_string(o.termination)},
       {"reason", o.reason},
@@ -163,8 +181,16 @@ Json to_json(const CallOutcome& o, bool with_output) {
     j["observed"]["egress"] = std::move(egress);
     if (o.observed.egress_not_kept) j["observed"]["egress_not_kept"] = o.observed.egress_not_kept;
   }
+  if (o.observed.net) {
+    const auto& n = *o.observed.net;
+    j["observed"]["net"] = {{"bytes_out", n.bytes_out},
+                            {"bytes_in", n.bytes_in},
+                            {"packets_out", n.packets_out},
+                            {"packets_in", n.packets_in}};
+  }
   if (const auto& f = o.exec.start_failure)
-    j["start_failure"] = {{"step", f->step}, {"errno", errno_name(f->err)}, {"message", f->describe()}};
+    j["start_failure"] = {
+        {"step", f->step}, {"errno", errno_name(f->err)}, {"message", f->describe()}};
   if (with_output) {
     set_text_field(j, "stdout", o.exec.stdout_data);
     set_text_field(j, "stderr", o.exec.stderr_data);

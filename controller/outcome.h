@@ -62,6 +62,12 @@ struct CallObservation {
   // allowlist (observed.egress, in order; at most kTracedKeep, the rest counted).
   std::vector<EgressVerdict> egress;
   uint64_t egress_not_kept = 0;
+  // What went through the call's sockets off loopback (the guard's meter), when the run has an
+  // allowlist: observed.net = {bytes_out, bytes_in, packets_out, packets_in}.
+  struct NetBytes {
+    uint64_t bytes_out = 0, bytes_in = 0, packets_out = 0, packets_in = 0;
+  };
+  std::optional<NetBytes> net;
 };
 
 struct CallOutcome {

@@ -102,8 +102,9 @@ Result<uint64_t> EgressGuard::guard(const std::string& dir, const std::vector<Eg
     return undo(sys_error(errno, "guard egress", dir));
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return undo(sys_error(errno, "open cgroup", dir));
-  for (bpf_program* p : {skel_->progs.guard_connect4, skel_->progs.guard_connect6,
-                         skel_->progs.guard_sendmsg4, skel_->progs.guard_sendmsg6}) {
+  for (bpf_program* p :
+       {skel_->progs.guard_connect4, skel_->progs.guard_connect6, skel_->progs.guard_sendmsg4,
+        skel_->progs.guard_sendmsg6, skel_->progs.meter_egress, skel_->progs.meter_ingress}) {
     bpf_link* l = bpf_program__attach_cgroup(p, fd.get());
     if (!l) return undo(sys_error(errno, std::string("attach ") + bpf_program__name(p), dir));
     r.links.push_back(l);
@@ -150,6 +151,20 @@ std::vector<EgressDecision> EgressGuard::take(uint64_t run, uint64_t* not_kept) 
   if (not_kept) *not_kept = it->second.not_kept;
   it->second.not_kept = 0;
   return std::exchange(it->second.pending, {});
+}
+
+EgressGuard::NetBytes EgressGuard::take_net_bytes(uint64_t call) {
+  std::lock_guard lock(mu_);
+  sg_net_bytes b{};
+  NetBytes out;
+  if (bpf_map__lookup_and_delete_elem(skel_->maps.net_bytes, &call, sizeof call, &b, sizeof b, 0) !=
+      0)
+    return out;
+  out.bytes_out = b.bytes_out;
+  out.bytes_in = b.bytes_in;
+  out.packets_out = b.packets_out;
+  out.packets_in = b.packets_in;
+  return out;
 }
 
 uint64_t EgressGuard::lost() const {

@@ -55,6 +55,13 @@ class EgressGuard {
   std::vector<EgressDecision> take(uint64_t run, uint64_t* not_kept = nullptr);
   uint64_t lost() const;
 
+  // Bytes and packets through the sockets of cgroup `call` (a call below a guarded run), off
+  // loopback, since the last take; the entry is removed.
+  struct NetBytes {
+    uint64_t bytes_out = 0, bytes_in = 0, packets_out = 0, packets_in = 0;
+  };
+  NetBytes take_net_bytes(uint64_t call);
+
  private:
   EgressGuard() = default;
   std::mutex mu_;

@@ -104,6 +104,46 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 h
   return ok;  // 0: the kernel fails the syscall with EPERM
 }
 
+// The network-byte meter: cgroup_skb programs on the same guarded runs, counting what passes
+// through each socket's cgroup (the call that owns it) off loopback. They never drop.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, struct sg_net_bytes);
+} net_bytes SEC(".maps");
+
+static __always_inline void meter(struct __sk_buff *skb, int out) {
+  if (skb->ifindex == 1) return;  // loopback: the run's own namespace
+  __u64 id = bpf_skb_cgroup_id(skb);
+  struct sg_net_bytes *b = bpf_map_lookup_elem(&net_bytes, &id);
+  if (!b) {
+    struct sg_net_bytes zero = {};
+    bpf_map_update_elem(&net_bytes, &id, &zero, BPF_NOEXIST);
+    b = bpf_map_lookup_elem(&net_bytes, &id);
+    if (!b) return;
+  }
+  if (out) {
+    __sync_fetch_and_add(&b->bytes_out, skb->len);
+    __sync_fetch_and_add(&b->packets_out, 1);
+  } else {
+    __sync_fetch_and_add(&b->bytes_in, skb->len);
+    __sync_fetch_and_add(&b->packets_in, 1);
+  }
+}
+
+SEC("cgroup_skb/egress")
+int meter_egress(struct __sk_buff *skb) {
+  meter(skb, 1);
+  return 1;
+}
+
+SEC("cgroup_skb/ingress")
+int meter_ingress(struct __sk_buff *skb) {
+  meter(skb, 0);
+  return 1;
+}
+
 SEC("cgroup/connect4")
 int guard_connect4(struct bpf_sock_addr *ctx) { return decide(ctx, AF_INET, 1); }
 

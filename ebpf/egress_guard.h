@@ -34,4 +34,12 @@ struct sg_guard_event {
   __u8 pad[6];
 };
 
+/* Bytes and packets through the sockets of one cgroup (a call), off loopback. */
+struct sg_net_bytes {
+  __u64 bytes_out;
+  __u64 bytes_in;
+  __u64 packets_out;
+  __u64 packets_in;
+};
+
 #endif

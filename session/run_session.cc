@@ -205,6 +205,9 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
       outcome.observed.egress.push_back({d.pid, d.hook, d.address, d.port, d.protocol, d.allowed});
     }
     outcome.observed.egress_not_kept += not_kept;
+    auto n = egress_->take_net_bytes(call_id);
+    outcome.observed.net =
+        controller::CallObservation::NetBytes{n.bytes_out, n.bytes_in, n.packets_out, n.packets_in};
   }
   return outcome;
 }

@@ -307,9 +307,18 @@ TEST_F(SessionTest, AllowlistedRunReachesOnlyItsListAndTheOutcomeSaysWhatWasDeni
   EXPECT_EQ(e[3].port, 514);
   EXPECT_FALSE(e[3].allowed);
   EXPECT_EQ(controller::to_json(o)["observed"]["egress"][1]["verdict"], "denied");
+  // The meter: the SYN and the datagram went out (12 bytes of payload and headers), the SYN-ACK
+  // came in; nothing of the denied ones, which never became packets.
+  ASSERT_TRUE(o.observed.net) << controller::to_json(o).dump(2);
+  EXPECT_GE(o.observed.net->packets_out, 2u);
+  EXPECT_GT(o.observed.net->bytes_out, 40u);
+  EXPECT_GE(o.observed.net->packets_in, 1u);
+  EXPECT_GT(o.observed.net->bytes_in, 0u);
   // The next call has its own account only.
   auto next = call({"true"}, "test");
   EXPECT_TRUE(next.observed.egress.empty());
+  ASSERT_TRUE(next.observed.net);
+  EXPECT_EQ(next.observed.net->bytes_out + next.observed.net->bytes_in, 0u);
   session_.reset();
   // The run's veth went with its namespace; its address slot is free again.
   auto nl = Netlink::open_in(up.ns.get());
