@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -869,6 +870,16 @@ class BudgetCgroup {
     std::string id = root.substr(root.rfind('/') + 1);
     SG_ASSIGN_OR_RETURN(RunState state, RunState::create(paths, "replay-" + id, "replay"));
     BudgetCgroup b(backend, std::move(state));
+    // The parent (sandgate's cgroup root) is shared with other runs and processes: made if
+    // absent but recorded as a parent, removed only when empty, never killed (as the
+    // controller does with its root and tenants).
+    SG_ASSIGN_OR_RETURN(b.parent_, backend.create(root.substr(0, root.rfind('/')), nullptr));
+    for (const auto& [h, dir] : b.parent_.dirs) {
+      Resource r{Resource::Kind::kCgroupParent, dir};
+      if (std::find(b.state_->resources().begin(), b.state_->resources().end(), r) ==
+          b.state_->resources().end())
+        SG_TRY(b.state_->record(r));
+    }
     SG_ASSIGN_OR_RETURN(b.cg_, backend.create(root, &*b.state_));
     SG_ASSIGN_OR_RETURN(b.keep_, backend.create(root + "/keep", &*b.state_));
     controller::Limits limits;
@@ -881,6 +892,7 @@ class BudgetCgroup {
   BudgetCgroup(BudgetCgroup&& o) noexcept
       : backend_(o.backend_),
         state_(std::move(o.state_)),
+        parent_(std::move(o.parent_)),
         cg_(std::move(o.cg_)),
         keep_(std::move(o.keep_)),
         kills_before_(o.kills_before_) {
@@ -903,7 +915,13 @@ class BudgetCgroup {
     if (!state_) return {};
     Status first = backend_->remove(keep_);
     if (auto s = backend_->remove(cg_); !s.ok() && first.ok()) first = s;
-    // Both gone: the record goes too; otherwise it stays, for gc to retry once this process ends.
+    // The root, if nothing else uses it (the controller's runs could not remove it while the
+    // budget cgroup was in it). Busy means another run or process still uses it.
+    for (const auto& [h, dir] : parent_.dirs)
+      if (::rmdir(dir.c_str()) != 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY &&
+          first.ok())
+        first = sys_error("rmdir cgroup", dir);
+    // All gone: the record goes too; otherwise it stays, for gc to retry once this process ends.
     if (first.ok()) (void)state_->finish();
     state_.reset();
     return first;
@@ -914,7 +932,7 @@ class BudgetCgroup {
       : backend_(&backend), state_(std::move(state)) {}
   controller::CgroupBackend* backend_;
   std::optional<RunState> state_;
-  controller::Cgroup cg_, keep_;
+  controller::Cgroup parent_, cg_, keep_;
   uint64_t kills_before_ = 0;
 };
 

@@ -191,7 +191,9 @@ TEST_F(ReplayTest, InterleavedTrialsUnderABudgetGiveConsistentFigures) {
       ASSERT_GT(started, 0u);
       EXPECT_DOUBLE_EQ(p["survival"].get<double>(),
                        static_cast<double>(completed) / static_cast<double>(started));
-      if (completed == started) EXPECT_DOUBLE_EQ(p["work_lost_call_s"].get<double>(), 0);
+      if (completed == started) {
+        EXPECT_DOUBLE_EQ(p["work_lost_call_s"].get<double>(), 0);
+      }
       // The budget cgroup was there, and its peak stayed within its limit.
       ASSERT_TRUE(p["budget_oom_kills"].is_number());
       ASSERT_TRUE(p["budget_peak_bytes"].is_number());
@@ -204,10 +206,13 @@ TEST_F(ReplayTest, InterleavedTrialsUnderABudgetGiveConsistentFigures) {
       EXPECT_LE(v["p50_us"].get<double>(), v["p99_us"].get<double>());
       EXPECT_EQ(v["alloc_count"], v["count"]) << "one timed allocation per unit";
       EXPECT_LE(v["alloc_p50_us"].get<double>(), v["alloc_p95_us"].get<double>());
-      if (v["psi_ms"]["cpu_some"].is_number() && v["psi_ms"]["cpu_full"].is_number())
+      if (v["psi_ms"]["cpu_some"].is_number() && v["psi_ms"]["cpu_full"].is_number()) {
         EXPECT_GE(v["psi_ms"]["cpu_some"].get<double>() + 1e-6,
                   v["psi_ms"]["cpu_full"].get<double>());
-      if (v["runq_delay_ms"].is_number()) EXPECT_GE(v["runq_delay_ms"].get<double>(), 0);
+      }
+      if (v["runq_delay_ms"].is_number()) {
+        EXPECT_GE(v["runq_delay_ms"].get<double>(), 0);
+      }
       // Inflation is this trial's p99 over this trial's solo p99.
       EXPECT_NEAR(p["victim_p99_inflation"].get<double>(), v["p99_us"].get<double>() / solo_p99,
                   1e-9);
