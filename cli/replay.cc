@@ -14,6 +14,7 @@
 #include "cli/signals.h"
 #include "core/progress.h"
 #include "core/units.h"
+#include "ebpf/activity_tracer.h"
 #include "probes/lab/lab.h"
 #include "replay/experiment.h"
 #include "replay/trace_stats.h"
@@ -31,6 +32,9 @@ struct ReplayArgs {
   bool compress_silence = false;
   std::string max_silence = "1s";
   bool victim = false;
+  size_t trials = 0;  // 0: 5 with --victim, else 1
+  bool enforce_budget = false;
+  bool no_runq = false;
   std::string host_budget;
   std::string json;
   std::string report;
@@ -108,6 +112,10 @@ int run_replay(Globals& g, const ReplayArgs& a) {
     if (!b.ok()) return fail(std::move(b).error().context_add("--host-budget"));
     o.host_budget_bytes = b->value;
   }
+  if (a.enforce_budget && a.host_budget.empty())
+    return fail("--enforce-budget needs --host-budget SIZE (the budget cgroup's memory limit)");
+  o.enforce_budget = a.enforce_budget;
+  const size_t trials = a.trials ? a.trials : (a.victim ? 5 : 1);
 
   // The traces: directories stand for their trace files; --split takes a deterministic half
   // (the other half of what `policy suggest --split` sized on).
@@ -193,62 +201,141 @@ int run_replay(Globals& g, const ReplayArgs& a) {
 
   int64_t longest = 0;
   for (const auto& p : plans) longest = std::max(longest, p.duration_ms);
-  std::optional<replay::VictimLatency> solo;
-  if (a.victim) {
-    Duration d = std::min<Duration>(std::chrono::milliseconds(longest + 1000), o.solo_max);
-    progress.status("replay: victim alone for " + format_duration(d));
-    auto s = replay::measure_victim_solo(g.registry, d, o);
-    if (!s.ok()) {
-      end_watcher();
-      return fail(std::move(s).error().context_add("victim solo baseline"));
+  const Duration solo_duration =
+      std::min<Duration>(std::chrono::milliseconds(longest + 1000), o.solo_max);
+
+  // The victim's run-queue delay, where the kernel lets the activity tracer load (optional).
+  std::unique_ptr<ebpf::ActivityTracer> tracer;
+  Json runq_note = nullptr;
+  if (a.victim && !a.no_runq) {
+    auto t = ebpf::ActivityTracer::open();
+    if (t.ok()) {
+      tracer = std::move(t).value();
+      o.tracer = tracer.get();
+    } else {
+      runq_note = "not measured: " + t.error().message();
+      progress.line("replay: the victim's run-queue delay is not measured (" + t.error().message() +
+                    ")");
     }
-    solo = *s;
   }
 
-  std::vector<replay::PolicyScores> scores;
+  // Trials interleaved across policies: trial t runs every policy once (and the victim alone,
+  // with --victim), in an order rotated by t, so a drift of the machine over the invocation
+  // falls on every policy alike instead of on the one that happens to run last.
+  std::vector<replay::TrialFigures> figures(choices.size());
+  for (size_t i = 0; i < choices.size(); ++i) figures[i].policy = choices[i].label;
+  std::vector<std::optional<replay::VictimLatency>> solos(trials);
+  std::vector<replay::PolicyScores> scores;  // the first trial's, for the per-pass table
   Json runs_json = Json::object();
+  Json trials_json = Json::array();
   reports::ReplaySection section;
   section.provider = a.provider;
   section.time_scale = a.time_scale;
   section.compress_silence = a.compress_silence;
-  if (solo) section.victim_solo = latency(*solo);
-  for (const auto& c : choices) {
-    if (stop) break;
-    // Each finished call is a detail of the policy's step: counted on a terminal's status line,
-    // left out of a log (--json has every call); the pass ends with a line of its own.
-    const std::string step = "replay: policy " + c.label + " (" + replay::to_string(c.kind) + ")";
-    progress.status(step);
-    o.progress = [&progress, step](const std::string& call) { progress.status(step, call); };
-    auto pass = replay::run_policy_pass(g.registry, c, plans, o, solo);
-    if (!pass.ok()) {
-      end_watcher();
-      return fail(std::move(pass).error().context_add("policy " + c.label));
+  const size_t slots = choices.size() + (a.victim ? 1 : 0);  // the last slot: the victim alone
+  for (size_t t = 0; t < trials && !stop; ++t) {
+    Json trial_json = {{"trial", t + 1}, {"order", Json::array()}, {"policies", Json::array()}};
+    std::vector<std::optional<replay::PolicyScores>> trial_scores(choices.size());
+    for (size_t k = 0; k < slots && !stop; ++k) {
+      size_t slot = (k + t) % slots;
+      const std::string tag = trials > 1 ? fmt::format(" (trial {}/{})", t + 1, trials) : "";
+      if (slot == choices.size()) {
+        progress.status("replay: victim alone for " + format_duration(solo_duration) + tag);
+        trial_json["order"].push_back("solo");
+        auto s = replay::measure_victim_solo(g.registry, solo_duration, o);
+        if (!s.ok()) {
+          end_watcher();
+          return fail(std::move(s).error().context_add("victim solo baseline" + tag));
+        }
+        solos[t] = *s;
+        continue;
+      }
+      const auto& c = choices[slot];
+      trial_json["order"].push_back(c.label);
+      // Each finished call is a detail of the policy's step: counted on a terminal's status
+      // line, left out of a log (--json has every call); the pass ends with a line of its own.
+      const std::string step =
+          "replay: policy " + c.label + " (" + replay::to_string(c.kind) + ")" + tag;
+      progress.status(step);
+      o.progress = [&progress, step](const std::string& call) { progress.status(step, call); };
+      auto pass = replay::run_policy_pass(g.registry, c, plans, o, std::nullopt);
+      if (!pass.ok()) {
+        end_watcher();
+        return fail(std::move(pass).error().context_add("policy " + c.label + tag));
+      }
+      for (const auto& r : pass->runs)
+        if (!r.error.empty())
+          progress.line("replay: warning: " + c.label + ": " + r.name + ": " + r.error);
+      const auto& sc = pass->scores;
+      std::string victim_line = sc.victim ? fmt::format(", victim p99 {:.0f}us, alloc P95 {:.0f}us",
+                                                        sc.victim->p99_us, sc.victim->alloc_p95_us)
+                                          : "";
+      std::string budget_line =
+          sc.budget_oom_kills ? fmt::format(", {} OOM kills in the budget", *sc.budget_oom_kills)
+                              : "";
+      progress.line(
+          fmt::format("replay: policy {}{}: {}/{} calls completed, {} killed, {} cancelled, {} "
+                      "timed out{}{} in "
+                      "{:.1f}s",
+                      c.label, tag, sc.completed, sc.calls, sc.killed, sc.cancelled, sc.timed_out,
+                      victim_line, budget_line, sc.wall_s));
+      if (t == 0) {
+        Json rj = Json::array();
+        for (const auto& r : pass->runs) rj.push_back(replay::to_json(r));
+        runs_json[c.label] = std::move(rj);
+        reports::ReplayPolicy rp;
+        rp.label = pass->scores.label;
+        if (pass->scores.victim) rp.victim = latency(*pass->scores.victim);
+        for (const auto& r : pass->runs) rp.timelines.push_back(timeline_of(r, pass->usage));
+        section.policies.push_back(std::move(rp));
+      }
+      trial_scores[slot] = std::move(pass->scores);
     }
-    for (const auto& r : pass->runs)
-      if (!r.error.empty())
-        progress.line("replay: warning: " + c.label + ": " + r.name + ": " + r.error);
-    const auto& sc = pass->scores;
-    progress.line(fmt::format(
-        "replay: policy {}: {}/{} calls completed, {} killed, {} cancelled, {} timed out in "
-        "{:.1f}s",
-        c.label, sc.completed, sc.calls, sc.killed, sc.cancelled, sc.timed_out, sc.wall_s));
-    Json rj = Json::array();
-    for (const auto& r : pass->runs) rj.push_back(replay::to_json(r));
-    runs_json[c.label] = std::move(rj);
-    reports::ReplayPolicy rp;
-    rp.scores = replay::to_json(pass->scores);
-    rp.label = pass->scores.label;
-    if (pass->scores.victim) rp.victim = latency(*pass->scores.victim);
-    for (const auto& r : pass->runs) rp.timelines.push_back(timeline_of(r, pass->usage));
-    section.policies.push_back(std::move(rp));
-    scores.push_back(std::move(pass->scores));
+    // The trial's solo run is known now (it may have run after some policies).
+    for (size_t i = 0; i < choices.size(); ++i) {
+      if (!trial_scores[i]) continue;
+      auto& sc = *trial_scores[i];
+      if (sc.victim && solos[t]) {
+        if (solos[t]->p50_us > 0) sc.victim_p50_inflation = sc.victim->p50_us / solos[t]->p50_us;
+        if (solos[t]->p99_us > 0) sc.victim_p99_inflation = sc.victim->p99_us / solos[t]->p99_us;
+      }
+      trial_json["policies"].push_back(replay::to_json(sc));
+      figures[i].trials.push_back(sc);
+      figures[i].solo.push_back(solos[t]);
+    }
+    trial_json["victim_solo"] = solos[t] ? replay::to_json(*solos[t]) : Json(nullptr);
+    trials_json.push_back(std::move(trial_json));
+    if (t == 0) {
+      for (auto& sc : trial_scores)
+        if (sc) scores.push_back(*sc);
+      size_t i = 0;
+      for (auto& rp : section.policies) {
+        while (i < trial_scores.size() && !trial_scores[i]) ++i;
+        if (i < trial_scores.size()) rp.scores = replay::to_json(*trial_scores[i++]);
+      }
+    }
   }
+  std::optional<replay::VictimLatency> solo = solos.empty() ? std::nullopt : solos.front();
+  if (solo) section.victim_solo = latency(*solo);
+  auto summary = replay::summarize_trials(figures);
   end_watcher();
 
   progress.clear();  // the table, on stdout, starts on a clean line
-  std::cout << replay::format_table(scores, solo);
+  if (trials > 1) {
+    std::cout << "Over " << figures.front().trials.size() << " interleaved trials:\n"
+              << replay::format_summary(summary);
+  } else {
+    std::cout << replay::format_table(scores, solo);
+  }
   if (!a.json.empty()) {
-    Json j = {{"schema_version", 1},
+    Json summary_json = Json::array();
+    for (const auto& m : summary) summary_json.push_back(replay::to_json(m));
+    Json j = {{"schema_version", 2},
+              {"trials", trials_json},
+              {"summary", summary_json},
+              {"enforce_budget", a.enforce_budget},
+              {"host_budget_bytes", o.host_budget_bytes},
+              {"victim_runq", runq_note},
               {"provider", a.provider},
               {"timing",
                {{"time_scale", a.time_scale},
@@ -263,6 +350,7 @@ int run_replay(Globals& g, const ReplayArgs& a) {
                                    : Json(nullptr)},
               {"policies", Json::array()},
               {"runs", runs_json}};
+    // The first trial's (every trial's are under "trials"; runs are the first trial's).
     for (const auto& s : scores) j["policies"].push_back(replay::to_json(s));
     if (auto s = write_json_file_atomic(a.json, j); !s.ok()) return fail(s.error());
     progress.line("replay: wrote " + a.json);
@@ -295,9 +383,19 @@ void add_replay_command(CLI::App& app, Globals& g) {
       "  static       one run limit sized on the traces' average memory (what people do)\n"
       "  static-peak  one run limit sized on their peak (+10%)\n"
       "  default      the built-in per-call policy;  FILE  a policy file\n"
-      "--victim runs `sandgate-load victim` beside the aggressors (its solo baseline first),\n"
-      "so its latency is reported as inflation over solo. Prints a table (policies side by\n"
-      "side); --json FILE has every figure, per call included.\n"
+      "--victim runs `sandgate-load victim` beside the aggressors, in a tenant of its own\n"
+      "(`victim`: the policy's tenant of that name, else the default tenant's weight), and\n"
+      "reports its latency (p50/p99 and inflation over it running alone), its allocation\n"
+      "latency (P95), its cgroup's pressure stall (cpu and memory, some and full) and its\n"
+      "run-queue delay (eBPF, where the kernel allows it).\n"
+      "--trials N repeats every policy N times (default 5 with --victim, else 1), interleaved\n"
+      "(trial t runs the policies and the victim alone in an order rotated by t); each figure\n"
+      "is then a median over the trials with a 95% bootstrap interval, and one policy is\n"
+      "ranked below another only where the intervals do not overlap; otherwise the output\n"
+      "says \"no significant difference\". With one trial: a table, policies side by side.\n"
+      "--enforce-budget puts every run and the victim under one cgroup limited to\n"
+      "--host-budget and counts its OOM kills (AgentCgroup's experiment; README, \"Replay\").\n"
+      "--json FILE has every figure, per trial, and every call of the first trial.\n"
       "  sandgate replay --policy none --policy static --policy default --victim \\\n"
       "      --compress-silence --json out.json traces/*.trace\n"
       "A policy sized on half of a set of traces, replayed on the other half:\n"
@@ -315,6 +413,14 @@ void add_replay_command(CLI::App& app, Globals& g) {
   sub->add_option("--max-silence", a->max_silence, "with --compress-silence")
       ->capture_default_str();
   sub->add_flag("--victim", a->victim, "run the latency victim beside the aggressors");
+  sub->add_option("--trials", a->trials,
+                  "interleaved repetitions of every policy (default: 5 with --victim, else 1)")
+      ->check(CLI::Range(1, 1000));
+  sub->add_flag("--enforce-budget", a->enforce_budget,
+                "a cgroup limited to --host-budget holds every run and the victim; its OOM kills "
+                "are counted");
+  sub->add_flag("--no-runq", a->no_runq,
+                "do not load the eBPF tracer for the victim's run-queue delay");
   sub->add_option("--host-budget", a->host_budget,
                   "host memory budget, e.g. 16GiB (default: MemTotal)");
   sub->add_option("--json", a->json, "write every figure to this file");

@@ -73,4 +73,67 @@ MedianInterval median_interval(std::vector<double> values, double confidence) {
   return out;
 }
 
+namespace {
+
+// splitmix64 (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", 2014):
+// fixed arithmetic, so a seed gives the same stream everywhere (std::uniform_int_distribution's
+// algorithm is the library's choice).
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, n), n > 0: draws above the largest multiple of n are rejected (no modulo bias).
+  uint64_t below(uint64_t n) {
+    const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    for (;;) {
+      uint64_t x = next();
+      if (x < limit) return x % n;
+    }
+  }
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace
+
+BootstrapInterval bootstrap_median(std::vector<double> values, double confidence, size_t resamples,
+                                   uint64_t seed) {
+  BootstrapInterval out;
+  out.confidence = confidence;
+  out.n = values.size();
+  if (values.empty()) return out;
+  Distribution<double> d(std::move(values));
+  out.estimate = d.median();
+  resamples = std::max<size_t>(resamples, 1);
+  out.resamples = resamples;
+  const auto& v = d.sorted();
+  const size_t n = v.size();
+  SplitMix64 rng(seed);
+  std::vector<double> medians;
+  medians.reserve(resamples);
+  std::vector<double> sample(n);
+  for (size_t r = 0; r < resamples; ++r) {
+    for (size_t i = 0; i < n; ++i) sample[i] = v[rng.below(n)];
+    medians.push_back(Distribution<double>(sample).median());
+  }
+  Distribution<double> m(std::move(medians));
+  const double tail = (1 - confidence) / 2 * 100;
+  out.low = m.percentile(tail);
+  out.high = m.percentile(100 - tail);
+  return out;
+}
+
+IntervalOrder compare_intervals(const BootstrapInterval& a, const BootstrapInterval& b) {
+  if (a.n == 0 || b.n == 0) return IntervalOrder::kNoDifference;
+  if (a.high < b.low) return IntervalOrder::kLower;
+  if (b.high < a.low) return IntervalOrder::kHigher;
+  return IntervalOrder::kNoDifference;
+}
+
 }  // namespace sandgate::stats

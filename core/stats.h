@@ -75,4 +75,30 @@ struct MedianInterval {
 };
 MedianInterval median_interval(std::vector<double> values, double confidence = 0.95);
 
+// A percentile-bootstrap confidence interval for the median (Efron & Tibshirani, "An
+// Introduction to the Bootstrap", ch. 13): `resamples` samples of n values drawn with
+// replacement from the n values, the median (above) of each, and the interval from the
+// percentiles (nearest rank, above) (1 - confidence)/2 and (1 + confidence)/2 of those medians.
+// The draws come from a generator seeded with `seed` (splitmix64, with a bias-free draw of an
+// index), so the same values, confidence, resamples and seed always give the same interval, on
+// any platform. The estimate is the median of the values themselves. Empty values give n = 0
+// and zeros; one value gives [v, v]. Used where trials are few and their figures are not
+// continuous enough for median_interval's ranks (the neighbour score's medians over trials).
+struct BootstrapInterval {
+  double estimate = 0;  // the median of the values
+  double low = 0, high = 0;
+  double confidence = 0;
+  size_t n = 0;
+  size_t resamples = 0;
+};
+inline constexpr uint64_t kBootstrapSeed = 0x5a6d'6761'7465'0001ull;
+BootstrapInterval bootstrap_median(std::vector<double> values, double confidence = 0.95,
+                                   size_t resamples = 2000, uint64_t seed = kBootstrapSeed);
+
+// Which of two figures' intervals lies lower: an order is claimed only when the intervals do
+// not overlap (one's high below the other's low); intervals that touch or overlap, or an
+// empty one (n = 0), are kNoDifference ("no significant difference").
+enum class IntervalOrder { kLower, kHigher, kNoDifference };
+IntervalOrder compare_intervals(const BootstrapInterval& a, const BootstrapInterval& b);
+
 }  // namespace sandgate::stats

@@ -2,11 +2,18 @@
 // side by side, with a victim beside the aggressors, and scored.
 //
 // Scores (README.md, "Replay"), per policy:
-// - victim p50/p99 latency over its solo run in the same invocation (inflation ratio);
+// - victim p50/p99 latency over its solo run in the same invocation (inflation ratio); its
+//   allocation latency (P95 of its timed allocations, workloads/victim.h); its run cgroup's
+//   pressure stall (cpu and memory, some and full: the growth of the totals over the trial);
+//   its run-queue delay (eBPF activity tracer, when one is given);
+// - survival: calls completed / calls started (every call that ran: not "not run");
 // - aggressor calls completed / throttled / frozen / cancelled / killed (CallOutcome);
 // - work lost: the wall seconds of every call that did not complete (killed, cancelled,
 //   timed out, memory or pids limit, non-zero exit);
-// - host peak memory (MemTotal - MemAvailable, sampled) against the host budget;
+// - host peak memory (MemTotal - MemAvailable, sampled) against the host budget; with the budget
+//   enforced (ExperimentOptions::enforce_budget) every run and the victim live under one budget
+//   cgroup limited to it, and its OOM kills (memory.oom_control / memory.events oom_kill) are
+//   the host-level OOM kills;
 // - reserved vs used memory in GiB-seconds: used = the integral of each run's cgroup memory;
 //   reserved = static: the run limit for the run's whole life; per-call: each call's memory
 //   grant for its wall time plus what the run's main cgroup (its resident baseline) used;
@@ -27,6 +34,8 @@
 
 #include "controller/controller.h"
 #include "core/json.h"
+#include "core/stats.h"
+#include "ebpf/activity_tracer.h"
 #include "providers/registry.h"
 #include "replay/replayer.h"
 
@@ -52,14 +61,26 @@ struct PolicyChoice {
 // average memory (the largest of their averages); "static-peak": on their peak plus 10%
 // headroom for the generator's own process. "default": the built-in per-call policy; anything
 // else: a policy file.
-Result<PolicyChoice> resolve_policy(const std::string& arg, uint64_t avg_bytes, uint64_t peak_bytes);
+Result<PolicyChoice> resolve_policy(const std::string& arg, uint64_t avg_bytes,
+                                    uint64_t peak_bytes);
 
 struct VictimLatency {
   uint64_t count = 0;
   double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
   uint64_t missed_deadlines = 0;
+  // Its timed allocations (map + a write to every page), when it made any.
+  uint64_t alloc_count = 0;
+  double alloc_p50_us = 0, alloc_p95_us = 0, alloc_p99_us = 0;
+  // Kernel side, filled by the experiment, not by the victim's report: the growth of its run
+  // cgroup's pressure-stall totals over the run (ms; absent where the layout has no per-cgroup
+  // PSI, and "full" absent where the kernel has no cpu full line), and its run-queue delay (ms,
+  // summed over its waits; absent without an eBPF tracer).
+  std::optional<double> psi_cpu_some_ms, psi_cpu_full_ms, psi_memory_some_ms, psi_memory_full_ms;
+  std::optional<double> runq_delay_ms;
+  uint64_t runq_waits = 0;
 };
-// From `sandgate-load victim --json`; errors name the field.
+// From `sandgate-load victim --json`; errors name the field. The alloc_* fields are read when
+// present (a victim run with --alloc-bytes 0 made none).
 Result<VictimLatency> parse_victim(const Json& j);
 
 // The distribution of absolute errors (median and nearest-rank p95, core/stats.h), and how many
@@ -72,11 +93,11 @@ struct ErrorSummary {
 ErrorSummary summarize_errors(std::vector<double> values, double target);
 
 struct FidelityScores {
-  size_t calls_scored = 0;    // completed, target >= floor
+  size_t calls_scored = 0;  // completed, target >= floor
   size_t calls_below_floor = 0;
-  ErrorSummary mem_host;      // |call cgroup peak - target| / target
-  ErrorSummary mem_self;      // |Achieved peak - target| / target
-  ErrorSummary start_ms;      // |actual - planned|
+  ErrorSummary mem_host;  // |call cgroup peak - target| / target
+  ErrorSummary mem_self;  // |Achieved peak - target| / target
+  ErrorSummary start_ms;  // |actual - planned|
   ErrorSummary end_ms;
 };
 
@@ -93,8 +114,8 @@ inline constexpr size_t kMaxUsagePoints = 2000;
 // What the host sampler measured for one run.
 struct RunUsage {
   std::string run;
-  double used_gib_s = 0;   // integral of the run cgroup's memory
-  double main_gib_s = 0;   // integral of its main cgroup's memory (the resident baseline)
+  double used_gib_s = 0;  // integral of the run cgroup's memory
+  double main_gib_s = 0;  // integral of its main cgroup's memory (the resident baseline)
   double duration_s = 0;
   std::vector<UsagePoint> series;  // at most kMaxUsagePoints, in time order
 };
@@ -117,9 +138,14 @@ struct PolicyScores {
   PolicyKind kind = PolicyKind::kPerCall;
   std::optional<uint64_t> run_limit_bytes;
   size_t runs = 0, run_errors = 0;
-  size_t calls = 0, completed = 0, throttled = 0, frozen = 0, cancelled = 0, killed = 0,
-         timed_out = 0, failed_exit = 0, not_run = 0;
+  size_t agents_killed = 0;  // runs whose hold was OOM-killed (ReplayedRun::agent_killed)
+  size_t calls = 0, started = 0, completed = 0, throttled = 0, frozen = 0, cancelled = 0,
+         killed = 0, timed_out = 0, failed_exit = 0, not_run = 0;
   double work_lost_call_s = 0;
+  std::optional<double> survival;  // completed / started; absent when no call started
+  // OOM kills inside the budget cgroup over the pass (ExperimentOptions::enforce_budget).
+  std::optional<uint64_t> budget_oom_kills;
+  std::optional<uint64_t> budget_peak_bytes;  // its high-water mark over the pass
   std::optional<VictimLatency> victim;
   std::optional<double> victim_p50_inflation, victim_p99_inflation;
   uint64_t host_peak_bytes = 0, host_budget_bytes = 0;
@@ -142,20 +168,64 @@ PolicyScores score_policy(const PolicyChoice& policy, const std::vector<Replayed
                           const std::optional<VictimLatency>& solo);
 
 Json to_json(const PolicyScores& s);
+Json to_json(const VictimLatency& v);
 Json to_json(const ReplayedRun& r);
 // Metrics as rows, policies as columns.
-std::string format_table(const std::vector<PolicyScores>& scores, const std::optional<VictimLatency>& solo);
+std::string format_table(const std::vector<PolicyScores>& scores,
+                         const std::optional<VictimLatency>& solo);
+
+// The neighbour score over repeated trials: every figure a median over the trials with a 95%
+// bootstrap interval (core/stats.h bootstrap_median), and an order between two policies claimed
+// only where their intervals do not overlap.
+struct TrialFigures {
+  std::string policy;
+  std::vector<PolicyScores> trials;                // in trial order
+  std::vector<std::optional<VictimLatency>> solo;  // the victim alone in the same trial
+};
+struct MetricSummary {
+  std::string metric;                 // "victim_p99_inflation", ...
+  std::string unit;                   // "x", "us", "ms", "call-s", "" (a fraction or a count)
+  std::vector<std::string> policies;  // those with a value in some trial
+  std::vector<stats::BootstrapInterval> intervals;  // one per policy, over its trials
+  // Policies by median, lowest first, joined by " < " where the two neighbours' intervals do
+  // not overlap and " ~ " where they do; "no significant difference" when no two policies'
+  // intervals are apart (or fewer than two policies have the figure).
+  std::string ordering;
+  // Every pair whose intervals do not overlap, as "a < b".
+  std::vector<std::string> significant;
+};
+// Pure: one summary per figure (victim p50/p99/p99 inflation, its allocation P95, its PSI, its
+// run-queue delay, survival, work lost, budget OOM kills), each over the trials where the
+// figure exists.
+std::vector<MetricSummary> summarize_trials(const std::vector<TrialFigures>& figures);
+// The ordering rule above, on given intervals (names[i] has intervals[i]). No order at all is
+// claimed while a policy has fewer than kMinTrialsToRank values.
+inline constexpr size_t kMinTrialsToRank = 5;
+std::string order_by_intervals(const std::vector<std::string>& names,
+                               const std::vector<stats::BootstrapInterval>& intervals,
+                               std::vector<std::string>* significant = nullptr);
+Json to_json(const MetricSummary& m);
+// Figures as rows ("median [low, high]"), policies as columns, then one ordering line per figure.
+std::string format_summary(const std::vector<MetricSummary>& summary);
 
 struct ExperimentOptions {
   std::string provider = "namespaces";
   providers::ProviderOptions provider_options;
   std::string cgroup_root = "sandgate";
   std::string load_binary;
-  size_t concurrency = 0;     // runs at once (0: one per trace); more than traces: repeated
+  size_t concurrency = 0;  // runs at once (0: one per trace); more than traces: repeated
   bool victim = false;
   Duration victim_interval = std::chrono::milliseconds(10);
   Duration solo_max = std::chrono::seconds(30);
   uint64_t host_budget_bytes = 0;  // 0: MemTotal
+  // Every run of a pass and the victim under one cgroup limited to host_budget_bytes (made and
+  // removed by the pass, recorded for gc); its OOM kills are counted. Needs host_budget_bytes.
+  bool enforce_budget = false;
+  // The victim's own tenant: the policy's tenant of this name when it has one (its cpu weight,
+  // its memory budget), else the default tenant's settings (no protection of its own).
+  std::string victim_tenant = "victim";
+  // Run-queue delay of the victim (optional): the victim's run is watched by this tracer.
+  ebpf::ActivityTracer* tracer = nullptr;
   Duration sample_interval = std::chrono::milliseconds(100);
   std::function<void(const std::string&)> progress;  // one line at a time
   std::atomic<bool>* stop = nullptr;
@@ -172,7 +242,8 @@ Result<VictimLatency> measure_victim_solo(const providers::Registry& registry, D
                                           const ExperimentOptions& options);
 // Replays every plan under one policy, the victim beside them when asked.
 Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const PolicyChoice& policy,
-                                   const std::vector<ReplayPlan>& plans, const ExperimentOptions& options,
+                                   const std::vector<ReplayPlan>& plans,
+                                   const ExperimentOptions& options,
                                    const std::optional<VictimLatency>& solo);
 
 }  // namespace sandgate::replay

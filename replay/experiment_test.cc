@@ -12,8 +12,9 @@ namespace {
 using controller::Termination;
 using namespace std::chrono_literals;
 
-ReplayedCall call(const std::string& id, Termination how, Duration wall, std::optional<uint64_t> grant_bytes,
-                  uint64_t target_peak, uint64_t observed_peak) {
+ReplayedCall call(const std::string& id, Termination how, Duration wall,
+                  std::optional<uint64_t> grant_bytes, uint64_t target_peak,
+                  uint64_t observed_peak) {
   ReplayedCall c;
   c.run = "t";
   c.id = id;
@@ -39,8 +40,9 @@ TEST(Scoring, PerCallReservesGrantsForTheirWallPlusTheBaselineUsed) {
   p.label = "per-call";
   p.kind = PolicyKind::kPerCall;
   ReplayedRun r;
-  r.calls.push_back(call("c1", Termination::kExited, 2s, 2ull << 30, 1ull << 30, 1ull << 30));  // 4 GiB-s
-  r.calls.push_back(call("c2", Termination::kExited, 1s, 256ull << 20, 0, 0));                   // 0.25
+  r.calls.push_back(
+      call("c1", Termination::kExited, 2s, 2ull << 30, 1ull << 30, 1ull << 30));  // 4 GiB-s
+  r.calls.push_back(call("c2", Termination::kExited, 1s, 256ull << 20, 0, 0));    // 0.25
   std::vector<RunUsage> usage = {{"t", /*used*/ 2.0, /*main*/ 0.5, /*duration*/ 10}};
   auto s = score_policy(p, {r}, usage, 0, 0, std::nullopt, std::nullopt);
   ASSERT_TRUE(s.reserved_gib_s);
@@ -118,8 +120,8 @@ TEST(Scoring, BurstToActionStartsAtTheBurstOnsetAndSkipsReleases) {
   ReplayedRun r;
   auto c = call("c1", Termination::kExited, 3s, 1ull << 30, 0, 0);
   c.burst_onset_ms = 1000;
-  c.outcome.observed.actions = {{"unthrottle", 900ms, ""}, {"throttle", 1040ms, "memory at 90%"},
-                                {"kill", 2000ms, ""}};
+  c.outcome.observed.actions = {
+      {"unthrottle", 900ms, ""}, {"throttle", 1040ms, "memory at 90%"}, {"kill", 2000ms, ""}};
   r.calls.push_back(c);
   auto d = call("c2", Termination::kExited, 3s, 1ull << 30, 0, 0);
   d.burst_onset_ms = 0;
@@ -147,9 +149,11 @@ TEST(Scoring, FidelityScoresCompletedCallsAboveTheFloor) {
   a.planned_end_ms = 2000;
   a.actual_end_ms = 2090;
   r.calls.push_back(a);
-  r.calls.push_back(call("b", Termination::kExited, 1s, std::nullopt, 200ull << 20, 180ull << 20));  // 10%
+  r.calls.push_back(
+      call("b", Termination::kExited, 1s, std::nullopt, 200ull << 20, 180ull << 20));  // 10%
   r.calls.push_back(call("small", Termination::kExited, 1s, std::nullopt, 4ull << 20, 9ull << 20));
-  r.calls.push_back(call("oom", Termination::kMemoryLimit, 1s, std::nullopt, 500ull << 20, 100ull << 20));
+  r.calls.push_back(
+      call("oom", Termination::kMemoryLimit, 1s, std::nullopt, 500ull << 20, 100ull << 20));
   auto s = score_policy(p, {r}, {}, 0, 0, std::nullopt, std::nullopt);
   EXPECT_EQ(s.fidelity.calls_scored, 2u);
   EXPECT_EQ(s.fidelity.calls_below_floor, 1u);
@@ -229,7 +233,8 @@ TEST(Policies, StaticIsSizedOnTheAverageAndPeakOnThePeak) {
 }
 
 TEST(Victim, ParsesTheReportAndNamesAMissingField) {
-  auto v = parse_victim(Json::parse(R"({"count":100,"p50_us":400,"p90_us":500,"p99_us":900,"max_us":1200,
+  auto v =
+      parse_victim(Json::parse(R"({"count":100,"p50_us":400,"p90_us":500,"p99_us":900,"max_us":1200,
                                         "missed_deadlines":2,"mean_us":420})"));
   ASSERT_TRUE(v.ok()) << v.error().message();
   EXPECT_EQ(v->count, 100u);
@@ -272,6 +277,166 @@ TEST(UsageSeries, ShortSeriesIsKeptWhole) {
   ASSERT_EQ(s.points().size(), 10u);
   EXPECT_EQ(s.points()[3].memory_bytes, 1003u);
   EXPECT_DOUBLE_EQ(s.points()[3].cpu_cores, 0.3);
+}
+
+// AgentCgroup's accounting on a recorded outcome set: survival is completed over started
+// (calls that never ran are not started), work lost is the wall of every started call that
+// did not complete.
+TEST(Survival, CompletedOverStartedAndTheWallOfTheRestIsLost) {
+  PolicyChoice p;
+  p.label = "none";
+  p.kind = PolicyKind::kNone;
+  ReplayedRun a, b;
+  a.calls.push_back(call("c1", Termination::kExited, 3s, std::nullopt, 0, 0));
+  a.calls.push_back(
+      call("c2", Termination::kMemoryLimit, 1500ms, std::nullopt, 0, 0));  // OOM-killed
+  a.calls.push_back(call("c3", Termination::kExited, 2s, std::nullopt, 0, 0));
+  b.calls.push_back(call("d1", Termination::kKilled, 4s, std::nullopt, 0, 0));
+  b.calls.push_back(call("d2", Termination::kExited, 1s, std::nullopt, 0, 0));
+  ReplayedCall never = call("d3", Termination::kExited, 0s, std::nullopt, 0, 0);
+  never.error = "the environment is gone";
+  b.calls.push_back(never);
+  ReplayedCall failed = call("d4", Termination::kExited, 500ms, std::nullopt, 0, 0);
+  failed.outcome.exec.status.code = 1;  // ran to its end, but did not do its work
+  b.calls.push_back(failed);
+  b.agent_killed = true;
+  b.error = "the run's resident process (its hold) was OOM-killed";
+  auto s = score_policy(p, {a, b}, {}, 0, 0, std::nullopt, std::nullopt);
+  EXPECT_EQ(s.runs, 2u);
+  EXPECT_EQ(s.agents_killed, 1u);
+  EXPECT_EQ(s.run_errors, 1u);
+  EXPECT_EQ(s.calls, 7u);
+  EXPECT_EQ(s.not_run, 1u);
+  EXPECT_EQ(s.started, 6u);
+  EXPECT_EQ(s.completed, 3u);
+  ASSERT_TRUE(s.survival);
+  EXPECT_DOUBLE_EQ(*s.survival, 0.5);
+  EXPECT_DOUBLE_EQ(s.work_lost_call_s, 1.5 + 4.0 + 0.5);  // the never-run call lost nothing
+  EXPECT_FALSE(s.budget_oom_kills);  // set by the pass, only when the budget is enforced
+  auto j = to_json(s);
+  EXPECT_EQ(j["started"], 6);
+  EXPECT_DOUBLE_EQ(j["survival"].get<double>(), 0.5);
+  EXPECT_TRUE(j["budget_oom_kills"].is_null());
+
+  auto empty = score_policy(p, {}, {}, 0, 0, std::nullopt, std::nullopt);
+  EXPECT_FALSE(empty.survival) << "no call started: no survival figure, not 0% or 100%";
+}
+
+PolicyScores trial(double victim_p99, double alloc_p95, double work_lost, double survival) {
+  PolicyScores s;
+  VictimLatency v;
+  v.count = 100;
+  v.p50_us = victim_p99 / 2;
+  v.p99_us = victim_p99;
+  v.alloc_count = 100;
+  v.alloc_p95_us = alloc_p95;
+  v.psi_cpu_some_ms = victim_p99 / 10;
+  s.victim = v;
+  s.work_lost_call_s = work_lost;
+  s.survival = survival;
+  return s;
+}
+
+const MetricSummary* find_metric(const std::vector<MetricSummary>& all, const std::string& name) {
+  for (const auto& m : all)
+    if (m.metric == name) return &m;
+  return nullptr;
+}
+
+// Five trials each: far-apart figures are ordered, overlapping ones say "no significant
+// difference"; inflation is each trial's p99 over the same trial's solo p99.
+TEST(NeighbourScore, OrdersOnlyWhereTrialIntervalsDoNotOverlap) {
+  std::vector<TrialFigures> f(3);
+  f[0].policy = "none";
+  f[1].policy = "static";
+  f[2].policy = "default";
+  VictimLatency solo;
+  solo.p99_us = 1000;
+  const double none_p99[] = {9000, 9500, 8800, 9900, 9100};
+  const double static_p99[] = {9200, 8700, 9800, 9400, 9050};   // overlaps none
+  const double default_p99[] = {2000, 2100, 1900, 2300, 2050};  // far below both
+  for (int t = 0; t < 5; ++t) {
+    f[0].trials.push_back(trial(none_p99[t], 300 + t, 10, 0.6));
+    f[1].trials.push_back(trial(static_p99[t], 302 + t, 12, 0.5 + 0.05 * t));
+    f[2].trials.push_back(trial(default_p99[t], 301 + t, 0, 1.0));
+    for (auto& x : f) x.solo.push_back(solo);
+  }
+  auto summary = summarize_trials(f);
+  const auto* p99 = find_metric(summary, "victim_p99");
+  ASSERT_NE(p99, nullptr);
+  ASSERT_EQ(p99->policies.size(), 3u);
+  EXPECT_EQ(p99->intervals[0].n, 5u);
+  EXPECT_DOUBLE_EQ(p99->intervals[0].estimate, 9100);  // the median of the five
+  EXPECT_EQ(p99->ordering, "default < none ~ static");
+  EXPECT_EQ(p99->significant, (std::vector<std::string>{"default < none", "default < static"}));
+
+  const auto* inflation = find_metric(summary, "victim_p99_inflation");
+  ASSERT_NE(inflation, nullptr);
+  EXPECT_DOUBLE_EQ(inflation->intervals[0].estimate, 9.1);
+
+  // The allocation P95s interleave: no order is claimed.
+  const auto* alloc = find_metric(summary, "victim_alloc_p95");
+  ASSERT_NE(alloc, nullptr);
+  EXPECT_EQ(alloc->ordering, "no significant difference");
+  EXPECT_TRUE(alloc->significant.empty());
+
+  // Figures no trial has are left out, not reported as 0.
+  EXPECT_EQ(find_metric(summary, "victim_runq_delay"), nullptr);
+  EXPECT_EQ(find_metric(summary, "budget_oom_kills"), nullptr);
+
+  std::string text = format_summary(summary);
+  EXPECT_NE(text.find("victim_p99 (us)"), std::string::npos) << text;
+  EXPECT_NE(text.find("9100 ["), std::string::npos) << text;
+  EXPECT_NE(text.find("victim_alloc_p95: no significant difference"), std::string::npos) << text;
+  EXPECT_NE(text.find("victim_p99: default < none ~ static"), std::string::npos) << text;
+  auto j = to_json(*p99);
+  EXPECT_EQ(j["ordering"], "default < none ~ static");
+  EXPECT_DOUBLE_EQ(j["by_policy"]["none"]["median"].get<double>(), 9100);
+  EXPECT_DOUBLE_EQ(j["confidence"].get<double>(), 0.95);
+}
+
+TEST(NeighbourScore, OrderingRuleOnGivenIntervals) {
+  auto ci = [](double est, double low, double high) {
+    stats::BootstrapInterval b;
+    b.estimate = est;
+    b.low = low;
+    b.high = high;
+    b.n = 5;
+    return b;
+  };
+  // Overlapping everywhere: no claim, whatever the medians.
+  EXPECT_EQ(order_by_intervals({"a", "b"}, {ci(2, 1, 3), ci(2.5, 2, 4)}),
+            "no significant difference");
+  // One policy alone, or none: nothing to compare.
+  EXPECT_EQ(order_by_intervals({"a"}, {ci(2, 1, 3)}), "no significant difference");
+  EXPECT_EQ(order_by_intervals({}, {}), "no significant difference");
+  // a < c apart, b overlaps both: the chain shows ~ between neighbours, the pair list says a < c.
+  std::vector<std::string> sig;
+  EXPECT_EQ(order_by_intervals({"c", "b", "a"}, {ci(9, 8, 10), ci(5, 2.5, 8.5), ci(2, 1, 3)}, &sig),
+            "a ~ b ~ c");
+  EXPECT_EQ(sig, (std::vector<std::string>{"a < c"}));
+  // Fewer than five trials: no claim, however far apart.
+  auto few = ci(2, 1, 3);
+  few.n = 4;
+  EXPECT_EQ(order_by_intervals({"a", "b"}, {few, ci(9, 8, 10)}),
+            "no significant difference (fewer than 5 trials)");
+  // A policy without trials (n = 0) takes no part.
+  EXPECT_EQ(order_by_intervals({"a", "b"}, {ci(2, 1, 3), stats::BootstrapInterval{}}),
+            "no significant difference");
+}
+
+TEST(Victim, ParsesAllocationLatencyWhenPresent) {
+  auto v =
+      parse_victim(Json::parse(R"({"count":100,"p50_us":400,"p90_us":500,"p99_us":900,"max_us":1200,
+      "missed_deadlines":0,"alloc_count":100,"alloc_p50_us":80,"alloc_p95_us":120,"alloc_p99_us":300})"));
+  ASSERT_TRUE(v.ok()) << v.error().message();
+  EXPECT_EQ(v->alloc_count, 100u);
+  EXPECT_DOUBLE_EQ(v->alloc_p95_us, 120);
+  auto bad =
+      parse_victim(Json::parse(R"({"count":100,"p50_us":400,"p90_us":500,"p99_us":900,"max_us":1200,
+      "missed_deadlines":0,"alloc_count":100})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("alloc_p50_us"), std::string::npos) << bad.error().message();
 }
 
 }  // namespace

@@ -27,11 +27,13 @@ class TimeMap {
   }
   double operator()(int64_t t) const {
     if (anchors_.empty()) return static_cast<double>(t);
-    if (t <= anchors_.front().first) return anchors_.front().second + static_cast<double>(t - anchors_.front().first);
+    if (t <= anchors_.front().first)
+      return anchors_.front().second + static_cast<double>(t - anchors_.front().first);
     for (size_t i = 1; i < anchors_.size(); ++i) {
       auto [t0, r0] = anchors_[i - 1];
       auto [t1, r1] = anchors_[i];
-      if (t <= t1) return r0 + (r1 - r0) * static_cast<double>(t - t0) / static_cast<double>(t1 - t0);
+      if (t <= t1)
+        return r0 + (r1 - r0) * static_cast<double>(t - t0) / static_cast<double>(t1 - t0);
     }
     return anchors_.back().second + static_cast<double>(t - anchors_.back().first);
   }
@@ -67,8 +69,10 @@ workloads::Segment fit_segment(const workloads::Segment& segment, double overhea
     workloads::SegmentPoint q = p;
     q.t_ms = std::min<int64_t>(round_ms(static_cast<double>(p.t_ms) * k), out.end_ms);
     // Squeezed points landing on one millisecond: the later one wins, as in the plan.
-    if (!out.points.empty() && out.points.back().t_ms == q.t_ms) out.points.back() = q;
-    else out.points.push_back(q);
+    if (!out.points.empty() && out.points.back().t_ms == q.t_ms)
+      out.points.back() = q;
+    else
+      out.points.push_back(q);
   }
   if (out.points.empty()) out.points.push_back({});
   out.points.front().t_ms = 0;
@@ -89,7 +93,8 @@ int64_t PlannedCall::burst_onset_ms() const {
 }
 
 double ReplayPlan::speedup() const {
-  return duration_ms > 0 ? static_cast<double>(trace_duration_ms) / static_cast<double>(duration_ms) : 1.0;
+  return duration_ms > 0 ? static_cast<double>(trace_duration_ms) / static_cast<double>(duration_ms)
+                         : 1.0;
 }
 
 controller::Cgroup main_cgroup_of(const controller::Cgroup& run) {
@@ -98,8 +103,10 @@ controller::Cgroup main_cgroup_of(const controller::Cgroup& run) {
   return main;
 }
 
-Result<ReplayPlan> plan_replay(const Trace& trace, const std::string& name, const ReplayTiming& timing) {
-  if (!(timing.time_scale > 0)) return logic_error("plan replay", "--time-scale must be positive", name);
+Result<ReplayPlan> plan_replay(const Trace& trace, const std::string& name,
+                               const ReplayTiming& timing) {
+  if (!(timing.time_scale > 0))
+    return logic_error("plan replay", "--time-scale must be positive", name);
   if (trace.samples.empty()) return logic_error("plan replay", "the trace has no samples", name);
   ReplayPlan plan;
   plan.name = name;
@@ -108,7 +115,8 @@ Result<ReplayPlan> plan_replay(const Trace& trace, const std::string& name, cons
 
   // Calls of one run are sequential: a call starting inside the current one is absorbed.
   std::vector<CallEvent> calls(trace.calls);
-  std::stable_sort(calls.begin(), calls.end(), [](const CallEvent& a, const CallEvent& b) { return a.start_ms < b.start_ms; });
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](const CallEvent& a, const CallEvent& b) { return a.start_ms < b.start_ms; });
   std::vector<PlannedCall> merged;
   for (const auto& c : calls) {
     if (!merged.empty() && c.start_ms < merged.back().trace_end_ms) {
@@ -144,7 +152,8 @@ Result<ReplayPlan> plan_replay(const Trace& trace, const std::string& name, cons
     map.add(c.trace_end_ms, r);
     prev_end = std::max(prev_end, c.trace_end_ms);
   }
-  if (plan.trace_duration_ms > prev_end) map.add(plan.trace_duration_ms, r + gap_length(plan.trace_duration_ms - prev_end));
+  if (plan.trace_duration_ms > prev_end)
+    map.add(plan.trace_duration_ms, r + gap_length(plan.trace_duration_ms - prev_end));
   auto replay_ms = [&](int64_t t) { return map(t) / timing.time_scale; };
   plan.duration_ms = round_ms(replay_ms(plan.trace_duration_ms));
 
@@ -198,21 +207,25 @@ Result<ReplayPlan> plan_replay(const Trace& trace, const std::string& name, cons
     for (const Sample* s : slice) {
       workloads::SegmentPoint p;
       // The level over the interval ending at this sample starts at the previous sample.
-      p.t_ms = std::clamp<int64_t>(round_ms(replay_ms(std::max(prev_t, c.trace_start_ms)) - call_origin), 0, seg.end_ms);
+      p.t_ms = std::clamp<int64_t>(
+          round_ms(replay_ms(std::max(prev_t, c.trace_start_ms)) - call_origin), 0, seg.end_ms);
       p.mem_bytes = s->mem_bytes > level ? s->mem_bytes - level : 0;
       p.cpu_millicores = s->cpu_millicores;
       p.pids = no_pids ? 0 : std::max<uint64_t>(1, s->pids > level_pids ? s->pids - level_pids : 1);
       p.io_bytes = no_io || s->io_bytes < level_io ? 0 : s->io_bytes - level_io;
       if (!seg.points.empty()) p.io_bytes = std::max(p.io_bytes, seg.points.back().io_bytes);
       c.trace_peak_bytes = std::max(c.trace_peak_bytes, s->mem_bytes);
-      if (!seg.points.empty() && seg.points.back().t_ms == p.t_ms) seg.points.back() = p;
-      else seg.points.push_back(p);
+      if (!seg.points.empty() && seg.points.back().t_ms == p.t_ms)
+        seg.points.back() = p;
+      else
+        seg.points.push_back(p);
       prev_t = s->t_ms;
     }
     if (seg.points.empty()) seg.points.push_back({0, 0, 0, no_pids ? 0u : 1u, 0});
     seg.points.front().t_ms = 0;
     // Past the call's end: move on to the samples after it.
-    for (; si < samples.size() && samples[si].t_ms <= c.trace_end_ms; ++si) level_io = samples[si].io_bytes;
+    for (; si < samples.size() && samples[si].t_ms <= c.trace_end_ms; ++si)
+      level_io = samples[si].io_bytes;
   }
   for (; si < samples.size(); ++si) {
     const Sample& s = samples[si];
@@ -264,15 +277,18 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
     hold.argv = {kLoadInside, "hold", "--follow", ws + "/hold.level", "--detach"};
     // A resident process of the run (its main cgroup), not a call: it must outlive every call.
     auto r = run.run_resident(hold);
-    if (!r.ok()) fail("start the run's hold process: " + r.error().message());
+    if (!r.ok())
+      fail("start the run's hold process: " + r.error().message());
     else if (!r->status.exited || r->status.code != 0)
-      fail("the run's hold process did not start (" + r->status.describe() + "): " + r->stderr_data);
+      fail("the run's hold process did not start (" + r->status.describe() +
+           "): " + r->stderr_data);
   }
 
   const Clock::time_point origin = Clock::now();
   if (observer.ready) observer.ready(plan.name);
   auto at = [&](double ms) {
-    return origin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
+    return origin + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double, std::milli>(ms));
   };
   auto since_origin_ms = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(t - origin).count();
@@ -281,16 +297,20 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
     while (!stopped()) {
       auto now = Clock::now();
       if (now >= t) return;
-      std::this_thread::sleep_for(std::min<Clock::duration>(t - now, std::chrono::milliseconds(100)));
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(t - now, std::chrono::milliseconds(100)));
     }
   };
   size_t h = 1;  // hold[0] was written before the hold process started
   uint64_t last_written = first_level;
   auto advance_until = [&](double until_ms) {
-    for (; h < plan.hold.size() && static_cast<double>(plan.hold[h].at_ms) <= until_ms && !stopped(); ++h) {
+    for (;
+         h < plan.hold.size() && static_cast<double>(plan.hold[h].at_ms) <= until_ms && !stopped();
+         ++h) {
       sleep_until(at(static_cast<double>(plan.hold[h].at_ms)));
       if (plan.hold[h].bytes == last_written) continue;
-      if (auto s = write_atomically(level_file, std::to_string(held(plan.hold[h].bytes)) + "\n"); !s.ok())
+      if (auto s = write_atomically(level_file, std::to_string(held(plan.hold[h].bytes)) + "\n");
+          !s.ok())
         spdlog::warn("replay {}: {}", plan.name, s.error().message());
       last_written = plan.hold[h].bytes;
     }
@@ -303,10 +323,22 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
   // previous calls (smoothed); otherwise every call would end late by the overhead.
   double overhead_ms = 0;
   bool have_overhead = false;
+  const controller::Cgroup main_cg = main_cgroup_of(run_cg);
+  size_t index = 0;
   for (const auto& call : plan.calls) {
     if (!out.error.empty() || stopped()) break;
     advance_until(static_cast<double>(call.start_ms));
     if (stopped()) break;
+    // The hold stands for the agent's own resident memory: when the kernel OOM-killed it, the
+    // agent is gone and the rest of its calls would never have been made.
+    if (auto u = controller.backend().read_usage(main_cg);
+        u.ok() && u->memory_events.oom_kill > 0) {
+      out.agent_killed = true;
+      fail("the run's resident process (its hold) was OOM-killed: the agent is gone, " +
+           std::to_string(plan.calls.size() - index) + " call(s) not replayed");
+      break;
+    }
+    ++index;
     ReplayedCall rc;
     rc.run = plan.name;
     rc.id = call.id;
@@ -334,10 +366,13 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
         rc.error = outcome.error().message();
       } else {
         rc.outcome = std::move(outcome).value();
-        if (auto j = parse_json(rc.outcome.exec.stdout_data, "sandgate-load report"); j.ok() && j->is_object())
-          if (auto a = workloads::Achieved::from_json(*j); a.ok()) rc.achieved = std::move(a).value();
+        if (auto j = parse_json(rc.outcome.exec.stdout_data, "sandgate-load report");
+            j.ok() && j->is_object())
+          if (auto a = workloads::Achieved::from_json(*j); a.ok())
+            rc.achieved = std::move(a).value();
         if (rc.achieved && rc.outcome.termination == controller::Termination::kExited) {
-          double measured = std::max(0.0, rc.actual_end_ms - rc.actual_start_ms - static_cast<double>(rc.achieved->wall_ms));
+          double measured = std::max(0.0, rc.actual_end_ms - rc.actual_start_ms -
+                                              static_cast<double>(rc.achieved->wall_ms));
           overhead_ms = have_overhead ? 0.7 * overhead_ms + 0.3 * measured : measured;
           have_overhead = true;
         }

@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "session/run_session.h"
 #include "replay/trace.h"
+#include "session/run_session.h"
 #include "workloads/segment.h"
 
 namespace sandgate::replay {
@@ -41,15 +41,15 @@ struct ReplayTiming {
 };
 
 struct PlannedCall {
-  std::string id;       // the trace's call id (the first, when calls were absorbed)
+  std::string id;  // the trace's call id (the first, when calls were absorbed)
   std::string intent;
   std::string command;
   size_t absorbed = 0;  // later trace calls that started inside this one
   int64_t trace_start_ms = 0, trace_end_ms = 0;
-  int64_t start_ms = 0, end_ms = 0;  // replay clock (scaled, compressed)
-  uint64_t baseline_bytes = 0;       // held by the run while this call runs
-  uint64_t trace_peak_bytes = 0;     // the trace's peak during the call (run total)
-  workloads::Segment segment;        // targets above the baseline, replay-clock times
+  int64_t start_ms = 0, end_ms = 0;    // replay clock (scaled, compressed)
+  uint64_t baseline_bytes = 0;         // held by the run while this call runs
+  uint64_t trace_peak_bytes = 0;       // the trace's peak during the call (run total)
+  workloads::Segment segment;          // targets above the baseline, replay-clock times
   uint64_t target_peak_bytes() const;  // the segment's largest memory target
   // When the segment first reaches half of its memory peak, ms from the call's start: the
   // burst onset "time to first ladder action" is measured from.
@@ -66,26 +66,27 @@ struct ReplayPlan {
   std::vector<PlannedCall> calls;
   std::vector<HoldStep> hold;  // the run's level between calls, in time order
   int64_t trace_duration_ms = 0;
-  int64_t duration_ms = 0;     // replay clock
+  int64_t duration_ms = 0;  // replay clock
   size_t trace_calls = 0;
   size_t absorbed_calls = 0;
-  double speedup() const;      // trace_duration_ms / duration_ms
+  double speedup() const;  // trace_duration_ms / duration_ms
 };
 
 // Pure. Errors: an empty trace (no samples), a time scale that is not positive.
-Result<ReplayPlan> plan_replay(const Trace& trace, const std::string& name, const ReplayTiming& timing);
+Result<ReplayPlan> plan_replay(const Trace& trace, const std::string& name,
+                               const ReplayTiming& timing);
 
 // What one replayed call did.
 struct ReplayedCall {
-  std::string run;      // the plan's name
+  std::string run;  // the plan's name
   std::string id, intent;
   double planned_start_ms = 0, planned_end_ms = 0;  // replay clock
   double actual_start_ms = 0, actual_end_ms = 0;    // replay clock, host side
   uint64_t target_peak_bytes = 0;
   int64_t burst_onset_ms = 0;
-  controller::CallOutcome outcome;                   // without its output
-  std::optional<workloads::Achieved> achieved;       // sandgate-load's report, when it printed one
-  std::string error;                                 // the call could not run at all
+  controller::CallOutcome outcome;              // without its output
+  std::optional<workloads::Achieved> achieved;  // sandgate-load's report, when it printed one
+  std::string error;                            // the call could not run at all
 };
 
 struct ReplayedRun {
@@ -93,13 +94,14 @@ struct ReplayedRun {
   std::string run_id;
   double wall_s = 0;
   std::vector<ReplayedCall> calls;
-  std::string error;  // set when the run could not be made or failed midway
+  std::string error;          // set when the run could not be made or failed midway
+  bool agent_killed = false;  // its hold (the agent's resident memory) was OOM-killed
 };
 
 // Where the replayer learns what runs exist (the host sampler follows their cgroups).
 struct RunObserver {
   std::function<void(const std::string& run, const controller::Cgroup& run_cg,
-                      const controller::Cgroup& main_cg)>
+                     const controller::Cgroup& main_cg)>
       opened;
   std::function<void(const std::string& run)> closed;
   // The run's replay clock starts now (its hold process is running).
@@ -108,8 +110,8 @@ struct RunObserver {
 };
 
 struct RunReplayOptions {
-  std::string load_binary;  // sandgate-load on the host, bound into the environment
-  providers::EnvSpec spec;  // tenant etc.; the load binary's mount is added
+  std::string load_binary;            // sandgate-load on the host, bound into the environment
+  providers::EnvSpec spec;            // tenant etc.; the load binary's mount is added
   std::atomic<bool>* stop = nullptr;  // set: stop before the next call
 };
 

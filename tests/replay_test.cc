@@ -29,7 +29,8 @@ TEST_F(ReplayTest, RecordingThroughTheSocketGivesAValidTrace) {
   {
     std::ofstream f(script);
     f << "#!/bin/sh\nset -e\n"
-         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent search -- sh -c 'echo one'\n"
+         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent search -- sh -c 'echo "
+         "one'\n"
          "sleep 0.2\n"
          // A real burst: a shell string of 100 MB held for half a second.
          "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent compile -- "
@@ -42,7 +43,8 @@ TEST_F(ReplayTest, RecordingThroughTheSocketGivesAValidTrace) {
   std::string out = tmp_ + "/t.trace";
   auto r = sandgate({"record", "--out", out, "--interval", "20ms", "--", script});
   ASSERT_EQ(r.status.shell_code(), 0) << r.output;
-  EXPECT_NE(r.output.find("100000000"), std::string::npos) << "the call's output reaches the driver";
+  EXPECT_NE(r.output.find("100000000"), std::string::npos)
+      << "the call's output reaches the driver";
 
   auto t = replay::read_trace(out);
   ASSERT_TRUE(t.ok()) << t.error().message();
@@ -77,7 +79,8 @@ TEST_F(ReplayTest, RecordingThroughTheSocketGivesAValidTrace) {
 TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
   SANDGATE_REQUIRE_ROOT();
   std::string trace = source_dir() + "/traces/burst.trace";
-  SANDGATE_REQUIRE(::access(trace.c_str(), R_OK) == 0, "traces/burst.trace not found (SANDGATE_SOURCE_DIR)");
+  SANDGATE_REQUIRE(::access(trace.c_str(), R_OK) == 0,
+                   "traces/burst.trace not found (SANDGATE_SOURCE_DIR)");
   auto recorded = replay::read_trace(trace);
   ASSERT_TRUE(recorded.ok()) << recorded.error().message();
 
@@ -101,8 +104,9 @@ TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
     for (const auto& p : j["policies"]) {
       SCOPED_TRACE(p["policy"].get<std::string>());
       EXPECT_EQ(p["calls"]["total"], recorded->calls.size());
-      EXPECT_EQ(p["calls"]["completed"], recorded->calls.size()) << "every call completes under "
-                                                                   "no limits and the default grants";
+      EXPECT_EQ(p["calls"]["completed"], recorded->calls.size())
+          << "every call completes under "
+             "no limits and the default grants";
       EXPECT_EQ(p["run_errors"], 0);
       EXPECT_GT(p["used_gib_s"].get<double>(), 0);
       const Json& f = p["fidelity"];
@@ -122,11 +126,13 @@ TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
       misses += "attempt " + std::to_string(attempt) + " " + p["policy"].get<std::string>() +
                 ": host " + std::to_string(host) + ", self " + std::to_string(self) + "; ";
       for (const auto& c : j["runs"][p["policy"].get<std::string>()][0]["calls"])
-        if (c["achieved"].is_object() && c["achieved"].value("control_wait_ms", 0.0) > 100) starved = true;
+        if (c["achieved"].is_object() && c["achieved"].value("control_wait_ms", 0.0) > 100)
+          starved = true;
     }
     if (faithful) break;
     ASSERT_TRUE(starved) << "memory peak outside 5% with the generator not starved: " << misses;
-    ASSERT_LT(attempt, 3) << "memory peak outside 5% in three attempts on a loaded host: " << misses;
+    ASSERT_LT(attempt, 3) << "memory peak outside 5% in three attempts on a loaded host: "
+                          << misses;
   }
   // Per-call grants reserve something; none reserves nothing.
   EXPECT_TRUE(j["policies"][0]["reserved_gib_s"].is_null());
@@ -137,6 +143,102 @@ TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
   EXPECT_EQ(calls[2]["intent"], "test");
   EXPECT_EQ(calls[2]["outcome"]["intent"]["name"], "test");
   EXPECT_TRUE(calls[2]["achieved"].is_object());
+}
+
+// The neighbour score's interleaved trials, for real: two policies and the victim alone, two
+// trials, under an enforced budget cgroup. It checks the structure and that the figures exist
+// and agree with each other, never which policy wins or any time: two trials are below the
+// five the ordering rule needs, so no order may be claimed whatever the machine did.
+TEST_F(ReplayTest, InterleavedTrialsUnderABudgetGiveConsistentFigures) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string trace = source_dir() + "/traces/burst.trace";
+  SANDGATE_REQUIRE(::access(trace.c_str(), R_OK) == 0,
+                   "traces/burst.trace not found (SANDGATE_SOURCE_DIR)");
+  auto recorded = replay::read_trace(trace);
+  ASSERT_TRUE(recorded.ok()) << recorded.error().message();
+  std::string json = tmp_ + "/trials.json";
+  auto r = sandgate({"replay", "--policy", "none", "--policy", "default", "--victim", "--trials",
+                     "2", "--host-budget", "2GiB", "--enforce-budget", "--time-scale", "2",
+                     "--json", json, trace});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  std::cerr << r.output;
+  EXPECT_NE(r.output.find("Over 2 interleaved trials"), std::string::npos) << r.output;
+  auto parsed = read_json_file(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  const Json& j = *parsed;
+  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["enforce_budget"], true);
+  const uint64_t budget = 2ull << 30;
+  EXPECT_EQ(j["host_budget_bytes"], budget);
+
+  // Interleaved: each trial runs both policies and the solo victim once, in a rotated order.
+  ASSERT_EQ(j["trials"].size(), 2u);
+  EXPECT_EQ(j["trials"][0]["order"], Json({"none", "default", "solo"}));
+  EXPECT_EQ(j["trials"][1]["order"], Json({"default", "solo", "none"}));
+  for (const auto& t : j["trials"]) {
+    SCOPED_TRACE("trial " + t["trial"].dump());
+    ASSERT_TRUE(t["victim_solo"].is_object());
+    double solo_p99 = t["victim_solo"]["p99_us"].get<double>();
+    EXPECT_GT(solo_p99, 0);
+    ASSERT_EQ(t["policies"].size(), 2u);
+    for (const auto& p : t["policies"]) {
+      SCOPED_TRACE(p["policy"].get<std::string>());
+      EXPECT_EQ(p["calls"]["total"], recorded->calls.size());
+      // Survival is completed over started, and what did not complete is lost work.
+      size_t started = p["started"].get<size_t>();
+      size_t completed = p["calls"]["completed"].get<size_t>();
+      EXPECT_LE(completed, started);
+      ASSERT_GT(started, 0u);
+      EXPECT_DOUBLE_EQ(p["survival"].get<double>(),
+                       static_cast<double>(completed) / static_cast<double>(started));
+      if (completed == started) {
+        EXPECT_DOUBLE_EQ(p["work_lost_call_s"].get<double>(), 0);
+      }
+      // The budget cgroup was there, and its peak stayed within its limit.
+      ASSERT_TRUE(p["budget_oom_kills"].is_number());
+      ASSERT_TRUE(p["budget_peak_bytes"].is_number());
+      EXPECT_GT(p["budget_peak_bytes"].get<uint64_t>(), 0u);
+      EXPECT_LE(p["budget_peak_bytes"].get<uint64_t>(), budget);
+      // The victim: latency, its allocations, its cgroup's pressure where the layout has it.
+      const Json& v = p["victim"];
+      ASSERT_TRUE(v.is_object());
+      EXPECT_GT(v["count"].get<uint64_t>(), 0u);
+      EXPECT_LE(v["p50_us"].get<double>(), v["p99_us"].get<double>());
+      EXPECT_EQ(v["alloc_count"], v["count"]) << "one timed allocation per unit";
+      EXPECT_LE(v["alloc_p50_us"].get<double>(), v["alloc_p95_us"].get<double>());
+      if (v["psi_ms"]["cpu_some"].is_number() && v["psi_ms"]["cpu_full"].is_number()) {
+        EXPECT_GE(v["psi_ms"]["cpu_some"].get<double>() + 1e-6,
+                  v["psi_ms"]["cpu_full"].get<double>());
+      }
+      if (v["runq_delay_ms"].is_number()) {
+        EXPECT_GE(v["runq_delay_ms"].get<double>(), 0);
+      }
+      // Inflation is this trial's p99 over this trial's solo p99.
+      EXPECT_NEAR(p["victim_p99_inflation"].get<double>(), v["p99_us"].get<double>() / solo_p99,
+                  1e-9);
+    }
+  }
+  // The summary: each figure's median over the two trials lies within its interval, and no
+  // order is claimed from two trials.
+  bool saw_p99 = false;
+  for (const auto& m : j["summary"]) {
+    SCOPED_TRACE(m["metric"].get<std::string>());
+    EXPECT_EQ(m["ordering"], "no significant difference (fewer than 5 trials)");
+    EXPECT_TRUE(m["significant"].empty());
+    for (const auto& [policy, b] : m["by_policy"].items()) {
+      EXPECT_EQ(b["n"], 2);
+      EXPECT_LE(b["ci_low"].get<double>(), b["median"].get<double>());
+      EXPECT_GE(b["ci_high"].get<double>(), b["median"].get<double>());
+    }
+    if (m["metric"] == "victim_p99") {
+      saw_p99 = true;
+      double a = j["trials"][0]["policies"][0]["victim"]["p99_us"].get<double>();
+      double b = j["trials"][1]["policies"][0]["victim"]["p99_us"].get<double>();
+      EXPECT_DOUBLE_EQ(m["by_policy"]["none"]["median"].get<double>(), (a + b) / 2);
+    }
+  }
+  EXPECT_TRUE(saw_p99);
+  // The budget cgroup and everything under it are gone (the fixture checks its root is empty).
 }
 
 // `replay --report DIR`: the report model with the replay's section, read back strictly, and
@@ -200,8 +302,8 @@ TEST_F(ReplayTest, ASuggestedPolicyReplaysOnTheOtherHalf) {
     out << in.rdbuf();
   }
   std::string policy = tmp_ + "/suggested.json";
-  auto s = sandgate({"policy", "suggest", "--traces", dir, "--split", "even", "--min-calls", "1",
-                     "-o", policy});
+  auto s = sandgate(
+      {"policy", "suggest", "--traces", dir, "--split", "even", "--min-calls", "1", "-o", policy});
   ASSERT_EQ(s.status.shell_code(), 0) << s.output;
   auto sized = read_json_file(tmp_ + "/suggested.evidence.json");
   ASSERT_TRUE(sized.ok()) << sized.error().message();
@@ -242,7 +344,8 @@ TEST_F(ReplayTest, BadInputIsOneClearLine) {
   auto r = sandgate({"replay", "--policy", "none", bad});
   EXPECT_EQ(r.status.shell_code(), 2);
   EXPECT_NE(r.output.find("bad.trace"), std::string::npos) << r.output;
-  auto p = sandgate({"replay", "--policy", "/nonexistent-policy.json", source_dir() + "/traces/burst.trace"});
+  auto p = sandgate(
+      {"replay", "--policy", "/nonexistent-policy.json", source_dir() + "/traces/burst.trace"});
   EXPECT_EQ(p.status.shell_code(), 2);
   EXPECT_NE(p.output.find("nonexistent-policy.json"), std::string::npos) << p.output;
   auto nopol = sandgate({"replay", source_dir() + "/traces/burst.trace"});

@@ -12,7 +12,8 @@
 //       every 20 ms and on inotify events) until FILE says "stop", S seconds pass or SIGTERM.
 //       --detach returns once the holder runs on its own (double fork, setsid, stdio on
 //       /dev/null); --pid-file gets its pid before the call returns.
-//   sandgate-load victim --duration D [--interval 10ms] [--work-bytes 4MiB] [--cpu N] [--json]
+//   sandgate-load victim --duration D [--interval 10ms] [--work-bytes 4MiB] [--alloc-bytes 1MiB]
+//                        [--cpu N] [--json]
 //       Runs one fixed unit of work every interval and prints the latency histogram summary
 //       (count, p50/p90/p99/max, missed deadlines), latency counted from each unit's
 //       scheduled start.
@@ -53,7 +54,7 @@ void on_stop_signal(int) { g_stop.store(true); }
 // SIGTERM / SIGINT end the work early and still print the report. No SA_RESTART: a sleep in
 // progress returns at once.
 void install_stop_handlers() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, nullptr);
@@ -123,7 +124,8 @@ bool detach(const std::string& pid_file) {
 int cmd_hold(const std::string& follow, const std::string& mem, double seconds, bool detached,
              const std::string& pid_file) {
   HoldOptions o;
-  if (follow.empty() == mem.empty()) return fail("hold: give exactly one of --follow FILE or --mem BYTES");
+  if (follow.empty() == mem.empty())
+    return fail("hold: give exactly one of --follow FILE or --mem BYTES");
   if (!follow.empty()) {
     // Read once before detaching, so a bad file is an error the caller sees.
     auto level = read_hold_level(follow);
@@ -147,7 +149,7 @@ int cmd_hold(const std::string& follow, const std::string& mem, double seconds, 
 }
 
 int cmd_victim(const std::string& duration, const std::string& interval,
-               const std::string& work_bytes, int cpu, bool json) {
+               const std::string& work_bytes, const std::string& alloc_bytes, int cpu, bool json) {
   VictimOptions o;
   auto d = parse_duration(duration);
   if (!d.ok()) return fail("--duration: " + d.error().message());
@@ -157,6 +159,9 @@ int cmd_victim(const std::string& duration, const std::string& interval,
   if (!w.ok()) return fail("--work-bytes: " + w.error().message());
   if (*i <= Duration::zero()) return fail("--interval: must be greater than 0");
   if (w->value == 0) return fail("--work-bytes: must be greater than 0");
+  auto al = parse_bytes(alloc_bytes);
+  if (!al.ok()) return fail("--alloc-bytes: " + al.error().message());
+  o.alloc_bytes = al->value;
   o.duration = *d;
   o.interval = *i;
   o.work_bytes = w->value;
@@ -167,11 +172,13 @@ int cmd_victim(const std::string& duration, const std::string& interval,
   if (json) {
     std::cout << s->to_json().dump() << std::endl;
   } else {
-    std::printf("victim: %llu units every %s, p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, "
-                "%llu missed deadlines\n",
-                static_cast<unsigned long long>(s->count), format_duration(o.interval).c_str(),
-                s->p50_us / 1000.0, s->p90_us / 1000.0, s->p99_us / 1000.0, s->max_us / 1000.0,
-                static_cast<unsigned long long>(s->missed_deadlines));
+    std::printf(
+        "victim: %llu units every %s, p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, "
+        "%llu missed deadlines; allocation of %llu bytes p95 %.3f ms\n",
+        static_cast<unsigned long long>(s->count), format_duration(o.interval).c_str(),
+        s->p50_us / 1000.0, s->p90_us / 1000.0, s->p99_us / 1000.0, s->max_us / 1000.0,
+        static_cast<unsigned long long>(s->missed_deadlines),
+        static_cast<unsigned long long>(s->alloc_bytes), s->alloc_p95_us / 1000.0);
   }
   return 0;
 }
@@ -208,16 +215,20 @@ int main(int argc, char** argv) {
                  "on /dev/null); no report is printed");
   hold->add_option("--pid-file", pid_file, "with --detach: write the holder's pid here");
 
-  std::string duration, interval = "10ms", work_bytes = "4MiB";
+  std::string duration, interval = "10ms", work_bytes = "4MiB", alloc_bytes = "1MiB";
   int cpu = -1;
   bool json = false;
   auto* victim = app.add_subcommand(
       "victim",
       "Latency-sensitive workload: one fixed unit of work (touch the working set, a little "
-      "compute) every interval; latency from each unit's scheduled start to its end.");
+      "compute, one timed allocation) every interval; latency from each unit's scheduled start "
+      "to its end, and each allocation's from the map to its last page written.");
   victim->add_option("--duration", duration, "how long to run, e.g. 10s")->required();
   victim->add_option("--interval", interval, "period of the units (default 10ms)");
   victim->add_option("--work-bytes", work_bytes, "working set touched by each unit (default 4MiB)");
+  victim->add_option("--alloc-bytes", alloc_bytes,
+                     "fresh memory mapped, touched page by page and unmapped by each unit, timed "
+                     "(default 1MiB; 0: none)");
   victim->add_option("--cpu", cpu, "pin to this CPU (default: not pinned)");
   victim->add_flag("--json", json, "print the summary as one JSON object");
 
@@ -231,5 +242,5 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return cmd_run(segment);
   if (hold->parsed()) return cmd_hold(follow, mem, seconds, detached, pid_file);
-  return cmd_victim(duration, interval, work_bytes, cpu, json);
+  return cmd_victim(duration, interval, work_bytes, alloc_bytes, cpu, json);
 }

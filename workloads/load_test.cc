@@ -30,9 +30,8 @@ constexpr uint64_t kMiB = 1 << 20;
 
 Segment steps() {
   Segment s;
-  s.points = {{0, 10 * kMiB, 1000, 1, 0},
-              {100, 50 * kMiB, 2500, 3, 1000},
-              {300, 20 * kMiB, 0, 1, 3000}};
+  s.points = {
+      {0, 10 * kMiB, 1000, 1, 0}, {100, 50 * kMiB, 2500, 3, 1000}, {300, 20 * kMiB, 0, 1, 3000}};
   s.end_ms = 500;
   return s;
 }
@@ -179,7 +178,8 @@ bool dir_empty(const std::string& path) {
   DIR* d = ::opendir(path.c_str());
   if (!d) return false;
   int n = 0;
-  while (auto* e = ::readdir(d)) n += std::string(e->d_name) != "." && std::string(e->d_name) != "..";
+  while (auto* e = ::readdir(d))
+    n += std::string(e->d_name) != "." && std::string(e->d_name) != "..";
   ::closedir(d);
   return n == 0;
 }
@@ -298,6 +298,23 @@ TEST(Victim, RunsOnScheduleOnAnIdleishMachine) {
   EXPECT_LT(s->p50_us, 10000);
   EXPECT_LE(s->p50_us, s->p99_us);
   EXPECT_LE(s->p99_us, s->max_us);
+  // One timed allocation per unit, with ordered percentiles.
+  EXPECT_EQ(s->alloc_bytes, o.alloc_bytes);
+  EXPECT_EQ(s->alloc_count, s->count);
+  EXPECT_LE(s->alloc_p50_us, s->alloc_p95_us);
+  EXPECT_LE(s->alloc_p95_us, s->alloc_max_us);
+}
+
+TEST(Victim, AllocationSummaryByNearestRank) {
+  LatencySummary s;
+  std::vector<int64_t> a;
+  for (int64_t i = 20; i >= 1; --i) a.push_back(i * 10);  // 10..200, unsorted
+  summarize_allocations(s, a, 1 << 20);
+  EXPECT_EQ(s.alloc_count, 20u);
+  EXPECT_EQ(s.alloc_bytes, 1u << 20);
+  EXPECT_EQ(s.alloc_p50_us, 100);  // rank 10
+  EXPECT_EQ(s.alloc_p95_us, 190);  // rank 19
+  EXPECT_EQ(s.alloc_max_us, 200);
 }
 
 }  // namespace
