@@ -54,6 +54,24 @@ Status rename_into_place(const std::string& tmp, const std::string& final_path) 
   return {};
 }
 
+// Removes the cache's other files with `prefix` last modified more than an hour ago: images of
+// inputs that changed since (a rebuilt supervisor, an upgraded /usr) are never used again, and
+// a base image is GiBs. A running VM keeps its open file; a recent one may be in use by a run
+// that is starting.
+void prune_cache(const std::string& dir, const std::string& prefix, const std::string& keep) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  time_t now = ::time(nullptr);
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    std::string path = dir + "/" + name;
+    struct stat st;
+    if (!name.starts_with(prefix) || path == keep || ::lstat(path.c_str(), &st) != 0) continue;
+    if (S_ISREG(st.st_mode) && now - st.st_mtime > 3600) ::unlink(path.c_str());
+  }
+  ::closedir(d);
+}
+
 std::string tmp_name(const std::string& path) {
   return path + ".tmp-" + std::to_string(::getpid());
 }
@@ -223,6 +241,7 @@ Result<std::string> guest_initramfs(const std::string& cache_dir, const GuestKer
   std::string tmp = tmp_name(path);
   SG_TRY(write_file(tmp, cpio.finish(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   SG_TRY(rename_into_place(tmp, path));
+  prune_cache(cache_dir, "initramfs-", path);
   return path;
 }
 
@@ -304,6 +323,7 @@ Result<std::string> guest_base_image(const std::string& cache_dir, uid_t uid, gi
     return std::move(built).error();
   }
   SG_TRY(rename_into_place(tmp, path));
+  prune_cache(cache_dir, "base-", path);
   return path;
 }
 

@@ -49,7 +49,8 @@ std::string kvm_failed_marker(const std::string& kernel_version) {
 
 // The accelerator for the next guest, and why.
 std::pair<std::string, std::string> choose_accel(const HostPaths& paths,
-                                                 const std::string& kernel_version) {
+                                                 const std::string& kernel_version,
+                                                 const KvmCheckResult* known = nullptr) {
   if (const char* forced = std::getenv("SANDGATE_MICROVM_ACCEL")) {
     std::string f = forced;
     if (f == "kvm" || f == "tcg") return {f, "SANDGATE_MICROVM_ACCEL=" + f};
@@ -60,6 +61,7 @@ std::pair<std::string, std::string> choose_accel(const HostPaths& paths,
   static std::mutex mu;
   static std::optional<KvmCheckResult> checked;
   std::lock_guard lock(mu);
+  if (known) checked = *known;
   if (!checked) checked = check_kvm(paths);
   if (checked->verdict == KvmVerdict::kUsable) return {"kvm", "kvm check: " + describe(*checked)};
   return {"tcg", "kvm check: " + describe(*checked)};
@@ -105,7 +107,7 @@ Result<UniqueFd> connect_unix(const std::string& path, ChildProcess& qemu, Durat
 
 }  // namespace
 
-MicrovmHost microvm_host(const HostPaths& paths) {
+MicrovmHost microvm_host(const HostPaths& paths, const KvmCheckResult* kvm) {
   MicrovmHost h;
   h.qemu = find_qemu();
   auto kernel = find_guest_kernel();
@@ -120,7 +122,7 @@ MicrovmHost microvm_host(const HostPaths& paths) {
     h.ready = logic_error("microvm provider",
                           "needs root (the run's cgroups, the workspace image's read-back mount)");
   }
-  if (kernel.ok()) std::tie(h.accel, h.accel_why) = choose_accel(paths, kernel->version);
+  if (kernel.ok()) std::tie(h.accel, h.accel_why) = choose_accel(paths, kernel->version, kvm);
   return h;
 }
 
@@ -133,7 +135,8 @@ const ProviderInfo& MicrovmProvider::static_info() {
       {Capability::kKernelSeparate, Capability::kFsIsolated, Capability::kFsReadonlyBase,
        Capability::kNetNone, Capability::kCredsScrubbedEnv, Capability::kProcPidNs,
        Capability::kProcSeccomp, Capability::kProcNoNewPrivs, Capability::kProcNoCaps,
-       Capability::kIpcIsolated, Capability::kEphemeralWorkspace}};
+       Capability::kIpcIsolated, Capability::kEphemeralWorkspace, Capability::kProcLandlock},
+      /*opt_in=*/true};
   return info;
 }
 
@@ -196,8 +199,8 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
   config.jail.uid = spec.uid;
   config.jail.gid = spec.gid;
   config.default_cwd = "/workspace";
-  // Landlock: the guest kernel (Debian's cloud kernel) does not enable it by default; the agent
-  // reports its absence in "ready" like any supervisor.
+  // Landlock: the guest kernel (Debian's cloud kernel) has it in its default LSM list; the
+  // guest's supervisor builds the jail's ruleset for its ABI (2 on 6.1: files, no TCP rules).
   std::string run_id = spec.run_id.empty() ? new_run_id() : spec.run_id;
   config.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
                      std::string("HOME=") + kHome,
@@ -424,6 +427,7 @@ Status MicrovmEnvironment::power_off(Duration grace) {
 
 Status MicrovmEnvironment::read_back() {
   if (destroyed_) return logic_error("read back", "the environment was destroyed");
+  if (read_back_done_) return {};
   SG_TRY(power_off(std::chrono::seconds(60)));
   // The image was written by the guest: checked before the host kernel mounts it, read-only,
   // without replaying a journal, and nothing on it can be executed or open a device.
@@ -448,6 +452,7 @@ Status MicrovmEnvironment::read_back() {
   auto released = release_resources(paths_, {mount});
   if (released.ok()) SG_TRY(state_.forget(mount));
   SG_TRY(std::move(copied).context("copy the workspace out of its image"));
+  read_back_done_ = true;
   return released;
 }
 

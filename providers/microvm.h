@@ -38,6 +38,7 @@
 #include <string>
 #include <thread>
 
+#include "core/kvm_check.h"
 #include "core/state.h"
 #include "providers/provider.h"
 #include "providers/supervisor.h"
@@ -54,7 +55,8 @@ struct MicrovmHost {
   std::string accel_why;
   Status ready;  // ok when a guest can be made
 };
-MicrovmHost microvm_host(const HostPaths& paths);
+// `kvm`: a check already made (doctor), else it is made once per process.
+MicrovmHost microvm_host(const HostPaths& paths, const KvmCheckResult* kvm = nullptr);
 
 class MicrovmEnvironment;
 
@@ -85,9 +87,10 @@ class MicrovmEnvironment : public Environment {
   WorkspaceInfo workspace_info() const override;
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
   Status destroy() override;
+  Status settle_workspace() override { return read_back(); }
 
   // Powers the guest off and copies the workspace image's content to workspace_host_path()
-  // (owned by the mapped host ids, as the jail's). No call runs afterwards.
+  // (owned by the mapped host ids, as the jail's). No call runs afterwards. Idempotent.
   Status read_back();
 
   const std::string& accel() const { return accel_; }
@@ -118,6 +121,7 @@ class MicrovmEnvironment : public Environment {
   std::thread bridge_;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   bool stopped_ = false;
+  bool read_back_done_ = false;
   bool destroyed_ = false;
 };
 

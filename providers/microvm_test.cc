@@ -140,6 +140,13 @@ TEST_F(MicrovmTest, CallsRunInTheGuestAsTheSandboxUserInTheirOwnCgroup) {
   EXPECT_NE(status.stdout_data.find("NoNewPrivs:\t1"), std::string::npos) << status.stdout_data;
   EXPECT_NE(status.stdout_data.find("Seccomp:\t2"), std::string::npos) << status.stdout_data;
 
+  // The guest kernel's Landlock holds the call to the jail's ruleset: writing its own
+  // oom_score_adj, even the value it has (allowed without Landlock), is refused.
+  auto landlock = sh(*env, "(echo 1000 > /proc/self/oom_score_adj) 2>&1; echo rc=$?");
+  EXPECT_NE(landlock.stdout_data.find("Permission denied"), std::string::npos)
+      << landlock.stdout_data;
+  EXPECT_EQ(landlock.stdout_data.find("rc=0"), std::string::npos) << landlock.stdout_data;
+
   // Each call in a cgroup of its own inside the guest, on pure cgroup v2.
   auto cg1 = run(*env, {"cat", "/proc/self/cgroup"});
   auto cg2 = run(*env, {"cat", "/proc/self/cgroup"});
