@@ -15,6 +15,7 @@
 #include "core/state.h"
 #include "ebpf/bpf_support.h"
 #include "providers/landlock.h"
+#include "providers/microvm.h"
 #include "providers/podman.h"
 
 namespace sandgate::cli {
@@ -123,9 +124,20 @@ DoctorReport run_checks(Globals& g) {
   report.facts["kvm"] = {{"usable", kvm.verdict == KvmVerdict::kUsable},
                          {"verdict", describe(kvm)},
                          {"backend", kvm.backend}};
+  // The microvm provider: what it would boot with, and under which accelerator (its timings
+  // are labelled with it).
+  providers::MicrovmHost vm = providers::microvm_host(paths, &kvm);
+  report.facts["microvm"] = {{"ready", vm.ready.ok()},
+                             {"accel", vm.accel},
+                             {"accel_why", vm.accel_why},
+                             {"kernel", vm.kernel}};
   sections.push_back(
       {"virtualization",
-       {Check{"kvm", kvm.verdict == KvmVerdict::kUsable, describe(kvm) + ": " + kvm.detail}}});
+       {Check{"kvm", kvm.verdict == KvmVerdict::kUsable, describe(kvm) + ": " + kvm.detail},
+        Check{"microvm", vm.ready.ok(),
+              vm.ready.ok() ? "qemu " + vm.qemu + ", kernel " + vm.kernel + ", accel " + vm.accel +
+                                  " (" + vm.accel_why + ")"
+                            : vm.ready.error().message()}}});
 
   CheckSection tools{"tools", {}};
   const char* path_env = std::getenv("PATH");

@@ -124,7 +124,9 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   sink->finish();
   std::string run_id = (*env)->run_id();
   Status exported;
-  if (result.ok() && !a.export_.branch.empty())
+  if (result.ok() && (!a.export_.branch.empty() || !a.export_.directory.empty()))
+    exported = (*env)->settle_workspace();
+  if (result.ok() && exported.ok() && !a.export_.branch.empty())
     exported = session::export_branch((*env)->workspace_host_path(), spec.workspace_recipe,
                                       a.export_.branch, a.export_.force);
   if (result.ok() && exported.ok() && !a.export_.directory.empty())

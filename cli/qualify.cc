@@ -27,6 +27,7 @@
 #include "core/units.h"
 #include "probes/lab/lab.h"
 #include "probes/suite.h"
+#include "providers/microvm.h"
 #include "replay/experiment.h"
 #include "reports/from_qualify.h"
 #include "reports/writers.h"
@@ -155,9 +156,10 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   options.allow_unsafe_host = a.allow_unsafe_host;
   std::vector<std::string> names = a.providers;
   if (names.empty()) {
-    // The default providers: every safe one. The unsafe bypass cable is never a default.
+    // The default providers: every safe one that is not opt-in (microvm). The unsafe bypass
+    // cable is never a default.
     for (const auto& e : g.registry.entries())
-      if (!e.info.unsafe) names.push_back(e.info.name);
+      if (!e.info.unsafe && !e.info.opt_in) names.push_back(e.info.name);
   }
   if (!a.image.empty() && std::find(names.begin(), names.end(), "podman") == names.end())
     return fail("--image: only the podman provider runs a container image, and it is not selected");
@@ -262,6 +264,13 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     c.p = std::move(p).value();
     c.shown = display_name(c.p->info());
     if (name == "podman" && !a.image.empty()) c.shown += " (image " + a.image + ")";
+    if (name == "microvm") {
+      // Every microvm timing depends on the accelerator: the column says which.
+      auto vm = providers::microvm_host(options.paths);
+      c.shown += " (" + (vm.accel.empty() ? std::string("no accel") : vm.accel) + ")";
+      c.entry["accel"] = vm.accel;
+      c.entry["accel_why"] = vm.accel_why;
+    }
     c.entry["display_name"] = c.shown;
     c.entry["unsafe"] = c.p->info().unsafe;
     Json caps = Json::array();

@@ -144,6 +144,10 @@ class Environment {
   // The run's secrets directory as the host sees it ("" when the run has none): for checks
   // from outside (the probes' cross-run and persistence witnesses).
   virtual std::string secrets_host_path() const { return ""; }
+  // Makes workspace_host_path() hold everything the run wrote, before an export reads it: a
+  // no-op where the host sees the workspace live; a microVM powers off and reads its workspace
+  // image back, after which no call runs.
+  virtual Status settle_workspace() { return {}; }
   // Runs a call to completion. Precondition: not called concurrently on one environment.
   virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
   // Kills every process of the run, removes its workspace and record. Idempotent; also done
@@ -156,6 +160,9 @@ struct ProviderInfo {
   std::string summary;
   bool unsafe = false;  // offers no isolation; needs an explicit flag and is marked in reports
   CapabilitySet capabilities;
+  // Not among the providers `qualify` takes by default (name it with --provider): microvm,
+  // which boots a VM per run and does not yet run the probe suite or the replay.
+  bool opt_in = false;
 };
 
 // How a provider is constructed: host paths and the explicit unsafe opt-in.

@@ -5,6 +5,7 @@
 #include "core/strings.h"
 #include "providers/external.h"
 #include "providers/host_dir.h"
+#include "providers/microvm.h"
 #include "providers/namespaces.h"
 #include "providers/podman.h"
 
@@ -37,14 +38,14 @@ Result<std::unique_ptr<Provider>> Registry::create(const std::string& name,
 }
 
 void register_builtin_providers(Registry& registry) {
-  registry.add(HostDirProvider::static_info(), [](const ProviderOptions& o) {
-    return HostDirProvider::make(o);
-  });
-  registry.add(NamespacesProvider::static_info(), [](const ProviderOptions& o) {
-    return NamespacesProvider::make(o);
-  });
+  registry.add(HostDirProvider::static_info(),
+               [](const ProviderOptions& o) { return HostDirProvider::make(o); });
+  registry.add(NamespacesProvider::static_info(),
+               [](const ProviderOptions& o) { return NamespacesProvider::make(o); });
   registry.add(PodmanProvider::static_info(),
                [](const ProviderOptions& o) { return PodmanProvider::make(o); });
+  registry.add(MicrovmProvider::static_info(),
+               [](const ProviderOptions& o) { return MicrovmProvider::make(o); });
 }
 
 void register_external_providers(Registry& registry,

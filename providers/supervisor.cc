@@ -32,7 +32,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JailConfig, root_dir, workspace_host, workspa
                                    seccomp, tcp_connect_ports, tcp_connect_any, readwrite_mounts, tmp_host,
                                    new_network, drop_privileges, seccomp_full_width_compare,
                                    landlock)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, contained, jail, base_env,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, contained, guest, jail, base_env,
                                    default_cwd, id_map_base)
 
 Json to_json(const SupervisorConfig& c) { return Json(c); }
@@ -301,6 +301,18 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
     return logic_error(
         "start the contained supervisor",
         "the supervisor in the container went away during start-up: " + transport.message());
+  };
+  SG_TRY(configure(s, config, went_away));
+  return s;
+}
+
+Result<Supervisor> Supervisor::attach(const SupervisorConfig& config, UniqueFd control) {
+  Supervisor s;
+  s.contained_ = true;
+  s.control_ = std::move(control);
+  auto went_away = [&](const Error& transport) -> Error {
+    return logic_error("start the guest's supervisor",
+                       "the guest went away during start-up: " + transport.message());
   };
   SG_TRY(configure(s, config, went_away));
   return s;

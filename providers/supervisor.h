@@ -29,9 +29,17 @@
 namespace sandgate::providers {
 
 inline constexpr char kSupervisorArg[] = "__sandgate-supervisor";
+// The microVM guest agent (guest_agent.cc): the guest kernel runs the supervisor binary as its
+// /init with this argument.
+inline constexpr char kGuestAgentArg[] = "__sandgate-guest";
 
-// If argv asks for a supervisor, runs it and returns its exit code; nullopt otherwise.
+// If argv asks for a supervisor (or the guest agent), runs it and returns its exit code;
+// nullopt otherwise.
 std::optional<int> maybe_run_supervisor(int argc, char** argv);
+// The supervisor on an already connected control socket: reads the config, runs the calls.
+int serve_supervisor(int control);
+// The guest agent (pid 1 of a microVM): see providers/microvm.h.
+int run_guest_agent(int argc, char** argv);
 
 // What the jail is made of (namespaces provider only).
 struct JailConfig {
@@ -72,6 +80,10 @@ struct SupervisorConfig {
   // no_new_privs, the Landlock ruleset (paths from `jail`) and the seccomp filter (unless
   // jail.seccomp is false). The supervisor is pid 1 of the container's pid namespace.
   bool contained = false;
+  // Started by the guest agent of a microVM (providers/microvm.h) as root of its own kernel:
+  // with `contained`, nothing is assembled, and each call drops to jail.uid/gid with no
+  // capabilities as in the jail.
+  bool guest = false;
   JailConfig jail;
   std::vector<std::string> base_env;  // every call's environment starts from this
   std::string default_cwd;            // as calls see it
@@ -107,6 +119,10 @@ class Supervisor {
   // caller records the container before) and waits for "ready".
   static Result<Supervisor> start_contained(const SupervisorConfig& config,
                                             const ContainedLaunch& launch);
+  // The same over a control socket someone else connected (a microVM's bridge to its guest
+  // agent, guest_bridge.h): configures it and waits for "ready". pid() is then the host pid
+  // the bridge gives as sender (the QEMU process).
+  static Result<Supervisor> attach(const SupervisorConfig& config, UniqueFd control);
   Supervisor(Supervisor&&) noexcept = default;
   Supervisor& operator=(Supervisor&&) noexcept = default;
   ~Supervisor() { (void)stop(); }

@@ -353,7 +353,9 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
   if (cwd.empty()) cwd = config_.default_cwd;
   if (::chdir(cwd.c_str()) != 0) child_fail(error_fd, "chdir");
 
-  if (config_.isolate && config_.jail.drop_privileges) {
+  // In a microVM's guest the supervisor is root of the guest: each call drops to the sandbox
+  // user as in the jail.
+  if ((config_.isolate || config_.guest) && config_.jail.drop_privileges) {
     if (auto s = drop_privileges(config_.jail.uid, config_.jail.gid); !s.ok()) {
       errno = s.error().err;
       child_fail(error_fd, s.error().step.c_str());
@@ -394,10 +396,16 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
 }  // namespace
 
 std::optional<int> maybe_run_supervisor(int argc, char** argv) {
+  // A microVM's guest agent: the kernel runs it as /init with the arguments after "--".
+  if (argc >= 2 && std::strcmp(argv[1], kGuestAgentArg) == 0) return run_guest_agent(argc, argv);
   if (argc < 3 || std::strcmp(argv[1], kSupervisorArg) != 0) return std::nullopt;
   int control = std::atoi(argv[2]);
   // Nothing the host process had open may reach the run.
   syscall(SYS_close_range, control + 1, ~0U, 0);
+  return serve_supervisor(control);
+}
+
+int serve_supervisor(int control) {
   auto msg = recv_message(control);
   if (!msg.ok() || msg->body.value("op", "") != "config") return 2;
   auto config = supervisor_config_from_json(msg->body.value("config", Json::object()));

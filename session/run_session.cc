@@ -140,6 +140,8 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
 
 Status RunSession::export_results(const RunExport& what) {
   if (closed_) return logic_error("export", "the run is closed", run_id_);
+  if (!what.branch.empty() || !what.directory.empty())
+    SG_TRY(std::move(env_->settle_workspace()).context("reading the run's workspace back"));
   if (!what.branch.empty())
     SG_TRY(export_branch(workspace_host_path_, recipe_, what.branch, what.force));
   if (!what.directory.empty()) SG_TRY(export_directory(workspace_host_path_, what.directory));

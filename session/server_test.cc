@@ -106,10 +106,10 @@ TEST_F(ServerTest, ProvidersLackingThePolicysRequirementsAreDisqualified) {
 TEST_F(ServerTest, ListsProvidersPolicyAndEnvironments) {
   Json r = ask(R"({"op":"providers"})");
   ASSERT_EQ(r["ok"], true);
-  ASSERT_EQ(r["providers"].size(), 3u) << r.dump();  // the built-ins
+  ASSERT_EQ(r["providers"].size(), 4u) << r.dump();  // the built-ins
   std::set<std::string> names;
   for (const auto& p : r["providers"]) names.insert(p["name"].get<std::string>());
-  EXPECT_EQ(names, (std::set<std::string>{"host_dir", "namespaces", "podman"}));
+  EXPECT_EQ(names, (std::set<std::string>{"host_dir", "namespaces", "podman", "microvm"}));
   r = ask(R"({"op":"policy"})");
   EXPECT_EQ(r["policy"]["schema_version"], 1);
   r = ask(R"({"op":"list"})");

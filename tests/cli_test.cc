@@ -32,7 +32,8 @@ TEST_F(CliTest, QualifyWritesTheReport) {
   ASSERT_TRUE(j.ok()) << j.error().message();
   EXPECT_EQ((*j)["schema_version"], 2);
   EXPECT_TRUE((*j)["doctor"].contains("cgroup_layout"));
-  // Every safe provider by default (namespaces, podman), never the bypass cable.
+  // Every safe provider by default (namespaces, podman; microvm is opt-in), never the bypass
+  // cable.
   ASSERT_EQ((*j)["providers"].size(), 2u) << (*j)["providers"].dump();
   const Json* ns = nullptr;
   for (const auto& p : (*j)["providers"]) {
@@ -329,7 +330,7 @@ TEST_F(CliTest, BadInputGivesOneClearLine) {
   auto unknown = sandgate({"exec", "--provider", "nope", "--", "true"});
   EXPECT_EQ(unknown.status.shell_code(), 2);
   EXPECT_NE(unknown.output.find(
-                "unknown provider 'nope' (known: host_dir, namespaces, podman, external:...)"),
+                "unknown provider 'nope' (known: host_dir, namespaces, podman, microvm, external:...)"),
             std::string::npos)
       << unknown.output;
   auto duration = sandgate({"exec", "--provider", "namespaces", "--timeout", "30", "--", "true"});

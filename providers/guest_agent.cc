@@ -1,0 +1,279 @@
+// The microVM guest agent (providers/microvm.h): the supervisor binary as the guest's /init.
+//
+// It loads the few modules the cloud kernel has virtio-serial as, mounts the read-only base
+// image and the run's workspace image (NVMe disks, found by their serial numbers), builds the
+// calls' root from them (procfs, sysfs, cgroup2, a tmpfs /dev with the usual nodes, tmpfs
+// /tmp, /var/tmp, /run and home), moves it to / and chroots there; then forks the ordinary
+// supervisor loop (supervisor_main.cc) in the cgroup /agent and bridges its control socket to
+// the virtio-serial port (guest_bridge.h). Each call is parked until the agent has put it in a
+// cgroup of its own, /calls/call-<id>; when it ends, its cgroup's peak memory and CPU time
+// travel back with "exited", and whatever it left in the cgroup is killed.
+//
+// At "shutdown" (or when the host goes away) every other process is killed, the workspace is
+// synced and unmounted, and the guest powers off: the host reads the image back afterwards.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "core/fd.h"
+#include "core/files.h"
+#include "providers/guest_bridge.h"
+#include "providers/supervisor.h"
+#include "providers/supervisor_protocol.h"
+
+namespace sandgate::providers {
+namespace {
+
+constexpr char kNewRoot[] = "/newroot";
+constexpr char kCallsCgroup[] = "/sys/fs/cgroup/calls";
+
+int g_port = -1;  // the virtio-serial port, once open: setup errors are told to the host
+
+[[noreturn]] void power_off() {
+  ::sync();
+  ::reboot(RB_POWER_OFF);
+  ::_exit(1);  // pid 1 exiting panics the kernel; panic=-1 and -no-reboot end QEMU
+}
+
+[[noreturn]] void fail(const Error& e) {
+  std::fprintf(stderr, "sandgate guest agent: %s\n", e.message().c_str());
+  if (g_port >= 0) {
+    Json j = error_to_json(Error(e).context_add("the microVM guest agent"));
+    j["op"] = "error";
+    (void)write_frame(g_port, {FrameType::kMessage, 0, dump_json(j)});
+  }
+  power_off();
+}
+
+void check(const Status& s) {
+  if (!s.ok()) fail(s.error());
+}
+
+void do_mount(const char* source, const std::string& target, const char* type, unsigned long flags,
+              const char* data = nullptr) {
+  if (::mount(source, target.c_str(), type, flags, data) != 0)
+    fail(sys_error(std::string("mount ") + type, target));
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+// Waits for a device the kernel probes asynchronously: /sys/<class_dir>/*/<file> == want.
+std::string wait_for_device(const std::string& class_dir, const std::string& file,
+                            const std::string& want) {
+  for (int i = 0; i < 3000; ++i) {
+    if (DIR* d = ::opendir(class_dir.c_str())) {
+      std::string found;
+      while (struct dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        auto text = read_file(class_dir + "/" + e->d_name + "/" + file, 4096);
+        if (text.ok() && trimmed(*text) == want) found = e->d_name;
+      }
+      ::closedir(d);
+      if (!found.empty()) {
+        std::string dev = std::string("/dev/") + found;
+        if (::access(dev.c_str(), F_OK) == 0) return dev;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  fail(logic_error("find device", "no device with " + file + " '" + want + "' after 30 s",
+                   class_dir));
+}
+
+void load_modules() {
+  auto order = read_file("/sandgate/modules/order", 1 << 16);
+  if (!order.ok()) return;  // a kernel with everything built in
+  size_t at = 0;
+  while (at < order->size()) {
+    size_t nl = order->find('\n', at);
+    if (nl == std::string::npos) nl = order->size();
+    std::string name = order->substr(at, nl - at);
+    at = nl + 1;
+    if (name.empty()) continue;
+    std::string path = "/sandgate/modules/" + name;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(sys_error("open module", path));
+    if (syscall(SYS_finit_module, fd, "", 0) != 0 && errno != EEXIST)
+      fail(sys_error("load module", path));
+    ::close(fd);
+  }
+}
+
+void make_dev(const std::string& dev) {
+  do_mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
+  struct Node {
+    const char* name;
+    unsigned major, minor;
+  };
+  for (Node n : {Node{"null", 1, 3}, Node{"zero", 1, 5}, Node{"full", 1, 7}, Node{"random", 1, 8},
+                 Node{"urandom", 1, 9}, Node{"tty", 5, 0}}) {
+    std::string path = dev + "/" + n.name;
+    if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(n.major, n.minor)) != 0)
+      fail(sys_error("mknod", path));
+    ::chmod(path.c_str(), 0666);
+  }
+  for (auto [name, target] :
+       {std::pair{"fd", "/proc/self/fd"}, std::pair{"stdin", "/proc/self/fd/0"},
+        std::pair{"stdout", "/proc/self/fd/1"}, std::pair{"stderr", "/proc/self/fd/2"}})
+    (void)::symlink(target, (dev + "/" + name).c_str());
+  ::mkdir((dev + "/shm").c_str(), 01777);
+  do_mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+}
+
+void reap_all(int) {
+  int saved = errno;
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  errno = saved;
+}
+
+std::string cgroup_stat(const std::string& dir, const std::string& file, const std::string& key) {
+  auto text = read_file(dir + "/" + file, 1 << 16);
+  if (!text.ok()) return "";
+  if (key.empty()) return trimmed(*text);
+  size_t at = text->find(key + " ");
+  if (at == std::string::npos) return "";
+  size_t end = text->find('\n', at);
+  return text->substr(at + key.size() + 1, end - at - key.size() - 1);
+}
+
+}  // namespace
+
+int run_guest_agent(int argc, char** argv) {
+  uid_t uid = 10001;
+  gid_t gid = 10001;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strncmp(argv[i], "uid=", 4) == 0) uid = static_cast<uid_t>(std::atoi(argv[i] + 4));
+    if (std::strncmp(argv[i], "gid=", 4) == 0) gid = static_cast<gid_t>(std::atoi(argv[i] + 4));
+  }
+  if (::getpid() != 1) {
+    std::fprintf(stderr, "the guest agent runs only as pid 1 of a microVM\n");
+    return 2;
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = reap_all;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  ::sigaction(SIGCHLD, &sa, nullptr);
+
+  // The initramfs: what the agent needs to find its devices.
+  ::mkdir("/proc", 0555);
+  ::mkdir("/sys", 0555);
+  ::mkdir("/dev", 0755);
+  do_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  do_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC);
+  load_modules();
+  std::string port_dev = wait_for_device("/sys/class/virtio-ports", "name", "sandgate");
+  g_port = ::open(port_dev.c_str(), O_RDWR | O_CLOEXEC);
+  if (g_port < 0) fail(sys_error("open the agent's port", port_dev));
+  std::string base_dev = wait_for_device("/sys/class/nvme", "serial", "sandgate-base");
+  std::string ws_dev = wait_for_device("/sys/class/nvme", "serial", "sandgate-ws");
+  // /sys/class/nvme/nvmeN is the controller; its one namespace is the disk.
+  base_dev += "n1";
+  ws_dev += "n1";
+
+  // The calls' root.
+  const std::string root = kNewRoot;
+  ::mkdir(kNewRoot, 0755);
+  do_mount(base_dev.c_str(), root, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV);
+  do_mount(ws_dev.c_str(), root + "/workspace", "ext4", MS_NOSUID | MS_NODEV);
+  do_mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  do_mount("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY);
+  do_mount("cgroup2", root + "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  make_dev(root + "/dev");
+  do_mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  do_mount("tmpfs", root + "/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  do_mount("tmpfs", root + "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+  std::string home_opts = "mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
+  do_mount("tmpfs", root + "/home/sandbox", "tmpfs", MS_NOSUID | MS_NODEV, home_opts.c_str());
+  if (::chdir(kNewRoot) != 0) fail(sys_error("chdir", kNewRoot));
+  do_mount(".", "/", nullptr, MS_MOVE);
+  if (::chroot(".") != 0 || ::chdir("/") != 0) fail(sys_error("chroot", kNewRoot));
+
+  // Pure cgroup v2: the agent's supervisor in /agent, each call in /calls/call-<id>.
+  check(write_file("/sys/fs/cgroup/cgroup.subtree_control", "+cpu +memory +pids +io"));
+  check(make_dirs("/sys/fs/cgroup/agent", 0755));
+  check(make_dirs(kCallsCgroup, 0755));
+  check(
+      write_file(std::string(kCallsCgroup) + "/cgroup.subtree_control", "+cpu +memory +pids +io"));
+
+  auto pair = make_control_pair();
+  if (!pair.ok()) fail(pair.error());
+  pid_t child = ::fork();
+  if (child < 0) fail(sys_error("fork the supervisor"));
+  if (child == 0) {
+    ::close(g_port);
+    pair->first.reset();
+    (void)write_file("/sys/fs/cgroup/agent/cgroup.procs", std::to_string(::getpid()));
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGCHLD, &dfl, nullptr);
+    ::_exit(serve_supervisor(pair->second.get()));
+  }
+  pair->second.reset();
+
+  std::map<uint64_t, bool> host_wants_go;  // by call id: the host parks it itself
+  GuestBridgeHooks hooks;
+  int control = pair->first.get();
+  auto call_dir = [](uint64_t id) {
+    return std::string(kCallsCgroup) + "/call-" + std::to_string(id);
+  };
+  hooks.to_supervisor = [&](Json& body) {
+    if (body.value("op", "") != "exec") return;
+    uint64_t id = body.value("id", uint64_t{0});
+    host_wants_go[id] = body.value("wait_for_go", false);
+    body["wait_for_go"] = true;  // parked until it is in its own cgroup
+    (void)make_dirs(call_dir(id), 0755);
+  };
+  hooks.to_host = [&](Json& body, pid_t sender) {
+    std::string op = body.value("op", "");
+    uint64_t id = body.value("id", uint64_t{0});
+    if (op == "started") {
+      body["guest_pid"] = sender;
+      body["guest_cgroup"] = "/calls/call-" + std::to_string(id);
+      auto placed = write_file(call_dir(id) + "/cgroup.procs", std::to_string(sender));
+      if (!placed.ok()) {
+        (void)send_message(control, {{"op", "kill"}, {"id", id}, {"signal", SIGKILL}});
+        body["guest_cgroup_error"] = placed.error().message();
+      }
+      if (!host_wants_go[id]) (void)send_message(control, {{"op", "go"}, {"id", id}});
+    } else if (op == "exited" || op == "exec_failed") {
+      std::string dir = call_dir(id);
+      body["guest_cgroup_stats"] = {{"memory_peak", cgroup_stat(dir, "memory.peak", "")},
+                                    {"cpu_usage_usec", cgroup_stat(dir, "cpu.stat", "usage_usec")},
+                                    {"pids_peak", cgroup_stat(dir, "pids.peak", "")}};
+      (void)write_file(dir + "/cgroup.kill", "1");
+      for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      host_wants_go.erase(id);
+    }
+  };
+  std::string why = run_guest_bridge(control, g_port, hooks);
+  std::fprintf(stderr, "sandgate guest agent: %s; powering off\n", why.c_str());
+  // Everything but us, then the workspace clean on its disk for the host to read back.
+  ::kill(-1, SIGKILL);
+  for (int i = 0; i < 200 && ::waitpid(-1, nullptr, WNOHANG) >= 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::sync();
+  if (::umount2("/workspace", 0) != 0) ::umount2("/workspace", MNT_DETACH);
+  power_off();
+}
+
+}  // namespace sandgate::providers

@@ -1,0 +1,475 @@
+// The microvm provider (see microvm.h for the design).
+#include "providers/microvm.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/host_features.h"
+#include "core/kvm_check.h"
+#include "core/log.h"
+#include "core/process.h"
+#include "providers/guest_bridge.h"
+#include "providers/guest_image.h"
+#include "providers/supervised_environment.h"
+#include "providers/supervisor_protocol.h"
+
+extern char** environ;
+
+namespace sandgate::providers {
+namespace {
+
+constexpr char kHome[] = "/home/sandbox";
+constexpr uint64_t kDefaultGuestMemory = uint64_t{1} << 30;
+constexpr uint64_t kQemuOverhead = uint64_t{192} << 20;  // QEMU's own RSS beside guest RAM
+constexpr uint64_t kMinGuestMemory = uint64_t{384} << 20;
+constexpr auto kKvmBootDeadline = std::chrono::seconds(30);
+constexpr auto kTcgBootDeadline = std::chrono::seconds(180);
+
+std::string find_qemu() {
+  return find_on_path("qemu-system-x86_64", "/usr/local/bin:/usr/bin:/bin").value_or("");
+}
+
+std::string kvm_failed_marker(const std::string& kernel_version) {
+  return guest_cache_dir() + "/kvm-boot-failed-" + kernel_version;
+}
+
+// The accelerator for the next guest, and why.
+std::pair<std::string, std::string> choose_accel(const HostPaths& paths,
+                                                 const std::string& kernel_version,
+                                                 const KvmCheckResult* known = nullptr) {
+  if (const char* forced = std::getenv("SANDGATE_MICROVM_ACCEL")) {
+    std::string f = forced;
+    if (f == "kvm" || f == "tcg") return {f, "SANDGATE_MICROVM_ACCEL=" + f};
+  }
+  if (::access(kvm_failed_marker(kernel_version).c_str(), F_OK) == 0)
+    return {"tcg", "an earlier KVM guest of this kernel did not boot (" +
+                       kvm_failed_marker(kernel_version) + ")"};
+  static std::mutex mu;
+  static std::optional<KvmCheckResult> checked;
+  std::lock_guard lock(mu);
+  if (known) checked = *known;
+  if (!checked) checked = check_kvm(paths);
+  if (checked->verdict == KvmVerdict::kUsable) return {"kvm", "kvm check: " + describe(*checked)};
+  return {"tcg", "kvm check: " + describe(*checked)};
+}
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + "M"; }
+
+Result<std::string> supervisor_binary(const ProviderOptions& o) {
+  std::string exe = o.supervisor_exe.empty() ? "/proc/self/exe" : o.supervisor_exe;
+  char buf[PATH_MAX];
+  if (!::realpath(exe.c_str(), buf)) return sys_error("realpath supervisor binary", exe);
+  return std::string(buf);
+}
+
+std::string tail_of(const std::string& path) {
+  auto text = read_file(path, 1 << 20);
+  if (!text.ok() || text->empty()) return "(no console output)";
+  std::string t = *text;
+  std::erase(t, '\r');
+  if (t.size() > 1500) t = "..." + t.substr(t.size() - 1500);
+  return t;
+}
+
+Result<UniqueFd> connect_unix(const std::string& path, ChildProcess& qemu, Duration within) {
+  auto until = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!s.valid()) return sys_error("socket");
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path) return logic_error("connect", "path too long", path);
+    std::memcpy(addr.sun_path, path.c_str(), path.size());
+    if (::connect(s.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) == 0) return s;
+    auto st = qemu.wait_for(std::chrono::milliseconds(0));
+    if (st.ok() && st->has_value())
+      return logic_error("start QEMU", "QEMU exited (" + (*st)->describe() +
+                                           ") before its agent socket was there");
+    if (std::chrono::steady_clock::now() > until)
+      return sys_error("connect to the guest agent's socket", path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+MicrovmHost microvm_host(const HostPaths& paths, const KvmCheckResult* kvm) {
+  MicrovmHost h;
+  h.qemu = find_qemu();
+  auto kernel = find_guest_kernel();
+  if (kernel.ok()) h.kernel = kernel->image;
+  if (h.qemu.empty()) {
+    h.ready =
+        logic_error("microvm provider",
+                    "qemu-system-x86_64 is not installed (ci/bootstrap installs qemu-system-x86)");
+  } else if (!kernel.ok()) {
+    h.ready = kernel.error();
+  } else if (::geteuid() != 0) {
+    h.ready = logic_error("microvm provider",
+                          "needs root (the run's cgroups, the workspace image's read-back mount)");
+  }
+  if (kernel.ok()) std::tie(h.accel, h.accel_why) = choose_accel(paths, kernel->version, kvm);
+  return h;
+}
+
+const ProviderInfo& MicrovmProvider::static_info() {
+  static const ProviderInfo info{
+      "microvm",
+      "QEMU virtual machine with its own kernel (KVM where a guest runs, TCG otherwise): "
+      "read-only base image, no network device, sandgate's supervisor as guest agent",
+      /*unsafe=*/false,
+      {Capability::kKernelSeparate, Capability::kFsIsolated, Capability::kFsReadonlyBase,
+       Capability::kNetNone, Capability::kCredsScrubbedEnv, Capability::kProcPidNs,
+       Capability::kProcSeccomp, Capability::kProcNoNewPrivs, Capability::kProcNoCaps,
+       Capability::kIpcIsolated, Capability::kEphemeralWorkspace, Capability::kProcLandlock},
+      /*opt_in=*/true};
+  return info;
+}
+
+Result<std::unique_ptr<Provider>> MicrovmProvider::make(const ProviderOptions& options) {
+  return std::unique_ptr<Provider>(new MicrovmProvider(options));
+}
+
+Status MicrovmProvider::available() const {
+  MicrovmHost h = microvm_host(options_.paths);
+  return h.ready;
+}
+
+Result<std::unique_ptr<Environment>> MicrovmProvider::create(const EnvSpec& spec) {
+  SG_ASSIGN_OR_RETURN(auto env, create_vm(spec));
+  return std::unique_ptr<Environment>(std::move(env));
+}
+
+Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const EnvSpec& spec) {
+  SG_TRY(available());
+  SG_TRY(check_weakenings_allowed(spec.weakenings, false, "microvm"));
+  if (!spec.image.empty())
+    return logic_error("create environment",
+                       "the microvm provider boots its own base image; --image is not supported");
+  if (!spec.readonly_mounts.empty())
+    return logic_error("create environment",
+                       "the microvm provider shares no host directory into the guest (--ro-bind)");
+  if (!spec.secrets.empty())
+    return logic_error("create environment", "the microvm provider does not carry secrets yet");
+  if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
+    return logic_error("create environment",
+                       "uid/gid inside must be in 1..65535 (got " + std::to_string(spec.uid) + ")");
+  uint64_t guest_memory = kDefaultGuestMemory;
+  if (spec.ceiling.memory_bytes) {
+    if (*spec.ceiling.memory_bytes < kMinGuestMemory + kQemuOverhead)
+      return logic_error("create environment",
+                         "the memory ceiling (" + mib(*spec.ceiling.memory_bytes) +
+                             ") is below what a microVM needs (" +
+                             mib(kMinGuestMemory + kQemuOverhead) + ": guest RAM plus QEMU)");
+    guest_memory = *spec.ceiling.memory_bytes - kQemuOverhead;
+  }
+  long host_cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  int vcpus = static_cast<int>(std::clamp<double>(std::ceil(spec.ceiling.cpus.value_or(1.0)), 1.0,
+                                                  static_cast<double>(host_cpus)));
+
+  // Cached inputs first: a failure here leaves no run behind.
+  std::string qemu = find_qemu();
+  SG_ASSIGN_OR_RETURN(GuestKernel kernel, find_guest_kernel());
+  SG_ASSIGN_OR_RETURN(std::string exe, supervisor_binary(options_));
+  const std::string cache = guest_cache_dir();
+  SG_ASSIGN_OR_RETURN(std::string initramfs, guest_initramfs(cache, kernel, exe));
+  SG_ASSIGN_OR_RETURN(std::string base, guest_base_image(cache, spec.uid, spec.gid));
+  auto [accel, accel_why] = choose_accel(options_.paths, kernel.version);
+
+  // The guest's environment for calls, as the jail's.
+  SupervisorConfig config;
+  config.contained = true;
+  config.guest = true;
+  config.jail.workspace = "/workspace";
+  config.jail.home = kHome;
+  config.jail.uid = spec.uid;
+  config.jail.gid = spec.gid;
+  config.default_cwd = "/workspace";
+  // Landlock: the guest kernel (Debian's cloud kernel) has it in its default LSM list; the
+  // guest's supervisor builds the jail's ruleset for its ABI (2 on 6.1: files, no TCP rules).
+  std::string run_id = spec.run_id.empty() ? new_run_id() : spec.run_id;
+  config.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+                     std::string("HOME=") + kHome,
+                     "USER=sandbox",
+                     "LOGNAME=sandbox",
+                     "SHELL=/bin/sh",
+                     "TMPDIR=/tmp",
+                     "LANG=C.UTF-8",
+                     "SANDGATE_RUN_ID=" + run_id};
+  SG_ASSIGN_OR_RETURN(auto allowed, resolve_env_allowlist(spec.env, environ));
+  config.base_env = merge_env(std::move(config.base_env), allowed);
+
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    EnvSpec s = spec;
+    s.run_id = attempt == 0 ? run_id : new_run_id();
+    std::string run_dir = options_.paths.work_dir + "/" + s.run_id;
+    SG_ASSIGN_OR_RETURN(RunState state, RunState::create(options_.paths, s.run_id, "microvm",
+                                                         {{Resource::Kind::kDirectory, run_dir}}));
+    std::unique_ptr<MicrovmEnvironment> env(
+        new MicrovmEnvironment(options_.paths, std::move(state)));
+    env->run_dir_ = run_dir;
+    env->accel_ = accel;
+    env->host_uid_ = options_.id_map_base + spec.uid;
+    env->host_gid_ = options_.id_map_base + spec.gid;
+    env->read_back_limits_ = spec.recipe_limits;
+    auto fail = [&](Error e) -> Error {
+      if (auto undone = env->destroy(); !undone.ok())
+        spdlog::warn("undoing the failed run {}: {}", s.run_id, undone.error().message());
+      e.context.push_back("creating a microvm environment (" + accel + ")");
+      return e;
+    };
+    if (auto st = make_dirs(options_.paths.work_dir, 0711); !st.ok()) return fail(st.error());
+    if (::mkdir(run_dir.c_str(), 0700) != 0) return fail(sys_error("mkdir run directory", run_dir));
+    env->workspace_image_ = run_dir + "/workspace.ext4";
+    env->console_ = run_dir + "/console.log";
+    if (auto st = make_workspace_image(env->workspace_image_, spec.workspace_recipe,
+                                       kWorkspaceBytes, spec.uid, spec.gid,
+                                       run_dir + "/recipe-staging", spec.recipe_limits);
+        !st.ok())
+      return fail(st.error());
+
+    const std::string sock = run_dir + "/agent.sock";
+    std::vector<std::string> argv = {qemu,
+                                     "-M",
+                                     "pc,accel=" + accel,
+                                     "-m",
+                                     mib(guest_memory),
+                                     "-smp",
+                                     std::to_string(vcpus),
+                                     "-nodefaults",
+                                     "-no-user-config",
+                                     "-display",
+                                     "none",
+                                     "-no-reboot",
+                                     "-nic",
+                                     "none",
+                                     "-serial",
+                                     "file:" + env->console_,
+                                     "-kernel",
+                                     kernel.image,
+                                     "-initrd",
+                                     initramfs,
+                                     "-append",
+                                     "console=ttyS0 rdinit=/init panic=-1 quiet cgroup_no_v1=all "
+                                     "systemd.unified_cgroup_hierarchy=1 -- " +
+                                         std::string(kGuestAgentArg) +
+                                         " uid=" + std::to_string(spec.uid) +
+                                         " gid=" + std::to_string(spec.gid),
+                                     "-device",
+                                     "virtio-serial-pci",
+                                     "-chardev",
+                                     "socket,id=agent,path=" + sock + ",server=on,wait=off",
+                                     "-device",
+                                     "virtserialport,chardev=agent,name=sandgate",
+                                     "-drive",
+                                     "file=" + base + ",if=none,id=base,format=raw,readonly=on",
+                                     "-device",
+                                     "nvme,drive=base,serial=sandgate-base",
+                                     "-drive",
+                                     "file=" + env->workspace_image_ + ",if=none,id=ws,format=raw",
+                                     "-device",
+                                     "nvme,drive=ws,serial=sandgate-ws"};
+    if (accel == "kvm") argv.insert(argv.begin() + 3, {"-cpu", "host"});
+
+    // Prepared before fork: the child only waits for "go" and execs.
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    std::vector<std::string> env_s = {"PATH=/usr/bin:/bin"};
+    std::vector<char*> cenv;
+    for (auto& e : env_s) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    auto go = make_pipe(O_CLOEXEC);
+    if (!go.ok()) return fail(go.error());
+    int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    auto start = std::chrono::steady_clock::now();
+    pid_t pid = ::fork();
+    if (pid < 0) return fail(sys_error("fork QEMU"));
+    if (pid == 0) {
+      char byte;
+      if (::read(go->read.get(), &byte, 1) != 1) ::_exit(126);
+      // No parent-death signal: it fires when the *thread* that forked ends, and an
+      // environment may be made by a worker thread. A QEMU left by a crash is killed by
+      // `sandgate gc`, from the record written below before it runs.
+      ::dup2(null_fd, 0);
+      ::dup2(null_fd, 1);
+      ::dup2(null_fd, 2);
+      syscall(SYS_close_range, 3, ~0U, 0);
+      ::execve(cargv[0], cargv.data(), cenv.data());
+      ::_exit(127);
+    }
+    ::close(null_fd);
+    go->read.reset();
+    auto pidfd = pidfd_open(pid);
+    env->qemu_ = ChildProcess(pid, pidfd.ok() ? std::move(pidfd).value() : UniqueFd());
+    env->qemu_pid_ = pid;
+    // Recorded before it runs: `sandgate gc` kills it by pid after a crash.
+    Resource proc{Resource::Kind::kProcess, "", pid,
+                  process_start_time(options_.paths.proc, pid).value_or(0)};
+    if (auto st = env->state_.record(proc); !st.ok()) return fail(st.error());
+    for (const auto& dir : spec.placement.cgroup_dirs)
+      if (auto st = write_file(dir + "/cgroup.procs", std::to_string(pid)); !st.ok())
+        return fail(std::move(st).error().context_add("place QEMU in the run's cgroup"));
+    if (auto st = write_all(go->write.get(), "g"); !st.ok()) return fail(st.error());
+    go->write.reset();
+
+    auto serial = connect_unix(sock, env->qemu_, std::chrono::seconds(30));
+    if (!serial.ok()) return fail(std::move(serial).error().context_add(tail_of(env->console_)));
+    auto pair = make_control_pair();
+    if (!pair.ok()) return fail(pair.error());
+    env->bridge_stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+    HostBridgeOptions bo;
+    bo.cred_pid = pid;
+    bo.first_frame_deadline =
+        start + (accel == "kvm" ? Duration(kKvmBootDeadline) : Duration(kTcgBootDeadline));
+    auto heard = std::make_shared<std::atomic<bool>>(false);
+    auto why = std::make_shared<std::string>();
+    env->bridge_ = std::thread([sup = std::move(pair->second), ser = std::move(serial).value(),
+                                stop = env->bridge_stop_.get(), bo, heard, why]() mutable {
+      auto r = run_host_bridge(std::move(sup), std::move(ser), stop, bo);
+      *why = r.why;
+      heard->store(r.heard_guest);
+    });
+    auto supervisor = Supervisor::attach(config, std::move(pair->first));
+    if (!supervisor.ok()) {
+      // The bridge ended (it closed the socket): its reason, and the console, explain.
+      if (env->bridge_.joinable()) {
+        (void)write_all(env->bridge_stop_.get(), std::string("\1\0\0\0\0\0\0\0", 8));
+        env->bridge_.join();
+      }
+      if (accel == "kvm" && !heard->load() && attempt == 0 &&
+          !std::getenv("SANDGATE_MICROVM_ACCEL")) {
+        spdlog::warn("microvm: the KVM guest did not boot ({}); using TCG from now on ({})", *why,
+                     kvm_failed_marker(kernel.version));
+        (void)make_dirs(cache, 0700);
+        (void)write_file(kvm_failed_marker(kernel.version), *why + "\n",
+                         O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        (void)env->destroy();
+        accel = "tcg";
+        accel_why = "KVM guest did not boot";
+        continue;
+      }
+      Error e = std::move(supervisor).error();
+      e.context.push_back("bridge: " + *why + "; console: " + tail_of(env->console_));
+      return fail(e);
+    }
+    env->supervisor_.emplace(std::move(supervisor).value());
+    env->boot_time_ =
+        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
+    if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
+    spdlog::debug("microvm {}: {} ({}), ready after {} ms", s.run_id, accel, accel_why,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(env->boot_time_).count());
+    return env;
+  }
+  return logic_error("create environment", "the microVM did not boot under KVM or TCG");
+}
+
+WorkspaceInfo MicrovmEnvironment::workspace_info() const {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(boot_time_).count();
+  return {"image",
+          "ext4 image in the guest, read back after it stops; microVM accel " + accel_ +
+              ", boot to ready " + std::to_string(ms) + " ms (" + accel_ + ")",
+          workspace_image_};
+}
+
+Result<ExecResult> MicrovmEnvironment::exec(const Call& call, const Placement&) {
+  if (destroyed_ || stopped_ || !supervisor_)
+    return logic_error("exec", "the microVM is stopped", state_.run_id());
+  // The host's call cgroups cannot hold a process of the guest: the agent gives each call its
+  // own cgroup inside the guest instead. There is no host pid of the call to look at either,
+  // so on_started is not called (ExecResult::host_pid is QEMU's).
+  Call bounded = call;
+  bounded.on_started = nullptr;
+  if (deadline_ != std::chrono::steady_clock::time_point::max()) {
+    auto left = std::chrono::duration_cast<Duration>(deadline_ - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return logic_error("exec", "the run's wall-clock timeout has expired");
+    if (bounded.timeout.count() == 0 || left < bounded.timeout) bounded.timeout = left;
+  }
+  return supervisor_->exec(bounded, Placement{});
+}
+
+Status MicrovmEnvironment::power_off(Duration grace) {
+  if (supervisor_) {
+    (void)supervisor_->stop();  // "shutdown": the agent syncs, unmounts and powers off
+    supervisor_.reset();
+  }
+  Status result;
+  if (qemu_.running()) {
+    auto st = qemu_.wait_for(grace);
+    if (!st.ok() || !st->has_value()) {
+      result =
+          logic_error("power off the microVM", "QEMU did not stop within the grace period; killed");
+      qemu_.kill_and_reap();
+    }
+  }
+  if (bridge_.joinable()) {
+    if (bridge_stop_.valid())
+      (void)write_all(bridge_stop_.get(), std::string("\1\0\0\0\0\0\0\0", 8));
+    bridge_.join();
+  }
+  stopped_ = true;
+  return result;
+}
+
+Status MicrovmEnvironment::read_back() {
+  if (destroyed_) return logic_error("read back", "the environment was destroyed");
+  if (read_back_done_) return {};
+  SG_TRY(power_off(std::chrono::seconds(60)));
+  // The image was written by the guest: checked before the host kernel mounts it, read-only,
+  // without replaying a journal, and nothing on it can be executed or open a device.
+  SG_ASSIGN_OR_RETURN(auto fsck,
+                      run_command({"e2fsck", "-fn", workspace_image_}, std::chrono::minutes(5)));
+  if (!fsck.status.exited || fsck.status.code != 0)
+    return logic_error("read back the workspace",
+                       "e2fsck found the guest's workspace image inconsistent: " + fsck.output,
+                       workspace_image_);
+  std::string mnt = run_dir_ + "/read-back";
+  if (::mkdir(mnt.c_str(), 0700) != 0) return sys_error("mkdir", mnt);
+  Resource mount{Resource::Kind::kMount, mnt};
+  SG_TRY(state_.record(mount));
+  SG_ASSIGN_OR_RETURN(
+      auto mounted, run_command({"mount", "-t", "ext4", "-o", "loop,ro,noload,nosuid,nodev,noexec",
+                                 workspace_image_, mnt}));
+  if (!mounted.status.exited || mounted.status.code != 0)
+    return logic_error("mount the workspace image read-only", mounted.output, workspace_image_);
+  Status copied = copy_tree(mnt, workspace_host_path(), host_uid_, host_gid_, read_back_limits_);
+  // lost+found is mkfs's, not the run's.
+  if (copied.ok()) (void)::rmdir((workspace_host_path() + "/lost+found").c_str());
+  auto released = release_resources(paths_, {mount});
+  if (released.ok()) SG_TRY(state_.forget(mount));
+  SG_TRY(std::move(copied).context("copy the workspace out of its image"));
+  read_back_done_ = true;
+  return released;
+}
+
+Status MicrovmEnvironment::destroy() {
+  if (destroyed_) return {};
+  destroyed_ = true;
+  Status first = power_off(std::chrono::seconds(10));
+  auto released = release_resources(paths_, state_.resources());
+  if (!released.ok()) return released;
+  SG_TRY(state_.finish());
+  (void)first;  // a guest that had to be killed is no error of the run's end
+  return {};
+}
+
+MicrovmEnvironment::~MicrovmEnvironment() {
+  if (auto s = destroy(); !s.ok())
+    spdlog::error("destroying microvm run {}: {}", state_.run_id(), s.error().message());
+}
+
+}  // namespace sandgate::providers

@@ -1,0 +1,128 @@
+// The microvm provider: each run is a QEMU virtual machine with a kernel of its own, whose
+// /init is sandgate's supervisor binary acting as guest agent (guest_agent.cc).
+//
+//   host                                            guest (its own kernel)
+//   Supervisor --seqpacket-- HostBridge --virtio-serial-- agent (pid 1) --seqpacket-- supervisor
+//   (supervisor.h, as for      (guest_bridge.h; a QEMU     mounts, cgroups,            loop, forks
+//    every provider)            chardev unix socket)       bridge                       each call
+//
+// Calls run the code path of every other provider (Environment::exec -> Supervisor::exec): the
+// guest's supervisor forks each call, which drops to the sandbox user with no capabilities,
+// sets no_new_privs and installs sandgate's seccomp filter (compiled on the host, sent with
+// the config), then execs. The agent parks each call until it sits in a cgroup of its own
+// inside the guest (pure cgroup v2: /calls/call-<id>); its peak memory, CPU time and peak pids
+// come back with "exited".
+//
+// Disks (NVMe, which the cloud kernel has built in): the read-only base image (guest_image.h,
+// cached) and the run's workspace image, an ext4 file of kWorkspaceBytes made from the recipe.
+// No host directory is shared into the guest and there is no network device (-nic none).
+// After the guest powers off, the workspace image is checked (e2fsck -n) and copied out of a
+// read-only loop mount into <run>/workspace (read_back()).
+//
+// The accelerator: KVM when core/kvm_check.h finds that a guest really runs, TCG otherwise
+// (SANDGATE_MICROVM_ACCEL=kvm|tcg forces one). A KVM boot that does not reach the agent within
+// its deadline (nested or paravirtual KVM that runs the check's real-mode guest but not a
+// kernel) falls back to TCG, and the fallback is remembered in the cache directory for this
+// guest kernel. The machine type is `pc` (the `microvm` machine hangs at TSC calibration
+// under TCG and has no PCI for virtio-serial-pci). Every timing is labelled with the
+// accelerator (MicrovmEnvironment::accel(), the workspace info's note).
+//
+// Lifecycle: the QEMU process is recorded in the run's state before it execs (parked on a
+// pipe), put in the run's placement cgroups and bounded by the run ceiling (-m is the memory
+// ceiling less QEMU's own overhead); destroy powers the guest off (kills QEMU if it does not
+// stop) and removes the run directory with its images; `sandgate gc` kills a QEMU that
+// outlived sandgate by its recorded pid.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/kvm_check.h"
+#include "core/state.h"
+#include "providers/provider.h"
+#include "providers/supervisor.h"
+
+namespace sandgate::providers {
+
+inline constexpr uint64_t kWorkspaceBytes = uint64_t{1} << 30;  // sparse
+
+// How a microVM would run here: the QEMU binary, the guest kernel, and the accelerator.
+struct MicrovmHost {
+  std::string qemu;    // empty: not installed
+  std::string kernel;  // guest kernel image; empty: none
+  std::string accel;   // "kvm" or "tcg"
+  std::string accel_why;
+  Status ready;  // ok when a guest can be made
+};
+// `kvm`: a check already made (doctor), else it is made once per process.
+MicrovmHost microvm_host(const HostPaths& paths, const KvmCheckResult* kvm = nullptr);
+
+class MicrovmEnvironment;
+
+class MicrovmProvider : public Provider {
+ public:
+  static const ProviderInfo& static_info();
+  static Result<std::unique_ptr<Provider>> make(const ProviderOptions& options);
+  explicit MicrovmProvider(ProviderOptions options) : options_(std::move(options)) {}
+
+  const ProviderInfo& info() const override { return static_info(); }
+  Status available() const override;
+  Result<std::unique_ptr<Environment>> create(const EnvSpec& spec) override;
+  // The same, typed (tests, benchmarks: boot time, accelerator, read-back).
+  Result<std::unique_ptr<MicrovmEnvironment>> create_vm(const EnvSpec& spec);
+
+ private:
+  ProviderOptions options_;
+};
+
+class MicrovmEnvironment : public Environment {
+ public:
+  ~MicrovmEnvironment() override;
+
+  const std::string& run_id() const override { return state_.run_id(); }
+  // Filled by read_back() after the guest stopped; empty before.
+  std::string workspace_host_path() const override { return run_dir_ + "/workspace"; }
+  std::string workspace_path() const override { return "/workspace"; }
+  WorkspaceInfo workspace_info() const override;
+  Result<ExecResult> exec(const Call& call, const Placement& placement) override;
+  Status destroy() override;
+  Status settle_workspace() override { return read_back(); }
+
+  // Powers the guest off and copies the workspace image's content to workspace_host_path()
+  // (owned by the mapped host ids, as the jail's). No call runs afterwards. Idempotent.
+  Status read_back();
+
+  const std::string& accel() const { return accel_; }
+  Duration boot_time() const { return boot_time_; }  // QEMU start to the agent's "ready"
+  pid_t qemu_pid() const { return qemu_pid_; }
+  const std::string& run_dir() const { return run_dir_; }
+
+ private:
+  friend class MicrovmProvider;
+  MicrovmEnvironment(HostPaths paths, RunState state)
+      : paths_(std::move(paths)), state_(std::move(state)) {}
+  // Asks the guest to power off, waits for QEMU (killing it after `grace`), joins the bridge.
+  Status power_off(Duration grace);
+
+  HostPaths paths_;
+  RunState state_;
+  std::string run_dir_;
+  std::string workspace_image_;
+  std::string console_;
+  std::string accel_;
+  uid_t host_uid_ = 0, host_gid_ = 0;
+  CopyLimits read_back_limits_;
+  Duration boot_time_{0};
+  pid_t qemu_pid_ = -1;
+  ChildProcess qemu_;
+  std::optional<Supervisor> supervisor_;
+  UniqueFd bridge_stop_;  // eventfd
+  std::thread bridge_;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  bool stopped_ = false;
+  bool read_back_done_ = false;
+  bool destroyed_ = false;
+};
+
+}  // namespace sandgate::providers

@@ -1,0 +1,257 @@
+// The microvm provider against a real QEMU guest (TCG or KVM, whichever microvm_host picks),
+// and the bridge's framing without one. Each guest test boots one VM (about 5-10 s under TCG
+// here), so the checks of a running guest share one test.
+#include "providers/microvm.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "core/state.h"
+#include "providers/guest_bridge.h"
+#include "providers/guest_image.h"
+#include "tests/support/provider_fixture.h"
+
+namespace sandgate::testing {
+namespace {
+
+TEST(GuestBridgeFrames, RoundTripAcrossArbitraryCuts) {
+  std::string wire =
+      providers::encode_frame({providers::FrameType::kMessage, 0, R"({"op":"go"})"}) +
+      providers::encode_frame({providers::FrameType::kData, 7, std::string(70000, 'x')}) +
+      providers::encode_frame({providers::FrameType::kEof, 7, ""});
+  for (size_t cut : {size_t{1}, size_t{5}, size_t{9}, size_t{4096}}) {
+    providers::FrameReader reader;
+    std::vector<providers::Frame> got;
+    for (size_t at = 0; at < wire.size(); at += cut) {
+      reader.feed(std::string_view(wire).substr(at, cut));
+      for (;;) {
+        auto f = reader.next();
+        ASSERT_TRUE(f.ok()) << f.error().message();
+        if (!f->has_value()) break;
+        got.push_back(std::move(**f));
+      }
+    }
+    ASSERT_EQ(got.size(), 3u) << "cut " << cut;
+    EXPECT_EQ(got[0].payload, R"({"op":"go"})");
+    EXPECT_EQ(got[1].channel, 7u);
+    EXPECT_EQ(got[1].payload.size(), 70000u);
+    EXPECT_EQ(got[2].type, providers::FrameType::kEof);
+  }
+}
+
+TEST(GuestBridgeFrames, MalformedFramesAreErrorsNotCrashes) {
+  providers::FrameReader unknown;
+  unknown.feed(std::string("\x09\0\0\0\0\0\0\0\0", 9));
+  EXPECT_FALSE(unknown.next().ok()) << "unknown frame type";
+  providers::FrameReader huge;
+  huge.feed(std::string("\x02\0\0\0\0\xff\xff\xff\x7f", 9));
+  auto f = huge.next();
+  ASSERT_FALSE(f.ok()) << "a payload above the limit must be refused before it is buffered";
+  EXPECT_NE(f.error().message().find("too large"), std::string::npos);
+}
+
+TEST(GuestImage, CpioEntriesAreFourByteAligned) {
+  providers::CpioWriter w;
+  w.add_dir("/a");
+  w.add_file("/a/b", "hello", 0644);
+  std::string out = w.finish();
+  EXPECT_EQ(out.size() % 4, 0u);
+  EXPECT_EQ(out.substr(0, 6), "070701");
+  EXPECT_NE(out.find("a/b"), std::string::npos);
+  EXPECT_NE(out.find("TRAILER!!!"), std::string::npos);
+}
+
+TEST(GuestImage, InputKeyChangesWithItsInputs) {
+  char tmpl[] = "/tmp/sg-key-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string f = std::string(tmpl) + "/f";
+  std::ofstream(f) << "one";
+  std::string k1 = providers::input_key({f}, "v1");
+  EXPECT_EQ(k1, providers::input_key({f}, "v1"));
+  EXPECT_NE(k1, providers::input_key({f}, "v2"));
+  std::ofstream(f) << "three";  // another size
+  EXPECT_NE(k1, providers::input_key({f}, "v1"));
+  (void)remove_tree(tmpl);
+}
+
+class MicrovmTest : public ProviderTest {
+ protected:
+  void SetUp() override {
+    ProviderTest::SetUp();
+    options_.supervisor_exe = SANDGATE_SUPERVISOR_BIN;
+    host_ = providers::microvm_host(options_.paths);
+  }
+  bool ready() const { return host_.ready.ok(); }
+  std::string why_not() const { return ready() ? "" : host_.ready.error().message(); }
+
+  std::unique_ptr<providers::MicrovmEnvironment> boot(providers::EnvSpec spec = {}) {
+    providers::MicrovmProvider p(options_);
+    auto env = p.create_vm(spec);
+    EXPECT_TRUE(env.ok()) << env.error().message();
+    if (!env.ok()) return nullptr;
+    std::printf("[ microvm  ] boot to ready %.2f s (%s)\n",
+                std::chrono::duration<double>((*env)->boot_time()).count(),
+                (*env)->accel().c_str());
+    return std::move(env).value();
+  }
+
+  providers::MicrovmHost host_;
+};
+
+TEST_F(MicrovmTest, CallsRunInTheGuestAsTheSandboxUserInTheirOwnCgroup) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(ready(), why_not());
+  auto env = boot();
+  ASSERT_TRUE(env);
+
+  auto echo = run(*env, {"/bin/echo", "hello", "guest"});
+  std::printf("[ microvm  ] first call %.1f ms (%s)\n",
+              std::chrono::duration<double, std::milli>(echo.wall).count(), env->accel().c_str());
+  EXPECT_EQ(echo.stdout_data, "hello guest\n");
+  EXPECT_TRUE(echo.status.exited);
+  EXPECT_EQ(echo.status.code, 0);
+  auto code = sh(*env, "echo to-stderr >&2; exit 7");
+  EXPECT_EQ(code.status.code, 7);
+  EXPECT_EQ(code.stderr_data, "to-stderr\n");
+  auto missing = run(*env, {"/no/such/program"});
+  EXPECT_EQ(missing.status.shell_code(), 127);
+
+  // Its own kernel: the guest's release, not the host's.
+  auto uname = run(*env, {"uname", "-r"});
+  auto host_release = read_file("/proc/sys/kernel/osrelease");
+  ASSERT_TRUE(host_release.ok());
+  EXPECT_NE(uname.stdout_data, *host_release);
+  EXPECT_NE(uname.stdout_data.find("cloud-amd64"), std::string::npos) << uname.stdout_data;
+
+  // Dropped as in the jail: the sandbox user, no capabilities, no_new_privs, seccomp filter.
+  auto status =
+      sh(*env, "grep -E '^(Uid|Gid|CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status");
+  EXPECT_NE(status.stdout_data.find("Uid:\t10001\t10001\t10001\t10001"), std::string::npos)
+      << status.stdout_data;
+  EXPECT_NE(status.stdout_data.find("CapEff:\t0000000000000000"), std::string::npos)
+      << status.stdout_data;
+  EXPECT_NE(status.stdout_data.find("CapBnd:\t0000000000000000"), std::string::npos)
+      << status.stdout_data;
+  EXPECT_NE(status.stdout_data.find("NoNewPrivs:\t1"), std::string::npos) << status.stdout_data;
+  EXPECT_NE(status.stdout_data.find("Seccomp:\t2"), std::string::npos) << status.stdout_data;
+
+  // The guest kernel's Landlock holds the call to the jail's ruleset: writing its own
+  // oom_score_adj, even the value it has (allowed without Landlock), is refused.
+  auto landlock = sh(*env, "(echo 1000 > /proc/self/oom_score_adj) 2>&1; echo rc=$?");
+  EXPECT_NE(landlock.stdout_data.find("Permission denied"), std::string::npos)
+      << landlock.stdout_data;
+  EXPECT_EQ(landlock.stdout_data.find("rc=0"), std::string::npos) << landlock.stdout_data;
+
+  // Each call in a cgroup of its own inside the guest, on pure cgroup v2.
+  auto cg1 = run(*env, {"cat", "/proc/self/cgroup"});
+  auto cg2 = run(*env, {"cat", "/proc/self/cgroup"});
+  EXPECT_EQ(cg1.stdout_data.rfind("0::/calls/call-", 0), 0u) << cg1.stdout_data;
+  EXPECT_NE(cg1.stdout_data, cg2.stdout_data);
+  auto v1 =
+      run(*env, {"sh", "-c", "grep -c cgroup2 /proc/mounts; grep -c ' cgroup ' /proc/mounts"});
+  EXPECT_EQ(v1.stdout_data, "1\n0\n");
+
+  // No network device, the base read-only, the workspace writable, /tmp private.
+  auto net = run(*env, {"ls", "/sys/class/net"});
+  EXPECT_EQ(net.stdout_data, "lo\n");
+  auto ro = sh(*env, "touch /usr/bin/x 2>&1; echo rc=$?");
+  EXPECT_NE(ro.stdout_data.find("rc=1"), std::string::npos) << ro.stdout_data;
+  auto ws = sh(*env, "echo data > /workspace/f && cat /workspace/f && pwd");
+  EXPECT_EQ(ws.stdout_data, "data\n/workspace\n") << ws.stderr_data;
+  // The host's files are not there: no host directory is shared.
+  auto host = sh(*env,
+                 "for p in /var/tmp/sandgate /etc/shadow /root/.bashrc /var/lib/dpkg /boot; do "
+                 "test -e $p; echo $?; done");
+  EXPECT_EQ(host.stdout_data, "1\n1\n1\n1\n1\n");
+
+  // Large output crosses the bridge whole.
+  auto big = sh(*env, "head -c 300000 /dev/zero | tr '\\0' a");
+  EXPECT_EQ(big.stdout_bytes, 300000u);
+  EXPECT_EQ(big.stdout_data.size(), 300000u);
+
+  // A call that outlives its timeout is killed inside the guest.
+  providers::Call slow;
+  slow.argv = {"sleep", "30"};
+  slow.timeout = std::chrono::milliseconds(500);
+  auto killed = env->exec(slow, {});
+  ASSERT_TRUE(killed.ok()) << killed.error().message();
+  EXPECT_TRUE(killed->timed_out);
+
+  pid_t qemu = env->qemu_pid();
+  EXPECT_TRUE(process_exists(qemu));
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_FALSE(process_exists(qemu)) << "QEMU outlived destroy";
+}
+
+TEST_F(MicrovmTest, WorkspaceIsReadBackAfterTheGuestStopsAndDestroyLeavesNothing) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(ready(), why_not());
+  std::string recipe = tmp_ + "/recipe";
+  ASSERT_TRUE(make_dirs(recipe + "/src").ok());
+  std::ofstream(recipe + "/src/main.c") << "int main(){return 0;}\n";
+  providers::EnvSpec spec;
+  spec.workspace_recipe = recipe;
+  auto env = boot(spec);
+  ASSERT_TRUE(env);
+  auto r = sh(*env, "stat -c '%U %a' /workspace/src/main.c && echo written > /workspace/src/out");
+  EXPECT_EQ(r.stdout_data, "sandbox 644\n") << r.stderr_data;
+  EXPECT_EQ(r.status.code, 0);
+  std::string run_dir = env->run_dir();
+  pid_t qemu = env->qemu_pid();
+
+  ASSERT_TRUE(env->read_back().ok());
+  EXPECT_FALSE(process_exists(qemu)) << "the guest did not stop before the read-back";
+  auto out = read_file(env->workspace_host_path() + "/src/out");
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_EQ(*out, "written\n");
+  struct stat st;
+  ASSERT_EQ(::stat((env->workspace_host_path() + "/src/out").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, options_.id_map_base + 10001);
+  // The recipe itself is untouched.
+  EXPECT_NE(::access((recipe + "/src/out").c_str(), F_OK), 0);
+  EXPECT_FALSE(env->exec(providers::Call{.argv = {"true"}}, {}).ok())
+      << "no call after the read-back";
+
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "images and run directory left";
+  // TearDown checks that no record and no run directory is left.
+}
+
+TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilled) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(ready(), why_not());
+  // A child process makes the VM and dies by SIGKILL: its QEMU and run are left for gc.
+  Pipe report = make_pipe(0).value();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    report.read.reset();
+    providers::MicrovmProvider p(options_);
+    auto env = p.create_vm({});
+    pid_t qemu = env.ok() ? (*env)->qemu_pid() : -1;
+    (void)!::write(report.write.get(), &qemu, sizeof qemu);
+    ::kill(::getpid(), SIGKILL);
+  }
+  report.write.reset();
+  pid_t qemu = -1;
+  ASSERT_EQ(::read(report.read.get(), &qemu, sizeof qemu), static_cast<ssize_t>(sizeof qemu));
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_GT(qemu, 0) << "the child could not boot a VM";
+  // QEMU has no parent-death signal (it would fire when the creating thread ends): only the
+  // record finds it.
+  EXPECT_TRUE(process_exists(qemu)) << "QEMU died with its owner; gc is not what killed it";
+  auto gc = collect_garbage(options_.paths);
+  EXPECT_TRUE(gc.errors.empty()) << gc.errors.front();
+  EXPECT_EQ(gc.runs_removed, 1);
+  for (int i = 0; i < 100 && process_exists(qemu); ++i) ::usleep(20000);
+  EXPECT_FALSE(process_exists(qemu));
+}
+
+}  // namespace
+}  // namespace sandgate::testing
