@@ -157,6 +157,7 @@ Result<std::unique_ptr<Environment>> MicrovmProvider::create(const EnvSpec& spec
 Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const EnvSpec& spec) {
   SG_TRY(available());
   SG_TRY(check_weakenings_allowed(spec.weakenings, false, "microvm"));
+  SG_TRY(refuse_allowlist("microvm", spec.network));
   if (!spec.image.empty())
     return logic_error("create environment",
                        "the microvm provider boots its own base image; --image is not supported");
