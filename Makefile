@@ -13,14 +13,21 @@
 #                  New inputs collect in build/fuzz/corpus/<harness> across runs; crashes in
 #                  build/fuzz/crashes/<harness>. `make test` runs every checked-in corpus and
 #                  crash input through the same harnesses without libFuzzer (ctest -R fuzz_).
+#   make chaos     dev build (it has the kill points), then CHAOS_ITERATIONS (default 100)
+#                  iterations of kill -9 (sandgate at a named step or a random moment, a run's
+#                  supervisor, a call) + `sandgate gc` + a look for leftovers; prints the seed,
+#                  each kill and the figures. Replay one: make chaos CHAOS_SEED=S CHAOS_ONLY=I
 
 SHELL := /bin/bash
 RELEASE := build/release
 REPORT_DIR ?= reports/out
 FUZZ_SECONDS ?= 60
 FUZZ_ONLY ?=
+CHAOS_ITERATIONS ?= 100
+CHAOS_SEED ?=
+CHAOS_ONLY ?=
 
-.PHONY: qualify test bench format bootstrap release dev fuzz
+.PHONY: qualify test bench format bootstrap release dev fuzz chaos
 
 # `release` builds what qualify needs (sandgate and sandgate-supervisor); `bench` adds the
 # benchmark binaries.
@@ -58,3 +65,10 @@ fuzz: bootstrap
 	@cmake --preset fuzz >/dev/null
 	@cmake --build --preset fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run-fuzzers build/fuzz $(FUZZ_ONLY)
+
+chaos: bootstrap
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev --target sandgate sandgate-supervisor sandgate-probe sandgate-load
+	@python3 tests/chaos.py --sandgate build/dev/cli/sandgate --iterations $(CHAOS_ITERATIONS) \
+	  $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_ONLY),--iteration $(CHAOS_ONLY))
+

@@ -1,6 +1,7 @@
 #include "core/state.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -10,7 +11,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -211,6 +215,7 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
     if (!s.ok() && first.ok()) first = std::move(s);
   };
   for (const auto& r : resources) {
+    kill_point("release:" + to_string(r.kind));
     switch (r.kind) {
       case Resource::Kind::kContainer: note(remove_container(r)); break;
       case Resource::Kind::kProcess: note(kill_recorded_process(paths, r)); break;
@@ -243,7 +248,9 @@ Result<RunState> RunState::create(const HostPaths& paths, std::string run_id, st
   s.owner_pid_ = ::getpid();
   s.owner_start_ = process_start_time(paths.proc, s.owner_pid_).value_or(0);
   s.resources_ = std::move(initial);
+  kill_point("before-create:" + s.provider_);
   SG_TRY(s.save());
+  kill_point("after-create:" + s.provider_);
   return s;
 }
 
@@ -256,23 +263,36 @@ Status RunState::save() const {
 }
 
 Status RunState::record(Resource r) {
+  const std::string point = provider_ + ":" + to_string(r.kind);
+  kill_point("before-record:" + point);
   resources_.push_back(std::move(r));
-  return save();
+  SG_TRY(save());
+  kill_point("after-record:" + point);
+  return {};
 }
 
 Status RunState::record_all(std::vector<Resource> rs) {
+  kill_point("before-record-all:" + provider_);
   for (auto& r : rs) resources_.push_back(std::move(r));
-  return save();
+  SG_TRY(save());
+  kill_point("after-record-all:" + provider_);
+  return {};
 }
 
 Status RunState::forget(const Resource& r) {
+  const std::string point = provider_ + ":" + to_string(r.kind);
+  kill_point("before-forget:" + point);
   std::erase(resources_, r);
-  return save();
+  SG_TRY(save());
+  kill_point("after-forget:" + point);
+  return {};
 }
 
 Status RunState::finish() {
+  kill_point("before-finish:" + provider_);
   if (::unlink(file_.c_str()) != 0 && errno != ENOENT) return sys_error("unlink", file_);
   resources_.clear();
+  kill_point("after-finish:" + provider_);
   return {};
 }
 
@@ -372,6 +392,44 @@ GcReport collect_garbage(const HostPaths& paths) {
   sweep_orphan_run_dirs(paths, report);
   return report;
 }
+
+#ifdef SANDGATE_KILL_POINTS
+
+bool kill_points_compiled_in() { return true; }
+
+void kill_point(std::string_view name) {
+  // Read once: the environment of this process as it started.
+  static const char* const at = std::getenv("SANDGATE_KILL_AT");
+  static const char* const trace = std::getenv("SANDGATE_KILL_TRACE");
+  if ((!at || !*at) && (!trace || !*trace)) return;
+  // Counted per process, across threads (serve's environments run concurrently).
+  static std::mutex mu;
+  static std::map<std::string, int, std::less<>> passed;
+  std::lock_guard lock(mu);
+  auto it = passed.find(name);
+  if (it == passed.end()) it = passed.emplace(std::string(name), 0).first;
+  std::string id = it->first + "#" + std::to_string(++it->second);
+  if (trace && *trace) {
+    // One append per passage: whole lines, whatever else writes the file.
+    int fd = ::open(trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      std::string line = id + "\n";
+      (void)!::write(fd, line.data(), line.size());
+      ::close(fd);
+    }
+  }
+  if (at && id == at) {
+    ::kill(::getpid(), SIGKILL);
+    ::pause();  // SIGKILL cannot be caught; nothing after this point runs
+  }
+}
+
+#else
+
+bool kill_points_compiled_in() { return false; }
+void kill_point(std::string_view) {}
+
+#endif
 
 std::string new_run_id() {
   static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
