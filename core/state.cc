@@ -99,14 +99,23 @@ Status kill_recorded_process(const HostPaths& paths, const Resource& r) {
   auto now = process_start_time(paths.proc, r.pid);
   // Gone, or the pid now names another process: nothing of ours to kill.
   if (!now || *now != r.start_time || is_zombie(paths, r.pid)) return {};
+  // A process that leads its own process group (record's driver, started in one of its own)
+  // is killed with its group: what it started is ours too, and would otherwise outlive it
+  // (the chaos test found record's driver's calls still running after gc). A group id cannot
+  // be reused while any member lives, so -pid names only that group.
+  const pid_t target = ::getpgid(r.pid) == r.pid ? -r.pid : r.pid;
   // SIGTERM first: a supervisor on the host uses it to kill its own descendants, which only it
   // can find. SIGKILL after a grace period.
-  if (::kill(r.pid, SIGTERM) != 0 && errno != ESRCH) return sys_error("kill", std::to_string(r.pid));
+  if (::kill(target, SIGTERM) != 0 && errno != ESRCH)
+    return sys_error("kill", std::to_string(r.pid));
   // It may not be our child (the owner crashed), so poll until it is gone.
   for (int i = 0; i < 1000; ++i) {
-    if (i == 500) ::kill(r.pid, SIGKILL);
+    if (i == 500) ::kill(target, SIGKILL);
     auto t = process_start_time(paths.proc, r.pid);
-    if (!t || *t != r.start_time || is_zombie(paths, r.pid)) return {};
+    if (!t || *t != r.start_time || is_zombie(paths, r.pid)) {
+      if (target < 0) ::kill(target, SIGKILL);  // the rest of its group; ESRCH when none
+      return {};
+    }
     // A zombie whose parent is dead is reaped by init shortly; a zombie of ours is reaped here.
     int status;
     ::waitpid(r.pid, &status, WNOHANG);
