@@ -17,6 +17,9 @@
 #                  iterations of kill -9 (sandgate at a named step or a random moment, a run's
 #                  supervisor, a call) + `sandgate gc` + a look for leftovers; prints the seed,
 #                  each kill and the figures. Replay one: make chaos CHAOS_SEED=S CHAOS_ONLY=I
+#   make load      release build, then 50 runs replaying traces through one `sandgate serve`
+#                  until 10,000 calls (LOAD_RUNS, LOAD_CALLS): calls lost, the monitor's sampling
+#                  lag p50/p99, the server's RSS and descriptors as slopes per 1000 calls
 
 SHELL := /bin/bash
 RELEASE := build/release
@@ -26,8 +29,10 @@ FUZZ_ONLY ?=
 CHAOS_ITERATIONS ?= 100
 CHAOS_SEED ?=
 CHAOS_ONLY ?=
+LOAD_RUNS ?= 50
+LOAD_CALLS ?= 10000
 
-.PHONY: qualify test bench format bootstrap release dev fuzz chaos
+.PHONY: qualify test bench format bootstrap release dev fuzz chaos load
 
 # `release` builds what qualify needs (sandgate and sandgate-supervisor); `bench` adds the
 # benchmark binaries.
@@ -72,3 +77,7 @@ chaos: bootstrap
 	@python3 tests/chaos.py --sandgate build/dev/cli/sandgate --iterations $(CHAOS_ITERATIONS) \
 	  $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_ONLY),--iteration $(CHAOS_ONLY))
 
+load: release
+	@cmake --build --preset release --target load_bench
+	@SANDGATE_LOAD_RUNS=$(LOAD_RUNS) SANDGATE_LOAD_CALLS=$(LOAD_CALLS) \
+	  $(RELEASE)/bench/load_bench --benchmark_filter=BM_Serve --benchmark_counters_tabular=true
