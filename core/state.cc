@@ -341,12 +341,24 @@ GcReport collect_garbage(const HostPaths& paths) {
     if (errno != ENOENT) report.errors.push_back(sys_error("opendir", dir).message());
     return report;
   }
-  std::vector<std::string> files;
+  std::vector<std::string> files, stale_tmp;
   while (struct dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
     if (n.size() > 5 && n.ends_with(".json")) files.push_back(dir + "/" + n);
+    // A record being rewritten is <record>.tmp.<writer pid> until it is renamed into place
+    // (write_json_file_atomic); a writer killed in between leaves it (the chaos test found
+    // one after a kill -9 of serve). Its content is never more than the record's next state,
+    // whose new resource was not made yet, so it goes once its writer is gone.
+    if (auto at = n.find(".json.tmp."); at != std::string::npos) {
+      pid_t writer = static_cast<pid_t>(std::strtol(n.c_str() + at + 10, nullptr, 10));
+      if (writer > 0 && ::kill(writer, 0) != 0 && errno == ESRCH)
+        stale_tmp.push_back(dir + "/" + n);
+    }
   }
   ::closedir(d);
+  for (const auto& f : stale_tmp) {
+    if (::unlink(f.c_str()) == 0) spdlog::info("gc: removed {}, left by a writer that died", f);
+  }
   for (const auto& file : files) {
     ++report.runs_seen;
     auto j = read_json_file(file);
