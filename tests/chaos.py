@@ -342,6 +342,18 @@ class Chaos:
         return dt, None
 
     def leftovers(self, token, seen, sandgate_pid):
+        """Everything left; a process must still be there after a grace period (one that the
+        kernel is killing, as it does a pid namespace's others when its init dies, is on its
+        way out, not left)."""
+        found = self.look(token, seen, sandgate_pid)
+        deadline = time.monotonic() + 3
+        while any(f.startswith(("process", "recorded process")) for f in found) and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = self.look(token, seen, sandgate_pid)
+        return found
+
+    def look(self, token, seen, sandgate_pid):
         found = []
         for mp in cgroup_mounts():
             d = os.path.join(mp, self.root)
@@ -379,7 +391,8 @@ class Chaos:
             elif pidns(pid) in seen["pidns"] - {OWN_PIDNS}:
                 st = start_time(pid)
                 if st and not st[1]:
-                    found.append("process %d in a run's pid namespace" % pid)
+                    found.append("process %d in a run's pid namespace: %s" % (
+                        pid, b" ".join(cmdline(pid)).decode(errors="replace")[:200]))
         for pid, start in seen["procs"]:
             if alive(pid, start):
                 found.append("recorded process %d" % pid)
