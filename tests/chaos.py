@@ -396,7 +396,8 @@ class Chaos:
         for pid, start in seen["procs"]:
             if alive(pid, start):
                 found.append("recorded process %d" % pid)
-        if start_time(sandgate_pid) and not start_time(sandgate_pid)[1]:
+        st = start_time(sandgate_pid)
+        if st and not st[1]:
             found.append("sandgate %d itself" % sandgate_pid)
         return sorted(set(found))
 
@@ -461,7 +462,8 @@ class Chaos:
         seen = {"procs": set(), "pidns": set()}
         stop = threading.Event()
         p, drv = self.start(command, token, extra)
-        seen["procs"].add((p.pid, start_time(p.pid)[0] if start_time(p.pid) else 0))
+        st = start_time(p.pid)
+        seen["procs"].add((p.pid, st[0] if st else 0))
         watcher = threading.Thread(target=self.watch, args=(seen, stop), daemon=True)
         watcher.start()
         outcome = ""
@@ -496,8 +498,9 @@ class Chaos:
                         targets = [(pid, st) for pid, st in self.recorded_processes("namespaces")
                                    if pid != p.pid and alive(pid, st)]
                     else:
-                        targets = [(pid, start_time(pid)[0]) for pid in self.call_pids()
-                                   if start_time(pid)]
+                        # One read per pid: a call may end between two.
+                        targets = [(pid, st[0]) for pid, st in
+                                   ((q, start_time(q)) for q in self.call_pids()) if st]
                     if not targets:
                         time.sleep(0.005)
                 for pid, st in targets:
