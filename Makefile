@@ -13,14 +13,26 @@
 #                  New inputs collect in build/fuzz/corpus/<harness> across runs; crashes in
 #                  build/fuzz/crashes/<harness>. `make test` runs every checked-in corpus and
 #                  crash input through the same harnesses without libFuzzer (ctest -R fuzz_).
+#   make chaos     dev build (it has the kill points), then CHAOS_ITERATIONS (default 100)
+#                  iterations of kill -9 (sandgate at a named step or a random moment, a run's
+#                  supervisor, a call) + `sandgate gc` + a look for leftovers; prints the seed,
+#                  each kill and the figures. Replay one: make chaos CHAOS_SEED=S CHAOS_ONLY=I
+#   make load      release build, then 50 runs replaying traces through one `sandgate serve`
+#                  until 10,000 calls (LOAD_RUNS, LOAD_CALLS): calls lost, the monitor's sampling
+#                  lag p50/p99, the server's RSS and descriptors as slopes per 1000 calls
 
 SHELL := /bin/bash
 RELEASE := build/release
 REPORT_DIR ?= reports/out
 FUZZ_SECONDS ?= 60
 FUZZ_ONLY ?=
+CHAOS_ITERATIONS ?= 100
+CHAOS_SEED ?=
+CHAOS_ONLY ?=
+LOAD_RUNS ?= 50
+LOAD_CALLS ?= 10000
 
-.PHONY: qualify test bench format bootstrap release dev fuzz
+.PHONY: qualify test bench format bootstrap release dev fuzz chaos load
 
 # `release` builds what qualify needs (sandgate and sandgate-supervisor); `bench` adds the
 # benchmark binaries.
@@ -58,3 +70,14 @@ fuzz: bootstrap
 	@cmake --preset fuzz >/dev/null
 	@cmake --build --preset fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run-fuzzers build/fuzz $(FUZZ_ONLY)
+
+chaos: bootstrap
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev --target sandgate sandgate-supervisor sandgate-probe sandgate-load
+	@python3 tests/chaos.py --sandgate build/dev/cli/sandgate --iterations $(CHAOS_ITERATIONS) \
+	  $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_ONLY),--iteration $(CHAOS_ONLY))
+
+load: release
+	@cmake --build --preset release --target load_bench
+	@SANDGATE_LOAD_RUNS=$(LOAD_RUNS) SANDGATE_LOAD_CALLS=$(LOAD_CALLS) \
+	  $(RELEASE)/bench/load_bench --benchmark_filter=BM_Serve --benchmark_counters_tabular=true

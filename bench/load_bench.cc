@@ -21,6 +21,20 @@
 // lateness compares with the baseline's.
 //
 // Needs no privilege. Segment files live in a fresh temporary directory, removed at the end.
+//
+// And the load through one `sandgate serve` (issue 16; bench/serve_load.h says how each figure
+// is taken), run by `make load` (the curves filtered out) and by `make bench`:
+//
+//   BM_Serve                      SANDGATE_LOAD_RUNS (50) runs at once, each a client of the
+//                                 one server on its own connection, replaying the traces' calls
+//                                 (traces/*.trace: intent and scaled duration) until
+//                                 SANDGATE_LOAD_CALLS (10,000) calls have been made; counters:
+//                                   calls, lost            outcomes received, calls without one
+//                                   lag_p50_ms, lag_p99_ms the monitor's mean sampling interval
+//                                                          per call minus its 20 ms interval
+//                                   rss_slope_kib_per_1k   the server's resident set, fitted
+//                                   fd_slope_per_1k        its open descriptors, fitted
+//                                 Needs root (cgroups, namespaces); a figure, not a pass/fail.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -37,6 +51,7 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "bench/serve_load.h"
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/process.h"
@@ -206,6 +221,47 @@ void BM_FaultIn(benchmark::State& state, size_t mib) {
   }
 }
 
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// The last BM_Serve result, for the summary's lines that counters cannot carry.
+ServeLoadResult* g_serve = nullptr;
+
+void BM_Serve(benchmark::State& state) {
+  ServeLoadOptions o;
+  o.sandgate = SANDGATE_BINARY;
+  o.source_dir = SANDGATE_SOURCE_DIR;
+  o.runs = env_int("SANDGATE_LOAD_RUNS", 50);
+  o.calls = env_int("SANDGATE_LOAD_CALLS", 10000);
+  o.cgroup_root = "sandgate-load-bench-" + std::to_string(::getpid());
+  for (auto _ : state) {
+    o.tmp_dir = g_context->tmp_dir + "/serve";
+    if (auto s = make_dirs(o.tmp_dir, 0711); !s.ok()) {
+      state.SkipWithError(s.error().message().c_str());
+      return;
+    }
+    static ServeLoadResult r;
+    r = run_serve_load(o);
+    g_serve = &r;
+    (void)remove_tree(o.tmp_dir);
+    if (!r.error.empty()) {
+      state.SkipWithError(r.error.c_str());
+      return;
+    }
+    state.SetIterationTime(r.wall_s);
+    auto lag = [&](double p) { return stats::percentile(r.interval_ms, p) - o.interval_ms; };
+    state.counters["calls"] = r.calls_done;
+    state.counters["lost"] = r.lost;
+    state.counters["lag_p50_ms"] = lag(50);
+    state.counters["lag_p99_ms"] = lag(99);
+    state.counters["rss_slope_kib_per_1k"] = r.rss_slope_kib_per_1000;
+    state.counters["fd_slope_per_1k"] = r.fd_slope_per_1000;
+    state.counters["calls_per_s"] = r.calls_done / r.wall_s;
+  }
+}
+
 BENCHMARK_CAPTURE(BM_Curve, step, "step")
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
@@ -263,6 +319,35 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
       out << line;
     }
   }
+  if (g_serve) {
+    const ServeLoadResult& r = *g_serve;
+    auto p = [&](double q) { return stats::percentile(r.interval_ms, q); };
+    out << "\nload through one `sandgate serve` (BM_Serve)\n";
+    std::snprintf(line, sizeof line,
+                  "  calls %d with an outcome, %d lost (runs refused: %d), %.1f s, %.1f calls/s\n",
+                  r.calls_done, r.lost, r.runs_failed, r.wall_s, r.calls_done / r.wall_s);
+    out << line;
+    for (const auto& e : r.lost_examples) out << "    lost: " << e << "\n";
+    std::snprintf(line, sizeof line,
+                  "  monitor sampling interval per call: p50 %.1f ms, p99 %.1f ms against 20 ms "
+                  "(lag %+.1f / %+.1f ms, %zu calls)\n",
+                  p(50), p(99), p(50) - 20, p(99) - 20, r.interval_ms.size());
+    out << line;
+    std::snprintf(line, sizeof line,
+                  "  server RSS %.0f (warm %.0f) -> %.0f KiB, fitted slope %+.1f KiB per 1000 "
+                  "calls\n",
+                  r.rss_first_kib, r.rss_warm_kib, r.rss_last_kib, r.rss_slope_kib_per_1000);
+    out << line;
+    std::snprintf(line, sizeof line,
+                  "  server fds %.0f (warm %.0f) -> %.0f (max %.0f), fitted slope %+.2f per 1000 "
+                  "calls\n",
+                  r.fds_first, r.fds_warm, r.fds_last, r.fds_max, r.fd_slope_per_1000);
+    out << line;
+    std::snprintf(line, sizeof line, "  server exit after SIGTERM: %d (143 expected)\n",
+                  r.server_exit);
+    out << line;
+    if (r.lost > 0) return false;
+  }
   return runs.errors().empty();
 }
 
@@ -283,6 +368,18 @@ int main(int argc, char** argv) {
   BenchContext context{*tmp};
   g_context = &context;
 
+  // One long run (minutes), not repeated: its figures are slopes and percentiles over its
+  // calls. Registered only for root (cgroups and namespaces for 50 runs): the curves need no
+  // privilege, and `make bench` as another user must still pass.
+  if (::geteuid() == 0) {
+    benchmark::RegisterBenchmark("BM_Serve", BM_Serve)
+        ->Unit(benchmark::kSecond)
+        ->UseManualTime()
+        ->Iterations(1)
+        ->Repetitions(1);
+  } else {
+    std::cerr << "load_bench: BM_Serve not run: it needs root (cgroups and namespaces)\n";
+  }
   RunCollector reporter(make_display_reporter(*display));
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

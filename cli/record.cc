@@ -23,14 +23,16 @@
 
 #include "cli/common.h"
 #include "cli/signals.h"
-#include "session/server.h"
-#include "core/fd.h"
 #include "core/defer.h"
+#include "core/fd.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/meminfo.h"
+#include "core/process.h"
+#include "core/state.h"
 #include "core/units.h"
 #include "replay/recorder.h"
+#include "session/server.h"
 
 extern char** environ;
 
@@ -113,6 +115,13 @@ int run_record(Globals& g, const RecordArgs& a) {
     if (auto s = make_dirs(options.paths.state_dir, 0700); !s.ok()) return fail(s.error());
     socket_path = options.paths.state_dir + "/record-" + run_id + ".sock";
   }
+  // The socket and the driver are this command's own, beside the run's resources: recorded
+  // before they exist, like those, so that `sandgate gc` removes them after a kill -9 (the
+  // chaos test found the socket left in the state directory, and the driver running on).
+  auto own = RunState::create(options.paths, run_id + "-record", "record",
+                              {{Resource::Kind::kDirectory, socket_path}});
+  if (!own.ok()) return fail(own.error());
+  Defer finish_own([&] { (void)own->finish(); });
   auto listener = listen_unix(socket_path);
   if (!listener.ok()) return fail(listener.error());
   Defer unlink_socket([&] { ::unlink(socket_path.c_str()); });
@@ -161,6 +170,16 @@ int run_record(Globals& g, const RecordArgs& a) {
     (void)recorder.finish();
     (void)(*opened)->close();
     return fail(driver.error());
+  }
+  // Its own process group, killed at the end; by pid (and start time) after a crash.
+  if (auto st = own->record({Resource::Kind::kProcess, "", driver->pid(),
+                             process_start_time(options.paths.proc, driver->pid()).value_or(0)});
+      !st.ok()) {
+    ::kill(-driver->pid(), SIGKILL);
+    stop_server();
+    (void)recorder.finish();
+    (void)(*opened)->close();
+    return fail(st.error());
   }
   std::cerr << "sandgate: recording run " << run_id << " on " << socket_path << "\n";
 

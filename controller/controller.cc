@@ -1,5 +1,8 @@
 #include "controller/controller.h"
 
+#include <algorithm>
+
+#include "controller/cgroup_layout.h"
 #include "core/log.h"
 
 namespace sandgate::controller {
@@ -108,11 +111,28 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   };
 
   // The root and the tenant are shared with other runs: recorded as parents, removed only
-  // when empty, never killed.
+  // when empty, never killed. Recorded before they are made, like everything else: once they
+  // were recorded only after, and a crash in between (the chaos test's kill at
+  // before-record:controller:cgroup_parent#1) left both in every hierarchy, empty, with a
+  // record that named nothing. Their directories are known from the mounts before they exist
+  // (a parent named in a hierarchy the backend does not use is simply not there to remove).
   std::unique_lock tenants(tenants_mu_);
   std::string tenant_rel = options_.root + "/" + tenant;
+  if (auto layout = detect_cgroup_layout(options_.paths.proc + "/self/mountinfo"); layout.ok()) {
+    std::vector<std::string> mounts;
+    if (!layout->unified_mount.empty()) mounts.push_back(layout->unified_mount);
+    for (const auto& [h, m] : layout->v1_mounts)
+      if (std::find(mounts.begin(), mounts.end(), m) == mounts.end()) mounts.push_back(m);
+    std::vector<Resource> parents;
+    for (const auto& m : mounts)
+      for (const std::string& d : {m + "/" + options_.root, m + "/" + tenant_rel})
+        parents.push_back({Resource::Kind::kCgroupParent, d});
+    if (auto s = run->state_->record_all(std::move(parents)); !s.ok())
+      return fail(std::move(s).error());
+  }
   auto tenant_cg = b.create(tenant_rel, nullptr);
   if (!tenant_cg.ok()) return fail(std::move(tenant_cg).error());
+  kill_point("controller:tenant-made");  // the window that leaked (tests/chaos.py)
   run->tenant_ = *tenant_cg;
   for (const auto& [h, dir] : run->tenant_.dirs) {
     std::string root_dir = dir.substr(0, dir.rfind('/'));

@@ -1,6 +1,7 @@
 #include "core/state.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -10,7 +11,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -95,14 +99,23 @@ Status kill_recorded_process(const HostPaths& paths, const Resource& r) {
   auto now = process_start_time(paths.proc, r.pid);
   // Gone, or the pid now names another process: nothing of ours to kill.
   if (!now || *now != r.start_time || is_zombie(paths, r.pid)) return {};
+  // A process that leads its own process group (record's driver, started in one of its own)
+  // is killed with its group: what it started is ours too, and would otherwise outlive it
+  // (the chaos test found record's driver's calls still running after gc). A group id cannot
+  // be reused while any member lives, so -pid names only that group.
+  const pid_t target = ::getpgid(r.pid) == r.pid ? -r.pid : r.pid;
   // SIGTERM first: a supervisor on the host uses it to kill its own descendants, which only it
   // can find. SIGKILL after a grace period.
-  if (::kill(r.pid, SIGTERM) != 0 && errno != ESRCH) return sys_error("kill", std::to_string(r.pid));
+  if (::kill(target, SIGTERM) != 0 && errno != ESRCH)
+    return sys_error("kill", std::to_string(r.pid));
   // It may not be our child (the owner crashed), so poll until it is gone.
   for (int i = 0; i < 1000; ++i) {
-    if (i == 500) ::kill(r.pid, SIGKILL);
+    if (i == 500) ::kill(target, SIGKILL);
     auto t = process_start_time(paths.proc, r.pid);
-    if (!t || *t != r.start_time || is_zombie(paths, r.pid)) return {};
+    if (!t || *t != r.start_time || is_zombie(paths, r.pid)) {
+      if (target < 0) ::kill(target, SIGKILL);  // the rest of its group; ESRCH when none
+      return {};
+    }
     // A zombie whose parent is dead is reaped by init shortly; a zombie of ours is reaped here.
     int status;
     ::waitpid(r.pid, &status, WNOHANG);
@@ -211,6 +224,7 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
     if (!s.ok() && first.ok()) first = std::move(s);
   };
   for (const auto& r : resources) {
+    kill_point("release:" + to_string(r.kind));
     switch (r.kind) {
       case Resource::Kind::kContainer: note(remove_container(r)); break;
       case Resource::Kind::kProcess: note(kill_recorded_process(paths, r)); break;
@@ -243,7 +257,9 @@ Result<RunState> RunState::create(const HostPaths& paths, std::string run_id, st
   s.owner_pid_ = ::getpid();
   s.owner_start_ = process_start_time(paths.proc, s.owner_pid_).value_or(0);
   s.resources_ = std::move(initial);
+  kill_point("before-create:" + s.provider_);
   SG_TRY(s.save());
+  kill_point("after-create:" + s.provider_);
   return s;
 }
 
@@ -256,23 +272,36 @@ Status RunState::save() const {
 }
 
 Status RunState::record(Resource r) {
+  const std::string point = provider_ + ":" + to_string(r.kind);
+  kill_point("before-record:" + point);
   resources_.push_back(std::move(r));
-  return save();
+  SG_TRY(save());
+  kill_point("after-record:" + point);
+  return {};
 }
 
 Status RunState::record_all(std::vector<Resource> rs) {
+  kill_point("before-record-all:" + provider_);
   for (auto& r : rs) resources_.push_back(std::move(r));
-  return save();
+  SG_TRY(save());
+  kill_point("after-record-all:" + provider_);
+  return {};
 }
 
 Status RunState::forget(const Resource& r) {
+  const std::string point = provider_ + ":" + to_string(r.kind);
+  kill_point("before-forget:" + point);
   std::erase(resources_, r);
-  return save();
+  SG_TRY(save());
+  kill_point("after-forget:" + point);
+  return {};
 }
 
 Status RunState::finish() {
+  kill_point("before-finish:" + provider_);
   if (::unlink(file_.c_str()) != 0 && errno != ENOENT) return sys_error("unlink", file_);
   resources_.clear();
+  kill_point("after-finish:" + provider_);
   return {};
 }
 
@@ -312,12 +341,24 @@ GcReport collect_garbage(const HostPaths& paths) {
     if (errno != ENOENT) report.errors.push_back(sys_error("opendir", dir).message());
     return report;
   }
-  std::vector<std::string> files;
+  std::vector<std::string> files, stale_tmp;
   while (struct dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
     if (n.size() > 5 && n.ends_with(".json")) files.push_back(dir + "/" + n);
+    // A record being rewritten is <record>.tmp.<writer pid> until it is renamed into place
+    // (write_json_file_atomic); a writer killed in between leaves it (the chaos test found
+    // one after a kill -9 of serve). Its content is never more than the record's next state,
+    // whose new resource was not made yet, so it goes once its writer is gone.
+    if (auto at = n.find(".json.tmp."); at != std::string::npos) {
+      pid_t writer = static_cast<pid_t>(std::strtol(n.c_str() + at + 10, nullptr, 10));
+      if (writer > 0 && ::kill(writer, 0) != 0 && errno == ESRCH)
+        stale_tmp.push_back(dir + "/" + n);
+    }
   }
   ::closedir(d);
+  for (const auto& f : stale_tmp) {
+    if (::unlink(f.c_str()) == 0) spdlog::info("gc: removed {}, left by a writer that died", f);
+  }
   for (const auto& file : files) {
     ++report.runs_seen;
     auto j = read_json_file(file);
@@ -372,6 +413,44 @@ GcReport collect_garbage(const HostPaths& paths) {
   sweep_orphan_run_dirs(paths, report);
   return report;
 }
+
+#ifdef SANDGATE_KILL_POINTS
+
+bool kill_points_compiled_in() { return true; }
+
+void kill_point(std::string_view name) {
+  // Read once: the environment of this process as it started.
+  static const char* const at = std::getenv("SANDGATE_KILL_AT");
+  static const char* const trace = std::getenv("SANDGATE_KILL_TRACE");
+  if ((!at || !*at) && (!trace || !*trace)) return;
+  // Counted per process, across threads (serve's environments run concurrently).
+  static std::mutex mu;
+  static std::map<std::string, int, std::less<>> passed;
+  std::lock_guard lock(mu);
+  auto it = passed.find(name);
+  if (it == passed.end()) it = passed.emplace(std::string(name), 0).first;
+  std::string id = it->first + "#" + std::to_string(++it->second);
+  if (trace && *trace) {
+    // One append per passage: whole lines, whatever else writes the file.
+    int fd = ::open(trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      std::string line = id + "\n";
+      (void)!::write(fd, line.data(), line.size());
+      ::close(fd);
+    }
+  }
+  if (at && id == at) {
+    ::kill(::getpid(), SIGKILL);
+    ::pause();  // SIGKILL cannot be caught; nothing after this point runs
+  }
+}
+
+#else
+
+bool kill_points_compiled_in() { return false; }
+void kill_point(std::string_view) {}
+
+#endif
 
 std::string new_run_id() {
   static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/host_paths.h"
@@ -93,5 +94,23 @@ GcReport collect_garbage(const HostPaths& paths);
 
 // A short unique id: "r" + base36 time + random.
 std::string new_run_id();
+
+// Kill points: named steps at which this process can be made to stop itself with SIGKILL, so
+// that the chaos test (tests/chaos.py, `make chaos`) proves that `sandgate gc` cleans up after
+// a crash at each of them. Every change of a run record passes two of them
+// ("before-record:<provider>:<kind>", "after-record:...", the same for create, record-all,
+// forget and finish), and release_resources one per resource ("release:<kind>"): the record is
+// where what a crash leaves behind is decided, so that is where the crashes are placed.
+//
+// Compiled in only with SANDGATE_KILL_POINTS (the CMake option of that name: on for Debug
+// builds, which `make test` and `make chaos` use; off for the release build users install and
+// `make qualify` runs), so that no installed sandgate can be made to kill itself by whatever
+// its environment holds. Where compiled in, inert unless one of these is set:
+//   SANDGATE_KILL_AT=NAME#N    SIGKILL at the N-th (from 1) passage of NAME in this process
+//   SANDGATE_KILL_TRACE=FILE   append "NAME#N" per passage (the list the chaos test draws from;
+//                              the line is written before the kill, so a kill is confirmed)
+void kill_point(std::string_view name);
+// Whether this build has kill points at all.
+bool kill_points_compiled_in();
 
 }  // namespace sandgate

@@ -1,5 +1,6 @@
 #include "core/state.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -229,6 +230,24 @@ TEST_F(StateTest, GcWithoutAStateDirIsEmpty) {
   GcReport r = collect_garbage(paths_);
   EXPECT_EQ(r.runs_seen, 0);
   EXPECT_THAT(r.errors, IsEmpty());
+}
+
+// A record is rewritten through <record>.tmp.<writer pid> and a rename; a writer killed in
+// between left the temporary file for ever (the chaos test found one after kill -9 of serve).
+// gc removes it once its writer is gone, and leaves a live writer's alone.
+TEST_F(StateTest, GcRemovesARecordTemporaryWhoseWriterIsGone) {
+  ASSERT_TRUE(make_dirs(paths_.state_dir + "/runs").ok());
+  std::string dead = record_path("rdead") + ".tmp." + std::to_string(dead_pid());
+  std::string live = record_path("rlive") + ".tmp." + std::to_string(::getpid());
+  const int create = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+  ASSERT_TRUE(write_file(dead, "{\"run_id\": \"rdead\"", create).ok());
+  ASSERT_TRUE(write_file(live, "{\"run_id\": \"rlive\"", create).ok());
+
+  GcReport r = collect_garbage(paths_);
+  EXPECT_THAT(r.errors, IsEmpty());
+  EXPECT_EQ(r.runs_seen, 0) << "a temporary file is not a record";
+  EXPECT_FALSE(exists(dead)) << "left by a dead writer: gc must remove it";
+  EXPECT_TRUE(exists(live)) << "its writer is alive (this test): it may still be renamed";
 }
 
 TEST_F(StateTest, GcLeavesALiveRunAlone) {
