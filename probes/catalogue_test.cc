@@ -190,12 +190,16 @@ TEST(Catalogue, SelectKeepsCatalogueOrderAndSkipsExplicitProbesUnlessNamed) {
   EXPECT_THAT(bad_id.error().message(), HasSubstr("unknown probe id 'fs.nope'"));
 }
 
-TEST(Catalogue, OnlyThePlantsAreExplicit) {
+// The plants, and the two cross-run probes that mean something only while the host drives
+// run A's holder (ends its inotify hold, starts its burst).
+TEST(Catalogue, OnlyThePlantsAndHostDrivenProbesAreExplicit) {
   Catalogue c = builtin();
   std::set<std::string> explicit_ids;
   for (const auto& p : c.all())
     if (p.explicit_only) explicit_ids.insert(p.id);
-  EXPECT_EQ(explicit_ids, (std::set<std::string>{"crossrun.plant", "persist.plant"}));
+  EXPECT_EQ(explicit_ids,
+            (std::set<std::string>{"crossrun.plant", "persist.plant", "crossrun.user_inotify",
+                                   "crossrun.load_side_channel"}));
 }
 
 TEST(Catalogue, KnownParamsCoverTheDocumentedOnes) {

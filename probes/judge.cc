@@ -233,6 +233,8 @@ Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
                      const std::optional<ProbeReport>& baseline) {
   const std::string& e = r.errno_name;
   if (r.boundary == "resource") return Layer::kLimit;
+  // Nothing of the host's to read there: the sandbox's filesystem view masks it.
+  if (r.boundary == "disclosure" && r.result == ProbeResult::kNotFound) return Layer::kMount;
   if (refused_by_seccomp_filter(r, baseline)) return Layer::kSeccomp;
   if (refused_by_landlock(r, f)) return Layer::kLandlock;
   if (e == "EROFS") return Layer::kMount;
