@@ -7,6 +7,7 @@
 
 #include "controller/policy.h"
 #include "core/host_paths.h"
+#include "core/id_ranges.h"
 #include "core/json.h"
 #include "core/result.h"
 #include "providers/registry.h"
@@ -23,6 +24,8 @@ struct Globals {
   std::string log_level;
   std::string cgroup_root;       // sandgate's top cgroup name (default "sandgate")
   std::string providers_config;  // external providers (default /etc/sandgate/providers.json)
+  std::string id_pool;           // --id-pool FIRST:RANGES (else SANDGATE_ID_POOL)
+  IdPool parsed_id_pool;         // checked once the command line is parsed
   providers::Registry registry;
   int exit_code = 0;  // set by the subcommand that ran
 

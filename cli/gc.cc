@@ -16,7 +16,8 @@ void add_gc_command(CLI::App& app, Globals& g) {
     std::cout << "gc: " << report.runs_seen << " run record(s), " << report.runs_removed
               << " removed, " << report.runs_live << " still running, "
               << report.orphans_removed << " orphaned run director"
-              << (report.orphans_removed == 1 ? "y" : "ies") << " removed\n";
+              << (report.orphans_removed == 1 ? "y" : "ies") << " removed, "
+              << report.id_ranges_reclaimed << " unrecorded id range(s) reclaimed\n";
     for (const auto& e : report.errors) std::cerr << "sandgate: gc: " << e << "\n";
     g.exit_code = report.errors.empty() ? 0 : kExitError;
   });

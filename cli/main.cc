@@ -43,6 +43,7 @@ std::string companion_binary(const std::string& name) {
 providers::ProviderOptions Globals::provider_options() const {
   providers::ProviderOptions o;
   o.paths = paths();
+  o.id_pool = parsed_id_pool;
   o.supervisor_exe = companion_binary("sandgate-supervisor");
   return o;
 }
@@ -131,8 +132,21 @@ int main(int argc, char** argv) {
                  "external providers by name: {\"schema_version\":1,\"providers\":[{\"name\":N,"
                  "\"command\":[PROGRAM,ARGS...]}]} (default /etc/sandgate/providers.json when it "
                  "exists, env SANDGATE_PROVIDERS_CONFIG); then --provider external:N");
+  app.add_option("--id-pool", g.id_pool,
+                 "host ids runs are given, FIRST:RANGES: each run maps its users onto its own "
+                 "65536 ids from this pool (default 2000000:1024, env SANDGATE_ID_POOL)");
   app.parse_complete_callback([&] {
     sandgate::init_logging(g.log_level);
+    std::string pool = g.id_pool;
+    const char* pool_env = std::getenv("SANDGATE_ID_POOL");
+    if (pool.empty() && pool_env && *pool_env) pool = pool_env;
+    if (!pool.empty()) {
+      auto parsed = sandgate::parse_id_pool(pool);
+      if (!parsed.ok())
+        throw CLI::ValidationError(g.id_pool.empty() ? "SANDGATE_ID_POOL" : "--id-pool",
+                                   parsed.error().message());
+      g.parsed_id_pool = *parsed;
+    }
     // Before any subcommand runs: every --provider may name an external one.
     if (auto s = load_external_providers(g); !s.ok())
       throw CLI::ValidationError("--providers-config", s.error().message());

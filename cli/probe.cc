@@ -51,14 +51,19 @@ void print_table(const probes::ProviderRun& run) {
       boundary = j.boundary;
       table.section("").section("  " + boundary);
     }
-    table.row({j.id, to_string(j.verdict), to_string(j.layer), j.why});
+    table.row({j.id, to_string(j.verdict), to_string(j.layer),
+               j.known_limit.empty() ? j.why : j.why + " [known limit: " + j.known_limit + "]"});
   }
   std::cout << table.render();
   auto t = probes::tally(run.judgements);
   // Warnings (allowed by design, a vector for later: persist.git_hooks) do not fail the run.
-  std::cout << "\n  " << t.blocked << " blocked, " << t.exposed << " exposed, " << t.inconclusive
-            << " inconclusive, " << t.warning << " warning in " << format_duration(run.wall)
-            << "\n";
+  // Exposures with a known limit (what only a separate kernel hides) are shown, and do not
+  // fail the run either: no setting of this provider closes them.
+  size_t known = run.exposed().size() - run.failing().size();
+  std::cout << "\n  " << t.blocked << " blocked, " << t.exposed << " exposed"
+            << (known ? " (" + std::to_string(known) + " a known limit of the provider)" : "")
+            << ", " << t.inconclusive << " inconclusive, " << t.warning << " warning in "
+            << format_duration(run.wall) << "\n";
   // Declared capabilities are claims: one with an exposed probe is not delivered.
   for (const auto& k : run.contradictions())
     std::cout << "  declared " << to_string(k.capability) << ", contradicted by "
@@ -153,7 +158,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     auto run = (*suite)->run(**provider);
     if (!run.ok()) return fail(run.error());
     runs.push_back(std::move(run).value());
-    failed = !runs.back().exposed().empty();
+    failed = !runs.back().failing().empty();
   } else {
     // The only place ProviderOptions::self_test_weakenings is ever set.
     providers::ProviderOptions po = g.provider_options();
@@ -168,7 +173,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     missing = Json::object();
     not_held = Json::object();
     Json hard = Json::array();
-    for (const auto* j : runs.back().exposed()) hard.push_back(j->id);
+    for (const auto* j : runs.back().failing()) hard.push_back(j->id);
     matrix["hardened"] = hard;
     if (!hard.empty()) failed = true;
     for (auto w : providers::all_weakenings()) {
@@ -259,8 +264,9 @@ void add_probe_command(CLI::App& app, Globals& g) {
       "Verdicts: blocked (by which layer), exposed (with the evidence), inconclusive (why).\n"
       "Exit status: 0 nothing exposed, 1 something exposed (or the self-test failed), 2 error.");
   sub->add_option("--provider", a->provider, "provider to probe (see `sandgate providers`)");
-  sub->add_option("--only", a->only,
-                  "boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
+  sub->add_option(
+      "--only", a->only,
+      "boundary: fs, net, creds, proc, disclosure, crossrun, persist, resource (repeatable)");
   sub->add_option("--json", a->json, "write the full report (schema_version 1) to FILE");
   sub->add_option("--report", a->report,
                   "also write the report model in every format into DIR (report.json,\n"

@@ -356,7 +356,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
         if (auto s = write_json_file_atomic(file, full); !s.ok()) return fail(s.error());
         probe_files[name] = std::move(full);
         entry["probes"] = probe_summary(*run, file);
-        if (!run->exposed().empty()) errors.push_back("the escape probes found it exposed");
+        if (!run->failing().empty()) errors.push_back("the escape probes found it exposed");
         probed = std::move(run).value();
       }
     }
@@ -475,9 +475,9 @@ void add_qualify_command(CLI::App& app, Globals& g) {
   sub->add_option("--policy", a->policy,
                   "hold each provider to this policy's required capabilities (default: the "
                   "built-in policy); a declared capability the probes contradict counts as absent");
-  sub->add_option(
-      "--only", a->only,
-      "probe only this boundary: fs, net, creds, proc, crossrun, persist, resource (repeatable)");
+  sub->add_option("--only", a->only,
+                  "probe only this boundary: fs, net, creds, proc, disclosure, crossrun, persist, "
+                  "resource (repeatable)");
   sub->add_flag("--no-replay{false}", a->replay, "skip the short replay");
   sub->add_option(
       "--replay-trace", a->replay_trace,

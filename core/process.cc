@@ -1,5 +1,6 @@
 #include "core/process.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <chrono>
 #include <cstring>
 
@@ -103,10 +106,63 @@ pid_t ChildProcess::release() {
   return std::exchange(pid_, -1);
 }
 
+namespace {
+
+// The row of /proc/<pid>/limits for a resource (fs/proc/base.c, lnames[]).
+const char* limits_row(int resource) {
+  switch (resource) {
+    case RLIMIT_CPU: return "Max cpu time";
+    case RLIMIT_FSIZE: return "Max file size";
+    case RLIMIT_DATA: return "Max data size";
+    case RLIMIT_STACK: return "Max stack size";
+    case RLIMIT_CORE: return "Max core file size";
+    case RLIMIT_RSS: return "Max resident set";
+    case RLIMIT_NPROC: return "Max processes";
+    case RLIMIT_NOFILE: return "Max open files";
+    case RLIMIT_MEMLOCK: return "Max locked memory";
+    case RLIMIT_AS: return "Max address space";
+    default: return nullptr;
+  }
+}
+
+Result<std::pair<uint64_t, uint64_t>> read_limits_file(pid_t pid, int resource) {
+  std::string path = "/proc/" + std::to_string(pid) + "/limits";
+  const char* row = limits_row(resource);
+  if (!row) return logic_error("read limits", "no row for resource " + std::to_string(resource), path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sys_error("open", path);
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return sys_error("read", path);
+  std::string text(buf, static_cast<size_t>(n));
+  size_t at = text.find(row);
+  if (at == std::string::npos) return logic_error("read limits", std::string("no row '") + row + "'", path);
+  // "Max open files            1024                 1024                 files": the soft and
+  // the hard limit start at columns 26 and 47.
+  std::string line = text.substr(at, text.find('\n', at) - at);
+  auto field = [&](size_t col) -> std::optional<uint64_t> {
+    if (line.size() <= col) return std::nullopt;
+    std::string v = line.substr(col, line.find(' ', col) - col);
+    if (v == "unlimited") return RLIM_INFINITY;
+    char* end = nullptr;
+    unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end) return std::nullopt;
+    return x;
+  };
+  auto soft = field(26), hard = field(47);
+  if (!soft || !hard) return logic_error("read limits", "cannot read '" + line + "'", path);
+  return std::make_pair(*soft, *hard);
+}
+
+}  // namespace
+
 Result<std::pair<uint64_t, uint64_t>> read_rlimit(pid_t pid, int resource) {
   struct rlimit lim {};
-  if (::prlimit(pid, static_cast<__rlimit_resource>(resource), nullptr, &lim) != 0)
+  if (::prlimit(pid, static_cast<__rlimit_resource>(resource), nullptr, &lim) != 0) {
+    if (errno == EPERM) return read_limits_file(pid, resource);
     return sys_error("prlimit", std::to_string(pid));
+  }
   return std::make_pair(static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(lim.rlim_max));
 }
 

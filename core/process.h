@@ -79,8 +79,10 @@ Result<CommandResult> run_command(const std::vector<std::string>& argv,
                                   size_t max_output = 1 << 20);
 
 // A process's resource limit as the kernel holds it (prlimit(2), read only): {soft, hard},
-// RLIM_INFINITY for unlimited. Needs the same uid as the target or CAP_SYS_RESOURCE in its
-// user namespace (the creator of a user namespace has that in it).
+// RLIM_INFINITY for unlimited. prlimit needs the same uid as the target or CAP_SYS_RESOURCE in
+// its user namespace (the namespace's owner has that in it); where it is refused (a run's
+// namespace is owned by the run's own host id, and a host's root may lack CAP_SYS_RESOURCE),
+// the same numbers are read from <proc>/<pid>/limits, which anyone may read.
 Result<std::pair<uint64_t, uint64_t>> read_rlimit(pid_t pid, int resource);
 
 // Opens a pidfd for a pid we started (pidfd_open(2)).

@@ -22,6 +22,7 @@
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "core/id_ranges.h"
 #include "core/log.h"
 #include "core/process.h"
 
@@ -36,6 +37,7 @@ std::string to_string(Resource::Kind k) {
     case Resource::Kind::kCgroupParent: return "cgroup_parent";
     case Resource::Kind::kNetns: return "netns";
     case Resource::Kind::kContainer: return "container";
+    case Resource::Kind::kIdRange: return "id_range";
   }
   return "unknown";
 }
@@ -46,6 +48,7 @@ Json to_json(const Resource& r) {
     j["pid"] = r.pid;
     j["start_time"] = r.start_time;
   }
+  if (r.kind == Resource::Kind::kIdRange) j["owner"] = r.owner;
   return j;
 }
 
@@ -60,10 +63,12 @@ Result<Resource> resource_from_json(const Json& j) {
     else if (kind == "cgroup_parent") r.kind = Resource::Kind::kCgroupParent;
     else if (kind == "netns") r.kind = Resource::Kind::kNetns;
     else if (kind == "container") r.kind = Resource::Kind::kContainer;
+    else if (kind == "id_range") r.kind = Resource::Kind::kIdRange;
     else return logic_error("read run record", "unknown resource kind '" + kind + "'");
     r.path = j.value("path", "");
     r.pid = j.value("pid", 0);
     r.start_time = j.value("start_time", 0ULL);
+    r.owner = j.value("owner", "");
   } catch (const Json::exception& e) {
     return logic_error("read run record", e.what());
   }
@@ -82,6 +87,8 @@ int release_order(Resource::Kind k) {
     case Resource::Kind::kCgroup: return 3;
     case Resource::Kind::kCgroupParent: return 4;
     case Resource::Kind::kDirectory: return 5;
+    // Last: the ids may be given to another run only once nothing of this one holds them.
+    case Resource::Kind::kIdRange: return 6;
   }
   return 5;
 }
@@ -242,6 +249,10 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
           note(sys_error("rmdir cgroup", r.path));
         break;
       case Resource::Kind::kDirectory: note(remove_tree(r.path)); break;
+      case Resource::Kind::kIdRange:
+        // Only after everything else went: a process or file left would keep the ids in use.
+        if (first.ok()) note(release_id_range(r.path, r.owner));
+        break;
     }
   }
   return first;
@@ -411,6 +422,7 @@ GcReport collect_garbage(const HostPaths& paths) {
     spdlog::info("gc: removed run {} ({} resources)", run_id, resources.size());
   }
   sweep_orphan_run_dirs(paths, report);
+  report.id_ranges_reclaimed = reclaim_orphan_id_ranges(paths, report.errors);
   return report;
 }
 

@@ -30,11 +30,23 @@ struct Resource {
   // kContainer: a Podman container, by name (podman provider); removed with `podman rm -f`.
   // kCgroup: removed with every child cgroup a runtime made under it (podman's conmon and
   // libpod-<id> groups), their processes killed first.
-  enum class Kind { kDirectory, kProcess, kMount, kCgroup, kCgroupParent, kNetns, kContainer };
+  // kIdRange: the lock file of the run's host id range (core/id_ranges.h), released last,
+  // after every process and file of the run is gone; `owner` is the run it must name.
+  enum class Kind {
+    kDirectory,
+    kProcess,
+    kMount,
+    kCgroup,
+    kCgroupParent,
+    kNetns,
+    kContainer,
+    kIdRange
+  };
   Kind kind = Kind::kDirectory;
   std::string path;                   // directory, mount point, cgroup dir, netns file, container
   pid_t pid = 0;                      // kProcess
   unsigned long long start_time = 0;  // kProcess: /proc/<pid>/stat field 22
+  std::string owner;                  // kIdRange: the run id the lock names
 
   bool operator==(const Resource&) const = default;
 };
@@ -44,7 +56,7 @@ Json to_json(const Resource& r);
 Result<Resource> resource_from_json(const Json& j);
 
 // Undoes resources, most intrusive first: containers, processes, mounts, namespaces, cgroups,
-// directories.
+// directories, id ranges.
 // Keeps going after a failure and returns the first one.
 Status release_resources(const HostPaths& paths, std::vector<Resource> resources);
 
@@ -83,7 +95,8 @@ struct GcReport {
   int runs_seen = 0;
   int runs_live = 0;       // owner still running: left alone
   int runs_removed = 0;
-  int orphans_removed = 0;  // run directories with no record (after a power loss)
+  int orphans_removed = 0;      // run directories with no record (after a power loss)
+  int id_ranges_reclaimed = 0;  // id range locks of owners that died before recording them
   std::vector<std::string> errors;
 };
 

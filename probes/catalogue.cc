@@ -99,9 +99,9 @@ Result<std::vector<const ProbeSpec*>> Catalogue::select(const std::vector<std::s
   const auto& bs = all_boundaries();
   for (const auto& b : boundaries) {
     if (std::find(bs.begin(), bs.end(), b) == bs.end()) {
-      return logic_error(
-          "select probes",
-          "unknown boundary '" + b + "' (fs, net, creds, proc, crossrun, persist, resource)");
+      return logic_error("select probes",
+                         "unknown boundary '" + b +
+                             "' (fs, net, creds, proc, disclosure, crossrun, persist, resource)");
     }
   }
   for (const auto& id : ids) {
@@ -132,6 +132,7 @@ Status register_builtin_probes(Catalogue& c) {
   SG_TRY(register_net_probes(c));
   SG_TRY(register_creds_probes(c));
   SG_TRY(register_proc_probes(c));
+  SG_TRY(register_disclosure_probes(c));
   SG_TRY(register_crossrun_probes(c));
   SG_TRY(register_persist_probes(c));
   SG_TRY(register_resource_probes(c));

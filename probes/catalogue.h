@@ -25,9 +25,9 @@
 //       SIGTERMs its linger processes; one JSON line says what was removed. The native
 //       baseline runs it after persist.find. crossrun.plant removes its own objects when it ends.
 //
-// Ids are <boundary>.<name>; boundaries: fs, net, creds, proc, crossrun, persist, resource.
-// Results: reached = the action worked (natively: the baseline holds); denied = the kernel
-// refused it (errno says how); not_found = the target does not exist from here; error = the
+// Ids are <boundary>.<name>; boundaries: fs, net, creds, proc, disclosure, crossrun, persist,
+// resource. Results: reached = the action worked (natively: the baseline holds); denied = the
+// kernel refused it (errno says how); not_found = the target does not exist from here; error = the
 // probe could not tell (see detail).
 //
 // Parameters (--param KEY=VALUE; every probe names the ones it reads in `list`):
@@ -58,6 +58,10 @@
 //   other_shm_key=K     run A's SysV shared memory key (decimal)
 //   other_msg_key=K     run A's SysV message queue key (decimal)
 //   hold_ms=N           how long crossrun.plant holds its objects (default 30000, max 600000)
+//   hold_inotify=1      crossrun.plant also holds every inotify instance its uid may have
+//                       (at most 15 s: see crossrun.cc), for crossrun.user_inotify
+//   other_inotify_held=N, other_inotify_user_limit=true|false
+//                       run A's inotify hold, from its ready file (crossrun.user_inotify)
 //   linger_s=N          how long persist.plant's detached process lives (default 60, max 120)
 //   mem_bytes=N         resource.memory target (default 512MiB)
 //   max_procs=N         resource.fork_bomb cap (default 256, max 4096)
@@ -131,8 +135,8 @@ struct ProbeSpec {
 };
 
 inline const std::vector<std::string>& all_boundaries() {
-  static const std::vector<std::string> kBoundaries = {"fs",       "net",     "creds",   "proc",
-                                                       "crossrun", "persist", "resource"};
+  static const std::vector<std::string> kBoundaries = {
+      "fs", "net", "creds", "proc", "disclosure", "crossrun", "persist", "resource"};
   return kBoundaries;
 }
 
@@ -158,6 +162,7 @@ Status register_fs_probes(Catalogue& c);
 Status register_net_probes(Catalogue& c);
 Status register_creds_probes(Catalogue& c);
 Status register_proc_probes(Catalogue& c);
+Status register_disclosure_probes(Catalogue& c);
 Status register_crossrun_probes(Catalogue& c);
 Status register_persist_probes(Catalogue& c);
 Status register_resource_probes(Catalogue& c);

@@ -11,14 +11,29 @@
 //    the host's), "pidns", "port", "abstract", "shm_key", "shm_id", "msg_key", "msg_id",
 //    "files": {"workspace", "tmp", "dev_shm"}}
 // and plant holds until WORKSPACE/sandgate-crossrun-MARKER.release exists or hold_ms passes.
+//
+// Two more things A holds for the probes of what the kernel shares between runs:
+//   - with hold_inotify=1, every inotify instance its host uid may have
+//   (fs.inotify.max_user_instances is counted
+//     per user, across namespaces: kernel/ucount.c), taken before the ready file is written
+//     ("inotify_held", "inotify_user_limit" in it) and closed as soon as
+//     WORKSPACE/sandgate-crossrun-MARKER.inotify-release exists (the host writes it right after
+//     crossrun.user_inotify ran), or after kMaxInotifyHoldMs. When A's uid is shared with the
+//     host's (natively, or under an unsafe provider), the host's processes of that uid cannot
+//     make an inotify instance either while A holds them: the hold is kept that short.
+//   - a burst of kBurstThreads sleeping threads, kBurstDelayMs after
+//     WORKSPACE/sandgate-crossrun-MARKER.burst appears, for kBurstMs: what
+//     crossrun.load_side_channel looks for in /proc/loadavg.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,7 +41,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 #include "probes/catalogue.h"
 #include "probes/probe_util.h"
@@ -38,6 +58,52 @@ using namespace util;
 
 constexpr long long kDefaultHoldMs = 30000;
 constexpr long long kMaxHoldMs = 600000;
+constexpr long long kMaxInotifyHoldMs = 15000;
+constexpr int kMaxInotify = 65536;  // far above any max_user_instances default (128)
+constexpr int kBurstThreads = 64;
+constexpr long long kBurstDelayMs = 1000;
+constexpr long long kBurstMs = 2000;
+// crossrun.load_side_channel: how long run B watches, and what a step must be to count.
+constexpr long long kWatchMs = 6000;
+constexpr long long kSampleMs = 25;
+constexpr int kStepMin = kBurstThreads * 3 / 4;
+constexpr size_t kStepSamples = 6;  // 150 ms: a burst, not a compiler starting
+
+// The 4th field of /proc/loadavg, "running/total": the total threads of the whole kernel
+// (not of a pid namespace). -1 when unreadable.
+int loadavg_threads() {
+  FileRead r = read_prefix("/proc/loadavg", 256);
+  if (r.err) return -1;
+  std::istringstream in(r.data);
+  std::string a, b, c, rt;
+  in >> a >> b >> c >> rt;
+  auto slash = rt.find('/');
+  if (slash == std::string::npos) return -1;
+  return std::atoi(rt.c_str() + slash + 1);
+}
+
+// Holds `threads` threads asleep on a pipe for `ms`; returns how many started.
+int burst(int threads, long long ms) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return 0;
+  std::vector<std::thread> held;
+  for (int i = 0; i < threads; ++i) {
+    try {
+      held.emplace_back([fd = fds[0]] {
+        char c;
+        while (::read(fd, &c, 1) < 0 && errno == EINTR) {
+        }
+      });
+    } catch (...) {
+      break;  // a pids limit: what started is the burst
+    }
+  }
+  sleep_ms(ms);
+  ::close(fds[1]);  // EOF wakes every thread
+  for (auto& t : held) t.join();
+  ::close(fds[0]);
+  return static_cast<int>(held.size());
+}
 
 std::string base_name(const std::string& m) { return "sandgate-crossrun-" + m; }
 
@@ -139,6 +205,31 @@ ProbeReport plant(const Params& p) {
   }
   note("sysv_msg", err);
 
+  // Every inotify instance this uid may have. EMFILE is also the process's own descriptor
+  // limit: the hold counts as the per-user limit only when it stopped well below that.
+  std::vector<int> inotify_fds;
+  int inotify_errno = 0;
+  const bool hold_inotify = p.get("hold_inotify") == "1";
+  while (hold_inotify && static_cast<int>(inotify_fds.size()) < kMaxInotify) {
+    int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (fd < 0) {
+      inotify_errno = errno;
+      break;
+    }
+    inotify_fds.push_back(fd);
+  }
+  struct rlimit nofile {};
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  bool user_limit =
+      inotify_errno == EMFILE && inotify_fds.size() + 64 < static_cast<size_t>(nofile.rlim_cur);
+  planted["inotify"] = {{"held", inotify_fds.size()},
+                        {"stopped_by", outcome(inotify_errno)},
+                        {"nofile", static_cast<unsigned long long>(nofile.rlim_cur)}};
+  auto release_inotify = [&] {
+    for (int fd : inotify_fds) ::close(fd);
+    inotify_fds.clear();
+  };
+
   unsigned long long pidns = ns_inode("pid");
   auto host_pidns = p.number("host_pidns");
   bool host_ns = host_pidns && static_cast<unsigned long long>(*host_pidns) == pidns;
@@ -152,9 +243,13 @@ ProbeReport plant(const Params& p) {
                 {"shm_id", shm_id},
                 {"msg_key", key},
                 {"msg_id", msg_id},
+                {"inotify_held", inotify_fds.size()},
+                {"inotify_user_limit", user_limit},
                 {"files", {{"workspace", ws_file}, {"tmp", tmp_file}, {"dev_shm", shm_file}}}};
   std::string ready_path = ws + "/" + base + ".ready.json";
   std::string release_path = ws + "/" + base + ".release";
+  std::string inotify_release_path = ws + "/" + base + ".inotify-release";
+  std::string burst_path = ws + "/" + base + ".burst";
   note("ready_file", write_text(ready_path + ".tmp", ready.dump() + "\n") ||
                              ::rename((ready_path + ".tmp").c_str(), ready_path.c_str()) != 0
                          ? EIO
@@ -164,11 +259,26 @@ ProbeReport plant(const Params& p) {
   Json connections = Json::array();
   unsigned long max_attached = 0;
   long long deadline = now_ms() + hold;
+  long long inotify_deadline = now_ms() + kMaxInotifyHoldMs;
   bool released = false;
+  Json burst_seen = nullptr;
   while (now_ms() < deadline) {
     if (::access(release_path.c_str(), F_OK) == 0) {
       released = true;
       break;
+    }
+    if (!inotify_fds.empty() &&
+        (now_ms() >= inotify_deadline || ::access(inotify_release_path.c_str(), F_OK) == 0))
+      release_inotify();
+    if (burst_seen.is_null() && ::access(burst_path.c_str(), F_OK) == 0) {
+      sleep_ms(kBurstDelayMs);
+      int before = loadavg_threads();
+      long long started = now_ms();
+      int threads = burst(kBurstThreads, kBurstMs);
+      burst_seen = {{"threads", threads},
+                    {"delay_ms", kBurstDelayMs},
+                    {"ms", now_ms() - started},
+                    {"loadavg_threads_before", before}};
     }
     struct pollfd fds[2] = {{abstract_fd, POLLIN, 0}, {tcp_fd, POLLIN, 0}};
     int n = ::poll(fds, 2, 50);
@@ -188,7 +298,9 @@ ProbeReport plant(const Params& p) {
         max_attached = std::max<unsigned long>(max_attached, ds.shm_nattch);
     }
   }
+  release_inotify();
   Json observed = {{"released", released},
+                   {"burst", burst_seen},
                    {"connections", connections},
                    {"signals_received", static_cast<int>(g_signals)},
                    {"last_signal_sender", static_cast<int>(g_last_sender)},
@@ -206,7 +318,9 @@ ProbeReport plant(const Params& p) {
   if (tcp_fd >= 0) ::close(tcp_fd);
   if (shm_id >= 0) ::shmctl(shm_id, IPC_RMID, nullptr);
   if (msg_id >= 0) ::msgctl(msg_id, IPC_RMID, nullptr);
-  for (const auto& f : {ws_file, tmp_file, shm_file, ready_path, release_path}) ::unlink(f.c_str());
+  for (const auto& f :
+       {ws_file, tmp_file, shm_file, ready_path, release_path, inotify_release_path, burst_path})
+    ::unlink(f.c_str());
 
   Json ev = {{"planted", planted}, {"ready", ready}, {"observed", observed}, {"hold_ms", hold}};
   if (any) return reached(attempt, ev);
@@ -368,13 +482,97 @@ ProbeReport sysv_msg(const Params& p) {
   return reached(attempt, ev);
 }
 
+// Run B starved of inotify instances by run A: the kernel counts them per user, so two runs
+// whose users are one host uid (or whose user namespaces one uid owns) share one count.
+ProbeReport user_inotify(const Params& p) {
+  std::string attempt =
+      "inotify_init1 while run A holds every inotify instance its host uid may have";
+  auto a_held = p.number("other_inotify_held");
+  auto user_limit = p.get("other_inotify_user_limit");
+  Json ev = {{"syscall", "inotify_init1"},
+             {"other_inotify_held", a_held ? Json(*a_held) : Json(nullptr)}};
+  if (!a_held || *a_held == 0 || user_limit != "true")
+    return precondition_failed(attempt,
+                               "run A did not report holding its uid's inotify instances up to "
+                               "the per-user limit (other_inotify_held, other_inotify_user_limit)",
+                               ev);
+  int fd = ::inotify_init1(IN_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return held(attempt, ev, "inotify_init1 worked: run A's instances are not counted here");
+  }
+  int err = errno;
+  ev["errno"] = errno_name(err);
+  if (err == EMFILE) {
+    ProbeReport r = reached(attempt, ev);
+    r.detail = "EMFILE: run A's instances count against this run's limit too";
+    return r;
+  }
+  return failed(attempt, err, ev);
+}
+
+// Run A's burst (kBurstThreads threads for kBurstMs) seen from run B through the kernel-wide
+// thread count in /proc/loadavg: a step up or down of at least kStepMin threads that lasts
+// kStepSamples samples. The host starts A's burst as B's call starts.
+ProbeReport load_side_channel(const Params&) {
+  std::string attempt = "see run A's burst of " + std::to_string(kBurstThreads) +
+                        " threads in /proc/loadavg (kernel-wide thread count)";
+  std::vector<int> samples;
+  long long end = now_ms() + kWatchMs;
+  while (now_ms() < end) {
+    int t = loadavg_threads();
+    if (t < 0) return failed(attempt, ENOENT, {{"path", "/proc/loadavg"}});
+    samples.push_back(t);
+    sleep_ms(kSampleMs);
+  }
+  // The largest sustained step: for each window of kStepSamples samples, its minimum against
+  // the lowest sample before it (a rise) and the lowest after it (a fall: the watch began
+  // during the burst).
+  int rise = 0, fall = 0;
+  const size_t n = samples.size();
+  std::vector<int> min_after(n + 1, INT_MAX);
+  for (size_t i = n; i-- > 0;) min_after[i] = std::min(min_after[i + 1], samples[i]);
+  int min_before = INT_MAX;
+  for (size_t i = 0; i + kStepSamples <= n; ++i) {
+    int wmin = *std::min_element(samples.begin() + i, samples.begin() + i + kStepSamples);
+    if (min_before != INT_MAX) rise = std::max(rise, wmin - min_before);
+    if (min_after[i + kStepSamples] != INT_MAX) fall = std::max(fall, wmin - min_after[i + kStepSamples]);
+    min_before = std::min(min_before, samples[i]);
+  }
+  auto [mn, mx] = std::minmax_element(samples.begin(), samples.end());
+  Json ev = {{"samples", samples.size()},
+             {"sample_ms", kSampleMs},
+             {"threads_min", samples.empty() ? 0 : *mn},
+             {"threads_max", samples.empty() ? 0 : *mx},
+             {"largest_rise", rise},
+             {"largest_fall", fall},
+             {"step_needed", kStepMin}};
+  FileRead psi = read_prefix("/proc/pressure/cpu", 512);
+  ev["pressure_cpu_readable"] = psi.err == 0;
+  if (rise >= kStepMin || fall >= kStepMin) return reached(attempt, ev);
+  return held(attempt, ev, "no step of run A's size in the thread count");
+}
+
 }  // namespace
 
 Status register_crossrun_probes(Catalogue& c) {
   SG_TRY(c.add({"crossrun.plant",
                 "run A: plant canaries, listeners and SysV objects; hold; report who touched them",
-                {"marker", "workspace", "hold_ms", "host_pidns"},
+                {"marker", "workspace", "hold_ms", "host_pidns", "hold_inotify"},
                 plant,
+                true}));
+  // First of B's probes: A's inotify hold ends as soon as it has run (see above). Both are
+  // explicit: they mean something only while the host drives run A (ends its inotify hold
+  // right after, starts its burst right before), which `--boundary crossrun` alone does not.
+  SG_TRY(c.add({"crossrun.user_inotify",
+                "be starved of inotify instances by run A (a per-user kernel count)",
+                {"other_inotify_held", "other_inotify_user_limit"},
+                user_inotify,
+                true}));
+  SG_TRY(c.add({"crossrun.load_side_channel",
+                "see run A's burst in /proc/loadavg (a side channel)",
+                {},
+                load_side_channel,
                 true}));
   SG_TRY(c.add({"crossrun.workspace_canary",
                 "read run A's workspace canary",

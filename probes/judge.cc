@@ -40,7 +40,8 @@ Layer network_layer(const ProviderFacts& f) {
 // What a boundary's refusals are, when the errno alone does not say (a token absent, a
 // capability set empty).
 Layer boundary_default(const ProbeReport& r, const ProviderFacts& f) {
-  if (r.boundary == "fs" || r.boundary == "persist") return Layer::kMount;
+  if (r.boundary == "fs" || r.boundary == "persist" || r.boundary == "disclosure")
+    return Layer::kMount;
   if (r.boundary == "net") return network_layer(f);
   if (r.boundary == "creds") return about_a_path(r) ? Layer::kMount : Layer::kEnvironment;
   if (r.boundary == "proc") return Layer::kPermissions;
@@ -157,6 +158,7 @@ std::string to_string(Witness w) {
     case Witness::kHostFile: return "host_file";
     case Witness::kSentinel: return "sentinel";
     case Witness::kResource: return "resource";
+    case Witness::kHostView: return "host_view";
   }
   return "?";
 }
@@ -175,7 +177,7 @@ ProviderFacts ProviderFacts::of(const providers::ProviderInfo& info) {
 bool HostEvidence::any() const {
   return !decoy_events.empty() || !files_appeared.empty() || !sentinel_signals.empty() ||
          !leftover_processes.empty() || !leftover_cgroups.empty() || !other_run.empty() ||
-         !kernel.empty();
+         !kernel.empty() || !disclosed.empty();
 }
 
 std::vector<std::string> HostEvidence::all() const {
@@ -187,6 +189,7 @@ std::vector<std::string> HostEvidence::all() const {
   for (const auto& e : leftover_cgroups) out.push_back("cgroup left after destroy: " + e);
   for (const auto& e : other_run) out.push_back("run A saw: " + e);
   for (const auto& e : kernel) out.push_back("the kernel let it through: " + e);
+  for (const auto& e : disclosed) out.push_back("the host's own " + e);
   return out;
 }
 
@@ -230,6 +233,8 @@ Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
                      const std::optional<ProbeReport>& baseline) {
   const std::string& e = r.errno_name;
   if (r.boundary == "resource") return Layer::kLimit;
+  // Nothing of the host's to read there: the sandbox's filesystem view masks it.
+  if (r.boundary == "disclosure" && r.result == ProbeResult::kNotFound) return Layer::kMount;
   if (refused_by_seccomp_filter(r, baseline)) return Layer::kSeccomp;
   if (refused_by_landlock(r, f)) return Layer::kLandlock;
   if (e == "EROFS") return Layer::kMount;
@@ -329,6 +334,12 @@ Judgement judge_probe(const std::optional<ProbeReport>& baseline, const ProbeRep
       case Witness::kResource:
         return decide(j, Verdict::kInconclusive,
                       "a resource probe needs the controller's outcome (judge_resource)");
+      case Witness::kHostView:
+        // Rule 1 did not fire: what it read is not the host's.
+        return decide(
+            j, Verdict::kBlocked,
+            "it read a view of its own, not the host's" + (evidence.empty() ? "" : ": " + evidence),
+            Layer::kMount);
     }
   }
 
@@ -448,6 +459,7 @@ Json Judgement::to_json() const {
             {"why", why},
             {"witness", to_string(witness)}};
   if (verdict == Verdict::kBlocked) j["layer"] = to_string(layer);
+  if (!known_limit.empty()) j["known_limit"] = known_limit;
   if (baseline) j["baseline"] = baseline->to_json();
   if (sandbox) j["sandbox"] = sandbox->to_json();
   Json h = Json::object();
@@ -461,6 +473,7 @@ Json Judgement::to_json() const {
   put("leftover_cgroups", host.leftover_cgroups);
   put("other_run", host.other_run);
   put("kernel", host.kernel);
+  put("disclosed", host.disclosed);
   put("notes", host.notes);
   j["host"] = h;
   return j;

@@ -73,6 +73,10 @@ enum class Witness {
   kHostFile,  // the file must have appeared on the host
   kSentinel,  // the host sentinel must have received the probe's signal
   kResource,  // judged by judge_resource, never by judge_probe
+  // The host's own copy of what the probe read (disclosure): the same bytes are exposed
+  // (HostEvidence::disclosed, rule 1); reached with different bytes is blocked by the mount
+  // layer (the sandbox sees a view of its own, not the host's).
+  kHostView,
 };
 std::string to_string(Witness w);
 
@@ -99,6 +103,7 @@ struct HostEvidence {
   std::vector<std::string> leftover_processes;  // marked processes alive after destroy
   std::vector<std::string> leftover_cgroups;    // run cgroups still present after destroy
   std::vector<std::string> other_run;           // what another run's holder saw touch its objects
+  std::vector<std::string> disclosed;           // the host's own information, read inside
   // The third witness: what the kernel (the eBPF activity tracer) saw succeed that the probe
   // said it could not do (kernel_crossings).
   std::vector<std::string> kernel;
@@ -116,6 +121,11 @@ struct Judgement {
   Verdict verdict = Verdict::kInconclusive;
   Layer layer = Layer::kNone;  // blocked only
   std::string why;             // the evidence (exposed), the reason (inconclusive), the refusal
+  // Exposed by what this kind of provider cannot hide (a shared kernel's uname, its memory
+  // total, its load): what would hide it ("only a separate kernel (a microVM) hides it").
+  // Still exposed in every table and report; it does not fail `sandgate probe`, `qualify` or
+  // the hardened self-test (ProviderRun::failing), since no setting of the provider closes it.
+  std::string known_limit;
   Witness witness = Witness::kSelf;
   std::optional<ProbeReport> baseline;  // the native run
   std::optional<ProbeReport> sandbox;   // the run inside the provider (absent: killed, no report)

@@ -628,5 +628,25 @@ TEST(JudgeTally, Counts) {
   EXPECT_EQ(t.inconclusive, 1);
 }
 
+// --- Disclosure (Witness::kHostView): the host's own copy decides ---
+
+TEST(JudgeHostView, TheHostsOwnBytesAreExposed) {
+  HostEvidence host;
+  host.disclosed = {"/proc/cmdline (the same bytes: digest 0123)"};
+  auto j = judge(reached("disclosure.proc_cmdline"), Witness::kHostView, host);
+  EXPECT_EQ(j.verdict, Verdict::kExposed);
+  EXPECT_NE(j.why.find("the host's own /proc/cmdline"), std::string::npos) << j.why;
+}
+TEST(JudgeHostView, AViewOfItsOwnIsBlockedByTheMount) {  // the negative twin
+  auto j = judge(reached("disclosure.boot_id"), Witness::kHostView);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked);
+  EXPECT_EQ(j.layer, Layer::kMount);
+  EXPECT_NE(j.why.find("a view of its own"), std::string::npos) << j.why;
+  auto masked = judge(report("disclosure.proc_cmdline", ProbeResult::kNotFound, "ENOENT"),
+                      Witness::kHostView);
+  EXPECT_EQ(masked.verdict, Verdict::kBlocked);
+  EXPECT_EQ(masked.layer, Layer::kMount);
+}
+
 }  // namespace
 }  // namespace sandgate::probes

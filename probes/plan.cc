@@ -93,6 +93,9 @@ const std::vector<Catchers>& catchers() {
       // No Landlock: procfs is writable by its mount and the file is the call's own; only
       // Landlock kept the call from lowering the OOM priority it was given.
       {Weakening::kNoLandlock, {"proc.lower_oom_priority"}},
+      // One fixed host uid for every run, its user namespace owned by host root: run A's
+      // inotify instances count against run B's (and the host's root) limit.
+      {Weakening::kSharedUid, {"crossrun.user_inotify"}},
   };
   return kCatchers;
 }
@@ -152,6 +155,22 @@ std::vector<ProbePlan> make_plans() {
                          "net.registry_other_port", "net.udp_exfil", "net.dns_exfil"})
     plans.push_back(witnessed(id, Witness::kDecoy));
   plans.push_back(witnessed("proc.kill_all", Witness::kSentinel));
+  // Disclosure: the host's own copy is the witness. /proc/cmdline, /proc/version, the boot id
+  // and the block devices can be masked by the jail; the rest a shared kernel shows anyway.
+  for (const char* id : {"disclosure.proc_cmdline", "disclosure.proc_version", "disclosure.boot_id",
+                         "disclosure.block_devices"})
+    plans.push_back(witnessed(id, Witness::kHostView));
+  const char* kSeparateKernel = "a separate kernel (a microVM)";
+  for (const char* id : {"disclosure.kernel_release", "disclosure.meminfo"}) {
+    plans.push_back(witnessed(id, Witness::kHostView));
+    plans.back().only_hidden_by = kSeparateKernel;
+  }
+  plans.push_back(witnessed("disclosure.mountinfo_host_path", Witness::kHostView));
+  plans.back().only_hidden_by =
+      "a per-run filesystem for the workspace (a loop-mounted image; not built yet), or a "
+      "separate kernel";
+  plans.push_back(witnessed("crossrun.load_side_channel", Witness::kSelf));
+  plans.back().only_hidden_by = kSeparateKernel;
 
   plans.push_back(resource("resource.memory", "probe_memory", grant(MiB(64), 256, 1.0, seconds(20)),
                            {"mem_bytes=256MiB", "resource_hold_ms=300"}, {"memory_limit"}));
@@ -235,6 +254,12 @@ const std::map<std::string, std::string>& boundary_remediation() {
        "in its own pid namespace, under a seccomp allow list that refuses module loading, bpf, "
        "perf, ptrace of outsiders, mount and namespace creation and every syscall newer than "
        "the filter."},
+      {"disclosure",
+       "Mask what the sandbox has no use for (/proc/cmdline, /proc/version, the boot id, "
+       "/proc/partitions and /proc/diskstats: an empty or per-run read-only file bound over each, "
+       "as container runtimes do). What the kernel answers itself (uname(2), sysinfo(2), "
+       "mountinfo's sources) only a separate kernel (a microVM) or a per-run filesystem and /proc "
+       "view hides."},
       {"crossrun",
        "Give every run its own namespaces (pid, ipc, net, mount) and its own /tmp, /dev/shm and "
        "workspace, and its own host id range, so that nothing one run holds is visible to "

@@ -35,6 +35,10 @@ struct ProbePlan {
   // The test-only weakenings (providers/weakening.h) this probe must flag as exposed: the
   // self-test and its test hold each weakening to exactly these.
   std::vector<providers::Weakening> catches;
+  // What alone hides what this probe finds, when no setting of a shared-kernel provider can
+  // ("a separate kernel (a microVM)"): an exposed verdict of a provider that does not declare
+  // kernel.separate carries it as Judgement::known_limit.
+  std::string only_hidden_by;
 };
 
 // Every probe with something to say beyond the defaults.

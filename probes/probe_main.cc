@@ -35,7 +35,7 @@ usage:
   sandgate-probe linger MARKER SECONDS
       sleep at most 120 s with the marker in argv (persist.plant's detached process)
 
-boundaries: fs, net, creds, proc, crossrun, persist, resource
+boundaries: fs, net, creds, proc, disclosure, crossrun, persist, resource
 results:    reached (the action worked), denied (refused; errno says how), not_found (no such
             target from here), error (could not tell; preconditions=false when a parameter or
             set-up was missing)

@@ -25,7 +25,7 @@ std::string to_string(ProbeResult r);                       // "reached", "denie
 Result<ProbeResult> probe_result_from_string(const std::string& s);
 
 // Boundaries, one file each under probes/ (docs/STYLE.md, "Shape").
-// "fs", "net", "creds", "proc", "crossrun", "persist", "resource".
+// "fs", "net", "creds", "proc", "disclosure", "crossrun", "persist", "resource".
 
 struct ProbeReport {
   std::string id;          // "fs.read_host_canary": <boundary>.<name>, unique

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -134,7 +135,16 @@ std::vector<std::string> crossrun_params(const Json& ready,
   put("port", "other_port");
   put("shm_key", "other_shm_key");
   put("msg_key", "other_msg_key");
+  put("inotify_held", "other_inotify_held");
+  put("inotify_user_limit", "other_inotify_user_limit");
   return p;
+}
+
+// Files in run A's workspace the host writes to drive its holder (crossrun.cc): the end of
+// its inotify hold, and the start of its burst.
+void signal_holder(const std::string& workspace_a, const std::string& marker, const char* what) {
+  (void)write_file(workspace_a + "/sandgate-crossrun-" + marker + "." + what, "",
+                   O_WRONLY | O_CREAT | O_CLOEXEC);
 }
 
 // What run A's holder saw of B: a touch is host-side evidence against B's probes.
@@ -164,6 +174,12 @@ std::string newer_syscall_param() {
 }
 
 }  // namespace
+
+// The host kernel's release (uname(2)), for disclosure.kernel_release.
+static std::string host_release() {
+  struct utsname u {};
+  return ::uname(&u) == 0 ? std::string(u.release) : std::string();
+}
 
 Witness witness_for(const std::string& id) { return plan_for(id).witness; }
 
@@ -224,6 +240,13 @@ std::vector<const Judgement*> ProviderRun::exposed() const {
   return out;
 }
 
+std::vector<const Judgement*> ProviderRun::failing() const {
+  std::vector<const Judgement*> out;
+  for (const auto* j : exposed())
+    if (j->known_limit.empty()) out.push_back(j);
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Suite set-up and the native baseline.
 
@@ -249,9 +272,9 @@ Result<std::unique_ptr<Suite>> Suite::create(SuiteOptions options) {
                        options.probe_binary);
   for (const auto& b : options.only)
     if (std::find(all_boundaries().begin(), all_boundaries().end(), b) == all_boundaries().end())
-      return logic_error(
-          "probe suite",
-          "unknown boundary '" + b + "' (fs, net, creds, proc, crossrun, persist, resource)");
+      return logic_error("probe suite",
+                         "unknown boundary '" + b +
+                             "' (fs, net, creds, proc, disclosure, crossrun, persist, resource)");
   std::unique_ptr<Suite> s(new Suite(std::move(options)));
   // The host's namespaces, read before entering anything.
   s->host_pidns_ = ns_inode(s->options_.paths.proc + "/1/ns/pid");
@@ -310,7 +333,7 @@ class Suite::Context {
     copts.policy = probe_policy();
     SG_ASSIGN_OR_RETURN(controller_, controller::Controller::create(std::move(copts)));
     for (const auto& b : all_boundaries()) steps_ += s_.selected(b) ? 1 : 0;
-    for (const char* b : {"fs", "net", "creds", "proc"})
+    for (const char* b : {"fs", "net", "creds", "proc", "disclosure"})
       if (s_.selected(b)) SG_TRY(run_simple(b, out.judgements));
     if (s_.selected("crossrun")) SG_TRY(run_crossrun(out.judgements));
     if (s_.selected("persist")) SG_TRY(run_persist(out.judgements));
@@ -408,7 +431,8 @@ class Suite::Context {
       return judge(id, report, with_kernel, failure);
     }
     if (report)
-      return judge_probe(baseline(id), *report, witness_for(id), host, facts_, s_.marker());
+      return with_known_limit(
+          judge_probe(baseline(id), *report, witness_for(id), host, facts_, s_.marker()));
     // No report: the probe was killed or its output was lost. Host evidence still counts.
     ProbeReport missing;
     missing.id = id;
@@ -416,7 +440,18 @@ class Suite::Context {
     missing.attempt = id;
     missing.result = ProbeResult::kError;
     missing.detail = failure.empty() ? "no report" : failure;
-    return judge_probe(baseline(id), missing, witness_for(id), host, facts_, s_.marker());
+    return with_known_limit(
+        judge_probe(baseline(id), missing, witness_for(id), host, facts_, s_.marker()));
+  }
+
+  // An exposure no setting of this provider closes (plan.h, only_hidden_by), unless the
+  // provider declares the separate kernel that would.
+  Judgement with_known_limit(Judgement j) const {
+    const std::string& hider = plan_for(j.id).only_hidden_by;
+    if (j.verdict == Verdict::kExposed && !hider.empty() &&
+        !facts_.capabilities.count(Capability::kKernelSeparate))
+      j.known_limit = "only " + hider + " hides it";
+    return j;
   }
 
   // One call of the probe binary; the reports it printed.
@@ -441,6 +476,19 @@ class Suite::Context {
       HostEvidence host = close_window(w);
       std::optional<ProbeReport> r;
       if (reports.ok()) r = find_report(*reports, l->id);
+      if (r && boundary == "disclosure") {
+        // The host's own copy of what it read: the second witness of a disclosure.
+        // The workspace, its run directory (an overlay's upperdir is there), the work
+        // directory, and the run's directory below it as a mount of the work directory's
+        // filesystem names it ("/sandgate/<run>/..." when /var/tmp is a mount of its own).
+        std::string ws = run->workspace_host_path();
+        std::string run_dir = ws.substr(0, ws.rfind('/'));
+        std::string run_rel = "/" + run_dir.substr(run_dir.rfind('/') + 1) + "/";
+        auto view = disclosure_host_view(l->id, *r, s_.options_.paths.proc, host_release(),
+                                         {ws, run_dir, s_.options_.paths.work_dir, run_rel});
+        host.disclosed = std::move(view.disclosed);
+        host.notes.insert(host.notes.end(), view.notes.begin(), view.notes.end());
+      }
       out.push_back(judge(l->id, r, host, reports.ok() ? "" : reports.error().message()));
     }
     return run->close();
@@ -459,6 +507,7 @@ class Suite::Context {
       providers::Call c;
       auto p = params(a->workspace_path());
       p.push_back("hold_ms=20000");
+      p.push_back("hold_inotify=1");
       c.argv = probe_argv(probe_, {"crossrun.plant"}, p);
       a_result = a->run_resident(c);
     });
@@ -468,10 +517,20 @@ class Suite::Context {
     extra.push_back("other_secrets=" + a->secrets_host_path());
     for (const Listed* l : s_.probes_of("crossrun")) {
       if (l->id == "crossrun.plant") continue;
+      // A bursts about a second after this, while B watches.
+      if (l->id == "crossrun.load_side_channel")
+        signal_holder(a->workspace_host_path(), m, "burst");
       Window w = open_window();
       auto reports =
           ready.ok() ? call(*b, {l->id}, extra) : Result<std::vector<ProbeReport>>(ready.error());
+      // A's inotify hold starves whoever shares its uid's count: it ends as soon as it is seen.
+      if (l->id == "crossrun.user_inotify")
+        signal_holder(a->workspace_host_path(), m, "inotify-release");
       HostEvidence host = close_window(w);
+      if (l->id == "crossrun.load_side_channel")
+        host.notes.push_back(
+            "/proc/loadavg, /proc/stat and /proc/pressure/* count the whole kernel: only a "
+            "separate kernel (a microVM) hides another run's activity");
       std::optional<ProbeReport> r;
       if (reports.ok()) r = find_report(*reports, l->id);
       out.push_back(judge(l->id, r, host, reports.ok() ? "" : reports.error().message()));
@@ -642,7 +701,7 @@ Status Suite::run_baseline() {
     return {};
   };
   std::vector<std::string> simple;
-  for (const char* b : {"fs", "net", "creds", "proc"})
+  for (const char* b : {"fs", "net", "creds", "proc", "disclosure"})
     if (selected(b))
       for (const Listed* l : probes_of(b)) simple.push_back(l->id);
   SG_TRY(run_native(simple, params(ws_a)));
@@ -654,6 +713,7 @@ Status Suite::run_baseline() {
     Result<CommandResult> a_result = logic_error("crossrun", "not run");
     auto pa = params(ws_a);
     pa.push_back("hold_ms=20000");
+    pa.push_back("hold_inotify=1");
     std::thread holder([&] {
       a_result = run_command(probe_argv(options_.probe_binary, {"crossrun.plant"}, pa),
                              std::chrono::seconds(60));
@@ -661,13 +721,23 @@ Status Suite::run_baseline() {
     auto ready = wait_for_json(ready_file, std::chrono::seconds(10));
     std::vector<std::string> ids;
     for (const Listed* l : probes_of("crossrun"))
-      if (l->id != "crossrun.plant") ids.push_back(l->id);
+      if (l->id != "crossrun.plant" && l->id != "crossrun.user_inotify" &&
+          l->id != "crossrun.load_side_channel")
+        ids.push_back(l->id);
     Status st;
     if (ready.ok()) {
       auto pb = params(ws_b);
       for (auto& x : crossrun_params(*ready, ws_a)) pb.push_back(x);
       pb.push_back("other_secrets=" + native_secrets);
-      st = run_native(ids, pb);
+      // One at a time: A's inotify hold starves every process of its uid (root, natively) and
+      // ends right after; A's burst starts as the side channel's watch does.
+      st = run_native({"crossrun.user_inotify"}, pb);
+      signal_holder(ws_a, c.marker(), "inotify-release");
+      if (st.ok()) {
+        signal_holder(ws_a, c.marker(), "burst");
+        st = run_native({"crossrun.load_side_channel"}, pb);
+      }
+      if (st.ok()) st = run_native(ids, pb);
     }
     (void)write_file(ws_a + "/sandgate-crossrun-" + c.marker() + ".release", "",
                      O_WRONLY | O_CREAT | O_CLOEXEC);

@@ -71,6 +71,9 @@ struct ProviderRun {
   Json to_json() const;
   // The judgements that are exposed.
   std::vector<const Judgement*> exposed() const;
+  // The exposed judgements without a known limit (Judgement::known_limit): what fails
+  // `sandgate probe`, `qualify` and the hardened self-test.
+  std::vector<const Judgement*> failing() const;
   // Declared capabilities the probes found exposed (plan.h), and what remains of the
   // declaration once they are taken away: what a policy check may rely on.
   std::vector<Contradiction> contradictions() const;

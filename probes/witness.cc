@@ -9,14 +9,17 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string_view>
 
 #include "core/fd.h"
 #include "core/units.h"
+#include "probes/disclosure.h"
 
 namespace sandgate::probes {
 namespace {
@@ -272,6 +275,93 @@ LimitReadback read_back_limits(const controller::Cgroup& cg, const controller::G
     }
   }
   return r;
+}
+
+namespace {
+
+std::string evidence_string(const ProbeReport& r, const char* key) {
+  if (!r.evidence.is_object() || !r.evidence.contains(key) || !r.evidence[key].is_string())
+    return "";
+  return r.evidence[key].get<std::string>();
+}
+
+// Block device names of a /proc/partitions text.
+std::set<std::string> partition_names(const std::string& text) {
+  std::set<std::string> names;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string major, minor, blocks, name;
+    f >> major >> minor >> blocks >> name;
+    if (!major.empty() && std::isdigit(static_cast<unsigned char>(major[0])) && !name.empty())
+      names.insert(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
+                              const std::string& proc, const std::string& uname_release,
+                              const std::vector<std::string>& host_paths) {
+  HostView v;
+  auto host_text = [&](const std::string& rel) {
+    auto t = read_file(proc + "/" + rel, 1 << 20);
+    return t.ok() ? *t : std::string();
+  };
+  const bool reached = report.result == ProbeResult::kReached;
+  if (id == "disclosure.proc_cmdline" || id == "disclosure.proc_version" ||
+      id == "disclosure.boot_id") {
+    std::string rel = id == "disclosure.proc_cmdline"   ? "cmdline"
+                      : id == "disclosure.proc_version" ? "version"
+                                                        : "sys/kernel/random/boot_id";
+    std::string host = host_text(rel);
+    if (reached && !host.empty() && content_digest(host) == evidence_string(report, "digest"))
+      v.disclosed.push_back("/proc/" + rel + " (the same bytes: digest " + content_digest(host) +
+                            ")");
+  } else if (id == "disclosure.kernel_release") {
+    if (reached && !uname_release.empty() && evidence_string(report, "release") == uname_release)
+      v.disclosed.push_back("kernel release " + uname_release + " (uname(2))");
+    v.notes.push_back(
+        "a shared kernel answers uname(2) itself: only a separate kernel (a microVM) hides its "
+        "release");
+  } else if (id == "disclosure.meminfo") {
+    std::string total = meminfo_total_line(host_text("meminfo"));
+    if (reached && !total.empty() && content_digest(total) == evidence_string(report, "digest"))
+      v.disclosed.push_back(total +
+                            " (/proc/meminfo shows the host's memory, not the run's grant)");
+    v.notes.push_back(
+        "sysinfo(2) and /proc/meminfo come from the one kernel: only a per-run /proc view "
+        "(lxcfs) or a separate kernel shows the run's grant instead of the host's memory");
+  } else if (id == "disclosure.block_devices") {
+    auto host = partition_names(host_text("partitions"));
+    if (reached && report.evidence.is_object() && report.evidence.contains("devices") &&
+        report.evidence["devices"].is_array()) {
+      std::string seen;
+      for (const auto& d : report.evidence["devices"])
+        if (d.is_string() && host.count(d.get<std::string>()))
+          seen += (seen.empty() ? "" : ", ") + d.get<std::string>();
+      if (!seen.empty()) v.disclosed.push_back("block devices " + seen);
+    }
+  } else if (id == "disclosure.mountinfo_host_path") {
+    std::string line = evidence_string(report, "workspace_mount");
+    std::string inside = evidence_string(report, "workspace");
+    for (const auto& p : host_paths) {
+      if (!p.empty() && inside == p) {
+        v.disclosed.push_back("path " + p + ": the workspace is at its host path");
+        break;
+      }
+      if (reached && !p.empty() && line.find(p) != std::string::npos) {
+        v.disclosed.push_back("path " + p + " in the workspace's /proc/self/mountinfo line");
+        break;
+      }
+    }
+    v.notes.push_back(
+        "a bind or overlay mount names its host source in mountinfo; only a per-run filesystem "
+        "(a loop-mounted image) or a separate kernel hides the host path");
+  }
+  return v;
 }
 
 }  // namespace sandgate::probes

@@ -14,6 +14,7 @@
 #include "controller/policy.h"
 #include "core/egress.h"
 #include "probes/lab/lab.h"
+#include "probes/probe_report.h"
 
 namespace sandgate::probes {
 
@@ -75,5 +76,19 @@ struct LimitReadback {
   std::vector<std::string> mismatches;  // "memory.limit_in_bytes: granted 64MiB, host has max"
 };
 LimitReadback read_back_limits(const controller::Cgroup& cg, const controller::Grant& grant);
+
+// The host's own copy of what a disclosure probe read (probes/disclosure.cc), compared with its
+// report: `disclosed` gets one line per piece of the host's information the sandbox saw
+// (identical /proc/cmdline, boot id, block device names, the workspace's host path in its
+// mountinfo), `notes` what only a separate kernel (or a per-run view) would hide. Reads
+// <proc>; `uname_release` is the host's uname(2) release; `host_paths` are host paths the
+// sandbox should not learn (the workspace, its run directory, the work directory).
+struct HostView {
+  std::vector<std::string> disclosed;
+  std::vector<std::string> notes;
+};
+HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
+                              const std::string& proc, const std::string& uname_release,
+                              const std::vector<std::string>& host_paths);
 
 }  // namespace sandgate::probes

@@ -11,6 +11,7 @@
 #include "core/defer.h"
 #include "core/fd.h"
 #include "core/files.h"
+#include "probes/disclosure.h"
 
 namespace sandgate::probes {
 namespace {
@@ -226,5 +227,101 @@ TEST(Witness, TakeAllowlistedSplitsByAddressPortAndProtocol) {
   EXPECT_TRUE(take_allowlisted(events, {}).empty());
   EXPECT_EQ(events.size(), 3u);
 }
+// --- Disclosure: the host's own copy of what the probe read (a fake /proc) ---
+
+ProbeReport disclosure_report(const std::string& id, Json evidence) {
+  ProbeReport r;
+  r.id = id;
+  r.boundary = "disclosure";
+  r.result = ProbeResult::kReached;
+  r.evidence = std::move(evidence);
+  return r;
+}
+
+TEST_F(WitnessTest, DisclosureOfTheSameBytesIsSeenAndADifferentViewIsNot) {
+  put("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/vda1 secret=hunter2\n");
+  put("proc/sys/kernel/random/boot_id", "0f1e2d3c-aaaa-4bbb-8ccc-123456789abc\n");
+  put("proc/meminfo", "MemTotal:       24576000 kB\nMemFree:  1 kB\n");
+  put("proc/partitions", "major minor  #blocks  name\n\n 252        0   52428800 vda\n");
+  std::string proc = tmp_ + "/proc";
+  auto same = disclosure_host_view(
+      "disclosure.proc_cmdline",
+      disclosure_report(
+          "disclosure.proc_cmdline",
+          {{"digest", content_digest("BOOT_IMAGE=/vmlinuz root=/dev/vda1 secret=hunter2")}}),
+      proc, "6.1", {});
+  ASSERT_EQ(same.disclosed.size(), 1u);
+  EXPECT_NE(same.disclosed[0].find("/proc/cmdline"), std::string::npos);
+  EXPECT_EQ(same.disclosed[0].find("hunter2"), std::string::npos)
+      << "the host's copy is not quoted";
+  // The negative twin: a per-run boot id is not the host's.
+  auto other = disclosure_host_view(
+      "disclosure.boot_id",
+      disclosure_report("disclosure.boot_id",
+                        {{"digest", content_digest("11111111-2222-4333-8444-555555555555")}}),
+      proc, "6.1", {});
+  EXPECT_TRUE(other.disclosed.empty());
+  auto mem = disclosure_host_view(
+      "disclosure.meminfo",
+      disclosure_report("disclosure.meminfo",
+                        {{"digest", content_digest("MemTotal:       24576000 kB")}}),
+      proc, "6.1", {});
+  ASSERT_EQ(mem.disclosed.size(), 1u);
+  EXPECT_FALSE(mem.notes.empty()) << "says what alone would hide it";
+  auto dev = disclosure_host_view(
+      "disclosure.block_devices",
+      disclosure_report("disclosure.block_devices", {{"devices", {"loop9", "vda"}}}), proc, "6.1",
+      {});
+  ASSERT_EQ(dev.disclosed.size(), 1u);
+  EXPECT_NE(dev.disclosed[0].find("vda"), std::string::npos);
+  EXPECT_EQ(dev.disclosed[0].find("loop9"), std::string::npos);
+  auto rel = disclosure_host_view(
+      "disclosure.kernel_release",
+      disclosure_report("disclosure.kernel_release", {{"release", "6.1"}}), proc, "6.1", {});
+  EXPECT_EQ(rel.disclosed.size(), 1u);
+  auto rel_vm = disclosure_host_view(
+      "disclosure.kernel_release",
+      disclosure_report("disclosure.kernel_release", {{"release", "5.10-guest"}}), proc, "6.1", {});
+  EXPECT_TRUE(rel_vm.disclosed.empty()) << "a guest kernel's release is not the host's";
+}
+
+TEST_F(WitnessTest, DisclosureOfTheWorkspacesHostPathInMountinfo) {
+  std::vector<std::string> host_paths = {"/var/tmp/sandgate/r1/workspace", "/var/tmp/sandgate/r1",
+                                         "/var/tmp/sandgate", "/r1/"};
+  auto overlay = disclosure_host_view(
+      "disclosure.mountinfo_host_path",
+      disclosure_report("disclosure.mountinfo_host_path",
+                        {{"workspace", "/workspace"},
+                         {"workspace_mount",
+                          "612 600 0:88 / /workspace rw - overlay overlay "
+                          "rw,lowerdir=/src,upperdir=/var/tmp/sandgate/r1/upper,workdir=/x"}}),
+      tmp_, "", host_paths);
+  ASSERT_EQ(overlay.disclosed.size(), 1u);
+  EXPECT_NE(overlay.disclosed[0].find("/var/tmp/sandgate/r1"), std::string::npos);
+  // A bind from a separately mounted /var/tmp names the path below that mount only.
+  auto bind = disclosure_host_view(
+      "disclosure.mountinfo_host_path",
+      disclosure_report("disclosure.mountinfo_host_path",
+                        {{"workspace", "/workspace"},
+                         {"workspace_mount",
+                          "612 600 8:1 /sandgate/r1/workspace /workspace rw - ext4 /dev/vda1 rw"}}),
+      tmp_, "", host_paths);
+  EXPECT_EQ(bind.disclosed.size(), 1u);
+  auto hidden = disclosure_host_view(
+      "disclosure.mountinfo_host_path",
+      disclosure_report("disclosure.mountinfo_host_path",
+                        {{"workspace", "/workspace"},
+                         {"workspace_mount", "612 600 7:3 / /workspace rw - ext4 /dev/loop3 rw"}}),
+      tmp_, "", host_paths);
+  EXPECT_TRUE(hidden.disclosed.empty()) << "a per-run image names no host path";
+  // host_dir: the workspace is its host path.
+  auto direct =
+      disclosure_host_view("disclosure.mountinfo_host_path",
+                           disclosure_report("disclosure.mountinfo_host_path",
+                                             {{"workspace", "/var/tmp/sandgate/r1/workspace"}}),
+                           tmp_, "", host_paths);
+  EXPECT_EQ(direct.disclosed.size(), 1u);
+}
+
 }  // namespace
 }  // namespace sandgate::probes

@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -130,6 +131,49 @@ Status step_proc(const std::string& root) {
   return do_mount("mount /proc", "proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
 }
 
+// What /proc tells about the host that a build has no use for, masked as container runtimes
+// mask /proc/kcore and friends: the kernel's command line (it can carry boot secrets, and names
+// the host's root device), its build string, the host's block devices and their I/O counters
+// (an empty file each), and the boot id (a random one of the run's own: a tool that keys a
+// cache on it still gets a well-formed id). Each is a read-only bind of a file on the jail's
+// root tmpfs, made before the root is frozen read-only. What the kernel answers itself
+// (uname(2), sysinfo(2), mountinfo's sources) stays: only a separate kernel hides that.
+constexpr const char* kMaskedEmpty[] = {"cmdline", "version", "partitions", "diskstats"};
+constexpr char kMaskDir[] = "/.sandgate-masks";
+
+std::string random_boot_id() {
+  unsigned char b[16] = {};
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!::read(fd, b, sizeof b);
+    ::close(fd);
+  }
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4 (RFC 4122)
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  char out[40];
+  std::snprintf(out, sizeof out,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return out;
+}
+
+Status mask_with(const std::string& file, const std::string& target) {
+  if (::access(target.c_str(), F_OK) != 0) return {};  // this kernel has none
+  SG_TRY(do_mount("mask " + target, file.c_str(), target, nullptr, MS_BIND));
+  return do_mount("mask " + target + " read-only", nullptr, target, nullptr,
+                  MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+}
+
+Status step_proc_masks(const std::string& root) {
+  std::string dir = root + kMaskDir;
+  SG_TRY(make_dirs(dir, 0555));
+  SG_TRY(write_file(dir + "/empty", "", O_WRONLY | O_CREAT | O_TRUNC));
+  SG_TRY(write_file(dir + "/boot_id", random_boot_id(), O_WRONLY | O_CREAT | O_TRUNC));
+  for (const char* name : kMaskedEmpty) SG_TRY(mask_with(dir + "/empty", root + "/proc/" + name));
+  return mask_with(dir + "/boot_id", root + "/proc/sys/kernel/random/boot_id");
+}
+
 // A read-write bind that cannot carry setuid binaries or device nodes in; the flags the kernel
 // locked on the source (noexec, atime) are kept, or the remount is EPERM.
 Status bind_readwrite(const std::string& step, const std::string& source, const std::string& target) {
@@ -243,6 +287,7 @@ Status assemble_jail(const JailConfig& c) {
   SG_TRY(step_etc(root, c));
   SG_TRY(step_dev(root));
   SG_TRY(step_proc(root));
+  SG_TRY(step_proc_masks(root));
   SG_TRY(step_tmp(root, c));
   SG_TRY(step_home(root, c));
   SG_TRY(step_workspace(root, c));

@@ -78,13 +78,22 @@ Result<std::string> launcher_home() {
 
 }  // namespace
 
-Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& spec) {
-  if (!spec.image.empty())
+Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& requested) {
+  if (!requested.image.empty())
     return logic_error("create environment",
-                       "the namespaces provider has no images (--image is for podman)", spec.image);
+                       "the namespaces provider has no images (--image is for podman)",
+                       requested.image);
   SG_TRY(available());
-  SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "namespaces"));
-  const uid_t base = options_.id_map_base;
+  SG_TRY(
+      check_weakenings_allowed(requested.weakenings, options_.self_test_weakenings, "namespaces"));
+  // The run's own host id range, unless a test-only weakening shares one: shared_uid (that is
+  // the weakening) and reuse_workspace (its shared workspace belongs to one fixed id).
+  const bool shared_ids = has(requested.weakenings, Weakening::kSharedUid) ||
+                          has(requested.weakenings, Weakening::kReuseWorkspace);
+  SG_ASSIGN_OR_RETURN(RunIds ids, assign_run_ids(options_, requested, shared_ids));
+  EnvSpec spec = requested;
+  spec.run_id = ids.run_id;
+  const uid_t base = ids.base;
   if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
     return logic_error("create environment", "uid/gid inside must be in 1..65535 (got " +
                                                  std::to_string(spec.uid) + ")");
@@ -104,6 +113,8 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
   }
   recipe.provider = "namespaces";
   recipe.needs_root_dir = true;
+  recipe.id_range = ids.lease ? &*ids.lease : nullptr;
+  recipe.id_base = base;
   recipe.workspace_uid = base + spec.uid;
   recipe.workspace_gid = base + spec.gid;
   recipe.workspace_inside = "/workspace";
@@ -113,6 +124,9 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& s
     SupervisorConfig c;
     c.isolate = true;
     c.id_map_base = base;
+    // The run owns its user namespace, so the kernel's per-user counts are its own; shared_uid
+    // keeps the old shape (owned by sandgate, host root, like every other such run).
+    c.run_owns_user_namespace = !has(weak, Weakening::kSharedUid);
     c.jail.root_dir = layout.root;
     c.jail.workspace_host = layout.workspace;
     c.jail.workspace = "/workspace";

@@ -1,7 +1,10 @@
 // The namespace jail's own behaviour (its isolation twins are in tests/isolation_test.cc).
 #include "providers/namespaces.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -43,7 +46,8 @@ TEST_F(NamespacesTest, RecipeIsCopiedAndOwnedByTheSandboxUser) {
   // From outside, the file is owned by the mapped host uid, not by root.
   struct stat st;
   ASSERT_EQ(::stat((env->workspace_host_path() + "/src/new").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, options_.id_map_base + 10001);
+  EXPECT_EQ(st.st_uid, env->host_id_base() + 10001);
+  EXPECT_GE(env->host_id_base(), options_.id_pool.first) << "the run's own range, from the pool";
 }
 
 TEST_F(NamespacesTest, ReadonlyMountIsVisibleAndReadOnly) {
@@ -384,6 +388,82 @@ TEST_F(NamespacesTest, HostDirAppliesCallRlimitsToo) {
   auto env = make_env(*host);
   ASSERT_TRUE(env);
   expect_rlimits_hold(*env, SANDGATE_TRY_BINARY);
+}
+
+// The host uid that owns a process's user namespace (NS_GET_OWNER_UID), or -1.
+long userns_owner(pid_t pid) {
+  int fd = ::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  uid_t owner = 0;
+  long r = ::ioctl(fd, NS_GET_OWNER_UID, &owner);
+  ::close(fd);
+  return r == 0 ? static_cast<long>(owner) : -1;
+}
+
+pid_t supervisor_of(providers::Environment& env) {
+  return dynamic_cast<providers::SupervisedEnvironment&>(env).supervisor_pid();
+}
+
+// Two runs at once: two host id ranges from the pool, each held by a lock the run's record
+// names, each user namespace owned by its run's first id (so the kernel's per-user counts are
+// the run's own); destroy gives the range back.
+TEST_F(NamespacesTest, EachRunHasItsOwnHostIdsAndOwnsItsUserNamespace) {
+  SANDGATE_REQUIRE_ROOT();
+  auto a = make_env(*ns_);
+  auto b = make_env(*ns_);
+  ASSERT_TRUE(a && b);
+  uid_t base_a = a->host_id_base(), base_b = b->host_id_base();
+  EXPECT_NE(base_a, base_b);
+  for (uid_t base : {base_a, base_b}) {
+    EXPECT_GE(base, options_.id_pool.first);
+    EXPECT_EQ((base - options_.id_pool.first) % kIdRangeSize, 0u);
+    EXPECT_EQ(
+        ::access(
+            (options_.paths.state_dir + "/id-ranges/" + std::to_string(base) + ".lock").c_str(),
+            F_OK),
+        0);
+  }
+  EXPECT_EQ(userns_owner(supervisor_of(*a)), static_cast<long>(base_a));
+  EXPECT_EQ(userns_owner(supervisor_of(*b)), static_cast<long>(base_b));
+  EXPECT_EQ(sh(*a, "cat /proc/self/uid_map | tr -s ' '").stdout_data,
+            " 0 " + std::to_string(base_a) + " 65536\n");
+  // From the host, the call's files belong to its own range.
+  sh(*b, "touch /workspace/f");
+  struct stat st;
+  ASSERT_EQ(::stat((b->workspace_host_path() + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, base_b + 10001);
+  // The record names the range; destroy releases it, and the next run may take it again.
+  auto record = read_file(options_.paths.state_dir + "/runs/" + a->run_id() + ".json");
+  ASSERT_TRUE(record.ok());
+  EXPECT_NE(record->find("\"id_range\""), std::string::npos) << *record;
+  ASSERT_TRUE(a->destroy().ok());
+  EXPECT_NE(
+      ::access(
+          (options_.paths.state_dir + "/id-ranges/" + std::to_string(base_a) + ".lock").c_str(),
+          F_OK),
+      0);
+  ASSERT_TRUE(b->destroy().ok());
+}
+
+// The negative twin, the test-only shared_uid weakening: the fixed id_map_base for every run,
+// and the user namespace owned by host root (as before per-run ranges).
+TEST_F(NamespacesTest, SharedUidWeakeningKeepsTheOldSharedIds) {
+  SANDGATE_REQUIRE_ROOT();
+  auto options = options_;
+  options.self_test_weakenings = true;
+  auto weak = registry_.create("namespaces", options);
+  ASSERT_TRUE(weak.ok()) << weak.error().message();
+  providers::EnvSpec spec;
+  spec.weakenings = {providers::Weakening::kSharedUid};
+  auto a = (*weak)->create(spec);
+  auto b = (*weak)->create(spec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)->host_id_base(), options_.id_map_base);
+  EXPECT_EQ((*b)->host_id_base(), options_.id_map_base);
+  EXPECT_EQ(userns_owner(supervisor_of(**a)), 0);
+  EXPECT_EQ(count_entries(options_.paths.state_dir + "/id-ranges"), 0u) << "no range is taken";
+  EXPECT_TRUE((*a)->destroy().ok());
+  EXPECT_TRUE((*b)->destroy().ok());
 }
 
 }  // namespace

@@ -221,6 +221,19 @@ std::string status_field(const std::string& status, const std::string& key) {
 struct MountEntry {
   std::string point, options, fstype;
 };
+// The /proc files both providers mask (the jail's list, providers/jail.cc).
+const std::vector<std::string>& masked_proc_paths() {
+  static const std::vector<std::string> kPaths = {"/proc/cmdline", "/proc/version",
+                                                  "/proc/partitions", "/proc/diskstats",
+                                                  "/proc/sys/kernel/random/boot_id"};
+  return kPaths;
+}
+std::string masked_proc_list() {
+  std::string out;
+  for (const auto& p : masked_proc_paths()) out += (out.empty() ? "" : ":") + p;
+  return out;
+}
+
 std::vector<MountEntry> parse_mountinfo(const std::string& text) {
   std::vector<MountEntry> out;
   for (const auto& line : split_str(text, '\n')) {
@@ -398,6 +411,10 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
       }
       if (p <= 0 || q <= 0 || std::fabs(q / p - want.cpus) > 0.01)
         return fail(n, "the cpu quota is " + *quota + " per " + *period);
+    } else if (n == "mask") {
+      for (const auto& path : masked_proc_paths())
+        if (::access(path.c_str(), F_OK) == 0 && !find_mount(mounts, path))
+          return fail(n, path + " is not masked (no mount over it)");
     } else if (n == "cgroup-parent") {
       if (want.cgroup_rel.empty()) continue;
       std::string mine = cgroup_path_of(proc_cgroup, "memory");
@@ -414,7 +431,7 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
 std::vector<std::string> podman_setting_names() {
   return {"network", "cap-drop", "no-new-privileges", "seccomp", "read-only",
           "user",    "tmpfs",    "workspace",         "env",     "pids-limit",
-          "memory",  "cpus",     "cgroup-parent"};
+          "memory",  "cpus",     "cgroup-parent",     "mask"};
 }
 
 PodmanModes podman_modes(const HostPaths& paths) {
@@ -502,7 +519,16 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   const EnvSpec& spec = with_image.image.empty() ? requested : with_image;
   SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "podman"));
   SG_TRY(refuse_allowlist("podman", spec.network));
-  const uid_t base = options_.id_map_base;
+  // Each container maps its users onto a host id range of its own (as the namespaces jail
+  // does). Podman itself creates the user namespace, as root: the kernel's per-user counts
+  // (inotify instances) are still charged to root in the host's namespace, shared by every
+  // container; only a runtime that creates the namespace as the run's own id avoids that.
+  const bool shared_ids = has(spec.weakenings, Weakening::kSharedUid) ||
+                          has(spec.weakenings, Weakening::kReuseWorkspace);
+  SG_ASSIGN_OR_RETURN(RunIds ids, assign_run_ids(options_, spec, shared_ids));
+  EnvSpec with_run_id = spec;
+  with_run_id.run_id = ids.run_id;
+  const uid_t base = ids.base;
   if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
     return logic_error("create environment",
                        "uid/gid inside must be in 1..65535 (got " + std::to_string(spec.uid) + ")");
@@ -537,6 +563,8 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   }
   recipe.provider = "podman";
   recipe.needs_root_dir = spec.image.empty();
+  recipe.id_range = ids.lease ? &*ids.lease : nullptr;
+  recipe.id_base = base;
   recipe.workspace_uid = base + spec.uid;
   recipe.workspace_gid = base + spec.gid;
   recipe.workspace_inside = kWorkspace;
@@ -643,6 +671,9 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
         {"cpus", {"--cpus", cpus_text}},
         {"cgroup-parent", rel.empty() ? std::vector<std::string>{}
                                       : std::vector<std::string>{"--cgroup-parent", rel}},
+        // What /proc tells of the host that a build has no use for, as the jail masks it
+        // (providers/jail.cc): Podman binds /dev/null over each (an empty file).
+        {"mask", {"--security-opt", "mask=" + masked_proc_list()}},
     };
     // /tmp: a private tmpfs, or (share_tmp) the shared host directory.
     auto& tmpfs = s[6];
@@ -716,7 +747,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     if (pid <= 0) return logic_error("read back podman settings", "no supervisor pid");
     return verify_settings(paths, *settings, *expected, pid);
   };
-  auto env = SupervisedEnvironment::create(options_.paths, spec, recipe);
+  auto env = SupervisedEnvironment::create(options_.paths, with_run_id, recipe);
   if (!env.ok()) return std::move(env).error();
   return std::unique_ptr<Environment>(std::move(env).value());
 }

@@ -75,7 +75,8 @@ TEST_F(PodmanTest, CreateExecDestroyLeavesNothing) {
   // Written from inside as uid 10001 of the run's user namespace: the mapped host id.
   struct stat st;
   ASSERT_EQ(::stat((env->workspace_host_path() + "/f").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, options_.id_map_base + 10001);
+  EXPECT_EQ(st.st_uid, env->host_id_base() + 10001);
+  EXPECT_GE(env->host_id_base(), options_.id_pool.first) << "the run's own range, from the pool";
   std::string run_id = env->run_id();
   ASSERT_TRUE(env->destroy().ok());
   EXPECT_FALSE(container_exists(name)) << "container left: " << name;

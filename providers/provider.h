@@ -21,6 +21,7 @@
 #include "core/exec_result.h"
 #include "core/files.h"
 #include "core/host_paths.h"
+#include "core/id_ranges.h"
 #include "core/placement.h"
 #include "core/process.h"
 #include "core/result.h"
@@ -148,6 +149,9 @@ class Environment {
   // no-op where the host sees the workspace live; a microVM powers off and reads its workspace
   // image back, after which no call runs.
   virtual Status settle_workspace() { return {}; }
+  // The host id that uid/gid 0 of the run's user namespace maps to (65536 ids from there);
+  // 0 when the run has no user namespace of its own (host_dir) or the provider does not say.
+  virtual uid_t host_id_base() const { return 0; }
   // Runs a call to completion. Precondition: not called concurrently on one environment.
   virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
   // Kills every process of the run, removes its workspace and record. Idempotent; also done
@@ -169,7 +173,12 @@ struct ProviderInfo {
 struct ProviderOptions {
   HostPaths paths;
   bool allow_unsafe_host = false;
-  // Host uid/gid that uid/gid 0 inside a user namespace maps to; 65536 ids are mapped.
+  // Each run's own host ids (core/id_ranges.h): uid/gid 0 inside maps to the first id of a
+  // range taken from this pool for the run, recorded in the state directory and released
+  // with the run (or by `sandgate gc`). SANDGATE_ID_POOL=FIRST:RANGES sets it for the CLI.
+  IdPool id_pool;
+  // The fixed host id that uid/gid 0 inside maps to for runs that share one (the test-only
+  // shared_uid and reuse_workspace weakenings, as every run did before issue 16); 65536 ids.
   uid_t id_map_base = 1'000'000;
   // The binary run as each run's supervisor (it must call maybe_run_supervisor() first in
   // main). Empty: this very binary (/proc/self/exe). A program that embeds the library

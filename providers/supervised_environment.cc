@@ -54,6 +54,21 @@ Result<std::vector<std::string>> resolve_env_allowlist(const std::vector<std::st
   return out;
 }
 
+Result<RunIds> assign_run_ids(const ProviderOptions& options, const EnvSpec& spec, bool shared) {
+  RunIds ids;
+  ids.run_id = spec.run_id.empty() ? new_run_id() : spec.run_id;
+  if (!valid_run_id(ids.run_id))
+    return logic_error("create environment", "run id must be 1-64 of [A-Za-z0-9_-]", ids.run_id);
+  if (shared) {
+    ids.base = options.id_map_base;
+    return ids;
+  }
+  SG_ASSIGN_OR_RETURN(auto lease, acquire_id_range(options.paths, options.id_pool, ids.run_id));
+  ids.base = lease.first();
+  ids.lease.emplace(std::move(lease));
+  return ids;
+}
+
 Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
     const HostPaths& paths, const EnvSpec& spec, const Recipe& recipe) {
   std::string run_id = spec.run_id.empty() ? new_run_id() : spec.run_id;
@@ -80,12 +95,21 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
       return logic_error("secret " + secret.name,
                          "larger than " + std::to_string(kMaxSecretBytes) + " bytes");
   }
-  // The record names the run directory from the start: one write, before the mkdir.
+  // The record names the run directory (and its id range) from the start: one write, before
+  // the mkdir.
+  std::vector<Resource> initial = {{Resource::Kind::kDirectory, layout.run_dir}};
+  if (recipe.id_range) {
+    if (recipe.id_range->run_id() != run_id)
+      return logic_error("create environment", "the id range was taken for another run",
+                         recipe.id_range->run_id());
+    initial.push_back(
+        {Resource::Kind::kIdRange, recipe.id_range->lock_path(), 0, 0, recipe.id_range->run_id()});
+  }
   SG_ASSIGN_OR_RETURN(RunState state,
-                      RunState::create(paths, run_id, recipe.provider,
-                                       {{Resource::Kind::kDirectory, layout.run_dir}}));
+                      RunState::create(paths, run_id, recipe.provider, std::move(initial)));
   std::unique_ptr<SupervisedEnvironment> env(
       new SupervisedEnvironment(paths, std::move(state), layout));
+  env->id_base_ = recipe.id_base;
   env->workspace_inside_ = recipe.workspace_inside.empty() ? layout.workspace : recipe.workspace_inside;
   // From here on a failure must undo what was made: destroy() does, from the record.
   auto fail = [&](Error e) -> Error {

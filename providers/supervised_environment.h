@@ -33,6 +33,19 @@ struct RunLayout {
 Result<std::vector<std::string>> resolve_env_allowlist(const std::vector<std::string>& allow,
                                                        char** host_env);
 
+// A run's host ids: its id and the host id its uid/gid 0 maps to, with the range's lease when
+// it has its own (the lease's lock is recorded with the run's record when the environment is
+// created, and released with it).
+struct RunIds {
+  std::string run_id;
+  uid_t base = 0;
+  std::optional<IdRangeLease> lease;
+};
+// `shared`: the fixed ProviderOptions::id_map_base every such run shares (test-only
+// weakenings); otherwise a range of its own from ProviderOptions::id_pool. The run id is the
+// spec's, or a new one.
+Result<RunIds> assign_run_ids(const ProviderOptions& options, const EnvSpec& spec, bool shared);
+
 class SupervisedEnvironment : public Environment {
  public:
   struct Recipe {
@@ -40,6 +53,10 @@ class SupervisedEnvironment : public Environment {
     bool needs_root_dir = false;  // a jail: make <run_dir>/root
     uid_t workspace_uid = 0;      // host ids owning the workspace
     gid_t workspace_gid = 0;
+    // The run's id range (RunIds::lease), recorded with the run from its first write; null:
+    // the run has none of its own. host_id_base() reports id_base.
+    const IdRangeLease* id_range = nullptr;
+    uid_t id_base = 0;
     std::string workspace_inside;  // the workspace as calls see it; empty: the host path
     std::string secrets_inside;    // the secrets directory as calls see it; empty: the host path
     std::string supervisor_exe;    // ProviderOptions::supervisor_exe
@@ -68,6 +85,7 @@ class SupervisedEnvironment : public Environment {
   std::string workspace_path() const override { return workspace_inside_; }
   WorkspaceInfo workspace_info() const override { return workspace_info_; }
   std::string secrets_host_path() const override { return layout_.secrets_dir; }
+  uid_t host_id_base() const override { return id_base_; }
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
   Status destroy() override;
 
@@ -87,6 +105,7 @@ class SupervisedEnvironment : public Environment {
   RunLayout layout_;
   std::string workspace_inside_;
   WorkspaceInfo workspace_info_;
+  uid_t id_base_ = 0;
   std::optional<Supervisor> supervisor_;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   bool timed_out_ = false;

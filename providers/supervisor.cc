@@ -13,7 +13,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "core/json.h"
 #include "core/log.h"
@@ -127,17 +129,64 @@ struct StartError {
   __builtin_unreachable();
 }
 
+// Makes this thread's effective ids `owner` until destroyed: a user namespace created
+// meanwhile is owned by `owner` (credentials are per thread in the kernel; the raw system
+// calls change this thread's only, unlike glibc's wrappers, which change every thread's). The
+// real and saved ids stay 0, so the way back needs no privilege.
+class EffectiveIds {
+ public:
+  explicit EffectiveIds(uid_t owner) {
+    dumpable_ = static_cast<int>(syscall(SYS_prctl, PR_GET_DUMPABLE, 0, 0, 0, 0));
+    if (syscall(SYS_setresgid, -1, owner, -1) != 0) {
+      err_ = errno;
+      return;
+    }
+    if (syscall(SYS_setresuid, -1, owner, -1) != 0) {
+      err_ = errno;
+      (void)syscall(SYS_setresgid, -1, 0, -1);
+      return;
+    }
+    active_ = true;
+  }
+  ~EffectiveIds() {
+    if (!active_) return;
+    // uid first: back to euid 0 restores the effective capabilities that setresgid needs.
+    if (syscall(SYS_setresuid, -1, 0, -1) != 0 || syscall(SYS_setresgid, -1, 0, -1) != 0)
+      std::abort();  // this thread would go on with the wrong credentials
+    // A change of effective ids made the process non-dumpable; put it back.
+    if (dumpable_ > 0) (void)syscall(SYS_prctl, PR_SET_DUMPABLE, dumpable_, 0, 0, 0);
+  }
+  int error() const { return err_; }
+
+ private:
+  bool active_ = false;
+  int err_ = 0;
+  int dumpable_ = 1;
+};
+
+// `userns_owner` (not 0): the new user namespace is created as that host uid, which then owns
+// it (SupervisorConfig::run_owns_user_namespace).
 Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd, int exe_fd,
-                                      int error_fd, bool isolate, char* const* argv,
-                                      char* const* envp) {
+                                      int error_fd, bool isolate, uid_t userns_owner,
+                                      char* const* argv, char* const* envp) {
   int pidfd = -1;
   struct clone_args args = {};
   args.flags = flags | CLONE_PIDFD;
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
-  long pid = syscall(SYS_clone3, &args, sizeof args);
+  long pid;
+  {
+    std::optional<EffectiveIds> as_owner;
+    if (userns_owner != 0) {
+      as_owner.emplace(userns_owner);
+      if (as_owner->error() != 0)
+        return sys_error(as_owner->error(), "take the run's host ids to create its user namespace",
+                         std::to_string(userns_owner));
+    }
+    pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) supervisor_child(go_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
+  }
   if (pid < 0) return sys_error("clone3", isolate ? "new user/mount/pid/net/ipc/uts/cgroup namespaces" : "");
-  if (pid == 0) supervisor_child(go_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
@@ -169,8 +218,11 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   }
   SG_ASSIGN_OR_RETURN(s.process_,
                       clone_supervisor(flags, go.read.get(), control.second.get(), exe.get(),
-                                       start_error.write.get(), config.isolate, argv.data(),
-                                       envp.data()));
+                                       start_error.write.get(), config.isolate,
+                                       config.isolate && config.run_owns_user_namespace
+                                           ? config.id_map_base
+                                           : 0,
+                                       argv.data(), envp.data()));
   control.second.reset();
   go.read.reset();
   start_error.write.reset();

@@ -88,6 +88,12 @@ struct SupervisorConfig {
   std::vector<std::string> base_env;  // every call's environment starts from this
   std::string default_cwd;            // as calls see it
   uid_t id_map_base = 1'000'000;      // isolate: host id of uid/gid 0 inside
+  // isolate: the run's user namespace is created by id_map_base, not by sandgate (host root),
+  // so it owns it. The kernel charges what it counts per user (inotify instances and watches,
+  // user namespaces: kernel/ucount.c) at every level of the namespace tree, and in the host's
+  // namespace to the owner: owned by root, every run (and every root process of the host)
+  // draws from one count. Host side only: not sent to the supervisor.
+  bool run_owns_user_namespace = false;
 };
 
 Json to_json(const SupervisorConfig& c);

@@ -23,6 +23,7 @@ constexpr WeakeningName kWeakeningNames[] = {
     {Weakening::kShareTmp, "share_tmp"},
     {Weakening::kSeccompFullWidthCompare, "seccomp_full_width_compare"},
     {Weakening::kNoLandlock, "no_landlock"},
+    {Weakening::kSharedUid, "shared_uid"},
 };
 }  // namespace
 

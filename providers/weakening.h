@@ -48,6 +48,11 @@ enum class Weakening {
   // No Landlock layer: no ruleset for calls, no scope for the run (as on a kernel without
   // Landlock). Every other layer stays: the mounts, the namespaces, the filter.
   kNoLandlock,
+  // Every run with this weakening maps its users onto the same fixed host ids
+  // (ProviderOptions::id_map_base) and its user namespace is owned by sandgate (host root),
+  // as before issue 16: what the kernel counts per user (inotify instances) is one count for
+  // all of them. Without it each run has its own range from the pool and owns its namespace.
+  kSharedUid,
 };
 
 std::string to_string(Weakening w);  // "mount_home", "pass_host_env", ...

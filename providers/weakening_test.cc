@@ -25,7 +25,7 @@ TEST(WeakeningNames, RoundTripAndUnknownNamesAreListed) {
     ASSERT_TRUE(back.ok()) << providers::to_string(w);
     EXPECT_EQ(*back, w);
   }
-  EXPECT_EQ(providers::all_weakenings().size(), 9u);
+  EXPECT_EQ(providers::all_weakenings().size(), 10u);
   auto bad = providers::weakening_from_string("mount_everything");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("known: mount_home, pass_host_env"), std::string::npos)
@@ -94,7 +94,8 @@ TEST_F(WeakeningTest, HostDirRefusesThemEvenWithTheOption) {
 
 TEST_F(WeakeningTest, MountHomeBindsTheLaunchersHomeReadWrite) {
   SANDGATE_REQUIRE_ROOT();
-  // A canary home owned by the sandbox user's host id, as a user's home belongs to its user.
+  // A canary home owned by the sandbox user's host id, as a user's home belongs to its user:
+  // the fixed id of shared_uid, known before the run exists.
   std::string home = tmp_ + "/canary-home";
   ASSERT_EQ(::mkdir(home.c_str(), 0700), 0);
   std::ofstream(home + "/.netrc") << "machine example login canary-netrc\n";
@@ -108,7 +109,7 @@ TEST_F(WeakeningTest, MountHomeBindsTheLaunchersHomeReadWrite) {
     else ::setenv("HOME", saved.c_str(), 1);
   });
 
-  auto weak = weak_env({Weakening::kMountHome});
+  auto weak = weak_env({Weakening::kMountHome, Weakening::kSharedUid});
   ASSERT_TRUE(weak);
   auto r = sh(*weak, "echo $HOME; cat $HOME/.netrc; echo planted > $HOME/.bashrc");
   EXPECT_EQ(r.stdout_data, home + "\nmachine example login canary-netrc\n") << r.stderr_data;
@@ -184,7 +185,7 @@ TEST_F(WeakeningTest, RootWithCapsRunsAsRootWithEveryCapability) {
   EXPECT_EQ(status_field(*weak, "NoNewPrivs"), "0\n");
   // Still inside its user namespace: uid 0 there is the mapped base id here.
   EXPECT_EQ(sh(*weak, "cat /proc/self/uid_map | tr -s ' '").stdout_data,
-            " 0 " + std::to_string(options_.id_map_base) + " 65536\n");
+            " 0 " + std::to_string(weak->host_id_base()) + " 65536\n");
 
   auto hard = make_env(*hardened_);
   ASSERT_TRUE(hard);

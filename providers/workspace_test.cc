@@ -108,7 +108,7 @@ TEST_F(ContractTest, OverlayWritesLandInTheUpperLayerAndNeverInTheRecipe) {
   EXPECT_EQ(contents(run_dir + "/upper/src/deep/new", ""), "new\n");
   struct stat st;
   ASSERT_EQ(::stat((run_dir + "/upper/src/deep/new").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, options_.id_map_base + 10001);
+  EXPECT_EQ(st.st_uid, env->host_id_base() + 10001);
   // ...and none in the recipe: same bytes, same mtimes, nothing added.
   EXPECT_EQ(snapshot(recipe_, files_), before);
   EXPECT_NE(::access((recipe_ + "/src/deep/new").c_str(), F_OK), 0);
@@ -196,7 +196,7 @@ TEST_F(ContractTest, SecretIsTheRunsUsersAloneInMemoryAndGoneAtDestroy) {
   EXPECT_TRUE(is_mount_point(dir));
   struct stat st;
   ASSERT_EQ(::stat((dir + "/TOKEN").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, options_.id_map_base + 10001);
+  EXPECT_EQ(st.st_uid, env->host_id_base() + 10001);
   EXPECT_EQ(st.st_mode & 07777, 0400u);
   // A run without the secret has no /run/secrets at all.
   auto other = make_env(*ns_);

@@ -305,6 +305,23 @@ TEST_F(CliTest, ExecShowsControlSequencesOnATerminalInsteadOfObeyingThem) {
   EXPECT_NE(piped.output.find("\x1b]0;pwned\x07\x1b[2J ok\n"), std::string::npos) << piped.output;
 }
 
+// The clipboard (OSC 52, "c;<base64>" sets it in xterm, kitty, iTerm2 and tmux), an 8-bit CSI
+// (0x9b: a terminal in 8-bit mode reads it as ESC [) and a screen clear on stderr: none of
+// them reaches the caller's terminal as a control sequence.
+TEST_F(CliTest, ExecKeepsTheClipboardAndStderrSequencesFromTheTerminal) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string shown = sandgate_on_a_terminal(
+      {"exec", "--provider", "namespaces", "--no-controller", "--", "sh", "-c",
+       "printf '\\033]52;c;cHduZWQ=\\007 clip\\n'; printf '\\233''2J c1\\n';"
+       " printf '\\033[2J\\033]0;t\\033\\\\ err\\n' >&2"});
+  EXPECT_NE(shown.find("\\x1b]52;c;cHduZWQ=\\x07 clip"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("\\x9b2J c1"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("\\x1b[2J\\x1b]0;t\\x1b\\ err"), std::string::npos) << shown;
+  EXPECT_EQ(shown.find('\x1b'), std::string::npos) << shown;
+  EXPECT_EQ(shown.find('\x07'), std::string::npos) << shown;
+  EXPECT_EQ(shown.find('\x9b'), std::string::npos) << shown;
+}
+
 TEST_F(CliTest, DoctorReportsThisHost) {
   auto r = sandgate({"doctor", "--json"});
   EXPECT_EQ(r.status.shell_code(), 0);

@@ -125,6 +125,7 @@ class ProviderTest : public ::testing::Test {
     // Nothing may be left by any run: no record, no run directory.
     EXPECT_EQ(count_entries(options_.paths.state_dir + "/runs"), 0u) << "a run record was left";
     EXPECT_EQ(count_entries(options_.paths.work_dir), 0u) << "a run directory was left";
+    EXPECT_EQ(count_entries(options_.paths.state_dir + "/id-ranges"), 0u) << "an id range was left";
     (void)remove_tree(tmp_);
   }
 
