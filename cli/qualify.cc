@@ -54,8 +54,11 @@ struct QualifyArgs {
 // goes beside it.
 Json probe_summary(const probes::ProviderRun& run, const std::string& file) {
   auto t = probes::tally(run.judgements);
-  Json exposed = Json::array();
+  Json exposed = Json::array(), failing = Json::array();
   for (const auto* j : run.exposed()) exposed.push_back(j->id);
+  // Exposed beyond what a shared kernel can hide (known limits are exposed, and listed, but do
+  // not disqualify): what fails the provider.
+  for (const auto* j : run.failing()) failing.push_back(j->id);
   Json contradicted = Json::array();
   for (const auto& k : run.contradictions())
     contradicted.push_back({{"capability", to_string(k.capability)}, {"probes", k.probes}});
@@ -64,6 +67,8 @@ Json probe_summary(const probes::ProviderRun& run, const std::string& file) {
           {"inconclusive", t.inconclusive},
           {"warning", t.warning},
           {"exposed_ids", exposed},
+          {"known_limit", t.exposed - static_cast<int>(failing.size())},
+          {"failing_ids", failing},
           {"wall_ms", to_millis(run.wall)},
           {"contradicted_capabilities", contradicted},
           {"report", file}};

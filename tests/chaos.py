@@ -362,13 +362,16 @@ class Chaos:
         for mp, fs in mountinfo():
             if mp.startswith(self.tmp):
                 found.append("mount %s (%s)" % (mp, fs))
-        for sub in ("runs", "netns"):
+        # Directories that hold one entry per live run (records, lab namespaces, host id
+        # range locks, egress address slots): the directory stays, an entry is a leftover.
+        holders = ("runs", "netns", "id-ranges", "egress-slots")
+        for sub in holders:
             d = os.path.join(self.state, sub)
             if os.path.isdir(d):
                 for n in os.listdir(d):
                     found.append("state %s/%s" % (sub, n))
         for n in os.listdir(self.state) if os.path.isdir(self.state) else []:
-            if n not in ("runs", "netns"):
+            if n not in holders:
                 found.append("state file " + n)
         for n in os.listdir(self.work) if os.path.isdir(self.work) else []:
             found.append("workspace " + os.path.join(self.work, n))

@@ -27,7 +27,10 @@ namespace {
 TEST_F(CliTest, QualifyWritesTheReport) {
   SANDGATE_REQUIRE_ROOT();
   auto r = sandgate({"qualify", "--out", tmp_ + "/report", "--cycles", "2", "--calls", "5"});
-  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  // 1 is a verdict: rootful Podman creates each container's user namespace as root, so the
+  // kernel's per-user inotify count is shared by every container (crossrun.user_inotify,
+  // checked below); the jail owns each run's namespace as the run's own id.
+  EXPECT_TRUE(r.status.shell_code() == 0 || r.status.shell_code() == 1) << r.output;
   auto j = read_json_file(tmp_ + "/report/qualify.json");
   ASSERT_TRUE(j.ok()) << j.error().message();
   EXPECT_EQ((*j)["schema_version"], 2);
@@ -50,7 +53,17 @@ TEST_F(CliTest, QualifyWritesTheReport) {
   EXPECT_GT((*ns)["call_ms"].get<double>(), (*ns)["exec_ms"].get<double>() * 0.5);
   // The escape probes ran against it, in the lab, and found nothing exposed.
   ASSERT_TRUE(ns->contains("probes")) << ns->dump();
-  EXPECT_EQ((*ns)["probes"]["exposed"], 0) << (*ns)["probes"].dump();
+  // Exposed only where a shared kernel cannot hide it (known limits: uname, meminfo, the
+  // workspace's host path, the load side channel), and nothing that fails it.
+  EXPECT_EQ((*ns)["probes"]["failing_ids"], Json::array()) << (*ns)["probes"].dump();
+  EXPECT_EQ((*ns)["probes"]["exposed"], (*ns)["probes"]["known_limit"]) << (*ns)["probes"].dump();
+  for (const auto& p : (*j)["providers"]) {
+    if (p["name"] != "podman" || !p.contains("probes")) continue;
+    Json failing = p["probes"]["failing_ids"];
+    EXPECT_TRUE(failing == Json::array() || failing == Json::array({"crossrun.user_inotify"}))
+        << p["probes"].dump();
+    EXPECT_EQ(r.status.shell_code(), failing.empty() ? 0 : 1) << r.output;
+  }
   EXPECT_GT((*ns)["probes"]["blocked"].get<int>(), 50) << (*ns)["probes"].dump();
   auto full = read_json_file((*ns)["probes"]["report"].get<std::string>());
   ASSERT_TRUE(full.ok()) << full.error().message();
