@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "providers/host_dir.h"
+#include "providers/microvm.h"
 #include "providers/namespaces.h"
+#include "providers/podman.h"
 #include "providers/registry.h"
 #include "providers/supervised_environment.h"
 
@@ -27,10 +29,11 @@ TEST(RequirementsTest, ProviderLackingCapabilitiesIsRefusedWithTheList) {
   options.allow_unsafe_host = true;
   auto host = HostDirProvider::make(options);
   ASSERT_TRUE(host.ok());
-  auto s = check_requirements(**host, {Capability::kFsIsolated, Capability::kNetNone,
-                                       Capability::kFsIsolated});
+  auto s = check_requirements(
+      **host, {Capability::kFsIsolated, Capability::kNetNone, Capability::kFsIsolated});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("disqualified: it lacks fs.isolated, net.none"), std::string::npos)
+  EXPECT_NE(s.error().message().find("disqualified: it lacks fs.isolated, net.none"),
+            std::string::npos)
       << s.error().message();
   EXPECT_NE(s.error().message().find("UNSAFE"), std::string::npos);
 }
@@ -44,6 +47,33 @@ TEST(RequirementsTest, NamespacesMeetsJailRequirements) {
   auto s = check_requirements(**ns, {Capability::kKernelSeparate});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message().find("kernel.separate"), std::string::npos);
+}
+
+// Issue 13: Podman and the microVM do not enforce an egress allowlist (sandgate wires it only
+// into the namespace jail), so they do not declare net.egress_policy: a policy that requires it
+// disqualifies them by name, and asking either for `--net allowlist` is refused outright rather
+// than run with no network or an open one.
+TEST(RequirementsTest, PodmanAndMicrovmAreDisqualifiedForAnEgressPolicy) {
+  auto podman = PodmanProvider::make({});
+  auto microvm = MicrovmProvider::make({});
+  ASSERT_TRUE(podman.ok());
+  ASSERT_TRUE(microvm.ok());
+  for (Provider* p : {podman->get(), microvm->get()}) {
+    auto s = check_requirements(*p, {Capability::kNetEgressPolicy});
+    ASSERT_FALSE(s.ok()) << p->name();
+    EXPECT_NE(s.error().message().find(p->name() + " is disqualified: it lacks net.egress_policy"),
+              std::string::npos)
+        << s.error().message();
+    EnvSpec spec;
+    spec.network = NetworkMode::kAllowlist;
+    auto env = p->create(spec);
+    ASSERT_FALSE(env.ok()) << p->name() << " made an allowlisted environment it cannot enforce";
+    EXPECT_EQ(env.error().err, ENOTSUP) << env.error().message();
+    EXPECT_NE(env.error().message().find("--net allowlist is not supported"), std::string::npos);
+  }
+  auto ns = NamespacesProvider::make({});
+  ASSERT_TRUE(ns.ok());
+  EXPECT_TRUE(check_requirements(**ns, {Capability::kNetEgressPolicy}).ok());
 }
 
 TEST(RegistryTest, BuiltinsAreRegisteredExplicitly) {
