@@ -1,6 +1,8 @@
 // A/B benchmark of the eBPF programs, all in one run (docs/STYLE.md: performance is judged A/B
-// against a baseline in the same run). Each syscall-heavy workload runs three ways:
+// against a baseline in the same run). Each syscall-heavy workload runs four ways:
 //   /none      no program loaded: the baseline
+//   /floor     empty programs on the tracer's tracepoints (ebpf/overhead_floor.bpf.c): what the
+//              kernel charges for any program there, the part no optimisation of ours removes
 //   /attached  the activity tracer attached, this process not watched: what every other
 //              process on the host pays while sandgate traces runs
 //   /watched   the activity tracer attached and this process's cgroup watched: what a traced
@@ -33,32 +35,53 @@
 #include "core/mounts.h"
 #include "ebpf/activity_tracer.h"
 #include "ebpf/egress.h"
+#include "ebpf/overhead_floor.skel.h"
 
 namespace sandgate::bench {
 namespace {
 
-std::string g_cgroup;     // this process's own cgroup2 directory
+std::string g_cgroup;  // this process's own cgroup2 directory
 uint64_t g_cgroup_id = 0;
 
-// The tracer a benchmark runs with: none, attached, or attached and watching this process.
-enum Mode { kNone = 0, kAttached = 1, kWatched = 2 };
-std::unique_ptr<ebpf::ActivityTracer> tracer_for(benchmark::State& state, int mode) {
-  if (mode == kNone) return nullptr;
+// What a benchmark runs with: nothing, the empty floor programs, the tracer attached, or the
+// tracer attached and watching this process.
+enum Mode { kNone = 0, kAttached = 1, kWatched = 2, kFloor = 3 };
+
+struct FloorDeleter {
+  void operator()(overhead_floor_bpf* f) const { overhead_floor_bpf::destroy(f); }
+};
+struct Loaded {
+  std::unique_ptr<ebpf::ActivityTracer> tracer;
+  std::unique_ptr<overhead_floor_bpf, FloorDeleter> floor;
+  ebpf::ActivityTracer* get() const { return tracer.get(); }
+};
+
+Loaded tracer_for(benchmark::State& state, int mode) {
+  Loaded l;
+  if (mode == kNone) return l;
+  if (mode == kFloor) {
+    l.floor.reset(overhead_floor_bpf::open_and_load());
+    if (!l.floor || overhead_floor_bpf::attach(l.floor.get()) != 0)
+      state.SkipWithError("cannot load or attach ebpf/overhead_floor.bpf.c");
+    return l;
+  }
   auto t = ebpf::ActivityTracer::open();
   if (!t.ok()) {
     state.SkipWithError(t.error().message().c_str());
-    return nullptr;
+    return l;
   }
   if (mode == kWatched) {
     (void)(*t)->watch(g_cgroup_id);
     (*t)->begin(g_cgroup_id);
   }
-  return std::move(t).value();
+  l.tracer = std::move(t).value();
+  return l;
 }
 
-// Each workload three ways: BM_X/none, BM_X/attached, BM_X/watched.
-#define CASES(fn)                                        \
-  BENCHMARK_CAPTURE(fn, none, kNone)->UseRealTime();     \
+// Each workload four ways: BM_X/none, BM_X/floor, BM_X/attached, BM_X/watched.
+#define CASES(fn)                                            \
+  BENCHMARK_CAPTURE(fn, none, kNone)->UseRealTime();         \
+  BENCHMARK_CAPTURE(fn, floor, kFloor)->UseRealTime();       \
   BENCHMARK_CAPTURE(fn, attached, kAttached)->UseRealTime(); \
   BENCHMARK_CAPTURE(fn, watched, kWatched)->UseRealTime()
 
@@ -99,7 +122,9 @@ void open_close(benchmark::State& state, int mode, const char* path) {
 void BM_Open(benchmark::State& state, int mode) { open_close(state, mode, "/etc/hostname"); }
 CASES(BM_Open);
 // A sensitive path: an event per open.
-void BM_OpenSensitive(benchmark::State& state, int mode) { open_close(state, mode, "/proc/self/environ"); }
+void BM_OpenSensitive(benchmark::State& state, int mode) {
+  open_close(state, mode, "/proc/self/environ");
+}
 CASES(BM_OpenSensitive);
 
 // socket + connect to a closed loopback port (refused at once) + close; `after(i)` once per
@@ -163,14 +188,17 @@ void BM_ForkStorm(benchmark::State& state) {
     events += a.forks + a.exits;
     lost += (*t)->lost() - lost_before;
   }
-  state.counters["events"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kAvgIterations);
-  state.counters["lost"] = benchmark::Counter(static_cast<double>(lost), benchmark::Counter::kAvgIterations);
+  state.counters["events"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kAvgIterations);
+  state.counters["lost"] =
+      benchmark::Counter(static_cast<double>(lost), benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_ForkStorm)->Iterations(3)->UseRealTime();
 
 bool setup() {
   auto text = read_file("/proc/self/mountinfo");
-  auto mounts = text.ok() ? parse_mount_table(*text) : Result<std::vector<MountEntry>>(text.error());
+  auto mounts =
+      text.ok() ? parse_mount_table(*text) : Result<std::vector<MountEntry>>(text.error());
   std::string unified;
   if (mounts.ok())
     for (const auto& m : *mounts)
@@ -179,7 +207,8 @@ bool setup() {
   g_cgroup = unified + "/sandgate-ebpf-bench-" + std::to_string(::getpid());
   if (::mkdir(g_cgroup.c_str(), 0755) != 0) return std::perror(g_cgroup.c_str()), false;
   std::string me = std::to_string(::getpid());
-  if (!write_file(g_cgroup + "/cgroup.procs", me, O_WRONLY).ok()) return std::cerr << "ebpf_bench: cannot join " << g_cgroup << "\n", false;
+  if (!write_file(g_cgroup + "/cgroup.procs", me, O_WRONLY).ok())
+    return std::cerr << "ebpf_bench: cannot join " << g_cgroup << "\n", false;
   auto id = ebpf::cgroup_id_of(g_cgroup);
   if (!id.ok()) return std::cerr << "ebpf_bench: " << id.error().message() << "\n", false;
   g_cgroup_id = *id;
@@ -207,27 +236,31 @@ bool summary(const RunCollector& r, std::ostream& out) {
   bool ok = true;
   for (const char* name : {"BM_ForkExec", "BM_Open", "BM_OpenSensitive", "BM_Connect"}) {
     auto base = r.median_ms(std::string(name) + "/none");
+    auto floor = r.median_ms(std::string(name) + "/floor");
     auto loaded = r.median_ms(std::string(name) + "/attached");
     auto watched = r.median_ms(std::string(name) + "/watched");
-    if (!base || !loaded || !watched) {
+    if (!base || !floor || !loaded || !watched) {
       out << name << ": not measured\n";
       ok = false;
       continue;
     }
     char line[200];
-    std::snprintf(line, sizeof line, "%-18s base %9.4f ms  attached %.3fx  watched %.3fx\n", name, *base,
-                  *loaded / *base, *watched / *base);
+    std::snprintf(line, sizeof line,
+                  "%-18s base %9.4f ms  floor %.3fx  attached %.3fx  watched %.3fx\n", name, *base,
+                  *floor / *base, *loaded / *base, *watched / *base);
     out << line;
   }
   auto g0 = r.median_ms("BM_GuardConnect/none"), g1 = r.median_ms("BM_GuardConnect/guarded");
   if (g0 && g1) {
     char line[200];
-    std::snprintf(line, sizeof line, "egress guard: connect %.4f ms -> %.4f ms (%.3fx, +%.1f us)\n", *g0, *g1,
-                  *g1 / *g0, (*g1 - *g0) * 1e3);
+    std::snprintf(line, sizeof line, "egress guard: connect %.4f ms -> %.4f ms (%.3fx, +%.1f us)\n",
+                  *g0, *g1, *g1 / *g0, (*g1 - *g0) * 1e3);
     out << line;
   }
-  if (auto ev = r.counter("BM_ForkStorm", "events"), lost = r.counter("BM_ForkStorm", "lost"); ev && lost)
-    out << "fork storm: " << *ev << " events kept, " << *lost << " lost (4 MiB ring, drained after)\n";
+  if (auto ev = r.counter("BM_ForkStorm", "events"), lost = r.counter("BM_ForkStorm", "lost");
+      ev && lost)
+    out << "fork storm: " << *ev << " events kept, " << *lost
+        << " lost (4 MiB ring, drained after)\n";
   return ok;
 }
 

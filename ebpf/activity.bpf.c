@@ -102,12 +102,14 @@ static __always_inline int watched_cgroup(__u64 *cgroup_id) {
 
 // watched_cgroup for another task than the current one: its cgroup2 and the ancestors.
 static __always_inline int watched_task(struct task_struct *p, __u64 *cgroup_id) {
-  struct cgroup *cg = BPF_CORE_READ(p, cgroups, dfl_cgrp);
+  // tp_btf arguments are BTF pointers: plain field loads (the verifier makes them fault-safe),
+  // no bpf_probe_read helper call per field. These run on every wake-up and context switch.
+  struct cgroup *cg = p->cgroups->dfl_cgrp;
   if (!cg) return 0;
-  __u64 id = BPF_CORE_READ(cg, kn, id);
+  __u64 id = cg->kn->id;
   *cgroup_id = id;
   if (bpf_map_lookup_elem(&watched, &id)) return 1;
-  int level = BPF_CORE_READ(cg, level);
+  int level = cg->level;
   for (int l = 1; l <= SG_MAX_DEPTH; l++) {
     if (l >= level) break;
     struct cgroup *anc = 0;
@@ -121,7 +123,7 @@ static __always_inline int watched_task(struct task_struct *p, __u64 *cgroup_id)
 static __always_inline void mark_runnable(struct task_struct *p) {
   __u64 cg;
   if (!watched_task(p, &cg)) return;
-  __u32 tid = BPF_CORE_READ(p, pid);
+  __u32 tid = p->pid;
   __u64 now = bpf_ktime_get_ns();
   bpf_map_update_elem(&runnable_since, &tid, &now, BPF_ANY);
 }
@@ -141,13 +143,13 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p) {
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next) {
   // A task preempted while runnable waits in the queue from now on.
-  if (BPF_CORE_READ(prev, __state) == 0 /* TASK_RUNNING */) mark_runnable(prev);
-  __u32 tid = BPF_CORE_READ(next, pid);
+  if (prev->__state == 0 /* TASK_RUNNING */) mark_runnable(prev);
+  __u32 tid = next->pid;
   __u64 *since = bpf_map_lookup_elem(&runnable_since, &tid);
   if (!since) return 0;
   __u64 delay = bpf_ktime_get_ns() - *since;
   bpf_map_delete_elem(&runnable_since, &tid);
-  __u64 cg = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
+  __u64 cg = next->cgroups->dfl_cgrp->kn->id;
   struct sg_runq *r = bpf_map_lookup_elem(&runq, &cg);
   if (!r) {
     struct sg_runq zero = {};
@@ -262,18 +264,20 @@ static __always_inline void copy_addr(struct pending *pd, const void *uaddr, __u
   if (uaddr && len > 0 && bpf_probe_read_user(pd->addr, len & 31, uaddr) == 0) pd->addr_len = len;
 }
 
+static __always_inline int traced_syscall(long id) {
+  return id == NR_connect || id == NR_sendto || id == NR_sendmsg || id == NR_open ||
+         id == NR_openat || id == NR_openat2;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id) {
-  if (id != NR_connect && id != NR_sendto && id != NR_sendmsg && id != NR_open &&
-      id != NR_openat && id != NR_openat2)
-    return 0;
+  if (!traced_syscall(id)) return 0;
   __u64 cg;
   if (!watched_cgroup(&cg)) return 0;
   __u32 zero = 0;
   struct pending *pd = bpf_map_lookup_elem(&scratch, &zero);
   if (!pd) return 0;
-  unsigned long a0 = BPF_CORE_READ(regs, di), a1 = BPF_CORE_READ(regs, si),
-                a2 = BPF_CORE_READ(regs, dx);
+  unsigned long a0 = regs->di, a1 = regs->si, a2 = regs->dx;
   pd->flags = 0;
   pd->addr_len = 0;
   pd->open_flags = 0;
@@ -284,7 +288,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id) {
     pd->kind = SG_EV_CONNECT;
     copy_addr(pd, (const void *)a1, a2);
   } else if (id == NR_sendto) {
-    unsigned long dest = BPF_CORE_READ(regs, r8), dest_len = BPF_CORE_READ(regs, r9);
+    unsigned long dest = regs->r8, dest_len = regs->r9;
     if (!dest) return 0;  // a connected socket: its connect was recorded
     pd->kind = SG_EV_SENDTO;
     copy_addr(pd, (const void *)dest, dest_len);
@@ -328,10 +332,13 @@ static __always_inline struct sock *sock_of_fd(int fd) {
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret) {
+  // Every syscall of every task on the host passes here: the number first, before any lookup.
+  long nr = regs->orig_ax;
+  if (!traced_syscall(nr)) return 0;
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct pending *pd = bpf_map_lookup_elem(&inflight, &tid);
   if (!pd) return 0;
-  if (pd->nr != (__u32)BPF_CORE_READ(regs, orig_ax)) {
+  if (pd->nr != (__u32)nr) {
     bpf_map_delete_elem(&inflight, &tid);
     return 0;
   }
