@@ -196,13 +196,7 @@ void BM_ForkStorm(benchmark::State& state) {
 BENCHMARK(BM_ForkStorm)->Iterations(3)->UseRealTime();
 
 bool setup() {
-  auto text = read_file("/proc/self/mountinfo");
-  auto mounts =
-      text.ok() ? parse_mount_table(*text) : Result<std::vector<MountEntry>>(text.error());
-  std::string unified;
-  if (mounts.ok())
-    for (const auto& m : *mounts)
-      if (m.fstype == "cgroup2") unified = m.mount_point;
+  std::string unified = cgroup2_mount_point();
   if (unified.empty()) return std::cerr << "ebpf_bench: no cgroup2 mount\n", false;
   g_cgroup = unified + "/sandgate-ebpf-bench-" + std::to_string(::getpid());
   if (::mkdir(g_cgroup.c_str(), 0755) != 0) return std::perror(g_cgroup.c_str()), false;

@@ -96,8 +96,17 @@ std::vector<std::string> mount_points_under(const std::vector<MountEntry>& mount
                                             const std::string& path) {
   std::vector<std::string> out;
   for (const auto& m : mounts)
-    if (m.mount_point == path || m.mount_point.starts_with(path + "/")) out.push_back(m.mount_point);
+    if (m.mount_point == path || m.mount_point.starts_with(path + "/"))
+      out.push_back(m.mount_point);
   return out;
+}
+
+std::string cgroup2_mount_point() {
+  auto mounts = read_mount_table("/proc/self/mountinfo");
+  if (!mounts.ok()) return "";
+  for (const auto& m : *mounts)
+    if (m.fstype == "cgroup2") return m.mount_point;
+  return "";
 }
 
 }  // namespace sandgate

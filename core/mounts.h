@@ -34,4 +34,10 @@ Result<std::vector<MountEntry>> read_mount_table(const std::string& mountinfo_pa
 std::vector<std::string> mount_points_under(const std::vector<MountEntry>& mounts,
                                             const std::string& path);
 
+// Where this process sees the cgroup2 hierarchy (the first cgroup2 mount of
+// /proc/self/mountinfo: /sys/fs/cgroup on a pure v2 host, /sys/fs/cgroup/unified on a hybrid
+// one), or "" when there is none. For tools and tests that need a cgroup2 directory without the
+// controller's layout detection (ebpf/ sits beside the controller, not above it).
+std::string cgroup2_mount_point();
+
 }  // namespace sandgate

@@ -1,8 +1,10 @@
 #include "core/mounts.h"
 
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 
 #include <string>
 
@@ -80,6 +82,16 @@ TEST(MountTable, ReadsThisProcessesTableAndFindsAFreshMount) {
   auto mounts = read_mount_table("/proc/self/mountinfo");
   ASSERT_TRUE(mounts.ok()) << mounts.error().message();
   EXPECT_EQ(mount_points_under(*mounts, mnt), (std::vector<std::string>{mnt}));
+}
+
+// The hierarchy ebpf/ and its tests attach to: a real cgroup2 filesystem (statfs says so), not
+// a v1 controller mount or a directory that merely is called "unified".
+TEST(MountTable, FindsTheCgroup2Hierarchy) {
+  std::string at = cgroup2_mount_point();
+  SANDGATE_REQUIRE(!at.empty(), "this host mounts no cgroup2 hierarchy");
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(at.c_str(), &fs), 0) << at;
+  EXPECT_EQ(fs.f_type, CGROUP2_SUPER_MAGIC) << at;
 }
 
 }  // namespace

@@ -65,21 +65,11 @@ TEST(ActivityTracerOptions, RefusesPrefixesTheKernelSideCannotHold) {
   EXPECT_NE(t.error().message().find("1 to 47 bytes"), std::string::npos) << t.error().message();
 }
 
-std::string unified_mount() {
-  auto text = read_file("/proc/self/mountinfo");
-  if (!text.ok()) return "";
-  auto mounts = parse_mount_table(*text);
-  if (!mounts.ok()) return "";
-  for (const auto& m : *mounts)
-    if (m.fstype == "cgroup2") return m.mount_point;
-  return "";
-}
-
 // A cgroup2 directory of this test's own, removed when done.
 class TracedCgroup {
  public:
   explicit TracedCgroup(const std::string& name) {
-    std::string mount = unified_mount();
+    std::string mount = cgroup2_mount_point();
     if (mount.empty()) return;
     dir_ = mount + "/sandgate-test-" + name + "-" + std::to_string(::getpid());
     if (::mkdir(dir_.c_str(), 0755) != 0) dir_.clear();
@@ -220,7 +210,8 @@ TEST_F(ActivityTracerReal, RunQueueDelayOfTasksSharingOneCpu) {
         ::clock_gettime(CLOCK_MONOTONIC, &start);
         do {
           ::clock_gettime(CLOCK_MONOTONIC, &now);
-        } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < 300);
+        } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 <
+                 300);
         ::_exit(0);
       }
     }

@@ -25,16 +25,6 @@
 namespace sandgate::ebpf {
 namespace {
 
-std::string unified_mount() {
-  auto text = read_file("/proc/self/mountinfo");
-  if (!text.ok()) return "";
-  auto mounts = parse_mount_table(*text);
-  if (!mounts.ok()) return "";
-  for (const auto& m : *mounts)
-    if (m.fstype == "cgroup2") return m.mount_point;
-  return "";
-}
-
 sockaddr_storage addr_of(const char* ip, uint16_t port) {
   sockaddr_storage ss{};
   if (std::strchr(ip, ':')) {
@@ -59,9 +49,10 @@ socklen_t len_of(const sockaddr_storage& ss) {
 // line: "name=0" or "name=ERRNO" per case.
 std::string attempts_in_cgroup(const std::string& cgroup_dir) {
   const char* decoys[] = {"203.0.113.20", "203.0.113.30", "2001:db8::20", "2001:db8::30"};
-  if (std::system("ip link set lo up && ip addr add 203.0.113.20/32 dev lo && "
-                  "ip addr add 203.0.113.30/32 dev lo && ip -6 addr add 2001:db8::20/128 dev lo nodad && "
-                  "ip -6 addr add 2001:db8::30/128 dev lo nodad") != 0)
+  if (std::system(
+          "ip link set lo up && ip addr add 203.0.113.20/32 dev lo && "
+          "ip addr add 203.0.113.30/32 dev lo && ip -6 addr add 2001:db8::20/128 dev lo nodad && "
+          "ip -6 addr add 2001:db8::30/128 dev lo nodad") != 0)
     return "setup=ip";
   for (const char* ip : decoys) {
     auto a = addr_of(ip, 443);
@@ -70,14 +61,17 @@ std::string attempts_in_cgroup(const std::string& cgroup_dir) {
       return std::string("setup=listen ") + ip;
     auto u = addr_of(ip, 53);
     int us = ::socket(u.ss_family, SOCK_DGRAM, 0);
-    if (::bind(us, reinterpret_cast<sockaddr*>(&u), len_of(u)) != 0) return std::string("setup=udp ") + ip;
+    if (::bind(us, reinterpret_cast<sockaddr*>(&u), len_of(u)) != 0)
+      return std::string("setup=udp ") + ip;
   }
   auto lo = addr_of("127.0.0.1", 8080);
   int ll = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (::bind(ll, reinterpret_cast<sockaddr*>(&lo), len_of(lo)) != 0 || ::listen(ll, 8) != 0) return "setup=lo";
+  if (::bind(ll, reinterpret_cast<sockaddr*>(&lo), len_of(lo)) != 0 || ::listen(ll, 8) != 0)
+    return "setup=lo";
   std::string me = std::to_string(::getpid());
   int fd = ::open((cgroup_dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || ::write(fd, me.data(), me.size()) != static_cast<ssize_t>(me.size())) return "setup=cgroup";
+  if (fd < 0 || ::write(fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
+    return "setup=cgroup";
   ::close(fd);
 
   std::string out;
@@ -143,10 +137,11 @@ class EgressGuardReal : public ::testing::Test {
  protected:
   void SetUp() override {
     SANDGATE_REQUIRE_ROOT();
-    std::string mount = unified_mount();
+    std::string mount = cgroup2_mount_point();
     SANDGATE_REQUIRE(!mount.empty(), "no cgroup2 hierarchy to attach the guard to");
     auto g = EgressGuard::open();
-    SANDGATE_REQUIRE(g.ok(), "the egress guard cannot load here: " + (g.ok() ? std::string() : g.error().message()));
+    SANDGATE_REQUIRE(g.ok(), "the egress guard cannot load here: " +
+                                 (g.ok() ? std::string() : g.error().message()));
     guard_ = std::move(*g);
     dir_ = mount + "/sandgate-test-egress-" + std::to_string(::getpid());
     ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0) << std::strerror(errno);
@@ -160,8 +155,8 @@ class EgressGuardReal : public ::testing::Test {
 };
 
 TEST_F(EgressGuardReal, AllowsTheListAndLoopbackAndDeniesTheRestWithEperm) {
-  auto rules = parse_egress_rules({"tcp:203.0.113.20:443", "udp:203.0.113.20:53",
-                                   "[2001:db8::20]:*"});
+  auto rules =
+      parse_egress_rules({"tcp:203.0.113.20:443", "udp:203.0.113.20:53", "[2001:db8::20]:*"});
   ASSERT_TRUE(rules.ok()) << rules.error().message();
   auto run = guard_->guard(dir_, *rules);
   ASSERT_TRUE(run.ok()) << run.error().message();
@@ -206,8 +201,9 @@ TEST_F(EgressGuardReal, ReleasedRunIsNotGuarded) {
   guard_->release(*run);
   auto r = run_child(dir_);
   ASSERT_EQ(r.count("setup"), 0u) << "child setup failed at " << r["setup"];
-  for (const char* k : {"tcp4_allowed", "tcp4_denied", "tcp6_allowed", "tcp6_denied", "udp4_allowed",
-                        "udp4_denied", "udp6_allowed", "udp6_denied", "udp4_tcp_only_port", "loopback"})
+  for (const char* k :
+       {"tcp4_allowed", "tcp4_denied", "tcp6_allowed", "tcp6_denied", "udp4_allowed", "udp4_denied",
+        "udp6_allowed", "udp6_denied", "udp4_tcp_only_port", "loopback"})
     EXPECT_EQ(r[k], "0") << k;
 }
 
@@ -216,7 +212,8 @@ TEST_F(EgressGuardReal, EmptyListDeniesEverythingButLoopback) {
   ASSERT_TRUE(run.ok()) << run.error().message();
   auto r = run_child(dir_);
   ASSERT_EQ(r.count("setup"), 0u) << "child setup failed at " << r["setup"];
-  for (const char* k : {"tcp4_allowed", "tcp4_denied", "tcp6_allowed", "udp4_allowed", "udp6_allowed"})
+  for (const char* k :
+       {"tcp4_allowed", "tcp4_denied", "tcp6_allowed", "udp4_allowed", "udp6_allowed"})
     EXPECT_EQ(r[k], "EPERM") << k;
   EXPECT_EQ(r["loopback"], "0");
   auto again = guard_->guard(dir_, {});
