@@ -359,9 +359,10 @@ TEST_F(CliTest, HelpForEveryCommand) {
 TEST_F(CliTest, BadInputGivesOneClearLine) {
   auto unknown = sandgate({"exec", "--provider", "nope", "--", "true"});
   EXPECT_EQ(unknown.status.shell_code(), 2);
-  EXPECT_NE(unknown.output.find(
-                "unknown provider 'nope' (known: host_dir, namespaces, podman, microvm, external:...)"),
-            std::string::npos)
+  EXPECT_NE(
+      unknown.output.find(
+          "unknown provider 'nope' (known: host_dir, namespaces, podman, microvm, external:...)"),
+      std::string::npos)
       << unknown.output;
   auto duration = sandgate({"exec", "--provider", "namespaces", "--timeout", "30", "--", "true"});
   EXPECT_EQ(duration.status.shell_code(), 2);
@@ -374,15 +375,19 @@ TEST_F(CliTest, BadInputGivesOneClearLine) {
   EXPECT_EQ(unsafe.status.shell_code(), 2);
   EXPECT_NE(unsafe.output.find("--allow-unsafe-host"), std::string::npos) << unsafe.output;
   // The network options: each mistake named, nothing made.
-  auto stray = sandgate({"exec", "--provider", "namespaces", "--allow", "203.0.113.20:443", "--", "true"});
+  auto stray =
+      sandgate({"exec", "--provider", "namespaces", "--allow", "203.0.113.20:443", "--", "true"});
   EXPECT_EQ(stray.status.shell_code(), 2);
-  EXPECT_NE(stray.output.find("--allow and --net-upstream need --net allowlist"), std::string::npos) << stray.output;
+  EXPECT_NE(stray.output.find("--allow and --net-upstream need --net allowlist"), std::string::npos)
+      << stray.output;
   auto no_upstream = sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
                                "203.0.113.20:443", "--", "true"});
   EXPECT_EQ(no_upstream.status.shell_code(), 2);
-  EXPECT_NE(no_upstream.output.find("needs --net-upstream"), std::string::npos) << no_upstream.output;
-  auto named = sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
-                         "registry.example:443", "--net-upstream", "/proc/self/ns/net", "--", "true"});
+  EXPECT_NE(no_upstream.output.find("needs --net-upstream"), std::string::npos)
+      << no_upstream.output;
+  auto named =
+      sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
+                "registry.example:443", "--net-upstream", "/proc/self/ns/net", "--", "true"});
   EXPECT_EQ(named.status.shell_code(), 2);
   EXPECT_NE(named.output.find("\"registry.example:443\""), std::string::npos) << named.output;
   auto bad_mode = sandgate({"exec", "--provider", "namespaces", "--net", "host", "--", "true"});
@@ -517,6 +522,55 @@ TEST_F(CliTest, ServeOnAUnixSocket) {
   ASSERT_TRUE(st2.ok() && st2->has_value());
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
   // TearDown checks that no run record, directory or cgroup is left.
+}
+
+// A run outlives the connection that created it. Its supervisor dies with the thread that
+// forked it (PR_SET_PDEATHSIG follows the parent thread, not the process), and serve ends each
+// connection's thread when the client hangs up, as `exec --socket` does after every call. So
+// creation must happen on a thread that lives as long as the server (the control strand): this
+// pins it, with a call on a second connection after the first one's thread has ended.
+TEST_F(CliTest, ServeRunOutlivesTheConnectionThatCreatedIt) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string path = tmp_ + "/serve.sock";
+  auto server = serve_on(path);
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  // One request on a connection of its own, closed after the reply.
+  auto ask_once = [&](const Json& request) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    if (::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0)
+      return Json();
+    if (!write_all(fd.get(), request.dump() + "\n").ok()) return Json();
+    std::string buffer;
+    char chunk[65536];
+    while (buffer.find('\n') == std::string::npos) {
+      ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+      if (n <= 0) return Json();
+      buffer.append(chunk, static_cast<size_t>(n));
+    }
+    auto j = parse_json(buffer.substr(0, buffer.find('\n')), "reply");
+    return j.ok() ? *j : Json();
+  };
+  Json created = ask_once({{"id", 1}, {"op", "create"}, {"provider", "namespaces"}});
+  ASSERT_EQ(created["ok"], true) << created.dump();
+  // The first connection's thread ends once serve sees the hang-up; a supervisor killed by
+  // that would be gone well within this.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int i = 0; i < 2; ++i) {
+    Json ran = ask_once({{"id", 2 + i},
+                         {"op", "exec"},
+                         {"env", created["env"]},
+                         {"argv", {"sh", "-c", "echo still here"}}});
+    ASSERT_EQ(ran["ok"], true) << "call " << i << " on a later connection: " << ran.dump();
+    EXPECT_EQ(ran["outcome"]["stdout"], "still here\n");
+  }
+  Json destroyed = ask_once({{"id", 9}, {"op", "destroy"}, {"env", created["env"]}});
+  EXPECT_EQ(destroyed["ok"], true) << destroyed.dump();
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st = server->wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(st.ok() && st->has_value());
 }
 
 TEST_F(CliTest, TimeoutKillsTheRun) {
