@@ -8,14 +8,14 @@
 #include <map>
 
 #include "cli/common.h"
-#include "ebpf/activity_tracer.h"
-#include "ebpf/egress.h"
 #include "core/files.h"
 #include "core/json.h"
 #include "core/progress.h"
 #include "core/strings.h"
 #include "core/table.h"
 #include "core/units.h"
+#include "ebpf/activity_tracer.h"
+#include "ebpf/egress.h"
 #include "probes/plan.h"
 #include "probes/suite.h"
 #include "providers/weakening.h"
@@ -31,8 +31,8 @@ struct ProbeArgs {
   std::string json;
   bool self_test = false;
   bool allow_unsafe_host = false;
-  std::string image;   // podman: a local image for every run's root
-  std::string report;  // a directory for the report model in every format
+  std::string image;               // podman: a local image for every run's root
+  std::string report;              // a directory for the report model in every format
   std::string net = "none";        // --net none|allowlist
   std::vector<std::string> allow;  // --allow (default with allowlist: the lab's registry)
 };
@@ -118,6 +118,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   auto start = std::chrono::steady_clock::now();
   probes::SuiteOptions so;
   so.paths = g.paths();
+  so.id_pool = g.parsed_id_pool;
   so.cgroup_root = g.cgroup_root_name();
   so.probe_binary = companion_binary("sandgate-probe");
   so.only = a.only;
@@ -125,17 +126,21 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   // The third witness where the kernel allows it (judge.h, kernel_crossings); where it does
   // not, the verdicts rest on two witnesses and the log says why.
   auto tracer = ebpf::ActivityTracer::open();
-  if (tracer.ok()) so.tracer = tracer->get();
-  else std::cerr << "sandgate probe: no kernel witness (" << tracer.error().message() << ")\n";
+  if (tracer.ok())
+    so.tracer = tracer->get();
+  else
+    std::cerr << "sandgate probe: no kernel witness (" << tracer.error().message() << ")\n";
   // The allowlist variant: the lab is the runs' upstream; the registry decoy is what they may
   // reach unless --allow says otherwise.
   std::unique_ptr<ebpf::EgressGuard> guard;
   if (a.net == "allowlist") {
-    auto rules = parse_egress_rules(a.allow.empty() ? std::vector<std::string>{"tcp:203.0.113.20:443"} : a.allow);
+    auto rules = parse_egress_rules(
+        a.allow.empty() ? std::vector<std::string>{"tcp:203.0.113.20:443"} : a.allow);
     if (!rules.ok()) return fail(std::move(rules).error().context_add("--allow"));
     auto opened = ebpf::EgressGuard::open();
     if (!opened.ok())
-      return fail(std::move(opened).error().context_add("--net allowlist needs the eBPF egress guard (sandgate doctor, \"bpf\")"));
+      return fail(std::move(opened).error().context_add(
+          "--net allowlist needs the eBPF egress guard (sandgate doctor, \"bpf\")"));
     guard = std::move(opened).value();
     so.egress_allow = std::move(rules).value();
     so.egress_guard = guard.get();

@@ -15,7 +15,6 @@
 #include <optional>
 
 #include "cli/common.h"
-#include "ebpf/activity_tracer.h"
 #include "cli/measure.h"
 #include "cli/qualify_trace.h"
 #include "core/files.h"
@@ -25,6 +24,7 @@
 #include "core/strings.h"
 #include "core/table.h"
 #include "core/units.h"
+#include "ebpf/activity_tracer.h"
 #include "probes/lab/lab.h"
 #include "probes/suite.h"
 #include "providers/microvm.h"
@@ -215,6 +215,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
   if (a.probes) {
     probes::SuiteOptions so;
     so.paths = g.paths();
+    so.id_pool = g.parsed_id_pool;
     so.cgroup_root = g.cgroup_root_name();
     so.probe_binary = companion_binary("sandgate-probe");
     if (so.probe_binary.empty()) return fail("sandgate-probe is not installed beside sandgate");
@@ -223,8 +224,10 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     // The third witness where the kernel allows it (judge.h, kernel_crossings); where it does
     // not, the verdicts rest on two witnesses and the log says why.
     auto opened = ebpf::ActivityTracer::open();
-    if (opened.ok()) tracer = std::move(opened).value();
-    else std::cerr << "qualify: no kernel witness (" << opened.error().message() << ")\n";
+    if (opened.ok())
+      tracer = std::move(opened).value();
+    else
+      std::cerr << "qualify: no kernel witness (" << opened.error().message() << ")\n";
     so.tracer = tracer.get();
     auto made = probes::Suite::create(so);
     if (!made.ok())

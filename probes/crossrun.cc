@@ -21,17 +21,22 @@
 //     crossrun.user_inotify ran), or after kMaxInotifyHoldMs. When A's uid is shared with the
 //     host's (natively, or under an unsafe provider), the host's processes of that uid cannot
 //     make an inotify instance either while A holds them: the hold is kept that short.
+//     With inotify_uid=N (the native baseline, run as root), the instances are held by a child
+//     that first becomes host uid N, a throwaway uid from sandgate's id pool, and
+//     crossrun.user_inotify tries as uid N too: the host's root is never the one starved.
 //   - a burst of kBurstThreads sleeping threads, kBurstDelayMs after
 //     WORKSPACE/sandgate-crossrun-MARKER.burst appears, for kBurstMs: what
 //     crossrun.load_side_channel looks for in /proc/loadavg.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/shm.h>
@@ -68,6 +73,43 @@ constexpr long long kWatchMs = 6000;
 constexpr long long kSampleMs = 25;
 constexpr int kStepMin = kBurstThreads * 3 / 4;
 constexpr size_t kStepSamples = 6;  // 150 ms: a burst, not a compiler starting
+
+// A child of this process that has become host uid/gid `uid` (no supplementary groups) and
+// dies with its parent. Returns its pid in the parent, 0 in the child; -1 with errno.
+pid_t fork_as(uid_t uid) {
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 ||
+      ::setresuid(uid, uid, uid) != 0)
+    ::_exit(97);
+  // After the credential change, which clears it.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(98);
+  return 0;
+}
+
+// Every inotify instance the current uid may have (kMaxInotify at most); errno of the call that
+// stopped it in *err (0: the cap).
+std::vector<int> take_inotify_instances(int* err) {
+  std::vector<int> fds;
+  *err = 0;
+  while (static_cast<int>(fds.size()) < kMaxInotify) {
+    int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (fd < 0) {
+      *err = errno;
+      break;
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+// What the holder child tells its parent through a pipe.
+struct InotifyHold {
+  uint64_t held = 0;
+  int err = 0;
+};
 
 // The 4th field of /proc/loadavg, "running/total": the total threads of the whole kernel
 // (not of a pid namespace). -1 when unreadable.
@@ -208,26 +250,67 @@ ProbeReport plant(const Params& p) {
   // Every inotify instance this uid may have. EMFILE is also the process's own descriptor
   // limit: the hold counts as the per-user limit only when it stopped well below that.
   std::vector<int> inotify_fds;
+  size_t inotify_held = 0;
   int inotify_errno = 0;
   const bool hold_inotify = p.get("hold_inotify") == "1";
-  while (hold_inotify && static_cast<int>(inotify_fds.size()) < kMaxInotify) {
-    int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (fd < 0) {
+  auto inotify_uid = p.number("inotify_uid");
+  pid_t inotify_holder = -1;
+  int inotify_release_fd = -1;  // closing it ends the holder child
+  if (hold_inotify && inotify_uid) {
+    int report[2], release[2];
+    if (::pipe2(report, O_CLOEXEC) != 0 || ::pipe2(release, O_CLOEXEC) != 0) {
       inotify_errno = errno;
-      break;
+    } else {
+      inotify_holder = fork_as(static_cast<uid_t>(*inotify_uid));
+      if (inotify_holder == 0) {
+        ::close(report[0]);
+        ::close(release[1]);  // else its own copy would keep the release pipe open forever
+        InotifyHold h;
+        std::vector<int> fds = take_inotify_instances(&h.err);
+        h.held = fds.size();
+        (void)!::write(report[1], &h, sizeof h);
+        char byte;
+        (void)!::read(release[0], &byte, 1);  // EOF: released, or the parent is gone
+        ::_exit(0);
+      }
+      ::close(report[1]);
+      ::close(release[0]);
+      inotify_release_fd = release[1];
+      InotifyHold h;
+      if (inotify_holder < 0) {
+        inotify_errno = errno;
+      } else if (::read(report[0], &h, sizeof h) == static_cast<ssize_t>(sizeof h)) {
+        inotify_held = h.held;
+        inotify_errno = h.err;
+      } else {
+        inotify_errno = ECHILD;  // it could not become the uid (exit 97) or died
+      }
+      ::close(report[0]);
     }
-    inotify_fds.push_back(fd);
+  } else if (hold_inotify) {
+    inotify_fds = take_inotify_instances(&inotify_errno);
+    inotify_held = inotify_fds.size();
   }
   struct rlimit nofile {};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   bool user_limit =
-      inotify_errno == EMFILE && inotify_fds.size() + 64 < static_cast<size_t>(nofile.rlim_cur);
-  planted["inotify"] = {{"held", inotify_fds.size()},
+      inotify_errno == EMFILE && inotify_held + 64 < static_cast<size_t>(nofile.rlim_cur);
+  planted["inotify"] = {{"held", inotify_held},
                         {"stopped_by", outcome(inotify_errno)},
-                        {"nofile", static_cast<unsigned long long>(nofile.rlim_cur)}};
+                        {"nofile", static_cast<unsigned long long>(nofile.rlim_cur)},
+                        {"uid", inotify_uid ? Json(*inotify_uid) : Json(::geteuid())}};
   auto release_inotify = [&] {
     for (int fd : inotify_fds) ::close(fd);
     inotify_fds.clear();
+    if (inotify_release_fd >= 0) {
+      ::close(inotify_release_fd);
+      inotify_release_fd = -1;
+    }
+    if (inotify_holder > 0) {
+      ::waitpid(inotify_holder, nullptr, 0);
+      inotify_holder = -1;
+    }
+    inotify_held = 0;
   };
 
   unsigned long long pidns = ns_inode("pid");
@@ -243,7 +326,7 @@ ProbeReport plant(const Params& p) {
                 {"shm_id", shm_id},
                 {"msg_key", key},
                 {"msg_id", msg_id},
-                {"inotify_held", inotify_fds.size()},
+                {"inotify_held", inotify_held},
                 {"inotify_user_limit", user_limit},
                 {"files", {{"workspace", ws_file}, {"tmp", tmp_file}, {"dev_shm", shm_file}}}};
   std::string ready_path = ws + "/" + base + ".ready.json";
@@ -267,7 +350,7 @@ ProbeReport plant(const Params& p) {
       released = true;
       break;
     }
-    if (!inotify_fds.empty() &&
+    if (inotify_held > 0 &&
         (now_ms() >= inotify_deadline || ::access(inotify_release_path.c_str(), F_OK) == 0))
       release_inotify();
     if (burst_seen.is_null() && ::access(burst_path.c_str(), F_OK) == 0) {
@@ -496,12 +579,27 @@ ProbeReport user_inotify(const Params& p) {
                                "run A did not report holding its uid's inotify instances up to "
                                "the per-user limit (other_inotify_held, other_inotify_user_limit)",
                                ev);
-  int fd = ::inotify_init1(IN_CLOEXEC);
-  if (fd >= 0) {
-    ::close(fd);
-    return held(attempt, ev, "inotify_init1 worked: run A's instances are not counted here");
+  int err = 0;
+  if (auto uid = p.number("inotify_uid")) {
+    // Natively: as the throwaway uid run A's holder became (crossrun.plant), in a child.
+    ev["uid"] = *uid;
+    pid_t child = fork_as(static_cast<uid_t>(*uid));
+    if (child == 0) {
+      int fd = ::inotify_init1(IN_CLOEXEC);
+      ::_exit(fd >= 0 ? 0 : errno);  // EMFILE, ENFILE, ENOMEM or EINVAL: never fork_as's 97, 98
+    }
+    int status = 0;
+    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+        WEXITSTATUS(status) == 97 || WEXITSTATUS(status) == 98)
+      return failed(attempt, child < 0 ? errno : ECHILD, ev);
+    err = WEXITSTATUS(status);
+  } else {
+    int fd = ::inotify_init1(IN_CLOEXEC);
+    err = fd >= 0 ? 0 : errno;
+    if (fd >= 0) ::close(fd);
   }
-  int err = errno;
+  if (err == 0)
+    return held(attempt, ev, "inotify_init1 worked: run A's instances are not counted here");
   ev["errno"] = errno_name(err);
   if (err == EMFILE) {
     ProbeReport r = reached(attempt, ev);
@@ -536,7 +634,8 @@ ProbeReport load_side_channel(const Params&) {
   for (size_t i = 0; i + kStepSamples <= n; ++i) {
     int wmin = *std::min_element(samples.begin() + i, samples.begin() + i + kStepSamples);
     if (min_before != INT_MAX) rise = std::max(rise, wmin - min_before);
-    if (min_after[i + kStepSamples] != INT_MAX) fall = std::max(fall, wmin - min_after[i + kStepSamples]);
+    if (min_after[i + kStepSamples] != INT_MAX)
+      fall = std::max(fall, wmin - min_after[i + kStepSamples]);
     min_before = std::min(min_before, samples[i]);
   }
   auto [mn, mx] = std::minmax_element(samples.begin(), samples.end());
@@ -558,7 +657,7 @@ ProbeReport load_side_channel(const Params&) {
 Status register_crossrun_probes(Catalogue& c) {
   SG_TRY(c.add({"crossrun.plant",
                 "run A: plant canaries, listeners and SysV objects; hold; report who touched them",
-                {"marker", "workspace", "hold_ms", "host_pidns", "hold_inotify"},
+                {"marker", "workspace", "hold_ms", "host_pidns", "hold_inotify", "inotify_uid"},
                 plant,
                 true}));
   // First of B's probes: A's inotify hold ends as soon as it has run (see above). Both are
@@ -566,7 +665,7 @@ Status register_crossrun_probes(Catalogue& c) {
   // right after, starts its burst right before), which `--boundary crossrun` alone does not.
   SG_TRY(c.add({"crossrun.user_inotify",
                 "be starved of inotify instances by run A (a per-user kernel count)",
-                {"other_inotify_held", "other_inotify_user_limit"},
+                {"other_inotify_held", "other_inotify_user_limit", "inotify_uid"},
                 user_inotify,
                 true}));
   SG_TRY(c.add({"crossrun.load_side_channel",

@@ -425,7 +425,8 @@ class Suite::Context {
       HostEvidence with_kernel = host;
       if (report) with_kernel.kernel = kernel_crossings(*report, *traced_);
       for (const auto& line : describe(*traced_))
-        if (line.rfind("connect", 0) == 0 || line.rfind("sendto", 0) == 0 || line.rfind("open ", 0) == 0)
+        if (line.rfind("connect", 0) == 0 || line.rfind("sendto", 0) == 0 ||
+            line.rfind("open ", 0) == 0)
           with_kernel.notes.push_back("kernel saw: " + line);
       traced_.reset();
       return judge(id, report, with_kernel, failure);
@@ -681,7 +682,9 @@ class Suite::Context {
 
 Status Suite::run_baseline() {
   auto start = steady_clock::now();
-  progress("baseline: every probe natively, as root, in the lab");
+  progress(
+      "baseline: every probe natively, as root (crossrun.user_inotify's hold as a throwaway uid), "
+      "in the lab");
   const Canaries& c = *canaries_;
   std::string ws_a = c.dir() + "/native-a", ws_b = c.dir() + "/native-b";
   SG_TRY(copy_tree(c.recipe(), ws_a, 0, 0));
@@ -714,6 +717,13 @@ Status Suite::run_baseline() {
     auto pa = params(ws_a);
     pa.push_back("hold_ms=20000");
     pa.push_back("hold_inotify=1");
+    // Natively A and B are host root: A's hold would starve every root process on the host
+    // (for up to 15 s). Both take it as a throwaway uid instead, the first of a range of the id
+    // pool held for the baseline (released below; gc reclaims it after a crash).
+    SG_ASSIGN_OR_RETURN(auto inotify_ids, acquire_id_range(options_.paths, options_.id_pool,
+                                                           "probe-baseline-" + c.marker()));
+    std::string inotify_uid = "inotify_uid=" + std::to_string(inotify_ids.first());
+    pa.push_back(inotify_uid);
     std::thread holder([&] {
       a_result = run_command(probe_argv(options_.probe_binary, {"crossrun.plant"}, pa),
                              std::chrono::seconds(60));
@@ -729,9 +739,11 @@ Status Suite::run_baseline() {
       auto pb = params(ws_b);
       for (auto& x : crossrun_params(*ready, ws_a)) pb.push_back(x);
       pb.push_back("other_secrets=" + native_secrets);
-      // One at a time: A's inotify hold starves every process of its uid (root, natively) and
-      // ends right after; A's burst starts as the side channel's watch does.
-      st = run_native({"crossrun.user_inotify"}, pb);
+      // One at a time: A's inotify hold starves every process of its uid and ends right after;
+      // A's burst starts as the side channel's watch does.
+      auto pi = pb;
+      pi.push_back(inotify_uid);
+      st = run_native({"crossrun.user_inotify"}, pi);
       signal_holder(ws_a, c.marker(), "inotify-release");
       if (st.ok()) {
         signal_holder(ws_a, c.marker(), "burst");

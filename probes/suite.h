@@ -25,6 +25,7 @@
 
 #include "core/guards.h"
 #include "core/host_paths.h"
+#include "core/id_ranges.h"
 #include "core/json.h"
 #include "core/result.h"
 #include "ebpf/activity_tracer.h"
@@ -41,6 +42,9 @@ inline constexpr int kReportSchemaVersion = 1;
 
 struct SuiteOptions {
   HostPaths paths;
+  // The native baseline takes one range of it for crossrun.user_inotify: run A's inotify hold
+  // is taken as that range's uid, a throwaway one, so host root is never starved of instances.
+  IdPool id_pool;
   std::string cgroup_root = "sandgate";  // the controller's top cgroup
   std::string probe_binary;              // sandgate-probe on the host
   std::vector<std::string> only;         // boundaries to run; empty: all

@@ -3,13 +3,16 @@
 // self-test's weakenings are each caught, and nothing is left behind (netns, cgroups, processes,
 // files, run records).
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <iostream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "core/files.h"
 #include "core/mounts.h"
@@ -46,7 +49,8 @@ class ProbeSuiteTest : public ::testing::Test {
     EXPECT_EQ(count_entries(options_.paths.state_dir + "/id-ranges"), 0u) << "an id range was left";
     expect_no_cgroup_left(options_.cgroup_root);  // every hierarchy of this host's layout
     if (!marker_.empty()) {
-      EXPECT_TRUE(probes::marked_processes("/proc", marker_, {::getpid()}).empty()) << "a process was left";
+      EXPECT_TRUE(probes::marked_processes("/proc", marker_, {::getpid()}).empty())
+          << "a process was left";
       for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"})
         EXPECT_TRUE(probes::marked_entries(dir, marker_).empty()) << "a file was left in " << dir;
     }
@@ -171,12 +175,14 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
     EXPECT_EQ(m[id]->layer, probes::Layer::kLimit) << id;
     bool read_back = false;
-    for (const auto& note : m[id]->host.notes) read_back |= note.find(" of pid ") != std::string::npos;
+    for (const auto& note : m[id]->host.notes)
+      read_back |= note.find(" of pid ") != std::string::npos;
     EXPECT_TRUE(read_back) << id << ": no host read-back among the notes";
   }
   // Planting a git hook inside the workspace is allowed, and flagged as a vector.
   ASSERT_TRUE(m.count("persist.git_hooks"));
-  EXPECT_EQ(m["persist.git_hooks"]->verdict, probes::Verdict::kWarning) << m["persist.git_hooks"]->why;
+  EXPECT_EQ(m["persist.git_hooks"]->verdict, probes::Verdict::kWarning)
+      << m["persist.git_hooks"]->why;
   EXPECT_EQ(t.warning, 1);
   // The run's secret: not readable from another run, gone with its run.
   for (const char* id : {"crossrun.secret", "persist.secret"}) {
@@ -190,6 +196,44 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
 // decoy's TCP 443 allowed. The allowed endpoint is reached (a warning: allowed by design, with
 // the decoy's own log as witness); the production host on the same port, UDP and DNS
 // exfiltration are refused by the egress guard (layer egress); nothing is exposed.
+// Natively, run A's inotify hold used to be host root's: for as long as it lasted, no root
+// process on the host could make an inotify instance. The baseline now takes it as a throwaway
+// uid of the id pool. Root tries all through the baseline here and must never get EMFILE,
+// while the baseline still shows the starvation (as that uid).
+TEST_F(ProbeSuiteTest, NativeInotifyHoldNeverStarvesHostRoot) {
+  SANDGATE_REQUIRE_ROOT();
+  options_.only = {"crossrun"};
+  std::atomic<bool> stop{false};
+  std::atomic<int> tries{0}, starved{0};
+  std::thread root_watch([&] {
+    while (!stop) {
+      int fd = ::inotify_init1(IN_CLOEXEC);
+      if (fd >= 0)
+        ::close(fd);
+      else if (errno == EMFILE)
+        ++starved;
+      ++tries;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  auto s = suite();
+  stop = true;
+  root_watch.join();
+  ASSERT_TRUE(s);
+  EXPECT_GT(tries.load(), 10);
+  EXPECT_EQ(starved.load(), 0)
+      << "host root could not make an inotify instance during the baseline";
+  const auto& base = s->baseline();
+  ASSERT_TRUE(base.count("crossrun.user_inotify"));
+  const auto& b = base.at("crossrun.user_inotify");
+  EXPECT_EQ(b.result, probes::ProbeResult::kReached) << b.detail << " " << b.evidence.dump();
+  ASSERT_TRUE(b.evidence.contains("uid")) << b.evidence.dump();
+  EXPECT_GE(b.evidence["uid"].get<long long>(), static_cast<long long>(IdPool{}.first));
+  // Reached as that uid: A's instances, held as the same uid, are what starved it.
+  EXPECT_GT(b.evidence.value("other_inotify_held", 0), 0) << b.evidence.dump();
+  ASSERT_TRUE(s->close().ok());
+}
+
 TEST_F(ProbeSuiteTest, NamespacesWithAnAllowlistReachesOnlyTheRegistry) {
   SANDGATE_REQUIRE_ROOT();
   auto guard = ebpf::EgressGuard::open();
@@ -210,7 +254,8 @@ TEST_F(ProbeSuiteTest, NamespacesWithAnAllowlistReachesOnlyTheRegistry) {
   for (const auto* j : run->exposed()) ADD_FAILURE() << j->id << ": " << j->why;
   auto m = by_id(*run);
   ASSERT_TRUE(m.count("net.registry_allowed"));
-  EXPECT_EQ(m["net.registry_allowed"]->verdict, probes::Verdict::kWarning) << m["net.registry_allowed"]->why;
+  EXPECT_EQ(m["net.registry_allowed"]->verdict, probes::Verdict::kWarning)
+      << m["net.registry_allowed"]->why;
   EXPECT_NE(m["net.registry_allowed"]->why.find("egress allowlist permits"), std::string::npos)
       << m["net.registry_allowed"]->why;
   for (const char* id : {"net.production_tcp", "net.udp_exfil", "net.dns_exfil"}) {
@@ -237,11 +282,11 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
   auto run = s->run(*p);
   ASSERT_TRUE(run.ok()) << run.error().message();
   auto m = by_id(*run);
-  for (const char* id : {"net.metadata_v4_get", "net.metadata_v6_get", "fs.read_host_canary",
-                         "fs.write_host_dir", "creds.env_tokens", "creds.home_files",
-                         "crossrun.workspace_canary", "crossrun.tmp_canary", "persist.after_destroy",
-                         "disclosure.proc_cmdline", "disclosure.boot_id",
-                         "disclosure.mountinfo_host_path", "crossrun.user_inotify"}) {
+  for (const char* id :
+       {"net.metadata_v4_get", "net.metadata_v6_get", "fs.read_host_canary", "fs.write_host_dir",
+        "creds.env_tokens", "creds.home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
+        "persist.after_destroy", "disclosure.proc_cmdline", "disclosure.boot_id",
+        "disclosure.mountinfo_host_path", "crossrun.user_inotify"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << id << ": " << m[id]->why;
   }
