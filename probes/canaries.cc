@@ -25,12 +25,15 @@ std::string credential_content(const std::string& rel, const std::string& marker
     return "-----BEGIN OPENSSH PRIVATE KEY-----\nsandgate-canary-" + marker +
            "\n-----END OPENSSH PRIVATE KEY-----\n";
   if (rel == ".aws/credentials")
-    return "[default]\naws_access_key_id = AKIASANDGATECANARY\naws_secret_access_key = " + marker + "\n";
+    return "[default]\naws_access_key_id = AKIASANDGATECANARY\naws_secret_access_key = " + marker +
+           "\n";
   if (rel == ".docker/config.json")
     return "{\"auths\":{\"registry.sandgate.test\":{\"auth\":\"" + marker + "\"}}}\n";
-  if (rel == ".netrc") return "machine registry.sandgate.test login canary password " + marker + "\n";
+  if (rel == ".netrc")
+    return "machine registry.sandgate.test login canary password " + marker + "\n";
   if (rel == ".kube/config")
-    return "apiVersion: v1\nkind: Config\nusers:\n- name: canary\n  user:\n    token: " + marker + "\n";
+    return "apiVersion: v1\nkind: Config\nusers:\n- name: canary\n  user:\n    token: " + marker +
+           "\n";
   return "https://canary:" + marker + "@git.sandgate.test\n";  // .git-credentials
 }
 
@@ -52,16 +55,17 @@ Status mkdir_mode(const std::string& path, mode_t mode) {
 // log. It waits in `read` on a pipe nobody writes to (a trapped signal interrupts the read and
 // runs the trap), so it leaves no child behind; PR_SET_PDEATHSIG ends it with sandgate.
 constexpr char kSentinelScript[] =
-    "for s in HUP INT QUIT ABRT USR1 USR2 ALRM TERM CHLD CONT TSTP TTIN TTOU URG WINCH IO PWR SYS; do "
+    "for s in HUP INT QUIT ABRT USR1 USR2 ALRM TERM CHLD CONT TSTP TTIN TTOU URG WINCH IO PWR SYS; "
+    "do "
     "trap \"echo $s >> \\\"\\$1\\\"\" $s; done; echo r >&3; exec 3>&-; "
     "while :; do read x <&4; done";
 
 }  // namespace
 
 const std::vector<std::string>& Canaries::credential_files() {
-  static const std::vector<std::string> kFiles = {".ssh/id_ed25519", ".aws/credentials",
+  static const std::vector<std::string> kFiles = {".ssh/id_ed25519",     ".aws/credentials",
                                                   ".docker/config.json", ".netrc",
-                                                  ".kube/config", ".git-credentials"};
+                                                  ".kube/config",        ".git-credentials"};
   return kFiles;
 }
 
@@ -116,6 +120,15 @@ Status Canaries::plant_files(const CanaryOptions& options) {
                    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"));
   SG_TRY(write_new(recipe() + "/.git/hooks/pre-commit.sample", "#!/bin/sh\nexit 0\n", 0755));
 
+  // Decoy sockets: listening, never accepted (a connect succeeds on the backlog). Anyone may
+  // connect, as with every canary: what keeps a sandbox out must be its isolation.
+  SG_TRY(mkdir_mode(dir_ + "/run", 0755));
+  for (auto [fd, path] :
+       {std::pair{&agent_, agent_socket()}, std::pair{&runtime_, runtime_socket()}}) {
+    SG_ASSIGN_OR_RETURN(*fd, listen_unix(path, 64));
+    if (::chmod(path.c_str(), 0666) != 0) return sys_error("chmod", path);
+  }
+
   if (!options.probe_binary.empty()) {
     // A setuid-root program a sandbox can run: it must not raise the caller's privilege.
     std::string helper = dir_ + "/setuid-probe";
@@ -137,9 +150,13 @@ Status Canaries::start_sentinel() {
   // A host process launched with the tokens, as launchers are: in its environment and one on its
   // command line. The creds probes look for them in /proc/*/environ and /proc/*/cmdline.
   std::string token_arg = "--token=" + tokens_.front().second;
-  std::vector<char*> argv = {const_cast<char*>("/bin/sh"), const_cast<char*>("-c"),
-                             const_cast<char*>(kSentinelScript), name.data(), log.data(),
-                             token_arg.data(), nullptr};
+  std::vector<char*> argv = {const_cast<char*>("/bin/sh"),
+                             const_cast<char*>("-c"),
+                             const_cast<char*>(kSentinelScript),
+                             name.data(),
+                             log.data(),
+                             token_arg.data(),
+                             nullptr};
   std::vector<std::string> env_strings = {"PATH=/usr/bin:/bin"};
   for (const auto& [k, v] : tokens_) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;
@@ -164,7 +181,8 @@ Status Canaries::start_sentinel() {
   block_ = std::move(block.write);  // held open: the sentinel's read never ends
   ready.write.reset();
   char byte;
-  if (::read(ready.read.get(), &byte, 1) != 1) return logic_error("start sentinel", "the shell did not start", log);
+  if (::read(ready.read.get(), &byte, 1) != 1)
+    return logic_error("start sentinel", "the shell did not start", log);
   Resource r{Resource::Kind::kProcess, "", pid, process_start_time(paths_.proc, pid).value_or(0)};
   return state_->record(r);
 }
@@ -196,12 +214,15 @@ void Canaries::set_environment() {
   };
   for (const auto& [name, value] : tokens_) save_and_set(name, value);
   save_and_set("HOME", home());
+  save_and_set("SSH_AUTH_SOCK", agent_socket());
 }
 
 void Canaries::restore_environment() {
   for (auto it = saved_env_.rbegin(); it != saved_env_.rend(); ++it) {
-    if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-    else ::unsetenv(it->first.c_str());
+    if (it->second)
+      ::setenv(it->first.c_str(), it->second->c_str(), 1);
+    else
+      ::unsetenv(it->first.c_str());
   }
   saved_env_.clear();
 }
@@ -212,6 +233,8 @@ Status Canaries::remove() {
   restore_environment();
   sentinel_.kill_and_reap();
   block_.reset();
+  agent_.reset();
+  runtime_.reset();
   Status first;
   if (!dir_.empty()) first = remove_tree(dir_);
   if (state_) {

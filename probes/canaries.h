@@ -14,6 +14,10 @@
 //   - a sentinel: a host process, its argv carrying the marker, that logs every signal it receives;
 //     it is launched with the tokens in its environment and one on its command line, as a
 //     launcher's processes are, for the /proc/*/environ and /proc/*/cmdline probes;
+//   - decoy sockets, listening (nothing answers): an SSH agent at home()/.ssh/agent.sock, named
+//     by SSH_AUTH_SOCK in sandgate's environment as a launcher's agent is, and a container
+//     runtime socket at <dir>/run/docker.sock. Natively net.ssh_agent and net.runtime_sockets
+//     reach them, so the baseline shows those probes work; a sandbox must not;
 //   - a setuid-root copy of sandgate-probe, when the probe binary is given;
 //   - a workspace recipe with a .git directory (config, hooks) for the persistence probes.
 //
@@ -38,11 +42,11 @@
 namespace sandgate::probes {
 
 struct CanaryOptions {
-  HostPaths paths;                       // state_dir gets the record
-  std::string parent_dir = "/var/tmp";   // canaries go in <parent_dir>/sandgate-canary-<marker>
-  std::string probe_binary;              // sandgate-probe: copied setuid-root; empty: no helper
-  bool set_environment = true;           // the tokens and HOME in this process's environment
-  std::string marker;                    // empty: a fresh one
+  HostPaths paths;                      // state_dir gets the record
+  std::string parent_dir = "/var/tmp";  // canaries go in <parent_dir>/sandgate-canary-<marker>
+  std::string probe_binary;             // sandgate-probe: copied setuid-root; empty: no helper
+  bool set_environment = true;          // the tokens and HOME in this process's environment
+  std::string marker;                   // empty: a fresh one
 };
 
 class Canaries {
@@ -64,6 +68,8 @@ class Canaries {
   std::string host_canary() const { return dir_ + "/host-canary"; }
   std::string host_write_dir() const { return dir_ + "/write-here"; }
   std::string recipe() const { return dir_ + "/recipe"; }
+  std::string agent_socket() const { return home() + "/.ssh/agent.sock"; }
+  std::string runtime_socket() const { return dir_ + "/run/docker.sock"; }
   const std::string& setuid_helper() const { return setuid_helper_; }  // "" when none
   pid_t sentinel_pid() const { return sentinel_.pid(); }
   const std::vector<std::pair<std::string, std::string>>& tokens() const { return tokens_; }
@@ -87,7 +93,8 @@ class Canaries {
   // The environment before plant: name -> value (nullopt: was unset).
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_env_;
   ChildProcess sentinel_;
-  UniqueFd block_;  // the write end of the pipe the sentinel waits on
+  UniqueFd block_;            // the write end of the pipe the sentinel waits on
+  UniqueFd agent_, runtime_;  // the decoy sockets, listening
   std::optional<RunState> state_;
   HostPaths paths_;
   bool removed_ = false;

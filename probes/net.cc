@@ -432,7 +432,8 @@ ProbeReport ssh_agent(const Params& p) {
   std::string attempt = "connect to the SSH agent and list its identities";
   std::vector<std::string> paths;
   if (const char* env = std::getenv("SSH_AUTH_SOCK"); env && *env) paths.push_back(env);
-  if (auto param = p.get("ssh_auth_sock")) paths.push_back(*param);
+  if (auto param = p.get("ssh_auth_sock"); param && (paths.empty() || paths[0] != *param))
+    paths.push_back(*param);
   if (paths.empty()) {
     return failed(attempt, ENOENT, {{"SSH_AUTH_SOCK", nullptr}},
                   "SSH_AUTH_SOCK is not set here and no ssh_auth_sock parameter was given");

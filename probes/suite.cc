@@ -695,19 +695,33 @@ Status Suite::run_baseline() {
   SG_TRY(write_file(native_secrets + "/" + kProbeSecretName, "sandgate-secret-" + c.marker() + "\n",
                     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC));
   auto params = [&](const std::string& ws) { return base_params(ws, c.setuid_helper()); };
-  auto run_native = [&](const std::vector<std::string>& ids, std::vector<std::string> p) -> Status {
+  // `wrap` goes before the probe's argv (a shell that sets something up and execs it).
+  auto run_native = [&](const std::vector<std::string>& ids, std::vector<std::string> p,
+                        std::vector<std::string> wrap = {}) -> Status {
     if (ids.empty()) return {};
-    SG_ASSIGN_OR_RETURN(
-        auto r, run_command(probe_argv(options_.probe_binary, ids, p), std::chrono::seconds(120)));
+    auto argv = probe_argv(options_.probe_binary, ids, p);
+    argv.insert(argv.begin(), wrap.begin(), wrap.end());
+    SG_ASSIGN_OR_RETURN(auto r, run_command(argv, std::chrono::seconds(120)));
     SG_ASSIGN_OR_RETURN(auto reports, parse_reports(r.output, "native sandgate-probe"));
     for (auto& rep : reports) baseline_[rep.id] = std::move(rep);
     return {};
   };
   std::vector<std::string> simple;
+  bool leaked_fds = false;
   for (const char* b : {"fs", "net", "creds", "proc", "disclosure"})
     if (selected(b))
-      for (const Listed* l : probes_of(b)) simple.push_back(l->id);
+      for (const Listed* l : probes_of(b)) {
+        if (l->id == "fs.leaked_fds")
+          leaked_fds = true;
+        else
+          simple.push_back(l->id);
+      }
   SG_TRY(run_native(simple, params(ws_a)));
+  // A launcher that leaks a directory fd (here the canaries' host directory, as fd 9): natively
+  // fs.leaked_fds must find it and climb out through it, or its verdicts would rest on nothing.
+  if (leaked_fds)
+    SG_TRY(run_native({"fs.leaked_fds"}, params(ws_a),
+                      {"/bin/sh", "-c", "exec 9<\"$0\" && exec \"$@\"", c.dir()}));
   for (const auto& f : marked_entries(c.host_write_dir(), c.marker())) ::unlink(f.c_str());
 
   if (selected("crossrun")) {
@@ -791,6 +805,9 @@ std::vector<std::string> Suite::base_params(const std::string& workspace,
       "host_write_dir=" + c.host_write_dir(),
       "other_workspace=" + c.recipe(),
       "home=" + c.home(),
+      // The decoys' host paths: natively reached; in a sandbox they must not exist.
+      "ssh_auth_sock=" + c.agent_socket(),
+      "extra_sockets=" + c.runtime_socket(),
       "token_names=" + c.token_names(),
       "sentinel_pid=" + std::to_string(c.sentinel_pid()),
       "host_pidns=" + std::to_string(host_pidns_),

@@ -135,6 +135,16 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   ASSERT_TRUE(m["crossrun.user_inotify"]->baseline.has_value());
   EXPECT_EQ(m["crossrun.user_inotify"]->baseline->result, probes::ProbeResult::kReached)
       << "natively (one uid) A starves B: the baseline holds";
+  // Proven natively, blocked here: the decoy SSH agent and runtime socket (canaries.h), and a
+  // directory fd the baseline's launcher leaks on purpose.
+  for (const char* id : {"net.ssh_agent", "net.runtime_sockets", "fs.leaked_fds"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    ASSERT_TRUE(m[id]->baseline.has_value()) << id;
+    EXPECT_EQ(m[id]->baseline->result, probes::ProbeResult::kReached)
+        << id << " natively: " << m[id]->baseline->detail << " "
+        << m[id]->baseline->evidence.dump();
+    EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+  }
   ASSERT_TRUE(m.count("net.metadata_v4_get"));
   EXPECT_EQ(m["net.metadata_v4_get"]->verdict, probes::Verdict::kBlocked);
   // Landlock's TCP rule (ABI 4) refuses the connect before routing would; without it, the
@@ -286,7 +296,8 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
        {"net.metadata_v4_get", "net.metadata_v6_get", "fs.read_host_canary", "fs.write_host_dir",
         "creds.env_tokens", "creds.home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
         "persist.after_destroy", "disclosure.proc_cmdline", "disclosure.boot_id",
-        "disclosure.mountinfo_host_path", "crossrun.user_inotify"}) {
+        "disclosure.mountinfo_host_path", "crossrun.user_inotify", "net.ssh_agent",
+        "net.runtime_sockets"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << id << ": " << m[id]->why;
   }
