@@ -257,7 +257,7 @@ Result<Json> Server::exec(const ExecRequest& r) {
   call.cancel_fd = options_.cancel_fd;
   std::string token = options_.before_call ? options_.before_call(r) : std::string();
   auto outcome = env->session->call(call);
-  if (options_.after_call) options_.after_call(token);
+  if (options_.after_call) options_.after_call(token, outcome.ok() ? &*outcome : nullptr);
   if (!outcome.ok()) return std::move(outcome).error();
   return Json{{"outcome", controller::to_json(*outcome)}};
 }

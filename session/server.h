@@ -36,9 +36,10 @@ struct ServerOptions {
   // environment is an error.
   RunSession* recorded_run = nullptr;
   // Around each exec (the recorder notes call events): before_call returns a token that
-  // after_call gets back once the call's outcome exists (or it failed to run).
+  // after_call gets back once the call's outcome exists, with the outcome (null: the call
+  // failed to run).
   std::function<std::string(const ExecRequest&)> before_call;
-  std::function<void(const std::string& token)> after_call;
+  std::function<void(const std::string& token, const controller::CallOutcome* outcome)> after_call;
 };
 
 class Server {
