@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -74,9 +75,14 @@ class FakeBackend : public CgroupBackend {
     ++reads_[cg.rel];
     if (!existing_.contains(cg.rel)) return sys_error(ENOENT, "fake read_usage", cg.rel);
     auto it = scripts_.find(cg.rel);
-    if (it == scripts_.end() || it->second.empty()) return Usage{};
+    if (it == scripts_.end() || it->second.empty()) {
+      Usage u;
+      add_cpu(cg.rel, u);
+      return u;
+    }
     Usage u = it->second.front();
     if (it->second.size() > 1) it->second.pop_front();
+    add_cpu(cg.rel, u);
     return u;
   }
 
@@ -128,6 +134,12 @@ class FakeBackend : public CgroupBackend {
     std::lock_guard<std::mutex> lock(mu_);
     scripts_[rel] = std::deque<Usage>(samples.begin(), samples.end());
   }
+  // From now on read_usage(rel) reports cpu_usage_us growing at `cores` per second of real
+  // time (on top of what the script says), as a busy cgroup's counter does.
+  void burn_cpu(const std::string& rel, double cores) {
+    std::lock_guard<std::mutex> lock(mu_);
+    burning_[rel] = {std::chrono::steady_clock::now(), cores};
+  }
   std::string dir(const std::string& rel) const { return mount_ + "/" + rel; }
   bool exists(const std::string& rel) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -165,6 +177,14 @@ class FakeBackend : public CgroupBackend {
 
  private:
   Cgroup cgroup(const std::string& rel) const { return Cgroup{rel, {{"unified", dir(rel)}}}; }
+  void add_cpu(const std::string& rel, Usage& u) const {
+    auto b = burning_.find(rel);
+    if (b == burning_.end()) return;
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - b->second.first)
+                  .count();
+    u.cpu_usage_us += static_cast<uint64_t>(static_cast<double>(us) * b->second.second);
+  }
 
   CgroupFeatures features_;
   std::string mount_;
@@ -175,6 +195,7 @@ class FakeBackend : public CgroupBackend {
   std::vector<std::pair<std::string, Limits>> limit_calls_;
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, double>> burning_;
 };
 
 }  // namespace sandgate::controller::testing
