@@ -548,6 +548,34 @@ TEST_F(ControllerFakeTest, WithoutRunqMetersTheRuleNeverActs) {
   ASSERT_TRUE(c->end_run(std::move(r2).value()).ok());
 }
 
+// A call waiting because its own CPU limit throttles it (its grant, or a squeeze) is not a
+// victim of the others: the hog beside it is left alone.
+TEST_F(ControllerFakeTest, ACallThrottledByItsOwnLimitDoesNotCountAsWaiting) {
+  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.runq_throttle_ms_per_s = 100;
+  policy_.ladder.runq_window = ms(100);
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto r1 = c->begin_run("t1", "r1");
+  auto r2 = c->begin_run("t1", "r2");
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  auto hog = c->begin_call(**r1, "compile", {"make", "-j8"});
+  auto capped = c->begin_call(**r2, "search", {"rg", "foo"});
+  ASSERT_TRUE(hog.ok() && capped.ok());
+  backend_->burn_cpu((*hog)->cgroup().rel, 1.8);
+  backend_->burn_cpu((*capped)->cgroup().rel, 1.0, /*throttled=*/0.5);
+  c->measure_runq(**hog, std::make_unique<SteadyRunqMeter>(5));
+  c->measure_runq(**capped, std::make_unique<SteadyRunqMeter>(500));
+  auto until = std::chrono::steady_clock::now() + ms(400);
+  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(ms(10));
+  EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
+  CallOutcome o = c->end_call(std::move(hog).value(), exited(0));
+  EXPECT_TRUE(o.observed.actions.empty());
+  (void)c->end_call(std::move(capped).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(r1).value()).ok());
+  ASSERT_TRUE(c->end_run(std::move(r2).value()).ok());
+}
+
 TEST(MonitorRates, PerSecondOverAtLeastHalfTheWindow) {
   using std::chrono::steady_clock;
   auto t0 = steady_clock::time_point{} + std::chrono::hours(1);

@@ -135,10 +135,11 @@ class FakeBackend : public CgroupBackend {
     scripts_[rel] = std::deque<Usage>(samples.begin(), samples.end());
   }
   // From now on read_usage(rel) reports cpu_usage_us growing at `cores` per second of real
-  // time (on top of what the script says), as a busy cgroup's counter does.
-  void burn_cpu(const std::string& rel, double cores) {
+  // time (on top of what the script says), as a busy cgroup's counter does, and
+  // cpu_throttled_us growing at `throttled` seconds per second (its own cpu.max biting).
+  void burn_cpu(const std::string& rel, double cores, double throttled = 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    burning_[rel] = {std::chrono::steady_clock::now(), cores};
+    burning_[rel] = {std::chrono::steady_clock::now(), cores, throttled};
   }
   std::string dir(const std::string& rel) const { return mount_ + "/" + rel; }
   bool exists(const std::string& rel) const {
@@ -181,9 +182,10 @@ class FakeBackend : public CgroupBackend {
     auto b = burning_.find(rel);
     if (b == burning_.end()) return;
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::steady_clock::now() - b->second.first)
+                  std::chrono::steady_clock::now() - b->second.since)
                   .count();
-    u.cpu_usage_us += static_cast<uint64_t>(static_cast<double>(us) * b->second.second);
+    u.cpu_usage_us += static_cast<uint64_t>(static_cast<double>(us) * b->second.cores);
+    u.cpu_throttled_us += static_cast<uint64_t>(static_cast<double>(us) * b->second.throttled);
   }
 
   CgroupFeatures features_;
@@ -195,7 +197,11 @@ class FakeBackend : public CgroupBackend {
   std::vector<std::pair<std::string, Limits>> limit_calls_;
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;
-  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, double>> burning_;
+  struct Burn {
+    std::chrono::steady_clock::time_point since;
+    double cores = 0, throttled = 0;
+  };
+  std::map<std::string, Burn> burning_;
 };
 
 }  // namespace sandgate::controller::testing

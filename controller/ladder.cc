@@ -14,10 +14,11 @@ namespace {
 // it would spin until its timeout otherwise.
 constexpr Duration kPidsPinnedLimit = std::chrono::milliseconds(500);
 constexpr Duration kCpuRateWindow = std::chrono::milliseconds(100);
-// The run-queue rule throttles the call using the most CPU only if it uses at least this much:
-// a call below a quarter of a core is not what keeps the others waiting (the host's own load,
-// outside sandgate, is), and squeezing it would help nobody.
-constexpr double kRunqHogMinCores = 0.25;
+// The run-queue rule throttles the call using the most CPU only if it uses more than this and
+// more than the squeeze would leave it: a call at a tenth of a core is not what keeps the
+// others waiting (the host's own load, outside sandgate, is), and squeezing a call to more
+// than it uses changes nothing.
+constexpr double kRunqHogMinCores = 0.1;
 
 std::string fixed(double v, int decimals) {
   char buf[64];
@@ -120,7 +121,10 @@ void Ladder::step_runq(const LadderInput& in) {
   if (at <= 0 || !in.runq) return;
   const RunqSignal& r = *in.runq;
   if (!runq_throttled_) {
-    if (!r.most_cpu || r.others_ms_per_s < at || r.cpu_cores < kRunqHogMinCores) return;
+    const double squeezed_to = grant_.cpu_cores.value_or(1.0) * settings_.throttle_cpu_fraction;
+    if (!r.most_cpu || r.others_ms_per_s < at ||
+        r.cpu_cores <= std::max(kRunqHogMinCores, squeezed_to))
+      return;
     Limits squeeze;
     if (!this->squeeze(in.now, &squeeze)) return;
     runq_throttled_ = true;

@@ -597,6 +597,14 @@ TEST_F(LadderRunqTest, ACallUsingLittleCpuIsLeftAlone) {
   EXPECT_TRUE(obs().actions.empty());
 }
 
+TEST_F(LadderRunqTest, ACallUsingLessThanTheSqueezeIsLeftAlone) {
+  // The squeeze would leave it 0.5 cores (2 granted x 0.25): at 0.45 it would change nothing.
+  for (int t = 0; t <= 2000; t += 100) runq_step(t, 900, 0.45);
+  EXPECT_TRUE(obs().actions.empty());
+  runq_step(2100, 900, 0.55);  // above it: squeezed
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+}
+
 TEST_F(LadderRunqTest, NoSignalOrRuleOffMeansNoAction) {
   for (int t = 0; t <= 1000; t += 100) step(t, memory(100 * kMiB));  // no runq view at all
   EXPECT_TRUE(obs().actions.empty());

@@ -144,11 +144,13 @@ void Monitor::sample_all() {
   struct Rates {
     std::optional<double> cpu_cores, runq_ms_per_s;
   };
+  // cpu_throttled_us is refreshed by full reads only on some layouts (v1 cpu.stat); between
+  // them it keeps its last value, so a rise over the window still shows.
   std::vector<Rates> rates(usages.size());
   if (runq_window_ > Duration(0)) {
     for (size_t i = 0; i < usages.size(); ++i) {
       auto& [w, u] = usages[i];
-      RunqPoint p{now, u.cpu_usage_us, std::nullopt};
+      RunqPoint p{now, u.cpu_usage_us, u.cpu_throttled_us, std::nullopt};
       if (w->meter)
         if (auto r = w->meter->read()) p.runq_ns = r->delay_ns;
       auto& h = w->history;
@@ -158,7 +160,8 @@ void Monitor::sample_all() {
       const RunqPoint& first = h.front();
       if (auto c = rate_per_second(first.at, first.cpu_us, now, p.cpu_us, runq_window_))
         rates[i].cpu_cores = *c / 1e6;
-      if (first.runq_ns && p.runq_ns)
+      const bool self_throttled = p.cpu_throttled_us > first.cpu_throttled_us;
+      if (first.runq_ns && p.runq_ns && !self_throttled)
         if (auto q = rate_per_second(first.at, *first.runq_ns, now, *p.runq_ns, runq_window_))
           rates[i].runq_ms_per_s = *q / 1e6;
     }

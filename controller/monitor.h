@@ -11,7 +11,10 @@
 // Run-queue delay (controller/runq.h): a call given a RunqMeter (set_runq_meter) has its
 // run-queue delay read at every sample; with the rule on (runq_window > 0), each call's ladder
 // gets, at each step, the worst rate among the other measured calls over the window and whether
-// this call uses the most CPU of all the active ones (LadderInput::runq).
+// this call uses the most CPU of all the active ones (LadderInput::runq). A call its own CPU
+// limit throttled within the window (its grant's cpu.max, or the ladder's squeeze) is not
+// counted as waiting: a runnable task of a throttled cgroup waits for its quota, not for the
+// others, and counting it would let a squeezed call get its squeezer squeezed in turn.
 #pragma once
 
 #include <atomic>
@@ -70,6 +73,7 @@ class Monitor {
   struct RunqPoint {
     std::chrono::steady_clock::time_point at;
     uint64_t cpu_us = 0;
+    uint64_t cpu_throttled_us = 0;    // by the call's own cpu.max (grant or ladder squeeze)
     std::optional<uint64_t> runq_ns;  // nullopt: no meter, or it could not be read
   };
   struct Watched {

@@ -95,7 +95,8 @@ struct LadderSettings {
   // runq_window, the active call using the most CPU is throttled (the same CPU squeeze as for
   // memory, throttle_cpu_fraction of its grant); it is released once every other call waits
   // less than half of this for a whole window. 0: off. Needs a run-queue meter per call (the
-  // eBPF activity tracer); calls without one are neither measured nor counted as waiting.
+  // eBPF activity tracer); calls without one are neither measured nor counted as waiting, nor
+  // is a call its own CPU limit throttled within the window (it waits for its quota).
   double runq_throttle_ms_per_s = 0;
   Duration runq_window = std::chrono::seconds(1);
 };
