@@ -227,7 +227,8 @@ Result<Json> Server::create(const CreateRequest& r) {
         auto secret, std::move(providers::read_secret(name, file)).context("create: \"secrets\""));
     spec.secrets.push_back(std::move(secret));
   }
-  SG_ASSIGN_OR_RETURN(auto session, RunSession::open(controller_, *it->second, std::move(spec)));
+  SG_ASSIGN_OR_RETURN(auto session, RunSession::open(controller_, *it->second, std::move(spec),
+                                                     options_.run_options));
   auto env = std::make_shared<Env>();
   env->session = session.get();
   env->owned = std::move(session);

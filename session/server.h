@@ -31,6 +31,9 @@ struct ServerOptions {
   providers::ProviderOptions provider_options;
   // Readable: cancel every call in progress (a signalfd for SIGINT/SIGTERM).
   int cancel_fd = -1;
+  // What every environment `create` makes is watched with (the activity tracer: each call's
+  // outcome gets `observed`, and the ladder's run-queue rule can act).
+  RunOptions run_options;
   // `sandgate record`: the server serves this one run and does not own it. `create` answers
   // with it (recording: true) and makes nothing, `destroy` keeps it, `exec` for any other
   // environment is an error.
