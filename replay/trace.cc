@@ -190,12 +190,14 @@ class ObservedReader {
     if (static_cast<uint64_t>(s) > max) return r_.fail(path, too_large(v, max));
     return static_cast<uint64_t>(s);
   }
-  // Milliseconds written as a number with a fraction (runq_delay_ms): nanoseconds back.
+  // Milliseconds written as a number with a fraction (runq_delay_ms): nanoseconds back. At
+  // most 1e9 ms (11.6 days of waiting): below 2^50 ns, ns -> ms -> ns is exact through a
+  // double, so a trace reads back as the same trace after it is written.
   Result<uint64_t> millis_as_ns(const Json& v, const std::string& path) const {
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
-        v.get<double>() > 1.8e13)
-      return r_.fail(path,
-                     "expected a non-negative number of milliseconds, got " + describe_json(v));
+        v.get<double>() > 1e9)
+      return r_.fail(
+          path, "expected a number of milliseconds from 0 to 1000000000, got " + describe_json(v));
     return static_cast<uint64_t>(std::llround(v.get<double>() * 1e6));
   }
   Result<pid_t> pid(const Json& v, const std::string& path) const {

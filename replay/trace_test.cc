@@ -251,7 +251,7 @@ INSTANTIATE_TEST_SUITE_P(
                   true, "bad.jsonl:2", "'observed.execs[0].argv[0]'", "expected a string"},
         Malformed{"observed negative runq",
                   C("a", R"("start_ms":1,"end_ms":2,"observed":{"runq_delay_ms":-1})"), true,
-                  "bad.jsonl:2", "'observed.runq_delay_ms'", "non-negative number"},
+                  "bad.jsonl:2", "'observed.runq_delay_ms'", "from 0 to 1000000000"},
         Malformed{"observed net missing a count",
                   C("a", R"("start_ms":1,"end_ms":2,"observed":{"net":{"bytes_out":1,)"
                          R"("bytes_in":1,"packets_out":1}})"),
