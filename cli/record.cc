@@ -6,8 +6,9 @@
 // SANDGATE_SOCKET, SANDGATE_RUN and SANDGATE_BIN set and makes its calls through it, typically
 // with `"$SANDGATE_BIN" exec --socket "$SANDGATE_SOCKET" [--intent X] -- CMD...` (or
 // examples/orchestrator.py speaking the protocol itself). Every exec is a call event with its
-// intent; the run's cgroup is sampled at --interval meanwhile. The trace is written atomically
-// when CMD exits.
+// intent and what the kernel saw it do (the eBPF activity tracer: execs, connects, sensitive
+// opens, run-queue delay; the egress guard's decisions with --net allowlist); the run's cgroup
+// is sampled at --interval meanwhile. The trace is written atomically when CMD exits.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include <thread>
 
 #include "cli/common.h"
+#include "cli/network.h"
 #include "cli/signals.h"
 #include "core/defer.h"
 #include "core/fd.h"
@@ -31,6 +33,7 @@
 #include "core/process.h"
 #include "core/state.h"
 #include "core/units.h"
+#include "ebpf/activity_tracer.h"
 #include "replay/recorder.h"
 #include "session/server.h"
 
@@ -51,6 +54,8 @@ struct RecordArgs {
   std::string notes;
   std::string tenant = "default";
   bool allow_unsafe_host = false;
+  bool no_trace = false;  // --no-trace: do not load the activity tracer
+  NetArgs net;            // --net, --allow, --net-upstream
   std::vector<std::string> command;
 };
 
@@ -106,7 +111,29 @@ int run_record(Globals& g, const RecordArgs& a) {
   spec.env = a.env;
   spec.tenant = a.tenant;
   for (const auto& b : a.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
-  auto opened = session::RunSession::open(**ctl, **provider, spec);
+  if (auto s = apply_net_args(a.net, (*ctl)->policy().egress, spec); !s.ok())
+    return fail(s.error());
+  auto guard = open_guard_for(spec);
+  if (!guard.ok()) return fail(guard.error());
+  session::RunOptions run_options;
+  run_options.egress = guard->get();
+  // The kernel's account of each call, when the tracer loads; a trace without it says why in
+  // its header (never silently absent).
+  std::unique_ptr<ebpf::ActivityTracer> tracer;
+  replay::TraceHeader::Activity activity{false, "not traced: record --no-trace"};
+  if (!a.no_trace) {
+    auto t = ebpf::ActivityTracer::open();
+    if (t.ok()) {
+      tracer = std::move(t).value();
+      run_options.tracer = tracer.get();
+      activity = {true, ""};
+    } else {
+      activity.why = "the eBPF activity tracer could not be loaded: " + t.error().message();
+      std::cerr << "sandgate: warning: recording without the kernel's account of each call: "
+                << activity.why << "\n";
+    }
+  }
+  auto opened = session::RunSession::open(**ctl, **provider, spec, run_options);
   if (!opened.ok()) return fail(opened.error());
   const std::string run_id = (*opened)->run_id();
 
@@ -131,6 +158,7 @@ int run_record(Globals& g, const RecordArgs& a) {
   ropts.header.source = "sandgate record";
   ropts.header.host = host_description(a.provider, **ctl, options.paths);
   ropts.header.notes = a.notes.empty() ? "command: " + replay::join_command(a.command) : a.notes;
+  ropts.header.activity = activity;
   replay::Recorder recorder((*ctl)->backend(), (*opened)->run().cgroup(), ropts);
 
   InterruptFd interrupt;
@@ -148,8 +176,9 @@ int run_record(Globals& g, const RecordArgs& a) {
     if (!choice.ok()) return std::string();
     return recorder.begin_call(choice->intent, "exec", replay::join_command(r.argv));
   };
-  sopts.after_call = [&](const std::string& id) {
-    if (!id.empty()) recorder.end_call(id);
+  sopts.after_call = [&](const std::string& id, const controller::CallOutcome* outcome) {
+    if (!id.empty())
+      recorder.end_call(id, outcome ? replay::observed_of(outcome->observed) : std::nullopt);
   };
   session::Server server(**ctl, std::move(sopts));
   std::thread server_thread([&] { session::serve_listener(server, listener->get(), stop->read.get()); });
@@ -249,8 +278,12 @@ void add_record_command(CLI::App& app, Globals& g) {
       "its tool calls through it, for example a script of\n"
       "  \"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent compile -- make -j2\n"
       "(or anything speaking the `sandgate serve` protocol: `create` answers with the recorded\n"
-      "run). Each call is a call event with its intent; the run's cgroup (memory, CPU, pids,\n"
-      "io) is sampled every --interval, and samples taken during a call carry its id. The\n"
+      "run). Each call is a call event with its intent and what the kernel saw it do (its\n"
+      "\"observed\": execs, connects with verdicts, sensitive opens, run-queue delay, from the\n"
+      "eBPF activity tracer; with --net allowlist the egress guard's decisions and bytes). When\n"
+      "the tracer cannot load, the trace's header says why (\"activity\"). The run's cgroup\n"
+      "(memory, CPU, pids, io) is sampled every --interval, and samples taken during a call\n"
+      "carry its id. The\n"
       "trace is written atomically when CMD exits; sandgate exits with CMD's status.\n"
       "  sandgate record --out build.trace --interval 100ms --workspace ./src -- ./drive.sh");
   sub->add_option("--out", a->out, "trace file to write")->required();
@@ -265,6 +298,10 @@ void add_record_command(CLI::App& app, Globals& g) {
   sub->add_option("--notes", a->notes, "free text for the trace header (default: the command)");
   sub->add_option("--tenant", a->tenant, "tenant the run belongs to")->capture_default_str();
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
+  sub->add_flag("--no-trace", a->no_trace,
+                "do not load the eBPF activity tracer (calls carry no \"observed\"; the header "
+                "says so)");
+  add_net_options(sub, a->net);
   sub->add_option("command", a->command, "the driving command on the host (after --)")->required();
   sub->callback([&g, a] { g.exit_code = run_record(g, *a); });
 }

@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "cli/signals.h"
+#include "ebpf/activity_tracer.h"
 #include "session/server.h"
 
 namespace sandgate::cli {
@@ -16,6 +17,7 @@ struct ServeArgs {
   std::string policy;
   std::string socket;
   bool allow_unsafe_host = false;
+  bool trace = false;  // --trace: the eBPF activity tracer watches every environment
 };
 
 int run_serve(Globals& g, const ServeArgs& a) {
@@ -27,8 +29,17 @@ int run_serve(Globals& g, const ServeArgs& a) {
   copts.policy = std::move(policy).value();
   auto ctl = controller::Controller::create(std::move(copts));
   if (!ctl.ok()) return fail(ctl.error());
+  std::unique_ptr<ebpf::ActivityTracer> tracer;
+  if (a.trace) {
+    auto t = ebpf::ActivityTracer::open();
+    if (!t.ok())
+      return fail(std::move(t).error().context_add(
+          "--trace needs the eBPF activity tracer (sandgate doctor, \"bpf\")"));
+    tracer = std::move(t).value();
+  }
   InterruptFd interrupt;
   session::ServerOptions options;
+  options.run_options.tracer = tracer.get();
   options.registry = &g.registry;
   options.provider_options = g.provider_options();
   options.provider_options.allow_unsafe_host = a.allow_unsafe_host;
@@ -77,6 +88,11 @@ void add_serve_command(CLI::App& app, Globals& g) {
   sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
   sub->add_option("--socket", a->socket, "listen on this unix socket instead of stdin/stdout");
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit the host_dir provider");
+  sub->add_flag("--trace", a->trace,
+                "watch every environment with the eBPF activity tracer: each exec's outcome gets\n"
+                "what the kernel saw the call do (observed.execs, connects, sensitive_opens,\n"
+                "runq_delay_ms), and the policy's run-queue rule (ladder.runq_throttle_ms_per_s)\n"
+                "can act; fails if the tracer cannot load");
   sub->callback([&g, a] { g.exit_code = run_serve(g, *a); });
 }
 

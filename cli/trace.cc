@@ -13,6 +13,7 @@
 #include "controller/policy.h"
 #include "core/files.h"
 #include "core/table.h"
+#include "core/terminal_text.h"
 #include "core/units.h"
 #include "replay/agentcgroup.h"
 #include "replay/trace_stats.h"
@@ -106,6 +107,24 @@ int run_stats(const StatsArgs& a) {
       "above {} bytes): {} of {} inside a call ({})\n",
       pct(all.time_in_calls_share), all.sampled_s, threshold->value, all.peak_samples_in_calls,
       all.peak_samples, all.peak_samples ? pct(all.peak_samples_in_calls_share) : "-");
+  const replay::ObservedStats& o = all.observed;
+  for (const auto& why : o.untraced_why)
+    std::cout << "observed: not traced (" << terminal_safe(why) << ")\n";
+  if (o.traced_calls > 0) {
+    std::cout << fmt::format(
+        "observed ({} of {} calls traced): {} execs, {} forks, {} connects ({} denied, {} "
+        "failed), {} sensitive opens; waited for a CPU {:.2f} s in all{}{}\n",
+        o.traced_calls, all.calls, o.execs, o.forks, o.connects, o.connects_denied,
+        o.connects_failed, o.sensitive_opens, o.runq_delay_s,
+        o.runq_worst_call.empty()
+            ? std::string()
+            : fmt::format(", most by {} ({:.0f} ms)", terminal_safe(o.runq_worst_call),
+                          o.runq_worst_call_ms),
+        o.lost ? fmt::format("; {} events lost", o.lost) : std::string());
+  }
+  if (o.egress_denied || o.net_bytes_out || o.net_bytes_in)
+    std::cout << fmt::format("egress: {} refused by the guard; {} out, {} in off loopback\n",
+                             o.egress_denied, bytes(o.net_bytes_out), bytes(o.net_bytes_in));
   TextTable intents({{"intent"}, {"calls", kRight}, {"seconds", kRight}});
   for (const auto& [intent, is] : all.by_intent)
     intents.row({intent, std::to_string(is.calls), fmt::format("{:.1f}", is.seconds)});
@@ -214,7 +233,9 @@ void add_trace_command(CLI::App& app, Globals& g) {
       "stats",
       "Duration, calls by intent, peak and average memory, peak-to-average, largest change\n"
       "rate, share of time in calls (union of call intervals: overlapping calls count once),\n"
-      "share of peak samples inside calls. A peak sample is one whose memory is strictly above\n"
+      "share of peak samples inside calls, and what the kernel saw the traced calls do (execs,\n"
+      "connects and their verdicts, sensitive opens, run-queue delay: `record`'s \"observed\").\n"
+      "A peak sample is one whose memory is strictly above\n"
       "--peak-threshold (default 300MB = 300,000,000 bytes, the AgentCgroup paper's). With\n"
       "several traces, a pooled row and the median/max peak-to-average follow.");
   auto sa = std::make_shared<StatsArgs>();

@@ -39,8 +39,10 @@ Result<std::unique_ptr<Controller>> Controller::create(ControllerOptions options
     c->absent_.push_back("io limits: no cgroup2 io controller and no v1 blkio hierarchy; "
                          "io_read_bps / io_write_bps are not applied");
   for (const auto& a : c->absent_) spdlog::info("controller: absent capability: {}", a);
-  c->monitor_ = std::make_unique<Monitor>(*c->options_.backend, c->options_.paths,
-                                          c->options_.policy.ladder.sample_interval);
+  const LadderSettings& ladder = c->options_.policy.ladder;
+  c->monitor_ = std::make_unique<Monitor>(
+      *c->options_.backend, c->options_.paths, ladder.sample_interval,
+      ladder.enabled && ladder.runq_throttle_ms_per_s > 0 ? ladder.runq_window : Duration(0));
   return c;
 }
 
@@ -193,6 +195,10 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   call->start_ = std::chrono::steady_clock::now();
   monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), UniqueFd(), call->start_);
   return call;
+}
+
+void Controller::measure_runq(const CallScope& call, std::unique_ptr<RunqMeter> meter) {
+  monitor_->set_runq_meter(call.serial_, std::move(meter));
 }
 
 CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult result) {

@@ -20,10 +20,11 @@
 #include "controller/monitor.h"
 #include "controller/outcome.h"
 #include "controller/policy.h"
-#include "core/host_paths.h"
-#include "core/state.h"
+#include "controller/runq.h"
 #include "core/exec_result.h"
+#include "core/host_paths.h"
 #include "core/placement.h"
+#include "core/state.h"
 
 namespace sandgate::controller {
 
@@ -115,6 +116,10 @@ class Controller {
   // "" (the workspace is on no block device, e.g. tmpfs) drops the io limits of the run with
   // a log line; so does a layout without io limits (an absent capability).
   Status set_io_device(RunScope& run, std::string device);
+  // From now until end_call, the monitor reads the call's run-queue delay through `meter`
+  // (controller/runq.h; the session wires in the eBPF activity tracer). Without one the call is
+  // not measured: the run-queue rule neither counts it as waiting nor needs it to throttle it.
+  void measure_runq(const CallScope& call, std::unique_ptr<RunqMeter> meter);
   // Stops watching, reads the final counters, revokes the grant (kills anything left in the
   // call's cgroup and removes it) and classifies how the call ended.
   CallOutcome end_call(std::unique_ptr<CallScope> call, ExecResult result);

@@ -453,5 +453,142 @@ TEST_F(ControllerFakeTest, TheMonitorDrivesTheCallsLadderThroughTheActuator) {
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+// A run-queue meter whose call waits `ms_per_s` milliseconds per second of real time.
+class SteadyRunqMeter : public RunqMeter {
+ public:
+  explicit SteadyRunqMeter(double ms_per_s)
+      : ms_per_s_(ms_per_s), start_(std::chrono::steady_clock::now()) {}
+  std::optional<RunqTotals> read() override {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    return RunqTotals{static_cast<uint64_t>(s * ms_per_s_ * 1e6), 1};
+  }
+
+ private:
+  double ms_per_s_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Waits (bounded) until the actuator has been asked to set limits `n` times.
+bool wait_for_limits(const RecordingActuator& a, size_t n) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (a.count(ActuatorCall::Op::kSetLimits) < n && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(ms(5));
+  return a.count(ActuatorCall::Op::kSetLimits) >= n;
+}
+
+TEST_F(ControllerFakeTest, RunqDelayOfOneCallThrottlesTheCallUsingTheMostCpu) {
+  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.runq_throttle_ms_per_s = 100;
+  policy_.ladder.runq_window = ms(100);
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto r1 = c->begin_run("t1", "r1");
+  auto r2 = c->begin_run("t1", "r2");
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  auto hog = c->begin_call(**r1, "compile", {"make", "-j8"});
+  auto victim = c->begin_call(**r2, "search", {"rg", "foo"});
+  ASSERT_TRUE(hog.ok() && victim.ok());
+  const std::string hog_rel = (*hog)->cgroup().rel, victim_rel = (*victim)->cgroup().rel;
+  backend_->burn_cpu(hog_rel, 1.8);
+  backend_->burn_cpu(victim_rel, 0.1);
+  // The hog itself waits little; the victim waits half of every second.
+  c->measure_runq(**hog, std::make_unique<SteadyRunqMeter>(5));
+  c->measure_runq(**victim, std::make_unique<SteadyRunqMeter>(500));
+
+  ASSERT_TRUE(wait_for_limits(actuator_, 1)) << "no throttle within 20 s";
+  auto squeezes = actuator_.calls(ActuatorCall::Op::kSetLimits);
+  EXPECT_EQ(squeezes[0].cgroup, hog_rel);  // the hog, never the victim
+  EXPECT_DOUBLE_EQ(*squeezes[0].limits.cpu_cores,
+                   *policy_.intents.at("compile").cpu_cores * policy_.ladder.throttle_cpu_fraction);
+
+  // The victim ends: nobody waits any more, and the hog gets its cores back.
+  CallOutcome v = c->end_call(std::move(victim).value(), exited(0));
+  EXPECT_TRUE(v.observed.actions.empty());
+  ASSERT_TRUE(wait_for_limits(actuator_, 2)) << "no unthrottle within 20 s";
+  auto restore = actuator_.calls(ActuatorCall::Op::kSetLimits)[1];
+  EXPECT_EQ(restore.cgroup, hog_rel);
+  EXPECT_DOUBLE_EQ(*restore.limits.cpu_cores, *policy_.intents.at("compile").cpu_cores);
+
+  CallOutcome o = c->end_call(std::move(hog).value(), exited(0));
+  ASSERT_GE(o.observed.actions.size(), 2u);
+  EXPECT_EQ(o.observed.actions[0].action, "throttle");
+  EXPECT_THAT(o.observed.actions[0].reason, HasSubstr("run-queue delay"));
+  EXPECT_THAT(o.observed.actions[0].reason, HasSubstr(victim_rel));
+  EXPECT_EQ(o.observed.actions[1].action, "unthrottle");
+  EXPECT_GT(o.observed.throttled_for, Duration(0));
+  Json j = to_json(o, false);
+  EXPECT_EQ(j["actions"][0]["action"], "throttle");
+  ASSERT_TRUE(c->end_run(std::move(r1).value()).ok());
+  ASSERT_TRUE(c->end_run(std::move(r2).value()).ok());
+}
+
+// Its negative twin: the same two calls without run-queue meters (no tracer) are left alone.
+TEST_F(ControllerFakeTest, WithoutRunqMetersTheRuleNeverActs) {
+  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.runq_throttle_ms_per_s = 100;
+  policy_.ladder.runq_window = ms(100);
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto r1 = c->begin_run("t1", "r1");
+  auto r2 = c->begin_run("t1", "r2");
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  auto hog = c->begin_call(**r1, "compile", {"make", "-j8"});
+  auto victim = c->begin_call(**r2, "search", {"rg", "foo"});
+  ASSERT_TRUE(hog.ok() && victim.ok());
+  backend_->burn_cpu((*hog)->cgroup().rel, 1.8);
+  backend_->burn_cpu((*victim)->cgroup().rel, 0.1);
+  // Several windows of samples.
+  auto until = std::chrono::steady_clock::now() + ms(400);
+  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(ms(10));
+  EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
+  CallOutcome o = c->end_call(std::move(hog).value(), exited(0));
+  EXPECT_TRUE(o.observed.actions.empty());
+  (void)c->end_call(std::move(victim).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(r1).value()).ok());
+  ASSERT_TRUE(c->end_run(std::move(r2).value()).ok());
+}
+
+// A call waiting because its own CPU limit throttles it (its grant, or a squeeze) is not a
+// victim of the others: the hog beside it is left alone.
+TEST_F(ControllerFakeTest, ACallThrottledByItsOwnLimitDoesNotCountAsWaiting) {
+  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.runq_throttle_ms_per_s = 100;
+  policy_.ladder.runq_window = ms(100);
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto r1 = c->begin_run("t1", "r1");
+  auto r2 = c->begin_run("t1", "r2");
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  auto hog = c->begin_call(**r1, "compile", {"make", "-j8"});
+  auto capped = c->begin_call(**r2, "search", {"rg", "foo"});
+  ASSERT_TRUE(hog.ok() && capped.ok());
+  backend_->burn_cpu((*hog)->cgroup().rel, 1.8);
+  backend_->burn_cpu((*capped)->cgroup().rel, 1.0, /*throttled=*/0.5);
+  c->measure_runq(**hog, std::make_unique<SteadyRunqMeter>(5));
+  c->measure_runq(**capped, std::make_unique<SteadyRunqMeter>(500));
+  auto until = std::chrono::steady_clock::now() + ms(400);
+  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(ms(10));
+  EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
+  CallOutcome o = c->end_call(std::move(hog).value(), exited(0));
+  EXPECT_TRUE(o.observed.actions.empty());
+  (void)c->end_call(std::move(capped).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(r1).value()).ok());
+  ASSERT_TRUE(c->end_run(std::move(r2).value()).ok());
+}
+
+TEST(MonitorRates, PerSecondOverAtLeastHalfTheWindow) {
+  using std::chrono::steady_clock;
+  auto t0 = steady_clock::time_point{} + std::chrono::hours(1);
+  // 50ms of waiting in 250ms: 200ms per second, in ns per second.
+  auto r = rate_per_second(t0, 1'000'000, t0 + ms(250), 51'000'000, ms(500));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_DOUBLE_EQ(*r / 1e6, 200.0);
+  // Less than half the window: no rate yet.
+  EXPECT_FALSE(rate_per_second(t0, 0, t0 + ms(249), 1, ms(500)).has_value());
+  // A counter that went backwards (a reset) or no time: no rate.
+  EXPECT_FALSE(rate_per_second(t0, 10, t0 + ms(500), 5, ms(500)).has_value());
+  EXPECT_FALSE(rate_per_second(t0, 0, t0, 5, Duration(0)).has_value());
+}
+
 }  // namespace
 }  // namespace sandgate::controller

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -74,9 +75,14 @@ class FakeBackend : public CgroupBackend {
     ++reads_[cg.rel];
     if (!existing_.contains(cg.rel)) return sys_error(ENOENT, "fake read_usage", cg.rel);
     auto it = scripts_.find(cg.rel);
-    if (it == scripts_.end() || it->second.empty()) return Usage{};
+    if (it == scripts_.end() || it->second.empty()) {
+      Usage u;
+      add_cpu(cg.rel, u);
+      return u;
+    }
     Usage u = it->second.front();
     if (it->second.size() > 1) it->second.pop_front();
+    add_cpu(cg.rel, u);
     return u;
   }
 
@@ -128,6 +134,13 @@ class FakeBackend : public CgroupBackend {
     std::lock_guard<std::mutex> lock(mu_);
     scripts_[rel] = std::deque<Usage>(samples.begin(), samples.end());
   }
+  // From now on read_usage(rel) reports cpu_usage_us growing at `cores` per second of real
+  // time (on top of what the script says), as a busy cgroup's counter does, and
+  // cpu_throttled_us growing at `throttled` seconds per second (its own cpu.max biting).
+  void burn_cpu(const std::string& rel, double cores, double throttled = 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    burning_[rel] = {std::chrono::steady_clock::now(), cores, throttled};
+  }
   std::string dir(const std::string& rel) const { return mount_ + "/" + rel; }
   bool exists(const std::string& rel) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -165,6 +178,15 @@ class FakeBackend : public CgroupBackend {
 
  private:
   Cgroup cgroup(const std::string& rel) const { return Cgroup{rel, {{"unified", dir(rel)}}}; }
+  void add_cpu(const std::string& rel, Usage& u) const {
+    auto b = burning_.find(rel);
+    if (b == burning_.end()) return;
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - b->second.since)
+                  .count();
+    u.cpu_usage_us += static_cast<uint64_t>(static_cast<double>(us) * b->second.cores);
+    u.cpu_throttled_us += static_cast<uint64_t>(static_cast<double>(us) * b->second.throttled);
+  }
 
   CgroupFeatures features_;
   std::string mount_;
@@ -175,6 +197,11 @@ class FakeBackend : public CgroupBackend {
   std::vector<std::pair<std::string, Limits>> limit_calls_;
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;
+  struct Burn {
+    std::chrono::steady_clock::time_point since;
+    double cores = 0, throttled = 0;
+  };
+  std::map<std::string, Burn> burning_;
 };
 
 }  // namespace sandgate::controller::testing

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "core/log.h"
 
@@ -13,6 +14,17 @@ namespace {
 // it would spin until its timeout otherwise.
 constexpr Duration kPidsPinnedLimit = std::chrono::milliseconds(500);
 constexpr Duration kCpuRateWindow = std::chrono::milliseconds(100);
+// The run-queue rule throttles the call using the most CPU only if it uses more than this and
+// more than the squeeze would leave it: a call at a tenth of a core is not what keeps the
+// others waiting (the host's own load, outside sandgate, is), and squeezing a call to more
+// than it uses changes nothing.
+constexpr double kRunqHogMinCores = 0.1;
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
 }  // namespace
 
 Ladder::Ladder(const LadderSettings& settings, const Grant& grant, const CgroupFeatures& features,
@@ -54,18 +66,37 @@ void Ladder::observe(const LadderInput& in) {
   first_ = false;
 }
 
-void Ladder::throttle(const LadderInput& in) {
-  // memory.high (set with the grant where the layout has it) already makes the kernel reclaim
-  // and throttle allocations; the CPU squeeze slows the allocator on every layout.
+bool Ladder::squeeze(Duration now, Limits* applied) {
   double cores = grant_.cpu_cores.value_or(1.0) * settings_.throttle_cpu_fraction;
   Limits squeeze;
   squeeze.cpu_cores = std::max(cores, 0.01);
+  if (applied) *applied = squeeze;
+  if (squeezed_) return true;  // already on for the other reason
   if (auto s = actuator_.set_limits(cgroup_, squeeze); !s.ok()) {
     spdlog::warn("ladder: throttle {}: {}", cgroup_.rel, s.error().message());
-    return;
+    return false;
   }
+  squeezed_ = true;
+  throttled_since_ = now;
+  return true;
+}
+
+void Ladder::release(Duration now) {
+  if (!squeezed_ || throttled_ || runq_throttled_) return;  // the other reason still holds
+  Limits restore;
+  // No grant of cores: give back an unlimited quota (a large value the backends clamp).
+  restore.cpu_cores = grant_.cpu_cores.value_or(1024.0);
+  (void)actuator_.set_limits(cgroup_, restore);
+  squeezed_ = false;
+  obs_.throttled_for += now - throttled_since_;
+}
+
+void Ladder::throttle(const LadderInput& in) {
+  // memory.high (set with the grant where the layout has it) already makes the kernel reclaim
+  // and throttle allocations; the CPU squeeze slows the allocator on every layout.
+  Limits squeeze;
+  if (!this->squeeze(in.now, &squeeze)) return;
   throttled_ = true;
-  throttled_since_ = in.now;
   state_ = State::kThrottled;
   record("throttle", in.now,
          "memory " + human_bytes({in.usage.memory_current}) + " reached " +
@@ -75,14 +106,46 @@ void Ladder::throttle(const LadderInput& in) {
 }
 
 void Ladder::unthrottle(const LadderInput& in) {
-  Limits restore;
-  // No grant of cores: give back an unlimited quota (a large value the backends clamp).
-  restore.cpu_cores = grant_.cpu_cores.value_or(1024.0);
-  (void)actuator_.set_limits(cgroup_, restore);
   throttled_ = false;
-  obs_.throttled_for += in.now - throttled_since_;
   state_ = State::kNormal;
-  record("unthrottle", in.now, "memory back to " + human_bytes({in.usage.memory_current}));
+  release(in.now);
+  record("unthrottle", in.now,
+         "memory back to " + human_bytes({in.usage.memory_current}) +
+             (squeezed_ ? "; the cpu squeeze stays for the run-queue delay of other calls" : ""));
+}
+
+// Other calls waiting for a CPU while this one uses the most of it: this one is squeezed until
+// they wait less than half the threshold for a whole window.
+void Ladder::step_runq(const LadderInput& in) {
+  const double at = settings_.runq_throttle_ms_per_s;
+  if (at <= 0 || !in.runq) return;
+  const RunqSignal& r = *in.runq;
+  if (!runq_throttled_) {
+    const double squeezed_to = grant_.cpu_cores.value_or(1.0) * settings_.throttle_cpu_fraction;
+    if (!r.most_cpu || r.others_ms_per_s < at ||
+        r.cpu_cores <= std::max(kRunqHogMinCores, squeezed_to))
+      return;
+    Limits squeeze;
+    if (!this->squeeze(in.now, &squeeze)) return;
+    runq_throttled_ = true;
+    runq_since_ = in.now;
+    record(
+        "throttle", in.now,
+        "run-queue delay: " + (r.worst_call.empty() ? std::string("another call") : r.worst_call) +
+            " waited " + fixed(r.others_ms_per_s, 0) + " ms per second for a CPU over " +
+            format_duration(settings_.runq_window) + " (threshold " + fixed(at, 0) +
+            " ms/s) while this call used the most CPU, " + fixed(r.cpu_cores, 2) +
+            " cores; cpu squeezed to " + fixed(squeeze.cpu_cores.value(), 2) + " cores");
+    return;
+  }
+  if (r.others_ms_per_s < at / 2 && in.now - runq_since_ >= settings_.runq_window) {
+    runq_throttled_ = false;
+    release(in.now);
+    record("unthrottle", in.now,
+           "run-queue delay of the other calls down to " + fixed(r.others_ms_per_s, 0) +
+               " ms per second (below half the " + fixed(at, 0) + " ms/s threshold)" +
+               (squeezed_ ? "; the cpu squeeze stays for memory" : ""));
+  }
 }
 
 void Ladder::cancel(Duration at, Termination why, const std::string& reason) {
@@ -170,10 +233,12 @@ void Ladder::step(const LadderInput& in) {
       unthrottle(in);
     }
   }
+  step_runq(in);
 }
 
 void Ladder::finish(Duration now) {
-  if (throttled_) obs_.throttled_for += now - throttled_since_;
+  if (squeezed_) obs_.throttled_for += now - throttled_since_;
+  squeezed_ = runq_throttled_ = false;
   if (state_ == State::kFrozen) {
     obs_.frozen_for += now - frozen_since_;
     (void)actuator_.freeze(cgroup_, false);

@@ -36,12 +36,24 @@ class BackendActuator : public Actuator {
   CgroupBackend& backend_;
 };
 
+// Run-queue delay around one call, over the policy's runq_window (the monitor's view of every
+// active call, controller/runq.h).
+struct RunqSignal {
+  double others_ms_per_s = 0;  // the worst run-queue delay rate among the OTHER active calls
+  std::string worst_call;      // which call that is (its cgroup), for the reason; "" if none
+  double cpu_cores = 0;        // this call's CPU use over the window
+  bool most_cpu = false;       // no other active call uses more CPU
+};
+
 // What the ladder sees at one step.
 struct LadderInput {
   Duration now{0};                      // since the call started
   Usage usage;
   std::optional<double> host_memory_psi;  // host memory pressure, some avg10 (%)
   bool largest_active_call = true;      // this call holds the most memory of the active ones
+  // Set by the monitor when the run-queue rule is on and this call's CPU use over a window is
+  // known; nullopt: no run-queue decision this step.
+  std::optional<RunqSignal> runq;
 };
 
 class Ladder {
@@ -65,6 +77,11 @@ class Ladder {
   void record(const std::string& action, Duration at, const std::string& reason);
   void throttle(const LadderInput& in);
   void unthrottle(const LadderInput& in);
+  void step_runq(const LadderInput& in);
+  // The CPU squeeze shared by the memory and run-queue throttles: applied when the first of
+  // them starts, given back when the last ends.
+  bool squeeze(Duration now, Limits* applied);
+  void release(Duration now);
   void cancel(Duration at, Termination why, const std::string& reason);
   void kill(Duration at, const std::string& reason);
 
@@ -76,7 +93,10 @@ class Ladder {
   State state_ = State::kNormal;
   CallObservation obs_;
   Duration throttled_since_{0}, frozen_since_{0}, cancelled_at_{0};
-  bool throttled_ = false;
+  bool throttled_ = false;       // by memory
+  bool runq_throttled_ = false;  // by other calls' run-queue delay
+  bool squeezed_ = false;        // the CPU squeeze is on (either of the two)
+  Duration runq_since_{0};
   // Counters seen at the previous step, to turn totals into events.
   uint64_t last_oom_kill_ = 0, last_pids_refused_ = 0, last_cpu_us_ = 0;
   Duration last_at_{0};

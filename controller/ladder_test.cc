@@ -523,5 +523,136 @@ TEST_F(LadderTest, DisabledLadderObservesButNeverActs) {
   EXPECT_EQ(obs().samples, 32);
 }
 
+// --- run-queue delay ---------------------------------------------------------------------
+
+class LadderRunqTest : public LadderTest {
+ protected:
+  LadderRunqTest() {
+    settings_.runq_throttle_ms_per_s = 200;
+    settings_.runq_window = ms(1000);
+  }
+  // One step with the monitor's run-queue view: the others' worst rate, this call's CPU.
+  void runq_step(int64_t at_ms, double others_ms_per_s, double cores, bool most_cpu = true) {
+    LadderInput in;
+    in.now = ms(at_ms);
+    in.usage = memory(100 * kMiB);
+    RunqSignal r;
+    r.others_ms_per_s = others_ms_per_s;
+    r.worst_call = others_ms_per_s > 0 ? "sgtest/default/r2/call-1" : "";
+    r.cpu_cores = cores;
+    r.most_cpu = most_cpu;
+    in.runq = r;
+    ladder().step(in);
+  }
+};
+
+TEST_F(LadderRunqTest, ThrottlesTheCallUsingTheMostCpuWhenOthersWait) {
+  runq_step(0, 50, 1.8);     // below the threshold: nothing
+  runq_step(100, 350, 1.8);  // another call waits 350 ms/s
+  ASSERT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  const LadderAction& a = obs().actions[0];
+  EXPECT_EQ(a.at, ms(100));
+  // The reason names the signal, the victim, the numbers and the squeeze.
+  EXPECT_THAT(a.reason, HasSubstr("run-queue delay"));
+  EXPECT_THAT(a.reason, HasSubstr("sgtest/default/r2/call-1"));
+  EXPECT_THAT(a.reason, HasSubstr("350 ms per second"));
+  EXPECT_THAT(a.reason, HasSubstr("threshold 200 ms/s"));
+  EXPECT_THAT(a.reason, HasSubstr("1.80 cores"));
+  EXPECT_THAT(a.reason, HasSubstr("squeezed to 0.50 cores"));
+  auto calls = actuator_.calls(Op::kSetLimits);
+  ASSERT_EQ(calls.size(), 1u);
+  Limits want;
+  want.cpu_cores = 2.0 * settings_.throttle_cpu_fraction;
+  EXPECT_EQ(calls[0].limits, want);  // cpu only: memory untouched
+}
+
+TEST_F(LadderRunqTest, ReleasesOnceTheOthersWaitLessThanHalfForAWindow) {
+  runq_step(0, 400, 1.5);
+  ASSERT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  runq_step(500, 50, 0.5, true);  // subsided, but not a whole window since the throttle
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  runq_step(900, 150, 0.5, true);  // a window later, still above half (100): held
+  runq_step(1000, 150, 0.5, true);
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  runq_step(1200, 99, 0.5, true);
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"throttle", "unthrottle"}));
+  EXPECT_THAT(obs().actions[1].reason, HasSubstr("run-queue delay of the other calls down to 99"));
+  auto calls = actuator_.calls(Op::kSetLimits);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_DOUBLE_EQ(*calls[1].limits.cpu_cores, 2.0);  // the grant's cores back
+  ladder().finish(ms(2000));
+  EXPECT_EQ(obs().throttled_for, ms(1200));
+}
+
+// The negative twins: each condition alone is not enough.
+TEST_F(LadderRunqTest, NotTheCallUsingTheMostCpuIsLeftAlone) {
+  for (int t = 0; t <= 2000; t += 100) runq_step(t, 900, 1.0, /*most_cpu=*/false);
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderRunqTest, ACallUsingLittleCpuIsLeftAlone) {
+  // Others wait because of load outside sandgate: squeezing a call at 0.1 cores helps nobody.
+  for (int t = 0; t <= 2000; t += 100) runq_step(t, 900, 0.1);
+  EXPECT_TRUE(obs().actions.empty());
+}
+
+TEST_F(LadderRunqTest, ACallUsingLessThanTheSqueezeIsLeftAlone) {
+  // The squeeze would leave it 0.5 cores (2 granted x 0.25): at 0.45 it would change nothing.
+  for (int t = 0; t <= 2000; t += 100) runq_step(t, 900, 0.45);
+  EXPECT_TRUE(obs().actions.empty());
+  runq_step(2100, 900, 0.55);  // above it: squeezed
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+}
+
+TEST_F(LadderRunqTest, NoSignalOrRuleOffMeansNoAction) {
+  for (int t = 0; t <= 1000; t += 100) step(t, memory(100 * kMiB));  // no runq view at all
+  EXPECT_TRUE(obs().actions.empty());
+  settings_.runq_throttle_ms_per_s = 0;  // off
+  ladder_.reset();
+  for (int t = 0; t <= 1000; t += 100) runq_step(t, 5000, 2.0);
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_EQ(actuator_.size(), 0u);
+}
+
+TEST_F(LadderRunqTest, MemoryAndRunqShareOneSqueeze) {
+  runq_step(0, 400, 1.5);  // squeezed for the run queue
+  ASSERT_EQ(actuator_.count(Op::kSetLimits), 1u);
+  // Memory crosses throttle_at: recorded, but the squeeze is already on.
+  LadderInput in;
+  in.now = ms(100);
+  in.usage = memory(950 * kMiB);
+  ladder().step(in);
+  EXPECT_EQ(action_names(), (std::vector<std::string>{"throttle", "throttle"}));
+  EXPECT_THAT(obs().actions[1].reason, HasSubstr("memory"));
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 1u);
+  // The run queue subsides: the squeeze stays for memory.
+  in.now = ms(1500);
+  RunqSignal calm;
+  calm.cpu_cores = 0.5;
+  calm.most_cpu = true;
+  in.runq = calm;
+  ladder().step(in);
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 1u);
+  ASSERT_EQ(obs().actions.size(), 3u);
+  EXPECT_EQ(obs().actions[2].action, "unthrottle");
+  EXPECT_THAT(obs().actions[2].reason, HasSubstr("stays for memory"));
+  // Memory falls back: now the squeeze is given back.
+  in.now = ms(1600);
+  in.usage = memory(100 * kMiB);
+  ladder().step(in);
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 2u);
+  EXPECT_EQ(obs().actions.back().action, "unthrottle");
+}
+
+TEST_F(LadderRunqTest, AFailedSqueezeIsNotRecordedAsAThrottle) {
+  actuator_.fail(Op::kSetLimits);
+  runq_step(0, 400, 1.5);
+  EXPECT_TRUE(obs().actions.empty());
+  actuator_.fail(Op::kSetLimits, false);
+  runq_step(100, 400, 1.5);  // tried again at the next step
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+}
+
 }  // namespace
 }  // namespace sandgate::controller

@@ -22,8 +22,20 @@ std::optional<double> host_memory_pressure(const HostPaths& paths) {
   return p->some.avg10;
 }
 
-Monitor::Monitor(CgroupBackend& backend, HostPaths paths, Duration interval)
-    : backend_(backend), paths_(std::move(paths)), interval_(interval),
+std::optional<double> rate_per_second(std::chrono::steady_clock::time_point from,
+                                      uint64_t from_value, std::chrono::steady_clock::time_point to,
+                                      uint64_t to_value, Duration window) {
+  auto span = to - from;
+  if (span <= Duration(0) || span * 2 < window || to_value < from_value) return std::nullopt;
+  double seconds = std::chrono::duration<double>(span).count();
+  return static_cast<double>(to_value - from_value) / seconds;
+}
+
+Monitor::Monitor(CgroupBackend& backend, HostPaths paths, Duration interval, Duration runq_window)
+    : backend_(backend),
+      paths_(std::move(paths)),
+      interval_(interval),
+      runq_window_(runq_window),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       // A PSI trigger file always polls readable (DEFAULT_POLLMASK); only POLLPRI means it
       // fired (kernel/sched/psi.c psi_trigger_poll). A v1 pressure_level eventfd is POLLIN.
@@ -54,7 +66,8 @@ void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trig
   auto reader = backend_.usage_reader(cg);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    watched_[id] = Watched{cg, ladder, std::move(trigger), start, std::move(reader), 0};
+    watched_[id] =
+        Watched{cg, ladder, std::move(trigger), start, std::move(reader), 0, nullptr, {}};
   }
   uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof one);
@@ -75,8 +88,18 @@ void Monitor::remove_trigger(uint64_t key) {
 }
 
 void Monitor::unwatch(uint64_t id) {
+  std::unique_ptr<RunqMeter> meter;  // destroyed outside the lock
   std::lock_guard<std::mutex> lock(mu_);
-  watched_.erase(id);
+  auto it = watched_.find(id);
+  if (it == watched_.end()) return;
+  meter = std::move(it->second.meter);
+  watched_.erase(it);
+}
+
+void Monitor::set_runq_meter(uint64_t id, std::unique_ptr<RunqMeter> meter) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = watched_.find(id);
+  if (it != watched_.end()) it->second.meter = std::move(meter);
 }
 
 std::optional<double> Monitor::read_host_psi() {
@@ -116,12 +139,54 @@ void Monitor::sample_all() {
     largest = std::max(largest, u->memory_current);
     usages.emplace_back(&w, std::move(u).value());
   }
-  for (auto& [w, u] : usages) {
+  // The run-queue rule: every call's CPU rate and (measured calls') run-queue delay rate over
+  // the window, from the points kept for it.
+  struct Rates {
+    std::optional<double> cpu_cores, runq_ms_per_s;
+  };
+  // cpu_throttled_us is refreshed by full reads only on some layouts (v1 cpu.stat); between
+  // them it keeps its last value, so a rise over the window still shows.
+  std::vector<Rates> rates(usages.size());
+  if (runq_window_ > Duration(0)) {
+    for (size_t i = 0; i < usages.size(); ++i) {
+      auto& [w, u] = usages[i];
+      RunqPoint p{now, u.cpu_usage_us, u.cpu_throttled_us, std::nullopt};
+      if (w->meter)
+        if (auto r = w->meter->read()) p.runq_ns = r->delay_ns;
+      auto& h = w->history;
+      h.push_back(p);
+      // Keep one point at or before the window's start, so the rate spans the whole window.
+      while (h.size() > 2 && h[1].at <= now - runq_window_) h.pop_front();
+      const RunqPoint& first = h.front();
+      if (auto c = rate_per_second(first.at, first.cpu_us, now, p.cpu_us, runq_window_))
+        rates[i].cpu_cores = *c / 1e6;
+      const bool self_throttled = p.cpu_throttled_us > first.cpu_throttled_us;
+      if (first.runq_ns && p.runq_ns && !self_throttled)
+        if (auto q = rate_per_second(first.at, *first.runq_ns, now, *p.runq_ns, runq_window_))
+          rates[i].runq_ms_per_s = *q / 1e6;
+    }
+  }
+  double most_cpu = 0;
+  for (const auto& r : rates) most_cpu = std::max(most_cpu, r.cpu_cores.value_or(0));
+  for (size_t i = 0; i < usages.size(); ++i) {
+    auto& [w, u] = usages[i];
     LadderInput in;
     in.now = std::chrono::duration_cast<Duration>(now - w->start);
     in.host_memory_psi = host_psi;
     in.largest_active_call = u.memory_current == largest;
     in.usage = std::move(u);
+    if (rates[i].cpu_cores) {
+      RunqSignal sig;
+      sig.cpu_cores = *rates[i].cpu_cores;
+      sig.most_cpu = sig.cpu_cores >= most_cpu;
+      for (size_t j = 0; j < usages.size(); ++j) {
+        if (j == i || !rates[j].runq_ms_per_s || *rates[j].runq_ms_per_s <= sig.others_ms_per_s)
+          continue;
+        sig.others_ms_per_s = *rates[j].runq_ms_per_s;
+        sig.worst_call = usages[j].first->cg.rel;
+      }
+      in.runq = std::move(sig);
+    }
     w->ladder->step(in);
   }
   samples_ += usages.size();

@@ -7,11 +7,20 @@
 // cgroup's control files open: a sample is a few preads, no path lookup. Every
 // kFullReadEvery-th sample of a call (and its first) is a full read; the others read only
 // what the ladder acts on at every step.
+//
+// Run-queue delay (controller/runq.h): a call given a RunqMeter (set_runq_meter) has its
+// run-queue delay read at every sample; with the rule on (runq_window > 0), each call's ladder
+// gets, at each step, the worst rate among the other measured calls over the window and whether
+// this call uses the most CPU of all the active ones (LadderInput::runq). A call its own CPU
+// limit throttled within the window (its grant's cpu.max, or the ladder's squeeze) is not
+// counted as waiting: a runnable task of a throttled cgroup waits for its quota, not for the
+// others, and counting it would let a squeezed call get its squeezer squeezed in turn.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +29,7 @@
 
 #include "controller/cgroup.h"
 #include "controller/ladder.h"
+#include "controller/runq.h"
 #include "core/fd.h"
 #include "core/host_paths.h"
 
@@ -30,7 +40,10 @@ class Monitor {
   // A call's samples 0, N, 2N, ... are full reads (100 ms at the 20 ms default interval).
   static constexpr uint64_t kFullReadEvery = 5;
 
-  Monitor(CgroupBackend& backend, HostPaths paths, Duration interval);
+  // `runq_window`: the window of the run-queue rule's rates; 0: the rule is off and no meter
+  // is read.
+  Monitor(CgroupBackend& backend, HostPaths paths, Duration interval,
+          Duration runq_window = Duration(0));
   ~Monitor();
   Monitor(const Monitor&) = delete;
   Monitor& operator=(const Monitor&) = delete;
@@ -38,8 +51,10 @@ class Monitor {
   // Starts watching a call. `ladder` must outlive unwatch(id). `trigger` may be invalid.
   void watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trigger,
              std::chrono::steady_clock::time_point start);
-  // Stops watching; after it returns the monitor no longer touches the ladder.
+  // Stops watching; after it returns the monitor no longer touches the ladder or the meter.
   void unwatch(uint64_t id);
+  // The call `id` (watched) is measured by `meter` from now on; owned until unwatch(id).
+  void set_runq_meter(uint64_t id, std::unique_ptr<RunqMeter> meter);
   // A pressure trigger of a whole run (its calls' pressure shows there too): wakes the monitor
   // to sample every call. One per run rather than one per call, because tearing a PSI trigger
   // down costs an RCU grace period (~9 ms here) at every call's end.
@@ -54,6 +69,13 @@ class Monitor {
   std::optional<std::chrono::nanoseconds> cpu_time() const;
 
  private:
+  // One sample of a call for the run-queue rule's window.
+  struct RunqPoint {
+    std::chrono::steady_clock::time_point at;
+    uint64_t cpu_us = 0;
+    uint64_t cpu_throttled_us = 0;    // by the call's own cpu.max (grant or ladder squeeze)
+    std::optional<uint64_t> runq_ns;  // nullopt: no meter, or it could not be read
+  };
   struct Watched {
     Cgroup cg;
     Ladder* ladder;
@@ -61,6 +83,8 @@ class Monitor {
     std::chrono::steady_clock::time_point start;
     std::unique_ptr<UsageReader> reader;  // owned; closed on unwatch
     uint64_t reads = 0;                   // reads attempted, to pace the full ones
+    std::unique_ptr<RunqMeter> meter;     // null: run-queue delay not measured
+    std::deque<RunqPoint> history;        // the last runq_window of samples (rule on only)
   };
   void loop();
   void sample_all();
@@ -71,6 +95,7 @@ class Monitor {
   CgroupBackend& backend_;
   HostPaths paths_;
   Duration interval_;
+  Duration runq_window_;
   std::mutex mu_;
   std::map<uint64_t, Watched> watched_;
   UniqueFd host_psi_;  // <proc>/pressure/memory
@@ -81,6 +106,13 @@ class Monitor {
   std::atomic<uint64_t> samples_{0}, wakeups_{0};
   std::thread thread_;
 };
+
+// Rates over a window of cumulative samples (the run-queue rule): the change between the oldest
+// and newest point per second of wall time between them, once the points span at least half
+// the window; nullopt before that. Pure, for the unit tests.
+std::optional<double> rate_per_second(std::chrono::steady_clock::time_point from,
+                                      uint64_t from_value, std::chrono::steady_clock::time_point to,
+                                      uint64_t to_value, Duration window);
 
 // Host memory pressure, some avg10 (%), from <proc>/pressure/memory; nullopt without PSI.
 std::optional<double> host_memory_pressure(const HostPaths& paths);

@@ -66,6 +66,7 @@ struct CallObservation {
   // allowlist: observed.net = {bytes_out, bytes_in, packets_out, packets_in}.
   struct NetBytes {
     uint64_t bytes_out = 0, bytes_in = 0, packets_out = 0, packets_in = 0;
+    bool operator==(const NetBytes&) const = default;
   };
   std::optional<NetBytes> net;
 };

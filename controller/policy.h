@@ -90,6 +90,15 @@ struct LadderSettings {
   // takes only windows that are a multiple of 2 s (kernel/sched/psi.c, psi_trigger_create).
   Duration psi_trigger_stall = std::chrono::milliseconds(100);
   Duration psi_trigger_window = std::chrono::seconds(2);
+  // Run-queue delay (controller/runq.h): when another active call's tasks wait for a CPU more
+  // than this many milliseconds per second of wall time (summed over its tasks), measured over
+  // runq_window, the active call using the most CPU is throttled (the same CPU squeeze as for
+  // memory, throttle_cpu_fraction of its grant); it is released once every other call waits
+  // less than half of this for a whole window. 0: off. Needs a run-queue meter per call (the
+  // eBPF activity tracer); calls without one are neither measured nor counted as waiting, nor
+  // is a call its own CPU limit throttled within the window (it waits for its quota).
+  double runq_throttle_ms_per_s = 0;
+  Duration runq_window = std::chrono::seconds(1);
 };
 
 enum class PolicyMode { kPerCall, kStatic };

@@ -42,6 +42,12 @@ constexpr int64_t kMaxCpuWeight = 10000;
 // otherwise). Checked here so a bad value fails at load, naming the field, not mid-run.
 constexpr Duration kPsiWindowMin = std::chrono::milliseconds(500);
 constexpr Duration kPsiWindowMax = std::chrono::seconds(10);
+// The run-queue rule's window: below 100ms a rate is a handful of scheduler ticks (noise);
+// above a minute the rule reacts after the burst is over. The threshold is a sum over a call's
+// tasks, so it may exceed 1000 ms/s (a call's 8 threads each waiting half the time: 4000).
+constexpr Duration kRunqWindowMin = std::chrono::milliseconds(100);
+constexpr Duration kRunqWindowMax = std::chrono::minutes(1);
+constexpr double kMaxRunqMsPerS = 1e6;
 
 // ---------------------------------------------------------------------------------------------
 // Parsing with paths.
@@ -249,10 +255,11 @@ class Parser {
   }
 
   Result<LadderSettings> ladder(const Json& j, const std::string& path) const {
-    SG_TRY(keys(j, path,
-                {"enabled", "sample_interval", "throttle_at", "throttle_cpu_fraction",
-                 "freeze_host_psi", "thaw_host_psi", "freeze_max", "cancel_grace",
-                 "psi_trigger_stall", "psi_trigger_window"}));
+    SG_TRY(
+        keys(j, path,
+             {"enabled", "sample_interval", "throttle_at", "throttle_cpu_fraction",
+              "freeze_host_psi", "thaw_host_psi", "freeze_max", "cancel_grace", "psi_trigger_stall",
+              "psi_trigger_window", "runq_throttle_ms_per_s", "runq_window"}));
     LadderSettings l;
     auto at = [&](const char* k) { return child(path, k); };
     if (j.contains("enabled")) {
@@ -296,7 +303,26 @@ class Parser {
       SG_ASSIGN_OR_RETURN(l.psi_trigger_window,
                           duration(j["psi_trigger_window"], at("psi_trigger_window")));
     }
+    if (j.contains("runq_throttle_ms_per_s")) {
+      SG_ASSIGN_OR_RETURN(
+          l.runq_throttle_ms_per_s,
+          number(j["runq_throttle_ms_per_s"], at("runq_throttle_ms_per_s"), 0, kMaxRunqMsPerS,
+                 false,
+                 "milliseconds of run-queue delay per second of wall time, from 0 (off) to "
+                 "1000000, like 200"));
+    }
+    if (j.contains("runq_window")) {
+      SG_ASSIGN_OR_RETURN(l.runq_window, duration(j["runq_window"], at("runq_window")));
+      if (l.runq_window < kRunqWindowMin || l.runq_window > kRunqWindowMax)
+        return fail(at("runq_window"),
+                    "must be from 100ms to 1m, got " + format_duration(l.runq_window));
+    }
     // Relations between fields, checked on the merged values (defaults included).
+    if (l.runq_throttle_ms_per_s > 0 && l.runq_window < 2 * l.sample_interval)
+      return fail_sentence(at("runq_window") + " (" + format_duration(l.runq_window) +
+                           ") must be at least twice sample_interval (" +
+                           format_duration(l.sample_interval) +
+                           "): a rate needs two samples in the window");
     if (l.thaw_host_psi >= l.freeze_host_psi)
       return fail_sentence(at("thaw_host_psi") + " (" + Json(l.thaw_host_psi).dump() +
                            ") must be below freeze_host_psi (" + Json(l.freeze_host_psi).dump() +
@@ -551,6 +577,8 @@ Json to_json(const Policy& p) {
       {"cancel_grace", format_duration(l.cancel_grace)},
       {"psi_trigger_stall", format_duration(l.psi_trigger_stall)},
       {"psi_trigger_window", format_duration(l.psi_trigger_window)},
+      {"runq_throttle_ms_per_s", l.runq_throttle_ms_per_s},
+      {"runq_window", format_duration(l.runq_window)},
   };
   Json caps = Json::array();
   for (auto c : p.required_capabilities) caps.push_back(to_string(c));

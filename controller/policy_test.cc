@@ -57,6 +57,8 @@ void ExpectSamePolicy(const Policy& a, const Policy& b) {
   EXPECT_EQ(la.cancel_grace, lb.cancel_grace);
   EXPECT_EQ(la.psi_trigger_stall, lb.psi_trigger_stall);
   EXPECT_EQ(la.psi_trigger_window, lb.psi_trigger_window);
+  EXPECT_EQ(la.runq_throttle_ms_per_s, lb.runq_throttle_ms_per_s);
+  EXPECT_EQ(la.runq_window, lb.runq_window);
   EXPECT_EQ(a.required_capabilities, b.required_capabilities);
 }
 
@@ -144,6 +146,9 @@ TEST(DefaultPolicy, SizesForASmallHost) {
   EXPECT_EQ(p.ladder.cancel_grace, l.cancel_grace);
   EXPECT_EQ(p.ladder.psi_trigger_stall, l.psi_trigger_stall);
   EXPECT_EQ(p.ladder.psi_trigger_window, l.psi_trigger_window);
+  // The run-queue rule is off: it needs the activity tracer and is a deployment's choice.
+  EXPECT_EQ(p.ladder.runq_throttle_ms_per_s, 0);
+  EXPECT_EQ(p.ladder.runq_window, l.runq_window);
 }
 
 // First match wins, so order is meaning: the specific rules come before the general ones.
@@ -378,6 +383,8 @@ TEST(PolicyFile, ExampleLoadsWithEveryField) {
   EXPECT_EQ(p->ladder.sample_interval, milliseconds(50));
   EXPECT_EQ(p->ladder.throttle_at, 0.85);
   EXPECT_EQ(p->ladder.freeze_max, seconds(3));
+  EXPECT_EQ(p->ladder.runq_throttle_ms_per_s, 200);
+  EXPECT_EQ(p->ladder.runq_window, milliseconds(1500));
   EXPECT_EQ(p->required_capabilities,
             (std::vector<Capability>{Capability::kFsIsolated, Capability::kNetNone,
                                      Capability::kProcPidNs, Capability::kLimitsPerCall}));
@@ -590,7 +597,10 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "requires: expected an array of capability names, got \"net.none\""},
       {"egress not an array", [](Json& j) { j["egress"] = "203.0.113.20:443"; },
        "egress: expected an array of entries like \"203.0.113.20:443\""},
-      {"egress entry with a name", [](Json& j) { j["egress"] = {"203.0.113.20:443", "registry.example:443"}; },
+      {"egress entry with a name",
+       [](Json& j) {
+         j["egress"] = {"203.0.113.20:443", "registry.example:443"};
+       },
        "egress[1]: \"registry.example:443\""},
       {"ladder enabled wrong type", [](Json& j) { j["ladder"]["enabled"] = "yes"; },
        "ladder.enabled: expected true or false, got \"yes\""},
@@ -607,6 +617,24 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "ladder.psi_trigger_stall: must be greater than 0 and at most psi_trigger_window (2s)"},
       {"sample interval zero", [](Json& j) { j["ladder"]["sample_interval"] = "0ms"; },
        "ladder.sample_interval: must be greater than 0"},
+      {"runq threshold negative", [](Json& j) { j["ladder"]["runq_throttle_ms_per_s"] = -1; },
+       "ladder.runq_throttle_ms_per_s: expected milliseconds of run-queue delay per second of "
+       "wall time, from 0 (off) to 1000000, like 200, got -1"},
+      {"runq threshold a string", [](Json& j) { j["ladder"]["runq_throttle_ms_per_s"] = "200ms"; },
+       "ladder.runq_throttle_ms_per_s: expected milliseconds of run-queue delay per second"},
+      {"runq window too short", [](Json& j) { j["ladder"]["runq_window"] = "50ms"; },
+       "ladder.runq_window: must be from 100ms to 1m, got 50ms"},
+      {"runq window a number", [](Json& j) { j["ladder"]["runq_window"] = 1; },
+       "ladder.runq_window: expected a duration like \"250ms\", got 1"},
+      {"runq window under two samples",
+       [](Json& j) {
+         j["ladder"]["runq_throttle_ms_per_s"] = 100;
+         j["ladder"]["sample_interval"] = "200ms";
+         j["ladder"]["runq_window"] = "300ms";
+       },
+       "ladder.runq_window (300ms) must be at least twice sample_interval (200ms)"},
+      {"runq key misspelt", [](Json& j) { j["ladder"]["runq_throtle_ms_per_s"] = 100; },
+       "ladder.runq_throtle_ms_per_s: unknown key (did you mean 'runq_throttle_ms_per_s'?)"},
   };
   for (const auto& c : cases) {
     Json j = to_json(default_policy());
@@ -633,6 +661,8 @@ TEST(PolicyErrors, BoundaryValuesAreAccepted) {
   j["ladder"]["psi_trigger_window"] = "1s";
   j["ladder"]["thaw_host_psi"] = 0;
   j["intents"]["edit"]["cpu"] = 0.01;
+  j["ladder"]["runq_throttle_ms_per_s"] = 1000000;
+  j["ladder"]["runq_window"] = "100ms";  // == 5 x the 20ms sample_interval, the minimum window
   auto p = parse_policy(j, "boundaries");
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->tenants.at("t2").memory_budget, MiB(1));

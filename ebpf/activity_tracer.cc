@@ -291,6 +291,14 @@ TracedActivity ActivityTracer::end(uint64_t cgroup_id) {
   return a;
 }
 
+RunqSoFar ActivityTracer::runq(uint64_t cgroup_id) const {
+  // No lock: the map is the kernel's, and a monitor thread must not wait for a drain.
+  sg_runq q{};
+  if (bpf_map__lookup_elem(skel_->maps.runq, &cgroup_id, sizeof cgroup_id, &q, sizeof q, 0) != 0)
+    return RunqSoFar{};  // no wait yet
+  return RunqSoFar{q.total_ns, q.waits, q.max_ns};
+}
+
 void ActivityTracer::drain(const std::function<void(const ActivityEvent&)>& sink) {
   std::lock_guard lock(mu_);
   drain_locked(sink ? &sink : nullptr);

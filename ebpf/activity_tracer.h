@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct ActivityEvent {
   int exit_status = 0;    // kExit: the wait status
 };
 
+struct RunqSoFar {
+  uint64_t delay_ns = 0, waits = 0, max_ns = 0;
+};
+
 class ActivityTracer {
  public:
   // Loads and attaches; an error says which step failed (no BTF, no right to load, a
@@ -75,6 +80,10 @@ class ActivityTracer {
   // dropped.
   void begin(uint64_t cgroup_id);
   TracedActivity end(uint64_t cgroup_id);
+  // The run-queue delay of a begun cgroup's tasks so far (what end() will report), read
+  // without ending anything: one map lookup, no lock, safe from any thread between begin()
+  // and end(). Zeros before the first wait (and for a cgroup nobody began).
+  RunqSoFar runq(uint64_t cgroup_id) const;
 
   // Every event now in the ring buffer, to `sink` as well as to the begun cgroups. Never blocks.
   void drain(const std::function<void(const ActivityEvent&)>& sink = {});

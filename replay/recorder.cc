@@ -160,11 +160,12 @@ std::string Recorder::begin_call(const std::string& intent, const std::string& t
   return c.id;
 }
 
-void Recorder::end_call(const std::string& id) {
+void Recorder::end_call(const std::string& id, std::optional<CallObserved> observed) {
   std::lock_guard lock(mu_);
   for (auto it = open_.begin(); it != open_.end(); ++it) {
     if (trace_.calls[*it].id != id) continue;
     trace_.calls[*it].end_ms = std::max(trace_.calls[*it].start_ms, now_ms());
+    trace_.calls[*it].observed = std::move(observed);
     open_.erase(it);
     return;
   }

@@ -64,8 +64,9 @@ class Recorder {
   // A call starts now; returns its id ("c1", "c2", ...).
   std::string begin_call(const std::string& intent, const std::string& tool,
                          const std::string& command);
-  // The call `id` ended now.
-  void end_call(const std::string& id);
+  // The call `id` ended now, having done what `observed` says (the call outcome's tracer and
+  // guard parts, observed_of(); nullopt: nothing was watching, or it did not run).
+  void end_call(const std::string& id, std::optional<CallObserved> observed = std::nullopt);
   RecorderProgress progress() const;
   // Stops sampling (after one last sample) and returns the trace; a call still open ends now.
   Trace finish();

@@ -25,6 +25,16 @@ namespace sandgate::replay {
 namespace {
 
 constexpr std::string_view kStep = "read trace";
+
+// The inverse of errno_name: "ECONNREFUSED" (or "E<n>", as errno_name writes an unnamed one)
+// -> its number; nullopt for anything else.
+std::optional<int> errno_from_name(std::string_view name) {
+  if (name.size() < 2 || name[0] != 'E') return std::nullopt;
+  // 4095: the largest errno the kernel returns (MAX_ERRNO, include/linux/err.h).
+  for (int err = 1; err <= 4095; ++err)
+    if (errno_name(err) == name) return err;
+  return std::nullopt;
+}
 constexpr std::string_view kSchema = "sandgate-trace";
 // Traces are a few MB (10 minutes at 50 ms is ~12k samples, ~1.5 MB); the bound only keeps a
 // wrong path (a disk image) from being read whole.
@@ -136,9 +146,285 @@ class LineReader {
   const Json& j_;
 };
 
+// The strict reader of a call's "observed" (and the header's "activity"): every failure names
+// the field's path from the line's top level ("observed.connects[1].port").
+class ObservedReader {
+ public:
+  explicit ObservedReader(const LineReader& r) : r_(r) {}
+
+  Status keys(const Json& j, const std::string& path,
+              std::initializer_list<std::string_view> known) const {
+    if (!j.is_object()) return r_.fail(path, "expected an object, got " + describe_json(j));
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(known.begin(), known.end(), key) == known.end())
+        return r_.fail(path + "." + key,
+                       "unknown key; known keys here: " + join(std::vector(known)));
+    }
+    return {};
+  }
+  Result<const Json*> member(const Json& j, const std::string& path, std::string_view key) const {
+    auto it = j.find(key);
+    if (it == j.end()) return r_.fail(path + "." + std::string(key), "missing");
+    return &*it;
+  }
+  Result<bool> boolean(const Json& v, const std::string& path) const {
+    if (!v.is_boolean()) return r_.fail(path, "expected true or false, got " + describe_json(v));
+    return v.get<bool>();
+  }
+  Result<std::string> string(const Json& v, const std::string& path, bool allow_empty) const {
+    if (!v.is_string()) return r_.fail(path, "expected a string, got " + describe_json(v));
+    std::string s = v.get<std::string>();
+    if (!allow_empty && s.empty()) return r_.fail(path, "must not be empty");
+    return s;
+  }
+  Result<uint64_t> count(const Json& v, const std::string& path, uint64_t max) const {
+    if (!v.is_number())
+      return r_.fail(path, "expected a non-negative integer, got " + describe_json(v));
+    if (v.is_number_float()) return r_.fail(path, not_an_integer(v, max));
+    if (v.is_number_unsigned()) {
+      if (v.get<uint64_t>() > max) return r_.fail(path, too_large(v, max));
+      return v.get<uint64_t>();
+    }
+    int64_t s = v.get<int64_t>();
+    if (s < 0) return r_.fail(path, "must not be negative, got " + describe_json(v));
+    if (static_cast<uint64_t>(s) > max) return r_.fail(path, too_large(v, max));
+    return static_cast<uint64_t>(s);
+  }
+  // Milliseconds written as a number with a fraction (runq_delay_ms): nanoseconds back. At
+  // most 1e9 ms (11.6 days of waiting): below 2^50 ns, ns -> ms -> ns is exact through a
+  // double, so a trace reads back as the same trace after it is written.
+  Result<uint64_t> millis_as_ns(const Json& v, const std::string& path) const {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
+        v.get<double>() > 1e9)
+      return r_.fail(
+          path, "expected a number of milliseconds from 0 to 1000000000, got " + describe_json(v));
+    return static_cast<uint64_t>(std::llround(v.get<double>() * 1e6));
+  }
+  Result<pid_t> pid(const Json& v, const std::string& path) const {
+    SG_ASSIGN_OR_RETURN(uint64_t p, count(v, path, std::numeric_limits<pid_t>::max()));
+    return static_cast<pid_t>(p);
+  }
+  // "ECONNREFUSED" -> its number.
+  Result<int> errno_value(const Json& v, const std::string& path) const {
+    SG_ASSIGN_OR_RETURN(std::string name, string(v, path, false));
+    auto err = errno_from_name(name);
+    if (!err)
+      return r_.fail(path, "expected an errno name like \"ECONNREFUSED\", got " + describe_json(v));
+    return *err;
+  }
+  Result<std::vector<std::string>> strings(const Json& v, const std::string& path) const {
+    if (!v.is_array())
+      return r_.fail(path, "expected an array of strings, got " + describe_json(v));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      SG_ASSIGN_OR_RETURN(std::string s, string(v[i], path + "[" + std::to_string(i) + "]", true));
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+  // An array whose entries are read by `each(entry, path)`.
+  template <typename T, typename F>
+  Result<std::vector<T>> list(const Json& v, const std::string& path, F each) const {
+    if (!v.is_array()) return r_.fail(path, "expected an array, got " + describe_json(v));
+    if (v.size() > kTracedKeep)
+      return r_.fail(path, std::to_string(v.size()) + " entries, more than the " +
+                               std::to_string(kTracedKeep) + " a call keeps");
+    std::vector<T> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      SG_ASSIGN_OR_RETURN(T t, each(v[i], path + "[" + std::to_string(i) + "]"));
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  Result<TracedExec> exec(const Json& j, const std::string& path) const {
+    SG_TRY(keys(j, path, {"pid", "ppid", "path", "argv", "argv_cut"}));
+    TracedExec e;
+    SG_ASSIGN_OR_RETURN(const Json* v, member(j, path, "pid"));
+    SG_ASSIGN_OR_RETURN(e.pid, pid(*v, path + ".pid"));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "ppid"));
+    SG_ASSIGN_OR_RETURN(e.ppid, pid(*v, path + ".ppid"));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "path"));
+    SG_ASSIGN_OR_RETURN(e.path, string(*v, path + ".path", true));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "argv"));
+    SG_ASSIGN_OR_RETURN(e.argv, strings(*v, path + ".argv"));
+    if (j.contains("argv_cut")) {
+      SG_ASSIGN_OR_RETURN(e.args_cut, boolean(j["argv_cut"], path + ".argv_cut"));
+    }
+    return e;
+  }
+
+  Result<TracedConnect> connect(const Json& j, const std::string& path) const {
+    SG_TRY(keys(j, path,
+                {"pid", "syscall", "family", "address", "port", "protocol", "verdict", "errno"}));
+    TracedConnect c;
+    SG_ASSIGN_OR_RETURN(const Json* v, member(j, path, "pid"));
+    SG_ASSIGN_OR_RETURN(c.pid, pid(*v, path + ".pid"));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "syscall"));
+    SG_ASSIGN_OR_RETURN(c.syscall, string(*v, path + ".syscall", false));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "family"));
+    SG_ASSIGN_OR_RETURN(c.family, string(*v, path + ".family", false));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "address"));
+    SG_ASSIGN_OR_RETURN(c.address, string(*v, path + ".address", true));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "port"));
+    SG_ASSIGN_OR_RETURN(uint64_t port, count(*v, path + ".port", 65535));
+    c.port = static_cast<uint16_t>(port);
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "protocol"));
+    SG_ASSIGN_OR_RETURN(c.protocol, string(*v, path + ".protocol", true));
+    if (j.contains("errno")) {
+      SG_ASSIGN_OR_RETURN(c.err, errno_value(j["errno"], path + ".errno"));
+    }
+    // The verdict follows from the errno; one that disagrees is a corrupt or edited line.
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "verdict"));
+    SG_ASSIGN_OR_RETURN(std::string verdict, string(*v, path + ".verdict", false));
+    if (verdict != c.verdict())
+      return r_.fail(path + ".verdict", "expected \"" + c.verdict() + "\" for errno " +
+                                            (c.err ? errno_name(c.err) : "none") + ", got " +
+                                            describe_json(*v));
+    return c;
+  }
+
+  Result<TracedOpen> open(const Json& j, const std::string& path) const {
+    SG_TRY(keys(j, path, {"pid", "path", "flags", "result"}));
+    TracedOpen o;
+    SG_ASSIGN_OR_RETURN(const Json* v, member(j, path, "pid"));
+    SG_ASSIGN_OR_RETURN(o.pid, pid(*v, path + ".pid"));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "path"));
+    SG_ASSIGN_OR_RETURN(o.path, string(*v, path + ".path", true));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "flags"));
+    SG_ASSIGN_OR_RETURN(uint64_t flags,
+                        count(*v, path + ".flags", std::numeric_limits<int>::max()));
+    o.flags = static_cast<int>(flags);
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "result"));
+    if (v->is_string() && v->get<std::string>() == "opened") {
+      o.err = 0;
+    } else if (auto err = errno_value(*v, path + ".result"); err.ok()) {
+      o.err = *err;
+    } else {
+      return r_.fail(
+          path + ".result",
+          "expected \"opened\" or an errno name like \"EACCES\", got " + describe_json(*v));
+    }
+    return o;
+  }
+
+  Result<EgressVerdict> egress(const Json& j, const std::string& path) const {
+    SG_TRY(keys(j, path, {"hook", "address", "port", "protocol", "verdict", "pid"}));
+    EgressVerdict e;
+    SG_ASSIGN_OR_RETURN(const Json* v, member(j, path, "pid"));
+    SG_ASSIGN_OR_RETURN(e.pid, pid(*v, path + ".pid"));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "hook"));
+    SG_ASSIGN_OR_RETURN(e.hook, string(*v, path + ".hook", false));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "address"));
+    SG_ASSIGN_OR_RETURN(e.address, string(*v, path + ".address", true));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "port"));
+    SG_ASSIGN_OR_RETURN(uint64_t port, count(*v, path + ".port", 65535));
+    e.port = static_cast<uint16_t>(port);
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "protocol"));
+    SG_ASSIGN_OR_RETURN(e.protocol, string(*v, path + ".protocol", true));
+    SG_ASSIGN_OR_RETURN(v, member(j, path, "verdict"));
+    SG_ASSIGN_OR_RETURN(std::string verdict, string(*v, path + ".verdict", false));
+    if (verdict != "allowed" && verdict != "denied")
+      return r_.fail(path + ".verdict",
+                     "expected \"allowed\" or \"denied\", got " + describe_json(*v));
+    e.allowed = verdict == "allowed";
+    return e;
+  }
+
+  Result<CallObserved> observed(const Json& j) const {
+    const std::string path = "observed";
+    SG_TRY(
+        keys(j, path,
+             {"execs", "connects", "sensitive_opens", "forks", "exits", "lost", "runq_delay_ms",
+              "runq_waits", "runq_delay_max_ms", "not_kept", "egress", "egress_not_kept", "net"}));
+    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+    auto at = [&](std::string_view k) { return path + "." + std::string(k); };
+    CallObserved o;
+    // Any of the tracer's keys means the tracer watched the call; the ones missing are 0.
+    static constexpr std::string_view kActivityKeys[] = {
+        "execs",         "connects",   "sensitive_opens",   "forks",   "exits", "lost",
+        "runq_delay_ms", "runq_waits", "runq_delay_max_ms", "not_kept"};
+    bool traced = std::any_of(std::begin(kActivityKeys), std::end(kActivityKeys),
+                              [&](std::string_view k) { return j.contains(k); });
+    if (traced) {
+      TracedActivity a;
+      if (j.contains("execs")) {
+        SG_ASSIGN_OR_RETURN(a.execs, list<TracedExec>(j["execs"], at("execs"),
+                                                      [&](const Json& e, const std::string& p) {
+                                                        return exec(e, p);
+                                                      }));
+      }
+      if (j.contains("connects")) {
+        SG_ASSIGN_OR_RETURN(
+            a.connects, list<TracedConnect>(
+                            j["connects"], at("connects"),
+                            [&](const Json& e, const std::string& p) { return connect(e, p); }));
+      }
+      if (j.contains("sensitive_opens")) {
+        SG_ASSIGN_OR_RETURN(
+            a.sensitive_opens,
+            list<TracedOpen>(j["sensitive_opens"], at("sensitive_opens"),
+                             [&](const Json& e, const std::string& p) { return open(e, p); }));
+      }
+      for (auto [key, field] :
+           {std::pair{"forks", &a.forks}, std::pair{"exits", &a.exits}, std::pair{"lost", &a.lost},
+            std::pair{"runq_waits", &a.runq_waits}}) {
+        if (j.contains(key)) {
+          SG_ASSIGN_OR_RETURN(*field, count(j[key], at(key), kMax));
+        }
+      }
+      if (j.contains("runq_delay_ms")) {
+        SG_ASSIGN_OR_RETURN(a.runq_delay_ns, millis_as_ns(j["runq_delay_ms"], at("runq_delay_ms")));
+      }
+      if (j.contains("runq_delay_max_ms")) {
+        SG_ASSIGN_OR_RETURN(a.runq_delay_max_ns,
+                            millis_as_ns(j["runq_delay_max_ms"], at("runq_delay_max_ms")));
+      }
+      if (j.contains("not_kept")) {
+        const Json& nk = j["not_kept"];
+        SG_TRY(keys(nk, at("not_kept"), {"execs", "connects", "sensitive_opens"}));
+        for (auto [key, field] :
+             {std::pair{"execs", &a.execs_not_kept}, std::pair{"connects", &a.connects_not_kept},
+              std::pair{"sensitive_opens", &a.opens_not_kept}}) {
+          if (nk.contains(key)) {
+            SG_ASSIGN_OR_RETURN(*field, count(nk[key], at("not_kept") + "." + key, kMax));
+          }
+        }
+      }
+      o.activity = std::move(a);
+    }
+    if (j.contains("egress")) {
+      SG_ASSIGN_OR_RETURN(o.egress, list<EgressVerdict>(j["egress"], at("egress"),
+                                                        [&](const Json& e, const std::string& p) {
+                                                          return egress(e, p);
+                                                        }));
+    }
+    if (j.contains("egress_not_kept")) {
+      SG_ASSIGN_OR_RETURN(o.egress_not_kept,
+                          count(j["egress_not_kept"], at("egress_not_kept"), kMax));
+    }
+    if (j.contains("net")) {
+      const Json& n = j["net"];
+      SG_TRY(keys(n, at("net"), {"bytes_out", "bytes_in", "packets_out", "packets_in"}));
+      controller::CallObservation::NetBytes b;
+      for (auto [key, field] :
+           {std::pair{"bytes_out", &b.bytes_out}, std::pair{"bytes_in", &b.bytes_in},
+            std::pair{"packets_out", &b.packets_out}, std::pair{"packets_in", &b.packets_in}}) {
+        SG_ASSIGN_OR_RETURN(const Json* v, member(n, at("net"), key));
+        SG_ASSIGN_OR_RETURN(*field, count(*v, at("net") + "." + key, kMax));
+      }
+      o.net = b;
+    }
+    return o;
+  }
+
+ private:
+  const LineReader& r_;
+};
+
 Result<TraceHeader> read_header(const LineReader& r) {
   SG_TRY(r.keys({"type", "schema", "version", "source", "host", "interval_ms", "units",
-                 "unmeasured", "notes"}));
+                 "unmeasured", "notes", "activity"}));
   SG_ASSIGN_OR_RETURN(std::string schema, r.string("schema", false));
   if (schema != kSchema) {
     return r.fail("schema",
@@ -181,11 +467,26 @@ Result<TraceHeader> read_header(const LineReader& r) {
   if (r.find("notes")) {
     SG_ASSIGN_OR_RETURN(h.notes, r.string("notes", true));
   }
+  if (const Json* activity = r.find("activity")) {
+    ObservedReader o(r);
+    SG_TRY(o.keys(*activity, "activity", {"traced", "why"}));
+    TraceHeader::Activity a;
+    SG_ASSIGN_OR_RETURN(const Json* traced, o.member(*activity, "activity", "traced"));
+    SG_ASSIGN_OR_RETURN(a.traced, o.boolean(*traced, "activity.traced"));
+    if (activity->contains("why")) {
+      SG_ASSIGN_OR_RETURN(a.why, o.string((*activity)["why"], "activity.why", false));
+      if (a.traced) return r.fail("activity.why", "only a trace that was not traced says why");
+    } else if (!a.traced) {
+      return r.fail("activity.why", "missing: a trace without the kernel's account says why");
+    }
+    h.activity = std::move(a);
+  }
   return h;
 }
 
 Result<CallEvent> read_call(const LineReader& r) {
-  SG_TRY(r.keys({"type", "id", "intent", "tool", "command", "start_ms", "end_ms", "nested"}));
+  SG_TRY(r.keys(
+      {"type", "id", "intent", "tool", "command", "start_ms", "end_ms", "nested", "observed"}));
   CallEvent c;
   SG_ASSIGN_OR_RETURN(c.id, r.string("id", false));
   SG_ASSIGN_OR_RETURN(c.intent, r.string("intent", false));
@@ -201,6 +502,9 @@ Result<CallEvent> read_call(const LineReader& r) {
     if (!nested->is_boolean())
       return r.fail("nested", "expected true or false, got " + describe_json(*nested));
     c.nested = nested->get<bool>();
+  }
+  if (const Json* observed = r.find("observed")) {
+    SG_ASSIGN_OR_RETURN(c.observed, ObservedReader(r).observed(*observed));
   }
   return c;
 }
@@ -231,6 +535,31 @@ nlohmann::ordered_json header_json(const TraceHeader& h) {
   j["units"] = fixed_units();
   if (!h.unmeasured.empty()) j["unmeasured"] = h.unmeasured;
   if (!h.notes.empty()) j["notes"] = h.notes;
+  if (h.activity) {
+    nlohmann::ordered_json a;
+    a["traced"] = h.activity->traced;
+    if (!h.activity->traced) a["why"] = h.activity->why;
+    j["activity"] = a;
+  }
+  return j;
+}
+
+// The shape of a call outcome's `observed` (controller/outcome.cc), the tracer's and the
+// guard's parts only.
+Json observed_json(const CallObserved& o) {
+  Json j = o.activity ? to_json(*o.activity) : Json::object();
+  if (!o.egress.empty() || o.egress_not_kept) {
+    Json egress = Json::array();
+    for (const auto& v : o.egress) egress.push_back(to_json(v));
+    j["egress"] = std::move(egress);
+    if (o.egress_not_kept) j["egress_not_kept"] = o.egress_not_kept;
+  }
+  if (o.net) {
+    j["net"] = {{"bytes_out", o.net->bytes_out},
+                {"bytes_in", o.net->bytes_in},
+                {"packets_out", o.net->packets_out},
+                {"packets_in", o.net->packets_in}};
+  }
   return j;
 }
 
@@ -244,6 +573,7 @@ nlohmann::ordered_json call_json(const CallEvent& c) {
   j["start_ms"] = c.start_ms;
   j["end_ms"] = c.end_ms;
   if (c.nested) j["nested"] = true;
+  if (c.observed) j["observed"] = observed_json(*c.observed);
   return j;
 }
 
@@ -266,6 +596,16 @@ std::string line_of(const nlohmann::ordered_json& j) {
 }
 
 }  // namespace
+
+std::optional<CallObserved> observed_of(const controller::CallObservation& o) {
+  CallObserved out;
+  out.activity = o.traced;
+  out.egress = o.egress;
+  out.egress_not_kept = o.egress_not_kept;
+  out.net = o.net;
+  if (out.empty()) return std::nullopt;
+  return out;
+}
 
 int64_t Trace::duration_ms() const {
   int64_t d = samples.empty() ? 0 : samples.back().t_ms;

@@ -4,14 +4,24 @@
 //   {"type":"header","schema":"sandgate-trace","version":1,"source":"...","host":{...},
 //    "interval_ms":50,"units":{"time":"ms","memory":"bytes","cpu":"millicores","io":"bytes"}}
 //   {"type":"call","id":"c1","intent":"compile","tool":"Bash","command":"make -j2",
-//    "start_ms":1200,"end_ms":4800}
+//    "start_ms":1200,"end_ms":4800,"observed":{"execs":[...],"connects":[...],...}}
 //   {"type":"sample","t_ms":1250,"mem_bytes":123456789,"cpu_millicores":1800,"pids":12,
 //    "io_bytes":4096,"call":"c1"}
 //
 // Times are milliseconds from the start of the run. A sample's `call` is optional (the call
 // the recorder knew was running); io_bytes is cumulative read+write bytes of the run's cgroup.
 // Optional header keys: "unmeasured" (sample fields the source did not measure and wrote as 0,
-// e.g. ["pids","io_bytes"] for AgentCgroup imports) and "notes" (free text for people).
+// e.g. ["pids","io_bytes"] for AgentCgroup imports), "notes" (free text for people) and
+// "activity" (whether the kernel's account of each call was recorded: {"traced": true}, or
+// {"traced": false, "why": "..."} when the eBPF activity tracer could not be loaded; absent in
+// traces made before it existed and in imports).
+//
+// A call's optional "observed" is what the kernel saw the call's processes do, in the shape of
+// the call outcome's `observed` (controller/outcome.h): "execs", "connects", "sensitive_opens",
+// "forks", "exits", "lost", "runq_delay_ms", "runq_waits", "runq_delay_max_ms", "not_kept" from
+// the activity tracer, "egress" / "egress_not_kept" / "net" from the egress guard. Every key is
+// optional; its entries are read as strictly as the rest of the line (errors name the field
+// path, "observed.connects[1].port").
 //
 // Reading is strict: unknown keys, a wrong type, a negative number, a header that is missing or
 // not first, an unsupported version, samples whose time goes backwards (equal times included),
@@ -26,6 +36,9 @@
 #include <string_view>
 #include <vector>
 
+#include "controller/outcome.h"
+#include "core/activity.h"
+#include "core/egress.h"
 #include "core/json.h"
 #include "core/result.h"
 
@@ -40,8 +53,30 @@ struct TraceHeader {
   int64_t interval_ms = 0;     // nominal sample interval
   std::vector<std::string> unmeasured;  // sample fields written as 0 because not measured
   std::string notes;                    // free text (how the trace was made, caveats)
+  // Whether calls carry the kernel's account (JSON "activity"); nullopt: the trace does not say
+  // (made before `record` traced calls, or imported).
+  struct Activity {
+    bool traced = false;
+    std::string why;  // why not, when !traced (the tracer's error); empty when traced
+    bool operator==(const Activity&) const = default;
+  };
+  std::optional<Activity> activity;
   bool operator==(const TraceHeader&) const = default;
 };
+
+// What `record` keeps of a call outcome's `observed`: the activity tracer's account and the
+// egress guard's decisions and byte counts. Resource peaks are not repeated here: the samples
+// carry them.
+struct CallObserved {
+  std::optional<TracedActivity> activity;  // the tracer watched the call
+  std::vector<EgressVerdict> egress;       // the guard's decisions (an allowlisted run)
+  uint64_t egress_not_kept = 0;
+  std::optional<controller::CallObservation::NetBytes> net;
+  bool empty() const { return !activity && egress.empty() && !egress_not_kept && !net; }
+  bool operator==(const CallObserved&) const = default;
+};
+// The part of an outcome's observation a trace keeps; nullopt when there is none.
+std::optional<CallObserved> observed_of(const controller::CallObservation& o);
 
 struct CallEvent {
   std::string id;       // unique in the trace
@@ -53,6 +88,8 @@ struct CallEvent {
   // Made inside another call that is still running (a sub-agent's call inside its Task), so it
   // overlaps that call. JSON "nested": true, omitted when false.
   bool nested = false;
+  // What the kernel saw it do (JSON "observed"; see above); nullopt: nothing recorded.
+  std::optional<CallObserved> observed;
   bool operator==(const CallEvent&) const = default;
 };
 

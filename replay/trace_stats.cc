@@ -39,7 +39,33 @@ TraceStats compute_stats(const Trace& trace, const std::string& name,
     auto& is = s.by_intent[c.intent];
     ++is.calls;
     is.seconds += (c.end_ms - c.start_ms) / 1000.0;
+    if (!c.observed) continue;
+    ObservedStats& o = s.observed;
+    for (const auto& e : c.observed->egress) o.egress_denied += e.allowed ? 0 : 1;
+    if (c.observed->net) {
+      o.net_bytes_out += c.observed->net->bytes_out;
+      o.net_bytes_in += c.observed->net->bytes_in;
+    }
+    if (!c.observed->activity) continue;
+    const TracedActivity& a = *c.observed->activity;
+    ++o.traced_calls;
+    o.execs += a.execs.size() + a.execs_not_kept;
+    o.connects += a.connects.size() + a.connects_not_kept;
+    for (const auto& k : a.connects) {
+      o.connects_denied += k.verdict() == "denied";
+      o.connects_failed += k.verdict() == "failed";
+    }
+    o.sensitive_opens += a.sensitive_opens.size() + a.opens_not_kept;
+    o.forks += a.forks;
+    o.lost += a.lost;
+    o.runq_delay_s += a.runq_delay_ns / 1e9;
+    if (a.runq_delay_ns / 1e6 > o.runq_worst_call_ms) {
+      o.runq_worst_call_ms = a.runq_delay_ns / 1e6;
+      o.runq_worst_call = c.id;
+    }
   }
+  if (trace.header.activity && !trace.header.activity->traced)
+    s.observed.untraced_why.push_back(trace.header.activity->why);
   if (trace.samples.empty()) return s;
 
   double mem_sum = 0, cpu_sum = 0;
@@ -112,6 +138,25 @@ StatsSummary summarize(const std::vector<TraceStats>& each) {
     all.in_calls_s += s.in_calls_s;
     all.peak_samples += s.peak_samples;
     all.peak_samples_in_calls += s.peak_samples_in_calls;
+    ObservedStats& o = all.observed;
+    const ObservedStats& x = s.observed;
+    o.traced_calls += x.traced_calls;
+    o.execs += x.execs;
+    o.connects += x.connects;
+    o.connects_denied += x.connects_denied;
+    o.connects_failed += x.connects_failed;
+    o.sensitive_opens += x.sensitive_opens;
+    o.forks += x.forks;
+    o.lost += x.lost;
+    o.egress_denied += x.egress_denied;
+    o.net_bytes_out += x.net_bytes_out;
+    o.net_bytes_in += x.net_bytes_in;
+    o.runq_delay_s += x.runq_delay_s;
+    if (x.runq_worst_call_ms > o.runq_worst_call_ms) {
+      o.runq_worst_call_ms = x.runq_worst_call_ms;
+      o.runq_worst_call = s.name + ": " + x.runq_worst_call;
+    }
+    for (const auto& w : x.untraced_why) o.untraced_why.push_back(s.name + ": " + w);
     if (s.samples > 0) ratios.push_back(s.peak_to_avg);
     if (s.peak_to_avg > sum.peak_to_avg_max) {
       sum.peak_to_avg_max = s.peak_to_avg;
@@ -131,6 +176,25 @@ StatsSummary summarize(const std::vector<TraceStats>& each) {
       all.peak_samples > 0 ? static_cast<double>(all.peak_samples_in_calls) / all.peak_samples : 0;
   sum.peak_to_avg_median = stats::median(std::move(ratios));
   return sum;
+}
+
+Json to_json(const ObservedStats& o) {
+  Json j = {{"traced_calls", o.traced_calls},
+            {"execs", o.execs},
+            {"connects", o.connects},
+            {"connects_denied", o.connects_denied},
+            {"connects_failed", o.connects_failed},
+            {"sensitive_opens", o.sensitive_opens},
+            {"forks", o.forks},
+            {"lost", o.lost},
+            {"egress_denied", o.egress_denied},
+            {"net_bytes_out", o.net_bytes_out},
+            {"net_bytes_in", o.net_bytes_in},
+            {"runq_delay_s", o.runq_delay_s},
+            {"runq_worst_call", o.runq_worst_call},
+            {"runq_worst_call_ms", o.runq_worst_call_ms}};
+  if (!o.untraced_why.empty()) j["untraced_why"] = o.untraced_why;
+  return j;
 }
 
 Json to_json(const TraceStats& s) {
@@ -158,6 +222,7 @@ Json to_json(const TraceStats& s) {
       {"peak_samples", s.peak_samples},
       {"peak_samples_in_calls", s.peak_samples_in_calls},
       {"peak_samples_in_calls_share", s.peak_samples_in_calls_share},
+      {"observed", to_json(s.observed)},
   };
 }
 

@@ -11,6 +11,9 @@
 //   over that span. Calls overlap (a sub-agent's calls sit inside its Task), and a union
 //   counts each overlapping second once. Per-intent seconds, by contrast, are the sum of that
 //   intent's call durations (an overlap counts in both intents).
+// - observed (the kernel's account each call carries, when `record` traced it): counts summed
+//   over the traced calls (an entry a call counted but did not keep is counted too);
+//   run-queue delay is the calls' total time waiting for a CPU, and the call that waited most.
 // - peak sample: a sample whose memory is strictly above the threshold (default 300 MB =
 //   300,000,000 bytes, the AgentCgroup README's). It is "inside a call" when its time lies in
 //   [start_ms, end_ms] of any call.
@@ -31,6 +34,19 @@ inline constexpr uint64_t kDefaultPeakThresholdBytes = 300'000'000;  // AgentCgr
 struct IntentStats {
   size_t calls = 0;
   double seconds = 0;  // sum of the calls' durations
+};
+
+// What the traced calls of a trace were seen doing (CallEvent::observed).
+struct ObservedStats {
+  size_t traced_calls = 0;  // calls carrying the tracer's account
+  uint64_t execs = 0, connects = 0, connects_denied = 0, connects_failed = 0;
+  uint64_t sensitive_opens = 0, forks = 0, lost = 0;
+  uint64_t egress_denied = 0;  // the guard's refusals
+  uint64_t net_bytes_out = 0, net_bytes_in = 0;
+  double runq_delay_s = 0;                // summed over the traced calls
+  double runq_worst_call_ms = 0;          // the call that waited most, in total
+  std::string runq_worst_call;            // its id (a summary: "trace: id")
+  std::vector<std::string> untraced_why;  // headers that say the run was not traced, and why
 };
 
 struct TraceStats {
@@ -54,6 +70,7 @@ struct TraceStats {
   size_t peak_samples = 0;  // above the threshold
   size_t peak_samples_in_calls = 0;
   double peak_samples_in_calls_share = 0;  // 0 when there are no peak samples
+  ObservedStats observed;
 };
 
 TraceStats compute_stats(const Trace& trace, const std::string& name,
@@ -72,6 +89,7 @@ struct StatsSummary {
 };
 StatsSummary summarize(const std::vector<TraceStats>& each);
 
+Json to_json(const ObservedStats& o);
 Json to_json(const TraceStats& s);
 Json to_json(const StatsSummary& s);
 

@@ -223,6 +223,50 @@ INSTANTIATE_TEST_SUITE_P(
                   "bad.jsonl:2", "'exit'", "unknown key"},
         Malformed{"nested not a boolean", C("a", R"("start_ms":1,"end_ms":2,"nested":1)"), true,
                   "bad.jsonl:2", "'nested'", "true or false"},
+        Malformed{"observed not an object", C("a", R"("start_ms":1,"end_ms":2,"observed":[])"),
+                  true, "bad.jsonl:2", "'observed'", "expected an object"},
+        Malformed{"observed unknown key",
+                  C("a", R"("start_ms":1,"end_ms":2,"observed":{"execz":[]})"), true, "bad.jsonl:2",
+                  "'observed.execz'", "unknown key"},
+        Malformed{"observed port too large",
+                  C("a", R"("start_ms":1,"end_ms":2,"observed":{"connects":[)"
+                         R"({"pid":1,"syscall":"connect","family":"inet","address":"127.0.0.1",)"
+                         R"("port":7,"protocol":"tcp","verdict":"allowed"},)"
+                         R"({"pid":1,"syscall":"connect","family":"inet","address":"127.0.0.1",)"
+                         R"("port":70000,"protocol":"tcp","verdict":"allowed"}]})"),
+                  true, "bad.jsonl:2", "'observed.connects[1].port'", "too large"},
+        Malformed{"observed verdict disagrees with errno",
+                  C("a", R"("start_ms":1,"end_ms":2,"observed":{"connects":[)"
+                         R"({"pid":1,"syscall":"connect","family":"inet","address":"127.0.0.1",)"
+                         R"("port":7,"protocol":"tcp","verdict":"allowed","errno":"EPERM"}]})"),
+                  true, "bad.jsonl:2", "'observed.connects[0].verdict'", "expected \"denied\""},
+        Malformed{"observed errno not a name",
+                  C("a", R"("start_ms":1,"end_ms":2,"observed":{"sensitive_opens":[)"
+                         R"({"pid":1,"path":"/etc/shadow","flags":0,"result":"nope"}]})"),
+                  true, "bad.jsonl:2", "'observed.sensitive_opens[0].result'",
+                  "expected \"opened\" or an errno name"},
+        Malformed{"observed exec argv not strings",
+                  C("a", R"("start_ms":1,"end_ms":2,"observed":{"execs":[)"
+                         R"({"pid":1,"ppid":0,"path":"/bin/true","argv":[1]}]})"),
+                  true, "bad.jsonl:2", "'observed.execs[0].argv[0]'", "expected a string"},
+        Malformed{"observed negative runq",
+                  C("a", R"("start_ms":1,"end_ms":2,"observed":{"runq_delay_ms":-1})"), true,
+                  "bad.jsonl:2", "'observed.runq_delay_ms'", "from 0 to 1000000000"},
+        Malformed{"observed net missing a count",
+                  C("a", R"("start_ms":1,"end_ms":2,"observed":{"net":{"bytes_out":1,)"
+                         R"("bytes_in":1,"packets_out":1}})"),
+                  true, "bad.jsonl:2", "'observed.net.packets_in'", "missing"},
+        Malformed{"observed egress verdict",
+                  C("a", R"("start_ms":1,"end_ms":2,"observed":{"egress":[{"hook":"connect",)"
+                         R"("address":"203.0.113.20","port":443,"protocol":"tcp",)"
+                         R"("verdict":"maybe","pid":3}]})"),
+                  true, "bad.jsonl:2", "'observed.egress[0].verdict'", "\"allowed\" or"},
+        Malformed{"activity without why",
+                  header_with(R"("interval_ms")", R"("activity":{"traced":false},"interval_ms")"),
+                  false, "bad.jsonl:1", "'activity.why'", "missing"},
+        Malformed{"activity traced not a boolean",
+                  header_with(R"("interval_ms")", R"("activity":{"traced":"yes"},"interval_ms")"),
+                  false, "bad.jsonl:1", "'activity.traced'", "true or false"},
         Malformed{
             "empty intent",
             R"({"type":"call","id":"a","intent":"","tool":"Bash","command":"x","start_ms":1,"end_ms":2})",
@@ -233,6 +277,77 @@ INSTANTIATE_TEST_SUITE_P(
         n += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
       return n;
     });
+
+// What the kernel saw, as `record` writes it from each call's outcome, reads back equal.
+TEST(TraceCodec, ObservedActivityRoundTrips) {
+  Trace t = sample_trace();
+  t.header.activity = TraceHeader::Activity{true, ""};
+  TracedActivity a;
+  a.execs = {{41, 40, "/usr/bin/python3", {"python3", "-c", "x"}, false},
+             {42, 41, "/bin/sh", {"sh", "-c", "a long one"}, true}};
+  a.connects = {{42, "connect", "inet", "127.0.0.1", 8080, "tcp", ECONNREFUSED},
+                {42, "connect", "inet6", "fd00:ec2::254", 80, "tcp", EPERM},
+                {43, "sendto", "inet", "203.0.113.53", 53, "udp", 0},
+                {43, "connect", "unix", "@abstract", 0, "unix-stream", EINPROGRESS}};
+  a.sensitive_opens = {{44, "/etc/shadow", 0, EACCES}, {44, "/root/.ssh/id_rsa", 02000000, 0}};
+  a.forks = 3;
+  a.exits = 4;
+  a.runq_delay_ns = 12'345'678;
+  a.runq_waits = 17;
+  a.runq_delay_max_ns = 2'000'001;
+  a.execs_not_kept = 5;
+  a.lost = 1;
+  CallObserved o;
+  o.activity = a;
+  o.egress = {{43, "sendmsg", "203.0.113.53", 53, "udp", true},
+              {42, "connect", "203.0.113.99", 443, "tcp", false}};
+  o.egress_not_kept = 2;
+  o.net = controller::CallObservation::NetBytes{100, 200, 3, 4};
+  t.calls[0].observed = o;
+  // Only the guard's part (an untraced run with an allowlist), and an empty account.
+  t.calls[1].observed =
+      CallObserved{std::nullopt, {}, 0, controller::CallObservation::NetBytes{1, 2, 3, 4}};
+  t.calls[2].observed = CallObserved{TracedActivity{}, {}, 0, std::nullopt};
+  std::string text = format_trace(t);
+  auto back = parse_trace(text, "observed.jsonl");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(*back, t);
+  EXPECT_THAT(text, HasSubstr(R"("activity":{"traced":true})"));
+  EXPECT_THAT(text, HasSubstr(R"("errno":"ECONNREFUSED")"));
+  EXPECT_THAT(text, HasSubstr(R"("runq_delay_ms":12.345678)"));
+
+  // A trace whose run was not traced says why in its header.
+  t.header.activity = TraceHeader::Activity{false, "load BPF: Operation not permitted"};
+  auto untraced = parse_trace(format_trace(t), "untraced.jsonl");
+  ASSERT_TRUE(untraced.ok()) << untraced.error().message();
+  EXPECT_EQ(untraced->header.activity, t.header.activity);
+}
+
+// Traces written before calls carried "observed" (and every import) read as before.
+TEST(TraceCodec, OldTracesWithoutObservedStillRead) {
+  std::string text = std::string(kHeader) + "\n" + R"({"type":"call","id":"a","intent":"edit",)" +
+                     R"("tool":"Edit","command":"x","start_ms":5,"end_ms":6})";
+  auto r = parse_trace(text, "old.jsonl");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_FALSE(r->header.activity.has_value());
+  ASSERT_EQ(r->calls.size(), 1u);
+  EXPECT_FALSE(r->calls[0].observed.has_value());
+}
+
+TEST(TraceCodec, ObservedOfAnOutcomeKeepsTheTracerAndTheGuard) {
+  controller::CallObservation none;
+  EXPECT_FALSE(observed_of(none).has_value());
+  controller::CallObservation seen;
+  seen.traced = TracedActivity{};
+  seen.traced->forks = 2;
+  seen.egress = {{1, "connect", "203.0.113.20", 443, "tcp", true}};
+  seen.net = controller::CallObservation::NetBytes{1, 2, 3, 4};
+  auto o = observed_of(seen);
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->activity, seen.traced);
+  EXPECT_EQ(o->egress, seen.egress);
+  EXPECT_EQ(o->net, seen.net);
+}
 
 // The positive twins of the strictness above: what is allowed reads.
 TEST(TraceCodec, AcceptsEmptyCommandZeroLengthCallsAndNoSamples) {

@@ -56,6 +56,21 @@ Result<uint64_t> guard_egress(const controller::RunScope& run, ebpf::EgressGuard
   return id;
 }
 
+// The run-queue rule's view of a traced call (controller/runq.h): the tracer's per-cgroup sums.
+class TracedRunqMeter : public controller::RunqMeter {
+ public:
+  TracedRunqMeter(const ebpf::ActivityTracer& tracer, uint64_t cgroup_id)
+      : tracer_(tracer), cgroup_id_(cgroup_id) {}
+  std::optional<controller::RunqTotals> read() override {
+    ebpf::RunqSoFar q = tracer_.runq(cgroup_id_);
+    return controller::RunqTotals{q.delay_ns, q.waits};
+  }
+
+ private:
+  const ebpf::ActivityTracer& tracer_;
+  uint64_t cgroup_id_;
+};
+
 // The cgroup2 id of a call's cgroup, for the tracer and the guard's decisions.
 Result<uint64_t> call_cgroup_id(const controller::CallScope& scope) {
   auto dir = scope.cgroup().dirs.find("unified");
@@ -179,7 +194,11 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     call_id = *id;
   }
   uint64_t traced = tracer_ ? call_id : 0;  // while the tracer keeps the call's events
-  if (traced) tracer_->begin(traced);
+  if (traced) {
+    tracer_->begin(traced);
+    // Until end_call: the monitor reads the call's run-queue delay (the ladder's run-queue rule).
+    controller_.measure_runq(*scope, std::make_unique<TracedRunqMeter>(*tracer_, traced));
+  }
   auto result = env_->exec(call, scope->placement());
   if (!result.ok()) {
     // Not run at all: still revoke the grant and remove the call's cgroup.

@@ -227,7 +227,8 @@ Result<Json> Server::create(const CreateRequest& r) {
         auto secret, std::move(providers::read_secret(name, file)).context("create: \"secrets\""));
     spec.secrets.push_back(std::move(secret));
   }
-  SG_ASSIGN_OR_RETURN(auto session, RunSession::open(controller_, *it->second, std::move(spec)));
+  SG_ASSIGN_OR_RETURN(auto session, RunSession::open(controller_, *it->second, std::move(spec),
+                                                     options_.run_options));
   auto env = std::make_shared<Env>();
   env->session = session.get();
   env->owned = std::move(session);
@@ -257,7 +258,7 @@ Result<Json> Server::exec(const ExecRequest& r) {
   call.cancel_fd = options_.cancel_fd;
   std::string token = options_.before_call ? options_.before_call(r) : std::string();
   auto outcome = env->session->call(call);
-  if (options_.after_call) options_.after_call(token);
+  if (options_.after_call) options_.after_call(token, outcome.ok() ? &*outcome : nullptr);
   if (!outcome.ok()) return std::move(outcome).error();
   return Json{{"outcome", controller::to_json(*outcome)}};
 }

@@ -31,14 +31,18 @@ struct ServerOptions {
   providers::ProviderOptions provider_options;
   // Readable: cancel every call in progress (a signalfd for SIGINT/SIGTERM).
   int cancel_fd = -1;
+  // What every environment `create` makes is watched with (the activity tracer: each call's
+  // outcome gets `observed`, and the ladder's run-queue rule can act).
+  RunOptions run_options;
   // `sandgate record`: the server serves this one run and does not own it. `create` answers
   // with it (recording: true) and makes nothing, `destroy` keeps it, `exec` for any other
   // environment is an error.
   RunSession* recorded_run = nullptr;
   // Around each exec (the recorder notes call events): before_call returns a token that
-  // after_call gets back once the call's outcome exists (or it failed to run).
+  // after_call gets back once the call's outcome exists, with the outcome (null: the call
+  // failed to run).
   std::function<std::string(const ExecRequest&)> before_call;
-  std::function<void(const std::string& token)> after_call;
+  std::function<void(const std::string& token, const controller::CallOutcome* outcome)> after_call;
 };
 
 class Server {

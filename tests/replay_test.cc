@@ -76,6 +76,97 @@ TEST_F(ReplayTest, RecordingThroughTheSocketGivesAValidTrace) {
   EXPECT_LT(outside_peak, burst_peak / 4) << "and not between calls";
 }
 
+// What the kernel saw each recorded call do, in the trace: the first call execs the probe
+// twice (a sensitive open, then a connect on the run's own loopback), the second only echoes,
+// the third only connects. Each event is found on its own call and on no other.
+TEST_F(ReplayTest, RecordingKeepsWhatTheKernelSawEachCallDo) {
+  SANDGATE_REQUIRE_ROOT();
+  const std::string kTry = "/opt/sandgate-try";
+  std::string script = tmp_ + "/drive.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\nset -e\n"
+         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent test -- sh -c '"
+      << kTry << " read-file /proc/self/environ; " << kTry
+      << " connect 127.0.0.1 9'\n"
+         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent test -- echo quiet\n"
+         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent test -- "
+      << kTry << " connect 127.0.0.1 9\n";
+  }
+  ::chmod(script.c_str(), 0755);
+  std::string out = tmp_ + "/observed.trace";
+  auto r = sandgate({"record", "--out", out, "--interval", "50ms", "--ro-bind",
+                     std::string(SANDGATE_TRY_BINARY) + ":" + kTry, "--", script});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  auto t = replay::read_trace(out);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  ASSERT_TRUE(t->header.activity.has_value()) << "the header must say whether calls were traced";
+  SANDGATE_REQUIRE(t->header.activity->traced,
+                   "the eBPF activity tracer cannot load here: " + t->header.activity->why);
+  ASSERT_EQ(t->calls.size(), 3u);
+  for (const auto& c : t->calls)
+    ASSERT_TRUE(c.observed && c.observed->activity) << "call " << c.id << " carries no account";
+  const TracedActivity& c1 = *t->calls[0].observed->activity;
+  const TracedActivity& c2 = *t->calls[1].observed->activity;
+  const TracedActivity& c3 = *t->calls[2].observed->activity;
+
+  // c1: sh, then the probe twice; its sensitive open and its connect.
+  ASSERT_EQ(c1.execs.size(), 3u) << to_json(c1).dump(2);
+  EXPECT_EQ(c1.execs[1].path, kTry);
+  EXPECT_EQ(c1.execs[1].argv, (std::vector<std::string>{kTry, "read-file", "/proc/self/environ"}));
+  ASSERT_EQ(c1.sensitive_opens.size(), 1u) << to_json(c1).dump(2);
+  EXPECT_EQ(c1.sensitive_opens[0].path, "/proc/self/environ");
+  EXPECT_EQ(c1.sensitive_opens[0].err, 0);
+  ASSERT_EQ(c1.connects.size(), 1u) << to_json(c1).dump(2);
+  EXPECT_EQ(c1.connects[0].address, "127.0.0.1");
+  EXPECT_EQ(c1.connects[0].port, 9);
+  EXPECT_EQ(c1.connects[0].protocol, "tcp");
+  // Nothing listens on port 9 of the run's own loopback (or the jail has none up): the kernel
+  // refused it, and the verdict says the connect did not get through.
+  EXPECT_NE(c1.connects[0].err, 0);
+
+  // c2: one exec, nothing else.
+  ASSERT_EQ(c2.execs.size(), 1u) << to_json(c2).dump(2);
+  EXPECT_TRUE(c2.connects.empty()) << to_json(c2).dump(2);
+  EXPECT_TRUE(c2.sensitive_opens.empty()) << to_json(c2).dump(2);
+
+  // c3: the probe's connect, and no open.
+  ASSERT_EQ(c3.execs.size(), 1u) << to_json(c3).dump(2);
+  EXPECT_EQ(c3.execs[0].path, kTry);
+  ASSERT_EQ(c3.connects.size(), 1u) << to_json(c3).dump(2);
+  EXPECT_EQ(c3.connects[0].port, 9);
+  EXPECT_TRUE(c3.sensitive_opens.empty()) << to_json(c3).dump(2);
+
+  // `trace stats` sums it up.
+  auto stats = sandgate({"trace", "stats", "--json", out});
+  ASSERT_EQ(stats.status.shell_code(), 0) << stats.output;
+  auto j = parse_json(stats.output.substr(stats.output.find('{'),
+                                          stats.output.rfind('}') - stats.output.find('{') + 1),
+                      "trace stats --json");
+  ASSERT_TRUE(j.ok()) << stats.output;
+  const Json& o = (*j)["traces"][0]["observed"];
+  EXPECT_EQ(o["traced_calls"], 3);
+  EXPECT_EQ(o["execs"], 5);
+  EXPECT_EQ(o["connects"], 2);
+  EXPECT_EQ(o["sensitive_opens"], 1);
+  auto text = sandgate({"trace", "stats", out});
+  EXPECT_NE(text.output.find("observed (3 of 3 calls traced): 5 execs"), std::string::npos)
+      << text.output;
+
+  // The negative twin: --no-trace records no account, and the header says why.
+  std::string plain = tmp_ + "/plain.trace";
+  auto r2 = sandgate({"record", "--no-trace", "--out", plain, "--", "sh", "-c",
+                      "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" -- echo x"});
+  ASSERT_EQ(r2.status.shell_code(), 0) << r2.output;
+  auto t2 = replay::read_trace(plain);
+  ASSERT_TRUE(t2.ok()) << t2.error().message();
+  ASSERT_TRUE(t2->header.activity.has_value());
+  EXPECT_FALSE(t2->header.activity->traced);
+  EXPECT_NE(t2->header.activity->why.find("--no-trace"), std::string::npos);
+  ASSERT_EQ(t2->calls.size(), 1u);
+  EXPECT_FALSE(t2->calls[0].observed.has_value());
+}
+
 TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
   SANDGATE_REQUIRE_ROOT();
   std::string trace = source_dir() + "/traces/burst.trace";
