@@ -293,6 +293,23 @@ TEST_F(NativeProbeTest, MissingParameterIsAPreconditionNeverAGuess) {
   }
 }
 
+// With the host's pid namespace unknown (host_pidns=0), proc.kill_all must not conclude it is
+// sandboxed and kill(-1): natively that signals every process on the host. Run in a pid
+// namespace of its own, so that a regression signals nothing but itself.
+TEST_F(NativeProbeTest, KillAllNeverSignalsBlindWithoutTheHostsPidNamespace) {
+  SANDGATE_REQUIRE_ROOT();
+  BinaryRun r = run_binary({"/usr/bin/unshare", "--pid", "--fork", SANDGATE_PROBE_BINARY, "run",
+                            "--id", "proc.kill_all", "--param", "host_pidns=0", "--param",
+                            "sentinel_pid=1", "--param", "marker=" + marker_});
+  ASSERT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  auto reports = parse_reports(r.out);
+  ASSERT_EQ(reports.count("proc.kill_all"), 1u) << r.out;
+  const auto& rep = reports["proc.kill_all"];
+  EXPECT_FALSE(rep.preconditions) << describe(rep);
+  EXPECT_THAT(rep.detail, HasSubstr("never tried blind")) << describe(rep);
+  EXPECT_FALSE(rep.evidence.contains("mode")) << "it chose a way to signal: " << describe(rep);
+}
+
 // Outside a lab the decoy addresses route off this namespace (the host has a default route):
 // the network probes refuse before sending anything.
 TEST_F(NativeProbeTest, NetworkProbesSendNothingOutsideALab) {

@@ -184,6 +184,11 @@ ProbeReport kill_all(const Params& p) {
   unsigned long long own = ns_inode("pid");
   Json ev = {{"pidns", own}, {"host_pidns", *host}, {"sentinel_visible", t->visible}};
   if (own == 0) return precondition_failed(attempt, "cannot read /proc/self/ns/pid", ev);
+  // kill(-1) is only ever tried where this is known not to be the host's pid namespace: with
+  // the host's unknown (0), a native run would signal every process on the host.
+  if (*host <= 0)
+    return precondition_failed(attempt, "host_pidns is unknown (0): kill(-1) is never tried blind",
+                               ev);
   if (own == static_cast<unsigned long long>(*host)) {
     // The host's pid namespace: kill(-1) would reach every host process. Signal only the
     // sentinel, which stands for them.

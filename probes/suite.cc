@@ -279,6 +279,10 @@ Result<std::unique_ptr<Suite>> Suite::create(SuiteOptions options) {
   // The host's namespaces, read before entering anything.
   s->host_pidns_ = ns_inode(s->options_.paths.proc + "/1/ns/pid");
   s->host_mntns_ = ns_inode(s->options_.paths.proc + "/1/ns/mnt");
+  // Probes compare against these to know whether they run in the host's namespaces (and
+  // proc.kill_all signals every process it can only outside the host's pid namespace).
+  if (s->host_pidns_ == 0 || s->host_mntns_ == 0)
+    return sys_error("read the host's namespaces", s->options_.paths.proc + "/1/ns");
 
   // The lab first, entered before any provider or thread.
   s->progress("lab: creating the network namespace and its decoys");
