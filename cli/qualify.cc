@@ -28,6 +28,7 @@
 #include "probes/lab/lab.h"
 #include "probes/suite.h"
 #include "providers/microvm.h"
+#include "providers/podman.h"
 #include "replay/experiment.h"
 #include "reports/from_qualify.h"
 #include "reports/writers.h"
@@ -268,7 +269,13 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     }
     c.p = std::move(p).value();
     c.shown = display_name(c.p->info());
-    if (name == "podman" && !a.image.empty()) c.shown += " (image " + a.image + ")";
+    if (name == "podman") {
+      // The column names the mode: what crossrun.user_inotify finds depends on it.
+      auto mode = providers::resolve_podman_mode(own, a.image);
+      std::string word = mode.ok() ? providers::to_string(*mode) : "unavailable";
+      c.entry["podman_mode"] = word;
+      c.shown += " (" + word + (a.image.empty() ? "" : ", image " + a.image) + ")";
+    }
     if (name == "microvm") {
       // Every microvm timing depends on the accelerator: the column says which.
       auto vm = providers::microvm_host(options.paths);
