@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "core/files.h"
 #include "core/host_features.h"
@@ -33,6 +34,8 @@ constexpr char kSupervisorInside[] = "/.sandgate/supervisor";
 constexpr char kWorkspace[] = "/workspace";
 constexpr char kSecretsInside[] = "/run/secrets";
 constexpr char kHome[] = "/home/sandbox";
+// Where rootless runs keep Podman's --runroot (one directory each).
+constexpr char kRootlessRunroots[] = "/run/sandgate-podman";
 // Hardened defaults where the spec names no run ceiling.
 constexpr uint64_t kDefaultMemory = 4ull << 30;
 constexpr uint64_t kDefaultPids = 4096;
@@ -326,7 +329,14 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
   SG_ASSIGN_OR_RETURN(std::string proc_cgroup, read_file(dir + "/cgroup"));
   auto mounts = parse_mountinfo(mountinfo_text);
 
-  for (const auto& s : settings) {
+  // Where the container is first: a container outside the run's cgroup has none of its
+  // limits either, and the error should name the cause.
+  std::vector<const Setting*> order;
+  for (const auto& s : settings) order.push_back(&s);
+  std::stable_partition(order.begin(), order.end(),
+                        [](const Setting* s) { return s->name == "cgroup-parent"; });
+  for (const Setting* setting : order) {
+    const Setting& s = *setting;
     if (s.weakened) continue;
     const std::string& n = s.name;
     if (n == "network") {
@@ -419,12 +429,13 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
                              " is in the container's environment");
       }
     } else if (n == "pids-limit") {
-      SG_ASSIGN_OR_RETURN(auto v, read_limit(paths, proc_cgroup, "pids", "pids.max", "pids.max"));
-      if (v != std::to_string(want.pids)) return fail(n, "pids.max is " + v);
+      auto v = read_limit(paths, proc_cgroup, "pids", "pids.max", "pids.max");
+      if (!v.ok()) return fail(n, "no pids.max in the container's cgroup: " + v.error().message());
+      if (*v != std::to_string(want.pids)) return fail(n, "pids.max is " + *v);
     } else if (n == "memory") {
-      SG_ASSIGN_OR_RETURN(
-          auto v, read_limit(paths, proc_cgroup, "memory", "memory.limit_in_bytes", "memory.max"));
-      if (v != std::to_string(want.memory)) return fail(n, "the memory limit is " + v);
+      auto v = read_limit(paths, proc_cgroup, "memory", "memory.limit_in_bytes", "memory.max");
+      if (!v.ok()) return fail(n, "no memory limit file: " + v.error().message());
+      if (*v != std::to_string(want.memory)) return fail(n, "the memory limit is " + *v);
     } else if (n == "cpus") {
       auto quota = read_limit(paths, proc_cgroup, "cpu", "cpu.cfs_quota_us", "cpu.max");
       auto period = read_limit(paths, proc_cgroup, "cpu", "cpu.cfs_period_us", "cpu.max");
@@ -582,6 +593,29 @@ Status apply_rootless_ceiling(const std::vector<std::string>& dirs, uint64_t mem
   if (!set_memory && dropped != "memory") return missing("memory", "memory");
   if (!set_cpus && dropped != "cpus") return missing("cpus", "cpu");
   if (!set_pids && dropped != "pids-limit") return missing("pids-limit", "pids");
+  return {};
+}
+
+// Rootless Podman opens what it mounts as the run's id, not as root: each directory above
+// `path` must let others search it (or belong to that id). An error names the first that
+// does not, instead of the runtime's bare EACCES.
+Status check_searchable_by(const std::string& path, uid_t uid, const std::string& what) {
+  std::string dir = path;
+  while (true) {
+    auto slash = dir.rfind('/');
+    if (slash == std::string::npos) break;
+    dir = slash == 0 ? "/" : dir.substr(0, slash);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
+    if (st.st_uid != uid && !(st.st_mode & S_IXOTH))
+      return logic_error("podman rootless",
+                         what + " is below " + dir +
+                             ", which the run's own id " + std::to_string(uid) +
+                             " may not search (mode " + fmt::format("{:04o}", st.st_mode & 07777) +
+                             "): make it searchable (o+x) or use --podman-mode rootful",
+                         path);
+    if (dir == "/") break;
+  }
   return {};
 }
 
@@ -897,11 +931,25 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     if (rootless) {
       // The run's own Podman: storage, run and temporary state, home and XDG_RUNTIME_DIR under
       // the run directory, owned by the run's first id (uid 0 of its namespace), removed with it.
+      SG_TRY(check_searchable_by(layout.run_dir, base, "the run directory"));
+      SG_TRY(check_searchable_by(exe, base, "the supervisor binary"));
+      for (const auto& m : spec.readonly_mounts)
+        SG_TRY(check_searchable_by(m.source, base, "--ro-bind source " + m.source));
       const std::string dir = layout.run_dir + "/podman";
-      for (const char* sub : {"", "/root", "/runroot", "/tmp", "/home", "/xdg"}) {
+      for (const char* sub : {"", "/root", "/tmp", "/home", "/xdg"}) {
         if (::mkdir((dir + sub).c_str(), 0700) != 0) return sys_error("mkdir", dir + sub);
         if (::chown((dir + sub).c_str(), base, base) != 0) return sys_error("chown", dir + sub);
       }
+      // Podman refuses a --runroot longer than 50 characters (its sockets live there): a short
+      // directory of the run's own under /run, named by a hash of the run directory (unique
+      // among live runs), recorded before it is made.
+      const std::string runroot =
+          std::string(kRootlessRunroots) + "/" +
+          fmt::format("{:016x}", std::hash<std::string>{}(layout.run_dir));
+      SG_TRY(make_dirs(kRootlessRunroots, 0711));
+      SG_TRY(state.record({Resource::Kind::kDirectory, runroot}));
+      if (::mkdir(runroot.c_str(), 0700) != 0) return sys_error("mkdir", runroot);
+      if (::chown(runroot.c_str(), base, base) != 0) return sys_error("chown", runroot);
       SG_ASSIGN_OR_RETURN(auto cgroups, make_rootless_cgroups(paths, spec.placement, rel,
                                                               layout.run_id, state));
       expected_rel = cgroups.rel;
@@ -922,7 +970,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
                     "_CONTAINERS_USERNS_CONFIGURED=done",
                     "_CONTAINERS_ROOTLESS_UID=" + std::to_string(base),
                     "_CONTAINERS_ROOTLESS_GID=" + std::to_string(base)};
-      argv.insert(argv.end(), {"--root", dir + "/root", "--runroot", dir + "/runroot", "--tmpdir",
+      argv.insert(argv.end(), {"--root", dir + "/root", "--runroot", runroot, "--tmpdir",
                                dir + "/tmp", "--storage-driver", "vfs", "--events-backend", "file"});
     }
     *expected = Expected{name,         spec.uid, spec.gid, memory,  pids,
