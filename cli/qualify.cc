@@ -482,7 +482,7 @@ void add_qualify_command(CLI::App& app, Globals& g) {
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit --provider host_dir");
   sub->add_option("--image", a->image,
                   "podman: every run's root from this local image instead of the assembled\n"
-                  "read-only base (the column is named podman (image NAME))");
+                  "read-only base (the column is named podman (rootful, image NAME): a rootless run has no image)");
   sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes");
   sub->add_option("--policy", a->policy,
                   "hold each provider to this policy's required capabilities (default: the "

@@ -41,8 +41,9 @@
 //             written by sandgate as root, as for the jail: no /etc/subuid line and no setuid
 //             newuidmap, which refuses an id without a passwd entry). Podman is told it is
 //             already in its configured namespace (_CONTAINERS_USERNS_CONFIGURED, what its own
-//             re-exec sets), so it makes no pause process. Its storage, run state, tmpdir,
-//             HOME and XDG_RUNTIME_DIR are <run_dir>/podman, owned by U. Rootless runc cannot
+//             re-exec sets), so it makes no pause process. Its storage, tmpdir, HOME and
+//             XDG_RUNTIME_DIR are <run_dir>/podman, its --runroot (at most 50 characters for
+//             Podman) /run/sandgate-podman/<hash>, all owned by U. Rootless runc cannot
 //             make cgroups here, so sandgate writes Podman into the run's cgroup
 //             (<run>/main/podman, or /sandgate-podman/<run>) before it execs, and writes the
 //             ceiling there itself (memory, cpu quota, pids.max): the settings
