@@ -106,11 +106,10 @@ DoctorReport run_checks(Globals& g) {
     std::string mode_word = providers::to_string(options.podman_mode);
     sections.push_back(
         {"podman",
-         {check(
-              "rootful", modes.rootful,
-              modes.podman + " with " + modes.runc +
-                  " (--runtime runc --cgroup-manager cgroupfs) as root; the container's user "
-                  "namespace is root's, so per-user kernel counts are shared between runs"),
+         {check("rootful", modes.rootful,
+                modes.podman + " with " + modes.runc +
+                    " (--runtime runc --cgroup-manager cgroupfs) as root; the container's user "
+                    "namespace is root's, so per-user kernel counts are shared between runs"),
           check("rootless", modes.rootless,
                 "Podman as each run's own host id, in a user namespace that id owns (maps by "
                 "sandgate, no /etc/subuid line), placed in the run's cgroup by sandgate"),
@@ -120,13 +119,14 @@ DoctorReport run_checks(Globals& g) {
                                        ? ": rootless where it works, rootful for --image)"
                                        : ")")
                             : chosen.error().message()}}});
-    report.facts["podman"] = {{"podman", modes.podman},
-                              {"runc", modes.runc},
-                              {"rootful", modes.rootful.ok()},
-                              {"rootless", modes.rootless.ok()},
-                              {"rootful_why", modes.rootful.ok() ? "" : modes.rootful.error().message()},
-                              {"rootless_why", modes.rootless.ok() ? "" : modes.rootless.error().message()},
-                              {"mode", chosen.ok() ? providers::to_string(*chosen) : ""}};
+    report.facts["podman"] = {
+        {"podman", modes.podman},
+        {"runc", modes.runc},
+        {"rootful", modes.rootful.ok()},
+        {"rootless", modes.rootless.ok()},
+        {"rootful_why", modes.rootful.ok() ? "" : modes.rootful.error().message()},
+        {"rootless_why", modes.rootless.ok() ? "" : modes.rootless.error().message()},
+        {"mode", chosen.ok() ? providers::to_string(*chosen) : ""}};
   }
   sections.push_back({"seccomp", seccomp_checks(paths)});
   sections.push_back({"landlock", providers::landlock::doctor_checks(paths)});

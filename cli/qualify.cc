@@ -15,7 +15,6 @@
 #include <optional>
 
 #include "cli/common.h"
-#include "ebpf/activity_tracer.h"
 #include "cli/measure.h"
 #include "cli/qualify_trace.h"
 #include "core/files.h"
@@ -25,6 +24,7 @@
 #include "core/strings.h"
 #include "core/table.h"
 #include "core/units.h"
+#include "ebpf/activity_tracer.h"
 #include "probes/lab/lab.h"
 #include "probes/suite.h"
 #include "providers/microvm.h"
@@ -482,7 +482,8 @@ void add_qualify_command(CLI::App& app, Globals& g) {
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit --provider host_dir");
   sub->add_option("--image", a->image,
                   "podman: every run's root from this local image instead of the assembled\n"
-                  "read-only base (the column is named podman (rootful, image NAME): a rootless run has no image)");
+                  "read-only base (the column is named podman (rootful, image NAME): a rootless "
+                  "run has no image)");
   sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes");
   sub->add_option("--policy", a->policy,
                   "hold each provider to this policy's required capabilities (default: the "

@@ -4,8 +4,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
-#include <sys/ioctl.h>
 #include <pwd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -512,7 +512,8 @@ Result<RootlessCgroups> make_rootless_cgroups(const HostPaths& paths, const Plac
     }
     roots = unique;
   }
-  if (roots.empty()) return logic_error("rootless podman cgroup", "no cgroup hierarchy found", paths.cgroup);
+  if (roots.empty())
+    return logic_error("rootless podman cgroup", "no cgroup hierarchy found", paths.cgroup);
   std::vector<std::string> parts = split_str(out.rel.substr(1), '/');
   std::vector<Resource> rs;
   std::vector<std::string> to_make;
@@ -586,9 +587,9 @@ Status apply_rootless_ceiling(const std::vector<std::string>& dirs, uint64_t mem
     }
   }
   auto missing = [](const char* setting, const char* controller) {
-    return logic_error("podman setting '" + std::string(setting) + "'",
-                       std::string("no ") + controller +
-                           " controller in the rootless run's cgroups to set it on");
+    return logic_error(
+        "podman setting '" + std::string(setting) + "'",
+        std::string("no ") + controller + " controller in the rootless run's cgroups to set it on");
   };
   if (!set_memory && dropped != "memory") return missing("memory", "memory");
   if (!set_cpus && dropped != "cpus") return missing("cpus", "cpu");
@@ -609,9 +610,9 @@ Status check_searchable_by(const std::string& path, uid_t uid, const std::string
     if (::stat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
     if (st.st_uid != uid && !(st.st_mode & S_IXOTH))
       return logic_error("podman rootless",
-                         what + " is below " + dir +
-                             ", which the run's own id " + std::to_string(uid) +
-                             " may not search (mode " + fmt::format("{:04o}", st.st_mode & 07777) +
+                         what + " is below " + dir + ", which the run's own id " +
+                             std::to_string(uid) + " may not search (mode " +
+                             fmt::format("{:04o}", st.st_mode & 07777) +
                              "): make it searchable (o+x) or use --podman-mode rootful",
                          path);
     if (dir == "/") break;
@@ -620,7 +621,8 @@ Status check_searchable_by(const std::string& path, uid_t uid, const std::string
 }
 
 // A sysctl that may be absent (then `absent` is what it means).
-std::string sysctl_value(const HostPaths& paths, const std::string& name, const std::string& absent) {
+std::string sysctl_value(const HostPaths& paths, const std::string& name,
+                         const std::string& absent) {
   auto v = read_file(paths.proc + "/sys/" + name);
   return v.ok() ? trim(*v) : absent;
 }
@@ -652,8 +654,8 @@ PodmanModes podman_modes(const HostPaths& paths) {
     return m;
   }
   if (::geteuid() != 0) {
-    m.rootful = logic_error("podman rootful", "needs root (sandgate runs as uid " +
-                                                  std::to_string(::geteuid()) + ")");
+    m.rootful = logic_error(
+        "podman rootful", "needs root (sandgate runs as uid " + std::to_string(::geteuid()) + ")");
     m.rootless = logic_error(
         "podman rootless",
         "sandgate runs Podman as each run's own host id, which needs root to set up (the run's "
@@ -670,9 +672,9 @@ PodmanModes podman_modes(const HostPaths& paths) {
   if (max_ns == "0") {
     m.rootless = logic_error("podman rootless", "user.max_user_namespaces is 0");
   } else if (clone != "1") {
-    m.rootless = logic_error("podman rootless",
-                             "kernel.unprivileged_userns_clone is " + clone +
-                                 ": the run's own id may not create its user namespace");
+    m.rootless =
+        logic_error("podman rootless", "kernel.unprivileged_userns_clone is " + clone +
+                                           ": the run's own id may not create its user namespace");
   } else if (apparmor != "0") {
     m.rootless = logic_error("podman rootless",
                              "kernel.apparmor_restrict_unprivileged_userns is " + apparmor +
@@ -943,15 +945,14 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
       // Podman refuses a --runroot longer than 50 characters (its sockets live there): a short
       // directory of the run's own under /run, named by a hash of the run directory (unique
       // among live runs), recorded before it is made.
-      const std::string runroot =
-          std::string(kRootlessRunroots) + "/" +
-          fmt::format("{:016x}", std::hash<std::string>{}(layout.run_dir));
+      const std::string runroot = std::string(kRootlessRunroots) + "/" +
+                                  fmt::format("{:016x}", std::hash<std::string>{}(layout.run_dir));
       SG_TRY(make_dirs(kRootlessRunroots, 0711));
       SG_TRY(state.record({Resource::Kind::kDirectory, runroot}));
       if (::mkdir(runroot.c_str(), 0700) != 0) return sys_error("mkdir", runroot);
       if (::chown(runroot.c_str(), base, base) != 0) return sys_error("chown", runroot);
-      SG_ASSIGN_OR_RETURN(auto cgroups, make_rootless_cgroups(paths, spec.placement, rel,
-                                                              layout.run_id, state));
+      SG_ASSIGN_OR_RETURN(auto cgroups,
+                          make_rootless_cgroups(paths, spec.placement, rel, layout.run_id, state));
       expected_rel = cgroups.rel;
       SG_TRY(apply_rootless_ceiling(cgroups.dirs, memory, cpus, pids, dropped));
       if (dropped != "cgroup-parent") launch.cgroup_dirs = cgroups.dirs;
@@ -970,17 +971,16 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
                     "_CONTAINERS_USERNS_CONFIGURED=done",
                     "_CONTAINERS_ROOTLESS_UID=" + std::to_string(base),
                     "_CONTAINERS_ROOTLESS_GID=" + std::to_string(base)};
-      argv.insert(argv.end(), {"--root", dir + "/root", "--runroot", runroot, "--tmpdir",
-                               dir + "/tmp", "--storage-driver", "vfs", "--events-backend", "file"});
+      argv.insert(argv.end(),
+                  {"--root", dir + "/root", "--runroot", runroot, "--tmpdir", dir + "/tmp",
+                   "--storage-driver", "vfs", "--events-backend", "file"});
     }
-    *expected = Expected{name,         spec.uid, spec.gid, memory,  pids,
-                         cpus,         expected_rel, network_mode, writable,
-                         rootless ? base : 0};
+    *expected = Expected{name, spec.uid,     spec.gid,     memory,   pids,
+                         cpus, expected_rel, network_mode, writable, rootless ? base : 0};
 
-    argv.insert(argv.end(),
-                {"--runtime", "runc", "--cgroup-manager", "cgroupfs", "run", "--detach", "--name",
-                 name, "--preserve-fds", "1", "--hostname", "sandgate", "--ipc", "private",
-                 "--log-driver", "none", "--pull", "never"});
+    argv.insert(argv.end(), {"--runtime", "runc", "--cgroup-manager", "cgroupfs", "run", "--detach",
+                             "--name", name, "--preserve-fds", "1", "--hostname", "sandgate",
+                             "--ipc", "private", "--log-driver", "none", "--pull", "never"});
     // Podman's default ulimits exceed this host's hard limits: ours, explicitly.
     struct rlimit nofile {
     }, nproc{};

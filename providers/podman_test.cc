@@ -6,10 +6,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/nsfs.h>
-#include <sys/ioctl.h>
 #include <gtest/gtest.h>
+#include <linux/nsfs.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -501,8 +501,8 @@ TEST_F(PodmanRootlessTest, TheRunsOwnIdOwnsItsNamespaceAndNothingIsLeft) {
 
 TEST_F(PodmanRootlessTest, ReadBackRefusesADroppedSetting) {
   REQUIRE_PODMAN();
-  for (const char* setting : {"cap-drop", "read-only", "no-new-privileges", "network",
-                              "pids-limit", "memory", "cpus", "cgroup-parent"}) {
+  for (const char* setting : {"cap-drop", "read-only", "no-new-privileges", "network", "pids-limit",
+                              "memory", "cpus", "cgroup-parent"}) {
     SCOPED_TRACE(setting);
     providers::PodmanProvider p(options_);
     p.drop_setting_for_test(setting);

@@ -63,9 +63,12 @@ std::string to_string(NetworkMode mode) { return mode == NetworkMode::kAllowlist
 
 std::string to_string(PodmanMode mode) {
   switch (mode) {
-    case PodmanMode::kAuto: return "auto";
-    case PodmanMode::kRootful: return "rootful";
-    case PodmanMode::kRootless: return "rootless";
+    case PodmanMode::kAuto:
+      return "auto";
+    case PodmanMode::kRootful:
+      return "rootful";
+    case PodmanMode::kRootless:
+      return "rootless";
   }
   return "auto";
 }

@@ -655,8 +655,8 @@ TEST_F(CliTest, UserInotifyIsBlockedRootlessAndExposedRootful) {
   SANDGATE_REQUIRE_ROOT();
   auto verdict_of = [&](const std::string& mode) -> std::string {
     std::string file = tmp_ + "/crossrun-" + mode + ".json";
-    auto r = sandgate({"--podman-mode", mode, "probe", "--provider", "podman", "--only",
-                       "crossrun", "--json", file},
+    auto r = sandgate({"--podman-mode", mode, "probe", "--provider", "podman", "--only", "crossrun",
+                       "--json", file},
                       std::chrono::seconds(300));
     auto j = read_json_file(file);
     if (!j.ok()) return "no report (" + r.output.substr(0, 400) + ")";
