@@ -429,6 +429,20 @@ TEST_F(PodmanCgroupTest, CrashThenGcLeavesNothing) {
   }
 }
 
+// A step of the runtime's start that fails before its exec comes back as {errno, step} on the
+// start channel, not as a bare exit status (the rootless launch path: an environment, cgroups
+// or a namespace owner).
+TEST(ContainedLaunchTest, AFailureBeforeTheRuntimesExecIsNamedWithItsErrno) {
+  providers::ContainedLaunch launch;
+  launch.argv = {"/nonexistent/sandgate-no-such-runtime"};
+  launch.env = {"PATH=/usr/bin:/bin"};
+  auto s = providers::Supervisor::start_contained(providers::SupervisorConfig{}, launch);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().err, ENOENT) << s.error().message();
+  EXPECT_NE(s.error().message().find("execve the runtime"), std::string::npos)
+      << s.error().message();
+}
+
 // ---- Rootless: Podman as the run's own first host id ------------------------------------------
 
 // 4 ranges from 70,000,000 (above the default pool's end, 69,108,863), 4 x 65536 ids per

@@ -195,32 +195,42 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
 }
 
 // The runtime's child (ContainedLaunch with an owner, an environment or cgroups): between clone
-// and execve, so raw system calls only, on memory the parent prepared.
-[[noreturn]] void runtime_child(int go_fd, int control_fd, int out_fd, bool own_userns,
-                                const char* path, char* const* argv, char* const* envp) {
+// and execve, so raw system calls only, on memory the parent prepared. A failed step writes
+// {errno, step} on `error_fd` (close-on-exec: a successful exec closes it with nothing written).
+[[noreturn]] void runtime_child(int go_fd, int control_fd, int out_fd, int error_fd,
+                                bool own_userns, const char* path, char* const* argv,
+                                char* const* envp) {
+  auto fail = [error_fd](const char* step) {
+    StartError e = {static_cast<int>(errno), {}};
+    for (size_t i = 0; step[i] && i + 1 < sizeof e.step; ++i) e.step[i] = step[i];
+    syscall(SYS_write, error_fd, &e, sizeof e);
+    syscall(SYS_exit_group, 1);
+  };
   char byte;
-  if (syscall(SYS_read, go_fd, &byte, 1) != 1) syscall(SYS_exit_group, 125);
+  if (syscall(SYS_read, go_fd, &byte, 1) != 1) fail("wait for the host's go");
   if (own_userns) {
     // uid/gid 0 of the new user namespace (the owner's host id): until now the child still
     // carries the host's real root ids, which are not mapped in it.
-    if (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setresgid, 0, 0, 0) != 0 ||
-        syscall(SYS_setresuid, 0, 0, 0) != 0)
-      syscall(SYS_exit_group, 124);
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) fail("setgroups in the runtime's namespace");
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0) fail("setresgid 0 in the runtime's namespace");
+    if (syscall(SYS_setresuid, 0, 0, 0) != 0) fail("setresuid 0 in the runtime's namespace");
   }
   if (control_fd == 3) {
     syscall(SYS_fcntl, 3, F_SETFD, 0);
   } else if (syscall(SYS_dup3, control_fd, 3, 0) != 3) {
-    syscall(SYS_exit_group, 126);
+    fail("dup the control socket to fd 3");
   }
   int null_fd = static_cast<int>(syscall(SYS_open, "/dev/null", O_RDONLY));
   if (null_fd >= 0) syscall(SYS_dup3, null_fd, 0, 0);
   syscall(SYS_dup3, out_fd, 1, 0);
   syscall(SYS_dup3, out_fd, 2, 0);
-  syscall(SYS_close_range, 4, ~0U, 0);
+  // Everything else goes, but the error channel (close-on-exec) stays until the exec.
+  if (error_fd > 4) syscall(SYS_close_range, 4, error_fd - 1, 0);
+  syscall(SYS_close_range, error_fd + 1, ~0U, 0);
   // The launcher's working directory may be one the owner cannot enter.
-  syscall(SYS_chdir, "/");
+  if (syscall(SYS_chdir, "/") != 0) fail("chdir / before the runtime");
   syscall(SYS_execve, path, argv, envp);
-  syscall(SYS_exit_group, 127);
+  fail("execve the runtime");
   __builtin_unreachable();
 }
 
@@ -228,7 +238,9 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
 // owned by launch.userns_owner (maps written here), in launch.cgroup_dirs, with launch.env.
 // Returns its pid (our child); the caller reads its output and reaps it.
 Result<pid_t> spawn_runtime(const ContainedLaunch& launch, std::vector<std::string>& argv_s,
-                            int control_fd, int out_fd) {
+                            int control_fd, int out_fd, int error_fd) {
+  // The child keeps the error channel open past fds 0-3, which it rearranges.
+  if (error_fd < 4) return logic_error("start the runtime", "the error pipe must be above fd 3");
   if (argv_s.empty() || argv_s[0].empty() || argv_s[0][0] != '/')
     return logic_error("start the runtime", "the runtime must be named by an absolute path",
                        argv_s.empty() ? "" : argv_s[0]);
@@ -259,7 +271,7 @@ Result<pid_t> spawn_runtime(const ContainedLaunch& launch, std::vector<std::stri
     }
     pid = syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
-      runtime_child(go.read.get(), control_fd, out_fd, own_userns, argv[0], argv.data(),
+      runtime_child(go.read.get(), control_fd, out_fd, error_fd, own_userns, argv[0], argv.data(),
                     envp.data());
   }
   if (pid < 0) return sys_error("clone3", own_userns ? "new user and mount namespace" : "");
@@ -400,8 +412,11 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
   for (const char* a : {kSupervisorArg, "3"}) argv.emplace_back(a);
   SG_ASSIGN_OR_RETURN(auto out, make_pipe(O_CLOEXEC));
   pid_t pid = -1;
+  // The child's {errno, step} when a step before the runtime's exec fails.
+  SG_ASSIGN_OR_RETURN(Pipe start_error, make_pipe(O_CLOEXEC));
   if (launch.userns_owner != 0 || !launch.env.empty() || !launch.cgroup_dirs.empty()) {
-    SG_ASSIGN_OR_RETURN(pid, spawn_runtime(launch, argv, control.second.get(), out.write.get()));
+    SG_ASSIGN_OR_RETURN(pid, spawn_runtime(launch, argv, control.second.get(), out.write.get(),
+                                           start_error.write.get()));
   } else {
     pid = ::fork();
   }
@@ -426,6 +441,7 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
   }
   control.second.reset();
   out.write.reset();
+  start_error.write.reset();
   s.control_ = std::move(control.first);
   // The launcher's output, bounded: the runtime's own error message when it refuses.
   std::string output;
@@ -443,9 +459,18 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
   }
   auto st = ExitStatus::from_wait_status(status);
   while (!output.empty() && output.back() == '\n') output.pop_back();
-  if (!st.exited || st.code != 0)
+  if (!st.exited || st.code != 0) {
+    StartError e{};
+    ssize_t got;
+    while ((got = ::read(start_error.read.get(), &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    if (got == static_cast<ssize_t>(sizeof e)) {
+      e.step[sizeof e.step - 1] = 0;
+      return sys_error(e.err, e.step, argv[0]).context_add("start the contained supervisor");
+    }
     return logic_error("start the contained supervisor",
                        argv[0] + " (the runtime's run) failed (" + st.describe() + "): " + output);
+  }
   auto went_away = [&](const Error& transport) -> Error {
     return logic_error(
         "start the contained supervisor",
