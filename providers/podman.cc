@@ -517,14 +517,24 @@ Result<RootlessCgroups> make_rootless_cgroups(const HostPaths& paths, const Plac
   std::vector<std::string> parts = split_str(out.rel.substr(1), '/');
   std::vector<Resource> rs;
   std::vector<std::string> to_make;
+  std::vector<std::string> placed_roots;
+  for (const auto& dir : placement.cgroup_dirs) {
+    std::string rest = dir.substr(paths.cgroup.size() + 1);
+    placed_roots.push_back(paths.cgroup + "/" + rest.substr(0, rest.find('/')));
+  }
   for (const auto& root : roots) {
+    // Below a placement the parents are the controller's. Elsewhere they are sandgate's own
+    // and shared by concurrent runs: each run records them even when another made them (a
+    // parent is removed only once empty), or the last run out could leave one behind.
+    const bool shared_parents =
+        std::find(placed_roots.begin(), placed_roots.end(), root) == placed_roots.end();
     std::string path = root;
     for (size_t i = 0; i < parts.size(); ++i) {
       path += "/" + parts[i];
       bool leaf = i + 1 == parts.size();
       if (leaf) {
         rs.push_back({Resource::Kind::kCgroup, path});
-      } else if (::access(path.c_str(), F_OK) != 0) {
+      } else if (shared_parents || ::access(path.c_str(), F_OK) != 0) {
         rs.push_back({Resource::Kind::kCgroupParent, path});
       }
       if (::access(path.c_str(), F_OK) != 0) to_make.push_back(path);

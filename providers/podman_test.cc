@@ -513,6 +513,23 @@ TEST_F(PodmanRootlessTest, TheRunsOwnIdOwnsItsNamespaceAndNothingIsLeft) {
   }
 }
 
+// Two runs share /sandgate-podman in each hierarchy; the one that made it may end first. The
+// last one out removes it: no empty parent is left (one with children belongs to other runs).
+TEST_F(PodmanRootlessTest, TheSharedParentCgroupGoesWithTheLastRun) {
+  REQUIRE_PODMAN();
+  auto a = make_env(*podman_);
+  ASSERT_TRUE(a);
+  auto b = make_env(*podman_);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->destroy().ok());
+  ASSERT_TRUE(b->destroy().ok());
+  for (const char* h : {"cpu", "memory", "pids", "unified"}) {
+    std::string parent = std::string("/sys/fs/cgroup/") + h + "/sandgate-podman";
+    if (::access(parent.c_str(), F_OK) != 0) continue;
+    EXPECT_GT(child_dirs(parent), 0u) << "an empty " << parent << " was left";
+  }
+}
+
 TEST_F(PodmanRootlessTest, ReadBackRefusesADroppedSetting) {
   REQUIRE_PODMAN();
   for (const char* setting : {"cap-drop", "read-only", "no-new-privileges", "network", "pids-limit",
