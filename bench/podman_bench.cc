@@ -4,13 +4,21 @@
 //   BM_BarePodmanRun               `podman run --rm --runtime runc --cgroup-manager cgroupfs
 //                                  --network none --rootfs DIR /bin/true` (with the ulimits and
 //                                  the read-only /usr this host needs): the baseline
-//   BM_PodmanCreateExecDestroy     a whole podman run through sandgate for one call: hardening
-//                                  flags, the read-back, the supervisor, the record, cleanup
-//   BM_PodmanExecOnly              one more call in a live run, through sandgate's supervisor
-//   BM_PodmanExecBaseline          `podman exec` of /bin/true in the same container
+//   BM_PodmanCreateExecDestroy     a whole podman run through sandgate for one call (rootful):
+//                                  hardening flags, the read-back, the supervisor, the record,
+//                                  cleanup
+//   BM_PodmanCreateExecDestroyRootless
+//                                  the same in rootless mode: Podman as the run's own id, in a
+//                                  user namespace sandgate makes, the run's own Podman storage
+//                                  and cgroup (issue 16)
+//   BM_PodmanExecOnly              one more call in a live (rootful) run, through sandgate's
+//                                  supervisor
+//   BM_PodmanExecOnlyRootless      the same in a live rootless run
+//   BM_PodmanExecBaseline          `podman exec` of /bin/true in the rootful container
 //
 // Goals (issue 11): create+exec+destroy at most 10% over the bare run; a call in a live run
-// under 5 ms (against `podman exec` on the same container). The summary prints both ratios.
+// under 5 ms (against `podman exec` on the same container). Issue 16: rootless against rootful
+// and the bare run. The summary prints the ratios.
 //
 // Needs root and Podman with runc. Runs keep their state and work directories under a fresh
 // temporary directory, removed at the end; if the process is killed, `sandgate gc
@@ -71,9 +79,11 @@ bool run_ok(benchmark::State& state, const std::vector<std::string>& argv) {
   return true;
 }
 
-std::unique_ptr<providers::PodmanProvider> make_provider(benchmark::State& state) {
+std::unique_ptr<providers::PodmanProvider> make_provider(
+    benchmark::State& state, providers::PodmanMode mode = providers::PodmanMode::kRootful) {
   providers::ProviderOptions options;
   options.paths = g_context->paths;
+  options.podman_mode = mode;
 #ifdef SANDGATE_SUPERVISOR
   options.supervisor_exe = SANDGATE_SUPERVISOR;
 #endif
@@ -115,8 +125,8 @@ void BM_BarePodmanRun(benchmark::State& state) {
   }
 }
 
-void BM_PodmanCreateExecDestroy(benchmark::State& state) {
-  auto provider = make_provider(state);
+void create_exec_destroy(benchmark::State& state, providers::PodmanMode mode) {
+  auto provider = make_provider(state, mode);
   if (!provider) return;
   for (auto _ : state) {
     auto env = provider->create(EnvSpec{});
@@ -132,27 +142,45 @@ void BM_PodmanCreateExecDestroy(benchmark::State& state) {
   }
 }
 
-// One live run shared by the two per-call benchmarks, so that both act on the same container.
-std::unique_ptr<Environment>& live_env() {
-  static std::unique_ptr<Environment> env;
-  return env;
+void BM_PodmanCreateExecDestroy(benchmark::State& state) {
+  create_exec_destroy(state, providers::PodmanMode::kRootful);
 }
 
-Environment* ensure_live(benchmark::State& state) {
-  if (live_env()) return live_env().get();
-  auto provider = make_provider(state);
+void BM_PodmanCreateExecDestroyRootless(benchmark::State& state) {
+  create_exec_destroy(state, providers::PodmanMode::kRootless);
+}
+
+// One live run per mode shared by the per-call benchmarks, so that the rootful two act on the
+// same container.
+std::unique_ptr<Environment>& live_env(bool rootless = false) {
+  static std::unique_ptr<Environment> env[2];
+  return env[rootless ? 1 : 0];
+}
+
+Environment* ensure_live(benchmark::State& state, bool rootless = false) {
+  if (live_env(rootless)) return live_env(rootless).get();
+  auto provider = make_provider(
+      state, rootless ? providers::PodmanMode::kRootless : providers::PodmanMode::kRootful);
   if (!provider) return nullptr;
   auto env = provider->create(EnvSpec{});
   if (!env.ok()) {
     state.SkipWithError(("create: " + env.error().message()).c_str());
     return nullptr;
   }
-  live_env() = std::move(env).value();
-  return live_env().get();
+  live_env(rootless) = std::move(env).value();
+  return live_env(rootless).get();
 }
 
 void BM_PodmanExecOnly(benchmark::State& state) {
   Environment* env = ensure_live(state);
+  if (!env) return;
+  for (auto _ : state) {
+    if (!exec_true(state, *env)) break;
+  }
+}
+
+void BM_PodmanExecOnlyRootless(benchmark::State& state) {
+  Environment* env = ensure_live(state, true);
   if (!env) return;
   for (auto _ : state) {
     if (!exec_true(state, *env)) break;
@@ -174,12 +202,15 @@ void configure(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_BarePodmanRun)->Apply(configure);
 BENCHMARK(BM_PodmanCreateExecDestroy)->Apply(configure);
+BENCHMARK(BM_PodmanCreateExecDestroyRootless)->Apply(configure);
 BENCHMARK(BM_PodmanExecOnly)->Apply(configure);
+BENCHMARK(BM_PodmanExecOnlyRootless)->Apply(configure);
 BENCHMARK(BM_PodmanExecBaseline)->Apply(configure);
 
 bool print_summary(const RunCollector& runs, std::ostream& out) {
-  const char* names[] = {"BM_BarePodmanRun", "BM_PodmanCreateExecDestroy", "BM_PodmanExecOnly",
-                         "BM_PodmanExecBaseline"};
+  const char* names[] = {
+      "BM_BarePodmanRun",  "BM_PodmanCreateExecDestroy", "BM_PodmanCreateExecDestroyRootless",
+      "BM_PodmanExecOnly", "BM_PodmanExecOnlyRootless",  "BM_PodmanExecBaseline"};
   char line[256];
   out << "\npodman_bench summary (median real time per iteration, this run)\n";
   for (const char* n : names) {
@@ -198,6 +229,26 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
     std::snprintf(line, sizeof line,
                   "  sandgate/bare podman run (create+exec+destroy) %6.3fx  goal <= 1.10: %s\n", r,
                   r <= 1.10 ? "met" : "NOT met");
+    out << line;
+  }
+  if (ok("BM_PodmanCreateExecDestroyRootless") && ok("BM_BarePodmanRun")) {
+    double r =
+        *runs.median_ms("BM_PodmanCreateExecDestroyRootless") / *runs.median_ms("BM_BarePodmanRun");
+    std::snprintf(line, sizeof line, "  rootless/bare podman run (create+exec+destroy) %6.3fx\n",
+                  r);
+    out << line;
+  }
+  if (ok("BM_PodmanCreateExecDestroyRootless") && ok("BM_PodmanCreateExecDestroy")) {
+    double r = *runs.median_ms("BM_PodmanCreateExecDestroyRootless") /
+               *runs.median_ms("BM_PodmanCreateExecDestroy");
+    std::snprintf(line, sizeof line, "  rootless/rootful (create+exec+destroy)         %6.3fx\n",
+                  r);
+    out << line;
+  }
+  if (ok("BM_PodmanExecOnlyRootless") && ok("BM_PodmanExecOnly")) {
+    std::snprintf(line, sizeof line, "  per call: rootless %.3f ms, rootful %.3f ms\n",
+                  *runs.median_ms("BM_PodmanExecOnlyRootless"),
+                  *runs.median_ms("BM_PodmanExecOnly"));
     out << line;
   }
   if (ok("BM_PodmanExecOnly") && ok("BM_PodmanExecBaseline")) {
@@ -235,12 +286,13 @@ int main(int argc, char** argv) {
   g_context = &context;
 
   int rc = run_benchmarks(*display, print_summary) ? 0 : 1;
-  if (live_env()) {
-    if (auto s = live_env()->destroy(); !s.ok()) {
+  for (bool rootless : {false, true}) {
+    if (!live_env(rootless)) continue;
+    if (auto s = live_env(rootless)->destroy(); !s.ok()) {
       std::cerr << "podman_bench: destroying the live run: " << s.error().message() << "\n";
       rc = 1;
     }
-    live_env().reset();
+    live_env(rootless).reset();
   }
   if (auto s = sandgate::remove_tree(tmp_dir); !s.ok()) {
     std::cerr << "podman_bench: removing " << tmp_dir << ": " << s.error().message() << "\n";

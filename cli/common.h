@@ -26,6 +26,8 @@ struct Globals {
   std::string providers_config;  // external providers (default /etc/sandgate/providers.json)
   std::string id_pool;           // --id-pool FIRST:RANGES (else SANDGATE_ID_POOL)
   IdPool parsed_id_pool;         // checked once the command line is parsed
+  std::string podman_mode;       // --podman-mode (else SANDGATE_PODMAN_MODE, else auto)
+  providers::PodmanMode parsed_podman_mode = providers::PodmanMode::kAuto;
   providers::Registry registry;
   int exit_code = 0;  // set by the subcommand that ran
 

@@ -101,16 +101,32 @@ DoctorReport run_checks(Globals& g) {
     auto check = [](const std::string& name, const Status& s, const std::string& ok_detail) {
       return Check{name, s.ok(), s.ok() ? ok_detail : s.error().message()};
     };
+    auto options = g.provider_options();
+    auto chosen = providers::resolve_podman_mode(options, "");
+    std::string mode_word = providers::to_string(options.podman_mode);
     sections.push_back(
         {"podman",
-         {check(
-              "rootful", modes.rootful,
-              modes.podman + " with " + modes.runc + " (--runtime runc --cgroup-manager cgroupfs)"),
-          check("rootless", modes.rootless, "subordinate ids and a delegated cgroup")}});
-    report.facts["podman"] = {{"podman", modes.podman},
-                              {"runc", modes.runc},
-                              {"rootful", modes.rootful.ok()},
-                              {"rootless", modes.rootless.ok()}};
+         {check("rootful", modes.rootful,
+                modes.podman + " with " + modes.runc +
+                    " (--runtime runc --cgroup-manager cgroupfs) as root; the container's user "
+                    "namespace is root's, so per-user kernel counts are shared between runs"),
+          check("rootless", modes.rootless,
+                "Podman as each run's own host id, in a user namespace that id owns (maps by "
+                "sandgate, no /etc/subuid line), placed in the run's cgroup by sandgate"),
+          Check{"mode", chosen.ok(),
+                chosen.ok() ? providers::to_string(*chosen) + " (--podman-mode " + mode_word +
+                                  (options.podman_mode == providers::PodmanMode::kAuto
+                                       ? ": rootless where it works, rootful for --image)"
+                                       : ")")
+                            : chosen.error().message()}}});
+    report.facts["podman"] = {
+        {"podman", modes.podman},
+        {"runc", modes.runc},
+        {"rootful", modes.rootful.ok()},
+        {"rootless", modes.rootless.ok()},
+        {"rootful_why", modes.rootful.ok() ? "" : modes.rootful.error().message()},
+        {"rootless_why", modes.rootless.ok() ? "" : modes.rootless.error().message()},
+        {"mode", chosen.ok() ? providers::to_string(*chosen) : ""}};
   }
   sections.push_back({"seccomp", seccomp_checks(paths)});
   sections.push_back({"landlock", providers::landlock::doctor_checks(paths)});

@@ -44,6 +44,7 @@ providers::ProviderOptions Globals::provider_options() const {
   providers::ProviderOptions o;
   o.paths = paths();
   o.id_pool = parsed_id_pool;
+  o.podman_mode = parsed_podman_mode;
   o.supervisor_exe = companion_binary("sandgate-supervisor");
   return o;
 }
@@ -135,6 +136,12 @@ int main(int argc, char** argv) {
   app.add_option("--id-pool", g.id_pool,
                  "host ids runs are given, FIRST:RANGES: each run maps its users onto its own "
                  "65536 ids from this pool (default 2000000:1024, env SANDGATE_ID_POOL)");
+  app.add_option("--podman-mode", g.podman_mode,
+                 "how the podman provider runs Podman: rootless (as each run's own host id, in "
+                 "a user namespace that id owns: nothing the kernel counts per user is shared "
+                 "between runs), rootful (as root; the namespace is root's), or auto (default, "
+                 "env SANDGATE_PODMAN_MODE): rootless where this host allows it (`sandgate "
+                 "doctor` says) and the run names no --image, else rootful");
   app.parse_complete_callback([&] {
     sandgate::init_logging(g.log_level);
     std::string pool = g.id_pool;
@@ -146,6 +153,16 @@ int main(int argc, char** argv) {
         throw CLI::ValidationError(g.id_pool.empty() ? "SANDGATE_ID_POOL" : "--id-pool",
                                    parsed.error().message());
       g.parsed_id_pool = *parsed;
+    }
+    std::string mode = g.podman_mode;
+    const char* mode_env = std::getenv("SANDGATE_PODMAN_MODE");
+    if (mode.empty() && mode_env && *mode_env) mode = mode_env;
+    if (!mode.empty()) {
+      auto parsed = sandgate::providers::parse_podman_mode(mode);
+      if (!parsed.ok())
+        throw CLI::ValidationError(g.podman_mode.empty() ? "SANDGATE_PODMAN_MODE" : "--podman-mode",
+                                   parsed.error().message());
+      g.parsed_podman_mode = *parsed;
     }
     // Before any subcommand runs: every --provider may name an external one.
     if (auto s = load_external_providers(g); !s.ok())

@@ -28,6 +28,7 @@
 #include "probes/lab/lab.h"
 #include "probes/suite.h"
 #include "providers/microvm.h"
+#include "providers/podman.h"
 #include "replay/experiment.h"
 #include "reports/from_qualify.h"
 #include "reports/writers.h"
@@ -271,7 +272,13 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     }
     c.p = std::move(p).value();
     c.shown = display_name(c.p->info());
-    if (name == "podman" && !a.image.empty()) c.shown += " (image " + a.image + ")";
+    if (name == "podman") {
+      // The column names the mode: what crossrun.user_inotify finds depends on it.
+      auto mode = providers::resolve_podman_mode(own, a.image);
+      std::string word = mode.ok() ? providers::to_string(*mode) : "unavailable";
+      c.entry["podman_mode"] = word;
+      c.shown += " (" + word + (a.image.empty() ? "" : ", image " + a.image) + ")";
+    }
     if (name == "microvm") {
       // Every microvm timing depends on the accelerator: the column says which.
       auto vm = providers::microvm_host(options.paths);
@@ -478,7 +485,8 @@ void add_qualify_command(CLI::App& app, Globals& g) {
   sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host, "permit --provider host_dir");
   sub->add_option("--image", a->image,
                   "podman: every run's root from this local image instead of the assembled\n"
-                  "read-only base (the column is named podman (image NAME))");
+                  "read-only base (the column is named podman (rootful, image NAME): a rootless "
+                  "run has no image)");
   sub->add_flag("--no-probes{false}", a->probes, "skip the escape probes");
   sub->add_option("--policy", a->policy,
                   "hold each provider to this policy's required capabilities (default: the "

@@ -2,7 +2,10 @@
 #include "providers/podman.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
 #include <pwd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "core/files.h"
 #include "core/host_features.h"
@@ -30,6 +34,8 @@ constexpr char kSupervisorInside[] = "/.sandgate/supervisor";
 constexpr char kWorkspace[] = "/workspace";
 constexpr char kSecretsInside[] = "/run/secrets";
 constexpr char kHome[] = "/home/sandbox";
+// Where rootless runs keep Podman's --runroot (one directory each).
+constexpr char kRootlessRunroots[] = "/run/sandgate-podman";
 // Hardened defaults where the spec names no run ceiling.
 constexpr uint64_t kDefaultMemory = 4ull << 30;
 constexpr uint64_t kDefaultPids = 4096;
@@ -155,6 +161,12 @@ Result<std::vector<std::string>> assemble_rootfs(const std::string& root, uid_t 
   for (const char* file :
        {"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/run/.containerenv", kSupervisorInside})
     SG_TRY(write_file(root + file, "", O_WRONLY | O_CREAT | O_TRUNC));
+  // Podman makes /etc/mtab a link to /proc/mounts when the root has none: rootless, it may not
+  // write in a directory host root owns, so the link is made here (for both modes).
+  struct stat st;
+  if (::lstat((root + "/etc/mtab").c_str(), &st) != 0 &&
+      ::symlink("/proc/mounts", (root + "/etc/mtab").c_str()) != 0)
+    return sys_error("symlink", root + "/etc/mtab");
   return volumes;
 }
 
@@ -291,7 +303,19 @@ struct Expected {
   std::string cgroup_rel;  // empty: no parent given
   std::string network_mode;
   std::vector<std::string> writable;  // host-backed mounts that may be writable
+  // Rootless: the host uid that must own the container's user namespace (NS_GET_OWNER_UID);
+  // 0: not checked (rootful Podman makes it as root).
+  uid_t userns_owner = 0;
 };
+
+// The host uid owning `pid`'s user namespace.
+Result<uid_t> userns_owner_of(const std::string& proc_dir) {
+  SG_ASSIGN_OR_RETURN(UniqueFd fd, open_fd(proc_dir + "/ns/user", O_RDONLY | O_CLOEXEC));
+  uid_t owner = 0;
+  if (::ioctl(fd.get(), NS_GET_OWNER_UID, &owner) != 0)
+    return sys_error("ioctl NS_GET_OWNER_UID", proc_dir + "/ns/user");
+  return owner;
+}
 
 Status verify_settings(const HostPaths& paths, const std::vector<Setting>& settings,
                        const Expected& want, pid_t pid) {
@@ -305,7 +329,14 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
   SG_ASSIGN_OR_RETURN(std::string proc_cgroup, read_file(dir + "/cgroup"));
   auto mounts = parse_mountinfo(mountinfo_text);
 
-  for (const auto& s : settings) {
+  // Where the container is first: a container outside the run's cgroup has none of its
+  // limits either, and the error should name the cause.
+  std::vector<const Setting*> order;
+  for (const auto& s : settings) order.push_back(&s);
+  std::stable_partition(order.begin(), order.end(),
+                        [](const Setting* s) { return s->name == "cgroup-parent"; });
+  for (const Setting* setting : order) {
+    const Setting& s = *setting;
     if (s.weakened) continue;
     const std::string& n = s.name;
     if (n == "network") {
@@ -356,6 +387,14 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
       if (gids != g + "\t" + g + "\t" + g + "\t" + g)
         return fail(n, "Gid is " + gids + ", want " + g);
       if (base == 0) return fail(n, "uid 0 inside is host root");
+      if (want.userns_owner != 0) {
+        // Rootless: the namespace belongs to the run's own id, so the kernel charges what it
+        // counts per user (inotify instances, RLIMIT_NPROC) to that id, not to host root.
+        SG_ASSIGN_OR_RETURN(uid_t owner, userns_owner_of(dir));
+        if (owner != want.userns_owner)
+          return fail(n, "the user namespace is owned by uid " + std::to_string(owner) +
+                             ", not the run's " + std::to_string(want.userns_owner));
+      }
     } else if (n == "tmpfs") {
       for (const char* p : {"/tmp", "/var/tmp", kHome}) {
         const MountEntry* m = find_mount(mounts, p);
@@ -390,12 +429,13 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
                              " is in the container's environment");
       }
     } else if (n == "pids-limit") {
-      SG_ASSIGN_OR_RETURN(auto v, read_limit(paths, proc_cgroup, "pids", "pids.max", "pids.max"));
-      if (v != std::to_string(want.pids)) return fail(n, "pids.max is " + v);
+      auto v = read_limit(paths, proc_cgroup, "pids", "pids.max", "pids.max");
+      if (!v.ok()) return fail(n, "no pids.max in the container's cgroup: " + v.error().message());
+      if (*v != std::to_string(want.pids)) return fail(n, "pids.max is " + *v);
     } else if (n == "memory") {
-      SG_ASSIGN_OR_RETURN(
-          auto v, read_limit(paths, proc_cgroup, "memory", "memory.limit_in_bytes", "memory.max"));
-      if (v != std::to_string(want.memory)) return fail(n, "the memory limit is " + v);
+      auto v = read_limit(paths, proc_cgroup, "memory", "memory.limit_in_bytes", "memory.max");
+      if (!v.ok()) return fail(n, "no memory limit file: " + v.error().message());
+      if (*v != std::to_string(want.memory)) return fail(n, "the memory limit is " + *v);
     } else if (n == "cpus") {
       auto quota = read_limit(paths, proc_cgroup, "cpu", "cpu.cfs_quota_us", "cpu.max");
       auto period = read_limit(paths, proc_cgroup, "cpu", "cpu.cfs_period_us", "cpu.max");
@@ -419,11 +459,182 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
       if (want.cgroup_rel.empty()) continue;
       std::string mine = cgroup_path_of(proc_cgroup, "memory");
       if (mine.empty()) mine = cgroup_path_of(proc_cgroup, "");
-      if (!mine.starts_with(want.cgroup_rel + "/"))
+      if (mine != want.cgroup_rel && !mine.starts_with(want.cgroup_rel + "/"))
         return fail(n, "the container's cgroup is " + mine + ", not under " + want.cgroup_rel);
     }
   }
   return {};
+}
+
+// ---- Rootless -------------------------------------------------------------------------------
+
+// The cgroup a rootless run's Podman is written into before it execs (everything it starts,
+// conmon and the container, inherits it): `<placement>/podman` in each hierarchy the placement
+// names, or `/sandgate-podman/<run>` without one, and the same path in the memory, cpu and
+// pids hierarchies (and the unified one) where the placement has none, so that the run
+// ceiling can be set on it. Rootless runc cannot make cgroups on this host (it may not write
+// in them), so sandgate makes them, as root, recorded before they exist.
+struct RootlessCgroups {
+  std::vector<std::string> dirs;  // one per hierarchy
+  std::string rel;                // their common path below each hierarchy
+};
+Result<RootlessCgroups> make_rootless_cgroups(const HostPaths& paths, const Placement& placement,
+                                              const std::string& placement_rel,
+                                              const std::string& run_id, RunState& state) {
+  RootlessCgroups out;
+  out.rel = placement.empty() ? "/sandgate-podman/" + run_id : placement_rel + "/podman";
+  std::vector<std::string> roots;
+  for (const auto& dir : placement.cgroup_dirs) {
+    std::string rest = dir.substr(paths.cgroup.size() + 1);
+    roots.push_back(paths.cgroup + "/" + rest.substr(0, rest.find('/')));
+  }
+  bool v2 = ::access((paths.cgroup + "/cgroup.controllers").c_str(), F_OK) == 0;
+  if (v2) {
+    roots = {paths.cgroup};
+  } else {
+    for (const char* h : {"memory", "cpu", "pids", "unified"}) {
+      std::string root = paths.cgroup + "/" + h;
+      if (::access(root.c_str(), F_OK) == 0 &&
+          std::find(roots.begin(), roots.end(), root) == roots.end())
+        roots.push_back(root);
+    }
+    // A placement in a v1 dir that is a symlink to a comounted hierarchy (cpu -> cpu,cpuacct)
+    // names the same directory twice: one of each.
+    std::vector<std::string> unique;
+    std::vector<std::pair<dev_t, ino_t>> seen;
+    for (const auto& r : roots) {
+      struct stat st;
+      if (::stat(r.c_str(), &st) != 0) continue;
+      auto key = std::make_pair(st.st_dev, st.st_ino);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      unique.push_back(r);
+    }
+    roots = unique;
+  }
+  if (roots.empty())
+    return logic_error("rootless podman cgroup", "no cgroup hierarchy found", paths.cgroup);
+  std::vector<std::string> parts = split_str(out.rel.substr(1), '/');
+  std::vector<Resource> rs;
+  std::vector<std::string> to_make;
+  std::vector<std::string> placed_roots;
+  for (const auto& dir : placement.cgroup_dirs) {
+    std::string rest = dir.substr(paths.cgroup.size() + 1);
+    placed_roots.push_back(paths.cgroup + "/" + rest.substr(0, rest.find('/')));
+  }
+  for (const auto& root : roots) {
+    // Below a placement the parents are the controller's. Elsewhere they are sandgate's own
+    // and shared by concurrent runs: each run records them even when another made them (a
+    // parent is removed only once empty), or the last run out could leave one behind.
+    const bool shared_parents =
+        std::find(placed_roots.begin(), placed_roots.end(), root) == placed_roots.end();
+    std::string path = root;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      path += "/" + parts[i];
+      bool leaf = i + 1 == parts.size();
+      if (leaf) {
+        rs.push_back({Resource::Kind::kCgroup, path});
+      } else if (shared_parents || ::access(path.c_str(), F_OK) != 0) {
+        rs.push_back({Resource::Kind::kCgroupParent, path});
+      }
+      if (::access(path.c_str(), F_OK) != 0) to_make.push_back(path);
+    }
+    out.dirs.push_back(path);
+  }
+  SG_TRY(state.record_all(std::move(rs)));
+  for (const auto& dir : to_make) {
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir cgroup", dir);
+    if (v2) {
+      // The controllers the ceiling needs, for the children of each level (best effort: a
+      // ceiling that cannot be set is an error naming it below).
+      auto parent = dir.substr(0, dir.rfind('/'));
+      (void)write_file(parent + "/cgroup.subtree_control", "+memory +cpu +pids");
+    }
+  }
+  return out;
+}
+
+// Writes the run ceiling into the rootless run's own cgroups (what --memory, --memory-swap,
+// --cpus and --pids-limit make runc write for a rootful run). A ceiling no hierarchy takes is
+// an error naming its setting; `dropped` (the test hook) is left unwritten, for the read-back
+// to catch.
+Status apply_rootless_ceiling(const std::vector<std::string>& dirs, uint64_t memory, double cpus,
+                              uint64_t pids, const std::string& dropped) {
+  constexpr uint64_t kPeriod = 100000;  // µs; the CFS default period (and Podman's)
+  const uint64_t quota = static_cast<uint64_t>(std::llround(cpus * kPeriod));
+  bool set_memory = false, set_cpus = false, set_pids = false;
+  auto has = [](const std::string& dir, const char* file) {
+    return ::access((dir + "/" + file).c_str(), F_OK) == 0;
+  };
+  for (const auto& dir : dirs) {
+    if (dropped != "memory") {
+      if (has(dir, "memory.limit_in_bytes")) {
+        SG_TRY(write_file(dir + "/memory.limit_in_bytes", std::to_string(memory)));
+        // No swap beyond the limit (--memory-swap equal to --memory); absent without swap
+        // accounting.
+        if (has(dir, "memory.memsw.limit_in_bytes"))
+          SG_TRY(write_file(dir + "/memory.memsw.limit_in_bytes", std::to_string(memory)));
+        set_memory = true;
+      } else if (has(dir, "memory.max")) {
+        SG_TRY(write_file(dir + "/memory.max", std::to_string(memory)));
+        if (has(dir, "memory.swap.max")) SG_TRY(write_file(dir + "/memory.swap.max", "0"));
+        set_memory = true;
+      }
+    }
+    if (dropped != "cpus") {
+      if (has(dir, "cpu.cfs_quota_us")) {
+        SG_TRY(write_file(dir + "/cpu.cfs_period_us", std::to_string(kPeriod)));
+        SG_TRY(write_file(dir + "/cpu.cfs_quota_us", std::to_string(quota)));
+        set_cpus = true;
+      } else if (has(dir, "cpu.max")) {
+        SG_TRY(write_file(dir + "/cpu.max", std::to_string(quota) + " " + std::to_string(kPeriod)));
+        set_cpus = true;
+      }
+    }
+    if (dropped != "pids-limit" && has(dir, "pids.max")) {
+      SG_TRY(write_file(dir + "/pids.max", std::to_string(pids)));
+      set_pids = true;
+    }
+  }
+  auto missing = [](const char* setting, const char* controller) {
+    return logic_error(
+        "podman setting '" + std::string(setting) + "'",
+        std::string("no ") + controller + " controller in the rootless run's cgroups to set it on");
+  };
+  if (!set_memory && dropped != "memory") return missing("memory", "memory");
+  if (!set_cpus && dropped != "cpus") return missing("cpus", "cpu");
+  if (!set_pids && dropped != "pids-limit") return missing("pids-limit", "pids");
+  return {};
+}
+
+// Rootless Podman opens what it mounts as the run's id, not as root: each directory above
+// `path` must let others search it (or belong to that id). An error names the first that
+// does not, instead of the runtime's bare EACCES.
+Status check_searchable_by(const std::string& path, uid_t uid, const std::string& what) {
+  std::string dir = path;
+  while (true) {
+    auto slash = dir.rfind('/');
+    if (slash == std::string::npos) break;
+    dir = slash == 0 ? "/" : dir.substr(0, slash);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
+    if (st.st_uid != uid && !(st.st_mode & S_IXOTH))
+      return logic_error("podman rootless",
+                         what + " is below " + dir + ", which the run's own id " +
+                             std::to_string(uid) + " may not search (mode " +
+                             fmt::format("{:04o}", st.st_mode & 07777) +
+                             "): make it searchable (o+x) or use --podman-mode rootful",
+                         path);
+    if (dir == "/") break;
+  }
+  return {};
+}
+
+// A sysctl that may be absent (then `absent` is what it means).
+std::string sysctl_value(const HostPaths& paths, const std::string& name,
+                         const std::string& absent) {
+  auto v = read_file(paths.proc + "/sys/" + name);
+  return v.ok() ? trim(*v) : absent;
 }
 
 }  // namespace
@@ -452,36 +663,59 @@ PodmanModes podman_modes(const HostPaths& paths) {
     m.rootless = s;
     return m;
   }
-  if (::geteuid() == 0) {
-    m.rootful = {};
-    m.rootless = logic_error("podman rootless", "sandgate runs as root, so Podman runs rootful");
+  if (::geteuid() != 0) {
+    m.rootful = logic_error(
+        "podman rootful", "needs root (sandgate runs as uid " + std::to_string(::geteuid()) + ")");
+    m.rootless = logic_error(
+        "podman rootless",
+        "sandgate runs Podman as each run's own host id, which needs root to set up (the run's "
+        "user namespace and its id maps, the run's cgroup); sandgate runs as uid " +
+            std::to_string(::geteuid()));
     return m;
   }
-  m.rootful = logic_error("podman rootful",
-                          "needs root (sandgate runs as uid " + std::to_string(::geteuid()) + ")");
-  // Rootless needs a subordinate id range for this user and a cgroup delegated to it.
-  std::string user;
-  if (struct passwd* pw = ::getpwuid(::geteuid())) user = pw->pw_name;
-  bool ranged = false;
-  if (auto subuid = read_file("/etc/subuid"); subuid.ok())
-    for (const auto& line : split_str(*subuid, '\n'))
-      if (!user.empty() &&
-          (line.starts_with(user + ":") || line.starts_with(std::to_string(::geteuid()) + ":")))
-        ranged = true;
-  if (!ranged) {
+  m.rootful = {};
+  // Rootless: Podman runs as uid 0 of a user namespace the run's first host id creates and
+  // owns, so this host must let an unprivileged id create one.
+  std::string max_ns = sysctl_value(paths, "user/max_user_namespaces", "1");
+  std::string clone = sysctl_value(paths, "kernel/unprivileged_userns_clone", "1");
+  std::string apparmor = sysctl_value(paths, "kernel/apparmor_restrict_unprivileged_userns", "0");
+  if (max_ns == "0") {
+    m.rootless = logic_error("podman rootless", "user.max_user_namespaces is 0");
+  } else if (clone != "1") {
+    m.rootless =
+        logic_error("podman rootless", "kernel.unprivileged_userns_clone is " + clone +
+                                           ": the run's own id may not create its user namespace");
+  } else if (apparmor != "0") {
     m.rootless = logic_error("podman rootless",
-                             "no subordinate uid range for '" + user + "' in /etc/subuid");
-  } else if (find_executable("newuidmap").empty()) {
-    m.rootless = logic_error("podman rootless", "newuidmap is not installed (package uidmap)");
-  } else if (::access((paths.cgroup + "/cgroup.controllers").c_str(), F_OK) != 0) {
-    m.rootless =
-        logic_error("podman rootless", "no delegated cgroup: this host is not pure cgroup v2");
+                             "kernel.apparmor_restrict_unprivileged_userns is " + apparmor +
+                                 ": the run's own id may not create its user namespace");
   } else {
-    m.rootless =
-        logic_error("podman rootless",
-                    "the host allows it, but sandgate's podman provider runs rootful only so far");
+    m.rootless = {};
   }
   return m;
+}
+
+Result<PodmanMode> resolve_podman_mode(const ProviderOptions& options, const std::string& image) {
+  auto modes = podman_modes(options.paths);
+  const Error no_image{ENOTSUP, "podman rootless", image,
+                       "a rootless run's Podman storage is its own and empty, so it runs no "
+                       "container image (--podman-mode rootful, or auto, runs one)"};
+  switch (options.podman_mode) {
+    case PodmanMode::kRootful:
+      if (!modes.rootful.ok()) return modes.rootful.error();
+      return PodmanMode::kRootful;
+    case PodmanMode::kRootless:
+      if (!modes.rootless.ok()) return modes.rootless.error();
+      if (!image.empty()) return no_image;
+      return PodmanMode::kRootless;
+    case PodmanMode::kAuto:
+      if (modes.rootless.ok() && image.empty()) return PodmanMode::kRootless;
+      if (modes.rootful.ok()) return PodmanMode::kRootful;
+      if (modes.rootless.ok()) return no_image;
+      return logic_error("podman provider", modes.rootful.error().message() +
+                                                "; rootless: " + modes.rootless.error().message());
+  }
+  return logic_error("podman provider", "unknown mode");
 }
 
 const ProviderInfo& PodmanProvider::static_info() {
@@ -502,27 +736,27 @@ Result<std::unique_ptr<Provider>> PodmanProvider::make(const ProviderOptions& op
 }
 
 Status PodmanProvider::available() const {
-  auto modes = podman_modes(options_.paths);
-  if (modes.rootful.ok()) return {};
-  if (modes.rootless.ok()) return {};
-  return logic_error("podman provider", modes.rootful.error().message() +
-                                            "; rootless: " + modes.rootless.error().message());
+  auto mode = resolve_podman_mode(options_, options_.image);
+  if (!mode.ok()) return std::move(mode).error();
+  return {};
 }
 
 Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& requested) {
-  SG_TRY(available());
   EnvSpec with_image;
   if (requested.image.empty() && !options_.image.empty()) {
     with_image = requested;
     with_image.image = options_.image;
   }
   const EnvSpec& spec = with_image.image.empty() ? requested : with_image;
+  SG_ASSIGN_OR_RETURN(const PodmanMode mode, resolve_podman_mode(options_, spec.image));
+  const bool rootless = mode == PodmanMode::kRootless;
+  const std::string podman = find_executable("podman");
   SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "podman"));
   SG_TRY(refuse_allowlist("podman", spec.network));
   // Each container maps its users onto a host id range of its own (as the namespaces jail
-  // does). Podman itself creates the user namespace, as root: the kernel's per-user counts
-  // (inotify instances) are still charged to root in the host's namespace, shared by every
-  // container; only a runtime that creates the namespace as the run's own id avoids that.
+  // does). Rootful, Podman creates the user namespace as root: the kernel's per-user counts
+  // (inotify instances) are then charged to root in the host's namespace, shared by every
+  // container. Rootless, the namespace is created by the range's first id, which owns it.
   const bool shared_ids = has(spec.weakenings, Weakening::kSharedUid) ||
                           has(spec.weakenings, Weakening::kReuseWorkspace);
   SG_ASSIGN_OR_RETURN(RunIds ids, assign_run_ids(options_, spec, shared_ids));
@@ -562,6 +796,8 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     SG_ASSIGN_OR_RETURN(rel, cgroup_parent_of(options_.paths, spec.placement));
   }
   recipe.provider = "podman";
+  if (rootless && !spec.image.empty())
+    return logic_error("podman rootless", "runs no container image", spec.image);
   recipe.needs_root_dir = spec.image.empty();
   recipe.id_range = ids.lease ? &*ids.lease : nullptr;
   recipe.id_base = base;
@@ -637,6 +873,14 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     if (has(weak, Weakening::kShareHostNetwork)) network_mode = "host";
     std::string ids = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
     std::string map = "0:" + std::to_string(base) + ":65536";
+    // Rootless: the user namespace Podman runs in is the run's (0..65535 onto base.., made by
+    // sandgate, owned by base); the container shares it. The run ceiling is written by sandgate
+    // on the cgroup Podman is started in, which conmon and the container inherit.
+    std::vector<std::string> user_flags = {"--user", root_with_caps ? "0:0" : ids};
+    if (!rootless) user_flags.insert(user_flags.begin(), {"--uidmap", map, "--gidmap", map});
+    auto limit_flags = [&](std::vector<std::string> flags) {
+      return rootless ? std::vector<std::string>{} : flags;
+    };
 
     auto& s = *settings;
     s = {
@@ -655,9 +899,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
              : std::vector<std::string>{},
          has(weak, Weakening::kNoSeccomp)},
         {"read-only", {"--read-only"}},
-        {"user",
-         {"--uidmap", map, "--gidmap", map, "--user", root_with_caps ? "0:0" : ids},
-         root_with_caps},
+        {"user", user_flags, root_with_caps},
         {"tmpfs",
          {"--tmpfs", "/var/tmp:rw,nosuid,nodev,mode=1777", "--tmpfs",
           // U: owned by the container's user (tmpfs uid= is not among Podman's options).
@@ -665,12 +907,13 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
          false},
         {"workspace", {"--volume", layout.workspace + ":" + kWorkspace + ":rw"}},
         {"env", {}, has(weak, Weakening::kPassHostEnv)},
-        {"pids-limit", {"--pids-limit", std::to_string(pids)}},
-        {"memory",
-         {"--memory", std::to_string(memory) + "b", "--memory-swap", std::to_string(memory) + "b"}},
-        {"cpus", {"--cpus", cpus_text}},
-        {"cgroup-parent", rel.empty() ? std::vector<std::string>{}
-                                      : std::vector<std::string>{"--cgroup-parent", rel}},
+        {"pids-limit", limit_flags({"--pids-limit", std::to_string(pids)})},
+        {"memory", limit_flags({"--memory", std::to_string(memory) + "b", "--memory-swap",
+                                std::to_string(memory) + "b"})},
+        {"cpus", limit_flags({"--cpus", cpus_text})},
+        {"cgroup-parent", rel.empty() || rootless
+                              ? std::vector<std::string>{}
+                              : std::vector<std::string>{"--cgroup-parent", rel}},
         // What /proc tells of the host that a build has no use for, as the jail masks it
         // (providers/jail.cc): Podman binds /dev/null over each (an empty file).
         {"mask", {"--security-opt", "mask=" + masked_proc_list()}},
@@ -694,13 +937,60 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     // jail), not `--env-host`: that gives the host's environment to the supervisor alone, and
     // under the probe suite's environment runc then failed to exec it (EACCES).
 
-    *expected = Expected{name, spec.uid, spec.gid, memory, pids, cpus, rel, network_mode, writable};
+    ContainedLaunch launch;
+    std::vector<std::string> argv = {podman.empty() ? "podman" : podman};
+    std::string expected_rel = rel;
+    if (rootless) {
+      // The run's own Podman: storage, run and temporary state, home and XDG_RUNTIME_DIR under
+      // the run directory, owned by the run's first id (uid 0 of its namespace), removed with it.
+      SG_TRY(check_searchable_by(layout.run_dir, base, "the run directory"));
+      SG_TRY(check_searchable_by(exe, base, "the supervisor binary"));
+      for (const auto& m : spec.readonly_mounts)
+        SG_TRY(check_searchable_by(m.source, base, "--ro-bind source " + m.source));
+      const std::string dir = layout.run_dir + "/podman";
+      for (const char* sub : {"", "/root", "/tmp", "/home", "/xdg"}) {
+        if (::mkdir((dir + sub).c_str(), 0700) != 0) return sys_error("mkdir", dir + sub);
+        if (::chown((dir + sub).c_str(), base, base) != 0) return sys_error("chown", dir + sub);
+      }
+      // Podman refuses a --runroot longer than 50 characters (its sockets live there): a short
+      // directory of the run's own under /run, named by a hash of the run directory (unique
+      // among live runs), recorded before it is made.
+      const std::string runroot = std::string(kRootlessRunroots) + "/" +
+                                  fmt::format("{:016x}", std::hash<std::string>{}(layout.run_dir));
+      SG_TRY(make_dirs(kRootlessRunroots, 0711));
+      SG_TRY(state.record({Resource::Kind::kDirectory, runroot}));
+      if (::mkdir(runroot.c_str(), 0700) != 0) return sys_error("mkdir", runroot);
+      if (::chown(runroot.c_str(), base, base) != 0) return sys_error("chown", runroot);
+      SG_ASSIGN_OR_RETURN(auto cgroups,
+                          make_rootless_cgroups(paths, spec.placement, rel, layout.run_id, state));
+      expected_rel = cgroups.rel;
+      SG_TRY(apply_rootless_ceiling(cgroups.dirs, memory, cpus, pids, dropped));
+      if (dropped != "cgroup-parent") launch.cgroup_dirs = cgroups.dirs;
+      launch.userns_owner = base;
+      // What Podman's own re-exec into its user namespace sets (pkg/rootless): it is already
+      // uid 0 of a configured namespace, the rootless user being `base`. No pause process.
+      launch.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "HOME=" + dir + "/home",
+                    "USER=root",
+                    "LOGNAME=root",
+                    "XDG_RUNTIME_DIR=" + dir + "/xdg",
+                    "XDG_CONFIG_HOME=" + dir + "/home/.config",
+                    "XDG_DATA_HOME=" + dir + "/home/.local/share",
+                    "TMPDIR=" + dir + "/tmp",
+                    "LANG=C.UTF-8",
+                    "_CONTAINERS_USERNS_CONFIGURED=done",
+                    "_CONTAINERS_ROOTLESS_UID=" + std::to_string(base),
+                    "_CONTAINERS_ROOTLESS_GID=" + std::to_string(base)};
+      argv.insert(argv.end(),
+                  {"--root", dir + "/root", "--runroot", runroot, "--tmpdir", dir + "/tmp",
+                   "--storage-driver", "vfs", "--events-backend", "file"});
+    }
+    *expected = Expected{name, spec.uid,     spec.gid,     memory,   pids,
+                         cpus, expected_rel, network_mode, writable, rootless ? base : 0};
 
-    std::vector<std::string> argv = {
-        "podman",   "--runtime", "runc",    "--cgroup-manager", "cgroupfs", "run",
-        "--detach", "--name",    name,      "--preserve-fds",   "1",        "--hostname",
-        "sandgate", "--ipc",     "private", "--log-driver",     "none",     "--pull",
-        "never"};
+    argv.insert(argv.end(), {"--runtime", "runc", "--cgroup-manager", "cgroupfs", "run", "--detach",
+                             "--name", name, "--preserve-fds", "1", "--hostname", "sandgate",
+                             "--ipc", "private", "--log-driver", "none", "--pull", "never"});
     // Podman's default ulimits exceed this host's hard limits: ours, explicitly.
     struct rlimit nofile {
     }, nproc{};
@@ -739,9 +1029,12 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
                                spec.image, "--library-path", "/.sandgate/lib", kSupervisorInside});
     }
 
-    // Recorded before they exist: the runtime's cgroups, then the container.
-    SG_TRY(record_runtime_cgroups(paths, rel, name, state));
-    return ContainedLaunch{argv};
+    // Recorded before they exist: the runtime's cgroups, then the container. Rootless, the
+    // cgroups are sandgate's own (recorded above) and the container lives only in the run's
+    // own Podman storage: killing its processes and removing the run directory removes it.
+    if (!rootless) SG_TRY(record_runtime_cgroups(paths, rel, name, state));
+    launch.argv = std::move(argv);
+    return launch;
   };
   recipe.verify = [paths, settings, expected](const RunLayout&, pid_t pid) -> Status {
     if (pid <= 0) return logic_error("read back podman settings", "no supervisor pid");

@@ -20,7 +20,8 @@
 //   seccomp      the runtime's default profile (Seccomp: 2), sandgate's filter on top per call
 //   read-only    --read-only root (the assembled rootfs or the image)
 //   user         --user 10001:10001 inside a user namespace (--uidmap 0:<id_map_base>:65536,
-//                as the jail: the run's ids are not the host's)
+//                as the jail: the run's ids are not the host's; rootless: the run's own
+//                namespace, whose owner is checked too)
 //   tmpfs        /tmp, /var/tmp and the home as tmpfs
 //   workspace    the run's workspace as the only writable volume
 //   env          no host environment (calls get the supervisor's explicit environment)
@@ -29,8 +30,28 @@
 //   cgroup-parent
 //                the run's <run>/main cgroup (--cgroup-parent): the container and its conmon
 //                live under the run's ceiling and are removed with the run
-// Rootful Podman with `--runtime runc --cgroup-manager cgroupfs` (crun refuses hybrid cgroup
-// hosts) and explicit ulimits (Podman's defaults exceed this host's hard limits).
+// Podman with `--runtime runc --cgroup-manager cgroupfs` (crun refuses hybrid cgroup hosts)
+// and explicit ulimits (Podman's defaults exceed this host's hard limits), in one of two modes
+// (ProviderOptions::podman_mode, `--podman-mode`):
+//   rootful   Podman runs as root and makes the container's user namespace (--uidmap onto the
+//             run's id range): root owns it, so the kernel's per-user counts (inotify
+//             instances, ...) of every container are root's, shared (crossrun.user_inotify).
+//   rootless  Podman runs as uid 0 of a user (and mount) namespace that sandgate creates as
+//             the run's first host id U, which owns it, with 0..65535 mapped onto U.. (maps
+//             written by sandgate as root, as for the jail: no /etc/subuid line and no setuid
+//             newuidmap, which refuses an id without a passwd entry). Podman is told it is
+//             already in its configured namespace (_CONTAINERS_USERNS_CONFIGURED, what its own
+//             re-exec sets), so it makes no pause process. Its storage, tmpdir, HOME and
+//             XDG_RUNTIME_DIR are <run_dir>/podman, its --runroot (at most 50 characters for
+//             Podman) /run/sandgate-podman/<hash>, all owned by U. Rootless runc cannot
+//             make cgroups here, so sandgate writes Podman into the run's cgroup
+//             (<run>/main/podman, or /sandgate-podman/<run>) before it execs, and writes the
+//             ceiling there itself (memory, cpu quota, pids.max): the settings
+//             "pids-limit", "memory", "cpus" and "cgroup-parent" are read back from that
+//             cgroup, and "user" also checks that U owns the user namespace. No container
+//             image (the run's Podman storage is its own). Destroy and gc kill what is in the
+//             cgroup and remove the run directory: nothing of the run is in root's Podman.
+//   auto      rootless where the host allows it and the run names no image; else rootful.
 #pragma once
 
 #include <memory>
@@ -48,6 +69,8 @@ struct PodmanModes {
   Status rootless;
 };
 PodmanModes podman_modes(const HostPaths& paths);
+// The mode a run with `image` ("" for none) gets under `options.podman_mode` here, or why none.
+Result<PodmanMode> resolve_podman_mode(const ProviderOptions& options, const std::string& image);
 
 // The settings a run is hardened with, by name (what the read-back names on failure).
 std::vector<std::string> podman_setting_names();

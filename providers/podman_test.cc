@@ -1,11 +1,15 @@
-// The podman provider against real Podman (rootful, runc, cgroupfs): create/exec/destroy, the
-// read-back of every hardening setting (and that a dropped one is an error naming it), calls
-// placed in their own cgroups, cleanup after a crash, weakenings refused outside the self-test.
+// The podman provider against real Podman (runc, cgroupfs), rootful and rootless:
+// create/exec/destroy, the read-back of every hardening setting (and that a dropped one is an
+// error naming it), calls placed in their own cgroups, cleanup after a crash, weakenings
+// refused outside the self-test. PodmanTest pins rootful; PodmanRootlessTest rootless.
 #include "providers/podman.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/nsfs.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +25,11 @@
 
 namespace sandgate::testing {
 namespace {
+
+// A file's text, or `fallback` when it cannot be read.
+std::string text_or(const Result<std::string>& r, const std::string& fallback) {
+  return r.ok() ? *r : fallback;
+}
 
 // Child cgroups (directories) below `dir`.
 size_t child_dirs(const std::string& dir) {
@@ -39,10 +48,43 @@ bool container_exists(const std::string& name) {
   return r.ok() && r->status.exited && r->status.code == 0;
 }
 
+// The host uid owning a process's user namespace (NS_GET_OWNER_UID), or -1.
+long userns_owner(pid_t pid) {
+  int fd = ::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  uid_t owner = 0;
+  long r = ::ioctl(fd, NS_GET_OWNER_UID, &owner);
+  ::close(fd);
+  return r == 0 ? static_cast<long>(owner) : -1;
+}
+
+// Processes whose real uid lies in [first, first + 65536): the run's ids.
+std::vector<pid_t> processes_with_ids_from(uid_t first) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+    pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+    if (pid <= 0) continue;
+    struct stat st;
+    if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0) continue;
+    auto status = read_file("/proc/" + std::to_string(pid) + "/status");
+    if (!status.ok()) continue;
+    auto at = status->find("\nUid:\t");
+    if (at == std::string::npos) continue;
+    uid_t uid = static_cast<uid_t>(std::strtoul(status->c_str() + at + 6, nullptr, 10));
+    // A zombie still counts: its parent did not reap it, something of the run is left.
+    if (uid >= first && uid - first < 65536) out.push_back(pid);
+  }
+  if (d) ::closedir(d);
+  return out;
+}
+
 class PodmanTest : public ProviderTest {
  protected:
+  virtual providers::PodmanMode mode() const { return providers::PodmanMode::kRootful; }
   void SetUp() override {
     ProviderTest::SetUp();
+    options_.podman_mode = mode();
     if (!is_root()) return;
     podman_ = std::make_unique<providers::PodmanProvider>(options_);
     auto ok = podman_->available();
@@ -385,6 +427,283 @@ TEST_F(PodmanCgroupTest, CrashThenGcLeavesNothing) {
       EXPECT_NE(::access((h + "/" + root_).c_str(), F_OK), 0) << "left: " << h << "/" << root_;
     }
   }
+}
+
+// A step of the runtime's start that fails before its exec comes back as {errno, step} on the
+// start channel, not as a bare exit status (the rootless launch path: an environment, cgroups
+// or a namespace owner).
+TEST(ContainedLaunchTest, AFailureBeforeTheRuntimesExecIsNamedWithItsErrno) {
+  providers::ContainedLaunch launch;
+  launch.argv = {"/nonexistent/sandgate-no-such-runtime"};
+  launch.env = {"PATH=/usr/bin:/bin"};
+  auto s = providers::Supervisor::start_contained(providers::SupervisorConfig{}, launch);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().err, ENOENT) << s.error().message();
+  EXPECT_NE(s.error().message().find("execve the runtime"), std::string::npos)
+      << s.error().message();
+}
+
+// ---- Rootless: Podman as the run's own first host id ------------------------------------------
+
+// 4 ranges from 70,000,000 (above the default pool's end, 69,108,863), 4 x 65536 ids per
+// test process id modulo 4096: at most 70,000,000 + 4096 x 262,144, far below 2^32 - 1.
+IdPool rootless_test_pool() {
+  IdPool pool;
+  pool.first = 70'000'000 + static_cast<uid_t>(::getpid() % 4096) * 4 * kIdRangeSize;
+  pool.ranges = 4;
+  return pool;
+}
+
+class PodmanRootlessTest : public PodmanTest {
+ protected:
+  providers::PodmanMode mode() const override { return providers::PodmanMode::kRootless; }
+  void SetUp() override {
+    PodmanTest::SetUp();
+    // A pool of this test process's own, outside the default one: the run's ids are the
+    // witness that nothing of it is left, so no other sandgate (with another state directory,
+    // hence other range locks) may run processes under them meanwhile.
+    options_.id_pool = rootless_test_pool();
+    podman_ = std::make_unique<providers::PodmanProvider>(options_);
+    subuid_ = text_or(read_file("/etc/subuid"), "<none>");
+    subgid_ = text_or(read_file("/etc/subgid"), "<none>");
+  }
+  void TearDown() override {
+    // Nothing of the host's id files changes: the maps are written by sandgate.
+    EXPECT_EQ(text_or(read_file("/etc/subuid"), "<none>"), subuid_);
+    EXPECT_EQ(text_or(read_file("/etc/subgid"), "<none>"), subgid_);
+    PodmanTest::TearDown();
+  }
+  std::string subuid_, subgid_;
+};
+
+TEST_F(PodmanRootlessTest, TheRunsOwnIdOwnsItsNamespaceAndNothingIsLeft) {
+  REQUIRE_PODMAN();
+  auto env = make_env(*podman_);
+  ASSERT_TRUE(env);
+  auto* supervised = dynamic_cast<providers::SupervisedEnvironment*>(env.get());
+  ASSERT_NE(supervised, nullptr);
+  const uid_t base = env->host_id_base();
+  EXPECT_GE(base, options_.id_pool.first) << "the run's own range, from the pool";
+  // The user namespace belongs to the run's first id, not to root: the kernel's per-user
+  // counts of the run are its own.
+  EXPECT_EQ(userns_owner(supervised->supervisor_pid()), static_cast<long>(base));
+  auto r = sh(*env,
+              "id -u; id -g; pwd; echo hi > /workspace/f && cat /workspace/f; "
+              "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; "
+              "touch /usr/x 2>/dev/null || echo ro-usr; touch /x 2>/dev/null || echo ro-root");
+  EXPECT_EQ(r.stdout_data,
+            "10001\n10001\n/workspace\nhi\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+            "NoNewPrivs:\t1\nSeccomp:\t2\nro-usr\nro-root\n")
+      << r.stderr_data;
+  struct stat st;
+  ASSERT_EQ(::stat((env->workspace_host_path() + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, base + 10001);
+  // Podman runs as the run's id: its processes (conmon) carry it, and root's Podman has no
+  // such container.
+  EXPECT_FALSE(processes_with_ids_from(base).empty());
+  std::string name = "sandgate-" + env->run_id();
+  EXPECT_FALSE(container_exists(name)) << "a rootless run's container is not root's";
+  std::string run_id = env->run_id();
+  ASSERT_TRUE(env->destroy().ok());
+  for (int i = 0; i < 200 && !processes_with_ids_from(base).empty(); ++i) ::usleep(10000);
+  EXPECT_EQ(processes_with_ids_from(base).size(), 0u) << "a process of the run's ids was left";
+  for (const char* h : {"cpu", "memory", "pids", "unified"}) {
+    std::string dir = std::string("/sys/fs/cgroup/") + h + "/sandgate-podman/" + run_id;
+    EXPECT_NE(::access(dir.c_str(), F_OK), 0) << "left: " << dir;
+  }
+}
+
+// Two runs share /sandgate-podman in each hierarchy; the one that made it may end first. The
+// last one out removes it: no empty parent is left (one with children belongs to other runs).
+TEST_F(PodmanRootlessTest, TheSharedParentCgroupGoesWithTheLastRun) {
+  REQUIRE_PODMAN();
+  auto a = make_env(*podman_);
+  ASSERT_TRUE(a);
+  auto b = make_env(*podman_);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->destroy().ok());
+  ASSERT_TRUE(b->destroy().ok());
+  for (const char* h : {"cpu", "memory", "pids", "unified"}) {
+    std::string parent = std::string("/sys/fs/cgroup/") + h + "/sandgate-podman";
+    if (::access(parent.c_str(), F_OK) != 0) continue;
+    EXPECT_GT(child_dirs(parent), 0u) << "an empty " << parent << " was left";
+  }
+}
+
+TEST_F(PodmanRootlessTest, ReadBackRefusesADroppedSetting) {
+  REQUIRE_PODMAN();
+  for (const char* setting : {"cap-drop", "read-only", "no-new-privileges", "network", "pids-limit",
+                              "memory", "cpus", "cgroup-parent"}) {
+    SCOPED_TRACE(setting);
+    providers::PodmanProvider p(options_);
+    p.drop_setting_for_test(setting);
+    auto env = p.create({});
+    ASSERT_FALSE(env.ok()) << setting << " was dropped but the run was accepted";
+    EXPECT_NE(env.error().message().find(std::string("'") + setting + "'"), std::string::npos)
+        << env.error().message();
+    EXPECT_EQ(count_entries(options_.paths.state_dir + "/runs"), 0u) << "after " << setting;
+  }
+}
+
+TEST_F(PodmanRootlessTest, AnImageIsRefusedAndAutoRunsItRootful) {
+  REQUIRE_PODMAN();
+  auto mode = providers::resolve_podman_mode(options_, "localhost/some-image");
+  ASSERT_FALSE(mode.ok());
+  EXPECT_NE(mode.error().message().find("runs no container image"), std::string::npos)
+      << mode.error().message();
+  auto options = options_;
+  options.podman_mode = providers::PodmanMode::kAuto;
+  auto with_image = providers::resolve_podman_mode(options, "localhost/some-image");
+  ASSERT_TRUE(with_image.ok()) << with_image.error().message();
+  EXPECT_EQ(*with_image, providers::PodmanMode::kRootful);
+  auto without = providers::resolve_podman_mode(options, "");
+  ASSERT_TRUE(without.ok()) << without.error().message();
+  EXPECT_EQ(*without, providers::PodmanMode::kRootless) << "auto prefers rootless where it works";
+}
+
+TEST_F(PodmanRootlessTest, EveryWeakeningMakesAWorkingRunUnderTheSelfTest) {
+  REQUIRE_PODMAN();
+  std::string home = tmp_ + "/home";
+  ASSERT_TRUE(make_dirs(home, 0755).ok());
+  const char* old_home = std::getenv("HOME");
+  std::string saved = old_home ? old_home : "";
+  ::setenv("HOME", home.c_str(), 1);
+  Defer restore([&] { ::setenv("HOME", saved.c_str(), 1); });
+  auto options = options_;
+  options.self_test_weakenings = true;
+  providers::PodmanProvider p(options);
+  for (auto w : providers::all_weakenings()) {
+    SCOPED_TRACE(providers::to_string(w));
+    providers::EnvSpec spec;
+    spec.weakenings = {w};
+    auto env = p.create(spec);
+    ASSERT_TRUE(env.ok()) << providers::to_string(w) << ": " << env.error().message();
+    auto r = sh(**env, "echo ok");
+    EXPECT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
+    EXPECT_TRUE((*env)->destroy().ok());
+  }
+  EXPECT_TRUE(providers::remove_shared_dirs(options_.paths).ok());
+}
+
+class PodmanRootlessCgroupTest : public PodmanCgroupTest {
+ protected:
+  providers::PodmanMode mode() const override { return providers::PodmanMode::kRootless; }
+  void SetUp() override {
+    PodmanCgroupTest::SetUp();
+    options_.id_pool = rootless_test_pool();  // as PodmanRootlessTest
+    podman_ = std::make_unique<providers::PodmanProvider>(options_);
+  }
+  void TearDown() override {
+    for (const auto& h : hierarchies_) ::rmdir((h + "/" + root_ + "/t/run/main/podman").c_str());
+    // The hierarchies the test did not make a tree in, where sandgate made the same path for
+    // the ceiling: gone with the run.
+    for (const auto& h : all_hierarchies()) {
+      if (std::find(hierarchies_.begin(), hierarchies_.end(), h) != hierarchies_.end()) continue;
+      EXPECT_NE(::access((h + "/" + root_).c_str(), F_OK), 0) << "left: " << h << "/" << root_;
+    }
+    PodmanCgroupTest::TearDown();
+  }
+};
+
+// Podman (and so conmon and the container) in <run>/main/podman with the run ceiling written
+// there by sandgate and read back from the kernel; each call in its own call cgroup.
+TEST_F(PodmanRootlessCgroupTest, TheCeilingIsOnTheRunsCgroupAndEachCallIsPlacedInItsOwn) {
+  REQUIRE_PODMAN();
+  SANDGATE_REQUIRE(::access("/sys/fs/cgroup/memory", F_OK) == 0,
+                   "needs the hybrid layout (v1 memory)");
+  Placement main, call;
+  for (const char* h : {"memory", "pids", "unified"}) {
+    std::string base = "/sys/fs/cgroup/" + std::string(h);
+    if (::access(base.c_str(), F_OK) != 0) continue;
+    hierarchies_.push_back(base);
+    std::string run = base + "/" + root_ + "/t/run";
+    ASSERT_TRUE(make_dirs(run + "/main", 0755).ok());
+    ASSERT_TRUE(make_dirs(run + "/call-1", 0755).ok());
+    main.cgroup_dirs.push_back(run + "/main");
+    call.cgroup_dirs.push_back(run + "/call-1");
+  }
+  providers::EnvSpec spec;
+  spec.placement = main;
+  spec.ceiling.pids = 321;
+  spec.ceiling.memory_bytes = 512ull << 20;
+  spec.ceiling.cpus = 1.5;
+  auto env = make_env(*podman_, spec);
+  ASSERT_TRUE(env);
+  auto* supervised = dynamic_cast<providers::SupervisedEnvironment*>(env.get());
+  ASSERT_NE(supervised, nullptr);
+  auto sup_cgroup = read_file("/proc/" + std::to_string(supervised->supervisor_pid()) + "/cgroup");
+  ASSERT_TRUE(sup_cgroup.ok());
+  std::string podman_rel = "/" + root_ + "/t/run/main/podman";
+  EXPECT_NE(sup_cgroup->find(":memory:" + podman_rel + "\n"), std::string::npos) << *sup_cgroup;
+  EXPECT_NE(sup_cgroup->find(":pids:" + podman_rel + "\n"), std::string::npos) << *sup_cgroup;
+  EXPECT_NE(sup_cgroup->find(":cpu:" + podman_rel + "\n"), std::string::npos)
+      << "the cpu hierarchy, which the placement lacks, has the same path: " << *sup_cgroup;
+  EXPECT_EQ(text_or(read_file("/sys/fs/cgroup/pids" + podman_rel + "/pids.max"), ""), "321\n");
+  EXPECT_EQ(text_or(read_file("/sys/fs/cgroup/memory" + podman_rel + "/memory.limit_in_bytes"), ""),
+            std::to_string(512ull << 20) + "\n");
+  EXPECT_EQ(text_or(read_file("/sys/fs/cgroup/cpu" + podman_rel + "/cpu.cfs_quota_us"), ""),
+            "150000\n");
+
+  providers::Call c;
+  c.argv = {"/bin/sh", "-c", "cat /proc/self/cgroup"};
+  std::string cgroup_seen;
+  c.on_started = [&](pid_t pid) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/cgroup");
+    if (text.ok()) cgroup_seen = *text;
+  };
+  auto r = env->exec(c, call);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_NE(cgroup_seen.find(":memory:/" + root_ + "/t/run/call-1\n"), std::string::npos)
+      << cgroup_seen;
+  EXPECT_NE(r->stdout_data.find(":pids:/" + root_ + "/t/run/call-1\n"), std::string::npos)
+      << r->stdout_data;
+  ASSERT_TRUE(env->destroy().ok());
+  for (const auto& h : hierarchies_)
+    EXPECT_EQ(child_dirs(h + "/" + root_ + "/t/run/main"), 0u) << "left under " << h;
+}
+
+// kill -9 of the process that made a rootless run: gc kills what is in the run's cgroup (conmon,
+// the container) and removes the run's Podman storage with the run directory.
+TEST_F(PodmanRootlessCgroupTest, CrashThenGcLeavesNothing) {
+  REQUIRE_PODMAN();
+  SANDGATE_REQUIRE(::access("/sys/fs/cgroup/memory", F_OK) == 0,
+                   "needs the hybrid layout (v1 memory)");
+  Placement main;
+  std::string base = "/sys/fs/cgroup/memory";
+  hierarchies_.push_back(base);
+  ASSERT_TRUE(make_dirs(base + "/" + root_ + "/t/run/main", 0755).ok());
+  main.cgroup_dirs.push_back(base + "/" + root_ + "/t/run/main");
+  auto pipe = make_pipe(0);
+  ASSERT_TRUE(pipe.ok());
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    providers::PodmanProvider p(options_);
+    providers::EnvSpec spec;
+    spec.placement = main;
+    auto env = p.create(spec);
+    std::string ids = env.ok() ? std::to_string((*env)->host_id_base()) : "";
+    (void)!::write(pipe->write.get(), ids.data(), ids.size());
+    pipe->write.reset();
+    if (!env.ok()) ::_exit(1);
+    std::move(env).value().release();
+    for (;;) ::pause();
+  }
+  pipe->write.reset();
+  char buf[64] = {};
+  ssize_t n = ::read(pipe->read.get(), buf, sizeof buf - 1);
+  ASSERT_GT(n, 0) << "the child could not create a run";
+  uid_t first = static_cast<uid_t>(std::strtoul(buf, nullptr, 10));
+  EXPECT_FALSE(processes_with_ids_from(first).empty()) << "the run's processes are not there";
+  ::kill(child, SIGKILL);
+  int status;
+  ::waitpid(child, &status, 0);
+  auto report = collect_garbage(options_.paths);
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+  EXPECT_EQ(report.runs_removed, 1);
+  for (int i = 0; i < 200 && !processes_with_ids_from(first).empty(); ++i) ::usleep(10000);
+  EXPECT_EQ(processes_with_ids_from(first).size(), 0u) << "a process of the run's ids survived gc";
+  EXPECT_EQ(child_dirs(base + "/" + root_ + "/t/run/main"), 0u) << "a cgroup was left under main";
 }
 
 }  // namespace

@@ -61,6 +61,25 @@ std::string display_name(const ProviderInfo& info) {
 
 std::string to_string(NetworkMode mode) { return mode == NetworkMode::kAllowlist ? "allowlist" : "none"; }
 
+std::string to_string(PodmanMode mode) {
+  switch (mode) {
+    case PodmanMode::kAuto:
+      return "auto";
+    case PodmanMode::kRootful:
+      return "rootful";
+    case PodmanMode::kRootless:
+      return "rootless";
+  }
+  return "auto";
+}
+
+Result<PodmanMode> parse_podman_mode(const std::string& text) {
+  if (text == "auto") return PodmanMode::kAuto;
+  if (text == "rootful") return PodmanMode::kRootful;
+  if (text == "rootless") return PodmanMode::kRootless;
+  return logic_error("podman mode", "'" + text + "' is not one of auto, rootful, rootless");
+}
+
 Status refuse_allowlist(const std::string& provider, NetworkMode mode) {
   if (mode == NetworkMode::kNone) return {};
   return Error{ENOTSUP, "create environment", provider,

@@ -159,6 +159,16 @@ class Environment {
   virtual Status destroy() = 0;
 };
 
+// How the podman provider runs Podman (`--podman-mode`, SANDGATE_PODMAN_MODE; providers/podman.h):
+// kRootful: as root, with --uidmap onto the run's id range (the user namespace is owned by
+// root). kRootless: as the run's own first host id, in a user namespace that id owns (the
+// kernel's per-user counts are then the run's own). kAuto: rootless where this host can, and
+// rootful for a run from a container image (a rootless run's Podman storage is its own, empty).
+enum class PodmanMode { kAuto, kRootful, kRootless };
+std::string to_string(PodmanMode mode);  // "auto", "rootful", "rootless"
+// "auto", "rootful" or "rootless"; anything else is an error naming the accepted words.
+Result<PodmanMode> parse_podman_mode(const std::string& text);
+
 struct ProviderInfo {
   std::string name;
   std::string summary;
@@ -192,6 +202,8 @@ struct ProviderOptions {
   // names another (`probe` and `qualify --image`). Providers without images ignore it; the
   // commands refuse it for them. Empty: the provider assembles the root.
   std::string image;
+  // How the podman provider runs Podman (PodmanMode); other providers ignore it.
+  PodmanMode podman_mode = PodmanMode::kAuto;
 };
 
 class Provider {

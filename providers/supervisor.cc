@@ -17,11 +17,15 @@
 #include <cstring>
 #include <optional>
 
+#include "core/fd.h"
+#include "core/files.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "providers/seccomp_policy.h"
 #include "providers/supervisor_protocol.h"
+
+extern char** environ;
 
 namespace sandgate::providers {
 
@@ -190,6 +194,106 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
+// The runtime's child (ContainedLaunch with an owner, an environment or cgroups): between clone
+// and execve, so raw system calls only, on memory the parent prepared. A failed step writes
+// {errno, step} on `error_fd` (close-on-exec: a successful exec closes it with nothing written).
+[[noreturn]] void runtime_child(int go_fd, int control_fd, int out_fd, int error_fd,
+                                bool own_userns, const char* path, char* const* argv,
+                                char* const* envp) {
+  auto fail = [error_fd](const char* step) {
+    StartError e = {static_cast<int>(errno), {}};
+    for (size_t i = 0; step[i] && i + 1 < sizeof e.step; ++i) e.step[i] = step[i];
+    syscall(SYS_write, error_fd, &e, sizeof e);
+    syscall(SYS_exit_group, 1);
+  };
+  char byte;
+  if (syscall(SYS_read, go_fd, &byte, 1) != 1) fail("wait for the host's go");
+  if (own_userns) {
+    // uid/gid 0 of the new user namespace (the owner's host id): until now the child still
+    // carries the host's real root ids, which are not mapped in it.
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) fail("setgroups in the runtime's namespace");
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0) fail("setresgid 0 in the runtime's namespace");
+    if (syscall(SYS_setresuid, 0, 0, 0) != 0) fail("setresuid 0 in the runtime's namespace");
+  }
+  if (control_fd == 3) {
+    syscall(SYS_fcntl, 3, F_SETFD, 0);
+  } else if (syscall(SYS_dup3, control_fd, 3, 0) != 3) {
+    fail("dup the control socket to fd 3");
+  }
+  int null_fd = static_cast<int>(syscall(SYS_open, "/dev/null", O_RDONLY));
+  if (null_fd >= 0) syscall(SYS_dup3, null_fd, 0, 0);
+  syscall(SYS_dup3, out_fd, 1, 0);
+  syscall(SYS_dup3, out_fd, 2, 0);
+  // Everything else goes, but the error channel (close-on-exec) stays until the exec.
+  if (error_fd > 4) syscall(SYS_close_range, 4, error_fd - 1, 0);
+  syscall(SYS_close_range, error_fd + 1, ~0U, 0);
+  // The launcher's working directory may be one the owner cannot enter.
+  if (syscall(SYS_chdir, "/") != 0) fail("chdir / before the runtime");
+  syscall(SYS_execve, path, argv, envp);
+  fail("execve the runtime");
+  __builtin_unreachable();
+}
+
+// Starts the runtime's run command as ContainedLaunch asks: in a new user and mount namespace
+// owned by launch.userns_owner (maps written here), in launch.cgroup_dirs, with launch.env.
+// Returns its pid (our child); the caller reads its output and reaps it.
+Result<pid_t> spawn_runtime(const ContainedLaunch& launch, std::vector<std::string>& argv_s,
+                            int control_fd, int out_fd, int error_fd) {
+  // The child keeps the error channel open past fds 0-3, which it rearranges.
+  if (error_fd < 4) return logic_error("start the runtime", "the error pipe must be above fd 3");
+  if (argv_s.empty() || argv_s[0].empty() || argv_s[0][0] != '/')
+    return logic_error("start the runtime", "the runtime must be named by an absolute path",
+                       argv_s.empty() ? "" : argv_s[0]);
+  std::vector<std::string> env_s = launch.env;
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  if (env_s.empty()) {
+    for (char** e = environ; e && *e; ++e) envp.push_back(*e);
+  } else {
+    for (auto& e : env_s) envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
+  SG_ASSIGN_OR_RETURN(Pipe go, make_pipe(O_CLOEXEC));
+  const bool own_userns = launch.userns_owner != 0;
+  struct clone_args args = {};
+  args.flags = own_userns ? (CLONE_NEWUSER | CLONE_NEWNS) : 0;
+  args.exit_signal = SIGCHLD;
+  long pid;
+  {
+    // The namespace is owned by the effective uid that creates it.
+    std::optional<EffectiveIds> as_owner;
+    if (own_userns) {
+      as_owner.emplace(launch.userns_owner);
+      if (as_owner->error() != 0)
+        return sys_error(as_owner->error(), "take the run's host ids to create its user namespace",
+                         std::to_string(launch.userns_owner));
+    }
+    pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0)
+      runtime_child(go.read.get(), control_fd, out_fd, error_fd, own_userns, argv[0], argv.data(),
+                    envp.data());
+  }
+  if (pid < 0) return sys_error("clone3", own_userns ? "new user and mount namespace" : "");
+  go.read.reset();
+  auto undo = [&](Error e) -> Error {
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    while (::waitpid(static_cast<pid_t>(pid), nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return e;
+  };
+  if (own_userns) {
+    if (auto st = write_id_maps(static_cast<pid_t>(pid), launch.userns_owner); !st.ok())
+      return undo(std::move(st).error().context_add("map the runtime's user namespace"));
+  }
+  for (const auto& dir : launch.cgroup_dirs) {
+    if (auto st = write_file(dir + "/cgroup.procs", std::to_string(pid)); !st.ok())
+      return undo(std::move(st).error().context_add("place the runtime in the run's cgroup"));
+  }
+  if (auto st = write_all(go.write.get(), "g"); !st.ok()) return undo(std::move(st).error());
+  return static_cast<pid_t>(pid);
+}
+
 }  // namespace
 
 Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Placement& placement,
@@ -307,7 +411,15 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
   std::vector<std::string> argv = launch.argv;
   for (const char* a : {kSupervisorArg, "3"}) argv.emplace_back(a);
   SG_ASSIGN_OR_RETURN(auto out, make_pipe(O_CLOEXEC));
-  pid_t pid = ::fork();
+  pid_t pid = -1;
+  // The child's {errno, step} when a step before the runtime's exec fails.
+  SG_ASSIGN_OR_RETURN(Pipe start_error, make_pipe(O_CLOEXEC));
+  if (launch.userns_owner != 0 || !launch.env.empty() || !launch.cgroup_dirs.empty()) {
+    SG_ASSIGN_OR_RETURN(pid, spawn_runtime(launch, argv, control.second.get(), out.write.get(),
+                                           start_error.write.get()));
+  } else {
+    pid = ::fork();
+  }
   if (pid < 0) return sys_error("fork", argv[0]);
   if (pid == 0) {
     // Between fork and exec: only async-signal-safe calls (this process may have threads).
@@ -329,6 +441,7 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
   }
   control.second.reset();
   out.write.reset();
+  start_error.write.reset();
   s.control_ = std::move(control.first);
   // The launcher's output, bounded: the runtime's own error message when it refuses.
   std::string output;
@@ -346,9 +459,18 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
   }
   auto st = ExitStatus::from_wait_status(status);
   while (!output.empty() && output.back() == '\n') output.pop_back();
-  if (!st.exited || st.code != 0)
+  if (!st.exited || st.code != 0) {
+    StartError e{};
+    ssize_t got;
+    while ((got = ::read(start_error.read.get(), &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    if (got == static_cast<ssize_t>(sizeof e)) {
+      e.step[sizeof e.step - 1] = 0;
+      return sys_error(e.err, e.step, argv[0]).context_add("start the contained supervisor");
+    }
     return logic_error("start the contained supervisor",
                        argv[0] + " (the runtime's run) failed (" + st.describe() + "): " + output);
+  }
   auto went_away = [&](const Error& transport) -> Error {
     return logic_error(
         "start the contained supervisor",

@@ -109,6 +109,16 @@ Result<SupervisorConfig> supervisor_config_from_json(const Json& j);
 // --preserve-fds 1 ...`), followed by the supervisor's own arguments.
 struct ContainedLaunch {
   std::vector<std::string> argv;
+  // Not 0 (rootless Podman): the runtime runs as uid/gid 0 of a new user and mount namespace
+  // that this host id owns, with 0..65535 inside mapped onto userns_owner.. on the host (maps
+  // written by sandgate, as for the jail: no /etc/subuid line, no setuid newuidmap). The
+  // kernel's per-user counts of everything the run does are then charged to userns_owner.
+  uid_t userns_owner = 0;
+  // The runtime's whole environment; empty: sandgate's own. argv[0] must then be a path.
+  std::vector<std::string> env;
+  // Cgroup directories the runtime is written into before it execs, so that everything it
+  // starts (conmon, the container) is in them from its first instruction.
+  std::vector<std::string> cgroup_dirs;
 };
 
 // The host side of one supervisor.

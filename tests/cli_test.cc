@@ -24,12 +24,17 @@
 namespace sandgate::testing {
 namespace {
 
+// A file's text, or `fallback` when it cannot be read.
+std::string text_or(const Result<std::string>& r, const std::string& fallback) {
+  return r.ok() ? *r : fallback;
+}
+
 TEST_F(CliTest, QualifyWritesTheReport) {
   SANDGATE_REQUIRE_ROOT();
   auto r = sandgate({"qualify", "--out", tmp_ + "/report", "--cycles", "2", "--calls", "5"});
   // 1 is a verdict: rootful Podman creates each container's user namespace as root, so the
   // kernel's per-user inotify count is shared by every container (crossrun.user_inotify,
-  // checked below); the jail owns each run's namespace as the run's own id.
+  // checked below); the jail, and rootless Podman, own each run's namespace as the run's id.
   EXPECT_TRUE(r.status.shell_code() == 0 || r.status.shell_code() == 1) << r.output;
   auto j = read_json_file(tmp_ + "/report/qualify.json");
   ASSERT_TRUE(j.ok()) << j.error().message();
@@ -59,8 +64,15 @@ TEST_F(CliTest, QualifyWritesTheReport) {
   EXPECT_EQ((*ns)["probes"]["exposed"], (*ns)["probes"]["known_limit"]) << (*ns)["probes"].dump();
   for (const auto& p : (*j)["providers"]) {
     if (p["name"] != "podman" || !p.contains("probes")) continue;
+    // The column names the mode the default (auto) picked, and the mode decides this probe:
+    // rootless where the host allows it (doctor says), and then nothing fails.
+    bool rootless = (*j)["doctor"]["podman"].value("rootless", false);
+    EXPECT_EQ(p["podman_mode"], rootless ? "rootless" : "rootful") << p.dump();
+    EXPECT_NE(p["display_name"].get<std::string>().find(rootless ? "(rootless)" : "(rootful)"),
+              std::string::npos)
+        << p.dump();
     Json failing = p["probes"]["failing_ids"];
-    EXPECT_TRUE(failing == Json::array() || failing == Json::array({"crossrun.user_inotify"}))
+    EXPECT_EQ(failing, rootless ? Json::array() : Json::array({"crossrun.user_inotify"}))
         << p["probes"].dump();
     EXPECT_EQ(r.status.shell_code(), failing.empty() ? 0 : 1) << r.output;
   }
@@ -624,7 +636,7 @@ TEST_F(CliTest, GcAfterKillNineNamespaces) {
                 "started", token);
 }
 
-// The same for a Podman run: gc removes the container (recorded before `podman run`), the
+// The same for a rootful Podman run: gc removes the container (recorded before `podman run`), the
 // cgroups the runtime made under the run (conmon, libpod-<id>, the parent path in every
 // hierarchy) and the controller's run cgroups, whichever record it reads first.
 TEST_F(CliTest, GcAfterKillNinePodman) {
@@ -633,6 +645,8 @@ TEST_F(CliTest, GcAfterKillNinePodman) {
   SANDGATE_REQUIRE(avail.output.find("podman") != std::string::npos,
                    "no podman provider in this build");
   std::string token = daemon_token();
+  ::setenv("SANDGATE_PODMAN_MODE", "rootful", 1);
+  Defer unset([] { ::unsetenv("SANDGATE_PODMAN_MODE"); });
   crash_then_gc({"--provider", "podman", "--", "sh", "-c",
                  start_daemon(token) + " touch /workspace/started; sleep 60"},
                 "started", token);
@@ -640,6 +654,77 @@ TEST_F(CliTest, GcAfterKillNinePodman) {
   ASSERT_TRUE(left.ok());
   EXPECT_EQ(left->output.find("sandgate-"), std::string::npos)
       << "a container was left: " << left->output;
+}
+
+// The same in rootless mode: Podman ran as the run's own id, in the run's cgroup, with its
+// storage in the run directory. gc leaves no process of the run's ids, no container in root's
+// Podman, no cgroup, no directory, and /etc/subuid and /etc/subgid as they were (sandgate writes
+// the id maps itself).
+TEST_F(CliTest, GcAfterKillNinePodmanRootless) {
+  SANDGATE_REQUIRE_ROOT();
+  auto doctor = sandgate({"doctor", "--json"});
+  auto facts = parse_json(doctor.output, "doctor --json");
+  ASSERT_TRUE(facts.ok()) << doctor.output.substr(0, 300);
+  SANDGATE_REQUIRE((*facts)["podman"].value("rootless", false),
+                   "podman rootless is not available: " +
+                       (*facts)["podman"].value("rootless_why", std::string("?")));
+  std::string subuid = text_or(read_file("/etc/subuid"), "<none>");
+  std::string subgid = text_or(read_file("/etc/subgid"), "<none>");
+  std::string token = daemon_token();
+  ::setenv("SANDGATE_PODMAN_MODE", "rootless", 1);
+  Defer unset([] { ::unsetenv("SANDGATE_PODMAN_MODE"); });
+  crash_then_gc({"--provider", "podman", "--", "sh", "-c",
+                 start_daemon(token) + " touch /workspace/started; sleep 60"},
+                "started", token);
+  // No process is left in the test's cgroup tree, where everything of the run lived (Podman,
+  // conmon, the container, its daemon): the run's ids are not a witness once gc freed them.
+  std::vector<pid_t> left_in_tree;
+  for (int i = 0; i < 200; ++i) {
+    left_in_tree.clear();
+    DIR* d = ::opendir("/proc");
+    while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+      pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+      if (pid <= 0) continue;
+      auto cg = read_file("/proc/" + std::to_string(pid) + "/cgroup");
+      if (cg.ok() && cg->find("/" + cgroup_root_ + "/") != std::string::npos)
+        left_in_tree.push_back(pid);
+    }
+    if (d) ::closedir(d);
+    if (left_in_tree.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(left_in_tree.empty()) << left_in_tree.size() << " process(es) of the run survived gc";
+  auto left = run_command({"podman", "ps", "--all", "--format", "{{.Names}}"});
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->output.find("sandgate-"), std::string::npos)
+      << "a container was left: " << left->output;
+  EXPECT_EQ(text_or(read_file("/etc/subuid"), "<none>"), subuid);
+  EXPECT_EQ(text_or(read_file("/etc/subgid"), "<none>"), subgid);
+}
+
+// crossrun.user_inotify, the kernel's per-user inotify count: blocked when each run's Podman
+// runs as the run's own id (rootless), exposed when Podman makes every namespace as root
+// (rootful). The same probe, the same host, the mode the only difference.
+TEST_F(CliTest, UserInotifyIsBlockedRootlessAndExposedRootful) {
+  SANDGATE_REQUIRE_ROOT();
+  auto verdict_of = [&](const std::string& mode) -> std::string {
+    std::string file = tmp_ + "/crossrun-" + mode + ".json";
+    auto r = sandgate({"--podman-mode", mode, "probe", "--provider", "podman", "--only", "crossrun",
+                       "--json", file},
+                      std::chrono::seconds(300));
+    auto j = read_json_file(file);
+    if (!j.ok()) return "no report (" + r.output.substr(0, 400) + ")";
+    for (const auto& run : (*j)["runs"])
+      for (const auto& judgement : run["judgements"])
+        if (judgement["id"] == "crossrun.user_inotify")
+          return judgement["verdict"].get<std::string>() + ": " +
+                 judgement.value("why", std::string());
+    return "not judged (" + r.output.substr(0, 400) + ")";
+  };
+  std::string rootless = verdict_of("rootless");
+  EXPECT_TRUE(rootless.starts_with("blocked")) << rootless;
+  std::string rootful = verdict_of("rootful");
+  EXPECT_TRUE(rootful.starts_with("exposed")) << rootful;
 }
 
 TEST_F(CliTest, GcAfterKillNineHostDir) {
