@@ -8,8 +8,10 @@
 //   /watched   the activity tracer attached and this process's cgroup watched: what a traced
 //              call pays
 // and the egress guard's added connect latency, /none without and /guarded with the guard on
-// this process's cgroup. BM_ForkStorm reports the events a fork storm produces and how many the
-// ring buffer lost (counters), with the default 4 MiB ring drained only afterwards.
+// this process's cgroup, and the run's DNS resolver's added latency per allowed query
+// (BM_DnsQuery /direct against /resolver). BM_ForkStorm reports the events a fork storm produces
+// and how many the ring buffer lost (counters), with the default 4 MiB ring drained only
+// afterwards.
 //
 // Needs root: the process moves itself into a cgroup2 directory of its own (removed at the end)
 // and into a network namespace of its own with only loopback up, so the connect loop reaches
@@ -19,7 +21,9 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -29,13 +33,16 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "bench/bench_support.h"
+#include "core/dns.h"
 #include "core/fd.h"
 #include "core/mounts.h"
 #include "ebpf/activity_tracer.h"
 #include "ebpf/egress.h"
 #include "ebpf/overhead_floor.skel.h"
+#include "session/dns_resolver.h"
 
 namespace sandgate::bench {
 namespace {
@@ -166,6 +173,95 @@ void BM_GuardConnect(benchmark::State& state, bool guarded) {
 BENCHMARK_CAPTURE(BM_GuardConnect, none, false)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GuardConnect, guarded, true)->UseRealTime();
 
+// The run's DNS resolver (session/dns_resolver.h): one A query for an allowlisted name and its
+// answer, /direct to a DNS server of the benchmark's own on loopback, /resolver through the
+// resolver, which asks that same server and admits the answer's address into the guard (the
+// real EgressGuard::add on this process's guarded cgroup) before it answers. The difference is
+// what the resolver adds to each allowed lookup.
+struct LoopbackDns {
+  UniqueFd fd, stop;
+  std::thread thread;
+  sockaddr_in address{};
+  bool start() {
+    fd = UniqueFd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return false;
+    socklen_t len = sizeof address;
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &len);
+    stop = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+    thread = std::thread([this] {
+      char buf[1500];
+      for (;;) {
+        pollfd p[2] = {{fd.get(), POLLIN, 0}, {stop.get(), POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0 || (p[1].revents & POLLIN)) return;
+        sockaddr_in from{};
+        socklen_t flen = sizeof from;
+        ssize_t n =
+            ::recvfrom(fd.get(), buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &flen);
+        auto q = dns::parse_message(std::string_view(buf, n > 0 ? static_cast<size_t>(n) : 0));
+        if (!q.ok() || q->questions.size() != 1) continue;
+        std::string reply = dns::encode_reply(*q, dns::kNoError,
+                                              {{q->questions[0].name, dns::kTypeA, dns::kClassIn,
+                                                60, std::string("\xcb\x00\x71\x14", 4), ""}});
+        (void)::sendto(fd.get(), reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from),
+                       flen);
+      }
+    });
+    return true;
+  }
+  ~LoopbackDns() {
+    if (thread.joinable()) {
+      uint64_t one = 1;
+      (void)!::write(stop.get(), &one, sizeof one);
+      thread.join();
+    }
+  }
+};
+
+void dns_loop(benchmark::State& state, const sockaddr_in& server) {
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  timeval tv{2, 0};
+  ::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&server), sizeof server) != 0)
+    return state.SkipWithError("connect to the DNS server");
+  uint16_t id = 0;
+  char buf[1500];
+  for (auto _ : state) {
+    auto q = dns::encode_query(++id, "registry.sandgate.test", dns::kTypeA);
+    (void)::send(s.get(), q->data(), q->size(), 0);
+    if (::recv(s.get(), buf, sizeof buf, 0) <= 0) return state.SkipWithError("no answer");
+  }
+}
+
+void BM_DnsQuery(benchmark::State& state, bool through_resolver) {
+  LoopbackDns upstream;
+  if (!upstream.start()) return state.SkipWithError("loopback DNS server");
+  if (!through_resolver) return dns_loop(state, upstream.address);
+  auto g = ebpf::EgressGuard::open();
+  if (!g.ok()) return state.SkipWithError(g.error().message().c_str());
+  auto run = (*g)->guard(g_cgroup, {});
+  if (!run.ok()) return state.SkipWithError(run.error().message().c_str());
+  session::DnsResolverConfig c;
+  c.listen.sin_family = AF_INET;
+  c.listen.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  c.upstream = upstream.address;
+  c.names = *parse_egress_rules({"tcp:registry.sandgate.test:443"});
+  ebpf::EgressGuard* guard = g->get();
+  uint64_t id = *run;
+  auto r = session::DnsResolver::start(
+      std::move(c),
+      [guard, id](const std::vector<EgressRule>& rules) { return guard->add(id, rules); });
+  if (!r.ok()) return state.SkipWithError(r.error().message().c_str());
+  (*r)->begin_call(1);
+  dns_loop(state, (*r)->listen_address());
+  (void)(*r)->end_call(1);
+  (*r)->stop();
+  guard->release(id);
+}
+BENCHMARK_CAPTURE(BM_DnsQuery, direct, false)->UseRealTime();
+BENCHMARK_CAPTURE(BM_DnsQuery, resolver, true)->UseRealTime();
+
 // 4000 processes forked as fast as one parent can, each exiting at once: 8000 events (fork and
 // exit) into the ring buffer before anything drains it.
 void BM_ForkStorm(benchmark::State& state) {
@@ -249,6 +345,15 @@ bool summary(const RunCollector& r, std::ostream& out) {
     char line[200];
     std::snprintf(line, sizeof line, "egress guard: connect %.4f ms -> %.4f ms (%.3fx, +%.1f us)\n",
                   *g0, *g1, *g1 / *g0, (*g1 - *g0) * 1e3);
+    out << line;
+  }
+  auto d0 = r.median_ms("BM_DnsQuery/direct"), d1 = r.median_ms("BM_DnsQuery/resolver");
+  if (d0 && d1) {
+    char line[200];
+    std::snprintf(
+        line, sizeof line,
+        "dns resolver: allowed A query %.4f ms direct -> %.4f ms through it (%.3fx, +%.1f us)\n",
+        *d0, *d1, *d1 / *d0, (*d1 - *d0) * 1e3);
     out << line;
   }
   if (auto ev = r.counter("BM_ForkStorm", "events"), lost = r.counter("BM_ForkStorm", "lost");

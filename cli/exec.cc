@@ -48,9 +48,7 @@ struct ExecArgs {
 void print_traced(const controller::CallOutcome& o) {
   // The guard's decisions are printed whenever the run has an allowlist: what was refused is
   // what a user of --net allowlist needs to see first.
-  for (const auto& v : o.observed.egress)
-    std::cerr << "sandgate: egress: " << v.hook << " " << v.protocol << " " << v.address << ":" << v.port
-              << " " << (v.allowed ? "allowed" : "denied") << "\n";
+  for (const auto& v : o.observed.egress) std::cerr << "sandgate: egress: " << describe(v) << "\n";
   if (!o.observed.traced) return;
   for (const auto& line : describe(*o.observed.traced))
     std::cerr << "sandgate: traced: " << terminal_safe(line) << "\n";
@@ -283,6 +281,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
   if (!guard.ok()) return fail(guard.error());
   session::RunOptions run_options;
   run_options.egress = guard->get();
+  auto dns_upstream = dns_upstream_of(a.net);
+  if (!dns_upstream.ok()) return fail(dns_upstream.error());
+  run_options.dns_upstream = *dns_upstream;
   std::unique_ptr<ebpf::ActivityTracer> tracer;
   if (a.trace) {
     auto t = ebpf::ActivityTracer::open();

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "core/result.h"
 #include "ebpf/egress.h"
 #include "providers/provider.h"
+#include "session/dns_resolver.h"
 
 namespace sandgate::cli {
 
@@ -18,15 +20,18 @@ struct NetArgs {
   std::string mode = "none";       // --net none|allowlist
   std::vector<std::string> allow;  // --allow ENTRY (repeatable)
   std::string upstream;            // --net-upstream NETNS
+  std::string dns_upstream;        // --dns-upstream ADDR[:PORT]
 };
 
-// Adds the three options to `sub`, with help that teaches the entry syntax.
+// Adds the four options to `sub`, with help that teaches the entry syntax.
 void add_net_options(CLI::App* sub, NetArgs& a);
 
 // Fills spec.network, spec.egress (the policy's entries, then --allow's) and
 // spec.upstream_netns; an error names the option and the entry.
 Status apply_net_args(const NetArgs& a, const std::vector<EgressRule>& policy_egress,
                       providers::EnvSpec& spec);
+// --dns-upstream as the run session takes it (unset without it); an error names the option.
+Result<std::optional<sockaddr_in>> dns_upstream_of(const NetArgs& a);
 
 // The guard an allowlisted run needs (null for --net none); an error says how to check why it
 // cannot load (`sandgate doctor`).

@@ -135,7 +135,9 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   std::unique_ptr<ebpf::EgressGuard> guard;
   if (a.net == "allowlist") {
     auto rules = parse_egress_rules(
-        a.allow.empty() ? std::vector<std::string>{"tcp:203.0.113.20:443"} : a.allow);
+        a.allow.empty()
+            ? std::vector<std::string>{"tcp:203.0.113.20:443", "tcp:registry.sandgate.test:443"}
+            : a.allow);
     if (!rules.ok()) return fail(std::move(rules).error().context_add("--allow"));
     auto opened = ebpf::EgressGuard::open();
     if (!opened.ok())
@@ -288,8 +290,10 @@ void add_probe_command(CLI::App& app, Globals& g) {
                   "else blocked with layer egress. Others run as with none (the table says which)")
       ->check(CLI::IsMember({"none", "allowlist"}));
   sub->add_option("--allow", a->allow,
-                  "with --net allowlist: an entry, [tcp:|udp:]ADDRESS[/PREFIX]:PORT (repeatable;\n"
-                  "default tcp:203.0.113.20:443, the lab's registry decoy)");
+                  "with --net allowlist: an entry, [tcp:|udp:]ADDRESS[/PREFIX]:PORT or NAME:PORT\n"
+                  "(repeatable; default tcp:203.0.113.20:443 and tcp:registry.sandgate.test:443,\n"
+                  "the lab's registry decoy by address and by name). Each run's resolver asks the\n"
+                  "lab's DNS decoy about the names and refuses every other name");
   sub->add_option("--image", a->image,
                   "podman: every run's root from this local image (checked with `podman image\n"
                   "exists`; no registry is contacted) instead of the assembled read-only base");

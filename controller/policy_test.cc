@@ -597,11 +597,14 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "requires: expected an array of capability names, got \"net.none\""},
       {"egress not an array", [](Json& j) { j["egress"] = "203.0.113.20:443"; },
        "egress: expected an array of entries like \"203.0.113.20:443\""},
-      {"egress entry with a name",
+      {"egress entry with a wildcard name",
        [](Json& j) {
-         j["egress"] = {"203.0.113.20:443", "registry.example:443"};
+         j["egress"] = {"203.0.113.20:443", "*.example:443"};
        },
-       "egress[1]: \"registry.example:443\""},
+       "egress[1]: \"*.example:443\": \"*.example\" is not a host name: wildcards are not "
+       "supported"},
+      {"egress name with a prefix", [](Json& j) { j["egress"] = {"registry.example/24:443"}; },
+       "egress[0]: \"registry.example/24:443\": a name takes no /PREFIX"},
       {"ladder enabled wrong type", [](Json& j) { j["ladder"]["enabled"] = "yes"; },
        "ladder.enabled: expected true or false, got \"yes\""},
       {"throttle_at zero", [](Json& j) { j["ladder"]["throttle_at"] = 0; },
@@ -688,6 +691,13 @@ TEST(PolicyEgress, EntriesParseAndRoundTrip) {
   ASSERT_EQ(p->egress.size(), 2u);
   EXPECT_EQ(p->egress[1].protocol, 17);
   EXPECT_EQ(p->egress[1].port, 53);
+  EXPECT_EQ(to_json(*p)["egress"], j["egress"]);
+  // A host name: resolved by the run's resolver, kept as written.
+  j["egress"] = {"tcp:registry.sandgate.test:443"};
+  p = parse_policy(j, "x");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_EQ(p->egress.size(), 1u);
+  EXPECT_EQ(p->egress[0].name, "registry.sandgate.test");
   EXPECT_EQ(to_json(*p)["egress"], j["egress"]);
 }
 

@@ -45,6 +45,7 @@ EgressDecision decode(const sg_guard_event& e) {
   d.port = e.port;
   d.protocol = e.protocol == IPPROTO_TCP ? "tcp" : e.protocol == IPPROTO_UDP ? "udp" : "";
   d.allowed = e.allowed != 0;
+  d.ts_ns = e.ts_ns;
   return d;
 }
 
@@ -81,7 +82,7 @@ Result<uint64_t> EgressGuard::guard(const std::string& dir, const std::vector<Eg
   SG_ASSIGN_OR_RETURN(uint64_t run, cgroup_id_of(dir));
   if (runs_.count(run)) return Error{EEXIST, "guard egress", dir, "this run is guarded already"};
   Run r;
-  r.rules = rules;
+  r.rules = address_rules(rules);
   auto undo = [&](Error e) -> Error {
     for (bpf_link* l : r.links) bpf_link__destroy(l);
     for (const auto& rule : r.rules) {
@@ -92,7 +93,7 @@ Result<uint64_t> EgressGuard::guard(const std::string& dir, const std::vector<Eg
     return e;
   };
   __u8 one = 1;
-  for (const auto& rule : rules) {
+  for (const auto& rule : r.rules) {
     sg_guard_key k = key_of(run, rule);
     if (bpf_map__update_elem(skel_->maps.allow, &k, sizeof k, &one, sizeof one, BPF_ANY) != 0)
       return undo(sys_error(errno, "allow egress", rule.text));
@@ -111,6 +112,28 @@ Result<uint64_t> EgressGuard::guard(const std::string& dir, const std::vector<Eg
   }
   runs_[run] = std::move(r);
   return run;
+}
+
+Status EgressGuard::add(uint64_t run, const std::vector<EgressRule>& rules) {
+  std::lock_guard lock(mu_);
+  auto it = runs_.find(run);
+  if (it == runs_.end())
+    return logic_error("allow egress", "the run is not guarded", std::to_string(run));
+  __u8 one = 1;
+  for (const auto& rule : rules) {
+    if (rule.is_name()) continue;
+    sg_guard_key k = key_of(run, rule);
+    bool known = false;
+    for (const auto& had : it->second.rules) {
+      sg_guard_key h = key_of(run, had);
+      if (std::memcmp(&k, &h, sizeof k) == 0) known = true;
+    }
+    if (known) continue;
+    if (bpf_map__update_elem(skel_->maps.allow, &k, sizeof k, &one, sizeof one, BPF_ANY) != 0)
+      return sys_error(errno, "allow egress", rule.text);
+    it->second.rules.push_back(rule);
+  }
+  return {};
 }
 
 void EgressGuard::release(uint64_t run) {

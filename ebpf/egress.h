@@ -30,6 +30,7 @@ struct EgressDecision {
   uint16_t port = 0;
   std::string protocol;    // "tcp", "udp", ""
   bool allowed = false;
+  uint64_t ts_ns = 0;  // bpf_ktime_get_ns: CLOCK_MONOTONIC
 };
 
 class EgressGuard {
@@ -42,7 +43,12 @@ class EgressGuard {
   // From now on, processes in `run_cgroup2_dir` or below may connect (TCP, connected UDP) or
   // send (unconnected UDP) only to what `rules` allow, and to loopback; anything else fails
   // with EPERM. Returns the run's cgroup id (release's key).
+  // NAME entries (EgressRule::is_name) allow nothing here: their addresses come through add().
   Result<uint64_t> guard(const std::string& run_cgroup2_dir, const std::vector<EgressRule>& rules);
+  // Adds address entries to a guarded run's list (the run's resolver: the addresses of an
+  // allowlisted name, before the answer reaches the run). Entries it has already are skipped;
+  // they go with the run at release(). Thread-safe.
+  Status add(uint64_t run, const std::vector<EgressRule>& rules);
   // Detaches from the run and forgets its rules. Idempotent.
   void release(uint64_t run);
 

@@ -220,5 +220,27 @@ TEST_F(EgressGuardReal, EmptyListDeniesEverythingButLoopback) {
   EXPECT_FALSE(again.ok());
 }
 
+// A name entry allows nothing by itself; the addresses the run's resolver adds later do (and
+// adding one twice changes nothing), the rest stays denied.
+TEST_F(EgressGuardReal, NamesAllowNothingUntilTheirAddressesAreAdded) {
+  auto names = parse_egress_rules({"tcp:registry.sandgate.test:443"});
+  ASSERT_TRUE(names.ok());
+  auto run = guard_->guard(dir_, *names);
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto before = run_child(dir_);
+  ASSERT_EQ(before.count("setup"), 0u) << "child setup failed at " << before["setup"];
+  EXPECT_EQ(before["tcp4_allowed"], "EPERM");
+  auto resolved = parse_egress_rules({"tcp:203.0.113.20:443"});
+  ASSERT_TRUE(resolved.ok());
+  ASSERT_TRUE(guard_->add(*run, *resolved).ok());
+  ASSERT_TRUE(guard_->add(*run, *resolved).ok());
+  auto after = run_child(dir_);
+  ASSERT_EQ(after.count("setup"), 0u) << "child setup failed at " << after["setup"];
+  EXPECT_EQ(after["tcp4_allowed"], "0");
+  EXPECT_EQ(after["tcp4_denied"], "EPERM");
+  EXPECT_EQ(after["udp4_allowed"], "EPERM");
+  EXPECT_FALSE(guard_->add(*run + 1, *resolved).ok()) << "a run that is not guarded";
+}
+
 }  // namespace
 }  // namespace sandgate::ebpf

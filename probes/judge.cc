@@ -250,6 +250,11 @@ Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
     if (!sc.empty() && f.seccomp_denied.count(sc)) return Layer::kSeccomp;
     return Layer::kPermissions;
   }
+  // The run's own resolver answered REFUSED (rcode 5): the allowlist's DNS side.
+  if (e == "ECONNREFUSED" && r.boundary == "net" && !f.egress_allow.empty() &&
+      r.evidence.is_object() && r.evidence.contains("reply") && r.evidence["reply"].is_object() &&
+      r.evidence["reply"].value("rcode", 0) == 5)
+    return Layer::kEgress;
   if (network_refusal(e)) return network_layer(f);
   if (e == "ESRCH") return Layer::kNamespace;
   if (one_of(e, {"EMFILE", "ENFILE", "ENOSPC", "EDQUOT", "EAGAIN", "ENOMEM", "EFBIG"}))
@@ -485,6 +490,14 @@ std::vector<std::string> kernel_crossings(const ProbeReport& r, const TracedActi
   bool network = syscall == "connect" || syscall == "sendto" || syscall == "sendmsg" ||
                  (syscall.empty() && r.boundary == "net");
   if (!network) return {};
+  // A resolver that answered REFUSED (a run's own, --net allowlist) was reached on purpose: the
+  // refusal is its answer, and whether it passed the name on is the host's to say (its log,
+  // its upstream's), not the kernel's.
+  std::string refused_by;
+  if (r.evidence.is_object() && r.evidence.contains("reply") && r.evidence["reply"].is_object() &&
+      r.evidence["reply"].value("rcode", 0) == 5 && r.evidence.contains("peer") &&
+      r.evidence["peer"].is_string())
+    refused_by = r.evidence["peer"].get<std::string>();
   std::vector<std::string> out;
   for (const auto& c : seen.connects) {
     if (c.verdict() != "allowed") continue;
@@ -494,6 +507,7 @@ std::vector<std::string> kernel_crossings(const ProbeReport& r, const TracedActi
     std::string where = c.family == "inet6" ? "[" + c.address + "]:" + std::to_string(c.port)
                         : c.family == "inet" ? c.address + ":" + std::to_string(c.port)
                                              : c.address;
+    if (!refused_by.empty() && where == refused_by) continue;
     out.push_back(c.syscall + " " + c.protocol + " " + where + " allowed (pid " + std::to_string(c.pid) + ")");
   }
   return out;

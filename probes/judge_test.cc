@@ -77,6 +77,17 @@ TEST(KernelWitness, DeniedButTheKernelLetTheConnectThroughIsExposed) {
   EXPECT_EQ(j.to_json()["host"]["kernel"][0], "connect tcp 203.0.113.30:443 allowed (pid 7)");
 }
 
+// The run's resolver answering REFUSED was reached on purpose: the datagram to it is its
+// answer, not a crossing; a datagram anywhere else still is.
+TEST(KernelWitness, AResolverThatRefusedWasReachedOnPurpose) {
+  auto r = report("net.dns_exfil_resolver", ProbeResult::kDenied, "ECONNREFUSED");
+  r.evidence = {{"peer", "198.18.0.1:53"}, {"reply", {{"rcode", 5}}}};
+  EXPECT_TRUE(kernel_crossings(r, saw_connect("198.18.0.1", 53, 0)).empty());
+  EXPECT_EQ(kernel_crossings(r, saw_connect("203.0.113.53", 53, 0)).size(), 1u);
+  r.evidence["reply"]["rcode"] = 0;  // an answer other than REFUSED: the datagram counts
+  EXPECT_EQ(kernel_crossings(r, saw_connect("198.18.0.1", 53, 0)).size(), 1u);
+}
+
 TEST(KernelWitness, TheKernelAgreeingWithADenialIsNoEvidence) {  // the negative twins
   auto r = report("net.production_tcp", ProbeResult::kDenied, "ENETUNREACH");
   EXPECT_TRUE(kernel_crossings(r, saw_connect("203.0.113.30", 443, ENETUNREACH)).empty());
@@ -284,6 +295,19 @@ TEST(JudgeLayers, EpermOnAConnectUnderAnAllowlistIsEgress) {
   EXPECT_EQ(blocking_layer(connect, f), Layer::kEgress);
   EXPECT_EQ(blocking_layer(send, f), Layer::kEgress);
   EXPECT_EQ(blocking_layer(ring, f), Layer::kPermissions);
+}
+// The run's resolver answering REFUSED (rcode 5 in the reply) is the allowlist's DNS side:
+// egress; the same errno without a REFUSED reply, or without an allowlist, keeps its layer.
+TEST(JudgeLayers, ResolverRefusedUnderAnAllowlistIsEgress) {
+  ProviderFacts f = namespaces_facts();
+  auto refused = report("net.dns_exfil_resolver", ProbeResult::kDenied, "ECONNREFUSED");
+  refused.evidence = {{"peer", "198.18.0.1:53"}, {"reply", {{"rcode", 5}, {"answers", 0}}}};
+  EXPECT_EQ(blocking_layer(refused, f), Layer::kNamespace) << "no allowlist";
+  f.egress_allow = *parse_egress_rules({"tcp:registry.sandgate.test:443"});
+  EXPECT_EQ(blocking_layer(refused, f), Layer::kEgress);
+  auto no_reply = report("net.dns_exfil_resolver", ProbeResult::kDenied, "ECONNREFUSED");
+  no_reply.evidence = {{"peer", "198.18.0.1:53"}};
+  EXPECT_EQ(blocking_layer(no_reply, f), Layer::kNamespace);
 }
 TEST(JudgeRule2, AllowlistedDecoyReachedIsAWarningNotExposure) {
   ProviderFacts f = namespaces_facts();

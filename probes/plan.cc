@@ -152,7 +152,8 @@ std::vector<ProbePlan> make_plans() {
   plans.push_back(witnessed("fs.write_host_dir", Witness::kHostFile));
   for (const char* id : {"net.metadata_v4_get", "net.metadata_v4_imdsv2", "net.metadata_v4_google",
                          "net.metadata_v6_get", "net.production_tcp", "net.registry_allowed",
-                         "net.registry_other_port", "net.udp_exfil", "net.dns_exfil"})
+                         "net.registry_other_port", "net.udp_exfil", "net.dns_exfil",
+                         "net.dns_exfil_resolver", "net.registry_by_name"})
     plans.push_back(witnessed(id, Witness::kDecoy));
   plans.push_back(witnessed("proc.kill_all", Witness::kSentinel));
   // Disclosure: the host's own copy is the witness. /proc/cmdline, /proc/version, the boot id
@@ -289,6 +290,9 @@ const std::map<std::string, std::string>& probe_remediation() {
       {"net.dns_exfil",
        "Give the sandbox no resolver, or one that answers only allowed names: DNS carries data "
        "out even when TCP is blocked."},
+      {"net.dns_exfil_resolver",
+       "Give the sandbox a resolver that answers only the allowlist's names and refuses (never "
+       "forwards) every other: a forwarding resolver carries any name, and the data in it, out."},
       {"creds.env_tokens",
        "Launch the sandbox with an allow list of environment variables; never pass CI tokens "
        "(GITHUB_TOKEN, ACTIONS_ID_TOKEN_REQUEST_TOKEN) or cloud keys through."},

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/process.h"
 #include "probes/catalogue.h"
+#include "probes/lab/lab_addresses.h"
 #include "probes/plan.h"
 #include "probes/witness.h"
 #include "providers/seccomp_policy.h"
@@ -317,6 +318,12 @@ Result<std::unique_ptr<Suite>> Suite::create(SuiteOptions options) {
   return s;
 }
 
+// Probes that ask the sandbox's own resolver (/etc/resolv.conf): run natively (the lab's DNS
+// as the resolver) and in allowlisted runs, which have one; a --net none run has none.
+bool needs_resolver(const std::string& id) {
+  return id == "net.dns_exfil_resolver" || id == "net.registry_by_name";
+}
+
 // ---------------------------------------------------------------------------------------------
 // One provider run.
 
@@ -379,6 +386,12 @@ class Suite::Context {
     session::RunOptions options;
     options.tracer = s_.options_.tracer;
     options.egress = s_.options_.egress_guard;
+    if (!facts_.egress_allow.empty()) {
+      // The run's resolver asks the lab's DNS decoy, which answers the registry's name.
+      auto dns = session::parse_dns_upstream(lab::kDnsServer);
+      if (!dns.ok()) return std::move(dns).error();
+      options.dns_upstream = *dns;
+    }
     return session::RunSession::open(*controller_, provider_, spec(), options);
   }
 
@@ -406,7 +419,9 @@ class Suite::Context {
     (void)s_.lab_->settle();
     HostEvidence h;
     auto events = s_.lab_->events_after(w.seq);
-    h.allowlisted = decoy_evidence(take_allowlisted(events, facts_.egress_allow), "", true);
+    std::vector<EgressRule> allow = facts_.egress_allow;
+    allow.insert(allow.end(), resolved_.begin(), resolved_.end());
+    h.allowlisted = decoy_evidence(take_allowlisted(events, allow), "", true);
     h.decoy_events = decoy_evidence(events, s_.canaries_->marker(), true);
     h.sentinel_signals = s_.canaries_->sentinel_signals(w.sentinel_lines);
     h.files_appeared = marked_entries(s_.canaries_->host_write_dir(), s_.canaries_->marker());
@@ -469,6 +484,22 @@ class Suite::Context {
     SG_ASSIGN_OR_RETURN(auto called, call_probe(run, probe_argv(probe_, ids, p), intent));
     traced_ = called.outcome.observed.traced;
     traced_ids_ = ids;
+    // What the run's resolver admitted: the addresses of the list's names, allowed by design.
+    for (const auto& v : called.outcome.observed.egress) {
+      if (v.hook != "dns" || !v.allowed || v.address.empty()) continue;
+      for (const auto& rule : facts_.egress_allow) {
+        if (rule.name != v.name) continue;
+        std::istringstream addresses(v.address);
+        std::string a;
+        while (std::getline(addresses, a, ',')) {
+          auto r = parse_egress_rule(a + ":" + std::to_string(rule.port));
+          if (!r.ok()) continue;
+          r->protocol = rule.protocol;
+          r->port = rule.port;
+          resolved_.push_back(*r);
+        }
+      }
+    }
     return parse_reports(called.outcome.exec.stdout_data, "sandgate-probe in " + provider_.name());
   }
 
@@ -476,9 +507,21 @@ class Suite::Context {
     step(boundary);
     SG_ASSIGN_OR_RETURN(auto run, open_run());
     for (const Listed* l : s_.probes_of(boundary)) {
+      // The probes of a run's own resolver need one: only the allowlist variant has it.
+      if (facts_.egress_allow.empty() && needs_resolver(l->id)) continue;
+      const size_t logged = run->dns_resolver() ? run->dns_resolver()->log().size() : 0;
       Window w = open_window();
       auto reports = call(*run, {l->id}, {});
       HostEvidence host = close_window(w);
+      if (run->dns_resolver() && needs_resolver(l->id)) {
+        // The resolver's own log is host-side: what it decided about this call's queries.
+        auto log = run->dns_resolver()->log();
+        for (size_t i = logged; i < log.size(); ++i)
+          host.notes.push_back("the run's resolver " + log[i]);
+        if (l->id == "net.dns_exfil_resolver" && host.decoy_events.empty())
+          host.notes.push_back(
+              "the lab's DNS (the resolver's upstream) saw no query carrying the marker");
+      }
       std::optional<ProbeReport> r;
       if (reports.ok()) r = find_report(*reports, l->id);
       if (r && boundary == "disclosure") {
@@ -680,6 +723,7 @@ class Suite::Context {
   // The last call's kernel account (SuiteOptions::tracer) and the probes that call ran.
   std::optional<TracedActivity> traced_;
   std::vector<std::string> traced_ids_;
+  std::vector<EgressRule> resolved_;  // addresses the run's resolver admitted (allowlist)
   std::unique_ptr<controller::Controller> controller_;
   size_t step_ = 0, steps_ = 0;  // boundaries run so far, and selected
 };
@@ -720,7 +764,9 @@ Status Suite::run_baseline() {
         else
           simple.push_back(l->id);
       }
-  SG_TRY(run_native(simple, params(ws_a)));
+  auto simple_params = params(ws_a);
+  simple_params.push_back(std::string("nameserver=") + lab::kDnsServer);  // natively, the lab's DNS
+  SG_TRY(run_native(simple, simple_params));
   // A launcher that leaks a directory fd (here the canaries' host directory, as fd 9): natively
   // fs.leaked_fds must find it and climb out through it, or its verdicts would rest on nothing.
   if (leaked_fds)

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "core/dns.h"
 #include "core/fd.h"
 #include "core/units.h"
 #include "probes/disclosure.h"
@@ -76,6 +77,11 @@ std::vector<lab::LabEvent> take_allowlisted(std::vector<lab::LabEvent>& events,
     bool permitted = parsed && std::any_of(allow.begin(), allow.end(), [&](const EgressRule& r) {
                        return egress_allows(r, family, addr, e.local_port, protocol);
                      });
+    // A name of the list asked of the lab's DNS: the run's resolver forwarding it, by design.
+    if (e.kind == lab::LabEvent::Kind::kDnsQuery)
+      permitted = permitted || std::any_of(allow.begin(), allow.end(), [&](const EgressRule& r) {
+                    return r.is_name() && dns::normalize_name(e.dns_name) == r.name;
+                  });
     (permitted ? allowed : rest).push_back(std::move(e));
   }
   events = std::move(rest);

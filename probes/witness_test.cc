@@ -227,6 +227,25 @@ TEST(Witness, TakeAllowlistedSplitsByAddressPortAndProtocol) {
   EXPECT_TRUE(take_allowlisted(events, {}).empty());
   EXPECT_EQ(events.size(), 3u);
 }
+
+// A DNS query for a name of the list reaches the lab's DNS from the run's resolver by design;
+// any other name asked there (the marker's) stays a crossing.
+TEST(Witness, TakeAllowlistedKeepsTheResolversQueriesForListedNames) {
+  auto rules = parse_egress_rules({"tcp:registry.sandgate.test:443"});
+  ASSERT_TRUE(rules.ok());
+  lab::LabEvent listed, other;
+  listed.kind = other.kind = lab::LabEvent::Kind::kDnsQuery;
+  listed.local_address = other.local_address = "203.0.113.53";
+  listed.local_port = other.local_port = 53;
+  listed.dns_name = "Registry.Sandgate.Test";
+  other.dns_name = "M1.exfil.sandgate.test";
+  std::vector<lab::LabEvent> events = {listed, other};
+  auto allowed = take_allowlisted(events, *rules);
+  ASSERT_EQ(allowed.size(), 1u);
+  EXPECT_EQ(allowed[0].dns_name, "Registry.Sandgate.Test");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].dns_name, "M1.exfil.sandgate.test");
+}
 // --- Disclosure: the host's own copy of what the probe read (a fake /proc) ---
 
 ProbeReport disclosure_report(const std::string& id, Json evidence) {

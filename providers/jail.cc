@@ -100,6 +100,14 @@ Status step_etc(const std::string& root, const JailConfig& c) {
   SG_TRY(write_file(etc + "/hosts", "127.0.0.1 localhost " + c.hostname + "\n::1 localhost\n",
                     O_WRONLY | O_CREAT | O_TRUNC));
   SG_TRY(write_file(etc + "/hostname", c.hostname + "\n", O_WRONLY | O_CREAT | O_TRUNC));
+  if (!c.resolv_conf_host.empty()) {
+    // The run's resolver: the file is the run's own on the host, filled in once the run's
+    // link is wired; the bind sees what is written there later (same inode).
+    SG_TRY(make_mount_point(c.resolv_conf_host, etc + "/resolv.conf"));
+    SG_TRY(bind_readonly(c.resolv_conf_host, etc + "/resolv.conf"));
+    SG_TRY(write_file(etc + "/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n",
+                      O_WRONLY | O_CREAT | O_TRUNC));
+  }
   return {};
 }
 

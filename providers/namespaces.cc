@@ -1,5 +1,7 @@
 #include "providers/namespaces.h"
 
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,6 +163,12 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
     c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
     c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);
     c.jail.landlock = !has(weak, Weakening::kNoLandlock);
+    if (spec.network == NetworkMode::kAllowlist) {
+      // The run's resolv.conf: empty until the network hook below knows the run's address.
+      c.jail.resolv_conf_host = layout.run_dir + "/resolv.conf";
+      SG_TRY(
+          write_file(c.jail.resolv_conf_host, "", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    }
     for (const auto& rule : spec.egress) {
       if (rule.protocol == IPPROTO_UDP) continue;
       if (rule.port == 0) c.jail.tcp_connect_any = true;
@@ -176,12 +184,21 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
       return logic_error("create environment",
                          "--net allowlist needs at least one --allow entry (without any, use --net none)");
     SG_TRY(open_upstream_netns(spec.upstream_netns));
-    recipe.network = [&](const RunLayout& layout, pid_t supervisor, RunState& state) -> Status {
+    recipe.network = [&](const RunLayout& layout, pid_t supervisor,
+                         RunState& state) -> Result<std::string> {
       SG_ASSIGN_OR_RETURN(auto link, wire_egress_link(options_.paths, state, supervisor,
                                                       spec.upstream_netns, layout.run_id));
       spdlog::debug("run {}: eth0 {} via {} ({} in {})", layout.run_id, link.run_address,
                     link.upstream_address, link.upstream_link, spec.upstream_netns);
-      return {};
+      // The run's resolver answers on its gateway (the run session serves it there). Written in
+      // place: the jail's /etc/resolv.conf is a bind of this very file.
+      SG_TRY(write_file(layout.run_dir + "/resolv.conf",
+                        "# the run's allowlisting resolver (sandgate): names outside the run's\n"
+                        "# --allow list are answered REFUSED\n"
+                        "nameserver " +
+                            link.upstream_address + "\noptions timeout:2 attempts:2\n",
+                        O_WRONLY | O_TRUNC | O_CLOEXEC));
+      return link.upstream_address;
     };
   }
   auto env = SupervisedEnvironment::create(options_.paths, spec, recipe);

@@ -152,6 +152,10 @@ class Environment {
   // The host id that uid/gid 0 of the run's user namespace maps to (65536 ids from there);
   // 0 when the run has no user namespace of its own (host_dir) or the provider does not say.
   virtual uid_t host_id_base() const { return 0; }
+  // A run with NetworkMode::kAllowlist: the address on the upstream side of the run's link
+  // that its /etc/resolv.conf names (IPv4, port 53), where the run session serves the run's
+  // allowlisting DNS resolver (session/dns_resolver.h); "" for any other run.
+  virtual std::string dns_address() const { return ""; }
   // Runs a call to completion. Precondition: not called concurrently on one environment.
   virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
   // Kills every process of the run, removes its workspace and record. Idempotent; also done

@@ -157,8 +157,9 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
       return fail(std::move(s).error());
   }
   if (recipe.network) {
-    if (auto s = recipe.network(layout, env->supervisor_->pid(), env->state_); !s.ok())
-      return fail(std::move(s).error());
+    auto wired = recipe.network(layout, env->supervisor_->pid(), env->state_);
+    if (!wired.ok()) return fail(std::move(wired).error());
+    env->dns_address_ = std::move(wired).value();
   }
   if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
   return env;

@@ -71,8 +71,10 @@ class SupervisedEnvironment : public Environment {
     // the setting that did not hold, and the run is destroyed).
     std::function<Status(const RunLayout&, pid_t supervisor_pid)> verify;
     // Called once the supervisor is ready, before any call: wires the run's network (a jail
-    // with an egress allowlist), recording what it claims in `state`.
-    std::function<Status(const RunLayout&, pid_t supervisor_pid, RunState& state)> network;
+    // with an egress allowlist), recording what it claims in `state`; returns the address the
+    // run's resolv.conf names (Environment::dns_address), or "".
+    std::function<Result<std::string>(const RunLayout&, pid_t supervisor_pid, RunState& state)>
+        network;
   };
 
   static Result<std::unique_ptr<SupervisedEnvironment>> create(const HostPaths& paths,
@@ -86,6 +88,7 @@ class SupervisedEnvironment : public Environment {
   WorkspaceInfo workspace_info() const override { return workspace_info_; }
   std::string secrets_host_path() const override { return layout_.secrets_dir; }
   uid_t host_id_base() const override { return id_base_; }
+  std::string dns_address() const override { return dns_address_; }
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
   Status destroy() override;
 
@@ -106,6 +109,7 @@ class SupervisedEnvironment : public Environment {
   std::string workspace_inside_;
   WorkspaceInfo workspace_info_;
   uid_t id_base_ = 0;
+  std::string dns_address_;
   std::optional<Supervisor> supervisor_;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   bool timed_out_ = false;

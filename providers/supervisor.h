@@ -61,6 +61,10 @@ struct JailConfig {
   // allowlist entry with any port): Landlock leaves connect alone, the egress guard decides.
   std::vector<uint16_t> tcp_connect_ports;
   bool tcp_connect_any = false;
+  // A host file bound read-only at /etc/resolv.conf, and nsswitch's hosts then "files dns"
+  // (--net allowlist: the file names the run's resolver, written once the run is wired).
+  // Empty: no resolv.conf, and names come from /etc/hosts only.
+  std::string resolv_conf_host;
   // Test-only weakenings (weakening.h); the defaults are the hardened jail.
   std::vector<BindMount> readwrite_mounts;  // mount_home: bound read-write, nosuid, nodev
   std::string tmp_host;        // share_tmp: this host directory at /tmp instead of a tmpfs

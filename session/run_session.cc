@@ -1,8 +1,10 @@
 #include "session/run_session.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +13,7 @@
 #include "core/fd.h"
 #include "core/log.h"
 #include "core/state.h"
+#include "providers/egress_link.h"
 
 namespace sandgate::session {
 
@@ -71,6 +74,37 @@ class TracedRunqMeter : public controller::RunqMeter {
   uint64_t cgroup_id_;
 };
 
+// The run's resolver, on the upstream side of its link (env.dns_address()), with the guard
+// admitting the run's UDP to it, and the addresses of every listed name it answers.
+Result<std::unique_ptr<DnsResolver>> start_resolver(const providers::Environment& env,
+                                                    const providers::EnvSpec& spec,
+                                                    const RunOptions& options,
+                                                    ebpf::EgressGuard& guard, uint64_t run) {
+  const std::string address = env.dns_address();
+  if (address.empty())
+    return logic_error("start the run's DNS resolver",
+                       "the provider wired the run's network but named no resolver address");
+  DnsResolverConfig config;
+  config.listen.sin_family = AF_INET;
+  config.listen.sin_port = htons(53);
+  if (::inet_pton(AF_INET, address.c_str(), &config.listen.sin_addr) != 1)
+    return logic_error("start the run's DNS resolver", "not an IPv4 address", address);
+  for (const auto& r : spec.egress)
+    if (r.is_name()) config.names.push_back(r);
+  config.upstream = options.dns_upstream;
+  SG_ASSIGN_OR_RETURN(auto netns, providers::open_upstream_netns(spec.upstream_netns));
+  config.netns_fd = netns.get();
+  auto to_resolver = parse_egress_rule("udp:" + address + ":53");
+  if (!to_resolver.ok()) return std::move(to_resolver).error();
+  to_resolver->text = "udp:" + address + ":53 (the run's resolver)";
+  SG_TRY(std::move(guard.add(run, {*to_resolver})).context("admit the run's DNS to its resolver"));
+  auto started = DnsResolver::start(
+      std::move(config),
+      [&guard, run](const std::vector<EgressRule>& r) { return guard.add(run, r); });
+  if (!started.ok()) return std::move(started).error().context_add("start the run's DNS resolver");
+  return started;
+}
+
 // The cgroup2 id of a call's cgroup, for the tracer and the guard's decisions.
 Result<uint64_t> call_cgroup_id(const controller::CallScope& scope) {
   auto dir = scope.cgroup().dirs.find("unified");
@@ -112,6 +146,19 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
     s->tracer_ = options.tracer;
     s->traced_run_ = *id;
   }
+  if (spec.network == providers::NetworkMode::kAllowlist && has_names(spec.egress) &&
+      !options.dns_upstream) {
+    std::string first;
+    for (const auto& r : spec.egress)
+      if (r.is_name() && first.empty()) first = r.text;
+    (void)controller.end_run(std::move(s->run_));
+    s->closed_ = true;
+    if (s->tracer_) s->tracer_->unwatch(s->traced_run_);
+    return logic_error("resolve the allowlist's names",
+                       "the allowlist names a host (" + first +
+                           "): --dns-upstream ADDR[:PORT] must name the DNS server the run's "
+                           "resolver asks (reachable from --net-upstream)");
+  }
   if (spec.network == providers::NetworkMode::kAllowlist) {
     // Before the provider makes anything: the supervisor and every call start guarded.
     auto guarded = guard_egress(*s->run_, options.egress, spec.egress);
@@ -141,6 +188,15 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
   s->workspace_path_ = s->env_->workspace_path();
   s->workspace_host_path_ = s->env_->workspace_host_path();
   s->recipe_ = spec.workspace_recipe;
+  if (s->egress_) {
+    // Before the first call: the run's resolv.conf names this resolver.
+    auto resolver = start_resolver(*s->env_, spec, options, *s->egress_, s->guarded_run_);
+    if (!resolver.ok()) {
+      (void)s->close();
+      return std::move(resolver).error();
+    }
+    s->resolver_ = std::move(resolver).value();
+  }
   // io grants apply to the block device the workspace's writes land on (a copy-on-write
   // view's upper layer: the view itself is an anonymous device); only the provider knows
   // where that is, so the run learns it once the environment exists.
@@ -199,11 +255,14 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     // Until end_call: the monitor reads the call's run-queue delay (the ladder's run-queue rule).
     controller_.measure_runq(*scope, std::make_unique<TracedRunqMeter>(*tracer_, traced));
   }
+  const uint64_t call_number = ++calls_;
+  if (resolver_) resolver_->begin_call(call_number);
   auto result = env_->exec(call, scope->placement());
   if (!result.ok()) {
     // Not run at all: still revoke the grant and remove the call's cgroup.
     (void)controller_.end_call(std::move(scope), ExecResult{});
     if (traced) (void)tracer_->end(traced);
+    if (resolver_) (void)resolver_->end_call(call_number);
     return std::move(result).error();
   }
   auto outcome = controller_.end_call(std::move(scope), std::move(result).value());
@@ -217,13 +276,26 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     // Calls of a run follow each other: what the guard decided since the last take is this
     // call's, but for the run's resident processes (another cgroup id), left out here.
     uint64_t not_kept = 0;
+    // The guard's decisions and the resolver's, merged in the order they were made.
+    std::vector<DnsResolver::Decision> decided;
     for (auto& d : egress_->take(guarded_run_, &not_kept)) {
       if (d.cgroup_id != call_id) continue;
+      decided.push_back({d.ts_ns, {d.pid, d.hook, d.address, d.port, d.protocol, d.allowed}});
+    }
+    if (resolver_) {
+      uint64_t dns_not_kept = 0;
+      for (auto& d : resolver_->end_call(call_number, &dns_not_kept))
+        decided.push_back(std::move(d));
+      not_kept += dns_not_kept;
+    }
+    std::stable_sort(decided.begin(), decided.end(),
+                     [](const auto& a, const auto& b) { return a.ts_ns < b.ts_ns; });
+    for (auto& d : decided) {
       if (outcome.observed.egress.size() >= kTracedKeep) {
         ++outcome.observed.egress_not_kept;
         continue;
       }
-      outcome.observed.egress.push_back({d.pid, d.hook, d.address, d.port, d.protocol, d.allowed});
+      outcome.observed.egress.push_back(std::move(d.verdict));
     }
     outcome.observed.egress_not_kept += not_kept;
     auto n = egress_->take_net_bytes(call_id);
@@ -244,7 +316,9 @@ Status RunSession::close() {
   if (tracer_ && traced_run_) tracer_->unwatch(traced_run_);
   Status first;
   if (env_) first = env_->destroy();
-  // After destroy: nothing of the run is left to connect.
+  // After destroy: nothing of the run is left to ask or to connect.
+  if (resolver_) resolver_->stop();
+  resolver_.reset();
   if (egress_ && guarded_run_) egress_->release(guarded_run_);
   if (run_) {
     auto s = controller_.end_run(std::move(run_));

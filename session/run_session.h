@@ -30,6 +30,7 @@
 #include "ebpf/activity_tracer.h"
 #include "ebpf/egress.h"
 #include "providers/provider.h"
+#include "session/dns_resolver.h"
 #include "session/export.h"
 
 namespace sandgate::session {
@@ -64,6 +65,10 @@ struct RunOptions {
   // gets the guard's decisions about it (observed.egress). Such a run without a guard is
   // refused: the provider wires a network, the guard is what limits it.
   ebpf::EgressGuard* egress = nullptr;
+  // An allowlisted run's resolver (session/dns_resolver.h) asks this server (reachable from
+  // the upstream namespace; --dns-upstream) about the list's names. Required when the list
+  // names a host; without names every query is refused and the resolver needs none.
+  std::optional<sockaddr_in> dns_upstream;
 };
 
 class RunSession {
@@ -104,6 +109,9 @@ class RunSession {
     return env_ ? env_->workspace_info() : providers::WorkspaceInfo{};
   }
   const controller::RunScope& run() const { return *run_; }
+  // An allowlisted run's resolver (null otherwise): its address and its log, for checks from
+  // the host (the probes' second witness).
+  const DnsResolver* dns_resolver() const { return resolver_.get(); }
 
  private:
   explicit RunSession(controller::Controller& c) : controller_(c) {}
@@ -116,6 +124,8 @@ class RunSession {
   uint64_t traced_run_ = 0;  // the run's cgroup id the tracer watches (0: none)
   ebpf::EgressGuard* egress_ = nullptr;
   uint64_t guarded_run_ = 0;  // the run's cgroup id the guard holds (0: none)
+  std::unique_ptr<DnsResolver> resolver_;
+  uint64_t calls_ = 0;  // calls begun, for the resolver's attribution
   bool closed_ = false;
 };
 

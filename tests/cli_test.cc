@@ -390,7 +390,8 @@ TEST_F(CliTest, BadInputGivesOneClearLine) {
   auto stray =
       sandgate({"exec", "--provider", "namespaces", "--allow", "203.0.113.20:443", "--", "true"});
   EXPECT_EQ(stray.status.shell_code(), 2);
-  EXPECT_NE(stray.output.find("--allow and --net-upstream need --net allowlist"), std::string::npos)
+  EXPECT_NE(stray.output.find("--allow, --net-upstream and --dns-upstream need --net allowlist"),
+            std::string::npos)
       << stray.output;
   auto no_upstream = sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
                                "203.0.113.20:443", "--", "true"});
@@ -401,7 +402,26 @@ TEST_F(CliTest, BadInputGivesOneClearLine) {
       sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
                 "registry.example:443", "--net-upstream", "/proc/self/ns/net", "--", "true"});
   EXPECT_EQ(named.status.shell_code(), 2);
-  EXPECT_NE(named.output.find("\"registry.example:443\""), std::string::npos) << named.output;
+  EXPECT_NE(named.output.find("names a host (registry.example:443): --dns-upstream"),
+            std::string::npos)
+      << named.output;
+  auto wildcard = sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
+                            "*.example:443", "--net-upstream", "/proc/self/ns/net", "--", "true"});
+  EXPECT_EQ(wildcard.status.shell_code(), 2);
+  EXPECT_NE(wildcard.output.find("\"*.example:443\""), std::string::npos) << wildcard.output;
+  EXPECT_NE(wildcard.output.find("wildcards are not supported"), std::string::npos)
+      << wildcard.output;
+  auto dns_name = sandgate({"exec", "--provider", "namespaces", "--net", "allowlist", "--allow",
+                            "registry.example:443", "--net-upstream", "/proc/self/ns/net",
+                            "--dns-upstream", "dns.example", "--", "true"});
+  EXPECT_EQ(dns_name.status.shell_code(), 2);
+  EXPECT_NE(dns_name.output.find("--dns-upstream"), std::string::npos) << dns_name.output;
+  EXPECT_NE(dns_name.output.find("a name would need a resolver"), std::string::npos)
+      << dns_name.output;
+  auto dns_none = sandgate(
+      {"exec", "--provider", "namespaces", "--dns-upstream", "203.0.113.53", "--", "true"});
+  EXPECT_EQ(dns_none.status.shell_code(), 2);
+  EXPECT_NE(dns_none.output.find("need --net allowlist"), std::string::npos) << dns_none.output;
   auto bad_mode = sandgate({"exec", "--provider", "namespaces", "--net", "host", "--", "true"});
   EXPECT_EQ(bad_mode.status.shell_code(), 2);
   EXPECT_NE(bad_mode.output.find("--net"), std::string::npos) << bad_mode.output;

@@ -249,7 +249,7 @@ TEST_F(ProbeSuiteTest, NamespacesWithAnAllowlistReachesOnlyTheRegistry) {
   auto guard = ebpf::EgressGuard::open();
   SANDGATE_REQUIRE(guard.ok(), "the eBPF egress guard cannot load here: " +
                                    (guard.ok() ? std::string() : guard.error().message()));
-  auto rules = parse_egress_rules({"tcp:203.0.113.20:443"});
+  auto rules = parse_egress_rules({"tcp:203.0.113.20:443", "tcp:registry.sandgate.test:443"});
   ASSERT_TRUE(rules.ok());
   options_.only = {"net"};
   options_.egress_allow = *rules;
@@ -260,7 +260,8 @@ TEST_F(ProbeSuiteTest, NamespacesWithAnAllowlistReachesOnlyTheRegistry) {
   ASSERT_TRUE(p);
   auto run = s->run(*p);
   ASSERT_TRUE(run.ok()) << run.error().message();
-  EXPECT_EQ(run->egress_allow, std::vector<std::string>{"tcp:203.0.113.20:443"});
+  EXPECT_EQ(run->egress_allow,
+            (std::vector<std::string>{"tcp:203.0.113.20:443", "tcp:registry.sandgate.test:443"}));
   for (const auto* j : run->exposed()) ADD_FAILURE() << j->id << ": " << j->why;
   auto m = by_id(*run);
   ASSERT_TRUE(m.count("net.registry_allowed"));
@@ -273,6 +274,26 @@ TEST_F(ProbeSuiteTest, NamespacesWithAnAllowlistReachesOnlyTheRegistry) {
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
     EXPECT_EQ(m[id]->layer, probes::Layer::kEgress) << id << ": " << m[id]->why;
   }
+  // The run's own resolver: the registry's name resolves and the connect that follows is
+  // allowed by design; DNS exfiltration through it is refused there (REFUSED, its log says so)
+  // and the lab's DNS, its upstream, never sees the marker.
+  ASSERT_TRUE(m.count("net.registry_by_name"));
+  EXPECT_EQ(m["net.registry_by_name"]->verdict, probes::Verdict::kWarning) << m["net.registry_by_name"]->why;
+  EXPECT_NE(m["net.registry_by_name"]->why.find("egress allowlist permits"), std::string::npos)
+      << m["net.registry_by_name"]->why;
+  ASSERT_TRUE(m.count("net.dns_exfil_resolver"));
+  const auto& exfil = *m["net.dns_exfil_resolver"];
+  EXPECT_EQ(exfil.verdict, probes::Verdict::kBlocked) << exfil.why;
+  EXPECT_EQ(exfil.layer, probes::Layer::kEgress) << exfil.why;
+  EXPECT_TRUE(exfil.host.decoy_events.empty());
+  bool refused_logged = false, upstream_clean = false;
+  for (const auto& note : exfil.host.notes) {
+    if (note.find("refused A") != std::string::npos && note.find(s->marker()) != std::string::npos)
+      refused_logged = true;
+    if (note.find("saw no query carrying the marker") != std::string::npos) upstream_clean = true;
+  }
+  EXPECT_TRUE(refused_logged) << exfil.to_json().dump(2);
+  EXPECT_TRUE(upstream_clean) << exfil.to_json().dump(2);
   // Ports outside the list: Landlock's TCP rule refuses them first where the kernel has it.
   for (const char* id : {"net.registry_other_port", "net.metadata_v4_get"}) {
     ASSERT_TRUE(m.count(id)) << id;

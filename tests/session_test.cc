@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/eventfd.h>
@@ -21,9 +22,11 @@
 #include <mutex>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "controller/cgroup_layout.h"
+#include "core/dns.h"
 #include "core/netlink.h"
 #include "core/test_temp_dir.h"
 #include "providers/supervised_environment.h"
@@ -330,6 +333,219 @@ TEST_F(SessionTest, AllowlistedRunReachesOnlyItsListAndTheOutcomeSaysWhatWasDeni
   for (const auto& slot : std::filesystem::directory_iterator(options_.paths.state_dir + "/egress-slots", ec))
     ADD_FAILURE() << "egress slot left: " << slot.path();
   run_options_.egress = nullptr;
+}
+
+// A DNS server of the test's own in the upstream namespace (203.0.113.53:53, on a thread):
+// answers registry.sandgate.test with 203.0.113.20 and every other A query with 203.0.113.10,
+// and keeps every name it was asked: the witness of what the run's resolver forwarded.
+struct UpstreamDns {
+  UniqueFd fd, stop;
+  std::thread thread;
+  std::mutex mu;
+  std::vector<std::string> asked;
+  Status start(int ns) {
+    auto s = socket_in_netns(ns, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (!s.ok()) return std::move(s).error();
+    fd = std::move(s).value();
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(53);
+    ::inet_pton(AF_INET, "203.0.113.53", &a.sin_addr);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      return sys_error("bind test DNS");
+    stop = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+    thread = std::thread([this] {
+      for (;;) {
+        pollfd p[2] = {{fd.get(), POLLIN, 0}, {stop.get(), POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0 || (p[1].revents & POLLIN)) return;
+        char buf[1500];
+        sockaddr_in from{};
+        socklen_t len = sizeof from;
+        ssize_t n =
+            ::recvfrom(fd.get(), buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
+        if (n <= 0) continue;
+        auto q = dns::parse_message(std::string_view(buf, static_cast<size_t>(n)));
+        if (!q.ok() || q->questions.size() != 1) continue;
+        const std::string name = q->questions[0].name;
+        {
+          std::lock_guard lock(mu);
+          asked.push_back(name);
+        }
+        std::string addr = name == "registry.sandgate.test" ? std::string("\xcb\x00\x71\x14", 4)
+                                                            : std::string("\xcb\x00\x71\x0a", 4);
+        std::string reply = dns::encode_reply(*q, dns::kNoError,
+                                              {{name, dns::kTypeA, dns::kClassIn, 60, addr, ""}});
+        (void)::sendto(fd.get(), reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from),
+                       len);
+      }
+    });
+    return {};
+  }
+  std::vector<std::string> names() {
+    std::lock_guard lock(mu);
+    return asked;
+  }
+  ~UpstreamDns() {
+    if (thread.joinable()) {
+      uint64_t one = 1;
+      (void)!::write(stop.get(), &one, sizeof one);
+      thread.join();
+    }
+  }
+};
+
+// The run's own resolver: a name of the list resolves (through the upstream DNS) and its
+// address is then allowed with the entry's port; another name is REFUSED, never forwarded,
+// and is a decision of the call that asked. After the run, no veth, slot, thread or socket of
+// it is left.
+TEST_F(SessionTest, AllowlistedNameResolvesAndConnectsAndAnUnlistedNameIsRefused) {
+  SANDGATE_REQUIRE_ROOT();
+  auto guard = ebpf::EgressGuard::open();
+  SANDGATE_REQUIRE(guard.ok(), "the eBPF egress guard cannot load here: " +
+                                   (guard.ok() ? std::string() : guard.error().message()));
+  Upstream up;
+  auto made = up.make();
+  ASSERT_TRUE(made.ok()) << made.error().message();
+  {
+    auto nl = Netlink::open_in(up.ns.get());
+    ASSERT_TRUE(nl.ok());
+    auto lo = nl->link_index("lo");
+    ASSERT_TRUE(lo.ok());
+    ASSERT_TRUE(nl->add_address(*lo, "203.0.113.53", 32).ok());
+  }
+  UpstreamDns upstream_dns;
+  auto started = upstream_dns.start(up.ns.get());
+  ASSERT_TRUE(started.ok()) << started.error().message();
+  auto rules = parse_egress_rules({"tcp:registry.sandgate.test:443"});
+  ASSERT_TRUE(rules.ok()) << rules.error().message();
+  adjust_spec_ = [&](providers::EnvSpec& spec) {
+    spec.network = providers::NetworkMode::kAllowlist;
+    spec.egress = *rules;
+    spec.upstream_netns = up.path();
+  };
+  run_options_.egress = guard->get();
+  run_options_.dns_upstream = session::parse_dns_upstream("203.0.113.53").value();
+  const size_t threads_before =
+      std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                    std::filesystem::directory_iterator());
+  auto fd_targets = [] {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      out.insert(e.path().filename().string() + " " + std::filesystem::read_symlink(e.path(), ec).string());
+    }
+    return out;
+  };
+  const auto fds_before = fd_targets();
+  open();
+  ASSERT_TRUE(session_);
+  ASSERT_TRUE(session_->dns_resolver());
+  const std::string resolver = session::to_string(session_->dns_resolver()->listen_address());
+  const std::string t = kTry;
+  // Before any lookup the registry's address is not allowed; after it, it is.
+  auto o = call({"sh", "-c",
+                 "cat /etc/resolv.conf; " + t + " connect 203.0.113.20 443; " + t +
+                     " resolve registry.sandgate.test; " + t + " connect 203.0.113.20 443; " +
+                     "getent ahostsv4 registry.sandgate.test | head -1"},
+                "test");
+  ASSERT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
+  const std::string& out = o.exec.stdout_data;
+  const std::string server = resolver.substr(0, resolver.find(':'));
+  EXPECT_NE(out.find("nameserver " + server), std::string::npos) << out;
+  EXPECT_NE(out.find("connect EPERM"), std::string::npos) << out;
+  EXPECT_NE(out.find("resolve " + server + " NOERROR 203.0.113.20"), std::string::npos) << out;
+  EXPECT_NE(out.find("connect ok"), std::string::npos) << out;
+  EXPECT_NE(out.find("203.0.113.20"), out.rfind("203.0.113.20"))
+      << "getent (libc through nsswitch) did not resolve: " << out;
+  EXPECT_TRUE(Upstream::accepted(up.tcp_allowed.get()));
+  const auto& e = o.observed.egress;
+  bool dns_allowed = false;
+  for (const auto& v : e)
+    if (v.hook == "dns" && v.allowed && v.name == "registry.sandgate.test" &&
+        v.address == "203.0.113.20")
+      dns_allowed = true;
+  EXPECT_TRUE(dns_allowed) << controller::to_json(o).dump(2);
+
+  // An unlisted name: REFUSED, in this call's decisions, never at the upstream DNS.
+  auto refused = call(
+      {"sh", "-c",
+       t + " resolve marker42.exfil.sandgate.test; getent hosts other.example; echo getent=$?"},
+      "test");
+  ASSERT_EQ(refused.termination, Termination::kExited) << controller::to_json(refused).dump(2);
+  EXPECT_NE(refused.exec.stdout_data.find("resolve " + server + " REFUSED"), std::string::npos)
+      << refused.exec.stdout_data;
+  EXPECT_NE(refused.exec.stdout_data.find("getent=2"), std::string::npos)
+      << refused.exec.stdout_data;
+  bool in_outcome = false;
+  for (const auto& v : refused.observed.egress)
+    if (v.hook == "dns" && !v.allowed && v.name == "marker42.exfil.sandgate.test" &&
+        v.answer == "REFUSED")
+      in_outcome = true;
+  EXPECT_TRUE(in_outcome) << controller::to_json(refused).dump(2);
+  bool in_json = false;
+  const Json refused_json = controller::to_json(refused);
+  for (const auto& v : refused_json["observed"]["egress"])
+    if (v["hook"] == "dns") in_json = v["rcode"] == "REFUSED" && v["verdict"] == "denied";
+  EXPECT_TRUE(in_json) << controller::to_json(refused).dump(2);
+  for (const auto& name : upstream_dns.names()) {
+    EXPECT_EQ(name, "registry.sandgate.test") << "the upstream DNS was asked about " << name;
+  }
+  EXPECT_FALSE(upstream_dns.names().empty());
+  bool logged = false;
+  for (const auto& line : session_->dns_resolver()->log())
+    if (line.rfind("refused A marker42.exfil.sandgate.test REFUSED", 0) == 0) logged = true;
+  EXPECT_TRUE(logged);
+  // TCP to the resolver is not served: Landlock (port 53 is in no entry) or the guard refuses it.
+  auto tcp = call({t, "connect", server, "53"}, "test");
+  EXPECT_TRUE(tcp.exec.stdout_data == "connect EACCES\n" ||
+              tcp.exec.stdout_data == "connect EPERM\n")
+      << tcp.exec.stdout_data;
+
+  session_.reset();
+  controller_.reset();  // made by open(), after the counts were taken
+  // Counted before this test opens anything more (the netlink socket below).
+  const size_t threads_after = std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                             std::filesystem::directory_iterator());
+  const auto fds_after = fd_targets();
+  // Nothing of the run is left: no link in the upstream namespace, no slot, no resolver thread
+  // or socket in this process.
+  auto nl = Netlink::open_in(up.ns.get());
+  ASSERT_TRUE(nl.ok());
+  auto links = nl->links();
+  ASSERT_TRUE(links.ok());
+  EXPECT_EQ(links->size(), 1u) << "a link of the run is left in the upstream namespace";
+  std::error_code ec;
+  for (const auto& slot :
+       std::filesystem::directory_iterator(options_.paths.state_dir + "/egress-slots", ec))
+    ADD_FAILURE() << "egress slot left: " << slot.path();
+  EXPECT_LE(threads_after, threads_before) << "a resolver thread is left";
+  for (const auto& fd : fds_after)
+    if (!fds_before.count(fd) && fd.find("socket:") != std::string::npos)
+      ADD_FAILURE() << "a socket is left: " << fd;
+  run_options_.egress = nullptr;
+  run_options_.dns_upstream.reset();
+}
+
+// A list that names a host without --dns-upstream is refused before anything is made.
+TEST_F(SessionTest, AllowlistedNameWithoutDnsUpstreamIsRefused) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  session_.reset();
+  Upstream up;
+  ASSERT_TRUE(up.make().ok());
+  auto guard = ebpf::EgressGuard::open();
+  SANDGATE_REQUIRE(guard.ok(), "the eBPF egress guard cannot load here");
+  providers::EnvSpec spec;
+  spec.network = providers::NetworkMode::kAllowlist;
+  spec.egress = *parse_egress_rules({"registry.sandgate.test:443"});
+  spec.upstream_netns = up.path();
+  session::RunOptions options;
+  options.egress = guard->get();
+  auto s = session::RunSession::open(*controller_, *provider_, spec, options);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), ::testing::HasSubstr("--dns-upstream"));
+  EXPECT_THAT(s.error().message(), ::testing::HasSubstr("registry.sandgate.test:443"));
 }
 
 // An allowlisted run is refused before anything is made: without the guard (the network would

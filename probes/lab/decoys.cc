@@ -266,7 +266,7 @@ bool answer_dns_query(std::string_view q, DnsExchange& out) {
     put16(60);      // TTL
     put16(4);
     unsigned char addr[4];
-    ::inet_pton(AF_INET, kProductionHost, addr);
+    ::inet_pton(AF_INET, iequals(out.name, kRegistryName) ? kRegistryHost : kProductionHost, addr);
     r.append(reinterpret_cast<char*>(addr), 4);
   }
   out.answer = std::move(r);

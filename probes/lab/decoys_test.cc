@@ -39,6 +39,15 @@ TEST(DnsDecoy, AnswersAQueriesWithTheProductionHost) {
   EXPECT_EQ(x.answer.substr(x.answer.size() - 4), std::string("\xcb\x00\x71\x0a", 4));  // 203.0.113.10
 }
 
+// The registry's name resolves to the registry (the allowlist variant's resolver asks for it).
+TEST(DnsDecoy, TheRegistrysNameIsTheRegistry) {
+  DnsExchange x;
+  std::string q = dns_query("Registry.Sandgate.Test", 1);
+  ASSERT_TRUE(answer_dns_query(q, x));
+  EXPECT_EQ(x.answer.substr(x.answer.size() - 4),
+            std::string("\xcb\x00\x71\x14", 4));  // 203.0.113.20
+}
+
 TEST(DnsDecoy, OtherTypesGetNoRecordsButAreStillQueries) {
   DnsExchange x;
   std::string q = dns_query("x.exfil.sandgate.test", 28);

@@ -30,7 +30,12 @@ inline constexpr char kRegistryHost[] = "203.0.113.20";
 inline constexpr uint16_t kRegistryPort = 443;
 inline constexpr uint16_t kRegistryOtherPort = 8080;
 
-// The decoy DNS server: answers every A query with kProductionHost and logs every query name.
+// The registry's name: the decoy DNS answers it with kRegistryHost (the allowlist variant
+// lists it as tcp:registry.sandgate.test:443, resolved through the run's own resolver).
+inline constexpr char kRegistryName[] = "registry.sandgate.test";
+
+// The decoy DNS server: answers kRegistryName with kRegistryHost, every other A query with
+// kProductionHost, and logs every query name.
 inline constexpr char kDnsServer[] = "203.0.113.53";
 inline constexpr uint16_t kDnsPort = 53;
 

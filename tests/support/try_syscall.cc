@@ -155,6 +155,70 @@ int resource_action(const std::string& action, long arg) {
   return -1;
 }
 
+// resolve NAME: one DNS A query, built here, to the first nameserver of /etc/resolv.conf;
+// prints "resolve <server> <RCODE> [A.B.C.D]" or "resolve <server> <ERRNO>" (no answer: ETIMEDOUT).
+static int resolve_action(const char* name) {
+  FILE* f = fopen("/etc/resolv.conf", "r");
+  if (!f) {
+    printf("resolve - %s\n", strerrorname_np(errno));
+    return 0;
+  }
+  char line[256], server[64] = "";
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "nameserver %63s", server) == 1) break;
+  fclose(f);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(53);
+  if (inet_pton(AF_INET, server, &to.sin_addr) != 1) {
+    printf("resolve - no IPv4 nameserver\n");
+    return 0;
+  }
+  std::string q("\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00", 12);
+  for (const char* p = name; *p;) {
+    const char* dot = strchr(p, '.');
+    size_t len = dot ? static_cast<size_t>(dot - p) : strlen(p);
+    q += static_cast<char>(len);
+    q.append(p, len);
+    p += len + (dot ? 1 : 0);
+  }
+  q += std::string("\x00\x00\x01\x00\x01", 5);
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct timeval tv = {3, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (sendto(s, q.data(), q.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) < 0) {
+    printf("resolve %s %s\n", server, strerrorname_np(errno));
+    return 0;
+  }
+  unsigned char r[1500];
+  ssize_t n = recv(s, r, sizeof r, 0);
+  if (n < 12) {
+    printf("resolve %s %s\n", server, n < 0 ? strerrorname_np(errno) : "short");
+    return 0;
+  }
+  static const char* const kRcodes[] = {"NOERROR",  "FORMERR", "SERVFAIL",
+                                        "NXDOMAIN", "NOTIMP",  "REFUSED"};
+  int rcode = r[3] & 0xf;
+  printf("resolve %s %s", server, rcode < 6 ? kRcodes[rcode] : "RCODE?");
+  // The first A record: skip the question (as sent), then each answer's name (a pointer here).
+  size_t i = q.size();
+  for (int a = 0; a < (r[6] << 8 | r[7]) && i + 12 <= static_cast<size_t>(n); ++a) {
+    while (i < static_cast<size_t>(n) && r[i] != 0 && (r[i] & 0xc0) != 0xc0) i += 1 + r[i];
+    i += (i < static_cast<size_t>(n) && r[i] == 0) ? 1 : 2;
+    if (i + 10 > static_cast<size_t>(n)) break;
+    int type = r[i] << 8 | r[i + 1], rdlen = r[i + 8] << 8 | r[i + 9];
+    i += 10;
+    if (type == 1 && rdlen == 4 && i + 4 <= static_cast<size_t>(n)) {
+      printf(" %d.%d.%d.%d", r[i], r[i + 1], r[i + 2], r[i + 3]);
+      break;
+    }
+    i += static_cast<size_t>(rdlen);
+  }
+  printf("\n");
+  close(s);
+  return 0;
+}
+
 static long long monotonic_ns() {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -213,6 +277,10 @@ int main(int argc, char** argv) {
       action == "fsize") {
     if (argc < 3) return 2;
     return resource_action(action, atol(argv[2]));
+  }
+  if (action == "resolve") {
+    if (argc < 3) return 2;
+    return resolve_action(argv[2]);
   }
   long r;
   if (action == "connect" || action == "sendto") {
