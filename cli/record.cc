@@ -283,8 +283,8 @@ void add_record_command(CLI::App& app, Globals& g) {
       "eBPF activity tracer; with --net allowlist the egress guard's decisions and bytes). When\n"
       "the tracer cannot load, the trace's header says why (\"activity\"). The run's cgroup\n"
       "(memory, CPU, pids, io) is sampled every --interval, and samples taken during a call\n"
-      "carry its id. The\n"
-      "trace is written atomically when CMD exits; sandgate exits with CMD's status.\n"
+      "carry its id. The trace is written atomically when CMD exits; sandgate exits with\n"
+      "CMD's status. --no-trace records without the tracer (the header says so).\n"
       "  sandgate record --out build.trace --interval 100ms --workspace ./src -- ./drive.sh");
   sub->add_option("--out", a->out, "trace file to write")->required();
   sub->add_option("--interval", a->interval, "sample interval (at least 5ms)")->capture_default_str();
