@@ -959,6 +959,11 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
                                   fmt::format("{:016x}", std::hash<std::string>{}(layout.run_dir));
       SG_TRY(make_dirs(kRootlessRunroots, 0711));
       SG_TRY(state.record({Resource::Kind::kDirectory, runroot}));
+      // Rootless Podman keeps its locks in shared memory named by the rootless uid (libpod's
+      // shm lock, /dev/shm/libpod_rootless_lock_<uid>, 80 KiB) and never removes it: one per
+      // run id range would pile up in RAM. Recorded as a path to remove with the run.
+      SG_TRY(state.record({Resource::Kind::kDirectory,
+                           "/dev/shm/libpod_rootless_lock_" + std::to_string(base)}));
       if (::mkdir(runroot.c_str(), 0700) != 0) return sys_error("mkdir", runroot);
       if (::chown(runroot.c_str(), base, base) != 0) return sys_error("chown", runroot);
       SG_ASSIGN_OR_RETURN(auto cgroups,

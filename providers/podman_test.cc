@@ -511,6 +511,8 @@ TEST_F(PodmanRootlessTest, TheRunsOwnIdOwnsItsNamespaceAndNothingIsLeft) {
     std::string dir = std::string("/sys/fs/cgroup/") + h + "/sandgate-podman/" + run_id;
     EXPECT_NE(::access(dir.c_str(), F_OK), 0) << "left: " << dir;
   }
+  std::string shm_lock = "/dev/shm/libpod_rootless_lock_" + std::to_string(base);
+  EXPECT_NE(::access(shm_lock.c_str(), F_OK), 0) << "Podman's shared-memory lock was left: " << shm_lock;
 }
 
 // Two runs share /sandgate-podman in each hierarchy; the one that made it may end first. The
