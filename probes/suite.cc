@@ -277,13 +277,15 @@ Result<std::unique_ptr<Suite>> Suite::create(SuiteOptions options) {
                          "unknown boundary '" + b +
                              "' (fs, net, creds, proc, disclosure, crossrun, persist, resource)");
   std::unique_ptr<Suite> s(new Suite(std::move(options)));
-  // The host's namespaces, read before entering anything.
-  s->host_pidns_ = ns_inode(s->options_.paths.proc + "/1/ns/pid");
-  s->host_mntns_ = ns_inode(s->options_.paths.proc + "/1/ns/mnt");
-  // Probes compare against these to know whether they run in the host's namespaces (and
-  // proc.kill_all signals every process it can only outside the host's pid namespace).
+  // The host's namespaces: sandgate's own, read before entering anything. Natively the probes
+  // are its children and share them. Not /proc/1's: reading another process's namespaces takes
+  // ptrace access to it, and where pid 1 refuses that (this project's VMs: EACCES even for
+  // root) the answer was 0, so proc.kill_all took the native baseline for a sandbox and sent
+  // SIGWINCH to every process on the host.
+  s->host_pidns_ = ns_inode(s->options_.paths.proc + "/self/ns/pid");
+  s->host_mntns_ = ns_inode(s->options_.paths.proc + "/self/ns/mnt");
   if (s->host_pidns_ == 0 || s->host_mntns_ == 0)
-    return sys_error("read the host's namespaces", s->options_.paths.proc + "/1/ns");
+    return sys_error("read sandgate's own namespaces", s->options_.paths.proc + "/self/ns");
 
   // The lab first, entered before any provider or thread.
   s->progress("lab: creating the network namespace and its decoys");
