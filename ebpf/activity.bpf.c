@@ -47,6 +47,7 @@ struct pending {
   __u32 open_flags;
   __u32 addr_len;
   __u32 flags;
+  __u64 upath;  // an open's path not yet readable at entry: read at exit (0: read already)
   __u8 addr[SG_ADDR_MAX];
   char path[SG_PATH_MAX];
 };
@@ -300,8 +301,16 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id) {
   } else {
     const char *upath = (const char *)(id == NR_open ? a0 : a1);
     long n = bpf_probe_read_user_str(pd->path, sizeof(pd->path), upath);
-    if (n <= 0 || !under_prefix(pd->path)) return 0;
-    if (n == sizeof(pd->path)) pd->flags |= SG_EVF_PATH_CUT;
+    pd->upath = 0;
+    if (n <= 0) {
+      // Not faulted in yet (a forked child's first touch of a file-backed page, say): this
+      // program cannot fault, so the path is read at exit, after the kernel has read it.
+      pd->upath = (__u64)upath;
+      pd->path[0] = 0;
+    } else {
+      if (!under_prefix(pd->path)) return 0;
+      if (n == sizeof(pd->path)) pd->flags |= SG_EVF_PATH_CUT;
+    }
     pd->kind = SG_EV_OPEN;
     pd->fd = -1;
     if (id == NR_open) pd->open_flags = a1;
@@ -341,6 +350,14 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret) {
   if (pd->nr != (__u32)nr) {
     bpf_map_delete_elem(&inflight, &tid);
     return 0;
+  }
+  if (pd->kind == SG_EV_OPEN && pd->upath) {
+    long n = bpf_probe_read_user_str(pd->path, sizeof(pd->path), (const char *)pd->upath);
+    if (n <= 0 || !under_prefix(pd->path)) {
+      bpf_map_delete_elem(&inflight, &tid);
+      return 0;
+    }
+    if (n == sizeof(pd->path)) pd->flags |= SG_EVF_PATH_CUT;
   }
   __u64 cg = bpf_get_current_cgroup_id();
   struct sg_event *e = reserve(cg, pd->kind);
