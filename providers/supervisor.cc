@@ -96,14 +96,18 @@ struct StartError {
 // on memory prepared by the parent (no allocation, no locks, no glibc setxid broadcast). A
 // failed step writes {errno, step} on `error_fd` (close-on-exec: a successful exec closes it
 // with nothing written) and exits.
-[[noreturn]] void supervisor_child(int go_fd, int control_fd, int exe_fd, int error_fd,
-                                   bool isolate, char* const* argv, char* const* envp) {
+[[noreturn]] void supervisor_child(int go_fd, int go_write_fd, int control_fd, int exe_fd,
+                                   int error_fd, bool isolate, char* const* argv,
+                                   char* const* envp) {
   auto fail = [error_fd](const char* step) {
     StartError e = {static_cast<int>(errno), {}};
     for (size_t i = 0; step[i] && i + 1 < sizeof e.step; ++i) e.step[i] = step[i];
     syscall(SYS_write, error_fd, &e, sizeof e);
     syscall(SYS_exit_group, 1);
   };
+  // Our copy of the go pipe's write end: closed first, so that a host that dies before its go
+  // gives EOF here and this child ends, instead of waiting on itself forever.
+  syscall(SYS_close, go_write_fd);
   char byte;
   if (syscall(SYS_read, go_fd, &byte, 1) != 1) fail("wait for the host's go");
   if (isolate) {
@@ -170,7 +174,8 @@ class EffectiveIds {
 
 // `userns_owner` (not 0): the new user namespace is created as that host uid, which then owns
 // it (SupervisorConfig::run_owns_user_namespace).
-Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd, int exe_fd,
+Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd, int control_fd,
+                                      int exe_fd,
                                       int error_fd, bool isolate, uid_t userns_owner,
                                       char* const* argv, char* const* envp) {
   int pidfd = -1;
@@ -188,7 +193,8 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
                          std::to_string(userns_owner));
     }
     pid = syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0) supervisor_child(go_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
+    if (pid == 0)
+      supervisor_child(go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
   }
   if (pid < 0) return sys_error("clone3", isolate ? "new user/mount/pid/net/ipc/uts/cgroup namespaces" : "");
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
@@ -197,7 +203,7 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
 // The runtime's child (ContainedLaunch with an owner, an environment or cgroups): between clone
 // and execve, so raw system calls only, on memory the parent prepared. A failed step writes
 // {errno, step} on `error_fd` (close-on-exec: a successful exec closes it with nothing written).
-[[noreturn]] void runtime_child(int go_fd, int control_fd, int out_fd, int error_fd,
+[[noreturn]] void runtime_child(int go_fd, int go_write_fd, int control_fd, int out_fd, int error_fd,
                                 bool own_userns, const char* path, char* const* argv,
                                 char* const* envp) {
   auto fail = [error_fd](const char* step) {
@@ -206,6 +212,7 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int control_fd,
     syscall(SYS_write, error_fd, &e, sizeof e);
     syscall(SYS_exit_group, 1);
   };
+  syscall(SYS_close, go_write_fd);  // as in supervisor_child: EOF if the host dies first
   char byte;
   if (syscall(SYS_read, go_fd, &byte, 1) != 1) fail("wait for the host's go");
   if (own_userns) {
@@ -271,8 +278,8 @@ Result<pid_t> spawn_runtime(const ContainedLaunch& launch, std::vector<std::stri
     }
     pid = syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
-      runtime_child(go.read.get(), control_fd, out_fd, error_fd, own_userns, argv[0], argv.data(),
-                    envp.data());
+      runtime_child(go.read.get(), go.write.get(), control_fd, out_fd, error_fd, own_userns,
+                    argv[0], argv.data(), envp.data());
   }
   if (pid < 0) return sys_error("clone3", own_userns ? "new user and mount namespace" : "");
   go.read.reset();
@@ -321,7 +328,8 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     if (!config.jail.new_network) flags &= ~static_cast<uint64_t>(CLONE_NEWNET);
   }
   SG_ASSIGN_OR_RETURN(s.process_,
-                      clone_supervisor(flags, go.read.get(), control.second.get(), exe.get(),
+                      clone_supervisor(flags, go.read.get(), go.write.get(), control.second.get(),
+                                       exe.get(),
                                        start_error.write.get(), config.isolate,
                                        config.isolate && config.run_owns_user_namespace
                                            ? config.id_map_base
