@@ -65,8 +65,8 @@ namespace {
 
 // CLONE_NEWCGROUP is not among them: the child unshares its cgroup namespace after it has been
 // placed, so that the namespace is rooted at the run's own cgroup, not at sandgate's.
-constexpr uint64_t kNamespaceFlags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-                                     CLONE_NEWIPC | CLONE_NEWUTS;
+constexpr uint64_t kNamespaceFlags =
+    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
 
 // The environment the supervisor process itself starts with: nothing of the host's except the
 // sanitizer settings a test build needs to behave the same in the child.
@@ -92,6 +92,24 @@ struct StartError {
   char step[44];
 };
 
+// Both clone children below (raw system calls only): a failed step writes {errno, step} on
+// `error_fd` and exits.
+[[noreturn]] void child_fail(int error_fd, const char* step) {
+  StartError e = {static_cast<int>(errno), {}};
+  for (size_t i = 0; step[i] && i + 1 < sizeof e.step; ++i) e.step[i] = step[i];
+  syscall(SYS_write, error_fd, &e, sizeof e);
+  syscall(SYS_exit_group, 1);
+  __builtin_unreachable();
+}
+
+// Waits for the host's go. Our copy of the go pipe's write end is closed first, so that a host
+// that dies before its go gives EOF here and the child ends, instead of waiting on itself.
+void child_wait_for_go(int go_fd, int go_write_fd, int error_fd) {
+  syscall(SYS_close, go_write_fd);
+  char byte;
+  if (syscall(SYS_read, go_fd, &byte, 1) != 1) child_fail(error_fd, "wait for the host's go");
+}
+
 // The clone child: everything here runs between clone and execve, so only raw system calls,
 // on memory prepared by the parent (no allocation, no locks, no glibc setxid broadcast). A
 // failed step writes {errno, step} on `error_fd` (close-on-exec: a successful exec closes it
@@ -99,17 +117,8 @@ struct StartError {
 [[noreturn]] void supervisor_child(int go_fd, int go_write_fd, int control_fd, int exe_fd,
                                    int error_fd, bool isolate, char* const* argv,
                                    char* const* envp) {
-  auto fail = [error_fd](const char* step) {
-    StartError e = {static_cast<int>(errno), {}};
-    for (size_t i = 0; step[i] && i + 1 < sizeof e.step; ++i) e.step[i] = step[i];
-    syscall(SYS_write, error_fd, &e, sizeof e);
-    syscall(SYS_exit_group, 1);
-  };
-  // Our copy of the go pipe's write end: closed first, so that a host that dies before its go
-  // gives EOF here and this child ends, instead of waiting on itself forever.
-  syscall(SYS_close, go_write_fd);
-  char byte;
-  if (syscall(SYS_read, go_fd, &byte, 1) != 1) fail("wait for the host's go");
+  auto fail = [error_fd](const char* step) { child_fail(error_fd, step); };
+  child_wait_for_go(go_fd, go_write_fd, error_fd);
   if (isolate) {
     // Become uid/gid 0 of the new user namespace (host id_map_base): until now the child still
     // carries the host's root credentials, and files it made would belong to host root.
@@ -175,8 +184,7 @@ class EffectiveIds {
 // `userns_owner` (not 0): the new user namespace is created as that host uid, which then owns
 // it (SupervisorConfig::run_owns_user_namespace).
 Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd, int control_fd,
-                                      int exe_fd,
-                                      int error_fd, bool isolate, uid_t userns_owner,
+                                      int exe_fd, int error_fd, bool isolate, uid_t userns_owner,
                                       char* const* argv, char* const* envp) {
   int pidfd = -1;
   struct clone_args args = {};
@@ -196,25 +204,19 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd
     if (pid == 0)
       supervisor_child(go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
   }
-  if (pid < 0) return sys_error("clone3", isolate ? "new user/mount/pid/net/ipc/uts/cgroup namespaces" : "");
+  if (pid < 0)
+    return sys_error("clone3", isolate ? "new user/mount/pid/net/ipc/uts/cgroup namespaces" : "");
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
 // The runtime's child (ContainedLaunch with an owner, an environment or cgroups): between clone
 // and execve, so raw system calls only, on memory the parent prepared. A failed step writes
 // {errno, step} on `error_fd` (close-on-exec: a successful exec closes it with nothing written).
-[[noreturn]] void runtime_child(int go_fd, int go_write_fd, int control_fd, int out_fd, int error_fd,
-                                bool own_userns, const char* path, char* const* argv,
+[[noreturn]] void runtime_child(int go_fd, int go_write_fd, int control_fd, int out_fd,
+                                int error_fd, bool own_userns, const char* path, char* const* argv,
                                 char* const* envp) {
-  auto fail = [error_fd](const char* step) {
-    StartError e = {static_cast<int>(errno), {}};
-    for (size_t i = 0; step[i] && i + 1 < sizeof e.step; ++i) e.step[i] = step[i];
-    syscall(SYS_write, error_fd, &e, sizeof e);
-    syscall(SYS_exit_group, 1);
-  };
-  syscall(SYS_close, go_write_fd);  // as in supervisor_child: EOF if the host dies first
-  char byte;
-  if (syscall(SYS_read, go_fd, &byte, 1) != 1) fail("wait for the host's go");
+  auto fail = [error_fd](const char* step) { child_fail(error_fd, step); };
+  child_wait_for_go(go_fd, go_write_fd, error_fd);
   if (own_userns) {
     // uid/gid 0 of the new user namespace (the owner's host id): until now the child still
     // carries the host's real root ids, which are not mapped in it.
@@ -312,7 +314,8 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   SG_ASSIGN_OR_RETURN(auto control, make_control_pair());
   SG_ASSIGN_OR_RETURN(Pipe go, make_pipe(O_CLOEXEC));
   SG_ASSIGN_OR_RETURN(Pipe start_error, make_pipe(O_CLOEXEC));
-  SG_ASSIGN_OR_RETURN(UniqueFd exe, open_fd(exe_path.empty() ? "/proc/self/exe" : exe_path, O_PATH));
+  SG_ASSIGN_OR_RETURN(UniqueFd exe,
+                      open_fd(exe_path.empty() ? "/proc/self/exe" : exe_path, O_PATH));
   std::vector<std::string> argv_s = {"sandgate-supervisor", kSupervisorArg, "3"};
   std::vector<std::string> env_s = supervisor_env();
   std::vector<char*> argv, envp;
@@ -327,14 +330,12 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     // share_host_network (test-only weakening): the run stays in the launcher's network.
     if (!config.jail.new_network) flags &= ~static_cast<uint64_t>(CLONE_NEWNET);
   }
-  SG_ASSIGN_OR_RETURN(s.process_,
-                      clone_supervisor(flags, go.read.get(), go.write.get(), control.second.get(),
-                                       exe.get(),
-                                       start_error.write.get(), config.isolate,
-                                       config.isolate && config.run_owns_user_namespace
-                                           ? config.id_map_base
-                                           : 0,
-                                       argv.data(), envp.data()));
+  SG_ASSIGN_OR_RETURN(
+      s.process_,
+      clone_supervisor(flags, go.read.get(), go.write.get(), control.second.get(), exe.get(),
+                       start_error.write.get(), config.isolate,
+                       config.isolate && config.run_owns_user_namespace ? config.id_map_base : 0,
+                       argv.data(), envp.data()));
   control.second.reset();
   go.read.reset();
   start_error.write.reset();
@@ -376,11 +377,13 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
                              const std::function<Error(const Error&)>& went_away) {
   std::vector<int> fds;
   if ((config.isolate || config.contained) && config.jail.seccomp) {
-    SG_ASSIGN_OR_RETURN(int program, compiled_seccomp_program_fd(
-                                         {.full_width_compare = config.jail.seccomp_full_width_compare}));
+    SG_ASSIGN_OR_RETURN(int program,
+                        compiled_seccomp_program_fd(
+                            {.full_width_compare = config.jail.seccomp_full_width_compare}));
     fds.push_back(program);
   }
-  if (auto sent = send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}, fds);
+  if (auto sent =
+          send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}, fds);
       !sent.ok())
     return went_away(sent.error());
   auto reply = recv_message(s.control_.get());
@@ -517,8 +520,13 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   if (call.rlimits.open_files) rlimits["open_files"] = *call.rlimits.open_files;
   if (call.rlimits.file_size) rlimits["file_size"] = *call.rlimits.file_size;
   SG_TRY(send_message(control_.get(),
-                      {{"op", "exec"}, {"id", id}, {"argv", call.argv}, {"env", call.env},
-                       {"cwd", call.cwd}, {"wait_for_go", wait_for_go}, {"rlimits", rlimits}},
+                      {{"op", "exec"},
+                       {"id", id},
+                       {"argv", call.argv},
+                       {"env", call.env},
+                       {"cwd", call.cwd},
+                       {"wait_for_go", wait_for_go},
+                       {"rlimits", rlimits}},
                       {out.write.get(), err.write.get()}));
   out.write.reset();
   err.write.reset();
@@ -537,7 +545,9 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       ssize_t n = ::read(fd, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return n == 0;  // true at EOF
-      if (call.on_output) call.on_output(&data == &result.stdout_data ? 1 : 2, std::string_view(buf, static_cast<size_t>(n)));
+      if (call.on_output)
+        call.on_output(&data == &result.stdout_data ? 1 : 2,
+                       std::string_view(buf, static_cast<size_t>(n)));
       count += static_cast<uint64_t>(n);
       size_t keep = call.output_limit + kLookahead;
       size_t room = keep > data.size() ? keep - data.size() : 0;
@@ -560,7 +570,8 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
                             {call.cancel_fd, POLLIN, 0}};
     int timeout_ms = -1;
     if (deadline != std::chrono::steady_clock::time_point::max() && !result.timed_out) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count() + 1));
     }
     int r = ::poll(fds, 4, timeout_ms);
@@ -573,8 +584,12 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       SG_TRY(kill_call(SIGKILL));
       continue;
     }
-    if (fds[1].revents) out_open = !take(out.read.get(), result.stdout_data, result.stdout_bytes, result.stdout_truncated);
-    if (fds[2].revents) err_open = !take(err.read.get(), result.stderr_data, result.stderr_bytes, result.stderr_truncated);
+    if (fds[1].revents)
+      out_open =
+          !take(out.read.get(), result.stdout_data, result.stdout_bytes, result.stdout_truncated);
+    if (fds[2].revents)
+      err_open =
+          !take(err.read.get(), result.stderr_data, result.stderr_bytes, result.stderr_truncated);
     if (fds[3].revents && !result.cancelled) {
       result.cancelled = true;
       SG_TRY(kill_call(SIGKILL));
@@ -631,8 +646,10 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   result.wall = std::chrono::steady_clock::now() - start;
   // What the call wrote before it exited is in the pipes; a background process still holding
   // them must not keep the call open, so read what is there and stop.
-  if (out_open) take(out.read.get(), result.stdout_data, result.stdout_bytes, result.stdout_truncated);
-  if (err_open) take(err.read.get(), result.stderr_data, result.stderr_bytes, result.stderr_truncated);
+  if (out_open)
+    take(out.read.get(), result.stdout_data, result.stdout_bytes, result.stdout_truncated);
+  if (err_open)
+    take(err.read.get(), result.stderr_data, result.stderr_bytes, result.stderr_truncated);
   finish_capture(result.stdout_data, result.stdout_truncated);
   finish_capture(result.stderr_data, result.stderr_truncated);
   return result;
