@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "cli/network.h"
 #include "cli/signals.h"
 #include "ebpf/activity_tracer.h"
 #include "session/server.h"
@@ -18,6 +19,7 @@ struct ServeArgs {
   std::string socket;
   bool allow_unsafe_host = false;
   bool trace = false;  // --trace: the eBPF activity tracer watches every environment
+  NetArgs net;         // --net allowlist: the default of every create, and what makes it possible
 };
 
 int run_serve(Globals& g, const ServeArgs& a) {
@@ -27,6 +29,14 @@ int run_serve(Globals& g, const ServeArgs& a) {
   auto policy = load_policy_arg(a.policy);
   if (!policy.ok()) return fail(policy.error());
   copts.policy = std::move(policy).value();
+  // --net allowlist: checked as exec checks it, on a spec that stands for every run's network.
+  providers::EnvSpec net_spec;
+  if (auto s = apply_net_args(a.net, copts.policy.egress, net_spec); !s.ok())
+    return fail(s.error());
+  auto dns_upstream = dns_upstream_of(a.net);
+  if (!dns_upstream.ok()) return fail(dns_upstream.error());
+  auto guard = open_guard_for(net_spec);
+  if (!guard.ok()) return fail(guard.error());
   auto ctl = controller::Controller::create(std::move(copts));
   if (!ctl.ok()) return fail(ctl.error());
   std::unique_ptr<ebpf::ActivityTracer> tracer;
@@ -40,6 +50,11 @@ int run_serve(Globals& g, const ServeArgs& a) {
   InterruptFd interrupt;
   session::ServerOptions options;
   options.run_options.tracer = tracer.get();
+  if (net_spec.network == providers::NetworkMode::kAllowlist) {
+    options.network = session::ServerOptions::Network{net_spec.upstream_netns, net_spec.egress};
+    options.run_options.egress = guard->get();
+    options.run_options.dns_upstream = *dns_upstream;
+  }
   options.registry = &g.registry;
   options.provider_options = g.provider_options();
   options.provider_options.allow_unsafe_host = a.allow_unsafe_host;
@@ -84,6 +99,10 @@ void add_serve_command(CLI::App& app, Globals& g) {
       "alone at /run/secrets/NAME; destroy brings the commit at the workspace's HEAD into DIR's\n"
       "repository as \"export_branch\" (\"export_force\": replace it) or copies the workspace to\n"
       "\"export\" (an absent or empty directory); everything else is destroyed.\n"
+      "Network: none unless serve was started with --net allowlist (then the default of every\n"
+      "create); a create may say \"net\":\"none\", or add entries with "
+      "\"allow\":[\"tcp:HOST:443\"].\n"
+      "Where traffic goes (--net-upstream) and the DNS server (--dns-upstream) are serve's only.\n"
       "End of input (or SIGTERM) destroys every environment still open.");
   sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
   sub->add_option("--socket", a->socket, "listen on this unix socket instead of stdin/stdout");
@@ -93,6 +112,7 @@ void add_serve_command(CLI::App& app, Globals& g) {
                 "what the kernel saw the call do (observed.execs, connects, sensitive_opens,\n"
                 "runq_delay_ms), and the policy's run-queue rule (ladder.runq_throttle_ms_per_s)\n"
                 "can act; fails if the tracer cannot load");
+  add_net_options(sub, a->net);
   sub->callback([&g, a] { g.exit_code = run_serve(g, *a); });
 }
 

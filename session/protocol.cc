@@ -2,6 +2,7 @@
 
 #include <initializer_list>
 
+#include "core/strings.h"
 #include "providers/workspace.h"
 
 namespace sandgate::session {
@@ -96,7 +97,7 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
   Fields f(j, op);
   if (op == "create") {
     SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds", "recipe_mode",
-                   "secrets", "image"}));
+                   "secrets", "image", "net", "allow"}));
     CreateRequest r;
     SG_ASSIGN_OR_RETURN(r.provider, f.string("provider", true));
     SG_ASSIGN_OR_RETURN(r.workspace, f.string("workspace", false));
@@ -116,6 +117,10 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
       return f.fail("\"recipe_mode\" must be \"auto\", \"overlay\" or \"copy\", got \"" +
                     r.recipe_mode + "\"");
     SG_ASSIGN_OR_RETURN(r.secrets, f.string_map("secrets"));
+    SG_ASSIGN_OR_RETURN(r.net, f.string("net", false));
+    if (!r.net.empty() && r.net != "none" && r.net != "allowlist")
+      return f.fail("\"net\" must be \"none\" or \"allowlist\", got \"" + excerpt(r.net) + "\"");
+    SG_ASSIGN_OR_RETURN(r.allow, f.strings("allow"));
     return RequestBody(std::move(r));
   }
   if (op == "exec") {
@@ -196,6 +201,8 @@ Json to_json(const Request& r) {
                             for (const auto& [name, file] : c.secrets) secrets[name] = file;
                             j["secrets"] = secrets;
                           }
+                          if (!c.net.empty()) j["net"] = c.net;
+                          if (!c.allow.empty()) j["allow"] = c.allow;
                         },
                         [&](const ExecRequest& e) {
                           j["env"] = e.env;

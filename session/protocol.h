@@ -45,6 +45,12 @@ struct CreateRequest {
   // {"NAME": "FILE"}: FILE (on the server's host) is read by the server and shown to the run
   // alone at /run/secrets/NAME (providers/provider.h Secret).
   std::vector<std::pair<std::string, std::string>> secrets;
+  // The run's network: "none" (loopback only), "allowlist" (the server's upstream, through the
+  // kernel's egress guard: the policy's and the server's entries plus "allow"), or "" for the
+  // server's default (allowlist when `serve --net allowlist`, else none). Where the traffic goes
+  // and which DNS server is asked are the server's (its operator's), never the request's.
+  std::string net;
+  std::vector<std::string> allow;  // entries as --allow takes them (core/egress.h)
 };
 struct ExecRequest {
   std::string env;

@@ -87,6 +87,26 @@ TEST(Protocol, TheRunContractRoundTrips) {
   EXPECT_EQ(db.export_dir, "/tmp/out");
 }
 
+TEST(Protocol, TheNetworkOfACreateRoundTripsAndABadModeIsNamed) {
+  CreateRequest c;
+  c.provider = "namespaces";
+  c.net = "allowlist";
+  c.allow = {"tcp:203.0.113.20:443", "registry.sandgate.test:443"};
+  auto cb = std::get<CreateRequest>(parse_request(to_json(Request{Json(1), c})).value().body);
+  EXPECT_EQ(cb.net, "allowlist");
+  EXPECT_EQ(cb.allow, c.allow);
+  auto bad = parse_request(Json::parse(R"({"op":"create","provider":"p","net":"open"})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find(R"("net" must be "none" or "allowlist", got "open")"),
+            std::string::npos)
+      << bad.error().message();
+  auto wrong_type = parse_request(Json::parse(R"({"op":"create","provider":"p","allow":"x:1"})"));
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.error().message().find(R"("allow" must be an array of strings)"),
+            std::string::npos)
+      << wrong_type.error().message();
+}
+
 TEST(Protocol, RepliesCarryTheIdAndTheError) {
   Json ok = reply_ok(Json(7), {{"envs", Json::array()}});
   EXPECT_EQ(ok["id"], 7);

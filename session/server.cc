@@ -199,6 +199,36 @@ Json Server::providers_list() const {
   return out;
 }
 
+Status Server::network_of(const CreateRequest& r, providers::EnvSpec& spec) const {
+  const auto& net = options_.network;
+  const std::string mode = !r.net.empty() ? r.net : net ? "allowlist" : "none";
+  if (mode == "none") {
+    if (!r.allow.empty())
+      return logic_error("create: \"allow\"", "\"allow\" needs \"net\": \"allowlist\"");
+    spec.network = providers::NetworkMode::kNone;
+    return {};
+  }
+  if (!net || !options_.run_options.egress)
+    return logic_error("create: \"net\"",
+                       "this server makes no allowlisted runs: start it with `sandgate serve --net "
+                       "allowlist --net-upstream NETNS` (its operator says where traffic goes)");
+  spec.network = providers::NetworkMode::kAllowlist;
+  spec.egress = net->egress;
+  auto rules = parse_egress_rules(r.allow);
+  if (!rules.ok()) return std::move(rules).error().context_add("create: \"allow\"");
+  spec.egress.insert(spec.egress.end(), rules->begin(), rules->end());
+  spec.upstream_netns = net->upstream_netns;
+  if (has_names(spec.egress) && !options_.run_options.dns_upstream) {
+    for (const auto& rule : spec.egress)
+      if (rule.is_name())
+        return logic_error("create: \"allow\"",
+                           "the allowlist names a host (" + rule.text +
+                               ") but this server has no DNS server to ask: start it with "
+                               "--dns-upstream ADDR");
+  }
+  return {};
+}
+
 Result<Json> Server::create(const CreateRequest& r) {
   if (RunSession* rec = options_.recorded_run) {
     // The recording owns its one run: create answers with it.
@@ -227,6 +257,7 @@ Result<Json> Server::create(const CreateRequest& r) {
         auto secret, std::move(providers::read_secret(name, file)).context("create: \"secrets\""));
     spec.secrets.push_back(std::move(secret));
   }
+  SG_TRY(network_of(r, spec));
   SG_ASSIGN_OR_RETURN(auto session, RunSession::open(controller_, *it->second, std::move(spec),
                                                      options_.run_options));
   auto env = std::make_shared<Env>();

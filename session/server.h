@@ -13,10 +13,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "controller/controller.h"
+#include "core/egress.h"
 #include "core/json.h"
 #include "providers/registry.h"
 #include "session/protocol.h"
@@ -34,6 +36,15 @@ struct ServerOptions {
   // What every environment `create` makes is watched with (the activity tracer: each call's
   // outcome gets `observed`, and the ladder's run-queue rule can act).
   RunOptions run_options;
+  // Runs with an allowlist (`serve --net allowlist`): where their traffic goes and the entries
+  // every such run gets (the policy's and serve's --allow; a create adds its "allow"). With
+  // it, run_options.egress (the guard) must be set, and run_options.dns_upstream where an entry
+  // is a name. Unset: every run has no network, and a create asking for one is refused.
+  struct Network {
+    std::string upstream_netns;
+    std::vector<EgressRule> egress;
+  };
+  std::optional<Network> network;
   // `sandgate record`: the server serves this one run and does not own it. `create` answers
   // with it (recording: true) and makes nothing, `destroy` keeps it, `exec` for any other
   // environment is an error.
@@ -65,6 +76,7 @@ class Server {
   struct Env;
   Json run(const Request& request);
   Result<Json> create(const CreateRequest& r);
+  Status network_of(const CreateRequest& r, providers::EnvSpec& spec) const;
   Result<Json> exec(const ExecRequest& r);
   Result<Json> destroy(const DestroyRequest& r);
   Json list() const;

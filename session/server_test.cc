@@ -93,6 +93,20 @@ TEST_F(ServerTest, UnknownKeysAndWrongTypesAreNamed) {
   EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("missing \"op\""));
 }
 
+// A server started without --net allowlist makes no allowlisted run, and says how to start one;
+// entries without an allowlist, or malformed ones, are named before anything is made.
+TEST_F(ServerTest, NetworkRequestsAServerCannotHonourAreRefusedByField) {
+  Json r = ask(R"({"id":1,"op":"create","provider":"namespaces","net":"allowlist"})");
+  EXPECT_FALSE(r.value("ok", true));
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("serve --net allowlist"));
+  r = ask(R"({"id":2,"op":"create","provider":"namespaces","allow":["203.0.113.20:443"]})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("\"allow\" needs \"net\": \"allowlist\""));
+  r = ask(R"({"id":3,"op":"create","provider":"namespaces","net":"none","allow":["x"]})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("\"allow\" needs"));
+  r = ask(R"({"id":4,"op":"list"})");
+  EXPECT_TRUE(r["envs"].empty()) << "nothing was made: " << dump_json(r);
+}
+
 TEST_F(ServerTest, ProvidersLackingThePolicysRequirementsAreDisqualified) {
   Json r = ask(R"({"id":1,"op":"create","provider":"host_dir"})");
   EXPECT_EQ(r["ok"], false);

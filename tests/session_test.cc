@@ -394,6 +394,73 @@ struct UpstreamDns {
   }
 };
 
+// `serve --net allowlist`: the server's operator says where traffic goes (the upstream) and what
+// every run may reach; a create adds its own entries or asks for no network at all. Judged by
+// the upstream's sockets, as above.
+TEST_F(SessionTest, ServedRunsGetTheServersAllowlistPlusTheirOwnOrNoNetwork) {
+  SANDGATE_REQUIRE_ROOT();
+  auto guard = ebpf::EgressGuard::open();
+  SANDGATE_REQUIRE(guard.ok(), "the eBPF egress guard cannot load here: " +
+                                   (guard.ok() ? std::string() : guard.error().message()));
+  Upstream up;
+  auto made = up.make();
+  ASSERT_TRUE(made.ok()) << made.error().message();
+  open();
+  ASSERT_TRUE(controller_);
+  session::ServerOptions options;
+  options.registry = &registry_;
+  options.provider_options = options_;
+  auto server_rules = parse_egress_rules({"udp:203.0.113.20:53"});
+  ASSERT_TRUE(server_rules.ok());
+  options.network = session::ServerOptions::Network{up.path(), *server_rules};
+  options.run_options.egress = guard->get();
+  session::Server server(*controller_, std::move(options));
+  auto ask = [&](const Json& request) {
+    auto reply = parse_json(server.handle_line(dump_json(request)), "reply");
+    EXPECT_TRUE(reply.ok());
+    return reply.ok() ? *reply : Json();
+  };
+  const std::string t = kTry;
+  const std::string probe = t + " connect 203.0.113.20 443; " + t + " connect 203.0.113.10 443; " +
+                            t + " sendto 203.0.113.20 53";
+  // The server's default (allowlist) plus this create's own entry.
+  // The probe binary, bound read-only where the other tests' runs have it.
+  const Json bind = Json::array({std::string(SANDGATE_TRY_BINARY) + ":" + kTry});
+  Json a = ask({{"op", "create"}, {"provider", "namespaces"}, {"ro_binds", bind},
+                {"allow", {"tcp:203.0.113.20:443"}}});
+  ASSERT_TRUE(a.value("ok", false)) << dump_json(a);
+  Json ra = ask({{"op", "exec"}, {"env", a["env"]}, {"argv", {"sh", "-c", probe}}});
+  ASSERT_TRUE(ra.value("ok", false)) << dump_json(ra);
+  std::string out = ra["outcome"]["stdout"].get<std::string>();
+  EXPECT_NE(out.find("connect ok"), std::string::npos) << out;
+  EXPECT_NE(out.find("connect EPERM"), std::string::npos) << out;
+  EXPECT_NE(out.find("sendto ok"), std::string::npos) << out;
+  EXPECT_TRUE(Upstream::accepted(up.tcp_allowed.get()));
+  EXPECT_FALSE(Upstream::accepted(up.tcp_denied.get()));
+  EXPECT_EQ(Upstream::received(up.udp_allowed.get()), "sandgate-try");
+  // Without the create's entry the server's list alone holds: 443 is refused.
+  Json b = ask({{"op", "create"}, {"provider", "namespaces"}, {"ro_binds", bind}});
+  ASSERT_TRUE(b.value("ok", false)) << dump_json(b);
+  Json rb = ask({{"op", "exec"}, {"env", b["env"]}, {"argv", {"sh", "-c", t + " connect 203.0.113.20 443"}}});
+  ASSERT_TRUE(rb.value("ok", false)) << dump_json(rb);
+  out = rb["outcome"]["stdout"].get<std::string>();
+  EXPECT_TRUE(out == "connect EPERM\n" || out == "connect EACCES\n") << out;
+  EXPECT_FALSE(Upstream::accepted(up.tcp_allowed.get()));
+  // "net": "none": no route at all, whatever the server's default.
+  Json c = ask({{"op", "create"}, {"provider", "namespaces"}, {"ro_binds", bind}, {"net", "none"}});
+  ASSERT_TRUE(c.value("ok", false)) << dump_json(c);
+  Json rc = ask({{"op", "exec"}, {"env", c["env"]}, {"argv", {"sh", "-c", t + " connect 203.0.113.20 443"}}});
+  ASSERT_TRUE(rc.value("ok", false)) << dump_json(rc);
+  out = rc["outcome"]["stdout"].get<std::string>();
+  EXPECT_EQ(out.find("connect ok"), std::string::npos) << out;
+  EXPECT_FALSE(Upstream::accepted(up.tcp_allowed.get()));
+  // A name with no DNS server on the server's side is refused by name.
+  Json d = ask({{"op", "create"}, {"provider", "namespaces"}, {"allow", {"tcp:registry.sandgate.test:443"}}});
+  EXPECT_FALSE(d.value("ok", true));
+  EXPECT_THAT(dump_json(d), ::testing::HasSubstr("registry.sandgate.test"));
+  server.close_all();
+}
+
 // The run's own resolver: a name of the list resolves (through the upstream DNS) and its
 // address is then allowed with the entry's port; another name is REFUSED, never forwarded,
 // and is a decision of the call that asked. After the run, no veth, slot, thread or socket of
