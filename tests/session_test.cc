@@ -29,6 +29,7 @@
 #include "core/dns.h"
 #include "core/netlink.h"
 #include "core/test_temp_dir.h"
+#include "providers/podman.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
@@ -1048,16 +1049,24 @@ TEST_F(SessionTest, ServerDoesNotMakeOneEnvironmentWaitForAnother) {
 // The same run contract through the podman provider: the container lives in <run>/main, each
 // call in its own <run>/call-N with its grant, and nothing of the run (the runtime's conmon and
 // libpod cgroups included, in every hierarchy) is left after the run ends.
-class PodmanSessionTest : public SessionTest {
+// Each Podman session test runs with Podman rootful and rootless (the run's own first host id,
+// in a user namespace it owns), on this hybrid host and on pure v2 in the guest lane.
+class PodmanSessionTest : public SessionTest,
+                          public ::testing::WithParamInterface<providers::PodmanMode> {
  protected:
   void SetUp() override {
     SessionTest::SetUp();
     provider_name_ = "podman";
+    options_.podman_mode = GetParam();
     if (!is_root()) return;
     auto p = provider("podman");
     if (p) {
       auto ok = p->available();
       if (!ok.ok()) why_ = ok.error().message();
+    }
+    if (why_.empty()) {
+      auto mode = providers::resolve_podman_mode(options_, "");
+      if (!mode.ok()) why_ = mode.error().message();
     }
   }
   void TearDown() override {
@@ -1071,7 +1080,7 @@ class PodmanSessionTest : public SessionTest {
   SANDGATE_REQUIRE_ROOT();       \
   SANDGATE_REQUIRE(why_.empty(), "podman provider: " + why_)
 
-TEST_F(PodmanSessionTest, CallIsPlacedInItsCgroupWithItsGrant) {
+TEST_P(PodmanSessionTest, CallIsPlacedInItsCgroupWithItsGrant) {
   REQUIRE_PODMAN_SESSION();
   open();
   ASSERT_TRUE(session_);
@@ -1102,7 +1111,7 @@ TEST_F(PodmanSessionTest, CallIsPlacedInItsCgroupWithItsGrant) {
   }
 }
 
-TEST_F(PodmanSessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
+TEST_P(PodmanSessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
   REQUIRE_PODMAN_SESSION();
   open();
   ASSERT_TRUE(session_);
@@ -1114,7 +1123,7 @@ TEST_F(PodmanSessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) 
   EXPECT_EQ(next.exec.stdout_data, "still here\n");
 }
 
-TEST_F(PodmanSessionTest, ForkBombStopsAtPidsMax) {
+TEST_P(PodmanSessionTest, ForkBombStopsAtPidsMax) {
   REQUIRE_PODMAN_SESSION();
   open();
   ASSERT_TRUE(session_);
@@ -1123,6 +1132,11 @@ TEST_F(PodmanSessionTest, ForkBombStopsAtPidsMax) {
   EXPECT_LE(o.observed.peaks.pids, 16u);
   EXPECT_GT(o.observed.pids_refused, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, PodmanSessionTest,
+                         ::testing::Values(providers::PodmanMode::kRootful,
+                                           providers::PodmanMode::kRootless),
+                         [](const auto& info) { return providers::to_string(info.param); });
 
 }  // namespace
 }  // namespace sandgate::testing
