@@ -1,7 +1,9 @@
 #include "session/dns_resolver.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -11,6 +13,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <vector>
 
 #include "core/log.h"
 #include "core/netlink.h"
@@ -80,12 +83,17 @@ Result<std::unique_ptr<DnsResolver>> DnsResolver::start(DnsResolverConfig config
   socklen_t len = sizeof r->config_.listen;
   (void)::getsockname(r->listen_fd_.get(), reinterpret_cast<sockaddr*>(&r->config_.listen), &len);
   if (c.upstream) {
-    SG_ASSIGN_OR_RETURN(r->upstream_fd_, udp_socket());
-    // Connected: the kernel then hands over only datagrams from the upstream's address.
-    if (::connect(r->upstream_fd_.get(), reinterpret_cast<const sockaddr*>(&*c.upstream),
+    // Checked once here, so that an unreachable upstream is an error of the run's start; each
+    // query then gets a socket of its own (upstream_socket).
+    SG_ASSIGN_OR_RETURN(UniqueFd probe, udp_socket());
+    if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&*c.upstream),
                   sizeof *c.upstream) != 0)
       return sys_error("connect to the upstream DNS resolver (--dns-upstream)",
                        to_string(*c.upstream));
+  }
+  if (c.netns_fd >= 0) {
+    r->netns_ = UniqueFd(::fcntl(c.netns_fd, F_DUPFD_CLOEXEC, 0));
+    if (!r->netns_) return sys_error("keep the upstream network namespace for the DNS resolver");
   }
   r->wake_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!r->wake_) return sys_error("eventfd for the DNS resolver");
@@ -105,9 +113,10 @@ void DnsResolver::stop() {
     (void)!::write(wake_.get(), &one, sizeof one);
     thread_.join();
   }
+  pending_.clear();  // their sockets
   listen_fd_.reset();
-  upstream_fd_.reset();
   wake_.reset();
+  netns_.reset();
 }
 
 void DnsResolver::begin_call(uint64_t call) { call_ = call; }
@@ -231,7 +240,7 @@ void DnsResolver::on_query(std::string_view wire, const sockaddr_in& client) {
     decide(call, std::move(v), client);
     return;
   }
-  if (pending_.size() >= config_.max_pending) {
+  if (pending_.size() >= config_.max_pending || !upstream_ready_) {
     reply(client, dns::encode_reply(q, dns::kServFail));
     v.answer = dns::rcode_name(dns::kServFail) + " (too many queries awaiting the upstream)";
     decide(call, std::move(v), client);
@@ -239,13 +248,15 @@ void DnsResolver::on_query(std::string_view wire, const sockaddr_in& client) {
   }
   uint16_t id = next_id();
   auto ask = dns::encode_query(id, question.name, dns::kTypeA);
-  if (!ask.ok() || ::send(upstream_fd_.get(), ask->data(), ask->size(), MSG_DONTWAIT) < 0) {
+  auto fd = upstream_socket();
+  if (!ask.ok() || !fd.ok() || ::send(fd->get(), ask->data(), ask->size(), MSG_DONTWAIT) < 0) {
     reply(client, dns::encode_reply(q, dns::kServFail));
     v.answer = dns::rcode_name(dns::kServFail) + " (could not ask the upstream)";
     decide(call, std::move(v), client);
     return;
   }
   Pending p;
+  p.fd = std::move(fd).value();
   p.query = std::move(q);
   p.client = client;
   p.name = v.name;
@@ -254,10 +265,21 @@ void DnsResolver::on_query(std::string_view wire, const sockaddr_in& client) {
   pending_.emplace(id, std::move(p));
 }
 
-void DnsResolver::on_upstream_reply(std::string_view wire) {
+Result<UniqueFd> DnsResolver::upstream_socket() const {
+  UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return sys_error("socket for a DNS query");
+  // Connected: the kernel then hands over only datagrams from the upstream's address and port.
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*config_.upstream),
+                sizeof *config_.upstream) != 0)
+    return sys_error("connect to the upstream DNS resolver", to_string(*config_.upstream));
+  return fd;
+}
+
+void DnsResolver::on_upstream_reply(uint16_t id, std::string_view wire) {
   auto parsed = dns::parse_message(wire);
-  if (!parsed.ok() || !parsed->response) return;
-  auto it = pending_.find(parsed->id);
+  // Only the answer to this socket's own query: another id on its port is a forgery or stray.
+  if (!parsed.ok() || !parsed->response || parsed->id != id) return;
+  auto it = pending_.find(id);
   if (it == pending_.end()) return;
   // The answer must be to the question asked.
   if (parsed->questions.size() != 1 || parsed->questions[0].name != it->second.name ||
@@ -340,11 +362,22 @@ void DnsResolver::serve() {
       on_query(std::string_view(buf.data(), static_cast<size_t>(got)), from);
     }
   };
+  // The thread's network namespace is the upstream's: each query's socket is made there.
+  if (netns_ && ::setns(netns_.get(), CLONE_NEWNET) != 0) {
+    spdlog::error("dns resolver: enter the upstream network namespace: {}", std::strerror(errno));
+    upstream_ready_ = false;  // listed names are answered SERVFAIL
+  }
+  std::vector<pollfd> fds;
+  std::vector<uint16_t> ids;  // the pending query of fds[2 + i]
   while (!stopping_) {
-    pollfd fds[3] = {{wake_.get(), POLLIN, 0}, {listen_fd_.get(), POLLIN, 0}, {-1, POLLIN, 0}};
-    if (upstream_fd_) fds[2].fd = upstream_fd_.get();
+    fds.assign({{wake_.get(), POLLIN, 0}, {listen_fd_.get(), POLLIN, 0}});
+    ids.clear();
+    for (const auto& [id, p] : pending_) {
+      fds.push_back({p.fd.get(), POLLIN, 0});
+      ids.push_back(id);
+    }
     int timeout = pending_.empty() ? -1 : 100;
-    int n = ::poll(fds, 3, timeout);
+    int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {
       spdlog::error("dns resolver: poll: {}", std::strerror(errno));
       return;
@@ -365,13 +398,18 @@ void DnsResolver::serve() {
       }
       cv_.notify_all();
     }
-    // A bounded batch each turn, so a flood on one socket does not starve the other.
+    // A bounded batch each turn, so a flood on one socket does not starve the others.
     if (fds[1].revents & POLLIN) take_queries(64);
-    for (int i = 0; i < 64 && upstream_fd_ && (fds[2].revents & POLLIN); ++i) {
-      ssize_t got = ::recv(upstream_fd_.get(), buf.data(), buf.size(), MSG_DONTWAIT | MSG_TRUNC);
-      if (got < 0) break;
-      if (static_cast<size_t>(got) > buf.size()) continue;
-      on_upstream_reply(std::string_view(buf.data(), static_cast<size_t>(got)));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (!(fds[2 + i].revents & POLLIN)) continue;
+      for (int k = 0; k < 8; ++k) {
+        auto it = pending_.find(ids[i]);  // answered (and closed) by the previous datagram?
+        if (it == pending_.end()) break;
+        ssize_t got = ::recv(it->second.fd.get(), buf.data(), buf.size(), MSG_DONTWAIT | MSG_TRUNC);
+        if (got < 0) break;
+        if (static_cast<size_t>(got) > buf.size()) continue;
+        on_upstream_reply(ids[i], std::string_view(buf.data(), static_cast<size_t>(got)));
+      }
     }
     expire();
   }

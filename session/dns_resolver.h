@@ -5,7 +5,9 @@
 //
 //   a name of the allowlist (EgressRule::is_name), type A
 //        asked of the upstream resolver (--dns-upstream) as a fresh query sandgate writes (the
-//        sandbox's bytes are never forwarded); the A records answering the name (through
+//        sandbox's bytes are never forwarded), from a socket of its own (a port the kernel
+//        picks at random for each query, beside the random id: an answer forged from off the
+//        path must guess both, since what it names is admitted to the guard); the A records answering the name (through
 //        CNAMEs) are added to the run's guard with the entry's port and protocol BEFORE the
 //        answer goes back, so the connect that follows is allowed
 //   a name of the allowlist, any other type (AAAA included)
@@ -19,7 +21,8 @@
 // Every query is a decision (EgressVerdict, hook "dns") of the call that was open when it
 // arrived: a run's calls are sequential, so that is the call that asked. TCP port 53 is not
 // served: the guard admits only UDP to the resolver, so a TCP connect to it fails with EPERM
-// (or EACCES from Landlock first, port 53 being in no entry).
+// (or EACCES from Landlock first, port 53 being in no entry). The resolver's thread lives in
+// the upstream network namespace (setns at its start), where it makes each query's socket.
 #pragma once
 
 #include <netinet/in.h>
@@ -96,6 +99,7 @@ class DnsResolver {
 
  private:
   struct Pending {
+    UniqueFd fd;         // connected to the upstream; its own port, the query's only
     dns::Message query;  // the run's question, for the reply
     sockaddr_in client{};
     std::string name;
@@ -107,7 +111,9 @@ class DnsResolver {
       : config_(std::move(config)), admit_(std::move(admit)) {}
   void serve();
   void on_query(std::string_view wire, const sockaddr_in& client);
-  void on_upstream_reply(std::string_view wire);
+  // A datagram that arrived on the socket of the query with id `id`.
+  void on_upstream_reply(uint16_t id, std::string_view wire);
+  Result<UniqueFd> upstream_socket() const;  // a fresh one, connected (on the thread)
   void expire();
   void reply(const sockaddr_in& client, const std::string& wire);
   void decide(uint64_t call, EgressVerdict v, const sockaddr_in& client);
@@ -115,7 +121,9 @@ class DnsResolver {
 
   DnsResolverConfig config_;
   Admit admit_;
-  UniqueFd listen_fd_, upstream_fd_, wake_;
+  UniqueFd netns_;  // a copy of config_.netns_fd, entered by the thread (invalid: the caller's)
+  UniqueFd listen_fd_, wake_;
+  bool upstream_ready_ = true;  // false: the thread could not enter the namespace
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> call_{0};

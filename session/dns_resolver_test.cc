@@ -161,6 +161,47 @@ TEST_F(DnsResolverTest, ListedNameIsForwardedAndItsAddressesAdmittedBeforeTheAns
   EXPECT_EQ(d[0].verdict.answer, "NOERROR");
 }
 
+// What an answer names is admitted to the guard, so an answer forged from off the path must not
+// be easy: each query leaves from a port of its own, and an answer counts only on the socket of
+// the query it answers (the right id on another query's port is ignored).
+TEST_F(DnsResolverTest, EachQueryAsksFromAPortOfItsOwnAndItsAnswerCountsOnlyThere) {
+  resolver_->begin_call(8);
+  ask(*dns::encode_query(0x21, "registry.sandgate.test", dns::kTypeA));
+  ask(*dns::encode_query(0x22, "ntp.sandgate.test", dns::kTypeA));
+  sockaddr_in from1{}, from2{};
+  auto q1 = dns::parse_message(receive(upstream_.get(), 5000, &from1));
+  auto q2 = dns::parse_message(receive(upstream_.get(), 5000, &from2));
+  ASSERT_TRUE(q1.ok() && q2.ok()) << "the upstream did not get both queries";
+  EXPECT_NE(from1.sin_port, from2.sin_port) << "two queries from one port";
+  if (q1->questions[0].name != "registry.sandgate.test") {
+    std::swap(q1, q2);
+    std::swap(from1, from2);
+  }
+  dns::Record a{"registry.sandgate.test", dns::kTypeA, dns::kClassIn, 60,
+                std::string("\xcb\x00\x71\x14", 4), ""};
+  std::string reply = dns::encode_reply(*q1, dns::kNoError, {a});
+  // To the other query's port: ignored, nothing admitted, no answer to the run.
+  ASSERT_GT(::sendto(upstream_.get(), reply.data(), reply.size(), 0,
+                     reinterpret_cast<sockaddr*>(&from2), sizeof from2),
+            0);
+  EXPECT_EQ(receive(client_.get(), 150), "");
+  {
+    std::lock_guard lock(mu_);
+    EXPECT_TRUE(admitted_.empty());
+  }
+  // To its own port: answered.
+  ASSERT_GT(::sendto(upstream_.get(), reply.data(), reply.size(), 0,
+                     reinterpret_cast<sockaddr*>(&from1), sizeof from1),
+            0);
+  dns::Message m;
+  for (int i = 0; i < 3 && m.id != 0x21; ++i) m = answer();  // the other may time out first
+  EXPECT_EQ(m.id, 0x21);
+  EXPECT_EQ(m.rcode, dns::kNoError);
+  std::lock_guard lock(mu_);
+  ASSERT_EQ(admitted_.size(), 1u);
+  EXPECT_EQ(admitted_[0].addr[3], 20);
+}
+
 TEST_F(DnsResolverTest, AaaaOfAListedNameIsAnEmptyAnswerNotForwarded) {
   resolver_->begin_call(2);
   ask(*dns::encode_query(9, "registry.sandgate.test", dns::kTypeAaaa));
