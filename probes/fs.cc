@@ -62,7 +62,8 @@ ProbeReport read_host_canary(const Params& p) {
 // The suite's canaries in the directories the default read-only base binds (/usr, /usr/local/etc,
 // /usr/share, ...; canaries.h): each read by its path, which is the same inside a jail as on
 // the host. The evidence names each canary's directory (not its file name, which carries the
-// marker: only bytes read may confirm a read).
+// marker: only bytes read may confirm a read): "readable" first (JSON keys sort), then what
+// each attempt gave ("tried").
 ProbeReport read_base_canary(const Params& p) {
   auto paths = p.list("base_canaries");
   if (paths.empty())
@@ -87,7 +88,7 @@ ProbeReport read_base_canary(const Params& p) {
                 {"marker_found", marked}};
     if (marked) readable.push_back(dir);
   }
-  return combine(attempt, errs, {{"readable", readable}, {"dirs", per}});
+  return combine(attempt, errs, {{"readable", readable}, {"tried", per}});
 }
 
 ProbeReport proc_pid_root(const Params& p) {

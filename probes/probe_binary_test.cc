@@ -311,10 +311,10 @@ TEST_F(NativeProbeTest, BaseCanaryReportsEachDirectory) {
   const auto& rep = reports["fs.read_base_canary"];
   EXPECT_EQ(rep.result, ProbeResult::kReached) << describe(rep);
   EXPECT_EQ(rep.evidence["readable"], Json::array({dir_ + "/base-a"})) << describe(rep);
-  EXPECT_EQ(rep.evidence["dirs"][dir_ + "/base-a"]["marker_found"], true) << describe(rep);
-  EXPECT_EQ(rep.evidence["dirs"][dir_ + "/base-b"]["open"], "ENOENT") << describe(rep);
+  EXPECT_EQ(rep.evidence["tried"][dir_ + "/base-a"]["marker_found"], true) << describe(rep);
+  EXPECT_EQ(rep.evidence["tried"][dir_ + "/base-b"]["open"], "ENOENT") << describe(rep);
   // The evidence names directories; the marker is in it only as bytes read.
-  EXPECT_EQ(rep.evidence["dirs"].dump().find("sandgate-base-canary-"), std::string::npos);
+  EXPECT_EQ(rep.evidence["tried"].dump().find("sandgate-base-canary-"), std::string::npos);
 
   ASSERT_EQ(::unlink(base_canary("/base-a").c_str()), 0);
   r = probe({"run", "--id", "fs.read_base_canary"});

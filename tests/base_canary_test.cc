@@ -91,8 +91,8 @@ class BaseCanaryTest : public ::testing::Test {
   // The directories the probe reports readable, and each directory's outcome ("ok", "ENOENT").
   static std::map<std::string, std::string> outcomes(const probes::ProbeReport& r) {
     std::map<std::string, std::string> out;
-    if (r.evidence.contains("dirs"))
-      for (const auto& [dir, v] : r.evidence["dirs"].items()) out[dir] = v.value("open", "?");
+    if (r.evidence.contains("tried"))
+      for (const auto& [dir, v] : r.evidence["tried"].items()) out[dir] = v.value("open", "?");
     return out;
   }
 
