@@ -207,6 +207,38 @@ TEST_F(BaseCanaryTest, ProvidersWithoutABaseToNarrowRefuseIt) {
   EXPECT_THAT(env.error().message(), HasSubstr("no read-only base to narrow"));
 }
 
+// Bad input is refused before anything is made, naming the entry and what is wrong with it.
+TEST_F(BaseCanaryTest, BadBasePathsAreRefusedNamingTheEntry) {
+  auto exec = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {SANDGATE_BINARY, "exec", "--provider", "namespaces"});
+    args.insert(args.end(), {"--", "true"});
+    auto r = run_command(args, std::chrono::seconds(60));
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : CommandResult{};
+  };
+  auto relative = exec({"--no-controller", "--base-path", "/usr/bin", "--base-path", "usr/lib"});
+  EXPECT_EQ(relative.status.shell_code(), 2);
+  EXPECT_THAT(relative.output,
+              HasSubstr("--base-path[1]: 'usr/lib' is not an absolute path (nor the preset"));
+  auto absent = exec({"--no-controller", "--base-path", "/no/such/sandgate-base"});
+  EXPECT_EQ(absent.status.shell_code(), 2);
+  EXPECT_THAT(absent.output, HasSubstr("--base-path[0]"));
+  EXPECT_THAT(absent.output, HasSubstr("ENOENT"));
+  auto etc = exec({"--no-controller", "--base-path", "/etc/ssl"});
+  EXPECT_THAT(etc.output, HasSubstr("under /etc, which the jail makes its own"));
+  // A policy file: its syntax when it is read, naming the JSON path.
+  auto printed = run_command({SANDGATE_BINARY, "policy", "--print-default"});
+  ASSERT_TRUE(printed.ok());
+  auto policy = parse_json(printed->output, "default policy");
+  ASSERT_TRUE(policy.ok()) << policy.error().message();
+  (*policy)["base"] = {{"allow", {"minimal", "lib"}}};
+  const std::string file = tmp_ + "/policy.json";
+  ASSERT_TRUE(write_file(file, policy->dump(), O_WRONLY | O_CREAT | O_TRUNC).ok());
+  auto bad_policy = exec({"--policy", file});
+  EXPECT_EQ(bad_policy.status.shell_code(), 2);
+  EXPECT_THAT(bad_policy.output, HasSubstr("base.allow[1]: 'lib' is not an absolute path"));
+}
+
 // kill -9 of `sandgate probe` while its base canaries are planted: `sandgate gc` removes each
 // (it carries the marker), the lab and the rest of the run.
 class BaseCanaryGcTest : public BaseCanaryTest {};
