@@ -53,6 +53,14 @@ int fail(const std::string& message);
 // --image NAME: only providers with images take one (podman); an error for any other.
 Status check_image_provider(const std::string& provider, const std::string& image);
 
+// The read-only base of a run: the policy's base.allow entries, then --base-path's, each
+// checked and resolved on this host (providers/base_root.h, resolve_base_paths; errors name
+// "policy base.allow[i]" or "--base-path[i]"). Empty: the provider's default base.
+Result<std::vector<std::string>> base_paths_arg(const std::vector<std::string>& policy_allow,
+                                                const std::vector<std::string>& cli_paths);
+// The --base-path option (repeatable) with its help, the same for every command that has it.
+void add_base_path_option(CLI::App* sub, std::vector<std::string>& paths);
+
 // The doctor's findings as JSON (what `sandgate doctor --json` prints); qualify embeds it.
 Json doctor_report(Globals& g);
 

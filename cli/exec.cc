@@ -33,6 +33,7 @@ struct ExecArgs {
   std::string workspace;
   std::vector<std::string> env;
   std::vector<std::string> ro_binds;
+  std::vector<std::string> base_paths;  // --base-path
   std::string recipe_mode = "auto";
   std::vector<std::string> secrets;  // NAME=FILE
   session::RunExport export_;        // --export-branch, --export-force, --export
@@ -259,6 +260,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
 
   InterruptFd interrupt;
   if (a.no_controller) {
+    auto base = base_paths_arg({}, a.base_paths);
+    if (!base.ok()) return fail(base.error());
+    spec.base_paths = std::move(base).value();
     if (a.net.mode != "none")
       return fail("--net allowlist needs the controller: the egress guard attaches to the run's cgroup");
     return exec_plain(**provider, spec, a, interrupt);
@@ -276,7 +280,11 @@ int run_exec(Globals& g, const ExecArgs& a) {
         std::move(ctl).error().context_add("per-call control needs root and cgroups; "
                                            "--no-controller runs without it"));
   spec.tenant = a.tenant;
-  if (auto s = apply_net_args(a.net, (*ctl)->policy().egress, spec); !s.ok()) return fail(s.error());
+  auto base = base_paths_arg((*ctl)->policy().base_allow, a.base_paths);
+  if (!base.ok()) return fail(base.error());
+  spec.base_paths = std::move(base).value();
+  if (auto s = apply_net_args(a.net, (*ctl)->policy().egress, spec); !s.ok())
+    return fail(s.error());
   auto guard = open_guard_for(spec);
   if (!guard.ok()) return fail(guard.error());
   session::RunOptions run_options;
@@ -397,6 +405,7 @@ void add_exec_command(CLI::App& app, Globals& g) {
       "--env", a->env,
       "NAME passes the host's value, NAME=VALUE sets one; nothing else passes (repeatable)");
   sub->add_option("--ro-bind", a->ro_binds, "SRC[:DST] host path mounted read-only (repeatable)");
+  add_base_path_option(sub, a->base_paths);
   sub->add_option("--timeout", a->timeout, "wall-clock limit for the run: 250ms, 30s, 5m");
   sub->add_flag("--json", a->json, "print the result as JSON instead of streaming output");
   sub->add_flag("--raw-output", a->raw_output,

@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "core/log.h"
+#include "providers/base_root.h"
 #include "providers/external.h"
 #include "providers/supervisor.h"
 
@@ -78,6 +79,29 @@ int fail(const std::string& message) {
 Status check_image_provider(const std::string& provider, const std::string& image) {
   if (image.empty() || provider == "podman") return {};
   return logic_error("--image", "only the podman provider runs a container image, not " + provider);
+}
+
+Result<std::vector<std::string>> base_paths_arg(const std::vector<std::string>& policy_allow,
+                                                const std::vector<std::string>& cli_paths) {
+  SG_ASSIGN_OR_RETURN(auto from_policy,
+                      providers::resolve_base_paths(policy_allow, "policy base.allow"));
+  SG_ASSIGN_OR_RETURN(auto from_cli, providers::resolve_base_paths(cli_paths, "--base-path"));
+  from_policy.insert(from_policy.end(), from_cli.begin(), from_cli.end());
+  // Both resolved already: this only drops what one list's entries hold of the other's.
+  return providers::resolve_base_paths(from_policy, "base");
+}
+
+void add_base_path_option(CLI::App* sub, std::vector<std::string>& paths) {
+  sub->add_option(
+      "--base-path", paths,
+      "PATH: narrow the read-only base (namespaces, podman without --image) to these host\n"
+      "paths, each bound read-only at its own place, instead of the host's whole /usr\n"
+      "(which shows a run every world-readable file there: /usr/local/etc/npmrc, SDK\n"
+      "properties). Repeatable; absolute, existing paths, or the preset 'minimal'\n"
+      "(/usr/bin, /usr/sbin, /usr/libexec, /usr/lib/x86_64-linux-gnu, /usr/lib64,\n"
+      "/usr/lib/python3*, /usr/lib/locale, /usr/share/perl5, /usr/share/zoneinfo,\n"
+      "/usr/local/bin, /usr/local/lib; a C toolchain adds /usr/lib/gcc and /usr/include).\n"
+      "Added to the policy's base.allow");
 }
 
 }  // namespace sandgate::cli

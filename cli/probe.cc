@@ -31,16 +31,18 @@ struct ProbeArgs {
   std::string json;
   bool self_test = false;
   bool allow_unsafe_host = false;
-  std::string image;               // podman: a local image for every run's root
-  std::string report;              // a directory for the report model in every format
-  std::string net = "none";        // --net none|allowlist
-  std::vector<std::string> allow;  // --allow (default with allowlist: the lab's registry)
+  std::string image;                    // podman: a local image for every run's root
+  std::string report;                   // a directory for the report model in every format
+  std::string net = "none";             // --net none|allowlist
+  std::vector<std::string> allow;       // --allow (default with allowlist: the lab's registry)
+  std::vector<std::string> base_paths;  // --base-path: every run's read-only base narrowed
 };
 
 void print_table(const probes::ProviderRun& run) {
   std::string name = run.provider + (run.unsafe ? " (UNSAFE: no isolation)" : "");
   for (auto w : run.weakenings) name += " +" + providers::to_string(w);
   if (!run.egress_allow.empty()) name += " --net allowlist (" + join(run.egress_allow, ", ") + ")";
+  if (!run.base_paths.empty()) name += " --base-path (" + join(run.base_paths, ", ") + ")";
   std::cout << "provider " << name << "\n";
   // Grouped by boundary; one set of widths for all the groups, so they line up.
   TextTable table({{"probe"}, {"verdict"}, {"layer"}, {"why", TextTable::Align::kLeft, 90}},
@@ -122,6 +124,9 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   so.cgroup_root = g.cgroup_root_name();
   so.probe_binary = companion_binary("sandgate-probe");
   so.only = a.only;
+  auto base = base_paths_arg({}, a.base_paths);
+  if (!base.ok()) return fail(base.error());
+  so.base_paths = std::move(base).value();
   so.progress = progress.reporter("sandgate probe");
   // The third witness where the kernel allows it (judge.h, kernel_crossings); where it does
   // not, the verdicts rest on two witnesses and the log says why.
@@ -297,6 +302,7 @@ void add_probe_command(CLI::App& app, Globals& g) {
   sub->add_option("--image", a->image,
                   "podman: every run's root from this local image (checked with `podman image\n"
                   "exists`; no registry is contacted) instead of the assembled read-only base");
+  add_base_path_option(sub, a->base_paths);
   sub->callback([&g, a] { g.exit_code = run_probe(g, *a); });
 }
 

@@ -120,6 +120,12 @@ struct Policy {
   // core/egress.h, "203.0.113.20:443", "udp:203.0.113.53:53"); the command line's --allow
   // entries are added to these. Unused with --net none.
   std::vector<EgressRule> egress;
+  // The read-only base narrowed to these host paths (JSON "base": {"allow": [...]}): absolute
+  // paths, or the preset "minimal" (providers/base_root.h says what it holds); the command
+  // line's --base-path entries are added to these. Empty: the provider's default base (the
+  // host's whole /usr). Only the syntax is checked here; the session's caller resolves the
+  // paths on the host it runs on (each must exist there).
+  std::vector<std::string> base_allow;
 };
 
 // The intents every policy must define.

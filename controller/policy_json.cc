@@ -353,7 +353,7 @@ class Parser {
                                         std::to_string(kPolicySchemaVersion) + ")");
     SG_TRY(keys(j, "",
                 {"schema_version", "name", "mode", "tenants", "run", "intents", "inference",
-                 "ladder", "requires", "egress"}));
+                 "ladder", "requires", "egress", "base"}));
 
     Policy p;
     if (j.contains("name")) {
@@ -459,6 +459,25 @@ class Parser {
         auto rule = parse_egress_rule(text);
         if (!rule.ok()) return fail(path, rule.error().detail.empty() ? rule.error().message() : rule.error().detail);
         p.egress.push_back(std::move(rule).value());
+      }
+    }
+    if (j.contains("base")) {
+      const Json& base = j["base"];
+      SG_TRY(object(base, "base"));
+      SG_TRY(keys(base, "base", {"allow"}));
+      if (!base.contains("allow")) return fail("base.allow", "missing (an array of host paths)");
+      const Json& list = base["allow"];
+      if (!list.is_array() || list.empty())
+        return fail("base.allow",
+                    "expected a non-empty array of absolute host paths (or \"minimal\"), got " +
+                        describe_json(list));
+      for (size_t i = 0; i < list.size(); ++i) {
+        std::string path = index("base.allow", i);
+        SG_ASSIGN_OR_RETURN(std::string text,
+                            string(list[i], path, "an absolute host path like \"/usr/bin\""));
+        if (text != "minimal" && (text.empty() || text[0] != '/'))
+          return fail(path, "'" + text + "' is not an absolute path (nor the preset \"minimal\")");
+        p.base_allow.push_back(std::move(text));
       }
     }
     return p;
@@ -588,6 +607,7 @@ Json to_json(const Policy& p) {
     for (const auto& r : p.egress) egress.push_back(r.text);
     j["egress"] = egress;
   }
+  if (!p.base_allow.empty()) j["base"] = {{"allow", p.base_allow}};
   return j;
 }
 

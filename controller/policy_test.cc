@@ -605,6 +605,30 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "supported"},
       {"egress name with a prefix", [](Json& j) { j["egress"] = {"registry.example/24:443"}; },
        "egress[0]: \"registry.example/24:443\": a name takes no /PREFIX"},
+      {"base not an object", [](Json& j) { j["base"] = Json::array({"/usr/bin"}); },
+       "base: expected an object"},
+      {"base without allow", [](Json& j) { j["base"] = Json::object(); },
+       "base.allow: missing (an array of host paths)"},
+      {"base.allow empty",
+       [](Json& j) {
+         j["base"] = {{"allow", Json::array()}};
+       },
+       "base.allow: expected a non-empty array of absolute host paths"},
+      {"base.allow relative entry",
+       [](Json& j) {
+         j["base"] = {{"allow", {"/usr/bin", "usr/lib"}}};
+       },
+       "base.allow[1]: 'usr/lib' is not an absolute path (nor the preset \"minimal\")"},
+      {"base.allow entry a number",
+       [](Json& j) {
+         j["base"] = {{"allow", {7}}};
+       },
+       "base.allow[0]: expected an absolute host path like \"/usr/bin\", got 7"},
+      {"base key misspelt",
+       [](Json& j) {
+         j["base"] = {{"alow", {"/usr/bin"}}};
+       },
+       "base.alow: unknown key"},
       {"ladder enabled wrong type", [](Json& j) { j["ladder"]["enabled"] = "yes"; },
        "ladder.enabled: expected true or false, got \"yes\""},
       {"throttle_at zero", [](Json& j) { j["ladder"]["throttle_at"] = 0; },
@@ -701,11 +725,21 @@ TEST(PolicyEgress, EntriesParseAndRoundTrip) {
   EXPECT_EQ(to_json(*p)["egress"], j["egress"]);
 }
 
+TEST(PolicyBase, AllowParsesAndRoundTrips) {
+  Json j = to_json(default_policy());
+  EXPECT_FALSE(j.contains("base")) << "the built-in policy keeps the default base";
+  j["base"] = {{"allow", {"minimal", "/usr/lib/gcc", "/usr/include"}}};
+  auto p = parse_policy(j, "x");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->base_allow, (std::vector<std::string>{"minimal", "/usr/lib/gcc", "/usr/include"}));
+  EXPECT_EQ(to_json(*p)["base"], j["base"]);
+}
+
 TEST(PolicyErrors, NlohmannNeverEscapes) {
   // Values of every JSON type in every slot: each is an Error, never an exception.
   const std::vector<Json> values = {nullptr, true, 1, -1, 1.5, "x", Json::array(), Json::object()};
   for (const char* key : {"schema_version", "name", "mode", "tenants", "run", "intents",
-                          "inference", "ladder", "requires", "egress"}) {
+                          "inference", "ladder", "requires", "egress", "base"}) {
     for (const auto& v : values) {
       Json j = to_json(default_policy());
       j[key] = v;

@@ -38,6 +38,7 @@ std::string to_string(Resource::Kind k) {
     case Resource::Kind::kNetns: return "netns";
     case Resource::Kind::kContainer: return "container";
     case Resource::Kind::kIdRange: return "id_range";
+    case Resource::Kind::kMarkedFile: return "marked_file";
   }
   return "unknown";
 }
@@ -48,7 +49,8 @@ Json to_json(const Resource& r) {
     j["pid"] = r.pid;
     j["start_time"] = r.start_time;
   }
-  if (r.kind == Resource::Kind::kIdRange) j["owner"] = r.owner;
+  if (r.kind == Resource::Kind::kIdRange || r.kind == Resource::Kind::kMarkedFile)
+    j["owner"] = r.owner;
   return j;
 }
 
@@ -64,6 +66,7 @@ Result<Resource> resource_from_json(const Json& j) {
     else if (kind == "netns") r.kind = Resource::Kind::kNetns;
     else if (kind == "container") r.kind = Resource::Kind::kContainer;
     else if (kind == "id_range") r.kind = Resource::Kind::kIdRange;
+    else if (kind == "marked_file") r.kind = Resource::Kind::kMarkedFile;
     else return logic_error("read run record", "unknown resource kind '" + kind + "'");
     r.path = j.value("path", "");
     r.pid = j.value("pid", 0);
@@ -73,6 +76,30 @@ Result<Resource> resource_from_json(const Json& j) {
     return logic_error("read run record", e.what());
   }
   return r;
+}
+
+Status remove_marked_file(const std::string& path, const std::string& marker) {
+  if (marker.empty()) return logic_error("remove marked file", "the record names no marker", path);
+  // O_NOFOLLOW | O_NONBLOCK: a symlink or a fifo put there since is not ours to open or wait on.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return {};
+    return sys_error("open marked file", path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat", path);
+  if (!S_ISREG(st.st_mode))
+    return logic_error("remove marked file", "not a regular file: left alone", path);
+  std::string head(65536, '\0');
+  ssize_t n = ::read(fd.get(), head.data(), head.size());
+  if (n < 0) return sys_error("read marked file", path);
+  head.resize(static_cast<size_t>(n));
+  if (head.find(marker) == std::string::npos)
+    return logic_error("remove marked file",
+                       "does not carry the marker " + marker + ": not sandgate's, left alone",
+                       path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return sys_error("unlink", path);
+  return {};
 }
 
 namespace {
@@ -86,7 +113,8 @@ int release_order(Resource::Kind k) {
     case Resource::Kind::kNetns: return 2;
     case Resource::Kind::kCgroup: return 3;
     case Resource::Kind::kCgroupParent: return 4;
-    case Resource::Kind::kDirectory: return 5;
+    case Resource::Kind::kDirectory:
+    case Resource::Kind::kMarkedFile: return 5;
     // Last: the ids may be given to another run only once nothing of this one holds them.
     case Resource::Kind::kIdRange: return 6;
   }
@@ -249,6 +277,7 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
           note(sys_error("rmdir cgroup", r.path));
         break;
       case Resource::Kind::kDirectory: note(remove_tree(r.path)); break;
+      case Resource::Kind::kMarkedFile: note(remove_marked_file(r.path, r.owner)); break;
       case Resource::Kind::kIdRange:
         // Only after everything else went: a process or file left would keep the ids in use.
         if (first.ok()) note(release_id_range(r.path, r.owner));

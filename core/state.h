@@ -32,6 +32,10 @@ struct Resource {
   // libpod-<id> groups), their processes killed first.
   // kIdRange: the lock file of the run's host id range (core/id_ranges.h), released last,
   // after every process and file of the run is gone; `owner` is the run it must name.
+  // kMarkedFile: one regular file sandgate made in a directory it does not own (a canary in
+  // the host's /usr); `owner` is the marker its content carries. Removed only while it is
+  // still a regular file (never a symlink) carrying that marker, so a record can never make
+  // gc remove a host file sandgate did not write.
   enum class Kind {
     kDirectory,
     kProcess,
@@ -40,23 +44,27 @@ struct Resource {
     kCgroupParent,
     kNetns,
     kContainer,
-    kIdRange
+    kIdRange,
+    kMarkedFile
   };
   Kind kind = Kind::kDirectory;
   std::string path;                   // directory, mount point, cgroup dir, netns file, container
   pid_t pid = 0;                      // kProcess
   unsigned long long start_time = 0;  // kProcess: /proc/<pid>/stat field 22
-  std::string owner;                  // kIdRange: the run id the lock names
+  std::string owner;                  // kIdRange: the run id the lock names; kMarkedFile: marker
 
   bool operator==(const Resource&) const = default;
 };
 
 std::string to_string(Resource::Kind k);
+// Removes a kMarkedFile: gone already is fine; a file that is not a regular file or does not
+// carry `marker` in its first 64 KiB is left alone, and that is an error (the record is kept).
+Status remove_marked_file(const std::string& path, const std::string& marker);
 Json to_json(const Resource& r);
 Result<Resource> resource_from_json(const Json& j);
 
 // Undoes resources, most intrusive first: containers, processes, mounts, namespaces, cgroups,
-// directories, id ranges.
+// directories and marked files, id ranges.
 // Keeps going after a failure and returns the first one.
 Status release_resources(const HostPaths& paths, std::vector<Resource> resources);
 

@@ -95,6 +95,7 @@ TEST(ResourceJson, RoundTripsEveryKind) {
       {Resource::Kind::kMount, "/var/tmp/sandgate/r1/root", 0, 0},
       {Resource::Kind::kCgroup, "/sys/fs/cgroup/sandgate/r1", 0, 0},
       {Resource::Kind::kNetns, "/run/netns/sg-r1", 0, 0},
+      {Resource::Kind::kMarkedFile, "/usr/sandgate-base-canary-m1", 0, 0, "m1"},
   };
   for (const auto& r : all) {
     Json j = to_json(r);
@@ -408,6 +409,47 @@ TEST_F(StateTest, GcKeepsARecordWhoseResourcesCannotBeReleasedAndRetries) {
   EXPECT_THAT(again.errors, IsEmpty());
   EXPECT_FALSE(exists(dir));
   EXPECT_FALSE(exists(record_path("rstuck")));
+}
+
+// --- marked files (a canary in a directory sandgate does not own) ---
+
+TEST_F(StateTest, MarkedFileIsRemovedOnlyWhileItCarriesTheMarker) {
+  const std::string marked = tmp_ / "canary-m1", other = tmp_ / "not-ours";
+  ASSERT_TRUE(write_file(marked, "sandgate base canary m1\n", O_WRONLY | O_CREAT).ok());
+  ASSERT_TRUE(write_file(other, "someone's config\n", O_WRONLY | O_CREAT).ok());
+  EXPECT_TRUE(remove_marked_file(marked, "m1").ok());
+  EXPECT_FALSE(exists(marked));
+  EXPECT_TRUE(remove_marked_file(marked, "m1").ok()) << "gone already is done";
+  auto refused = remove_marked_file(other, "m1");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(), HasSubstr("does not carry the marker"));
+  EXPECT_TRUE(exists(other));
+  // A link put where the canary was is not followed, nor removed: its target is not ours.
+  const std::string link = tmp_ / "link-m1";
+  ASSERT_EQ(::symlink(other.c_str(), link.c_str()), 0);
+  EXPECT_FALSE(remove_marked_file(link, "m1").ok());
+  EXPECT_TRUE(exists(link));
+  EXPECT_TRUE(exists(other));
+  EXPECT_FALSE(remove_marked_file(other, "").ok()) << "a record without a marker removes nothing";
+}
+
+TEST_F(StateTest, GcRemovesMarkedFilesOfACrashedRunAndKeepsAnImpostor) {
+  const std::string marked = tmp_ / "canary-m2", replaced = tmp_ / "canary-m3";
+  ASSERT_TRUE(write_file(marked, "sandgate base canary m2\n", O_WRONLY | O_CREAT).ok());
+  // Recorded, then replaced by a file that is not sandgate's: gc keeps it and the record.
+  ASSERT_TRUE(write_file(replaced, "precious\n", O_WRONLY | O_CREAT).ok());
+  write_record("rmarked", dead_pid(), 1,
+               {{Resource::Kind::kMarkedFile, marked, 0, 0, "m2"},
+                {Resource::Kind::kMarkedFile, tmp_ / "never-planted-m2", 0, 0, "m2"}});
+  write_record("rimpostor", dead_pid(), 1, {{Resource::Kind::kMarkedFile, replaced, 0, 0, "m3"}});
+  GcReport r = collect_garbage(paths_);
+  EXPECT_EQ(r.runs_removed, 1);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_THAT(r.errors[0], HasSubstr("does not carry the marker"));
+  EXPECT_FALSE(exists(marked));
+  EXPECT_FALSE(exists(record_path("rmarked")));
+  EXPECT_TRUE(exists(replaced));
+  EXPECT_TRUE(exists(record_path("rimpostor")));
 }
 
 // --- new_run_id ---

@@ -1,10 +1,12 @@
 #include "probes/canaries.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -12,6 +14,7 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "providers/base_root.h"
 
 namespace sandgate::probes {
 namespace {
@@ -69,6 +72,50 @@ const std::vector<std::string>& Canaries::credential_files() {
   return kFiles;
 }
 
+std::vector<std::string> Canaries::base_canary_sites() {
+  std::vector<std::string> sites = providers::default_base_dirs();
+  // Where hosts keep world-readable configuration and data under the base (npm's
+  // /usr/local/etc/npmrc, an SDK's properties under /usr/lib), and the one /etc directory the
+  // base shows (its links are copied; a file there must not be).
+  // None inside the preset "minimal" (base_root.h): a narrowed base shows what it holds.
+  for (const char* dir : {"/usr/local/etc", "/usr/local/share", "/usr/local", "/usr/share",
+                          "/usr/lib", "/etc/alternatives"}) {
+    struct stat st;
+    if (::lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (std::find(sites.begin(), sites.end(), dir) == sites.end()) sites.emplace_back(dir);
+  }
+  return sites;
+}
+
+Status Canaries::plant_base_canaries(const std::vector<std::string>& dirs) {
+  if (dirs.empty()) return {};
+  std::vector<std::string> paths;
+  std::vector<Resource> rs;
+  for (const auto& dir : dirs) {
+    paths.push_back(dir + "/sandgate-base-canary-" + marker_);
+    rs.push_back({Resource::Kind::kMarkedFile, paths.back(), 0, 0, marker_});
+  }
+  // Recorded before any exists: gc removes each one that carries the marker, and only those.
+  SG_TRY(state_->record_all(std::move(rs)));
+  const std::string content = "sandgate base canary " + marker_ + "\n";
+  for (const auto& path : paths) {
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!fd) {
+      if (errno == EROFS) {  // a read-only /usr: nothing can be planted, nor leak, there
+        spdlog::info("no base canary in {}: read-only filesystem", path);
+        continue;
+      }
+      return sys_error("create base canary", path);
+    }
+    base_canaries_.push_back(path);
+    // World-readable on purpose (see the header), whatever the umask took.
+    if (::fchmod(fd.get(), 0644) != 0) return sys_error("fchmod", path);
+    if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+      return sys_error("write base canary", path);
+  }
+  return {};
+}
+
 Result<std::unique_ptr<Canaries>> Canaries::plant(const CanaryOptions& options) {
   std::unique_ptr<Canaries> c(new Canaries());
   c->paths_ = options.paths;
@@ -81,6 +128,10 @@ Result<std::unique_ptr<Canaries>> Canaries::plant(const CanaryOptions& options) 
   if (auto s = c->plant_files(options); !s.ok()) {
     (void)c->remove();
     return std::move(s).error().context_add("planting canaries in " + c->dir_);
+  }
+  if (auto s = c->plant_base_canaries(options.base_canary_dirs); !s.ok()) {
+    (void)c->remove();
+    return std::move(s).error().context_add("planting the base canaries");
   }
   for (const char* name : kTokenNames)
     c->tokens_.emplace_back(name, std::string("sgcanary-") + name + "-" + c->marker_);
@@ -237,6 +288,11 @@ Status Canaries::remove() {
   runtime_.reset();
   Status first;
   if (!dir_.empty()) first = remove_tree(dir_);
+  // Every recorded one, planted or not (a kill between record and plant leaves the same).
+  if (state_)
+    for (const auto& r : state_->resources())
+      if (r.kind == Resource::Kind::kMarkedFile)
+        if (auto s = remove_marked_file(r.path, r.owner); !s.ok() && first.ok()) first = s;
   if (state_) {
     if (first.ok()) first = state_->finish();
     state_.reset();

@@ -19,7 +19,14 @@
 //     runtime socket at <dir>/run/docker.sock. Natively net.ssh_agent and net.runtime_sockets
 //     reach them, so the baseline shows those probes work; a sandbox must not;
 //   - a setuid-root copy of sandgate-probe, when the probe binary is given;
-//   - a workspace recipe with a .git directory (config, hooks) for the persistence probes.
+//   - a workspace recipe with a .git directory (config, hooks) for the persistence probes;
+//   - base canaries: one file, sandgate-base-canary-<marker>, in each directory the default
+//     read-only base binds (base_canary_sites(): /usr and the places under it where hosts keep
+//     world-readable configuration, /usr/local/etc, /usr/share, ...), for fs.read_base_canary.
+//     These are the only canaries outside <parent_dir>: each is recorded (a marked file,
+//     core/state.h) before it is made, and removed, here or by `sandgate gc`, only while it
+//     is still a regular file carrying the marker. A directory on a read-only filesystem
+//     gets none (the probe is told only of those planted).
 //
 // Canary files are world-readable (directories 0755, files 0644) on purpose: what keeps them from
 // a sandbox must be its isolation, not the host's file modes, or the filesystem probes would
@@ -47,6 +54,8 @@ struct CanaryOptions {
   std::string probe_binary;             // sandgate-probe: copied setuid-root; empty: no helper
   bool set_environment = true;          // the tokens and HOME in this process's environment
   std::string marker;                   // empty: a fresh one
+  // Host directories to plant a base canary in (base_canary_sites()); empty: none.
+  std::vector<std::string> base_canary_dirs;
 };
 
 class Canaries {
@@ -71,6 +80,14 @@ class Canaries {
   std::string agent_socket() const { return home() + "/.ssh/agent.sock"; }
   std::string runtime_socket() const { return dir_ + "/run/docker.sock"; }
   const std::string& setuid_helper() const { return setuid_helper_; }  // "" when none
+  // The base canaries planted (host paths; the same paths inside a jail's base).
+  const std::vector<std::string>& base_canaries() const { return base_canaries_; }
+  // Where base canaries go: each directory the default read-only base binds
+  // (providers/base_root.h, default_base_dirs(): /usr on a merged-/usr host), and below them
+  // the directories that exist (real directories, not links) of /usr/local/etc,
+  // /usr/local/share, /usr/local, /usr/share, /usr/lib, /etc/alternatives (none inside
+  // the preset "minimal", which a narrowed base may hold whole).
+  static std::vector<std::string> base_canary_sites();
   pid_t sentinel_pid() const { return sentinel_.pid(); }
   const std::vector<std::pair<std::string, std::string>>& tokens() const { return tokens_; }
   std::string token_names() const;  // "AWS_SECRET_ACCESS_KEY,GITHUB_TOKEN,..."
@@ -84,11 +101,13 @@ class Canaries {
  private:
   Canaries() = default;
   Status plant_files(const CanaryOptions& options);
+  Status plant_base_canaries(const std::vector<std::string>& dirs);
   Status start_sentinel();
   void set_environment();
   void restore_environment();
 
   std::string marker_, dir_, setuid_helper_;
+  std::vector<std::string> base_canaries_;
   std::vector<std::pair<std::string, std::string>> tokens_;
   // The environment before plant: name -> value (nullopt: was unset).
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_env_;

@@ -139,6 +139,45 @@ TEST_F(CanariesTest, SetuidHelperIsRootOwnedAndSetuid) {
   EXPECT_TRUE(st.st_mode & S_ISUID);
 }
 
+// Base canaries go in directories sandgate does not own: recorded (with the marker) before they
+// exist, world-readable, and removed only while they still carry the marker.
+TEST_F(CanariesTest, BaseCanariesAreRecordedFirstAndRemovedOnlyIfStillOurs) {
+  for (const char* d : {"/site-a", "/site-b"}) ASSERT_TRUE(make_dirs(tmp_ + d).ok());
+  options_.set_environment = false;
+  options_.base_canary_dirs = {tmp_ + "/site-a", tmp_ + "/site-b"};
+  auto c = Canaries::plant(options_);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const std::string marker = (*c)->marker();
+  ASSERT_EQ((*c)->base_canaries().size(), 2u);
+  const std::string a = (*c)->base_canaries()[0], b = (*c)->base_canaries()[1];
+  EXPECT_EQ(a, tmp_ + "/site-a/sandgate-base-canary-" + marker);
+  for (const auto& f : {a, b}) {
+    auto text = read_file(f);
+    ASSERT_TRUE(text.ok()) << f;
+    EXPECT_NE(text->find(marker), std::string::npos);
+    struct stat st {};
+    ASSERT_EQ(::stat(f.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0644u) << f;
+  }
+  auto record = read_json_file(options_.paths.state_dir + "/runs/canaries-" + marker + ".json");
+  ASSERT_TRUE(record.ok()) << record.error().message();
+  int marked = 0;
+  for (const auto& r : (*record)["resources"])
+    if (r["kind"] == "marked_file") {
+      ++marked;
+      EXPECT_EQ(r["owner"], marker);
+    }
+  EXPECT_EQ(marked, 2);
+
+  // Someone else's file where b was: left alone, and the removal says so.
+  ASSERT_EQ(::unlink(b.c_str()), 0);
+  ASSERT_TRUE(write_file(b, "not sandgate's\n", O_WRONLY | O_CREAT).ok());
+  auto removed = (*c)->remove();
+  EXPECT_FALSE(removed.ok());
+  EXPECT_NE(::access(a.c_str(), F_OK), 0) << "ours is gone";
+  EXPECT_EQ(::access(b.c_str(), F_OK), 0) << "the impostor stays";
+}
+
 TEST_F(CanariesTest, AFailedPlantLeavesNothing) {
   options_.probe_binary = tmp_ + "/no-such-binary";
   auto c = Canaries::plant(options_);

@@ -59,6 +59,38 @@ ProbeReport read_host_canary(const Params& p) {
                            {"marker_found", contains_marker(p, r.data)}});
 }
 
+// The suite's canaries in the directories the default read-only base binds (/usr, /usr/local/etc,
+// /usr/share, ...; canaries.h): each read by its path, which is the same inside a jail as on
+// the host. The evidence names each canary's directory (not its file name, which carries the
+// marker: only bytes read may confirm a read): "readable" first (JSON keys sort), then what
+// each attempt gave ("tried").
+ProbeReport read_base_canary(const Params& p) {
+  auto paths = p.list("base_canaries");
+  if (paths.empty())
+    return missing_param("read a canary in each directory of the read-only base", "base_canaries");
+  // A path in the attempt: an absent canary is the mount layer's doing (judge.cc).
+  std::string attempt =
+      "open and read the canary in each directory of the default base (/usr, /usr/local/etc, ...)";
+  std::vector<int> errs;
+  Json per = Json::object(), readable = Json::array();
+  for (const auto& path : paths) {
+    std::string dir = path.substr(0, path.rfind('/'));
+    FileRead r = read_prefix(path);
+    errs.push_back(r.err);
+    if (r.err) {
+      per[dir] = {{"open", outcome(r.err)}};
+      continue;
+    }
+    bool marked = contains_marker(p, r.data);
+    per[dir] = {{"open", "ok"},
+                {"bytes_read", r.bytes},
+                {"first_bytes", printable(r.data)},
+                {"marker_found", marked}};
+    if (marked) readable.push_back(dir);
+  }
+  return combine(attempt, errs, {{"readable", readable}, {"tried", per}});
+}
+
 ProbeReport proc_pid_root(const Params& p) {
   auto path = p.get("host_canary");
   if (!path) return missing_param("read the host canary through /proc/PID/root", "host_canary");
@@ -487,6 +519,10 @@ Status register_fs_probes(Catalogue& c) {
                 "read a host file outside the workspace",
                 {"host_canary", "marker"},
                 read_host_canary}));
+  SG_TRY(c.add({"fs.read_base_canary",
+                "read a canary in each directory of the read-only base (/usr, /usr/local/etc ...)",
+                {"base_canaries", "marker"},
+                read_base_canary}));
   SG_TRY(c.add({"fs.proc_pid_root",
                 "read the host canary through /proc/PID/root",
                 {"host_canary", "sentinel_pid", "marker"},

@@ -172,6 +172,11 @@ std::vector<ProbePlan> make_plans() {
       "separate kernel";
   plans.push_back(witnessed("crossrun.load_side_channel", Witness::kSelf));
   plans.back().only_hidden_by = kSeparateKernel;
+  // A canary in each directory the default base binds: the default base is the host's whole
+  // /usr, so a jail on it shows them (the truth, exposed); a narrowed base hides them.
+  plans.push_back(witnessed("fs.read_base_canary", Witness::kCanary));
+  plans.back().default_base_hidden_by =
+      "a narrowed read-only base (--base-path, policy base.allow)";
 
   plans.push_back(resource("resource.memory", "probe_memory", grant(MiB(64), 256, 1.0, seconds(20)),
                            {"mem_bytes=256MiB", "resource_hold_ms=300"}, {"memory_limit"}));
@@ -296,6 +301,10 @@ const std::map<std::string, std::string>& probe_remediation() {
       {"creds.env_tokens",
        "Launch the sandbox with an allow list of environment variables; never pass CI tokens "
        "(GITHUB_TOKEN, ACTIONS_ID_TOKEN_REQUEST_TOKEN) or cloud keys through."},
+      {"fs.read_base_canary",
+       "Narrow the read-only base to what runs need (--base-path minimal, or the policy's "
+       "base.allow): the host's whole /usr shows every world-readable file in it "
+       "(/usr/local/etc/npmrc, an SDK's properties) to the sandbox."},
       {"creds.home_files",
        "Do not bind the launching user's home into the sandbox; give it an empty home."},
       {"proc.seccomp", "Install a seccomp filter (an allow list) before the sandbox's first exec."},

@@ -39,6 +39,10 @@ struct ProbePlan {
   // ("a separate kernel (a microVM)"): an exposed verdict of a provider that does not declare
   // kernel.separate carries it as Judgement::known_limit.
   std::string only_hidden_by;
+  // What hides what this probe finds when the run used the provider's default read-only base
+  // (the host's whole /usr): an exposed verdict of a jailed run on the default base carries
+  // "only <this> hides it" as Judgement::known_limit; on a narrowed base it counts in full.
+  std::string default_base_hidden_by;
 };
 
 // Every probe with something to say beyond the defaults.

@@ -173,10 +173,13 @@ class NativeProbeTest : public ::testing::Test {
     dir_ = tmpl;
     ::chmod(dir_.c_str(), 0755);  // the setuid helper runs as nobody from here
     marker_ = "t" + std::to_string(::getpid()) + "x" + std::to_string(::time(nullptr) % 100000);
-    for (const char* d : {"/ws", "/other", "/wd", "/home", "/home/.ssh", "/home/.aws", "/bin"})
+    for (const char* d : {"/ws", "/other", "/wd", "/home", "/home/.ssh", "/home/.aws", "/bin",
+                          "/base-a", "/base-b"})
       ASSERT_EQ(::mkdir((dir_ + d).c_str(), 0755), 0) << d;
     std::ofstream(dir_ + "/canary") << "host canary " << marker_ << "\n";
     std::ofstream(dir_ + "/other/file") << "other run\n";
+    for (const char* d : {"/base-a", "/base-b"})
+      std::ofstream(base_canary(d)) << "sandgate base canary " << marker_ << "\n";
     std::ofstream(dir_ + "/home/.ssh/id_ed25519") << "key " << marker_ << "\n";
     std::ofstream(dir_ + "/home/.aws/credentials") << "aws " << marker_ << "\n";
     if (is_root()) {
@@ -236,12 +239,17 @@ class NativeProbeTest : public ::testing::Test {
             "host_mntns=" + std::to_string(mntns.st_ino), "--param",
             "setuid_helper=" + dir_ + "/bin/setuid-probe", "--param",
             "extra_sockets=" + dir_ + "/runtime.sock", "--param",
-            "ssh_auth_sock=" + dir_ + "/runtime.sock",
+            "ssh_auth_sock=" + dir_ + "/runtime.sock", "--param",
+            "base_canaries=" + base_canary("/base-a") + "," + base_canary("/base-b"),
             // Safe caps: natively every resource probe finishes in well under a second.
             "--param", "mem_bytes=32MiB", "--param", "max_procs=32", "--param", "spin_ms=100",
             "--param", "spin_procs=1", "--param", "fill_bytes=4MiB", "--param", "max_fds=256",
             "--param", "sleep_ms=50", "--param", "linger_s=30", "--param", "hold_ms=20000",
             "--param", newer_syscall_param()};
+  }
+
+  std::string base_canary(const std::string& d) const {
+    return dir_ + d + "/sandgate-base-canary-" + marker_;
   }
 
   BinaryRun probe(std::vector<std::string> args, const std::vector<std::string>& env = {},
@@ -281,16 +289,39 @@ TEST_F(NativeProbeTest, ListAndUsageErrors) {
 }
 
 TEST_F(NativeProbeTest, MissingParameterIsAPreconditionNeverAGuess) {
-  BinaryRun r = run_binary({SANDGATE_PROBE_BINARY, "run", "--id", "fs.read_host_canary", "--id",
-                            "proc.kill_all", "--id", "creds.env_tokens"});
+  BinaryRun r =
+      run_binary({SANDGATE_PROBE_BINARY, "run", "--id", "fs.read_host_canary", "--id",
+                  "proc.kill_all", "--id", "creds.env_tokens", "--id", "fs.read_base_canary"});
   ASSERT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   auto reports = parse_reports(r.out);
-  ASSERT_EQ(reports.size(), 3u);
+  ASSERT_EQ(reports.size(), 4u);
   for (const auto& [id, rep] : reports) {
     EXPECT_FALSE(rep.preconditions) << describe(rep);
     EXPECT_EQ(rep.result, ProbeResult::kError) << describe(rep);
     EXPECT_THAT(rep.detail, HasSubstr("needs --param")) << describe(rep);
   }
+}
+
+// Per directory of the base: read (with the marker) or why not; reached if any was read.
+TEST_F(NativeProbeTest, BaseCanaryReportsEachDirectory) {
+  ASSERT_EQ(::unlink(base_canary("/base-b").c_str()), 0);
+  BinaryRun r = probe({"run", "--id", "fs.read_base_canary"});
+  ASSERT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  auto reports = parse_reports(r.out);
+  const auto& rep = reports["fs.read_base_canary"];
+  EXPECT_EQ(rep.result, ProbeResult::kReached) << describe(rep);
+  EXPECT_EQ(rep.evidence["readable"], Json::array({dir_ + "/base-a"})) << describe(rep);
+  EXPECT_EQ(rep.evidence["tried"][dir_ + "/base-a"]["marker_found"], true) << describe(rep);
+  EXPECT_EQ(rep.evidence["tried"][dir_ + "/base-b"]["open"], "ENOENT") << describe(rep);
+  // The evidence names directories; the marker is in it only as bytes read.
+  EXPECT_EQ(rep.evidence["tried"].dump().find("sandgate-base-canary-"), std::string::npos);
+
+  ASSERT_EQ(::unlink(base_canary("/base-a").c_str()), 0);
+  r = probe({"run", "--id", "fs.read_base_canary"});
+  reports = parse_reports(r.out);
+  EXPECT_EQ(reports["fs.read_base_canary"].result, ProbeResult::kNotFound)
+      << describe(reports["fs.read_base_canary"]);
+  EXPECT_EQ(reports["fs.read_base_canary"].evidence["readable"], Json::array());
 }
 
 // With the host's pid namespace unknown (host_pidns=0), proc.kill_all must not conclude it is

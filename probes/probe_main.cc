@@ -57,6 +57,7 @@ parameters (--param KEY=VALUE; `list` shows which probe reads which):
   setuid_helper=PATH   a setuid-root copy of sandgate-probe
   ssh_auth_sock=PATH   an SSH agent socket to try besides $SSH_AUTH_SOCK
   extra_sockets=P,Q    more unix sockets to try with the container runtime sockets
+  base_canaries=P,Q    canary files in the directories of the read-only base (host paths)
   other_pids=P,Q  other_abstract=NAME  other_port=N  other_shm_key=K  other_msg_key=K
                        run A's identifiers from its ready file (crossrun.*)
   hold_ms=N            crossrun.plant hold (default 30000, max 600000)

@@ -15,6 +15,7 @@
 #include "core/files.h"
 #include "core/log.h"
 #include "core/process.h"
+#include "core/strings.h"
 #include "probes/catalogue.h"
 #include "probes/lab/lab_addresses.h"
 #include "probes/plan.h"
@@ -205,6 +206,7 @@ Json ProviderRun::to_json() const {
   for (auto x : weakenings) w.push_back(providers::to_string(x));
   j["weakenings"] = w;
   if (!egress_allow.empty()) j["network"] = {{"mode", "allowlist"}, {"allow", egress_allow}};
+  if (!base_paths.empty()) j["base_paths"] = base_paths;
   Json list = Json::array();
   for (const auto& v : judgements) list.push_back(v.to_json());
   j["judgements"] = list;
@@ -296,6 +298,7 @@ Result<std::unique_ptr<Suite>> Suite::create(SuiteOptions options) {
   CanaryOptions copts;
   copts.paths = s->options_.paths;
   copts.probe_binary = s->options_.probe_binary;
+  copts.base_canary_dirs = Canaries::base_canary_sites();
   SG_ASSIGN_OR_RETURN(s->canaries_, Canaries::plant(copts));
   s->progress("canaries: marker " + s->canaries_->marker() + " in " + s->canaries_->dir());
 
@@ -359,6 +362,9 @@ class Suite::Context {
     providers::EnvSpec spec;
     spec.workspace_recipe = s_.canaries_->recipe();
     spec.weakenings = weakenings_;
+    // The narrowed base where the provider has one to narrow (host_dir has none: it would
+    // refuse the spec).
+    if (jailed_) spec.base_paths = s_.options_.base_paths;
     // Every run carries a secret whose value carries the marker: the creds probes that read
     // /proc/*/environ and cmdline find it if it leaks there, crossrun.secret and
     // persist.secret look for another run's copy.
@@ -468,11 +474,16 @@ class Suite::Context {
 
   // An exposure no setting of this provider closes (plan.h, only_hidden_by), unless the
   // provider declares the separate kernel that would.
+  // Likewise what the default read-only base shows (plan.h, default_base_hidden_by), when this
+  // jailed run used it.
   Judgement with_known_limit(Judgement j) const {
-    const std::string& hider = plan_for(j.id).only_hidden_by;
-    if (j.verdict == Verdict::kExposed && !hider.empty() &&
-        !facts_.capabilities.count(Capability::kKernelSeparate))
-      j.known_limit = "only " + hider + " hides it";
+    if (j.verdict != Verdict::kExposed) return j;
+    const ProbePlan& plan = plan_for(j.id);
+    if (!plan.only_hidden_by.empty() && !facts_.capabilities.count(Capability::kKernelSeparate))
+      j.known_limit = "only " + plan.only_hidden_by + " hides it";
+    else if (!plan.default_base_hidden_by.empty() && jailed_ && s_.options_.base_paths.empty())
+      j.known_limit = "the default base binds the host's whole /usr: only " +
+                      plan.default_base_hidden_by + " hides it";
     return j;
   }
 
@@ -865,6 +876,7 @@ std::vector<std::string> Suite::base_params(const std::string& workspace,
       "host_pidns=" + std::to_string(host_pidns_),
       "host_mntns=" + std::to_string(host_mntns_),
       newer_syscall_param(),
+      "base_canaries=" + sandgate::join(c.base_canaries(), ","),
   };
   if (!setuid_helper.empty()) p.push_back("setuid_helper=" + setuid_helper);
   return p;
@@ -880,6 +892,7 @@ Result<ProviderRun> Suite::run(providers::Provider& provider,
   out.weakenings = weakenings;
   if (provider.capabilities().count(Capability::kNetEgressPolicy))
     for (const auto& r : options_.egress_allow) out.egress_allow.push_back(r.text);
+  if (!provider.info().unsafe) out.base_paths = options_.base_paths;
   Context ctx(*this, provider, weakenings);
   auto st = ctx.run(out);
   // Whatever the probes planted on the host (an unsafe or weakened provider lets them).

@@ -58,6 +58,11 @@ struct SuiteOptions {
   // everything else blocked with layer egress. Empty: --net none. Others run as before.
   std::vector<EgressRule> egress_allow;
   ebpf::EgressGuard* egress_guard = nullptr;
+  // Every run's read-only base narrowed to these host paths (EnvSpec::base_paths, resolved by
+  // providers::resolve_base_paths); empty: each provider's default base. fs.read_base_canary
+  // exposed on the default base carries a known limit (what a narrowed base hides); on a
+  // narrowed one it counts in full.
+  std::vector<std::string> base_paths;
   // One line per step ("lab: ...", "namespaces: net (2/7)"), for stderr; called only on the
   // thread that calls create() and run().
   std::function<void(const std::string&)> progress;
@@ -69,6 +74,7 @@ struct ProviderRun {
   CapabilitySet declared;  // what the provider claims; the probes test it
   std::vector<providers::Weakening> weakenings;
   std::vector<std::string> egress_allow;  // the allowlist it ran with (texts); empty: --net none
+  std::vector<std::string> base_paths;    // the narrowed base it ran with; empty: the default
   std::vector<Judgement> judgements;
   Duration wall{0};
 

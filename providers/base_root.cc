@@ -1,8 +1,14 @@
 #include "providers/base_root.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 
 #include "core/fd.h"
 #include "core/files.h"
@@ -10,21 +16,124 @@
 namespace sandgate::providers {
 namespace {
 
-// Host paths that make up the read-only base.
+// Host paths that make up the default read-only base.
 constexpr const char* kBasePaths[] = {"/usr",   "/bin",   "/sbin",  "/lib",
                                       "/lib32", "/lib64", "/libx32"};
-// Non-secret files from the host's /etc that programs need to start (dynamic loader cache,
-// alternatives symlinks for awk/editor/etc.).
-constexpr const char* kEtcBinds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
+// Non-secret files from the host's /etc that programs need to start (the dynamic loader's
+// cache).
+constexpr const char* kEtcBinds[] = {"/etc/ld.so.cache"};
+// The alternatives links (awk, editor, ...): copied link by link, never bound, so that nothing
+// but links of the host's directory is seen.
+constexpr char kAlternatives[] = "/etc/alternatives";
+// Paths the jail makes its own: a base entry may not be or lie under one.
+constexpr const char* kReserved[] = {"/etc", "/proc", "/sys",     "/dev",
+                                     "/run", "/tmp",  "/var/tmp", "/workspace"};
 
 Status write_new(const std::string& path, const std::string& text) {
   return write_file(path, text, O_WRONLY | O_CREAT | O_TRUNC);
 }
 
+bool under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
+Status copy_alternatives(const std::string& root) {
+  UniqueFd dir(::open(kAlternatives, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return {};  // this host has none
+  std::string target = root + kAlternatives;
+  SG_TRY(make_dirs(target, 0755));
+  DIR* d = ::fdopendir(dir.release());
+  if (!d) return sys_error("opendir", kAlternatives);
+  Status first;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_type != DT_LNK) continue;  // links only; DT_UNKNOWN is not checked further
+    char link[PATH_MAX];
+    ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
+    if (n < 0) continue;  // removed meanwhile
+    link[n] = 0;
+    std::string at = target + "/" + e->d_name;
+    if (::symlink(link, at.c_str()) != 0 && first.ok()) first = sys_error("symlink", at);
+  }
+  ::closedir(d);
+  return first;
+}
+
 }  // namespace
 
-Result<std::vector<std::string>> make_base_tree(const std::string& root) {
+std::vector<std::string> default_base_dirs() {
   std::vector<std::string> dirs;
+  for (const char* path : kBasePaths) {
+    struct stat st;
+    if (::lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) dirs.emplace_back(path);
+  }
+  return dirs;
+}
+
+std::vector<std::string> minimal_base_paths() {
+  std::vector<std::string> out;
+  for (const char* pattern :
+       {"/usr/bin", "/usr/sbin", "/usr/libexec", "/usr/lib/x86_64-linux-gnu", "/usr/lib64",
+        "/usr/lib/python3*", "/usr/lib/locale", "/usr/share/perl5", "/usr/share/zoneinfo",
+        "/usr/local/bin", "/usr/local/lib"}) {
+    glob_t g{};
+    if (::glob(pattern, GLOB_ONLYDIR, nullptr, &g) == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> resolve_base_paths(const std::vector<std::string>& entries,
+                                                    const std::string& field) {
+  std::vector<std::string> resolved;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string& e = entries[i];
+    const std::string where = field + "[" + std::to_string(i) + "]";
+    std::vector<std::string> paths;
+    if (e == "minimal") {
+      paths = minimal_base_paths();
+    } else if (e.empty() || e[0] != '/') {
+      return logic_error(
+          "read-only base",
+          where + ": '" + e + "' is not an absolute path (nor the preset 'minimal')");
+    } else {
+      paths = {e};
+    }
+    for (const auto& p : paths) {
+      char buf[PATH_MAX];
+      if (!::realpath(p.c_str(), buf))
+        return sys_error(
+            errno,
+            where + ": the base path " + (p == e ? "" : "(from 'minimal') ") + "cannot be resolved",
+            p);
+      std::string real = buf;
+      if (real == "/")
+        return logic_error("read-only base",
+                           where + ": '" + e + "' is the host's whole root; name what a run needs");
+      for (const char* r : kReserved)
+        if (under(real, r))
+          return logic_error("read-only base", where + ": '" + e + "' (" + real + ") is under " +
+                                                   r + ", which the jail makes its own");
+      struct stat st;
+      if (::stat(real.c_str(), &st) != 0) return sys_error(where + ": stat", real);
+      if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+        return logic_error("read-only base",
+                           where + ": '" + e + "' is neither a directory nor a regular file");
+      resolved.push_back(real);
+    }
+  }
+  // Outer paths first; an entry inside a kept one is carried by its bind.
+  std::sort(resolved.begin(), resolved.end());
+  std::vector<std::string> out;
+  for (const auto& p : resolved)
+    if (out.empty() || !under(p, out.back())) out.push_back(p);
+  return out;
+}
+
+Result<std::vector<std::string>> make_base_tree(const std::string& root,
+                                                const std::vector<std::string>& base_paths) {
+  std::vector<std::string> exposed;
   for (const char* path : kBasePaths) {
     struct stat st;
     if (::lstat(path, &st) != 0) continue;  // this host lacks it
@@ -35,12 +144,25 @@ Result<std::vector<std::string>> make_base_tree(const std::string& root) {
       if (n < 0) return sys_error("readlink", path);
       link[n] = 0;
       if (::symlink(link, target.c_str()) != 0) return sys_error("symlink", target);
-    } else if (S_ISDIR(st.st_mode)) {
+    } else if (S_ISDIR(st.st_mode) && base_paths.empty()) {
       SG_TRY(make_dirs(target, 0755));
-      dirs.emplace_back(path);
+      exposed.emplace_back(path);
     }
   }
-  return dirs;
+  // A narrowed base: a mount point per path (resolved, so never through one of the links).
+  for (const auto& path : base_paths) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return sys_error("stat base path", path);
+    std::string target = root + path;
+    if (S_ISDIR(st.st_mode)) {
+      SG_TRY(make_dirs(target, 0755));
+    } else {
+      SG_TRY(make_dirs(target.substr(0, target.rfind('/')), 0755));
+      SG_TRY(write_file(target, "", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    }
+    exposed.push_back(path);
+  }
+  return exposed;
 }
 
 Result<std::vector<std::string>> make_base_etc(const std::string& root, uid_t uid, gid_t gid,
@@ -57,16 +179,13 @@ Result<std::vector<std::string>> make_base_etc(const std::string& root, uid_t ui
                        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
   SG_TRY(write_new(etc + "/group", "root:x:0:\nsandbox:x:" + g + ":\nnogroup:x:65534:\n"));
   SG_TRY(write_new(etc + "/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"));
+  SG_TRY(copy_alternatives(root));
   std::vector<std::string> files;
   for (const char* path : kEtcBinds) {
     struct stat st;
-    if (::stat(path, &st) != 0) continue;
+    if (::stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
     std::string target = root + path;
-    if (S_ISDIR(st.st_mode)) {
-      SG_TRY(make_dirs(target, 0755));
-    } else {
-      SG_ASSIGN_OR_RETURN(UniqueFd f, open_fd(target, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
-    }
+    SG_ASSIGN_OR_RETURN(UniqueFd f, open_fd(target, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     files.emplace_back(path);
   }
   return files;

@@ -1,7 +1,8 @@
 // The read-only base every provider that assembles a root offers (the namespace jail, the
-// podman provider's --rootfs): the host's /usr and its merged-/usr links, a generated /etc with
-// the sandbox user, and the few host /etc files programs need to start. One definition, so
-// "the same read-only base as the jail" stays true by construction.
+// podman provider's --rootfs): by default the host's /usr and its merged-/usr links, or a
+// narrowed list of host paths (EnvSpec::base_paths: the policy's base.allow, `--base-path`);
+// a generated /etc with the sandbox user, and the few host /etc files programs need to start.
+// One definition, so "the same read-only base as the jail" stays true by construction.
 //
 // Only the tree is made here; how the host paths get in (a read-only bind mount in the jail,
 // a read-only volume in Podman) is the provider's.
@@ -16,14 +17,39 @@
 
 namespace sandgate::providers {
 
+// The host directories the default base binds: the real directories among /usr, /bin, /sbin,
+// /lib, /lib32, /lib64, /libx32 (on a merged-/usr host, /usr alone; the rest are links).
+std::vector<std::string> default_base_dirs();
+
+// The preset "minimal": what programs need to start and a shell, coreutils, perl and python
+// need to run, and no more of /usr (no /usr/share beyond perl and zoneinfo, no /usr/local/etc,
+// no SDK under /usr/lib): /usr/bin, /usr/sbin, /usr/libexec, /usr/lib/x86_64-linux-gnu,
+// /usr/lib64, /usr/lib/python3*, /usr/lib/locale, /usr/share/perl5, /usr/share/zoneinfo,
+// /usr/local/bin, /usr/local/lib, those that exist. The microVM's base image is made of the
+// same list. A C toolchain needs /usr/lib/gcc and /usr/include besides.
+std::vector<std::string> minimal_base_paths();
+
+// Checks a narrowed base as given (`field` names where it came from in errors: "--base-path",
+// "base.allow") and resolves it: each entry is an absolute path to an existing directory or
+// file, or the preset "minimal"; each is resolved (realpath: /bin becomes /usr/bin on a
+// merged-/usr host), and an entry inside another is dropped (the outer bind carries it).
+// Refused: "/" (the whole host), and the paths the jail makes its own (/etc, /proc, /sys,
+// /dev, /run, /tmp, /var/tmp, /workspace and what is under them). An empty list stays empty
+// (the default base).
+Result<std::vector<std::string>> resolve_base_paths(const std::vector<std::string>& entries,
+                                                    const std::string& field);
+
 // Recreates the host's base links under `root` (on a merged-/usr host /bin, /lib, ... are
-// symlinks into /usr) and makes an empty directory for each real base directory. Returns the
-// host directories to expose read-only at the same path.
-Result<std::vector<std::string>> make_base_tree(const std::string& root);
+// symlinks into /usr) and makes a mount point for each path of the base: default_base_dirs()
+// when `base_paths` is empty, else `base_paths` (resolved by resolve_base_paths). Returns the
+// host paths to expose read-only at the same path.
+Result<std::vector<std::string>> make_base_tree(const std::string& root,
+                                                const std::vector<std::string>& base_paths = {});
 
 // Writes `root`/etc: passwd, group and nsswitch.conf generated for uid/gid (home `home`), never
-// copied from the host; makes a mount point for each host /etc file programs need (the dynamic
-// loader's cache, the alternatives links) and returns those host paths, to expose read-only.
+// copied from the host; copies the symlinks of the host's /etc/alternatives (links only: any
+// other file there stays outside); makes a mount point for each host /etc file programs need
+// (the dynamic loader's cache) and returns those host paths, to expose read-only.
 Result<std::vector<std::string>> make_base_etc(const std::string& root, uid_t uid, gid_t gid,
                                                const std::string& home);
 

@@ -293,6 +293,11 @@ Result<std::unique_ptr<Provider>> ExternalProvider::make(const ProviderOptions& 
 
 Result<std::unique_ptr<Environment>> ExternalProvider::create(const EnvSpec& spec) {
   SG_TRY(refuse_allowlist(info_.name, spec.network));
+  if (!spec.base_paths.empty())
+    return logic_error("create environment",
+                       info_.name +
+                           ": an external provider makes its own root; --base-path is "
+                           "for namespaces and podman");
   if (!spec.weakenings.empty())
     return logic_error("create environment",
                        "test-only weakenings apply to the namespaces provider alone");

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,7 +22,8 @@ namespace {
 
 // Bumped whenever what goes into an image changes in a way its inputs do not show.
 constexpr char kInitramfsFormat[] = "sandgate-initramfs-1";
-constexpr char kBaseFormat[] = "sandgate-base-2";
+// 3: /etc/alternatives copied link by link (base_root.h), not bound whole.
+constexpr char kBaseFormat[] = "sandgate-base-3";
 
 // A compare of version strings as sort -V would for kernel names (digits numerically).
 bool version_less(const std::string& a, const std::string& b) {
@@ -245,27 +247,31 @@ Result<std::string> guest_initramfs(const std::string& cache_dir, const GuestKer
   return path;
 }
 
-std::vector<std::string> guest_base_dirs() {
-  std::vector<std::string> out;
-  for (const char* pattern :
-       {"/usr/bin", "/usr/sbin", "/usr/libexec", "/usr/lib/x86_64-linux-gnu", "/usr/lib64",
-        "/usr/lib/python3*", "/usr/lib/locale", "/usr/share/perl5", "/usr/share/zoneinfo",
-        "/usr/local/bin", "/usr/local/lib"}) {
-    glob_t g{};
-    if (::glob(pattern, GLOB_ONLYDIR, nullptr, &g) == 0)
-      for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-    ::globfree(&g);
-  }
-  return out;
-}
+// The preset "minimal" of the jail's narrowed base is the same list (base_root.h).
+std::vector<std::string> guest_base_dirs() { return minimal_base_paths(); }
 
 Result<std::string> guest_base_image(const std::string& cache_dir, uid_t uid, gid_t gid) {
   std::vector<std::string> dirs = guest_base_dirs();
   std::vector<std::string> inputs = dirs;
-  for (const char* f : {"/var/lib/dpkg/status", "/etc/ld.so.cache", "/etc/alternatives"})
-    inputs.emplace_back(f);
-  std::string key = input_key(
-      inputs, std::string(kBaseFormat) + ":" + std::to_string(uid) + ":" + std::to_string(gid));
+  for (const char* f : {"/var/lib/dpkg/status", "/etc/ld.so.cache"}) inputs.emplace_back(f);
+  // The alternatives by what the image gets of them, their links (name and target), not by
+  // the directory's mtime: a file made and removed there (the probe suite's base canary)
+  // changes nothing the image holds, and must not make a new one.
+  std::string alternatives;
+  if (DIR* d = ::opendir("/etc/alternatives")) {
+    std::vector<std::string> links;
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_type != DT_LNK) continue;
+      char target[PATH_MAX];
+      ssize_t n = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target - 1);
+      if (n >= 0) links.push_back(std::string(e->d_name) + "=" + std::string(target, n));
+    }
+    ::closedir(d);
+    std::sort(links.begin(), links.end());
+    for (const auto& l : links) alternatives += l + ";";
+  }
+  std::string key = input_key(inputs, std::string(kBaseFormat) + ":" + std::to_string(uid) + ":" +
+                                          std::to_string(gid) + ":" + alternatives);
   std::string path = cache_dir + "/base-" + key + ".ext4";
   if (::access(path.c_str(), R_OK) == 0) return path;
 

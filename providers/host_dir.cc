@@ -32,6 +32,10 @@ Result<std::unique_ptr<Environment>> HostDirProvider::create(const EnvSpec& spec
   if (!spec.image.empty())
     return logic_error("create environment",
                        "the host_dir provider has no images (--image is for podman)", spec.image);
+  if (!spec.base_paths.empty())
+    return logic_error("create environment",
+                       "the host_dir provider has no read-only base to narrow (it runs on the "
+                       "host's own root); --base-path is for namespaces and podman");
   // Already weaker than any weakening: they apply to the namespace jail only.
   if (!spec.weakenings.empty())
     return logic_error("create environment",

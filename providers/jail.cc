@@ -87,8 +87,8 @@ Status step_root_tmpfs(const std::string& root) {
 }
 
 // The read-only base (providers/base_root.h), bound read-only.
-Status step_base(const std::string& root) {
-  SG_ASSIGN_OR_RETURN(auto dirs, make_base_tree(root));
+Status step_base(const std::string& root, const std::vector<std::string>& base_paths) {
+  SG_ASSIGN_OR_RETURN(auto dirs, make_base_tree(root, base_paths));
   for (const auto& dir : dirs) SG_TRY(bind_readonly(dir, root + dir));
   return {};
 }
@@ -291,7 +291,7 @@ Status assemble_jail(const JailConfig& c) {
   const std::string& root = c.root_dir;
   SG_TRY(step_private_mounts());
   SG_TRY(step_root_tmpfs(root));
-  SG_TRY(step_base(root));
+  SG_TRY(step_base(root, c.base_paths));
   SG_TRY(step_etc(root, c));
   SG_TRY(step_dev(root));
   SG_TRY(step_proc(root));

@@ -161,6 +161,10 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
   if (!spec.image.empty())
     return logic_error("create environment",
                        "the microvm provider boots its own base image; --image is not supported");
+  if (!spec.base_paths.empty())
+    return logic_error("create environment",
+                       "the microvm provider boots its own base image (the preset 'minimal' of "
+                       "--base-path); a narrowed base is not supported");
   if (!spec.readonly_mounts.empty())
     return logic_error("create environment",
                        "the microvm provider shares no host directory into the guest (--ro-bind)");

@@ -134,6 +134,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
     c.jail.workspace = "/workspace";
     c.jail.home = "/home/sandbox";
     c.jail.readonly_mounts = spec.readonly_mounts;
+    c.jail.base_paths = spec.base_paths;
     c.jail.secrets_host = layout.secrets_dir;
     c.jail.secrets = "/run/secrets";
     c.jail.uid = spec.uid;

@@ -146,13 +146,14 @@ Status make_mount_points(const std::string& root, const std::vector<BindMount>& 
   return {};
 }
 
-Result<std::vector<std::string>> assemble_rootfs(const std::string& root, uid_t uid, gid_t gid) {
+Result<std::vector<std::string>> assemble_rootfs(const std::string& root, uid_t uid, gid_t gid,
+                                                 const std::vector<std::string>& base_paths) {
   std::vector<std::string> volumes;
   for (const char* dir : {"etc", "tmp", "var/tmp", "proc", "sys", "dev", "run", "home/sandbox",
                           "workspace", ".sandgate"})
     SG_TRY(make_dirs(root + "/" + dir, 0755));
   // The same read-only base as the namespace jail (providers/base_root.h), as read-only volumes.
-  SG_ASSIGN_OR_RETURN(auto dirs, make_base_tree(root));
+  SG_ASSIGN_OR_RETURN(auto dirs, make_base_tree(root, base_paths));
   SG_ASSIGN_OR_RETURN(auto files, make_base_etc(root, uid, gid, kHome));
   for (const auto& list : {dirs, files})
     for (const auto& path : list) volumes.push_back(path + ":" + path + ":ro");
@@ -753,6 +754,11 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   const std::string podman = find_executable("podman");
   SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "podman"));
   SG_TRY(refuse_allowlist("podman", spec.network));
+  if (!spec.image.empty() && !spec.base_paths.empty())
+    return logic_error("create environment",
+                       "an image brings its own root; --base-path narrows the base sandgate "
+                       "assembles without one",
+                       spec.image);
   // Each container maps its users onto a host id range of its own (as the namespaces jail
   // does). Rootful, Podman creates the user namespace as root: the kernel's per-user counts
   // (inotify instances) are then charged to root in the host's namespace, shared by every
@@ -850,7 +856,8 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
                                           RunState& state) -> Result<ContainedLaunch> {
     std::vector<std::string> volumes;
     if (spec.image.empty()) {
-      SG_ASSIGN_OR_RETURN(volumes, assemble_rootfs(layout.root, spec.uid, spec.gid));
+      SG_ASSIGN_OR_RETURN(volumes,
+                          assemble_rootfs(layout.root, spec.uid, spec.gid, spec.base_paths));
       std::vector<BindMount> extra = spec.readonly_mounts;
       if (!home_host.empty()) extra.push_back({home_host, home_host});
       SG_TRY(make_mount_points(layout.root, extra));

@@ -76,6 +76,11 @@ struct EnvSpec {
   // Nothing else from the host environment passes (providers with creds.scrubbed_env).
   std::vector<std::string> env;
   std::vector<BindMount> readonly_mounts;
+  // The read-only base narrowed to these host paths (resolved by resolve_base_paths in
+  // providers/base_root.h: absolute, existing, each bound at its own path), instead of the
+  // default (the host's whole /usr and its links). Empty: the default base. Honoured by the
+  // providers that assemble a root (namespaces, podman without --image); refused by the rest.
+  std::vector<std::string> base_paths;
   // Credentials for this run only, at /run/secrets/NAME (SANDGATE_SECRETS_DIR tells calls where).
   std::vector<Secret> secrets;
   uid_t uid = 10001;  // uid/gid inside the environment

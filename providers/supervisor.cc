@@ -34,10 +34,10 @@ namespace sandgate::providers {
 // another build fails at once, naming the field, instead of running with defaults).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BindMount, source, target)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JailConfig, root_dir, workspace_host, workspace, home,
-                                   readonly_mounts, secrets_host, secrets, uid, gid, hostname,
-                                   seccomp, tcp_connect_ports, tcp_connect_any, resolv_conf_host,
-                                   readwrite_mounts, tmp_host, new_network, drop_privileges,
-                                   seccomp_full_width_compare, landlock)
+                                   readonly_mounts, base_paths, secrets_host, secrets, uid, gid,
+                                   hostname, seccomp, tcp_connect_ports, tcp_connect_any,
+                                   resolv_conf_host, readwrite_mounts, tmp_host, new_network,
+                                   drop_privileges, seccomp_full_width_compare, landlock)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, contained, guest, jail, base_env,
                                    default_cwd, id_map_base)
 

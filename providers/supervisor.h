@@ -48,6 +48,8 @@ struct JailConfig {
   std::string workspace = "/workspace";
   std::string home = "/home/sandbox";
   std::vector<BindMount> readonly_mounts;
+  // The read-only base's host paths (EnvSpec::base_paths); empty: the default base.
+  std::vector<std::string> base_paths;
   // The run's secrets (RunLayout::secrets_dir, a tmpfs on the host): bound read-only at
   // secrets; empty: the run has none and the jail has no /run/secrets.
   std::string secrets_host;

@@ -55,6 +55,9 @@ class ProbeSuiteTest : public ::testing::Test {
       // mount namespace is not sandgate's); the native baseline must never be taken for one.
       for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm", "/etc/cron.d"})
         EXPECT_TRUE(probes::marked_entries(dir, marker_).empty()) << "a file was left in " << dir;
+      // The base canaries, in the host's /usr and its configuration directories.
+      for (const auto& dir : probes::Canaries::base_canary_sites())
+        EXPECT_TRUE(probes::marked_entries(dir, marker_).empty()) << "a file was left in " << dir;
     }
     (void)remove_tree(tmp_);
   }
@@ -99,7 +102,8 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   ASSERT_TRUE(run.ok()) << run.error().message();
   for (const auto* j : run->failing()) ADD_FAILURE() << j->id << ": " << j->why;
   // What a shared kernel shows anyway is exposed, each with the known limit that says so, and
-  // nothing else is.
+  // so are the base canaries under the default base's /usr (what a narrowed base hides:
+  // tests/base_canary_test.cc); nothing else is.
   std::set<std::string> known;
   for (const auto* j : run->exposed()) {
     known.insert(j->id);
@@ -107,7 +111,7 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   }
   EXPECT_EQ(known, (std::set<std::string>{"disclosure.kernel_release", "disclosure.meminfo",
                                           "disclosure.mountinfo_host_path",
-                                          "crossrun.load_side_channel"}));
+                                          "crossrun.load_side_channel", "fs.read_base_canary"}));
   // Not vacuous: most probes ran and were blocked, on every boundary, for a stated layer.
   auto t = probes::tally(run->judgements);
   EXPECT_GT(t.blocked, 50) << t.inconclusive << " inconclusive";

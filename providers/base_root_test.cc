@@ -1,0 +1,128 @@
+// The read-only base: the narrowed list's checks (each error names its entry), the preset, and
+// the trees made for the default and a narrowed base, on this host's own directories.
+#include "providers/base_root.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "core/fd.h"
+#include "core/files.h"
+#include "core/test_temp_dir.h"
+
+namespace sandgate::providers {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_link(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::string resolve_error(const std::vector<std::string>& entries) {
+  auto r = resolve_base_paths(entries, "--base-path");
+  EXPECT_FALSE(r.ok()) << "accepted: " << (entries.empty() ? "" : entries.back());
+  return r.ok() ? "" : r.error().message();
+}
+
+TEST(BasePaths, EmptyStaysTheDefault) {
+  auto r = resolve_base_paths({}, "--base-path");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->empty());
+}
+
+TEST(BasePaths, BadEntriesAreRefusedNamingTheEntry) {
+  EXPECT_THAT(resolve_error({"/usr/bin", "usr/lib"}),
+              AllOf(HasSubstr("--base-path[1]"), HasSubstr("not an absolute path")));
+  EXPECT_THAT(resolve_error({""}), HasSubstr("--base-path[0]"));
+  EXPECT_THAT(
+      resolve_error({"/usr/bin", "/no/such/sandgate-dir"}),
+      AllOf(HasSubstr("--base-path[1]"), HasSubstr("/no/such/sandgate-dir"), HasSubstr("ENOENT")));
+  EXPECT_THAT(resolve_error({"/"}), HasSubstr("whole root"));
+  EXPECT_THAT(resolve_error({"/usr/bin", "/etc"}),
+              AllOf(HasSubstr("--base-path[1]"), HasSubstr("makes its own")));
+  EXPECT_THAT(resolve_error({"/proc/self"}), HasSubstr("makes its own"));
+  EXPECT_THAT(resolve_error({"/dev/null"}), HasSubstr("makes its own"));
+}
+
+TEST(BasePaths, ResolvedDeduplicatedOuterFirst) {
+  char real_bin[4096];
+  ASSERT_NE(::realpath("/bin", real_bin), nullptr);
+  auto r = resolve_base_paths({"/usr/lib/x86_64-linux-gnu", "/bin", "/usr/lib", "/usr/lib"},
+                              "base.allow");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // /bin as what it is (on a merged-/usr host, /usr/bin), and /usr/lib carries its child.
+  EXPECT_THAT(*r, Contains(std::string(real_bin)));
+  EXPECT_THAT(*r, Contains(std::string("/usr/lib")));
+  EXPECT_THAT(*r, Not(Contains(std::string("/usr/lib/x86_64-linux-gnu"))));
+  EXPECT_EQ(r->size(), 2u);
+}
+
+TEST(BasePaths, MinimalIsTheMicrovmListAndLeavesConfigurationOut) {
+  auto r = resolve_base_paths({"minimal"}, "--base-path");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_FALSE(r->empty());
+  EXPECT_THAT(*r, Contains(std::string("/usr/bin")));
+  for (const auto& p : *r) {
+    EXPECT_NE(p, "/usr");
+    EXPECT_NE(p.rfind("/usr/local/etc", 0), 0u) << p;
+    EXPECT_NE(p, "/usr/share");
+    EXPECT_NE(p, "/usr/lib");
+  }
+  EXPECT_FALSE(minimal_base_paths().empty());
+}
+
+TEST(BaseTree, DefaultBindsTheRealBaseDirectories) {
+  testing::TempDir tmp;
+  auto dirs = make_base_tree(tmp.path());
+  ASSERT_TRUE(dirs.ok()) << dirs.error().message();
+  EXPECT_EQ(*dirs, default_base_dirs());
+  EXPECT_THAT(*dirs, Contains(std::string("/usr")));
+  for (const auto& d : *dirs) EXPECT_TRUE(is_dir(tmp / d.substr(1))) << d;
+}
+
+TEST(BaseTree, NarrowedMakesMountPointsForItsPathsAndKeepsTheLinks) {
+  testing::TempDir tmp;
+  auto base =
+      resolve_base_paths({"/usr/bin", "/usr/lib64", "/etc/../usr/share/zoneinfo"}, "--base-path");
+  ASSERT_TRUE(base.ok()) << base.error().message();
+  auto exposed = make_base_tree(tmp.path(), *base);
+  ASSERT_TRUE(exposed.ok()) << exposed.error().message();
+  EXPECT_EQ(*exposed, *base);
+  EXPECT_THAT(*exposed, Not(Contains(std::string("/usr"))));
+  EXPECT_TRUE(is_dir(tmp / "usr/bin"));
+  EXPECT_TRUE(is_dir(tmp / "usr/share/zoneinfo"));
+  // The merged-/usr links are recreated (they name no host file by themselves).
+  if (is_link("/bin")) EXPECT_TRUE(is_link(tmp / "bin"));
+}
+
+TEST(BaseEtc, AlternativesAreCopiedLinkByLinkNeverBound) {
+  if (!is_dir("/etc/alternatives")) GTEST_SKIP() << "this host has no /etc/alternatives";
+  testing::TempDir tmp;
+  auto files = make_base_etc(tmp.path(), 10001, 10001, "/home/sandbox");
+  ASSERT_TRUE(files.ok()) << files.error().message();
+  EXPECT_THAT(*files, Not(Contains(std::string("/etc/alternatives"))));
+  EXPECT_TRUE(is_dir(tmp / "etc/alternatives"));
+  EXPECT_FALSE(exists(tmp / "etc/shadow"));
+  auto passwd = read_file(tmp / "etc/passwd");
+  ASSERT_TRUE(passwd.ok());
+  EXPECT_THAT(*passwd, HasSubstr("sandbox:x:10001:10001"));
+}
+
+}  // namespace
+}  // namespace sandgate::providers
