@@ -35,6 +35,9 @@ struct Peaks {
   uint64_t memory_bytes = 0;
   uint64_t pids = 0;
   double cpu_cores = 0;  // highest usage rate between two samples
+  // Highest network rate (bytes out + in per second) over the policy's net_window; nullopt
+  // when the call had no network meter or ended before half a window.
+  std::optional<double> net_bytes_per_s;
 };
 
 // What the monitor learned about one call.
