@@ -42,7 +42,9 @@ Result<std::unique_ptr<Controller>> Controller::create(ControllerOptions options
   const LadderSettings& ladder = c->options_.policy.ladder;
   c->monitor_ = std::make_unique<Monitor>(
       *c->options_.backend, c->options_.paths, ladder.sample_interval,
-      ladder.enabled && ladder.runq_throttle_ms_per_s > 0 ? ladder.runq_window : Duration(0));
+      ladder.enabled && ladder.runq_throttle_ms_per_s > 0 ? ladder.runq_window : Duration(0),
+      // Read whenever a call has a network meter: the outcome's peak rate needs it, rule or not.
+      ladder.net_window);
   return c;
 }
 
@@ -199,6 +201,10 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
 
 void Controller::measure_runq(const CallScope& call, std::unique_ptr<RunqMeter> meter) {
   monitor_->set_runq_meter(call.serial_, std::move(meter));
+}
+
+void Controller::measure_net(const CallScope& call, std::unique_ptr<NetMeter> meter) {
+  monitor_->set_net_meter(call.serial_, std::move(meter));
 }
 
 CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult result) {

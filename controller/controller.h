@@ -18,6 +18,7 @@
 #include "controller/cgroup.h"
 #include "controller/ladder.h"
 #include "controller/monitor.h"
+#include "controller/net_meter.h"
 #include "controller/outcome.h"
 #include "controller/policy.h"
 #include "controller/runq.h"
@@ -120,6 +121,11 @@ class Controller {
   // (controller/runq.h; the session wires in the eBPF activity tracer). Without one the call is
   // not measured: the run-queue rule neither counts it as waiting nor needs it to throttle it.
   void measure_runq(const CallScope& call, std::unique_ptr<RunqMeter> meter);
+  // From now until end_call, the monitor reads the call's network bytes through `meter`
+  // (controller/net_meter.h; the session wires in the eBPF egress guard on `--net allowlist`
+  // runs): its peak rate goes into the outcome and the network rule (net_throttle_bytes_per_s)
+  // acts on it. Without one the call has no network view and the rule leaves it alone.
+  void measure_net(const CallScope& call, std::unique_ptr<NetMeter> meter);
   // Stops watching, reads the final counters, revokes the grant (kills anything left in the
   // call's cgroup and removes it) and classifies how the call ended.
   CallOutcome end_call(std::unique_ptr<CallScope> call, ExecResult result);

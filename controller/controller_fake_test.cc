@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -574,6 +575,140 @@ TEST_F(ControllerFakeTest, ACallThrottledByItsOwnLimitDoesNotCountAsWaiting) {
   (void)c->end_call(std::move(capped).value(), exited(0));
   ASSERT_TRUE(c->end_run(std::move(r1).value()).ok());
   ASSERT_TRUE(c->end_run(std::move(r2).value()).ok());
+}
+
+// A network meter whose call sends `rate` bytes per second of real time (settable while the
+// monitor reads it) and receives a tenth of that.
+class SteadyNetMeter : public NetMeter {
+ public:
+  explicit SteadyNetMeter(std::shared_ptr<std::atomic<double>> rate)
+      : rate_(std::move(rate)), last_(std::chrono::steady_clock::now()) {}
+  std::optional<NetTotals> read() override {
+    auto now = std::chrono::steady_clock::now();
+    double sent = rate_->load() * std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    out_ += sent;
+    in_ += sent / 10;
+    return NetTotals{static_cast<uint64_t>(out_), static_cast<uint64_t>(in_)};
+  }
+
+ private:
+  std::shared_ptr<std::atomic<double>> rate_;
+  std::chrono::steady_clock::time_point last_;
+  double out_ = 0, in_ = 0;  // the monitor's thread only
+};
+
+class ControllerNetTest : public ControllerFakeTest {
+ protected:
+  ControllerNetTest() {
+    policy_.ladder.sample_interval = ms(5);
+    policy_.ladder.net_throttle_bytes_per_s = 1 << 20;  // 1 MiB/s
+    policy_.ladder.net_window = ms(100);
+  }
+  // Waits (bounded, 20 s) for 40 more samples of the monitor: at least 195 ms apart at the
+  // 5 ms interval, so the windows of 100 ms are spanned however busy the machine is.
+  static bool several_windows(const Controller& c) {
+    const uint64_t want = c.monitor().samples() + 40;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (c.monitor().samples() < want && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(ms(5));
+    return c.monitor().samples() >= want;
+  }
+};
+
+TEST_F(ControllerNetTest, ACallsNetworkBurstThrottlesItAndQuietReleasesIt) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok());
+  auto call = c->begin_call(**run, "install", {"pip", "install", "x"});
+  ASSERT_TRUE(call.ok());
+  const std::string rel = (*call)->cgroup().rel;
+  backend_->burn_cpu(rel, 0.9);  // more than the squeeze leaves it (1 core x 0.25)
+  auto rate = std::make_shared<std::atomic<double>>(8.0 * (1 << 20));
+  c->measure_net(**call, std::make_unique<SteadyNetMeter>(rate));
+
+  ASSERT_TRUE(wait_for_limits(actuator_, 1)) << "no throttle within 20 s";
+  auto squeezes = actuator_.calls(ActuatorCall::Op::kSetLimits);
+  EXPECT_EQ(squeezes[0].cgroup, rel);
+  EXPECT_DOUBLE_EQ(*squeezes[0].limits.cpu_cores,
+                   *policy_.intents.at("install").cpu_cores * policy_.ladder.throttle_cpu_fraction);
+  rate->store(0);  // the burst is over
+  ASSERT_TRUE(wait_for_limits(actuator_, 2)) << "no unthrottle within 20 s";
+  auto restore = actuator_.calls(ActuatorCall::Op::kSetLimits)[1];
+  EXPECT_DOUBLE_EQ(*restore.limits.cpu_cores, *policy_.intents.at("install").cpu_cores);
+
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  ASSERT_EQ(o.observed.actions.size(), 2u);
+  EXPECT_EQ(o.observed.actions[0].action, "throttle");
+  EXPECT_THAT(o.observed.actions[0].reason, HasSubstr("network burst"));
+  EXPECT_THAT(o.observed.actions[0].reason, HasSubstr("threshold 1.00MiB/s"));
+  EXPECT_EQ(o.observed.actions[1].action, "unthrottle");
+  EXPECT_THAT(o.observed.actions[1].reason, HasSubstr("network rate down to"));
+  EXPECT_GT(o.observed.throttled_for, Duration(0));
+  // The peak: out 8 MiB/s plus in 0.8, give or take the sampling.
+  ASSERT_TRUE(o.observed.peaks.net_bytes_per_s);
+  EXPECT_GT(*o.observed.peaks.net_bytes_per_s, 4.0 * (1 << 20));
+  EXPECT_LT(*o.observed.peaks.net_bytes_per_s, 20.0 * (1 << 20));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// The negative twins: a call under the threshold, and a call with no meter at all.
+TEST_F(ControllerNetTest, ACallUnderTheThresholdIsLeftAloneAndItsPeakRecorded) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok());
+  auto call = c->begin_call(**run, "install", {"pip", "install", "x"});
+  ASSERT_TRUE(call.ok());
+  backend_->burn_cpu((*call)->cgroup().rel, 0.9);
+  auto rate = std::make_shared<std::atomic<double>>(256.0 * 1024);  // + a tenth in: 0.27 MiB/s
+  c->measure_net(**call, std::make_unique<SteadyNetMeter>(rate));
+  ASSERT_TRUE(several_windows(*c));
+  EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  EXPECT_TRUE(o.observed.actions.empty());
+  ASSERT_TRUE(o.observed.peaks.net_bytes_per_s);
+  EXPECT_LT(*o.observed.peaks.net_bytes_per_s, 1 << 20);
+  EXPECT_GT(*o.observed.peaks.net_bytes_per_s, 0);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerNetTest, WithoutANetMeterTheRuleNeverActs) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok());
+  auto call = c->begin_call(**run, "install", {"pip", "install", "x"});
+  ASSERT_TRUE(call.ok());
+  backend_->burn_cpu((*call)->cgroup().rel, 0.9);
+  ASSERT_TRUE(several_windows(*c));
+  EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  EXPECT_TRUE(o.observed.actions.empty());
+  EXPECT_FALSE(o.observed.peaks.net_bytes_per_s);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// A meter that cannot be read adds no point: no rate, no action, no peak.
+TEST_F(ControllerNetTest, AnUnreadableMeterGivesNoNetworkView) {
+  class Unreadable : public NetMeter {
+   public:
+    std::optional<NetTotals> read() override { return std::nullopt; }
+  };
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok());
+  auto call = c->begin_call(**run, "install", {"pip", "install", "x"});
+  ASSERT_TRUE(call.ok());
+  backend_->burn_cpu((*call)->cgroup().rel, 0.9);
+  c->measure_net(**call, std::make_unique<Unreadable>());
+  ASSERT_TRUE(several_windows(*c));
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  EXPECT_TRUE(o.observed.actions.empty());
+  EXPECT_FALSE(o.observed.peaks.net_bytes_per_s);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
 TEST(MonitorRates, PerSecondOverAtLeastHalfTheWindow) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "core/log.h"
 
@@ -55,6 +56,9 @@ void Ladder::observe(const LadderInput& in) {
     last_cpu_us_ = u.cpu_usage_us;
     last_at_ = in.now;
   }
+  if (in.net)
+    obs_.peaks.net_bytes_per_s =
+        std::max(obs_.peaks.net_bytes_per_s.value_or(0), in.net->bytes_per_s());
   obs_.cpu_usage_us = u.cpu_usage_us;
   obs_.cpu_throttled_us = u.cpu_throttled_us;
   if (u.memory_events.oom_kill > last_oom_kill_) {
@@ -82,13 +86,25 @@ bool Ladder::squeeze(Duration now, Limits* applied) {
 }
 
 void Ladder::release(Duration now) {
-  if (!squeezed_ || throttled_ || runq_throttled_) return;  // the other reason still holds
+  if (!squeezed_ || throttled_ || runq_throttled_ || net_throttled_) return;  // another holds
   Limits restore;
   // No grant of cores: give back an unlimited quota (a large value the backends clamp).
   restore.cpu_cores = grant_.cpu_cores.value_or(1024.0);
   (void)actuator_.set_limits(cgroup_, restore);
   squeezed_ = false;
   obs_.throttled_for += now - throttled_since_;
+}
+
+std::string Ladder::squeeze_stays() const {
+  if (!squeezed_) return "";
+  std::vector<std::string> why;
+  if (throttled_) why.push_back("memory");
+  if (runq_throttled_) why.push_back("the run-queue delay of other calls");
+  if (net_throttled_) why.push_back("the network burst");
+  if (why.empty()) return "";
+  std::string s = "; the cpu squeeze stays for " + why[0];
+  for (size_t i = 1; i < why.size(); ++i) s += (i + 1 == why.size() ? " and " : ", ") + why[i];
+  return s;
 }
 
 void Ladder::throttle(const LadderInput& in) {
@@ -110,8 +126,7 @@ void Ladder::unthrottle(const LadderInput& in) {
   state_ = State::kNormal;
   release(in.now);
   record("unthrottle", in.now,
-         "memory back to " + human_bytes({in.usage.memory_current}) +
-             (squeezed_ ? "; the cpu squeeze stays for the run-queue delay of other calls" : ""));
+         "memory back to " + human_bytes({in.usage.memory_current}) + squeeze_stays());
 }
 
 // Other calls waiting for a CPU while this one uses the most of it: this one is squeezed until
@@ -144,7 +159,43 @@ void Ladder::step_runq(const LadderInput& in) {
     record("unthrottle", in.now,
            "run-queue delay of the other calls down to " + fixed(r.others_ms_per_s, 0) +
                " ms per second (below half the " + fixed(at, 0) + " ms/s threshold)" +
-               (squeezed_ ? "; the cpu squeeze stays for memory" : ""));
+               squeeze_stays());
+  }
+}
+
+// The call's own traffic over the window above the threshold: it is squeezed until its rate
+// stays below half the threshold for a whole window. The squeeze slows what the call's CPU
+// drives (a sender's syscalls; a reader's draining, and through it TCP's receive window); a
+// call whose traffic costs it less CPU than the squeeze leaves it is left alone, since
+// squeezing it would change nothing (its peak rate is still in the outcome).
+void Ladder::step_net(const LadderInput& in) {
+  const double at = static_cast<double>(settings_.net_throttle_bytes_per_s);
+  if (at <= 0 || !in.net) return;
+  const NetSignal& n = *in.net;
+  const double rate = n.bytes_per_s();
+  auto per_s = [](double v) {
+    return human_bytes(Bytes{static_cast<uint64_t>(std::llround(v))}) + "/s";
+  };
+  if (!net_throttled_) {
+    const double squeezed_to = grant_.cpu_cores.value_or(1.0) * settings_.throttle_cpu_fraction;
+    if (rate <= at || n.cpu_cores <= squeezed_to) return;
+    Limits squeeze;
+    if (!this->squeeze(in.now, &squeeze)) return;
+    net_throttled_ = true;
+    net_since_ = in.now;
+    record("throttle", in.now,
+           "network burst " + per_s(rate) + " over " + format_duration(settings_.net_window) +
+               " (out " + per_s(n.bytes_out_per_s) + ", in " + per_s(n.bytes_in_per_s) +
+               "; threshold " + per_s(at) + ") while the call used " + fixed(n.cpu_cores, 2) +
+               " cores; cpu squeezed to " + fixed(squeeze.cpu_cores.value(), 2) + " cores");
+    return;
+  }
+  if (rate < at / 2 && in.now - net_since_ >= settings_.net_window) {
+    net_throttled_ = false;
+    release(in.now);
+    record("unthrottle", in.now,
+           "network rate down to " + per_s(rate) + " (below half the " + per_s(at) + " threshold)" +
+               squeeze_stays());
   }
 }
 
@@ -234,11 +285,12 @@ void Ladder::step(const LadderInput& in) {
     }
   }
   step_runq(in);
+  step_net(in);
 }
 
 void Ladder::finish(Duration now) {
   if (squeezed_) obs_.throttled_for += now - throttled_since_;
-  squeezed_ = runq_throttled_ = false;
+  squeezed_ = runq_throttled_ = net_throttled_ = false;
   if (state_ == State::kFrozen) {
     obs_.frozen_for += now - frozen_since_;
     (void)actuator_.freeze(cgroup_, false);

@@ -45,6 +45,14 @@ struct RunqSignal {
   bool most_cpu = false;       // no other active call uses more CPU
 };
 
+// One call's own network traffic over the policy's net_window (controller/net_meter.h).
+struct NetSignal {
+  double bytes_out_per_s = 0;
+  double bytes_in_per_s = 0;
+  double cpu_cores = 0;  // this call's CPU use over the same window
+  double bytes_per_s() const { return bytes_out_per_s + bytes_in_per_s; }
+};
+
 // What the ladder sees at one step.
 struct LadderInput {
   Duration now{0};                      // since the call started
@@ -54,6 +62,9 @@ struct LadderInput {
   // Set by the monitor when the run-queue rule is on and this call's CPU use over a window is
   // known; nullopt: no run-queue decision this step.
   std::optional<RunqSignal> runq;
+  // Set by the monitor when the call has a network meter and its rate over a window is known
+  // (the peak is recorded whether or not the network rule is on); nullopt: no network view.
+  std::optional<NetSignal> net;
 };
 
 class Ladder {
@@ -78,10 +89,13 @@ class Ladder {
   void throttle(const LadderInput& in);
   void unthrottle(const LadderInput& in);
   void step_runq(const LadderInput& in);
-  // The CPU squeeze shared by the memory and run-queue throttles: applied when the first of
-  // them starts, given back when the last ends.
+  void step_net(const LadderInput& in);
+  // The CPU squeeze shared by the memory, run-queue and network throttles: applied when the
+  // first of them starts, given back when the last ends.
   bool squeeze(Duration now, Limits* applied);
   void release(Duration now);
+  // "; the cpu squeeze stays for memory" (and the other reasons still holding), or "".
+  std::string squeeze_stays() const;
   void cancel(Duration at, Termination why, const std::string& reason);
   void kill(Duration at, const std::string& reason);
 
@@ -95,8 +109,9 @@ class Ladder {
   Duration throttled_since_{0}, frozen_since_{0}, cancelled_at_{0};
   bool throttled_ = false;       // by memory
   bool runq_throttled_ = false;  // by other calls' run-queue delay
-  bool squeezed_ = false;        // the CPU squeeze is on (either of the two)
-  Duration runq_since_{0};
+  bool net_throttled_ = false;   // by its own network rate
+  bool squeezed_ = false;        // the CPU squeeze is on (for any of the three)
+  Duration runq_since_{0}, net_since_{0};
   // Counters seen at the previous step, to turn totals into events.
   uint64_t last_oom_kill_ = 0, last_pids_refused_ = 0, last_cpu_us_ = 0;
   Duration last_at_{0};

@@ -15,8 +15,9 @@
 namespace sandgate::controller {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::ActuatorCall;
+using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RecordingActuator;
 using Op = ActuatorCall::Op;
 
@@ -50,8 +51,7 @@ class LadderTest : public ::testing::Test {
   }
 
   Ladder& ladder() {
-    if (!ladder_)
-      ladder_ = std::make_unique<Ladder>(settings_, grant_, features_, cg_, actuator_);
+    if (!ladder_) ladder_ = std::make_unique<Ladder>(settings_, grant_, features_, cg_, actuator_);
     return *ladder_;
   }
 
@@ -183,7 +183,7 @@ TEST_F(LadderTest, ThrottledTimeAccumulatesAndFinishClosesTheOpenInterval) {
   step(250, memory(100 * kMiB));  // unthrottle at 250: +50ms
   step(400, memory(950 * kMiB));  // throttle at 400, still throttled at the end
   EXPECT_EQ(obs().throttled_for, ms(150));
-  ladder().finish(ms(1000));      // +600ms
+  ladder().finish(ms(1000));  // +600ms
   EXPECT_EQ(obs().throttled_for, ms(750));
   EXPECT_EQ(actuator_.count(Op::kSetLimits), 5u);
 }
@@ -270,14 +270,13 @@ TEST_F(LadderTest, FrozenCallIsNotThrottledOrUnthrottled) {
 }
 
 TEST_F(LadderTest, ThawReturnsToThrottledWhenThrottledBefore) {
-  step(0, memory(950 * kMiB));  // throttle
+  step(0, memory(950 * kMiB));         // throttle
   step(20, memory(950 * kMiB), 60.0);  // freeze
-  step(40, memory(950 * kMiB), 5.0);  // thaw
+  step(40, memory(950 * kMiB), 5.0);   // thaw
   ASSERT_EQ(action_names(), (std::vector<std::string>{"throttle", "freeze", "thaw"}));
   // Still throttled: memory dropping unthrottles, and no second throttle happened.
   step(60, memory(100 * kMiB));
-  EXPECT_EQ(action_names(),
-            (std::vector<std::string>{"throttle", "freeze", "thaw", "unthrottle"}));
+  EXPECT_EQ(action_names(), (std::vector<std::string>{"throttle", "freeze", "thaw", "unthrottle"}));
   EXPECT_EQ(obs().throttled_for, ms(60));
   EXPECT_EQ(obs().frozen_for, ms(20));
 }
@@ -504,7 +503,7 @@ TEST_F(LadderTest, ObserveRecordsWithoutActing) {
 
 TEST_F(LadderTest, DisabledLadderObservesButNeverActs) {
   settings_.enabled = false;
-  step(0, memory(kGiB), 90.0);                 // over throttle_at, host under pressure
+  step(0, memory(kGiB), 90.0);  // over throttle_at, host under pressure
   for (int t = 100; t <= 3000; t += 100) step(t, pids(64, static_cast<uint64_t>(t)), 90.0);
   Usage oom = memory(kGiB);
   oom.memory_events.oom_kill = 1;
@@ -652,6 +651,147 @@ TEST_F(LadderRunqTest, AFailedSqueezeIsNotRecordedAsAThrottle) {
   actuator_.fail(Op::kSetLimits, false);
   runq_step(100, 400, 1.5);  // tried again at the next step
   EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+}
+
+// --- network bytes -----------------------------------------------------------------------
+
+class LadderNetTest : public LadderTest {
+ protected:
+  LadderNetTest() {
+    settings_.net_throttle_bytes_per_s = 4 * kMiB;
+    settings_.net_window = ms(1000);
+  }
+  // One step with the monitor's network view of this call: its rates out and in (MiB/s) and
+  // its CPU over the same window.
+  void net_step(int64_t at_ms, double out_mib, double in_mib = 0, double cores = 1.0) {
+    LadderInput in;
+    in.now = ms(at_ms);
+    in.usage = memory(100 * kMiB);
+    in.net = NetSignal{out_mib * kMiB, in_mib * kMiB, cores};
+    ladder().step(in);
+  }
+};
+
+TEST_F(LadderNetTest, ThrottlesACallWhoseOwnNetworkRateExceedsTheThreshold) {
+  net_step(0, 3);    // below: nothing
+  net_step(100, 4);  // at the threshold is not above it
+  EXPECT_TRUE(obs().actions.empty());
+  net_step(200, 5, 1);  // 6 MiB/s in all
+  ASSERT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  const LadderAction& a = obs().actions[0];
+  EXPECT_EQ(a.at, ms(200));
+  // The reason names the signal, the figures, the window and the squeeze.
+  EXPECT_THAT(a.reason, HasSubstr("network burst 6.00MiB/s over 1s"));
+  EXPECT_THAT(a.reason, HasSubstr("out 5.00MiB/s, in 1.00MiB/s"));
+  EXPECT_THAT(a.reason, HasSubstr("threshold 4.00MiB/s"));
+  EXPECT_THAT(a.reason, HasSubstr("squeezed to 0.50 cores"));
+  auto calls = actuator_.calls(Op::kSetLimits);
+  ASSERT_EQ(calls.size(), 1u);
+  Limits want;
+  want.cpu_cores = 2.0 * settings_.throttle_cpu_fraction;
+  EXPECT_EQ(calls[0].limits, want);  // the CPU squeeze, nothing else
+  // Held while the burst goes on: no second squeeze, no second action.
+  for (int t = 300; t <= 2000; t += 100) net_step(t, 5, 1);
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 1u);
+}
+
+TEST_F(LadderNetTest, OutAndInCountTogether) {
+  net_step(0, 2.5, 2.5);  // neither alone is above 4 MiB/s; the sum is
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+}
+
+TEST_F(LadderNetTest, ReleasesOnceBelowHalfTheThresholdForAWholeWindow) {
+  net_step(0, 8);
+  ASSERT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  net_step(500, 0);  // quiet, but not a whole window since the throttle
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  net_step(1000, 2.5);  // a window later, still above half (2 MiB/s): held
+  EXPECT_EQ(action_names(), std::vector<std::string>{"throttle"});
+  net_step(1100, 1.5);
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"throttle", "unthrottle"}));
+  EXPECT_THAT(obs().actions[1].reason, HasSubstr("network rate down to 1.50MiB/s"));
+  EXPECT_THAT(obs().actions[1].reason, HasSubstr("below half the 4.00MiB/s threshold"));
+  auto calls = actuator_.calls(Op::kSetLimits);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_DOUBLE_EQ(*calls[1].limits.cpu_cores, 2.0);  // the grant's cores back
+  ladder().finish(ms(2000));
+  EXPECT_EQ(obs().throttled_for, ms(1100));
+}
+
+TEST_F(LadderNetTest, ASecondBurstIsThrottledAgain) {
+  net_step(0, 8);
+  net_step(1000, 0);
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"throttle", "unthrottle"}));
+  net_step(1500, 9);
+  EXPECT_EQ(action_names(), (std::vector<std::string>{"throttle", "unthrottle", "throttle"}));
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 3u);
+}
+
+// The squeeze cannot slow traffic that costs the call less CPU than it would leave it.
+TEST_F(LadderNetTest, ACallUsingLessCpuThanTheSqueezeIsLeftAlone) {
+  for (int t = 0; t <= 2000; t += 100) net_step(t, 50, 0, /*cores=*/0.4);  // squeeze: 0.5
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_EQ(actuator_.size(), 0u);
+  ASSERT_TRUE(obs().peaks.net_bytes_per_s);  // still seen
+  EXPECT_DOUBLE_EQ(*obs().peaks.net_bytes_per_s, 50.0 * kMiB);
+}
+
+TEST_F(LadderNetTest, RuleOffOrNoNetworkViewMeansNoActionButThePeakIsKept) {
+  for (int t = 0; t <= 1000; t += 100) step(t, memory(100 * kMiB));  // no meter: no view
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_FALSE(obs().peaks.net_bytes_per_s);
+  settings_.net_throttle_bytes_per_s = 0;  // off
+  ladder_.reset();
+  net_step(0, 1);
+  net_step(100, 100, 20);
+  net_step(200, 3);
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_EQ(actuator_.size(), 0u);
+  ASSERT_TRUE(obs().peaks.net_bytes_per_s);
+  EXPECT_DOUBLE_EQ(*obs().peaks.net_bytes_per_s, 120.0 * kMiB);
+}
+
+TEST_F(LadderNetTest, NetworkAndRunqShareOneSqueeze) {
+  settings_.runq_throttle_ms_per_s = 200;
+  settings_.runq_window = ms(1000);
+  LadderInput in;
+  in.now = ms(0);
+  in.usage = memory(100 * kMiB);
+  RunqSignal r;
+  r.others_ms_per_s = 400;
+  r.cpu_cores = 1.5;
+  r.most_cpu = true;
+  in.runq = r;
+  in.net = NetSignal{8.0 * kMiB, 0, 1.5};
+  ladder().step(in);  // both rules fire on one step: one squeeze, two reasons
+  EXPECT_EQ(action_names(), (std::vector<std::string>{"throttle", "throttle"}));
+  EXPECT_THAT(obs().actions[0].reason, HasSubstr("run-queue delay"));
+  EXPECT_THAT(obs().actions[1].reason, HasSubstr("network burst"));
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 1u);
+  // The run queue clears; the burst goes on: the squeeze stays for it.
+  in.now = ms(1200);
+  in.runq->others_ms_per_s = 10;
+  ladder().step(in);
+  ASSERT_EQ(obs().actions.size(), 3u);
+  EXPECT_EQ(obs().actions[2].action, "unthrottle");
+  EXPECT_THAT(obs().actions[2].reason, HasSubstr("stays for the network burst"));
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 1u);
+  // The burst ends: now the cores are given back.
+  in.now = ms(1300);
+  in.net = NetSignal{0, 0, 0.2};
+  ladder().step(in);
+  ASSERT_EQ(obs().actions.size(), 4u);
+  EXPECT_EQ(obs().actions[3].action, "unthrottle");
+  EXPECT_THAT(obs().actions[3].reason, Not(HasSubstr("stays")));
+  EXPECT_EQ(actuator_.count(Op::kSetLimits), 2u);
+}
+
+TEST_F(LadderNetTest, DisabledLadderNeverThrottlesForTheNetwork) {
+  settings_.enabled = false;
+  for (int t = 0; t <= 1000; t += 100) net_step(t, 100);
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_EQ(actuator_.size(), 0u);
 }
 
 }  // namespace

@@ -31,11 +31,13 @@ std::optional<double> rate_per_second(std::chrono::steady_clock::time_point from
   return static_cast<double>(to_value - from_value) / seconds;
 }
 
-Monitor::Monitor(CgroupBackend& backend, HostPaths paths, Duration interval, Duration runq_window)
+Monitor::Monitor(CgroupBackend& backend, HostPaths paths, Duration interval, Duration runq_window,
+                 Duration net_window)
     : backend_(backend),
       paths_(std::move(paths)),
       interval_(interval),
       runq_window_(runq_window),
+      net_window_(net_window),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       // A PSI trigger file always polls readable (DEFAULT_POLLMASK); only POLLPRI means it
       // fired (kernel/sched/psi.c psi_trigger_poll). A v1 pressure_level eventfd is POLLIN.
@@ -66,8 +68,8 @@ void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trig
   auto reader = backend_.usage_reader(cg);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    watched_[id] =
-        Watched{cg, ladder, std::move(trigger), start, std::move(reader), 0, nullptr, {}};
+    watched_[id] = Watched{
+        cg, ladder, std::move(trigger), start, std::move(reader), 0, nullptr, {}, nullptr, {}};
   }
   uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof one);
@@ -88,12 +90,38 @@ void Monitor::remove_trigger(uint64_t key) {
 }
 
 void Monitor::unwatch(uint64_t id) {
-  std::unique_ptr<RunqMeter> meter;  // destroyed outside the lock
+  // Destroyed outside the lock (declared before it).
+  std::unique_ptr<RunqMeter> meter;
+  std::unique_ptr<NetMeter> net_meter;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = watched_.find(id);
   if (it == watched_.end()) return;
   meter = std::move(it->second.meter);
+  net_meter = std::move(it->second.net_meter);
   watched_.erase(it);
+}
+
+void Monitor::set_net_meter(uint64_t id, std::unique_ptr<NetMeter> meter) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = watched_.find(id);
+  if (it != watched_.end()) it->second.net_meter = std::move(meter);
+}
+
+std::optional<NetSignal> Monitor::net_signal(Watched& w, const Usage& u,
+                                             std::chrono::steady_clock::time_point now) {
+  if (net_window_ <= Duration(0) || !w.net_meter) return std::nullopt;
+  auto totals = w.net_meter->read();
+  if (!totals) return std::nullopt;  // not readable now: this sample adds no point
+  auto& h = w.net_history;
+  h.push_back({now, u.cpu_usage_us, *totals});
+  // Keep one point at or before the window's start, so the rate spans the whole window.
+  while (h.size() > 2 && h[1].at <= now - net_window_) h.pop_front();
+  const NetPoint& first = h.front();
+  auto out = rate_per_second(first.at, first.net.bytes_out, now, totals->bytes_out, net_window_);
+  auto in = rate_per_second(first.at, first.net.bytes_in, now, totals->bytes_in, net_window_);
+  auto cpu = rate_per_second(first.at, first.cpu_us, now, u.cpu_usage_us, net_window_);
+  if (!out || !in) return std::nullopt;
+  return NetSignal{*out, *in, cpu.value_or(0) / 1e6};
 }
 
 void Monitor::set_runq_meter(uint64_t id, std::unique_ptr<RunqMeter> meter) {
@@ -174,6 +202,7 @@ void Monitor::sample_all() {
     in.now = std::chrono::duration_cast<Duration>(now - w->start);
     in.host_memory_psi = host_psi;
     in.largest_active_call = u.memory_current == largest;
+    in.net = net_signal(*w, u, now);
     in.usage = std::move(u);
     if (rates[i].cpu_cores) {
       RunqSignal sig;

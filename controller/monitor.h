@@ -15,6 +15,12 @@
 // limit throttled within the window (its grant's cpu.max, or the ladder's squeeze) is not
 // counted as waiting: a runnable task of a throttled cgroup waits for its quota, not for the
 // others, and counting it would let a squeezed call get its squeezer squeezed in turn.
+//
+// Network bytes (controller/net_meter.h): a call given a NetMeter (set_net_meter) has its
+// bytes out and in read at every sample; once the points span half of net_window, its ladder
+// gets, at each step, its own rates over the window, out and in apart (the rule compares their
+// sum), and its CPU use over the same window (LadderInput::net). They are read whenever a
+// meter is set, the rule on or off: the outcome's peak network rate comes from them.
 #pragma once
 
 #include <atomic>
@@ -29,6 +35,7 @@
 
 #include "controller/cgroup.h"
 #include "controller/ladder.h"
+#include "controller/net_meter.h"
 #include "controller/runq.h"
 #include "core/fd.h"
 #include "core/host_paths.h"
@@ -41,9 +48,9 @@ class Monitor {
   static constexpr uint64_t kFullReadEvery = 5;
 
   // `runq_window`: the window of the run-queue rule's rates; 0: the rule is off and no meter
-  // is read.
+  // is read. `net_window`: the window of a call's network rates; 0: no network meter is read.
   Monitor(CgroupBackend& backend, HostPaths paths, Duration interval,
-          Duration runq_window = Duration(0));
+          Duration runq_window = Duration(0), Duration net_window = Duration(0));
   ~Monitor();
   Monitor(const Monitor&) = delete;
   Monitor& operator=(const Monitor&) = delete;
@@ -55,6 +62,9 @@ class Monitor {
   void unwatch(uint64_t id);
   // The call `id` (watched) is measured by `meter` from now on; owned until unwatch(id).
   void set_runq_meter(uint64_t id, std::unique_ptr<RunqMeter> meter);
+  // The call `id` (watched) has its network bytes read through `meter` from now on; owned
+  // until unwatch(id).
+  void set_net_meter(uint64_t id, std::unique_ptr<NetMeter> meter);
   // A pressure trigger of a whole run (its calls' pressure shows there too): wakes the monitor
   // to sample every call. One per run rather than one per call, because tearing a PSI trigger
   // down costs an RCU grace period (~9 ms here) at every call's end.
@@ -76,6 +86,12 @@ class Monitor {
     uint64_t cpu_throttled_us = 0;    // by the call's own cpu.max (grant or ladder squeeze)
     std::optional<uint64_t> runq_ns;  // nullopt: no meter, or it could not be read
   };
+  // One sample of a metered call for its network window.
+  struct NetPoint {
+    std::chrono::steady_clock::time_point at;
+    uint64_t cpu_us = 0;
+    NetTotals net;
+  };
   struct Watched {
     Cgroup cg;
     Ladder* ladder;
@@ -85,7 +101,12 @@ class Monitor {
     uint64_t reads = 0;                   // reads attempted, to pace the full ones
     std::unique_ptr<RunqMeter> meter;     // null: run-queue delay not measured
     std::deque<RunqPoint> history;        // the last runq_window of samples (rule on only)
+    std::unique_ptr<NetMeter> net_meter;  // null: network bytes not measured
+    std::deque<NetPoint> net_history;     // the last net_window of samples (metered calls)
   };
+  // The call's network view over the window (after adding this sample's point), or nullopt.
+  std::optional<NetSignal> net_signal(Watched& w, const Usage& u,
+                                      std::chrono::steady_clock::time_point now);
   void loop();
   void sample_all();
   // host_memory_pressure through an fd kept open and re-read with pread (the monitor thread
@@ -96,6 +117,7 @@ class Monitor {
   HostPaths paths_;
   Duration interval_;
   Duration runq_window_;
+  Duration net_window_;
   std::mutex mu_;
   std::map<uint64_t, Watched> watched_;
   UniqueFd host_psi_;  // <proc>/pressure/memory

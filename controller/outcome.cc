@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cerrno>
+#include <cmath>
 
 namespace sandgate::controller {
 
@@ -187,6 +188,9 @@ Json to_json(const CallOutcome& o, bool with_output) {
                             {"bytes_in", n.bytes_in},
                             {"packets_out", n.packets_out},
                             {"packets_in", n.packets_in}};
+    // Over the policy's net_window; absent when the call ended before half a window.
+    if (const auto& peak = o.observed.peaks.net_bytes_per_s)
+      j["observed"]["net"]["peak_bytes_per_s"] = std::llround(*peak);
   }
   if (const auto& f = o.exec.start_failure)
     j["start_failure"] = {

@@ -35,6 +35,9 @@ struct Peaks {
   uint64_t memory_bytes = 0;
   uint64_t pids = 0;
   double cpu_cores = 0;  // highest usage rate between two samples
+  // Highest network rate (bytes out + in per second) over the policy's net_window; nullopt
+  // when the call had no network meter or ended before half a window.
+  std::optional<double> net_bytes_per_s;
 };
 
 // What the monitor learned about one call.
@@ -63,7 +66,8 @@ struct CallObservation {
   std::vector<EgressVerdict> egress;
   uint64_t egress_not_kept = 0;
   // What went through the call's sockets off loopback (the guard's meter), when the run has an
-  // allowlist: observed.net = {bytes_out, bytes_in, packets_out, packets_in}.
+  // allowlist: observed.net = {bytes_out, bytes_in, packets_out, packets_in}, with
+  // peak_bytes_per_s beside them when peaks.net_bytes_per_s is known.
   struct NetBytes {
     uint64_t bytes_out = 0, bytes_in = 0, packets_out = 0, packets_in = 0;
     bool operator==(const NetBytes&) const = default;

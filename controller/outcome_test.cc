@@ -364,5 +364,19 @@ TEST(OutcomeJson, WithoutOutputLeavesOutTheStreams) {
   EXPECT_TRUE(j.contains("termination"));
 }
 
+// The guard's counts, and beside them the peak rate the monitor saw, when it saw one.
+TEST(OutcomeJson, NetCarriesThePeakRateWhenOneWasMeasured) {
+  CallOutcome o = full_outcome();
+  EXPECT_FALSE(to_json(o).at("observed").contains("net"));  // no meter: no net at all
+  o.observed.net = CallObservation::NetBytes{5000, 300, 5, 3};
+  Json j = to_json(o);
+  EXPECT_EQ(j.at("observed").at("net"),
+            Json({{"bytes_out", 5000}, {"bytes_in", 300}, {"packets_out", 5}, {"packets_in", 3}}));
+  o.observed.peaks.net_bytes_per_s = 1234567.6;
+  j = to_json(o);
+  EXPECT_EQ(j.at("observed").at("net").at("peak_bytes_per_s"), 1234568);
+  EXPECT_EQ(j.at("observed").at("net").at("bytes_out"), 5000);
+}
+
 }  // namespace
 }  // namespace sandgate::controller

@@ -99,6 +99,17 @@ struct LadderSettings {
   // is a call its own CPU limit throttled within the window (it waits for its quota).
   double runq_throttle_ms_per_s = 0;
   Duration runq_window = std::chrono::seconds(1);
+  // Network bytes (controller/net_meter.h): a call whose own traffic, bytes out plus bytes in
+  // per second of wall time over net_window, exceeds this is throttled (the same CPU squeeze,
+  // throttle_cpu_fraction of its grant) and released once it stays below half of it for a
+  // whole window. The squeeze slows what the call's CPU drives (a sender's syscalls, a
+  // reader's draining, and with it TCP's window); it is not a bandwidth limit, so a call whose
+  // traffic costs it less CPU than the squeeze would leave it is not throttled (it would change
+  // nothing). 0: off. Needs a network meter per call (the egress guard, `--net allowlist` runs
+  // only). net_window also sets the window of the outcome's peak rate
+  // (observed.net.peak_bytes_per_s), which is recorded with the rule off too.
+  uint64_t net_throttle_bytes_per_s = 0;
+  Duration net_window = std::chrono::seconds(1);
 };
 
 enum class PolicyMode { kPerCall, kStatic };

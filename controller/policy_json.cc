@@ -48,6 +48,10 @@ constexpr Duration kPsiWindowMax = std::chrono::seconds(10);
 constexpr Duration kRunqWindowMin = std::chrono::milliseconds(100);
 constexpr Duration kRunqWindowMax = std::chrono::minutes(1);
 constexpr double kMaxRunqMsPerS = 1e6;
+// The network rule's threshold: below 64KiB per second it is a forgotten unit ("10" is ten
+// bytes a second: a DNS lookup would trip it). Its window has the run-queue rule's bounds, for
+// the same reasons.
+constexpr Bytes kMinNetBytesPerS = KiB(64);
 
 // ---------------------------------------------------------------------------------------------
 // Parsing with paths.
@@ -158,6 +162,32 @@ class Parser {
     return *b;
   }
 
+  // A rate in bytes per second: 0 (off), or a size string read as per second ("10MiB") or an
+  // integer number of bytes, at least `min` (a forgotten unit otherwise).
+  Result<uint64_t> bytes_per_second(const Json& j, const std::string& path, Bytes min) const {
+    const std::string expected =
+        "0 (off) or a size per second like \"10MiB\" (at least " + format_bytes(min) + ")";
+    if (j.is_number_integer() && !j.is_number_unsigned() && j.get<int64_t>() < 0)
+      return fail(path, "expected " + expected + ", got " + describe_json(j));
+    uint64_t v = 0;
+    if (j.is_number_integer()) {
+      v = j.get<uint64_t>();
+    } else if (j.is_string()) {
+      auto b = parse_bytes(j.get<std::string>());
+      if (!b.ok())
+        return fail(path, "expected " + expected + ", got " + describe_json(j) + " (" +
+                              b.error().detail + ")");
+      v = b->value;
+    } else {
+      return fail(path, "expected " + expected + ", got " + describe_json(j));
+    }
+    if (v != 0 && v < min.value)
+      return fail(path, format_bytes(Bytes{v}) + " per second is below the minimum of " +
+                            format_bytes(min) +
+                            " (a forgotten unit? write e.g. \"10MiB\"; 0 is off)");
+    return v;
+  }
+
   Result<Duration> duration(const Json& j, const std::string& path) const {
     if (!j.is_string())
       return fail(path, "expected a duration like \"250ms\", got " + describe_json(j));
@@ -255,11 +285,11 @@ class Parser {
   }
 
   Result<LadderSettings> ladder(const Json& j, const std::string& path) const {
-    SG_TRY(
-        keys(j, path,
-             {"enabled", "sample_interval", "throttle_at", "throttle_cpu_fraction",
-              "freeze_host_psi", "thaw_host_psi", "freeze_max", "cancel_grace", "psi_trigger_stall",
-              "psi_trigger_window", "runq_throttle_ms_per_s", "runq_window"}));
+    SG_TRY(keys(
+        j, path,
+        {"enabled", "sample_interval", "throttle_at", "throttle_cpu_fraction", "freeze_host_psi",
+         "thaw_host_psi", "freeze_max", "cancel_grace", "psi_trigger_stall", "psi_trigger_window",
+         "runq_throttle_ms_per_s", "runq_window", "net_throttle_bytes_per_s", "net_window"}));
     LadderSettings l;
     auto at = [&](const char* k) { return child(path, k); };
     if (j.contains("enabled")) {
@@ -317,9 +347,25 @@ class Parser {
         return fail(at("runq_window"),
                     "must be from 100ms to 1m, got " + format_duration(l.runq_window));
     }
+    if (j.contains("net_throttle_bytes_per_s")) {
+      SG_ASSIGN_OR_RETURN(l.net_throttle_bytes_per_s,
+                          bytes_per_second(j["net_throttle_bytes_per_s"],
+                                           at("net_throttle_bytes_per_s"), kMinNetBytesPerS));
+    }
+    if (j.contains("net_window")) {
+      SG_ASSIGN_OR_RETURN(l.net_window, duration(j["net_window"], at("net_window")));
+      if (l.net_window < kRunqWindowMin || l.net_window > kRunqWindowMax)
+        return fail(at("net_window"),
+                    "must be from 100ms to 1m, got " + format_duration(l.net_window));
+    }
     // Relations between fields, checked on the merged values (defaults included).
     if (l.runq_throttle_ms_per_s > 0 && l.runq_window < 2 * l.sample_interval)
       return fail_sentence(at("runq_window") + " (" + format_duration(l.runq_window) +
+                           ") must be at least twice sample_interval (" +
+                           format_duration(l.sample_interval) +
+                           "): a rate needs two samples in the window");
+    if (l.net_throttle_bytes_per_s > 0 && l.net_window < 2 * l.sample_interval)
+      return fail_sentence(at("net_window") + " (" + format_duration(l.net_window) +
                            ") must be at least twice sample_interval (" +
                            format_duration(l.sample_interval) +
                            "): a rate needs two samples in the window");
@@ -598,6 +644,10 @@ Json to_json(const Policy& p) {
       {"psi_trigger_window", format_duration(l.psi_trigger_window)},
       {"runq_throttle_ms_per_s", l.runq_throttle_ms_per_s},
       {"runq_window", format_duration(l.runq_window)},
+      {"net_throttle_bytes_per_s", l.net_throttle_bytes_per_s
+                                       ? Json(format_bytes(Bytes{l.net_throttle_bytes_per_s}))
+                                       : Json(0)},
+      {"net_window", format_duration(l.net_window)},
   };
   Json caps = Json::array();
   for (auto c : p.required_capabilities) caps.push_back(to_string(c));

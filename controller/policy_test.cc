@@ -59,6 +59,8 @@ void ExpectSamePolicy(const Policy& a, const Policy& b) {
   EXPECT_EQ(la.psi_trigger_window, lb.psi_trigger_window);
   EXPECT_EQ(la.runq_throttle_ms_per_s, lb.runq_throttle_ms_per_s);
   EXPECT_EQ(la.runq_window, lb.runq_window);
+  EXPECT_EQ(la.net_throttle_bytes_per_s, lb.net_throttle_bytes_per_s);
+  EXPECT_EQ(la.net_window, lb.net_window);
   EXPECT_EQ(a.required_capabilities, b.required_capabilities);
 }
 
@@ -149,6 +151,9 @@ TEST(DefaultPolicy, SizesForASmallHost) {
   // The run-queue rule is off: it needs the activity tracer and is a deployment's choice.
   EXPECT_EQ(p.ladder.runq_throttle_ms_per_s, 0);
   EXPECT_EQ(p.ladder.runq_window, l.runq_window);
+  // So is the network rule: what burst a call may make is a deployment's choice.
+  EXPECT_EQ(p.ladder.net_throttle_bytes_per_s, 0u);
+  EXPECT_EQ(p.ladder.net_window, l.net_window);
 }
 
 // First match wins, so order is meaning: the specific rules come before the general ones.
@@ -662,6 +667,36 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "ladder.runq_window (300ms) must be at least twice sample_interval (200ms)"},
       {"runq key misspelt", [](Json& j) { j["ladder"]["runq_throtle_ms_per_s"] = 100; },
        "ladder.runq_throtle_ms_per_s: unknown key (did you mean 'runq_throttle_ms_per_s'?)"},
+      {"net threshold negative", [](Json& j) { j["ladder"]["net_throttle_bytes_per_s"] = -1; },
+       "ladder.net_throttle_bytes_per_s: expected 0 (off) or a size per second like \"10MiB\" "
+       "(at least 64KiB), got -1"},
+      {"net threshold a forgotten unit",
+       [](Json& j) { j["ladder"]["net_throttle_bytes_per_s"] = "10"; },
+       "ladder.net_throttle_bytes_per_s: 10B per second is below the minimum of 64KiB"},
+      {"net threshold a small number",
+       [](Json& j) { j["ladder"]["net_throttle_bytes_per_s"] = 4096; },
+       "ladder.net_throttle_bytes_per_s: 4KiB per second is below the minimum of 64KiB"},
+      {"net threshold not a size",
+       [](Json& j) { j["ladder"]["net_throttle_bytes_per_s"] = "fast"; },
+       "ladder.net_throttle_bytes_per_s: expected 0 (off) or a size per second like \"10MiB\" "
+       "(at least 64KiB), got \"fast\""},
+      {"net threshold a fraction", [](Json& j) { j["ladder"]["net_throttle_bytes_per_s"] = 1.5; },
+       "ladder.net_throttle_bytes_per_s: expected 0 (off) or a size per second"},
+      {"net threshold a boolean", [](Json& j) { j["ladder"]["net_throttle_bytes_per_s"] = true; },
+       "ladder.net_throttle_bytes_per_s: expected 0 (off) or a size per second"},
+      {"net window too long", [](Json& j) { j["ladder"]["net_window"] = "2m"; },
+       "ladder.net_window: must be from 100ms to 1m, got 120s"},
+      {"net window a number", [](Json& j) { j["ladder"]["net_window"] = 1; },
+       "ladder.net_window: expected a duration like \"250ms\", got 1"},
+      {"net window under two samples",
+       [](Json& j) {
+         j["ladder"]["net_throttle_bytes_per_s"] = "10MiB";
+         j["ladder"]["sample_interval"] = "200ms";
+         j["ladder"]["net_window"] = "300ms";
+       },
+       "ladder.net_window (300ms) must be at least twice sample_interval (200ms)"},
+      {"net key misspelt", [](Json& j) { j["ladder"]["net_throttle_bytes_per_sec"] = "1MiB"; },
+       "ladder.net_throttle_bytes_per_sec: unknown key (did you mean 'net_throttle_bytes_per_s'?)"},
   };
   for (const auto& c : cases) {
     Json j = to_json(default_policy());
@@ -690,9 +725,48 @@ TEST(PolicyErrors, BoundaryValuesAreAccepted) {
   j["intents"]["edit"]["cpu"] = 0.01;
   j["ladder"]["runq_throttle_ms_per_s"] = 1000000;
   j["ladder"]["runq_window"] = "100ms";  // == 5 x the 20ms sample_interval, the minimum window
+  j["ladder"]["net_throttle_bytes_per_s"] = "64KiB";  // the minimum
+  j["ladder"]["net_window"] = "1m";                   // the maximum
   auto p = parse_policy(j, "boundaries");
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->tenants.at("t2").memory_budget, MiB(1));
+  EXPECT_EQ(p->ladder.net_throttle_bytes_per_s, 64u << 10);
+  EXPECT_EQ(p->ladder.net_window, std::chrono::minutes(1));
+}
+
+// The network threshold reads as a size per second or as a number of bytes; 0 is off, and the
+// written file reads back the same.
+TEST(PolicyNetRule, ThresholdFormsAndRoundTrip) {
+  Json j = to_json(default_policy());
+  EXPECT_EQ(j["ladder"]["net_throttle_bytes_per_s"], 0);
+  EXPECT_EQ(j["ladder"]["net_window"], "1s");
+  j["ladder"]["net_throttle_bytes_per_s"] = "10MiB";
+  j["ladder"]["net_window"] = "500ms";
+  auto p = parse_policy(j, "x");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->ladder.net_throttle_bytes_per_s, 10u << 20);
+  EXPECT_EQ(p->ladder.net_window, std::chrono::milliseconds(500));
+  Json back = to_json(*p);
+  EXPECT_EQ(back["ladder"]["net_throttle_bytes_per_s"], "10MiB");
+  auto again = parse_policy(back, "x");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  ExpectSamePolicy(*p, *again);
+  j["ladder"]["net_throttle_bytes_per_s"] = 3000000;  // bytes; decimal units too
+  p = parse_policy(j, "x");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->ladder.net_throttle_bytes_per_s, 3000000u);
+  j["ladder"]["net_throttle_bytes_per_s"] = "3MB";
+  p = parse_policy(j, "x");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->ladder.net_throttle_bytes_per_s, 3000000u);
+  j["ladder"]["net_throttle_bytes_per_s"] = "0";
+  p = parse_policy(j, "x");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->ladder.net_throttle_bytes_per_s, 0u);
+  // Off, a short window is no error: no rate is compared.
+  j["ladder"]["sample_interval"] = "200ms";
+  j["ladder"]["net_window"] = "300ms";
+  EXPECT_TRUE(parse_policy(j, "x").ok());
 }
 
 TEST(PolicyErrors, StaticModeMayExceedTheCeilingPerCallMayNot) {

@@ -190,6 +190,14 @@ EgressGuard::NetBytes EgressGuard::take_net_bytes(uint64_t call) {
   return out;
 }
 
+std::optional<EgressGuard::NetBytes> EgressGuard::peek_net_bytes(uint64_t call) const {
+  sg_net_bytes b{};
+  // libbpf sets errno on failure in both its legacy and 1.0 modes.
+  if (bpf_map__lookup_elem(skel_->maps.net_bytes, &call, sizeof call, &b, sizeof b, 0) != 0)
+    return errno == ENOENT ? std::optional<NetBytes>(NetBytes{}) : std::nullopt;
+  return NetBytes{b.bytes_out, b.bytes_in, b.packets_out, b.packets_in};
+}
+
 uint64_t EgressGuard::lost() const {
   return __atomic_load_n(&skel_->bss->dropped, __ATOMIC_RELAXED);
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,11 @@ class EgressGuard {
     uint64_t bytes_out = 0, bytes_in = 0, packets_out = 0, packets_in = 0;
   };
   NetBytes take_net_bytes(uint64_t call);
+  // The same counts without removing them (the monitor's meter, at every sample while the call
+  // runs): zeros before the call's first packet; nullopt if the map cannot be read. Takes no
+  // lock (a map lookup is one syscall, safe beside the kernel's updates and take's delete), so
+  // it never waits behind a drain of the ring buffer.
+  std::optional<NetBytes> peek_net_bytes(uint64_t call) const;
 
  private:
   EgressGuard() = default;

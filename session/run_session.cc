@@ -74,6 +74,23 @@ class TracedRunqMeter : public controller::RunqMeter {
   uint64_t cgroup_id_;
 };
 
+// The network rule's view of a call of a guarded run (controller/net_meter.h): the guard's
+// per-cgroup byte counts, peeked (the call's end takes them for observed.net).
+class GuardNetMeter : public controller::NetMeter {
+ public:
+  GuardNetMeter(const ebpf::EgressGuard& guard, uint64_t cgroup_id)
+      : guard_(guard), cgroup_id_(cgroup_id) {}
+  std::optional<controller::NetTotals> read() override {
+    auto n = guard_.peek_net_bytes(cgroup_id_);
+    if (!n) return std::nullopt;
+    return controller::NetTotals{n->bytes_out, n->bytes_in};
+  }
+
+ private:
+  const ebpf::EgressGuard& guard_;
+  uint64_t cgroup_id_;
+};
+
 // The run's resolver, on the upstream side of its link (env.dns_address()), with the guard
 // admitting the run's UDP to it, and the addresses of every listed name it answers.
 Result<std::unique_ptr<DnsResolver>> start_resolver(const providers::Environment& env,
@@ -249,6 +266,9 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     }
     call_id = *id;
   }
+  // Until end_call: the monitor reads the call's network bytes (its peak rate in the outcome,
+  // the ladder's network rule).
+  if (egress_) controller_.measure_net(*scope, std::make_unique<GuardNetMeter>(*egress_, call_id));
   uint64_t traced = tracer_ ? call_id : 0;  // while the tracer keeps the call's events
   if (traced) {
     tracer_->begin(traced);

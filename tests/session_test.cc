@@ -336,6 +336,88 @@ TEST_F(SessionTest, AllowlistedRunReachesOnlyItsListAndTheOutcomeSaysWhatWasDeni
   run_options_.egress = nullptr;
 }
 
+// The network rule end to end: an allowlisted run whose call floods the allowed decoy (UDP
+// 203.0.113.20:53, in the test's own upstream namespace) is throttled by its own network rate,
+// with a reason that says so, and released once the burst is over; its twin, paced to an
+// eighth of the threshold, is left alone. The guard's meter is the signal (peeked by the
+// monitor at every sample, taken at the call's end for observed.net). The margins are wide:
+// here the unpaced flood sent 270-420 MiB/s before the squeeze (beside `stress-ng --cpu 2`
+// too) and still about 50 MB/s squeezed to a twentieth of a core, so even a starved flood is far
+// above 1 MiB/s; the twin's rate (~133 KiB/s measured) is set by its token bucket, not by the
+// scheduler.
+TEST_F(SessionTest, NetworkBurstOfACallThrottlesItAndItsTwinUnderTheThresholdIsLeftAlone) {
+  SANDGATE_REQUIRE_ROOT();
+  auto guard = ebpf::EgressGuard::open();
+  SANDGATE_REQUIRE(guard.ok(), "the eBPF egress guard cannot load here: " +
+                                   (guard.ok() ? std::string() : guard.error().message()));
+  Upstream up;
+  auto made = up.make();
+  ASSERT_TRUE(made.ok()) << made.error().message();
+  auto rules = parse_egress_rules({"udp:203.0.113.20:53"});
+  ASSERT_TRUE(rules.ok()) << rules.error().message();
+  adjust_spec_ = [&](providers::EnvSpec& spec) {
+    spec.network = providers::NetworkMode::kAllowlist;
+    spec.egress = *rules;
+    spec.upstream_netns = up.path();
+  };
+  run_options_.egress = guard->get();
+  constexpr uint64_t kThreshold = 1 << 20;  // 1 MiB/s
+  policy_.ladder.net_throttle_bytes_per_s = kThreshold;
+  policy_.ladder.net_window = std::chrono::milliseconds(500);
+  // install: 1 core; squeezed to 0.05 of it, well below what the flood uses.
+  policy_.ladder.throttle_cpu_fraction = 0.05;
+  open();
+  ASSERT_TRUE(session_);
+  const std::string flood = std::string(kTry) + " udpflood 203.0.113.20 53 ";
+  auto dump = [](const CallOutcome& o) { return controller::to_json(o, true).dump(2); };
+  auto sent = [](const CallOutcome& o) -> uint64_t {
+    auto at = o.exec.stdout_data.find("udpflood sent ");
+    return at == std::string::npos ? 0 : std::stoull(o.exec.stdout_data.substr(at + 14));
+  };
+
+  // The twin: 128 KiB/s for 3 s.
+  auto twin = call({"sh", "-c", flood + "128 3000"}, "install");
+  if (std::getenv("SANDGATE_TEST_VERBOSE")) std::cerr << dump(twin) << "\n";
+  ASSERT_EQ(twin.termination, Termination::kExited) << dump(twin);
+  EXPECT_EQ(twin.exec.stdout_data.find("udpflood connect"), std::string::npos) << dump(twin);
+  EXPECT_GT(sent(twin), 100u << 10) << "the twin sent (so being left alone means something)\n"
+                                    << dump(twin);
+  for (const auto& a : twin.observed.actions) EXPECT_NE(a.action, "throttle") << dump(twin);
+  ASSERT_TRUE(twin.observed.net) << dump(twin);
+  EXPECT_GT(twin.observed.net->bytes_out, 100u << 10) << dump(twin);
+  ASSERT_TRUE(twin.observed.peaks.net_bytes_per_s) << dump(twin);
+  EXPECT_GT(*twin.observed.peaks.net_bytes_per_s, 0) << dump(twin);
+  EXPECT_LT(*twin.observed.peaks.net_bytes_per_s, kThreshold / 2) << dump(twin);
+
+  // The burst: as fast as it can for 3 s, then 3 s of quiet for the release.
+  auto burst = call({"sh", "-c", flood + "0 3000; sleep 3"}, "install");
+  if (std::getenv("SANDGATE_TEST_VERBOSE")) std::cerr << dump(burst) << "\n";
+  ASSERT_EQ(burst.termination, Termination::kExited) << dump(burst);
+  EXPECT_GT(sent(burst), uint64_t{kThreshold}) << dump(burst);
+  std::vector<const controller::LadderAction*> net_actions;
+  for (const auto& a : burst.observed.actions)
+    if (a.reason.find("network") != std::string::npos) net_actions.push_back(&a);
+  ASSERT_FALSE(net_actions.empty()) << dump(burst);
+  EXPECT_EQ(net_actions.front()->action, "throttle") << dump(burst);
+  EXPECT_NE(net_actions.front()->reason.find("network burst "), std::string::npos) << dump(burst);
+  EXPECT_NE(net_actions.front()->reason.find("threshold 1.00MiB/s"), std::string::npos)
+      << dump(burst);
+  EXPECT_EQ(net_actions.back()->action, "unthrottle") << dump(burst);
+  EXPECT_NE(net_actions.back()->reason.find("network rate down to"), std::string::npos)
+      << dump(burst);
+  EXPECT_GT(burst.observed.throttled_for, Duration(0)) << dump(burst);
+  EXPECT_GT(burst.observed.cpu_throttled_us, 0u) << "the kernel throttled the squeezed sender\n"
+                                                 << dump(burst);
+  ASSERT_TRUE(burst.observed.net) << dump(burst);
+  EXPECT_GT(burst.observed.net->bytes_out, uint64_t{kThreshold}) << dump(burst);
+  ASSERT_TRUE(burst.observed.peaks.net_bytes_per_s) << dump(burst);
+  EXPECT_GT(*burst.observed.peaks.net_bytes_per_s, kThreshold) << dump(burst);
+  EXPECT_GT(controller::to_json(burst)["observed"]["net"]["peak_bytes_per_s"].get<uint64_t>(),
+            kThreshold);
+  session_.reset();
+  run_options_.egress = nullptr;
+}
+
 // A DNS server of the test's own in the upstream namespace (203.0.113.53:53, on a thread):
 // answers registry.sandgate.test with 203.0.113.20 and every other A query with 203.0.113.10,
 // and keeps every name it was asked: the witness of what the run's resolver forwarded.

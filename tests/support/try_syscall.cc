@@ -262,9 +262,57 @@ static int ramp_action(long step_mib, long interval_ms, long count, long hold_ms
   return 0;
 }
 
+// udpflood IPV4 PORT KIB_PER_S MS: a network burst for the ladder's network rule. Sends 1 KiB
+// datagrams on one connected UDP socket (one connect for the egress guard to decide, not a
+// decision per datagram) for MS milliseconds of wall time, paced to KIB_PER_S by a token bucket
+// holding at most 20 ms of sending (a sender descheduled for a while does not catch up in one
+// burst); 0: as fast as it can. Datagrams the stack drops on the way (ENOBUFS, a full queue) are
+// not counted. Prints "udpflood sent <bytes>" and, if a send failed otherwise, its errno.
+static int udpflood_action(const char* address, int port, long kib_per_s, long ms) {
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, address, &to.sin_addr) != 1 || kib_per_s < 0 || ms <= 0) return 2;
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    printf("udpflood connect %s\n", strerrorname_np(errno));
+    return 0;
+  }
+  static char datagram[1024];
+  const double rate = static_cast<double>(kib_per_s) * 1024;  // bytes per second
+  const double bucket_max = rate * 0.02 > sizeof datagram ? rate * 0.02 : sizeof datagram;
+  double tokens = sizeof datagram;
+  long long start = monotonic_ns(), last = start, end = start + ms * 1000000LL;
+  unsigned long long sent = 0;
+  int err = 0;
+  for (long long now = start; now < end; now = monotonic_ns()) {
+    if (rate > 0) {
+      tokens += rate * static_cast<double>(now - last) / 1e9;
+      if (tokens > bucket_max) tokens = bucket_max;
+      last = now;
+      if (tokens < sizeof datagram) {
+        long long wait = static_cast<long long>((sizeof datagram - tokens) / rate * 1e9);
+        sleep_until_ns(now + (wait < 1000000LL ? 1000000LL : wait));
+        continue;
+      }
+      tokens -= sizeof datagram;
+    }
+    if (send(s, datagram, sizeof datagram, 0) == static_cast<ssize_t>(sizeof datagram)) {
+      sent += sizeof datagram;
+    } else if (errno != ENOBUFS && errno != EAGAIN && errno != ECONNREFUSED) {
+      err = errno;
+      break;
+    }
+  }
+  close(s);
+  printf("udpflood sent %llu%s%s\n", sent, err ? " " : "", err ? strerrorname_np(err) : "");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: sandgate-try ACTION [PATH|N] (ramp STEP_MIB INTERVAL_MS COUNT [HOLD_MS [DELAY_MS]])\n");
+    fprintf(stderr, "usage: sandgate-try ACTION [PATH|N] (ramp STEP_MIB INTERVAL_MS COUNT [HOLD_MS "
+                    "[DELAY_MS]]; udpflood IPV4 PORT KIB_PER_S MS)\n");
     return 2;
   }
   std::string action = argv[1];
@@ -281,6 +329,10 @@ int main(int argc, char** argv) {
   if (action == "resolve") {
     if (argc < 3) return 2;
     return resolve_action(argv[2]);
+  }
+  if (action == "udpflood") {
+    if (argc < 6) return 2;
+    return udpflood_action(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]));
   }
   long r;
   if (action == "connect" || action == "sendto") {
