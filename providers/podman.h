@@ -58,6 +58,7 @@
 #include <string>
 
 #include "providers/provider.h"
+#include "providers/supervisor.h"
 
 namespace sandgate::providers {
 
@@ -74,6 +75,10 @@ Result<PodmanMode> resolve_podman_mode(const ProviderOptions& options, const std
 
 // The settings a run is hardened with, by name (what the read-back names on failure).
 std::vector<std::string> podman_setting_names();
+
+// Why a foreground `podman run --rm` cannot be trusted to have removed its container (then
+// destroy removes it with `podman rm`, as gc does); nullopt: it did.
+std::optional<std::string> podman_rm_incomplete(const RuntimeExit& exit);
 
 class PodmanProvider : public Provider {
  public:
