@@ -30,6 +30,10 @@
 //   cgroup-parent
 //                the run's <run>/main cgroup (--cgroup-parent): the container and its conmon
 //                live under the run's ceiling and are removed with the run
+// One Podman process per run: `podman run --rm` in the foreground (no --detach) creates,
+// starts, waits for and removes the container, as a bare run does; destroy waits for it and
+// needs no `podman rm` unless it did not end cleanly (podman_rm_incomplete). The assembled
+// root, and rootless Podman's state, are tmpfs mounts of the run (one unmount at destroy).
 // Podman with `--runtime runc --cgroup-manager cgroupfs` (crun refuses hybrid cgroup hosts)
 // and explicit ulimits (Podman's defaults exceed this host's hard limits), in one of two modes
 // (ProviderOptions::podman_mode, `--podman-mode`):
@@ -42,7 +46,7 @@
 //             newuidmap, which refuses an id without a passwd entry). Podman is told it is
 //             already in its configured namespace (_CONTAINERS_USERNS_CONFIGURED, what its own
 //             re-exec sets), so it makes no pause process. Its storage, tmpdir, HOME and
-//             XDG_RUNTIME_DIR are <run_dir>/podman, its --runroot (at most 50 characters for
+//             XDG_RUNTIME_DIR are <run_dir>/podman (a tmpfs), its --runroot (at most 50 characters for
 //             Podman) /run/sandgate-podman/<hash>, all owned by U. Rootless runc cannot
 //             make cgroups here, so sandgate writes Podman into the run's cgroup
 //             (<run>/main/podman, or /sandgate-podman/<run>) before it execs, and writes the
