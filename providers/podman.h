@@ -46,9 +46,9 @@
 //             newuidmap, which refuses an id without a passwd entry). Podman is told it is
 //             already in its configured namespace (_CONTAINERS_USERNS_CONFIGURED, what its own
 //             re-exec sets), so it makes no pause process. Its storage, tmpdir, HOME and
-//             XDG_RUNTIME_DIR are <run_dir>/podman (a tmpfs), its --runroot (at most 50 characters for
-//             Podman) /run/sandgate-podman/<hash>, all owned by U. Rootless runc cannot
-//             make cgroups here, so sandgate writes Podman into the run's cgroup
+//             XDG_RUNTIME_DIR are <run_dir>/podman (a tmpfs), its --runroot (at most 50 characters
+//             for Podman) /run/sandgate-podman/<hash>, all owned by U. Rootless runc cannot make
+//             cgroups here, so sandgate writes Podman into the run's cgroup
 //             (<run>/main/podman, or /sandgate-podman/<run>) before it execs, and writes the
 //             ceiling there itself (memory, cpu quota, pids.max): the settings
 //             "pids-limit", "memory", "cpus" and "cgroup-parent" are read back from that
