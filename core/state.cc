@@ -116,7 +116,8 @@ int release_order(Resource::Kind k) {
     case Resource::Kind::kDirectory:
     case Resource::Kind::kMarkedFile: return 5;
     // Last: the ids may be given to another run only once nothing of this one holds them.
-    case Resource::Kind::kIdRange: return 6;
+    case Resource::Kind::kIdRange:
+      return 6;
   }
   return 5;
 }
@@ -162,7 +163,8 @@ Status kill_recorded_process(const HostPaths& paths, const Resource& r) {
 // A container named in a record: removed with its runtime's state and cgroups. Gone already is
 // fine (--ignore).
 Status remove_container(const Resource& r) {
-  if (r.path.empty() || r.path[0] == '-') return logic_error("remove container", "bad name", r.path);
+  if (r.path.empty() || r.path[0] == '-')
+    return logic_error("remove container", "bad name", r.path);
   // Removed, then checked to be gone (a few times) before the record may be dropped: once,
   // under ctest, two runs left their containers behind (exited, not removed) with no error
   // seen; a race of `rm` with the cleanup conmon starts when pid 1 exits is suspected.
@@ -174,7 +176,8 @@ Status remove_container(const Resource& r) {
     if (!res.ok()) return std::move(res).error().context_add("remove container " + r.path);
     last = res->status.describe() + ": " + res->output;
     // rm names each container it removed: then it is gone. Anything else is checked.
-    if (res->status.exited && res->status.code == 0 && res->output.find(r.path) != std::string::npos)
+    if (res->status.exited && res->status.code == 0 &&
+        res->output.find(r.path) != std::string::npos)
       return {};
     auto exists = run_command({"podman", "container", "exists", r.path}, std::chrono::seconds(60));
     if (!exists.ok()) return std::move(exists).error().context_add("look for container " + r.path);
@@ -182,7 +185,8 @@ Status remove_container(const Resource& r) {
     if (exists->status.exited && exists->status.code == 1) return {};
     std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
   }
-  return logic_error("podman rm", "the container is still there after 5 attempts (" + last + ")", r.path);
+  return logic_error("podman rm", "the container is still there after 5 attempts (" + last + ")",
+                     r.path);
 }
 
 // The cgroups a runtime made beneath `root` (conmon, libpod-<id>), deepest first, so that each
@@ -232,7 +236,8 @@ Status remove_one_cgroup(const std::string& path) {
     while (pos < procs->size()) {
       size_t end = procs->find('\n', pos);
       if (end == std::string::npos) end = procs->size();
-      pid_t pid = static_cast<pid_t>(std::strtol(procs->substr(pos, end - pos).c_str(), nullptr, 10));
+      pid_t pid =
+          static_cast<pid_t>(std::strtol(procs->substr(pos, end - pos).c_str(), nullptr, 10));
       if (pid > 0) ::kill(pid, SIGKILL);
       pos = end + 1;
     }
@@ -258,11 +263,18 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
   auto note = [&](Status s) {
     if (!s.ok() && first.ok()) first = std::move(s);
   };
+  // Time per kind, at debug level: what a run's teardown spends where.
+  std::map<std::string, double> spent;
   for (const auto& r : resources) {
     kill_point("release:" + to_string(r.kind));
+    auto began = std::chrono::steady_clock::now();
     switch (r.kind) {
-      case Resource::Kind::kContainer: note(remove_container(r)); break;
-      case Resource::Kind::kProcess: note(kill_recorded_process(paths, r)); break;
+      case Resource::Kind::kContainer:
+        note(remove_container(r));
+        break;
+      case Resource::Kind::kProcess:
+        note(kill_recorded_process(paths, r));
+        break;
       case Resource::Kind::kMount:
       case Resource::Kind::kNetns:
         if (::umount2(r.path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
@@ -270,7 +282,9 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
         if (r.kind == Resource::Kind::kNetns && ::unlink(r.path.c_str()) != 0 && errno != ENOENT)
           note(sys_error("unlink", r.path));
         break;
-      case Resource::Kind::kCgroup: note(remove_cgroup(r)); break;
+      case Resource::Kind::kCgroup:
+        note(remove_cgroup(r));
+        break;
       case Resource::Kind::kCgroupParent:
         // Busy means another run still uses it: that run will remove it.
         if (::rmdir(r.path.c_str()) != 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY)
@@ -283,6 +297,13 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
         if (first.ok()) note(release_id_range(r.path, r.owner));
         break;
     }
+    spent[to_string(r.kind)] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
+  }
+  if (spdlog::should_log(spdlog::level::debug) && !spent.empty()) {
+    std::string line;
+    for (const auto& [kind, ms] : spent) line += fmt::format(" {} {:.1f}", kind, ms);
+    spdlog::debug("released (ms):{}", line);
   }
   return first;
 }
@@ -306,7 +327,7 @@ Result<RunState> RunState::create(const HostPaths& paths, std::string run_id, st
 Status RunState::save() const {
   Json res = Json::array();
   for (const auto& r : resources_) res.push_back(to_json(r));
-  Json j = {{"schema_version", 1},     {"run_id", run_id_},         {"provider", provider_},
+  Json j = {{"schema_version", 1},     {"run_id", run_id_},           {"provider", provider_},
             {"owner_pid", owner_pid_}, {"owner_start", owner_start_}, {"resources", res}};
   return write_json_file_atomic(file_, j, Durability::kCrashSafe);
 }
@@ -496,7 +517,8 @@ void kill_point(std::string_view) {}
 std::string new_run_id() {
   static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
   auto now = std::chrono::system_clock::now().time_since_epoch();
-  uint64_t t = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  uint64_t t =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
   std::string id;
   while (t) {
     id.insert(id.begin(), digits[t % 36]);

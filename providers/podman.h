@@ -30,6 +30,10 @@
 //   cgroup-parent
 //                the run's <run>/main cgroup (--cgroup-parent): the container and its conmon
 //                live under the run's ceiling and are removed with the run
+// One Podman process per run: `podman run --rm` in the foreground (no --detach) creates,
+// starts, waits for and removes the container, as a bare run does; destroy waits for it and
+// needs no `podman rm` unless it did not end cleanly (podman_rm_incomplete). The assembled
+// root, and rootless Podman's state, are tmpfs mounts of the run (one unmount at destroy).
 // Podman with `--runtime runc --cgroup-manager cgroupfs` (crun refuses hybrid cgroup hosts)
 // and explicit ulimits (Podman's defaults exceed this host's hard limits), in one of two modes
 // (ProviderOptions::podman_mode, `--podman-mode`):
@@ -42,9 +46,9 @@
 //             newuidmap, which refuses an id without a passwd entry). Podman is told it is
 //             already in its configured namespace (_CONTAINERS_USERNS_CONFIGURED, what its own
 //             re-exec sets), so it makes no pause process. Its storage, tmpdir, HOME and
-//             XDG_RUNTIME_DIR are <run_dir>/podman, its --runroot (at most 50 characters for
-//             Podman) /run/sandgate-podman/<hash>, all owned by U. Rootless runc cannot
-//             make cgroups here, so sandgate writes Podman into the run's cgroup
+//             XDG_RUNTIME_DIR are <run_dir>/podman (a tmpfs), its --runroot (at most 50 characters
+//             for Podman) /run/sandgate-podman/<hash>, all owned by U. Rootless runc cannot make
+//             cgroups here, so sandgate writes Podman into the run's cgroup
 //             (<run>/main/podman, or /sandgate-podman/<run>) before it execs, and writes the
 //             ceiling there itself (memory, cpu quota, pids.max): the settings
 //             "pids-limit", "memory", "cpus" and "cgroup-parent" are read back from that
@@ -58,6 +62,7 @@
 #include <string>
 
 #include "providers/provider.h"
+#include "providers/supervisor.h"
 
 namespace sandgate::providers {
 
@@ -74,6 +79,10 @@ Result<PodmanMode> resolve_podman_mode(const ProviderOptions& options, const std
 
 // The settings a run is hardened with, by name (what the read-back names on failure).
 std::vector<std::string> podman_setting_names();
+
+// Why a foreground `podman run --rm` cannot be trusted to have removed its container (then
+// destroy removes it with `podman rm`, as gc does); nullopt: it did.
+std::optional<std::string> podman_rm_incomplete(const RuntimeExit& exit);
 
 class PodmanProvider : public Provider {
  public:

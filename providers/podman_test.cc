@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "core/defer.h"
 #include "core/process.h"
@@ -79,6 +81,58 @@ std::vector<pid_t> processes_with_ids_from(uid_t first) {
   return out;
 }
 
+// Mount points at or below `dir` in this process's mount namespace.
+std::vector<std::string> mounts_under(const std::string& dir) {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...": the fifth field.
+    std::istringstream fields(line);
+    std::string f[5];
+    for (auto& x : f) fields >> x;
+    if (f[4] == dir || f[4].starts_with(dir + "/")) out.push_back(f[4]);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += s + " ";
+  return out;
+}
+
+// When a foreground `podman run --rm` is trusted to have removed its container, and when the
+// destroy falls back to `podman rm` (no Podman needed).
+TEST(PodmanRmIncomplete, OnlyACleanEndWithoutAnErrorIsTrusted) {
+  providers::RuntimeExit clean;
+  clean.status.exited = true;
+  clean.status.code = 0;
+  EXPECT_EQ(providers::podman_rm_incomplete(clean), std::nullopt);
+  // The container's own status (pid 1 killed by a signal: 128 + 9) is not Podman's failure.
+  providers::RuntimeExit container_killed = clean;
+  container_killed.status.code = 137;
+  EXPECT_EQ(providers::podman_rm_incomplete(container_killed), std::nullopt);
+
+  providers::RuntimeExit killed = clean;
+  killed.killed = true;
+  EXPECT_NE(providers::podman_rm_incomplete(killed), std::nullopt);
+  providers::RuntimeExit signalled;
+  signalled.status.exited = false;
+  signalled.status.signal = SIGKILL;
+  EXPECT_NE(providers::podman_rm_incomplete(signalled), std::nullopt);
+  providers::RuntimeExit podman_failed = clean;
+  podman_failed.status.code = 125;
+  podman_failed.output = "Error: something";
+  auto why = providers::podman_rm_incomplete(podman_failed);
+  ASSERT_NE(why, std::nullopt);
+  EXPECT_NE(why->find("Error: something"), std::string::npos) << *why;
+  providers::RuntimeExit rm_failed = clean;
+  rm_failed.output =
+      "time=\"2026-12-02T11:00:00Z\" level=error msg=\"Removing container abc: device busy\"";
+  EXPECT_NE(providers::podman_rm_incomplete(rm_failed), std::nullopt);
+}
+
 class PodmanTest : public ProviderTest {
  protected:
   virtual providers::PodmanMode mode() const { return providers::PodmanMode::kRootful; }
@@ -120,8 +174,12 @@ TEST_F(PodmanTest, CreateExecDestroyLeavesNothing) {
   EXPECT_EQ(st.st_uid, env->host_id_base() + 10001);
   EXPECT_GE(env->host_id_base(), options_.id_pool.first) << "the run's own range, from the pool";
   std::string run_id = env->run_id();
+  // The assembled root is a tmpfs of the run's (one unmount at destroy).
+  EXPECT_EQ(mounts_under(options_.paths.work_dir + "/" + run_id + "/root").size(), 1u);
   ASSERT_TRUE(env->destroy().ok());
   EXPECT_FALSE(container_exists(name)) << "container left: " << name;
+  EXPECT_EQ(joined(mounts_under(options_.paths.work_dir)), "") << "mounts left";
+  EXPECT_NE(::access((options_.paths.work_dir + "/" + run_id).c_str(), F_OK), 0);
   // Without a placement the run's cgroups are its own (not Podman's shared /libpod_parent,
   // whose conmon group would stay), and they are gone.
   size_t hierarchies = 0;
@@ -136,6 +194,28 @@ TEST_F(PodmanTest, CreateExecDestroyLeavesNothing) {
         << "left: " << base << "/sandgate-podman/" << run_id;
   }
   EXPECT_GT(hierarchies, 0u) << "no cgroup hierarchy was checked";
+}
+
+// The foreground `podman run --rm` removes its own container; killed mid-run (so that its
+// removal never happens), destroy still removes the container (`podman rm`, from the record).
+TEST_F(PodmanTest, AKilledRuntimeStillLeavesNoContainer) {
+  REQUIRE_PODMAN();
+  auto env = make_env(*podman_);
+  ASSERT_TRUE(env);
+  auto* supervised = dynamic_cast<providers::SupervisedEnvironment*>(env.get());
+  ASSERT_NE(supervised, nullptr);
+  pid_t runtime = supervised->runtime_pid();
+  ASSERT_GT(runtime, 0) << "no foreground runtime";
+  // Its own session: a ^C to sandgate's process group does not reach it.
+  EXPECT_EQ(::getsid(runtime), runtime);
+  std::string name = "sandgate-" + env->run_id();
+  ASSERT_TRUE(container_exists(name));
+  ASSERT_EQ(::kill(runtime, SIGKILL), 0);
+  auto r = sh(*env, "echo still");
+  EXPECT_EQ(r.stdout_data, "still\n") << "the run outlives its runtime process";
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_FALSE(container_exists(name)) << "container left: " << name;
+  EXPECT_EQ(joined(mounts_under(options_.paths.work_dir)), "") << "mounts left";
 }
 
 TEST_F(PodmanTest, NoHostEnvironmentReachesACall) {
@@ -506,7 +586,12 @@ TEST_F(PodmanRootlessTest, TheRunsOwnIdOwnsItsNamespaceAndNothingIsLeft) {
   std::string name = "sandgate-" + env->run_id();
   EXPECT_FALSE(container_exists(name)) << "a rootless run's container is not root's";
   std::string run_id = env->run_id();
+  // The assembled root and Podman's state are tmpfs mounts of the run's.
+  const std::string run_dir = options_.paths.work_dir + "/" + run_id;
+  EXPECT_EQ(joined(mounts_under(run_dir)), run_dir + "/root " + run_dir + "/podman ");
   ASSERT_TRUE(env->destroy().ok());
+  EXPECT_EQ(joined(mounts_under(options_.paths.work_dir)), "") << "mounts left";
+  EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "left: " << run_dir;
   for (int i = 0; i < 200 && !processes_with_ids_from(base).empty(); ++i) ::usleep(10000);
   EXPECT_EQ(processes_with_ids_from(base).size(), 0u) << "a process of the run's ids was left";
   for (const char* h : {"cpu", "memory", "pids", "unified"}) {
@@ -514,7 +599,8 @@ TEST_F(PodmanRootlessTest, TheRunsOwnIdOwnsItsNamespaceAndNothingIsLeft) {
     EXPECT_NE(::access(dir.c_str(), F_OK), 0) << "left: " << dir;
   }
   std::string shm_lock = "/dev/shm/libpod_rootless_lock_" + std::to_string(base);
-  EXPECT_NE(::access(shm_lock.c_str(), F_OK), 0) << "Podman's shared-memory lock was left: " << shm_lock;
+  EXPECT_NE(::access(shm_lock.c_str(), F_OK), 0)
+      << "Podman's shared-memory lock was left: " << shm_lock;
 }
 
 // Two runs share /sandgate-podman in each hierarchy; the one that made it may end first. The

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +23,32 @@ bool valid_env_name(std::string_view n) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   return true;
 }
+
+// Where a run's start-up and teardown spend their time, step by step, at debug level
+// (SANDGATE_LOG=debug): the breakdown behind the create+exec+destroy benchmarks.
+class StepClock {
+ public:
+  explicit StepClock(const std::string& run_id, const char* what) : run_id_(run_id), what_(what) {}
+  void lap(const char* step) {
+    if (!spdlog::should_log(spdlog::level::debug)) return;
+    auto now = std::chrono::steady_clock::now();
+    steps_ += fmt::format(" {} {:.1f}", step,
+                          std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+  ~StepClock() {
+    if (!steps_.empty())
+      spdlog::debug("run {}: {} (ms):{}; total {:.1f}", run_id_, what_, steps_,
+                    std::chrono::duration<double, std::milli>(last_ - start_).count());
+  }
+
+ private:
+  const std::string& run_id_;
+  const char* what_;
+  std::string steps_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = start_;
+};
 
 bool valid_run_id(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
@@ -69,8 +96,9 @@ Result<RunIds> assign_run_ids(const ProviderOptions& options, const EnvSpec& spe
   return ids;
 }
 
-Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
-    const HostPaths& paths, const EnvSpec& spec, const Recipe& recipe) {
+Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(const HostPaths& paths,
+                                                                             const EnvSpec& spec,
+                                                                             const Recipe& recipe) {
   std::string run_id = spec.run_id.empty() ? new_run_id() : spec.run_id;
   if (!valid_run_id(run_id))
     return logic_error("create environment", "run id must be 1-64 of [A-Za-z0-9_-]", run_id);
@@ -83,8 +111,8 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
   }
 
   RunLayout layout{run_id, paths.work_dir + "/" + run_id, "", ""};
-  layout.workspace = recipe.shared_workspace.empty() ? layout.run_dir + "/workspace"
-                                                     : recipe.shared_workspace;
+  layout.workspace =
+      recipe.shared_workspace.empty() ? layout.run_dir + "/workspace" : recipe.shared_workspace;
   layout.root = layout.run_dir + "/root";
   layout.upper = layout.run_dir + "/upper";
   layout.overlay_work = layout.run_dir + "/overlay-work";
@@ -105,12 +133,16 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
     initial.push_back(
         {Resource::Kind::kIdRange, recipe.id_range->lock_path(), 0, 0, recipe.id_range->run_id()});
   }
+  StepClock clock(run_id, "create");
   SG_ASSIGN_OR_RETURN(RunState state,
                       RunState::create(paths, run_id, recipe.provider, std::move(initial)));
+  clock.lap("record");
   std::unique_ptr<SupervisedEnvironment> env(
       new SupervisedEnvironment(paths, std::move(state), layout));
   env->id_base_ = recipe.id_base;
-  env->workspace_inside_ = recipe.workspace_inside.empty() ? layout.workspace : recipe.workspace_inside;
+  env->runtime_exited_ = recipe.runtime_exited;
+  env->workspace_inside_ =
+      recipe.workspace_inside.empty() ? layout.workspace : recipe.workspace_inside;
   // From here on a failure must undo what was made: destroy() does, from the record.
   auto fail = [&](Error e) -> Error {
     // The record stays when something could not be undone; say what, for `sandgate gc`.
@@ -122,11 +154,13 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
 
   if (auto s = make_dirs(paths.work_dir, 0711); !s.ok()) return fail(std::move(s).error());
   // The run directory is traversable, not listable: one run cannot enumerate the others.
-  if (::mkdir(layout.run_dir.c_str(), 0711) != 0) return fail(sys_error("mkdir run directory", layout.run_dir));
+  if (::mkdir(layout.run_dir.c_str(), 0711) != 0)
+    return fail(sys_error("mkdir run directory", layout.run_dir));
   if (auto s = env->make_workspace(spec, recipe); !s.ok()) return fail(std::move(s).error());
   if (auto s = env->make_secrets(spec, recipe); !s.ok()) return fail(std::move(s).error());
   if (recipe.needs_root_dir && ::mkdir(layout.root.c_str(), 0755) != 0)
     return fail(sys_error("mkdir jail root", layout.root));
+  clock.lap("workspace");
 
   auto config = recipe.configure(layout);
   if (!config.ok()) return fail(std::move(config).error());
@@ -135,31 +169,42 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(
     std::string inside = recipe.secrets_inside.empty() ? layout.secrets_dir : recipe.secrets_inside;
     config->base_env = merge_env(std::move(config->base_env), {"SANDGATE_SECRETS_DIR=" + inside});
   }
+  clock.lap("configure");
   Result<Supervisor> supervisor = logic_error("start supervisor", "not started");
   if (recipe.launch) {
     auto launch = recipe.launch(layout, env->state_);
     if (!launch.ok()) return fail(std::move(launch).error());
+    clock.lap("launch-recipe");
     supervisor = Supervisor::start_contained(*config, *launch);
   } else {
     supervisor = Supervisor::start(*config, spec.placement, env->state_, recipe.supervisor_exe);
   }
   if (!supervisor.ok()) return fail(std::move(supervisor).error());
+  clock.lap("supervisor-ready");
   env->supervisor_.emplace(std::move(supervisor).value());
   if (recipe.launch) {
     // The runtime made it (the container was recorded before): its host pid is known only now.
-    pid_t pid = env->supervisor_->pid();
-    Resource proc{Resource::Kind::kProcess, "", pid,
-                  process_start_time(paths.proc, pid).value_or(0)};
-    if (auto s = env->state_.record(proc); !s.ok()) return fail(std::move(s).error());
+    // A foreground runtime too (our child, which waits for the container): killed by gc if
+    // sandgate dies first. One write for both.
+    std::vector<Resource> procs;
+    for (pid_t pid : {env->supervisor_->pid(), env->supervisor_->runtime_pid()})
+      if (pid > 0)
+        procs.push_back(
+            {Resource::Kind::kProcess, "", pid, process_start_time(paths.proc, pid).value_or(0)});
+    if (auto s = env->state_.record_all(std::move(procs)); !s.ok())
+      return fail(std::move(s).error());
+    clock.lap("record-pid");
   }
   if (recipe.verify) {
     if (auto s = recipe.verify(layout, env->supervisor_->pid()); !s.ok())
       return fail(std::move(s).error());
+    clock.lap("read-back");
   }
   if (recipe.network) {
     auto wired = recipe.network(layout, env->supervisor_->pid(), env->state_);
     if (!wired.ok()) return fail(std::move(wired).error());
     env->dns_address_ = std::move(wired).value();
+    clock.lap("network");
   }
   if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
   return env;
@@ -251,12 +296,14 @@ Status SupervisedEnvironment::make_secrets(const EnvSpec& spec, const Recipe& re
 }
 
 SupervisedEnvironment::~SupervisedEnvironment() {
-  if (auto s = destroy(); !s.ok()) spdlog::error("destroying run {}: {}", layout_.run_id, s.error().message());
+  if (auto s = destroy(); !s.ok())
+    spdlog::error("destroying run {}: {}", layout_.run_id, s.error().message());
 }
 
 Result<ExecResult> SupervisedEnvironment::exec(const Call& call, const Placement& placement) {
   if (destroyed_) return logic_error("exec", "the environment was destroyed", layout_.run_id);
-  if (timed_out_) return logic_error("exec", "the run's wall-clock timeout has expired", layout_.run_id);
+  if (timed_out_)
+    return logic_error("exec", "the run's wall-clock timeout has expired", layout_.run_id);
   Call bounded = call;
   bool run_deadline_applies = false;
   if (deadline_ != std::chrono::steady_clock::time_point::max()) {
@@ -279,10 +326,16 @@ Result<ExecResult> SupervisedEnvironment::exec(const Call& call, const Placement
 Status SupervisedEnvironment::destroy() {
   if (destroyed_) return {};
   destroyed_ = true;
+  StepClock clock(layout_.run_id, "destroy");
   Status first;
   if (supervisor_) {
     first = supervisor_->stop();
+    if (supervisor_->runtime_exit() && runtime_exited_) {
+      if (auto s = runtime_exited_(*supervisor_->runtime_exit(), state_); !s.ok() && first.ok())
+        first = std::move(s);
+    }
     supervisor_.reset();
+    clock.lap("stop");
   }
   // What remains in the record (the supervisor process, now reaped; the run directory) goes.
   auto released = release_resources(paths_, state_.resources());
@@ -290,7 +343,9 @@ Status SupervisedEnvironment::destroy() {
     // Keep the record: `sandgate gc` will retry.
     return released;
   }
+  clock.lap("release");
   SG_TRY(state_.finish());
+  clock.lap("finish");
   return first;
 }
 

@@ -75,6 +75,11 @@ class SupervisedEnvironment : public Environment {
     // run's resolv.conf names (Environment::dns_address), or "".
     std::function<Result<std::string>(const RunLayout&, pid_t supervisor_pid, RunState& state)>
         network;
+    // Called at destroy (or when the run's timeout stopped it) once a foreground runtime
+    // (ContainedLaunch::foreground_output) has ended, before what the record holds is released:
+    // the provider forgets what the runtime removed itself (a container it removed need not be
+    // removed again). Kept with the environment.
+    std::function<Status(const RuntimeExit&, RunState& state)> runtime_exited;
   };
 
   static Result<std::unique_ptr<SupervisedEnvironment>> create(const HostPaths& paths,
@@ -93,6 +98,8 @@ class SupervisedEnvironment : public Environment {
   Status destroy() override;
 
   pid_t supervisor_pid() const { return supervisor_ ? supervisor_->pid() : -1; }
+  // A foreground runtime's pid while it runs (ContainedLaunch::foreground_output); -1: none.
+  pid_t runtime_pid() const { return supervisor_ ? supervisor_->runtime_pid() : -1; }
   const RunLayout& layout() const { return layout_; }
 
  private:
@@ -111,6 +118,7 @@ class SupervisedEnvironment : public Environment {
   uid_t id_base_ = 0;
   std::string dns_address_;
   std::optional<Supervisor> supervisor_;
+  std::function<Status(const RuntimeExit&, RunState& state)> runtime_exited_;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   bool timed_out_ = false;
   bool destroyed_ = false;

@@ -213,10 +213,13 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd
 // and execve, so raw system calls only, on memory the parent prepared. A failed step writes
 // {errno, step} on `error_fd` (close-on-exec: a successful exec closes it with nothing written).
 [[noreturn]] void runtime_child(int go_fd, int go_write_fd, int control_fd, int out_fd,
-                                int error_fd, bool own_userns, const char* path, char* const* argv,
-                                char* const* envp) {
+                                int error_fd, bool own_userns, bool new_session, const char* path,
+                                char* const* argv, char* const* envp) {
   auto fail = [error_fd](const char* step) { child_fail(error_fd, step); };
   child_wait_for_go(go_fd, go_write_fd, error_fd);
+  // A foreground runtime: the terminal's signals (^C to sandgate's group) are sandgate's to
+  // handle, by destroying the run, not the runtime's.
+  if (new_session && syscall(SYS_setsid) < 0) fail("setsid for the runtime");
   if (own_userns) {
     // uid/gid 0 of the new user namespace (the owner's host id): until now the child still
     // carries the host's real root ids, which are not mapped in it.
@@ -281,7 +284,7 @@ Result<pid_t> spawn_runtime(const ContainedLaunch& launch, std::vector<std::stri
     pid = syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
       runtime_child(go.read.get(), go.write.get(), control_fd, out_fd, error_fd, own_userns,
-                    argv[0], argv.data(), envp.data());
+                    !launch.foreground_output.empty(), argv[0], argv.data(), envp.data());
   }
   if (pid < 0) return sys_error("clone3", own_userns ? "new user and mount namespace" : "");
   go.read.reset();
@@ -412,28 +415,94 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
   return {};
 }
 
+namespace {
+
+// The first `limit` bytes of a runtime's output file ("" when unreadable), without trailing
+// newlines.
+std::string read_runtime_output(const std::string& path, size_t limit = 16384) {
+  auto text = read_file(path, limit);
+  std::string out = text.ok() ? std::move(text).value() : std::string();
+  if (out.size() > limit) out.resize(limit);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+// How long a foreground runtime gets to remove its container once pid 1 has gone; then it is
+// killed (and the container left to the provider's own removal). Podman's `rm` usually takes
+// 0.1-0.3 s here; the margin is for a loaded host.
+constexpr auto kRuntimeGrace = std::chrono::seconds(60);
+
+}  // namespace
+
+Result<CommandResult> run_contained_runtime(const ContainedLaunch& launch) {
+  std::vector<std::string> argv = launch.argv;
+  SG_ASSIGN_OR_RETURN(UniqueFd null_fd, open_fd("/dev/null", O_RDONLY | O_CLOEXEC));
+  SG_ASSIGN_OR_RETURN(auto out, make_pipe(O_CLOEXEC));
+  SG_ASSIGN_OR_RETURN(Pipe start_error, make_pipe(O_CLOEXEC));
+  SG_ASSIGN_OR_RETURN(pid_t pid, spawn_runtime(launch, argv, null_fd.get(), out.write.get(),
+                                               start_error.write.get()));
+  out.write.reset();
+  start_error.write.reset();
+  CommandResult result;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(out.read.get(), buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (result.output.size() < 16384) result.output.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.status = ExitStatus::from_wait_status(status);
+  StartError e{};
+  if (::read(start_error.read.get(), &e, sizeof e) == static_cast<ssize_t>(sizeof e)) {
+    e.step[sizeof e.step - 1] = 0;
+    return sys_error(e.err, e.step, argv[0]);
+  }
+  return result;
+}
+
 Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
                                                const ContainedLaunch& launch) {
+  const auto began = std::chrono::steady_clock::now();
   Supervisor s;
   s.contained_ = true;
+  const bool foreground = !launch.foreground_output.empty();
   SG_ASSIGN_OR_RETURN(auto control, make_control_pair());
   // The runtime passes fd 3 into the container (--preserve-fds): the launcher gets our end's
   // twin there, and nothing else of ours (spawn() closes the rest at exec).
   std::vector<std::string> argv = launch.argv;
   for (const char* a : {kSupervisorArg, "3"}) argv.emplace_back(a);
-  SG_ASSIGN_OR_RETURN(auto out, make_pipe(O_CLOEXEC));
+  // Where the runtime's output goes: a pipe read to its end for a runtime that returns, a file
+  // for one that stays (nobody reads while it runs).
+  Pipe out;
+  UniqueFd out_file;
+  int out_fd = -1;
+  if (foreground) {
+    SG_ASSIGN_OR_RETURN(out_file,
+                        open_fd(launch.foreground_output,
+                                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    out_fd = out_file.get();
+  } else {
+    SG_ASSIGN_OR_RETURN(out, make_pipe(O_CLOEXEC));
+    out_fd = out.write.get();
+  }
   pid_t pid = -1;
   // The child's {errno, step} when a step before the runtime's exec fails.
   SG_ASSIGN_OR_RETURN(Pipe start_error, make_pipe(O_CLOEXEC));
   if (launch.userns_owner != 0 || !launch.env.empty() || !launch.cgroup_dirs.empty()) {
-    SG_ASSIGN_OR_RETURN(pid, spawn_runtime(launch, argv, control.second.get(), out.write.get(),
-                                           start_error.write.get()));
+    SG_ASSIGN_OR_RETURN(
+        pid, spawn_runtime(launch, argv, control.second.get(), out_fd, start_error.write.get()));
   } else {
     pid = ::fork();
   }
   if (pid < 0) return sys_error("fork", argv[0]);
   if (pid == 0) {
     // Between fork and exec: only async-signal-safe calls (this process may have threads).
+    if (foreground) ::setsid();
     if (control.second.get() == 3) {
       ::fcntl(3, F_SETFD, 0);
     } else if (::dup2(control.second.get(), 3) != 3) {
@@ -441,8 +510,8 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
     }
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(out.write.get(), 1);
-    ::dup2(out.write.get(), 2);
+    ::dup2(out_fd, 1);
+    ::dup2(out_fd, 2);
     syscall(SYS_close_range, 4, ~0U, 0);
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
@@ -452,25 +521,12 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
   }
   control.second.reset();
   out.write.reset();
+  out_file.reset();
   start_error.write.reset();
   s.control_ = std::move(control.first);
-  // The launcher's output, bounded: the runtime's own error message when it refuses.
-  std::string output;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(out.read.get(), buf, sizeof buf)) != 0) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (output.size() < 16384) output.append(buf, static_cast<size_t>(n));
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  auto st = ExitStatus::from_wait_status(status);
-  while (!output.empty() && output.back() == '\n') output.pop_back();
-  if (!st.exited || st.code != 0) {
+  // Why the runtime failed: the child's own report of a step before exec, or the runtime's
+  // status and output.
+  auto runtime_failed = [&](const ExitStatus& st, const std::string& output) -> Error {
     StartError e{};
     ssize_t got;
     while ((got = ::read(start_error.read.get(), &e, sizeof e)) < 0 && errno == EINTR) {
@@ -481,13 +537,55 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
     }
     return logic_error("start the contained supervisor",
                        argv[0] + " (the runtime's run) failed (" + st.describe() + "): " + output);
+  };
+  if (foreground) {
+    auto pidfd = pidfd_open(pid);
+    s.runtime_ = ChildProcess(pid, pidfd.ok() ? std::move(pidfd).value() : UniqueFd());
+    s.runtime_output_ = launch.foreground_output;
+  } else {
+    // The launcher's output, bounded: the runtime's own error message when it refuses.
+    std::string output;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(out.read.get(), buf, sizeof buf)) != 0) {
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (output.size() < 16384) output.append(buf, static_cast<size_t>(n));
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    auto st = ExitStatus::from_wait_status(status);
+    while (!output.empty() && output.back() == '\n') output.pop_back();
+    if (!st.exited || st.code != 0) return runtime_failed(st, output);
   }
+  auto ran = std::chrono::steady_clock::now();
   auto went_away = [&](const Error& transport) -> Error {
     return logic_error(
         "start the contained supervisor",
         "the supervisor in the container went away during start-up: " + transport.message());
   };
-  SG_TRY(configure(s, config, went_away));
+  if (auto configured = configure(s, config, went_away); !configured.ok()) {
+    if (!foreground) return std::move(configured).error();
+    // The runtime holds its copy of the control socket until it exits: a supervisor that went
+    // away means a runtime that is ending (or failed to start the container). Its status says
+    // which, and its output why.
+    s.control_.reset();
+    auto st = s.runtime_.wait_for(kRuntimeGrace);
+    if (!st.ok() || !st->has_value()) {
+      s.runtime_.kill_and_reap();
+      return std::move(configured).error();
+    }
+    if (!(*st)->exited || (*st)->code != 0)
+      return runtime_failed(**st, read_runtime_output(s.runtime_output_));
+    return std::move(configured).error();
+  }
+  spdlog::debug(
+      "contained supervisor: runtime {:.1f} ms, handshake {:.1f} ms",
+      std::chrono::duration<double, std::milli>(ran - began).count(),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ran).count());
   return s;
 }
 
@@ -661,6 +759,23 @@ Status Supervisor::stop() {
     // closes), and the kernel kills the rest; the provider then removes the container.
     if (control_.valid()) (void)send_message(control_.get(), {{"op", "shutdown"}});
     control_.reset();
+    if (runtime_.running()) {
+      // A foreground runtime removes the container once pid 1 has gone, then exits.
+      RuntimeExit exit;
+      auto st = runtime_.wait_for(kRuntimeGrace);
+      if (st.ok() && st->has_value()) {
+        exit.status = **st;
+      } else {
+        spdlog::warn(
+            "the container runtime ({}) did not end in time after the run's shutdown; "
+            "killing it",
+            runtime_.pid());
+        runtime_.kill_and_reap();
+        exit.killed = true;
+      }
+      exit.output = read_runtime_output(runtime_output_);
+      runtime_exit_ = std::move(exit);
+    }
     return {};
   }
   if (!process_.running()) return {};

@@ -69,8 +69,8 @@ struct JailConfig {
   std::string resolv_conf_host;
   // Test-only weakenings (weakening.h); the defaults are the hardened jail.
   std::vector<BindMount> readwrite_mounts;  // mount_home: bound read-write, nosuid, nodev
-  std::string tmp_host;        // share_tmp: this host directory at /tmp instead of a tmpfs
-  bool new_network = true;     // false (share_host_network): stay in the launcher's network
+  std::string tmp_host;         // share_tmp: this host directory at /tmp instead of a tmpfs
+  bool new_network = true;      // false (share_host_network): stay in the launcher's network
   bool drop_privileges = true;  // false (root_with_caps): calls keep uid 0 of the user
                                 // namespace, every capability, and no no_new_privs
   bool seccomp_full_width_compare = false;  // true (seccomp_full_width_compare): the filter's
@@ -111,8 +111,9 @@ std::vector<std::string> merge_env(std::vector<std::string> base,
 Result<SupervisorConfig> supervisor_config_from_json(const Json& j);
 
 // How a contained supervisor is started: `argv` (a container runtime's "run" command, which
-// must pass fd 3 into the container and return once it is running, e.g. `podman run -d
-// --preserve-fds 1 ...`), followed by the supervisor's own arguments.
+// must pass fd 3 into the container, e.g. `podman run --preserve-fds 1 ...`), followed by the
+// supervisor's own arguments. The runtime either returns once the container is running
+// (`podman run -d`), or stays in the foreground for the container's whole life (`foreground`).
 struct ContainedLaunch {
   std::vector<std::string> argv;
   // Not 0 (rootless Podman): the runtime runs as uid/gid 0 of a new user and mount namespace
@@ -125,7 +126,26 @@ struct ContainedLaunch {
   // Cgroup directories the runtime is written into before it execs, so that everything it
   // starts (conmon, the container) is in them from its first instruction.
   std::vector<std::string> cgroup_dirs;
+  // Not empty: the runtime stays in the foreground until the container has ended, in a session
+  // of its own, with its output (and the container's) in this file, which it must be able to
+  // create (`podman run --rm` without --detach: one runtime process does create, start, wait and
+  // remove, where a detached run needs a second one to remove the container). start_contained
+  // returns as soon as the supervisor is ready; stop() waits for the runtime
+  // (Supervisor::runtime_exit).
+  std::string foreground_output;
 };
+
+// How a foreground runtime ended (ContainedLaunch::foreground_output).
+struct RuntimeExit {
+  ExitStatus status;
+  bool killed = false;  // it outlived the grace period after "shutdown" and was killed
+  std::string output;   // its output file's first 16 KiB
+};
+
+// Runs a runtime command the way start_contained starts one (launch.userns_owner, env and
+// cgroup_dirs; fd 3 is /dev/null) but without a supervisor, to its end: a bare rootless
+// `podman run` as a run's own id, the baseline of the rootless benchmarks. Output bounded.
+Result<CommandResult> run_contained_runtime(const ContainedLaunch& launch);
 
 // The host side of one supervisor.
 class Supervisor {
@@ -156,6 +176,10 @@ class Supervisor {
   Status stop();
 
   pid_t pid() const { return contained_ ? contained_pid_ : process_.pid(); }
+  // A foreground runtime's pid while it runs (our child); -1: none.
+  pid_t runtime_pid() const { return runtime_.pid(); }
+  // How the foreground runtime ended, once stop() has waited for it; nullopt before, or none.
+  const std::optional<RuntimeExit>& runtime_exit() const { return runtime_exit_; }
   bool running() const { return contained_ ? control_.valid() : process_.running(); }
 
  private:
@@ -170,6 +194,10 @@ class Supervisor {
   ChildProcess process_;
   UniqueFd control_;
   uint64_t next_call_ = 1;
+  // A foreground runtime (ContainedLaunch::foreground_output) and its output file.
+  ChildProcess runtime_;
+  std::string runtime_output_;
+  std::optional<RuntimeExit> runtime_exit_;
 };
 
 }  // namespace sandgate::providers
