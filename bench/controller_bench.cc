@@ -2,10 +2,18 @@
 // judged A/B against a baseline, not against an absolute number):
 //
 //   Per-call overhead (goal: under 1 ms added)
-//     BM_CallTrue/session_call     RunSession::call of /bin/true: begin_call (cgroup, grant,
-//                                  trigger, watch) + placement + end_call around the exec
+//     BM_CallTrue/session_call     RunSession::call of /bin/true: begin_call (the spare cgroup
+//                                  made ahead, the grant written, watch) + placement + end_call
+//                                  around the exec, calls back to back
 //     BM_CallTrue/env_exec         the same Environment::exec of /bin/true in the same run's
 //                                  environment, without a call scope: the baseline
+//     BM_CallTrue/session_call_paced, env_exec_paced
+//                                  the same with a pause of kPace between calls (not timed), as
+//                                  an agent's calls come: what the reaper does after a call
+//                                  (removing its cgroup, making the next one's) is done by the
+//                                  time the next call comes, so this is the critical path alone
+//   Each also reports p50_ms, the median of its calls (the machine is shared: a mean per
+//   repetition follows its slowest calls).
 //   Reaction (goal: p95 under 50 ms at the default interval)
 //     BM_Reaction/sample_20ms      a burst stepping memory up 64 MiB every 10 ms through
 //                                  throttle_at x memory_max (0.5 x 1 GiB), to the first ladder
@@ -46,6 +54,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench/bench_support.h"
@@ -153,7 +162,10 @@ bool check_true(benchmark::State& state, const char* what, const ExitStatus& sta
   return false;
 }
 
-void BM_CallTrue(benchmark::State& state, bool with_call_scope) {
+// The pause between paced calls: well past the reaper's work and an RCU grace period.
+constexpr auto kPace = milliseconds(100);
+
+void BM_CallTrue(benchmark::State& state, bool with_call_scope, bool paced = false) {
   auto stack = make_stack(state, controller::default_policy());
   if (!stack) return;
   // The baseline is the provider alone: an environment of the same provider, no controller.
@@ -174,7 +186,14 @@ void BM_CallTrue(benchmark::State& state, bool with_call_scope) {
   request.argv = {"/bin/true"};
   providers::Call call;
   call.argv = {"/bin/true"};
+  std::vector<double> per_call_ms;
   for (auto _ : state) {
+    if (paced) {
+      state.PauseTiming();
+      std::this_thread::sleep_for(kPace);
+      state.ResumeTiming();
+    }
+    auto t0 = Clock::now();
     if (with_call_scope) {
       auto o = run->call(request);
       if (!o.ok()) {
@@ -196,7 +215,9 @@ void BM_CallTrue(benchmark::State& state, bool with_call_scope) {
       }
       if (!check_true(state, "Environment::exec", r->status, r->stderr_data)) break;
     }
+    per_call_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
+  if (!per_call_ms.empty()) state.counters["p50_ms"] = stats::percentile(per_call_ms, 50);
   close_session(state, run);
   if (bare)
     if (auto st = bare->destroy(); !st.ok() && !state.error_occurred())
@@ -419,6 +440,14 @@ void BM_MonitorCpu(benchmark::State& state, int calls) {
 // The reaction and monitor benchmarks fix their own: one pass of N calls, one window.
 BENCHMARK_CAPTURE(BM_CallTrue, session_call, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CallTrue, env_exec, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CallTrue, session_call_paced, true, true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(40);
+BENCHMARK_CAPTURE(BM_CallTrue, env_exec_paced, false, true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(40);
 BENCHMARK_CAPTURE(BM_Reaction, sample_20ms, milliseconds(20))
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
@@ -469,6 +498,21 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
     out << "  goal (under 1 ms added): " << (*a - *b < 1.0 ? "met" : "NOT met") << "\n";
   } else if (!sc_failed && !ee_failed) {
     out << "  not run (filtered out)\n";
+  }
+  // Medians of single calls (robust to the slow calls of a shared machine), back to back and
+  // paced.
+  for (auto [with, without, what] :
+       {std::tuple{sc, ee, "back to back"},
+        std::tuple{std::string("BM_CallTrue/session_call_paced"),
+                   std::string("BM_CallTrue/env_exec_paced"), "paced"}}) {
+    if (runs.failed(with) || runs.failed(without)) continue;
+    auto x = runs.counter(with, "p50_ms"), y = runs.counter(without, "p50_ms");
+    if (!x || !y || *y <= 0) continue;
+    std::snprintf(line, sizeof line,
+                  "  per-call median, %-12s call %7.3f ms  exec %7.3f ms  added %7.3f ms  ratio "
+                  "%.2fx\n",
+                  what, *x, *y, *x - *y, *x / *y);
+    out << line;
   }
 
   out << "2. reaction, burst crossing 0.5 x 1GiB -> first ladder action\n";

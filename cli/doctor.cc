@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "controller/cgroup_features.h"
 #include "controller/cgroup_layout.h"
+#include "core/fd.h"
 #include "core/host_features.h"
 #include "core/json.h"
 #include "core/kvm_check.h"
@@ -59,6 +60,7 @@ DoctorReport run_checks(Globals& g) {
         {"hostname", u.nodename}, {"kernel_release", u.release}, {"machine", u.machine}};
 
   auto layout = controller::detect_cgroup_layout(paths.proc + "/self/mountinfo");
+  const size_t cgroup_section = sections.size();
   sections.push_back({"cgroups", controller::layout_checks(layout)});
   if (layout.ok()) {
     report.facts["cgroup_layout"] = {{"kind", controller::to_string(layout->kind)},
@@ -80,6 +82,13 @@ DoctorReport run_checks(Globals& g) {
     }
     probe = controller::probe_cgroup_features(*layout, controller::doctor_probe_name(),
                                               state.ok() ? &*state : nullptr);
+    // What placing a call costs here (the one step of a call's critical path the controller
+    // cannot take off it) and whether the mounts favour it.
+    if (auto text = read_file(paths.proc + "/self/mountinfo"); text.ok()) {
+      for (auto& c : controller::attach_checks(*layout, *text, controller::doctor_probe_name(),
+                                               state.ok() ? &*state : nullptr))
+        sections[cgroup_section].checks.push_back(std::move(c));
+    }
     if (state.ok()) (void)state->finish();
   }
   CheckSection psi{"pressure (PSI)", system_pressure_checks(paths)};
@@ -130,11 +139,10 @@ DoctorReport run_checks(Globals& g) {
   }
   sections.push_back({"seccomp", seccomp_checks(paths)});
   sections.push_back({"landlock", providers::landlock::doctor_checks(paths)});
-  sections.push_back(
-      {"bpf",
-       {ebpf::btf_check(paths), ebpf::bpf_load_check(paths), ebpf::tracefs_check(paths),
-        ebpf::activity_tracer_check(), ebpf::egress_guard_check(), ebpf::fentry_check(),
-        ebpf::bpf_lsm_check()}});
+  sections.push_back({"bpf",
+                      {ebpf::btf_check(paths), ebpf::bpf_load_check(paths),
+                       ebpf::tracefs_check(paths), ebpf::activity_tracer_check(),
+                       ebpf::egress_guard_check(), ebpf::fentry_check(), ebpf::bpf_lsm_check()}});
 
   KvmCheckResult kvm = check_kvm(paths);
   report.facts["kvm"] = {{"usable", kvm.verdict == KvmVerdict::kUsable},
@@ -207,14 +215,17 @@ void add_doctor_command(CLI::App& app, Globals& g) {
   auto* sub = app.add_subcommand(
       "doctor",
       "Check what this host supports and say why not where it does not: the cgroup layout\n"
-      "(v1 / hybrid / v2) and where each controller is mounted, pressure stall information\n"
+      "(v1 / hybrid / v2) and where each controller is mounted, whether the cgroup mounts have\n"
+      "favordynmods and what moving a process into a cgroup costs here (measured: each call's\n"
+      "first process is moved once before it execs), pressure stall information\n"
       "(system-wide and per cgroup), cgroup freeze and kill, user namespaces, seccomp,\n"
       "Landlock (its ABI, from a real landlock_create_ruleset call, and the active LSMs from\n"
       "/sys/kernel/security/lsm when securityfs is mounted), BPF (BTF, program load,\n"
       "tracefs), KVM (by running a tiny guest with a 2s deadline: /dev/kvm existing is not\n"
       "enough), host tools and their versions, and which providers can run.\n"
       "Features are tried, not assumed: doctor briefly creates and removes a child cgroup\n"
-      "named sandgate-doctor-<pid>, forks short-lived probe children, and loads and unloads a\n"
+      "named sandgate-doctor-<pid> (and two sandgate-doctor-<pid>-attach-a/b for the move),\n"
+      "forks short-lived probe children, and loads and unloads a\n"
       "two-instruction BPF program. It mounts nothing and sends no network traffic.\n"
       "Run it as root to see what sandgate can do as root. The exit status is 0 whatever is\n"
       "missing; it is non-zero only when doctor itself cannot run.");

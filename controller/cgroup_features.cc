@@ -1,10 +1,20 @@
 #include "controller/cgroup_features.h"
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 
 #include "core/defer.h"
 #include "core/fd.h"
+#include "core/files.h"
+#include "core/mounts.h"
 #include "core/strings.h"
 
 namespace sandgate::controller {
@@ -63,6 +73,94 @@ Result<ChildFiles> probe_child_cgroup(const std::string& parent, const std::stri
   if (::rmdir(dir.c_str()) != 0) return sys_error("rmdir", dir);
   if (state) SG_TRY(state->forget(resource));
   return found;
+}
+
+std::vector<Check> attach_checks(const CgroupLayout& layout, const std::string& mountinfo_text,
+                                 const std::string& name, RunState* state) {
+  std::vector<Check> out;
+  // favordynmods: a super option of cgroup2 (Linux 6.0) and of v1 hierarchies (6.1).
+  if (auto table = parse_mount_table(mountinfo_text); table.ok()) {
+    std::vector<std::string> with, without;
+    for (const auto& m : *table) {
+      if (m.fstype != "cgroup" && m.fstype != "cgroup2") continue;
+      bool has = std::find(m.super_options.begin(), m.super_options.end(), "favordynmods") !=
+                 m.super_options.end();
+      (has ? with : without).push_back(m.mount_point);
+    }
+    std::string detail;
+    if (!with.empty()) detail += "on at " + join(with, ", ");
+    if (!without.empty())
+      detail += std::string(detail.empty() ? "" : "; ") + "off at " + join(without, ", ") +
+                " (moving a process waits for an RCU grace period; the host's mount option, "
+                "sandgate does not change it)";
+    out.push_back(check_ok("favordynmods", detail.empty() ? "no cgroup mount" : detail));
+  } else {
+    out.push_back(check_failed("favordynmods", table.error().message()));
+  }
+
+  std::string mount = !layout.unified_mount.empty() ? layout.unified_mount
+                      : !layout.v1_mounts.empty()   ? layout.v1_mounts.begin()->second
+                                                    : std::string();
+  const char* what = "cgroup attach cost";
+  if (mount.empty()) {
+    out.push_back(check_failed(what, "no cgroup mount to measure in"));
+    return out;
+  }
+  std::vector<std::string> dirs = {mount + "/" + name + "-attach-a",
+                                   mount + "/" + name + "-attach-b"};
+  std::vector<Resource> made;
+  Defer cleanup([&] {
+    for (const auto& r : made) ::rmdir(r.path.c_str());
+    if (state && !made.empty()) (void)state->forget_all(made);
+  });
+  for (const auto& d : dirs) {
+    Resource r{Resource::Kind::kCgroup, d};
+    if (state) {
+      if (auto st = state->record(r); !st.ok()) {
+        out.push_back(check_failed(what, st.error().message()));
+        return out;
+      }
+    }
+    made.push_back(r);
+    if (::mkdir(d.c_str(), 0755) != 0) {
+      out.push_back(check_failed(what, sys_error("mkdir", d).message()));
+      return out;
+    }
+  }
+  pid_t child = ::fork();
+  if (child < 0) {
+    out.push_back(check_failed(what, sys_error("fork").message()));
+    return out;
+  }
+  if (child == 0) {
+    for (;;) ::pause();  // async-signal-safe only; killed below
+  }
+  Defer reap([&] {
+    ::kill(child, SIGKILL);
+    int status;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+  });
+  // A quiet spell first, as between an agent's calls: long past any grace period in flight.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto move = [&](const std::string& dir) -> Result<double> {
+    auto t0 = std::chrono::steady_clock::now();
+    SG_TRY(write_file(dir + "/cgroup.procs", std::to_string(child)));
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto first = move(dirs[0]);
+  auto next = first.ok() ? move(dirs[1]) : Result<double>(first.error());
+  if (!next.ok()) {
+    out.push_back(check_failed(what, next.error().message()));
+    return out;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "first move after a pause %.2f ms, a move right after it %.2f ms (in %s; each "
+                "call's first process is moved once per hierarchy before it execs)",
+                *first, *next, mount.c_str());
+  out.push_back(check_ok(what, line));
+  return out;
 }
 
 std::string doctor_probe_name() { return "sandgate-doctor-" + std::to_string(::getpid()); }

@@ -55,4 +55,16 @@ std::vector<Check> pressure_checks(const CgroupLayout& layout, const CgroupFeatu
 // kill emulated as freeze + SIGKILL + thaw.
 std::vector<Check> freeze_kill_checks(const CgroupLayout& layout, const CgroupFeatureProbe& probe);
 
+// favordynmods on each cgroup mount (from its super options in `mounts`), and what moving a
+// process into a cgroup costs here, measured: a child that waits is written into one fresh
+// child cgroup after a pause (the first move after a quiet spell) and at once into a second
+// (a move right after another). Without favordynmods a move takes cgroup_threadgroup_rwsem
+// for writing, which waits for an RCU grace period unless another move did just before
+// (kernel/cgroup/cgroup.c, cgroup_attach_lock; kernel/rcu/sync.c): the one cost on a call's
+// critical path sandgate cannot move off it (each call's first process is placed before it
+// execs). Reported, never changed: sandgate does not remount host cgroups. Both children are
+// recorded in `state` (when not null) before they are made and removed before returning.
+std::vector<Check> attach_checks(const CgroupLayout& layout, const std::string& mountinfo_text,
+                                 const std::string& name, RunState* state = nullptr);
+
 }  // namespace sandgate::controller

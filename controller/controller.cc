@@ -7,9 +7,94 @@
 
 namespace sandgate::controller {
 
-Controller::Controller(ControllerOptions options) : options_(std::move(options)) {}
+Controller::Controller(ControllerOptions options) : options_(std::move(options)) {
+  reaper_ = std::thread([this] { reaper_loop(); });
+}
 
-Controller::~Controller() { monitor_.reset(); }
+Controller::~Controller() {
+  {
+    // Every queued job still runs: the thread stops only once the queue is empty.
+    std::lock_guard lock(reaper_mu_);
+    reaper_stop_ = true;
+  }
+  reaper_cv_.notify_all();
+  if (reaper_.joinable()) reaper_.join();
+  monitor_.reset();
+}
+
+RunScope::~RunScope() { wait_settled(); }
+
+void RunScope::wait_settled() {
+  std::unique_lock lock(mu_);
+  settled_.wait(lock, [&] { return pending_ == 0; });
+}
+
+void Controller::reaper_loop() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock lock(reaper_mu_);
+      reaper_cv_.wait(lock, [&] { return reaper_stop_ || !reaper_jobs_.empty(); });
+      if (reaper_jobs_.empty()) return;  // stopping, and nothing left to do
+      job = std::move(reaper_jobs_.front());
+      reaper_jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+void Controller::defer(RunScope& run, std::function<void()> job, bool first) {
+  {
+    std::lock_guard lock(run.mu_);
+    ++run.pending_;
+  }
+  RunScope* r = &run;
+  auto counted = [r, job = std::move(job)] {
+    job();
+    std::lock_guard lock(r->mu_);
+    if (--r->pending_ == 0) r->settled_.notify_all();
+  };
+  {
+    std::lock_guard lock(reaper_mu_);
+    if (first) {
+      reaper_jobs_.push_front(std::move(counted));
+    } else {
+      reaper_jobs_.push_back(std::move(counted));
+    }
+  }
+  reaper_cv_.notify_one();
+}
+
+void Controller::settle(RunScope& run) { run.wait_settled(); }
+
+void Controller::make_spare(RunScope& run) {
+  std::lock_guard lock(run.mu_);
+  if (run.closing_ || run.spare_ || !run.state_) return;
+  std::string id = "call-" + std::to_string(run.next_call_++);
+  // Recorded in the run record before each mkdir (CgroupBackend::create), like every cgroup:
+  // a crash with a spare made leaves nothing `sandgate gc` cannot find.
+  auto cg = options_.backend->create(run.run_.rel + "/" + id, &*run.state_);
+  if (!cg.ok()) {
+    // Not fatal: the next call makes its own cgroup, on its critical path.
+    spdlog::warn("run {}: making the next call's cgroup ahead: {}", run.run_id_,
+                 cg.error().message());
+    return;
+  }
+  run.spare_ = std::move(cg).value();
+  run.spare_id_ = std::move(id);
+}
+
+void Controller::remove_call_cgroup(RunScope& run, const Cgroup& cg) {
+  if (auto s = options_.backend->remove(cg); !s.ok()) {
+    // Still recorded: end_run removes the run's whole subtree, gc what a crash leaves.
+    spdlog::warn("revoking {}: {}", cg.rel, s.error().message());
+    return;
+  }
+  std::vector<Resource> gone;
+  for (const auto& [h, dir] : cg.dirs) gone.push_back({Resource::Kind::kCgroup, dir});
+  std::lock_guard lock(run.mu_);
+  if (run.state_) (void)run.state_->forget_all(gone);  // one write for every hierarchy
+}
 
 Result<std::unique_ptr<Controller>> Controller::create(ControllerOptions options) {
   if (!options.backend) {
@@ -28,16 +113,19 @@ Result<std::unique_ptr<Controller>> Controller::create(ControllerOptions options
   }
   const CgroupFeatures& f = c->options_.backend->features();
   bool wants_high = false;
-  for (const auto& [name, grant] : c->options_.policy.intents) wants_high |= grant.memory_high.has_value();
+  for (const auto& [name, grant] : c->options_.policy.intents)
+    wants_high |= grant.memory_high.has_value();
   if (wants_high && !f.memory_high)
-    c->absent_.push_back("memory.high: this cgroup layout has no soft memory limit (v1 memory "
-                         "controller); the ladder throttles with the CPU squeeze only");
+    c->absent_.push_back(
+        "memory.high: this cgroup layout has no soft memory limit (v1 memory "
+        "controller); the ladder throttles with the CPU squeeze only");
   if (!f.psi) c->absent_.push_back("per-call PSI: pressure is sampled, not triggered");
   if (!f.freeze) c->absent_.push_back("freeze: the ladder goes from throttle straight to cancel");
   if (!f.atomic_kill) c->absent_.push_back("atomic kill: kill is freeze + SIGKILL + thaw");
   if (c->policy_wants_io() && !f.io_limits)
-    c->absent_.push_back("io limits: no cgroup2 io controller and no v1 blkio hierarchy; "
-                         "io_read_bps / io_write_bps are not applied");
+    c->absent_.push_back(
+        "io limits: no cgroup2 io controller and no v1 blkio hierarchy; "
+        "io_read_bps / io_write_bps are not applied");
   for (const auto& a : c->absent_) spdlog::info("controller: absent capability: {}", a);
   const LadderSettings& ladder = c->options_.policy.ladder;
   c->monitor_ = std::make_unique<Monitor>(
@@ -74,9 +162,10 @@ Limits Controller::call_limits(const Grant& grant, const std::string& io_device)
 Status Controller::set_io_device(RunScope& run, std::string device) {
   if (!policy_wants_io()) return {};
   if (device.empty()) {
-    spdlog::info("run {}: io limits dropped: its workspace is on no block device that can be "
-                 "throttled",
-                 run.run_id_);
+    spdlog::info(
+        "run {}: io limits dropped: its workspace is on no block device that can be "
+        "throttled",
+        run.run_id_);
     run.io_device_.clear();
     return {};
   }
@@ -104,7 +193,8 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   auto run = std::make_unique<RunScope>();
   run->run_id_ = run_id;
   run->tenant_name_ = tenant;
-  SG_ASSIGN_OR_RETURN(RunState state, RunState::create(options_.paths, run_id + "-cgroups", "controller"));
+  SG_ASSIGN_OR_RETURN(RunState state,
+                      RunState::create(options_.paths, run_id + "-cgroups", "controller"));
   run->state_.emplace(std::move(state));
   CgroupBackend& b = *options_.backend;
   auto fail = [&](Error e) -> Error {
@@ -164,12 +254,17 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   run->main_placement_ = b.placement(run->main_);
   tenants.unlock();
   // One pressure trigger for the run: a call's stalls show in its parent's pressure too.
-  if (auto t = b.memory_pressure_trigger(run->run_, p.ladder.psi_trigger_stall, p.ladder.psi_trigger_window); t.ok()) {
+  if (auto t = b.memory_pressure_trigger(run->run_, p.ladder.psi_trigger_stall,
+                                         p.ladder.psi_trigger_window);
+      t.ok()) {
     run->trigger_key_ = next_serial_++;
     monitor_->add_trigger(run->trigger_key_, std::move(t).value());
   } else {
     spdlog::debug("no pressure trigger for {}: {}", run->run_.rel, t.error().message());
   }
+  // The first call's cgroup, made while the provider makes the environment.
+  RunScope* r = run.get();
+  defer(*r, [this, r] { make_spare(*r); });
   return run;
 }
 
@@ -180,20 +275,41 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   SG_ASSIGN_OR_RETURN(IntentChoice choice, choose_intent(p, intent, argv));
   auto call = std::make_unique<CallScope>();
   call->serial_ = next_serial_++;
-  call->id_ = "call-" + std::to_string(run.next_call_++);
   call->argv_ = argv;
   call->intent_ = choice;
   call->grant_ = grant_for(p, choice.intent);
   call->run_ = &run;
   CgroupBackend& b = *options_.backend;
-  SG_ASSIGN_OR_RETURN(call->cg_, b.create(run.run_.rel + "/" + call->id_, &*run.state_));
+  {
+    // The spare made ahead when there is one (the usual case); else made here, on the call's
+    // critical path (the first call of a run that came before its spare was made, or a spare
+    // that could not be made).
+    std::lock_guard lock(run.mu_);
+    if (run.spare_) {
+      call->cg_ = std::move(*run.spare_);
+      call->id_ = std::move(run.spare_id_);
+      run.spare_.reset();
+    } else {
+      call->id_ = "call-" + std::to_string(run.next_call_++);
+      SG_ASSIGN_OR_RETURN(call->cg_, b.create(run.run_.rel + "/" + call->id_, &*run.state_));
+    }
+  }
+  // The next call's, while this one runs: ahead of any removal still queued, which nothing
+  // waits for.
+  RunScope* r = &run;
+  defer(
+      run, [this, r] { make_spare(*r); }, /*first=*/true);
   call->placement_ = b.placement(call->cg_);
+  // The grant is written before the call's first process is placed: writing limit files is
+  // cheap, and a fresh cgroup has no limit of its own to leave behind.
   if (auto s = b.set_limits(call->cg_, call_limits(call->grant_, run.io_device_)); !s.ok()) {
-    (void)b.remove(call->cg_);
+    remove_call_cgroup(run, call->cg_);
     return std::move(s).error().context_add("grant for " + call->id_ + " (" + choice.intent + ")");
   }
-  if (auto u = b.read_usage(run.run_); u.ok()) call->run_oom_kills_before_ = u->memory_events.oom_kill;
-  call->ladder_ = std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
+  if (auto u = b.read_usage(run.run_); u.ok())
+    call->run_oom_kills_before_ = u->memory_events.oom_kill;
+  call->ladder_ =
+      std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
   monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), UniqueFd(), call->start_);
   return call;
@@ -221,7 +337,8 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
   call->ladder_->finish(now);
   uint64_t run_oom_kills = 0;
   if (call->run_) {
-    if (auto u = b.read_usage(call->run_->run_); u.ok() && u->memory_events.oom_kill > call->run_oom_kills_before_)
+    if (auto u = b.read_usage(call->run_->run_);
+        u.ok() && u->memory_events.oom_kill > call->run_oom_kills_before_)
       run_oom_kills = u->memory_events.oom_kill - call->run_oom_kills_before_;
   }
 
@@ -235,17 +352,30 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
   o.exec = std::move(result);
   classify(o);
 
-  // Revoke the grant: nothing the call started survives it.
-  if (auto s = b.remove(call->cg_); !s.ok()) {
-    spdlog::warn("revoking {}: {}", call->cg_.rel, s.error().message());
-  } else if (call->run_ && call->run_->state_) {
-    for (const auto& [h, dir] : call->cg_.dirs) (void)call->run_->state_->forget({Resource::Kind::kCgroup, dir});
+  // Revoke the grant: nothing the call started survives it. What is still in the call's
+  // cgroup is killed now, before the outcome is returned; an empty cgroup (the usual case) is
+  // removed by the reaper after it, off the call's critical path.
+  auto left = b.procs(call->cg_);
+  bool empty = left.ok() && left->empty();
+  if (!call->run_) {
+    if (auto s = b.remove(call->cg_); !s.ok())
+      spdlog::warn("revoking {}: {}", call->cg_.rel, s.error().message());
+  } else if (!empty) {
+    remove_call_cgroup(*call->run_, call->cg_);
+  } else {
+    RunScope* r = call->run_;
+    defer(*r, [this, r, cg = call->cg_] { remove_call_cgroup(*r, cg); });
   }
   return o;
 }
 
 Status Controller::end_run(std::unique_ptr<RunScope> run) {
   if (run->trigger_key_) monitor_->remove_trigger(run->trigger_key_);
+  {
+    std::lock_guard lock(run->mu_);
+    run->closing_ = true;  // a spare job still queued makes nothing
+  }
+  settle(*run);  // the reaper is done with this run: nothing of it outlives end_run
   std::lock_guard tenants(tenants_mu_);
   Status first = options_.backend->remove(run->run_);
   auto released = release_resources(options_.paths, run->state_->resources());

@@ -4,15 +4,28 @@
 // the monitor and handled by its ladder, and ends with a structured outcome. The grant is
 // revoked (the call's cgroup killed and removed) when the call ends.
 //
+// Off the critical path of a call: each run keeps one spare cgroup, made (and recorded in the
+// run record, before mkdir) ahead of the call that takes it, so begin_call writes only the
+// grant's limits into it; and a call whose processes are all gone has its cgroup removed by
+// the controller's reaper thread after end_call has returned the outcome. Anything still in
+// a call's cgroup at end_call is killed there and then, as before: nothing the call started
+// outlives its outcome. end_run (and a RunScope's destructor) waits for the run's pending
+// reaper work, so nothing of a run outlives it; a crash leaves only recorded cgroups, which
+// `sandgate gc` removes.
+//
 // The controller knows nothing of providers: it hands out Placements (core/placement.h), and
 // the caller gives it what the call returned (core/exec_result.h) at the end of a call.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller/cgroup.h"
@@ -40,8 +53,11 @@ struct ControllerOptions {
   Actuator* actuator = nullptr;
 };
 
+class Controller;
+
 class RunScope {
  public:
+  ~RunScope();  // waits for the reaper's pending work on this run (see Controller::settle)
   const std::string& run_id() const { return run_id_; }
   const std::string& tenant() const { return tenant_name_; }
   const Cgroup& cgroup() const { return run_; }
@@ -58,9 +74,18 @@ class RunScope {
   std::string io_device_;
   Cgroup tenant_, run_, main_;
   Placement main_placement_;
+  uint64_t trigger_key_ = 0;  // the run's pressure trigger in the monitor (0: none)
+  void wait_settled();        // until pending_ is 0
+  // Shared with the reaper thread, under mu_: the run record (one writer at a time: its
+  // temporary file is per process), the call numbers, the spare and the pending work.
+  std::mutex mu_;
+  std::condition_variable settled_;  // pending_ reached 0
   std::optional<RunState> state_;
   int next_call_ = 1;
-  uint64_t trigger_key_ = 0;  // the run's pressure trigger in the monitor (0: none)
+  std::optional<Cgroup> spare_;  // the next call's cgroup, made ahead, no limits written yet
+  std::string spare_id_;         // its call id ("call-<n>")
+  int pending_ = 0;              // reaper jobs of this run not yet finished
+  bool closing_ = false;         // end_run began: no more spares
 };
 
 class CallScope {
@@ -130,14 +155,25 @@ class Controller {
   // call's cgroup and removes it) and classifies how the call ended.
   CallOutcome end_call(std::unique_ptr<CallScope> call, ExecResult result);
   // Removes the run's cgroups (after the provider's environment is destroyed), and the
-  // tenant's and root's if no other run uses them.
+  // tenant's and root's if no other run uses them. Waits for the reaper's pending work on the
+  // run first; the spare is removed with the run.
   Status end_run(std::unique_ptr<RunScope> run);
+  // Waits until the reaper has done the run's pending work: the cgroups of its ended calls
+  // removed (and forgotten by the run record), its next spare made. For tests and benchmarks;
+  // nothing needs it for correctness.
+  void settle(RunScope& run);
 
  private:
   explicit Controller(ControllerOptions options);
   // The grant's limits this layout applies, io ones only with an `io_device`.
   Limits call_limits(const Grant& grant, const std::string& io_device) const;
   bool policy_wants_io() const;
+  // Queues `job` for the reaper thread as pending work of `run` (at the front when `first`).
+  void defer(RunScope& run, std::function<void()> job, bool first = false);
+  // Reaper jobs: make the run's next spare cgroup; remove an ended call's cgroup.
+  void make_spare(RunScope& run);
+  void remove_call_cgroup(RunScope& run, const Cgroup& cg);
+  void reaper_loop();
 
   ControllerOptions options_;
   std::unique_ptr<BackendActuator> own_actuator_;
@@ -149,6 +185,12 @@ class Controller {
   // tenant cgroup one run removes when it looks unused must not vanish under another run
   // that is being made in it.
   std::mutex tenants_mu_;
+  // The reaper thread and its queue (jobs run in order; each ends its run's pending_ count).
+  std::mutex reaper_mu_;
+  std::condition_variable reaper_cv_;
+  std::deque<std::function<void()>> reaper_jobs_;
+  bool reaper_stop_ = false;
+  std::thread reaper_;
 };
 
 }  // namespace sandgate::controller

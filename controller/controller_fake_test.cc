@@ -20,12 +20,12 @@
 namespace sandgate::controller {
 namespace {
 
+using testing::ActuatorCall;
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using testing::FakeBackend;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::ActuatorCall;
-using testing::FakeBackend;
 using testing::RecordingActuator;
 
 constexpr Duration ms(int64_t n) { return std::chrono::milliseconds(n); }
@@ -92,7 +92,11 @@ TEST_F(ControllerFakeTest, BeginRunMakesTenantRunAndMainWithTheirLimits) {
   EXPECT_EQ((*run)->run_id(), "r1");
   EXPECT_EQ((*run)->tenant(), "t1");
   EXPECT_EQ((*run)->cgroup().rel, "sgtest/t1/r1");
-  EXPECT_THAT(backend_->created(), ElementsAre("sgtest", "sgtest/t1", "sgtest/t1/r1", "sgtest/t1/r1/main"));
+  // And, made ahead by the reaper, the first call's cgroup (the run's spare).
+  c->settle(**run);
+  EXPECT_THAT(backend_->created(), ElementsAre("sgtest", "sgtest/t1", "sgtest/t1/r1",
+                                               "sgtest/t1/r1/main", "sgtest/t1/r1/call-1"));
+  EXPECT_TRUE(backend_->limits_of("sgtest/t1/r1/call-1").empty()) << "a spare has no grant yet";
 
   // The tenant: its weight and budget.
   auto tenant = backend_->limits_of("sgtest/t1");
@@ -252,7 +256,9 @@ TEST_F(ControllerFakeTest, EndCallRevokesTheGrantAndClassifiesFromTheFinalRead) 
   EXPECT_EQ(o.exec.stdout_bytes, 6u);
   EXPECT_GE(backend_->reads(rel), 1);
 
-  // Revoked: the call's cgroup is removed and no longer in the run record.
+  // Revoked: the call's cgroup is removed (by the reaper, after the outcome) and no longer in
+  // the run record.
+  c->settle(**run);
   EXPECT_THAT(backend_->removed(), Contains(rel));
   EXPECT_FALSE(backend_->exists(rel));
   EXPECT_THAT(record_text("r1"), Not(HasSubstr(dir)));
@@ -294,6 +300,78 @@ TEST_F(ControllerFakeTest, EndRunRemovesTheRunAndItsRecord) {
   EXPECT_THAT(backend_->removed(), Contains("sgtest/t1/r1"));
   EXPECT_FALSE(backend_->exists("sgtest/t1/r1"));
   EXPECT_FALSE(backend_->exists("sgtest/t1/r1/main"));
+  EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
+}
+
+TEST_F(ControllerFakeTest, EachCallTakesTheSpareMadeAheadAndTheNextOneIsMadeWhileItRuns) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  c->settle(**run);
+  // The spare: made and recorded before any call, without a grant.
+  ASSERT_TRUE(backend_->exists("sgtest/t1/r1/call-1"));
+  EXPECT_THAT(record_text("r1"), HasSubstr(backend_->dir("sgtest/t1/r1/call-1")));
+  EXPECT_TRUE(backend_->limits_of("sgtest/t1/r1/call-1").empty());
+
+  for (int n = 1; n <= 3; ++n) {
+    std::string rel = "sgtest/t1/r1/call-" + std::to_string(n);
+    std::string next = "sgtest/t1/r1/call-" + std::to_string(n + 1);
+    size_t made_before = backend_->created().size();
+    auto call = c->begin_call(**run, "test", {"./run-tests.sh"});
+    ASSERT_TRUE(call.ok()) << call.error().message();
+    EXPECT_EQ((*call)->id(), "call-" + std::to_string(n));
+    EXPECT_EQ((*call)->cgroup().rel, rel);
+    // The grant is written into the spare at begin_call, once.
+    EXPECT_THAT(backend_->limits_of(rel), ElementsAre(policy_.intents.at("test").to_limits()));
+    c->settle(**run);
+    // The next call's spare was made while this one ran; nothing else was.
+    auto created = backend_->created();
+    ASSERT_EQ(created.size(), made_before + 1) << "call " << n;
+    EXPECT_EQ(created.back(), next);
+    EXPECT_TRUE(backend_->limits_of(next).empty());
+    EXPECT_THAT(record_text("r1"), HasSubstr(backend_->dir(next)));
+    (void)c->end_call(std::move(call).value(), exited(0));
+    c->settle(**run);
+    EXPECT_FALSE(backend_->exists(rel));
+    EXPECT_THAT(record_text("r1"), Not(HasSubstr(backend_->dir(rel) + "\"")));
+  }
+  // end_run removes the spare with the run, and the record with them.
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-4"));
+  EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
+}
+
+TEST_F(ControllerFakeTest, ACallWithProcessesLeftIsRemovedBeforeItsOutcomeIsReturned) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto call = c->begin_call(**run, "test", {"daemonize"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  std::string rel = (*call)->cgroup().rel;
+  backend_->set_procs(rel, {4242});  // a background process the call left behind
+  (void)c->end_call(std::move(call).value(), exited(0));
+  // Removed (its processes killed) before end_call returned, not later by the reaper.
+  EXPECT_THAT(backend_->removed(), Contains(rel));
+  EXPECT_FALSE(backend_->exists(rel));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerFakeTest, EndRunWaitsForTheReaperAndNothingOfTheRunOutlivesIt) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  for (int n = 0; n < 5; ++n) {
+    auto call = c->begin_call(**run, "edit", {"touch", "x"});
+    ASSERT_TRUE(call.ok()) << call.error().message();
+    (void)c->end_call(std::move(call).value(), exited(0));
+  }
+  // No settle: end_run itself waits for the removals and spares still queued.
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+  for (const auto& rel : backend_->created())
+    if (rel.starts_with("sgtest/t1/r1")) EXPECT_FALSE(backend_->exists(rel)) << rel << " left";
   EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
 }
 

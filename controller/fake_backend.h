@@ -42,7 +42,7 @@ class FakeBackend : public CgroupBackend {
   Result<Cgroup> create(const std::string& rel, RunState* state) override {
     std::lock_guard<std::mutex> lock(mu_);
     // Missing parents first, as the real backends make them.
-    for (size_t pos = rel.find('/'); ; pos = rel.find('/', pos + 1)) {
+    for (size_t pos = rel.find('/');; pos = rel.find('/', pos + 1)) {
       std::string part = pos == std::string::npos ? rel : rel.substr(0, pos);
       if (!existing_.contains(part)) {
         if (state)
@@ -101,12 +101,18 @@ class FakeBackend : public CgroupBackend {
     ops_.push_back("signal " + std::to_string(sig) + " " + cg.rel);
     return ok_status();
   }
-  Result<std::vector<pid_t>> procs(const Cgroup&) const override { return std::vector<pid_t>{}; }
+  // None, unless set_procs said otherwise; remove() empties a cgroup.
+  Result<std::vector<pid_t>> procs(const Cgroup& cg) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = procs_.find(cg.rel);
+    return it == procs_.end() ? std::vector<pid_t>{} : it->second;
+  }
 
   // Removes `cg` and everything below it, as the real backends do (children first).
   Status remove(const Cgroup& cg) override {
     std::lock_guard<std::mutex> lock(mu_);
     removed_.push_back(cg.rel);
+    procs_.erase(cg.rel);
     for (auto it = existing_.begin(); it != existing_.end();) {
       if (*it == cg.rel || it->starts_with(cg.rel + "/")) {
         it = existing_.erase(it);
@@ -140,6 +146,11 @@ class FakeBackend : public CgroupBackend {
   void burn_cpu(const std::string& rel, double cores, double throttled = 0) {
     std::lock_guard<std::mutex> lock(mu_);
     burning_[rel] = {std::chrono::steady_clock::now(), cores, throttled};
+  }
+  // procs(rel) answers `pids` until rel is removed.
+  void set_procs(const std::string& rel, std::vector<pid_t> pids) {
+    std::lock_guard<std::mutex> lock(mu_);
+    procs_[rel] = std::move(pids);
   }
   std::string dir(const std::string& rel) const { return mount_ + "/" + rel; }
   bool exists(const std::string& rel) const {
@@ -197,6 +208,7 @@ class FakeBackend : public CgroupBackend {
   std::vector<std::pair<std::string, Limits>> limit_calls_;
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;
+  std::map<std::string, std::vector<pid_t>> procs_;
   struct Burn {
     std::chrono::steady_clock::time_point since;
     double cores = 0, throttled = 0;

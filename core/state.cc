@@ -358,6 +358,14 @@ Status RunState::forget(const Resource& r) {
   return {};
 }
 
+Status RunState::forget_all(const std::vector<Resource>& rs) {
+  kill_point("before-forget-all:" + provider_);
+  for (const auto& r : rs) std::erase(resources_, r);
+  SG_TRY(save());
+  kill_point("after-forget-all:" + provider_);
+  return {};
+}
+
 Status RunState::finish() {
   kill_point("before-finish:" + provider_);
   if (::unlink(file_.c_str()) != 0 && errno != ENOENT) return sys_error("unlink", file_);

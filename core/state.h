@@ -85,6 +85,8 @@ class RunState {
   Status record_all(std::vector<Resource> rs);
   // Call after the resource is gone.
   Status forget(const Resource& r);
+  // The same for several at once: one write of the record.
+  Status forget_all(const std::vector<Resource>& rs);
   // Removes the record itself; the run is over and nothing is left.
   Status finish();
 

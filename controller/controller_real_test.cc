@@ -1,0 +1,199 @@
+// The controller's work off a call's critical path, against this host's real cgroups (root; a
+// hybrid or cgroup2 host): the spare cgroup made ahead of each call, the reaper removing an
+// ended call's cgroup after its outcome, a call's leftovers killed before its outcome, and
+// `sandgate gc` finding the spare and an unreaped call cgroup after a kill -9.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "controller/cgroup_layout.h"
+#include "controller/controller.h"
+#include "core/fd.h"
+#include "core/files.h"
+#include "core/state.h"
+#include "core/test_temp_dir.h"
+#include "tests/support/privileged.h"
+
+namespace sandgate::controller {
+namespace {
+
+class ControllerRealTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SANDGATE_REQUIRE(sandgate::testing::is_root(), "needs root (cgroups)");
+    auto layout = detect_cgroup_layout("/proc/self/mountinfo");
+    ASSERT_TRUE(layout.ok()) << layout.error().message();
+    SANDGATE_REQUIRE(
+        layout->kind == CgroupLayoutKind::kHybrid || layout->kind == CgroupLayoutKind::kV2,
+        "needs a hybrid or cgroup2 host, this one is " + describe(*layout));
+    layout_ = *layout;
+    static int counter = 0;
+    root_ = "sandgate-test-ctl-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+    paths_.state_dir = tmp_ / "state";
+    paths_.work_dir = tmp_ / "work";
+  }
+  void TearDown() override {
+    // Nothing of the test's root may remain in any hierarchy the controller uses.
+    for (const auto& dir : mounts())
+      EXPECT_NE(::access((dir + "/" + root_).c_str(), F_OK), 0) << dir << "/" << root_ << " left";
+  }
+
+  std::vector<std::string> mounts() const {
+    std::vector<std::string> out;
+    if (!layout_.unified_mount.empty()) out.push_back(layout_.unified_mount);
+    for (const auto& [h, m] : layout_.v1_mounts) out.push_back(m);
+    return out;
+  }
+
+  std::unique_ptr<Controller> make() {
+    ControllerOptions o;
+    o.paths = paths_;
+    o.root = root_;
+    o.policy = default_policy();
+    auto c = Controller::create(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.error().message();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  static bool all_exist(const Placement& p) {
+    for (const auto& d : p.cgroup_dirs)
+      if (::access(d.c_str(), F_OK) != 0) return false;
+    return !p.cgroup_dirs.empty();
+  }
+  static bool none_exist(const Placement& p) {
+    for (const auto& d : p.cgroup_dirs)
+      if (::access(d.c_str(), F_OK) == 0) return false;
+    return true;
+  }
+
+  CgroupLayout layout_;
+  std::string root_;
+  sandgate::testing::TempDir tmp_;
+  HostPaths paths_;
+};
+
+TEST_F(ControllerRealTest, CallTakesTheSpareAndItsCgroupIsRemovedAfterTheOutcome) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("default", "rspare");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  c->settle(**run);
+  auto call = c->begin_call(**run, "test", {"true"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  EXPECT_EQ((*call)->id(), "call-1");
+  const Placement placed = (*call)->placement();
+  ASSERT_TRUE(all_exist(placed));
+  // The grant is in the kernel's files before anything could be placed.
+  for (const auto& d : placed.cgroup_dirs) {
+    if (d.find("/memory/") != std::string::npos) {
+      auto l = read_file(d + "/memory.limit_in_bytes");
+      ASSERT_TRUE(l.ok());
+      EXPECT_EQ(std::stoull(*l), default_policy().intents.at("test").memory_max->value);
+    }
+    if (d.starts_with(layout_.unified_mount + "/") && layout_.kind == CgroupLayoutKind::kV2) {
+      auto l = read_file(d + "/memory.max");
+      ASSERT_TRUE(l.ok());
+      EXPECT_EQ(std::stoull(*l), default_policy().intents.at("test").memory_max->value);
+    }
+  }
+  c->settle(**run);
+  // The next call's spare exists while this call runs, in every hierarchy the run is in.
+  for (const auto& d : placed.cgroup_dirs) {
+    std::string next = d.substr(0, d.rfind('/')) + "/call-2";
+    EXPECT_EQ(::access(next.c_str(), F_OK), 0) << next;
+  }
+  (void)c->end_call(std::move(call).value(), ExecResult{});
+  c->settle(**run);
+  EXPECT_TRUE(none_exist(placed));
+  auto record = read_file(paths_.state_dir + "/runs/rspare-cgroups.json");
+  ASSERT_TRUE(record.ok());
+  for (const auto& d : placed.cgroup_dirs)
+    EXPECT_THAT(*record, ::testing::Not(::testing::HasSubstr(d + "\"")));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+TEST_F(ControllerRealTest, ProcessesACallLeftAreDeadWhenItsOutcomeIsReturned) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("default", "rleft");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto call = c->begin_call(**run, "test", {"daemon"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  for (const auto& d : (*call)->placement().cgroup_dirs)
+    ASSERT_TRUE(write_file(d + "/cgroup.procs", std::to_string(child)).ok()) << d;
+  const Placement placed = (*call)->placement();
+  (void)c->end_call(std::move(call).value(), ExecResult{});
+  // Killed before end_call returned: it is a zombie (or gone) now, never running.
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, WNOHANG), child) << "the call's leftover still runs";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_TRUE(none_exist(placed));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// kill -9 of the process that holds a run with a spare cgroup and a call still open: every
+// cgroup was recorded before it was made, so gc removes them all.
+TEST_F(ControllerRealTest, GcRemovesTheSpareAndTheOpenCallsCgroupsAfterKill9) {
+  auto ready = make_pipe();
+  ASSERT_TRUE(ready.ok());
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ready->read.reset();
+    std::string said = "fail";
+    ControllerOptions o;
+    o.paths = paths_;
+    o.root = root_;
+    o.policy = default_policy();
+    auto c = Controller::create(std::move(o));
+    if (c.ok()) {
+      auto run = (*c)->begin_run("default", "rkilled");
+      if (run.ok()) {
+        auto call = (*c)->begin_call(**run, "test", {"true"});
+        (*c)->settle(**run);  // the next call's spare is made
+        if (call.ok()) said = "ok";
+        (void)!::write(ready->write.get(), said.data(), said.size());
+        ready->write.reset();
+        ::pause();  // killed here, the run and its call open
+      }
+    }
+    (void)!::write(ready->write.get(), said.data(), said.size());
+    ::_exit(1);
+  }
+  ready->write.reset();
+  auto said = read_all(ready->read.get());
+  ASSERT_TRUE(said.ok());
+  bool made = *said == "ok";
+  std::string run_rel = root_ + "/default/rkilled";
+  std::vector<std::string> left_before;
+  for (const auto& m : mounts())
+    for (const char* sub : {"/call-1", "/call-2"})
+      if (::access((m + "/" + run_rel + sub).c_str(), F_OK) == 0)
+        left_before.push_back(m + "/" + run_rel + sub);
+  ::kill(pid, SIGKILL);
+  int status;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(made) << "the child could not make its run and call";
+  // The open call's and the spare's cgroups, in the unified mount at least.
+  EXPECT_THAT(left_before, ::testing::Contains(layout_.unified_mount + "/" + run_rel + "/call-1"));
+  EXPECT_THAT(left_before, ::testing::Contains(layout_.unified_mount + "/" + run_rel + "/call-2"));
+  auto report = collect_garbage(paths_);
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+  EXPECT_EQ(report.runs_removed, 1);
+  for (const auto& d : left_before) EXPECT_NE(::access(d.c_str(), F_OK), 0) << d << " left";
+  // TearDown checks that nothing of the root is left in any hierarchy.
+}
+
+}  // namespace
+}  // namespace sandgate::controller
