@@ -327,7 +327,9 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
     // PCI/ISA devices to probe, no ACPI interpreter work for a PC's DSDT). pcie=on gives it
     // a PCIe host bridge for the same devices as on pc: virtio-serial-pci and the two NVMe
     // disks; rtc=on keeps the guest's wall clock (file times). Under KVM (or where the host
-    // TSC rate is unknown) the pc machine as before.
+    // TSC rate is unknown) the pc machine as before. Its console shows "PCI: Fatal: No config
+    // space access function found" even with quiet: harmless, the early probe looks for the
+    // PC's port 0xcf8; the PCIe bridge is found through ACPI's MCFG moments later.
     std::string machine =
         microvm_machine ? "microvm,accel=tcg,pcie=on,rtc=on" : "pc,accel=" + accel;
     std::vector<std::string> argv = {qemu,
