@@ -23,9 +23,12 @@
 // (SANDGATE_MICROVM_ACCEL=kvm|tcg forces one). A KVM boot that does not reach the agent within
 // its deadline (nested or paravirtual KVM that runs the check's real-mode guest but not a
 // kernel) falls back to TCG, and the fallback is remembered in the cache directory for this
-// guest kernel. The machine type is `pc` (the `microvm` machine hangs at TSC calibration
-// under TCG and has no PCI for virtio-serial-pci). Every timing is labelled with the
-// accelerator (MicrovmEnvironment::accel(), the workspace info's note).
+// guest kernel. The machine type: under TCG QEMU's `microvm` with a PCIe host bridge
+// (pcie=on) for the same virtio-serial-pci and NVMe devices, booted by qboot; it has no timer
+// to calibrate the TSC against, so the kernel is told the host's TSC rate (which is the TCG
+// guest's), measured once per process. Under KVM, or where the host's TSC is not constant,
+// `pc`. Every timing is labelled with the accelerator and machine (MicrovmEnvironment::accel(),
+// machine(), the workspace info's note).
 //
 // Lifecycle: the QEMU process is recorded in the run's state before it execs (parked on a
 // pipe), put in the run's placement cgroups and bounded by the run ceiling (-m is the memory
@@ -94,7 +97,8 @@ class MicrovmEnvironment : public Environment {
   Status read_back();
 
   const std::string& accel() const { return accel_; }
-  Duration boot_time() const { return boot_time_; }  // QEMU start to the agent's "ready"
+  const std::string& machine() const { return machine_; }  // "microvm" or "pc"
+  Duration boot_time() const { return boot_time_; }        // QEMU start to the agent's "ready"
   pid_t qemu_pid() const { return qemu_pid_; }
   const std::string& run_dir() const { return run_dir_; }
 
@@ -114,6 +118,7 @@ class MicrovmEnvironment : public Environment {
   uid_t host_uid_ = 0, host_gid_ = 0;
   CopyLimits read_back_limits_;
   Duration boot_time_{0};
+  std::string machine_;
   pid_t qemu_pid_ = -1;
   ChildProcess qemu_;
   std::optional<Supervisor> supervisor_;

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 
 #include "core/state.h"
@@ -94,9 +96,9 @@ class MicrovmTest : public ProviderTest {
     auto env = p.create_vm(spec);
     EXPECT_TRUE(env.ok()) << env.error().message();
     if (!env.ok()) return nullptr;
-    std::printf("[ microvm  ] boot to ready %.2f s (%s)\n",
-                std::chrono::duration<double>((*env)->boot_time()).count(),
-                (*env)->accel().c_str());
+    std::printf("[ microvm  ] boot to ready %.2f s (%s, machine %s)\n",
+                std::chrono::duration<double>((*env)->boot_time()).count(), (*env)->accel().c_str(),
+                (*env)->machine().c_str());
     return std::move(env).value();
   }
 
@@ -120,6 +122,20 @@ TEST_F(MicrovmTest, CallsRunInTheGuestAsTheSandboxUserInTheirOwnCgroup) {
   EXPECT_EQ(code.stderr_data, "to-stderr\n");
   auto missing = run(*env, {"/no/such/program"});
   EXPECT_EQ(missing.status.shell_code(), 127);
+
+  // The machine is labelled beside the accelerator.
+  EXPECT_TRUE(env->machine() == "microvm" || env->machine() == "pc") << env->machine();
+  EXPECT_NE(env->workspace_info().note.find("machine " + env->machine()), std::string::npos)
+      << env->workspace_info().note;
+  // The guest's clock runs at the host's rate: under TCG on the microvm machine its TSC rate
+  // is what the host measured (tsc_early_khz), and a wrong one would make the guest's
+  // 2 seconds shorter (or far longer) on the host's clock. The wall clock comes from the RTC.
+  auto clock = sh(*env, "date +%s; sleep 2");
+  EXPECT_EQ(clock.status.code, 0) << clock.stderr_data;
+  EXPECT_GE(clock.wall, std::chrono::milliseconds(1800));
+  EXPECT_LT(clock.wall, std::chrono::seconds(60));
+  long guest_now = std::atol(clock.stdout_data.c_str());
+  EXPECT_LT(std::labs(guest_now - static_cast<long>(::time(nullptr))), 300) << clock.stdout_data;
 
   // Its own kernel: the guest's release, not the host's.
   auto uname = run(*env, {"uname", "-r"});
