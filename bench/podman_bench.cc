@@ -170,18 +170,7 @@ std::optional<providers::ContainedLaunch> bare_rootless_launch(benchmark::State&
   const std::string& dir = c.rootless_storage;
   providers::ContainedLaunch launch;
   launch.userns_owner = id;
-  launch.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "HOME=" + dir + "/home",
-                "USER=root",
-                "LOGNAME=root",
-                "XDG_RUNTIME_DIR=" + dir + "/xdg",
-                "XDG_CONFIG_HOME=" + dir + "/home/.config",
-                "XDG_DATA_HOME=" + dir + "/home/.local/share",
-                "TMPDIR=" + dir + "/tmp",
-                "LANG=C.UTF-8",
-                "_CONTAINERS_USERNS_CONFIGURED=done",
-                "_CONTAINERS_ROOTLESS_UID=" + std::to_string(id),
-                "_CONTAINERS_ROOTLESS_GID=" + std::to_string(id)};
+  launch.env = providers::rootless_podman_env(id, dir);
   // clang-format off
   launch.argv = {
       "/usr/bin/podman", "--root", dir + "/root", "--runroot", c.rootless_runroot,

@@ -724,6 +724,21 @@ PodmanModes podman_modes(const HostPaths& paths) {
   return m;
 }
 
+std::vector<std::string> rootless_podman_env(uid_t id, const std::string& dir) {
+  return {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          "HOME=" + dir + "/home",
+          "USER=root",
+          "LOGNAME=root",
+          "XDG_RUNTIME_DIR=" + dir + "/xdg",
+          "XDG_CONFIG_HOME=" + dir + "/home/.config",
+          "XDG_DATA_HOME=" + dir + "/home/.local/share",
+          "TMPDIR=" + dir + "/tmp",
+          "LANG=C.UTF-8",
+          "_CONTAINERS_USERNS_CONFIGURED=done",
+          "_CONTAINERS_ROOTLESS_UID=" + std::to_string(id),
+          "_CONTAINERS_ROOTLESS_GID=" + std::to_string(id)};
+}
+
 Result<PodmanMode> resolve_podman_mode(const ProviderOptions& options, const std::string& image) {
   auto modes = podman_modes(options.paths);
   const Error no_image{ENOTSUP, "podman rootless", image,
@@ -1013,20 +1028,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
       SG_TRY(apply_rootless_ceiling(cgroups.dirs, memory, cpus, pids, dropped));
       if (dropped != "cgroup-parent") launch.cgroup_dirs = cgroups.dirs;
       launch.userns_owner = base;
-      // What Podman's own re-exec into its user namespace sets (pkg/rootless): it is already
-      // uid 0 of a configured namespace, the rootless user being `base`. No pause process.
-      launch.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "HOME=" + dir + "/home",
-                    "USER=root",
-                    "LOGNAME=root",
-                    "XDG_RUNTIME_DIR=" + dir + "/xdg",
-                    "XDG_CONFIG_HOME=" + dir + "/home/.config",
-                    "XDG_DATA_HOME=" + dir + "/home/.local/share",
-                    "TMPDIR=" + dir + "/tmp",
-                    "LANG=C.UTF-8",
-                    "_CONTAINERS_USERNS_CONFIGURED=done",
-                    "_CONTAINERS_ROOTLESS_UID=" + std::to_string(base),
-                    "_CONTAINERS_ROOTLESS_GID=" + std::to_string(base)};
+      launch.env = rootless_podman_env(base, dir);
       argv.insert(argv.end(),
                   {"--root", dir + "/root", "--runroot", runroot, "--tmpdir", dir + "/tmp",
                    "--storage-driver", "vfs", "--events-backend", "file"});

@@ -58,8 +58,11 @@
 //   auto      rootless where the host allows it and the run names no image; else rootful.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "providers/provider.h"
 #include "providers/supervisor.h"
@@ -76,6 +79,11 @@ struct PodmanModes {
 PodmanModes podman_modes(const HostPaths& paths);
 // The mode a run with `image` ("" for none) gets under `options.podman_mode` here, or why none.
 Result<PodmanMode> resolve_podman_mode(const ProviderOptions& options, const std::string& image);
+// The environment of a rootless Podman started as uid 0 of a user namespace owned by host id
+// `id`, with its storage, home and runtime directories under `dir`: what Podman's own re-exec
+// into its namespace sets (pkg/rootless), so it runs no pause process. Shared by the provider
+// and the benchmark's bare rootless baseline.
+std::vector<std::string> rootless_podman_env(uid_t id, const std::string& dir);
 
 // The settings a run is hardened with, by name (what the read-back names on failure).
 std::vector<std::string> podman_setting_names();

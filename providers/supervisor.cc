@@ -417,6 +417,22 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
 
 namespace {
 
+// A launcher's output until EOF, the first 16 KiB kept (the runtime's own error message when
+// it refuses; the rest is drained so the launcher never blocks on a full pipe).
+std::string read_launcher_output(int fd) {
+  std::string output;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (output.size() < 16384) output.append(buf, static_cast<size_t>(n));
+  }
+  return output;
+}
+
 // The first `limit` bytes of a runtime's output file ("" when unreadable), without trailing
 // newlines.
 std::string read_runtime_output(const std::string& path, size_t limit = 16384) {
@@ -444,15 +460,7 @@ Result<CommandResult> run_contained_runtime(const ContainedLaunch& launch) {
   out.write.reset();
   start_error.write.reset();
   CommandResult result;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(out.read.get(), buf, sizeof buf)) != 0) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (result.output.size() < 16384) result.output.append(buf, static_cast<size_t>(n));
-  }
+  result.output = read_launcher_output(out.read.get());
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -544,16 +552,7 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
     s.runtime_output_ = launch.foreground_output;
   } else {
     // The launcher's output, bounded: the runtime's own error message when it refuses.
-    std::string output;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(out.read.get(), buf, sizeof buf)) != 0) {
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        break;
-      }
-      if (output.size() < 16384) output.append(buf, static_cast<size_t>(n));
-    }
+    std::string output = read_launcher_output(out.read.get());
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
