@@ -168,24 +168,33 @@ Status remove_container(const Resource& r) {
   // Removed, then checked to be gone (a few times) before the record may be dropped: once,
   // under ctest, two runs left their containers behind (exited, not removed) with no error
   // seen; a race of `rm` with the cleanup conmon starts when pid 1 exits is suspected.
+  // Two minutes in all, however the attempts go: a Podman stuck on its storage lock fails
+  // the removal (and gc retries later) instead of holding the caller for many minutes.
   std::string last;
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  auto left = [&] {
+    return std::max<std::chrono::milliseconds>(
+        std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
+  };
+  for (int attempt = 0; attempt < 5 && std::chrono::steady_clock::now() < deadline; ++attempt) {
     auto res = run_command({"podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "rm",
                             "--force", "--ignore", "--time", "0", r.path},
-                           std::chrono::seconds(60));
+                           left());
     if (!res.ok()) return std::move(res).error().context_add("remove container " + r.path);
     last = res->status.describe() + ": " + res->output;
     // rm names each container it removed: then it is gone. Anything else is checked.
     if (res->status.exited && res->status.code == 0 &&
         res->output.find(r.path) != std::string::npos)
       return {};
-    auto exists = run_command({"podman", "container", "exists", r.path}, std::chrono::seconds(60));
+    auto exists = run_command({"podman", "container", "exists", r.path}, left());
     if (!exists.ok()) return std::move(exists).error().context_add("look for container " + r.path);
     // podman container exists: 0 it exists, 1 it does not.
     if (exists->status.exited && exists->status.code == 1) return {};
     std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
   }
-  return logic_error("podman rm", "the container is still there after 5 attempts (" + last + ")",
+  return logic_error("podman rm",
+                     "the container is still there after 5 attempts or 120 s (" + last + ")",
                      r.path);
 }
 

@@ -17,10 +17,12 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "core/defer.h"
 #include "core/process.h"
 #include "core/state.h"
+#include "core/test_temp_dir.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/privileged.h"
 #include "tests/support/provider_fixture.h"
@@ -523,6 +525,45 @@ TEST(ContainedLaunchTest, AFailureBeforeTheRuntimesExecIsNamedWithItsErrno) {
   EXPECT_EQ(s.error().err, ENOENT) << s.error().message();
   EXPECT_NE(s.error().message().find("execve the runtime"), std::string::npos)
       << s.error().message();
+}
+
+// A runtime that never starts the container (stuck on a lock, say) fails the start at
+// launch.start_timeout with its own output, and its whole session is killed, not left waiting.
+TEST(ContainedLaunchTest, ARuntimeThatNeverStartsTheSupervisorIsKilledAtTheStartTimeout) {
+  TempDir dir;
+  std::string pid_file = dir / "sleeper.pid";
+  providers::ContainedLaunch launch;
+  // The sleeper is a child of the runtime's, in its process group.
+  launch.argv = {"/bin/sh", "-c",
+                 "sleep 600 & echo $! >" + pid_file + "; echo waiting for the storage lock; wait"};
+  launch.foreground_output = dir / "runtime.log";
+  launch.start_timeout = std::chrono::seconds(2);
+  auto began = std::chrono::steady_clock::now();
+  auto s = providers::Supervisor::start_contained(providers::SupervisorConfig{}, launch);
+  auto took = std::chrono::steady_clock::now() - began;
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("did not start the container's supervisor within 2 s"),
+            std::string::npos)
+      << s.error().message();
+  EXPECT_NE(s.error().message().find("waiting for the storage lock"), std::string::npos)
+      << s.error().message();
+  // Not before the timeout; a wide margin after it on a busy machine.
+  EXPECT_GE(took, std::chrono::seconds(2));
+  EXPECT_LT(took, std::chrono::seconds(30));
+  auto pid_text = read_file(pid_file);
+  ASSERT_TRUE(pid_text.ok()) << "the runtime never started its sleeper";
+  pid_t sleeper = std::stoi(*pid_text);
+  // Gone, or a zombie waiting for its reaper: dead either way.
+  auto dead = [&] {
+    auto stat = read_file("/proc/" + std::to_string(sleeper) + "/stat");
+    if (!stat.ok()) return true;
+    auto close = stat->rfind(')');
+    return close != std::string::npos && stat->substr(close + 2, 1) == "Z";
+  };
+  for (int i = 0; i < 100 && !dead(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(dead()) << "the runtime's child " << sleeper << " outlived the timeout";
+  if (!dead()) ::kill(sleeper, SIGKILL);  // this test's own child's child, by recorded pid
 }
 
 // ---- Rootless: Podman as the run's own first host id ------------------------------------------

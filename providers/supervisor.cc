@@ -17,6 +17,8 @@
 #include <cstring>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/json.h"
@@ -377,7 +379,8 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
 }
 
 Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
-                             const std::function<Error(const Error&)>& went_away) {
+                             const std::function<Error(const Error&)>& went_away,
+                             std::optional<std::chrono::steady_clock::time_point> deadline) {
   std::vector<int> fds;
   if ((config.isolate || config.contained) && config.jail.seccomp) {
     SG_ASSIGN_OR_RETURN(int program,
@@ -389,6 +392,18 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
           send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}, fds);
       !sent.ok())
     return went_away(sent.error());
+  if (deadline) {
+    while (true) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        return sys_error(ETIMEDOUT, "wait for the supervisor's \"ready\"");
+      struct pollfd fd = {s.control_.get(), POLLIN, 0};
+      int r = ::poll(&fd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+      if (r < 0 && errno != EINTR) return sys_error("poll", "the supervisor's control socket");
+      if (r > 0) break;  // a message, or the socket's end: recv_message says which
+    }
+  }
   auto reply = recv_message(s.control_.get());
   if (!reply.ok()) return went_away(reply.error());
   auto ev = read_supervisor_event(reply->body);
@@ -566,7 +581,22 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
         "start the contained supervisor",
         "the supervisor in the container went away during start-up: " + transport.message());
   };
-  if (auto configured = configure(s, config, went_away); !configured.ok()) {
+  if (auto configured = configure(s, config, went_away, began + launch.start_timeout);
+      !configured.ok()) {
+    if (configured.error().err == ETIMEDOUT) {
+      // Stuck (a lock, a hung storage): the runtime's session goes (it leads it, and is our
+      // unreaped child, so the group id is still its own); the container, if one was made, is
+      // removed by the provider from the run's record.
+      if (s.runtime_.running()) ::kill(-s.runtime_.pid(), SIGKILL);
+      s.runtime_.kill_and_reap();
+      auto seconds = std::chrono::duration<double>(launch.start_timeout).count();
+      std::string output =
+          foreground ? read_runtime_output(s.runtime_output_) : std::string("(not read)");
+      return logic_error("start the contained supervisor",
+                         fmt::format("{} (the runtime's run) did not start the container's "
+                                     "supervisor within {:g} s; killed. Its output: {}",
+                                     argv[0], seconds, output.empty() ? "(none)" : output));
+    }
     if (!foreground) return std::move(configured).error();
     // The runtime holds its copy of the control socket until it exits: a supervisor that went
     // away means a runtime that is ending (or failed to start the container). Its status says

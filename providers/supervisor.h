@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -133,6 +134,11 @@ struct ContainedLaunch {
   // returns as soon as the supervisor is ready; stop() waits for the runtime
   // (Supervisor::runtime_exit).
   std::string foreground_output;
+  // How long the runtime gets to start the container and the supervisor in it to say "ready".
+  // Past it the runtime's process group is killed and the start fails with ETIMEDOUT and the
+  // runtime's output: a runtime stuck on a lock or a hung storage fails the run, not the caller.
+  // Podman starts in 0.3-3 s here; the margin is for a loaded host and a first start.
+  std::chrono::milliseconds start_timeout = std::chrono::seconds(90);
 };
 
 // How a foreground runtime ended (ContainedLaunch::foreground_output).
@@ -184,10 +190,12 @@ class Supervisor {
 
  private:
   Supervisor() = default;
-  // Sends the config (and the seccomp program) and waits for "ready"; `went_away` explains a
-  // failed exchange.
-  static Status configure(Supervisor& s, const SupervisorConfig& config,
-                          const std::function<Error(const Error&)>& went_away);
+  // Sends the config (and the seccomp program) and waits for "ready", until `deadline` if one
+  // is given (then an Error with err ETIMEDOUT); `went_away` explains a failed exchange.
+  static Status configure(
+      Supervisor& s, const SupervisorConfig& config,
+      const std::function<Error(const Error&)>& went_away,
+      std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
   bool isolate_ = false;
   bool contained_ = false;
   pid_t contained_pid_ = -1;  // host pid of a contained supervisor (not our child)
