@@ -91,6 +91,17 @@ Result<std::vector<std::string>> base_paths_arg(const std::vector<std::string>& 
   return providers::resolve_base_paths(from_policy, "base");
 }
 
+// Every repeatable option takes one value each time it is given (`--env A --env B`), as the
+// help says. CLI11's default lets a vector option swallow the words after it, and then a `--`
+// right after one (`exec --env X=1 -- sh -c ...`) ended the option's words instead of the
+// options: `-c` was parsed as an option of sandgate's and refused.
+void one_value_per_occurrence(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options())
+    if (opt->nonpositional()) opt->allow_extra_args(false);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    one_value_per_occurrence(*sub);
+}
+
 void add_base_path_option(CLI::App* sub, std::vector<std::string>& paths) {
   sub->add_option(
       "--base-path", paths,
@@ -209,6 +220,8 @@ int main(int argc, char** argv) {
   add_gate_command(app, g);
   add_bench_command(app, g);
   add_provider_command(app, g);
+
+  one_value_per_occurrence(app);
 
   try {
     app.parse(argc, argv);

@@ -49,6 +49,7 @@ struct QualifyArgs {
   std::string replay_trace;  // empty: the built-in burst
   std::string policy;        // whose required capabilities each provider is held to
   std::string image;         // podman: a local image for every run's root
+  std::vector<std::string> base_paths;  // --base-path: the probes' runs on a narrowed base
 };
 
 // The probe suite's verdicts for one provider, summarised for qualify.json; the full report
@@ -171,6 +172,8 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     return fail("--image: only the podman provider runs a container image, and it is not selected");
   auto policy_arg = load_policy_arg(a.policy);
   if (!policy_arg.ok()) return fail(policy_arg.error());
+  auto base_paths = base_paths_arg(policy_arg->base_allow, a.base_paths);
+  if (!base_paths.ok()) return fail(base_paths.error());
   const bool privileged = ::geteuid() == 0;
   if (a.probes && !privileged)
     return fail("qualify runs the escape probes as root (or pass --no-probes)");
@@ -221,6 +224,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
     so.probe_binary = companion_binary("sandgate-probe");
     if (so.probe_binary.empty()) return fail("sandgate-probe is not installed beside sandgate");
     so.only = a.only;
+    so.base_paths = *base_paths;
     so.progress = progress.reporter("qualify: probes");
     // The third witness where the kernel allows it (judge.h, kernel_crossings); where it does
     // not, the verdicts rest on two witnesses and the log says why.
@@ -248,6 +252,7 @@ int run_qualify(Globals& g, const QualifyArgs& a) {
                  {"created", utc_now()},
                  {"doctor", doctor_report(g)},
                  {"providers", Json::array()}};
+  if (a.probes && !base_paths->empty()) report["probe_base_paths"] = *base_paths;
   reports::ProbeFiles probe_files;  // the full probe reports, for the report model
   bool all_ok = true;
   // Every provider asked for, in order: made and checked first, so that the run costs can be
@@ -466,6 +471,9 @@ void add_qualify_command(CLI::App& app, Globals& g) {
       "  replay a short recorded burst replayed through the per-call policy\n"
       "  policy the policy's required capabilities against what each provider delivers: its\n"
       "         declaration less what the probes contradicted\n"
+      "--base-path (and the policy's base.allow) narrows the read-only base of the probes'\n"
+      "runs, as `probe --base-path` does (qualify.json: probe_base_paths); the run and call\n"
+      "costs and the replay use each provider's default base.\n"
       "Prints one table with the providers as columns, and every probe whose verdict differs\n"
       "between them with each one's evidence. Writes DIR/qualify.json and\n"
       "DIR/probe-<provider>.json, and the report in every format (`sandgate report render`):\n"
@@ -494,6 +502,7 @@ void add_qualify_command(CLI::App& app, Globals& g) {
   sub->add_option("--only", a->only,
                   "probe only this boundary: fs, net, creds, proc, disclosure, crossrun, persist, "
                   "resource (repeatable)");
+  add_base_path_option(sub, a->base_paths);
   sub->add_flag("--no-replay{false}", a->replay, "skip the short replay");
   sub->add_option(
       "--replay-trace", a->replay_trace,

@@ -47,6 +47,7 @@ struct RecordArgs {
   std::string interval = "50ms";
   std::string provider = "namespaces";
   std::string policy;
+  std::vector<std::string> base_paths;  // --base-path
   std::string workspace;
   std::vector<std::string> env;
   std::vector<std::string> ro_binds;
@@ -94,11 +95,13 @@ int run_record(Globals& g, const RecordArgs& a) {
 
   providers::ProviderOptions options = g.provider_options();
   options.allow_unsafe_host = a.allow_unsafe_host;
-  auto provider = g.registry.create(a.provider, options);
-  if (!provider.ok()) return fail(provider.error());
   auto loaded = load_policy_arg(a.policy);
   if (!loaded.ok()) return fail(loaded.error());
   const controller::Policy policy = std::move(loaded).value();
+  auto base = base_paths_arg(policy.base_allow, a.base_paths);
+  if (!base.ok()) return fail(base.error());
+  auto provider = g.registry.create(a.provider, options);
+  if (!provider.ok()) return fail(provider.error());
   controller::ControllerOptions copts;
   copts.paths = options.paths;
   copts.root = g.cgroup_root_name();
@@ -111,6 +114,7 @@ int run_record(Globals& g, const RecordArgs& a) {
   spec.env = a.env;
   spec.tenant = a.tenant;
   for (const auto& b : a.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
+  spec.base_paths = std::move(base).value();
   if (auto s = apply_net_args(a.net, (*ctl)->policy().egress, spec); !s.ok())
     return fail(s.error());
   auto guard = open_guard_for(spec);
@@ -294,6 +298,7 @@ void add_record_command(CLI::App& app, Globals& g) {
       ->check(CLI::ExistingDirectory);
   sub->add_option("--env", a->env, "NAME or NAME=VALUE passed into the environment (repeatable)");
   sub->add_option("--ro-bind", a->ro_binds, "SRC[:DST] host path mounted read-only (repeatable)");
+  add_base_path_option(sub, a->base_paths);
   sub->add_option("--socket", a->socket, "socket path (default: <state-dir>/record-<run>.sock)");
   sub->add_option("--notes", a->notes, "free text for the trace header (default: the command)");
   sub->add_option("--tenant", a->tenant, "tenant the run belongs to")->capture_default_str();

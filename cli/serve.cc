@@ -20,6 +20,7 @@ struct ServeArgs {
   bool allow_unsafe_host = false;
   bool trace = false;  // --trace: the eBPF activity tracer watches every environment
   NetArgs net;         // --net allowlist: the default of every create, and what makes it possible
+  std::vector<std::string> base_paths;  // --base-path: every run's read-only base narrowed
 };
 
 int run_serve(Globals& g, const ServeArgs& a) {
@@ -37,6 +38,8 @@ int run_serve(Globals& g, const ServeArgs& a) {
   if (!dns_upstream.ok()) return fail(dns_upstream.error());
   auto guard = open_guard_for(net_spec);
   if (!guard.ok()) return fail(guard.error());
+  auto base = base_paths_arg(copts.policy.base_allow, a.base_paths);
+  if (!base.ok()) return fail(base.error());
   auto ctl = controller::Controller::create(std::move(copts));
   if (!ctl.ok()) return fail(ctl.error());
   std::unique_ptr<ebpf::ActivityTracer> tracer;
@@ -55,6 +58,7 @@ int run_serve(Globals& g, const ServeArgs& a) {
     options.run_options.egress = guard->get();
     options.run_options.dns_upstream = *dns_upstream;
   }
+  options.base_paths = std::move(base).value();
   options.registry = &g.registry;
   options.provider_options = g.provider_options();
   options.provider_options.allow_unsafe_host = a.allow_unsafe_host;
@@ -103,6 +107,7 @@ void add_serve_command(CLI::App& app, Globals& g) {
       "create); a create may say \"net\":\"none\", or add entries with "
       "\"allow\":[\"tcp:HOST:443\"].\n"
       "Where traffic goes (--net-upstream) and the DNS server (--dns-upstream) are serve's only.\n"
+      "The read-only base of every run: --base-path and the policy's base.allow (serve's only).\n"
       "End of input (or SIGTERM) destroys every environment still open.");
   sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
   sub->add_option("--socket", a->socket, "listen on this unix socket instead of stdin/stdout");
@@ -113,6 +118,7 @@ void add_serve_command(CLI::App& app, Globals& g) {
                 "runq_delay_ms), and the policy's run-queue rule (ladder.runq_throttle_ms_per_s)\n"
                 "can act; fails if the tracer cannot load");
   add_net_options(sub, a->net);
+  add_base_path_option(sub, a->base_paths);
   sub->callback([&g, a] { g.exit_code = run_serve(g, *a); });
 }
 

@@ -247,6 +247,7 @@ Result<Json> Server::create(const CreateRequest& r) {
   spec.image = r.image;
   spec.env = r.env;
   spec.tenant = r.tenant;
+  spec.base_paths = options_.base_paths;
   if (r.timeout) spec.timeout = *r.timeout;
   for (const auto& b : r.ro_binds) spec.readonly_mounts.push_back(providers::parse_bind_mount(b));
   if (!r.recipe_mode.empty()) {

@@ -45,6 +45,10 @@ struct ServerOptions {
     std::vector<EgressRule> egress;
   };
   std::optional<Network> network;
+  // Every run's read-only base narrowed to these host paths (EnvSpec::base_paths, resolved by
+  // providers::resolve_base_paths: the policy's base.allow and serve's --base-path); empty:
+  // each provider's default base.
+  std::vector<std::string> base_paths;
   // `sandgate record`: the server serves this one run and does not own it. `create` answers
   // with it (recording: true) and makes nothing, `destroy` keeps it, `exec` for any other
   // environment is an error.

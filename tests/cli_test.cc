@@ -556,6 +556,87 @@ TEST_F(CliTest, ServeOnAUnixSocket) {
   // TearDown checks that no run record, directory or cgroup is left.
 }
 
+// A repeatable option right before `--` takes its one value, and the command after `--` keeps
+// its own dash arguments (CLI11's default let `--env X=1 -- sh -c ...` refuse `-c`).
+TEST_F(CliTest, ARepeatableOptionBeforeTheDoubleDashLeavesTheCommandItsDashArguments) {
+  auto r = sandgate({"exec", "--provider", "host_dir", "--allow-unsafe-host", "--no-controller",
+                     "--env", "X=1", "--env", "Y=2", "--", "sh", "-c", "echo $X$Y -n"});
+  EXPECT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_NE(r.output.find("12 -n\n"), std::string::npos) << r.output;
+  // Two words after one --env: the second is the command, not a second value.
+  auto two = sandgate({"exec", "--provider", "host_dir", "--allow-unsafe-host", "--no-controller",
+                       "--env", "X=3", "printenv", "X"});
+  EXPECT_EQ(two.status.shell_code(), 0) << two.output;
+  EXPECT_NE(two.output.find("3\n"), std::string::npos) << two.output;
+}
+
+// serve --base-path: every run it creates has the narrowed read-only base (here the preset
+// 'minimal', which leaves /usr/share/doc out); the default base shows the host's whole /usr.
+TEST_F(CliTest, ServeRunsEveryEnvironmentOnItsNarrowedBase) {
+  SANDGATE_REQUIRE_ROOT();
+  ASSERT_EQ(::access("/usr/share/doc", F_OK), 0) << "the control needs /usr/share/doc on the host";
+  auto seen_in = [&](std::vector<std::string> extra) {
+    std::string path = tmp_ + "/serve-base.sock";
+    auto server = serve_on(path, extra);
+    EXPECT_TRUE(server.ok()) << server.error().message();
+    if (!server.ok()) return std::string("(no server)");
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr), 0);
+    std::string buffer;
+    auto ask = [&](const Json& request) {
+      EXPECT_TRUE(write_all(fd.get(), request.dump() + "\n").ok());
+      char chunk[65536];
+      size_t nl;
+      while ((nl = buffer.find('\n')) == std::string::npos) {
+        ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+        if (n <= 0) return Json();
+        buffer.append(chunk, static_cast<size_t>(n));
+      }
+      auto j = parse_json(buffer.substr(0, nl), "reply");
+      buffer.erase(0, nl + 1);
+      return j.ok() ? *j : Json();
+    };
+    std::string seen;
+    Json created = ask({{"id", 1}, {"op", "create"}, {"provider", "namespaces"}});
+    EXPECT_EQ(created["ok"], true) << created.dump();
+    if (created["ok"] == true) {
+      Json ran = ask({{"id", 2},
+                      {"op", "exec"},
+                      {"env", created["env"]},
+                      {"argv",
+                       {"sh", "-c", "test -e /usr/share/doc && echo visible || echo hidden"}}});
+      EXPECT_EQ(ran["ok"], true) << ran.dump();
+      seen = ran["outcome"].value("stdout", std::string());
+    }
+    EXPECT_TRUE(server->signal(SIGTERM).ok());
+    auto st = server->wait_for(std::chrono::seconds(10));
+    EXPECT_TRUE(st.ok() && st->has_value());
+    return seen;
+  };
+  EXPECT_EQ(seen_in({}), "visible\n");
+  EXPECT_EQ(seen_in({"--base-path", "minimal"}), "hidden\n");
+}
+
+// --base-path is checked before anything is made, by every command that takes it, naming the
+// entry (serve, record and qualify as exec and probe).
+TEST_F(CliTest, EveryCommandWithABasePathRefusesABadOneNamingIt) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"serve", "--base-path", "usr/lib"},
+        std::vector<std::string>{"record", "--out", tmp_ + "/t.trace", "--base-path", "usr/lib",
+                                 "--", "true"},
+        std::vector<std::string>{"qualify", "--out", tmp_ + "/q", "--base-path", "usr/lib"}}) {
+    auto r = sandgate(args);
+    EXPECT_EQ(r.status.shell_code(), 2) << args[0] << ": " << r.output;
+    EXPECT_NE(r.output.find("--base-path[0]: 'usr/lib' is not an absolute path"),
+              std::string::npos)
+        << args[0] << ": " << r.output;
+  }
+  EXPECT_NE(::access((tmp_ + "/t.trace").c_str(), F_OK), 0) << "record wrote a trace";
+}
+
 // A run outlives the connection that created it. Its supervisor dies with the thread that
 // forked it (PR_SET_PDEATHSIG follows the parent thread, not the process), and serve ends each
 // connection's thread when the client hangs up, as `exec --socket` does after every call. So

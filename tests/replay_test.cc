@@ -76,6 +76,29 @@ TEST_F(ReplayTest, RecordingThroughTheSocketGivesAValidTrace) {
   EXPECT_LT(outside_peak, burst_peak / 4) << "and not between calls";
 }
 
+// record --base-path: the recorded run's calls see the narrowed read-only base ('minimal'
+// leaves /usr/share/doc out; the host has it), and programs in it still run.
+TEST_F(ReplayTest, RecordRunsItsCallsOnTheNarrowedBase) {
+  SANDGATE_REQUIRE_ROOT();
+  ASSERT_EQ(::access("/usr/share/doc", F_OK), 0) << "the control needs /usr/share/doc on the host";
+  std::string script = tmp_ + "/drive.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\nset -e\n"
+         "\"$SANDGATE_BIN\" exec --socket \"$SANDGATE_SOCKET\" --intent search -- sh -c "
+         "'test -e /usr/share/doc && echo doc-visible || echo doc-hidden; echo hi | tr a-z A-Z'\n";
+  }
+  ::chmod(script.c_str(), 0755);
+  std::string out = tmp_ + "/base.trace";
+  auto r = sandgate({"record", "--out", out, "--base-path", "minimal", "--", script});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  EXPECT_NE(r.output.find("doc-hidden\nHI\n"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("doc-visible"), std::string::npos) << r.output;
+  auto t = replay::read_trace(out);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->calls.size(), 1u);
+}
+
 // What the kernel saw each recorded call do, in the trace: the first call execs the probe
 // twice (a sensitive open, then a connect on the run's own loopback), the second only echoes,
 // the third only connects. Each event is found on its own call and on no other.

@@ -63,10 +63,12 @@ class CliTest : public ProviderTest {
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : CommandResult{};
   }
-  // `sandgate serve --socket PATH`, once its socket exists (a failure is recorded; the caller
+  // `sandgate serve --socket PATH [extra...]`, once its socket exists (a failure is recorded; the caller
   // checks the result).
-  Result<ChildProcess> serve_on(const std::string& path) {
-    auto server = spawn({SANDGATE_BINARY, "serve", "--socket", path});
+  Result<ChildProcess> serve_on(const std::string& path, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {SANDGATE_BINARY, "serve", "--socket", path};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto server = spawn(argv);
     if (!server.ok()) return std::move(server).error();
     for (int i = 0; i < 500 && ::access(path.c_str(), F_OK) != 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
