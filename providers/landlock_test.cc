@@ -33,6 +33,10 @@
 namespace sandgate::testing {
 namespace {
 
+// This directory's testdata by absolute path (providers/CMakeLists.txt), so the test passes
+// from any working directory, not only under ctest.
+std::string testdata_dir() { return SANDGATE_PROVIDERS_TESTDATA; }
+
 namespace ll = providers::landlock;
 
 TEST(LandlockAbi, KnownRightsGrowWithTheAbi) {
@@ -141,7 +145,7 @@ TEST(JailLandlockRules, RootReadsWorkspaceWritesPortsFromTheAllowlist) {
 
 TEST(LandlockDoctor, ActiveLsmsFromSecurityfsWhenMounted) {
   HostPaths paths;
-  paths.sys = source_dir() + "/providers/testdata/securityfs";
+  paths.sys = testdata_dir() + "/securityfs";
   auto checks = ll::doctor_checks(paths);
   ASSERT_EQ(checks.size(), 2u);
   EXPECT_EQ(checks[0].name, "landlock");
@@ -150,7 +154,7 @@ TEST(LandlockDoctor, ActiveLsmsFromSecurityfsWhenMounted) {
       << checks[1].detail;
   // Listed: consistent with any answer of the kernel's.
   EXPECT_TRUE(checks[1].ok) << checks[1].detail;
-  paths.sys = source_dir() + "/providers/testdata/no-such-sys";
+  paths.sys = testdata_dir() + "/no-such-sys";
   checks = ll::doctor_checks(paths);
   ASSERT_EQ(checks.size(), 2u);
   EXPECT_NE(checks[1].detail.find("securityfs not mounted"), std::string::npos) << checks[1].detail;
