@@ -220,9 +220,9 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
     return logic_error("create environment",
                        "the microvm provider boots its own base image (the preset 'minimal' of "
                        "--base-path); a narrowed base is not supported");
-  if (!spec.readonly_mounts.empty())
-    return logic_error("create environment",
-                       "the microvm provider shares no host directory into the guest (--ro-bind)");
+  // --ro-bind: no host directory is shared into the guest; each source is copied into an image
+  // of the run's own (make_bind_image), checked here before anything is made.
+  SG_TRY(check_guest_binds(spec.readonly_mounts));
   if (!spec.secrets.empty())
     return logic_error("create environment", "the microvm provider does not carry secrets yet");
   if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
@@ -301,6 +301,15 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
                                        run_dir + "/recipe-staging", spec.recipe_limits);
         !st.ok())
       return fail(st.error());
+    // Inside the run directory (recorded above): destroy and gc remove it with it.
+    const bool binds = !spec.readonly_mounts.empty();
+    if (binds) {
+      env->binds_image_ = run_dir + "/binds.ext4";
+      if (auto st =
+              make_bind_image(env->binds_image_, spec.readonly_mounts, run_dir + "/binds-staging");
+          !st.ok())
+        return fail(st.error());
+    }
 
     const std::string sock = run_dir + "/agent.sock";
     std::optional<uint64_t> tsc_khz = accel == "tcg" ? host_tsc_khz() : std::nullopt;
@@ -326,7 +335,7 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
       cmdline += " tsc_early_khz=" + std::to_string(*tsc_khz) + " tsc=reliable no_timer_check";
     }
     cmdline += " -- " + std::string(kGuestAgentArg) + " uid=" + std::to_string(spec.uid) +
-               " gid=" + std::to_string(spec.gid);
+               " gid=" + std::to_string(spec.gid) + (binds ? " binds=1" : "");
     // Under TCG, the microvm machine (the biggest cut: qboot instead of SeaBIOS, no legacy
     // PCI/ISA devices to probe, no ACPI interpreter work for a PC's DSDT). pcie=on gives it
     // a PCIe host bridge for the same devices as on pc: virtio-serial-pci and the two NVMe
@@ -372,6 +381,12 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
                                      "file=" + env->workspace_image_ + ",if=none,id=ws,format=raw",
                                      "-device",
                                      "nvme,drive=ws,serial=sandgate-ws"};
+    if (binds) {
+      // readonly=on: the guest cannot write the image even with its own root.
+      argv.insert(argv.end(),
+                  {"-drive", "file=" + env->binds_image_ + ",if=none,id=ro,format=raw,readonly=on",
+                   "-device", "nvme,drive=ro,serial=sandgate-ro"});
+    }
     if (accel == "kvm") argv.insert(argv.begin() + 3, {"-cpu", "host"});
 
     // Prepared before fork: the child only waits for "go" and execs.

@@ -15,7 +15,11 @@
 //
 // Disks (NVMe, which the cloud kernel has built in): the read-only base image (guest_image.h,
 // cached) and the run's workspace image, an ext4 file of kWorkspaceBytes made from the recipe.
-// No host directory is shared into the guest and there is no network device (-nic none).
+// Read-only binds (--ro-bind) are copies, not shares: the host copies each source into a third
+// image of the run's own (make_bind_image), attached read-only (serial sandgate-ro); the agent
+// mounts it nosuid/nodev and binds each entry at its destination, whose mount point it makes in
+// an overlay over the base that is read-only again before any call runs. No host directory is
+// shared into the guest and there is no network device (-nic none).
 // After the guest powers off, the workspace image is checked (e2fsck -n) and copied out of a
 // read-only loop mount into <run>/workspace (read_back()).
 //
@@ -113,6 +117,7 @@ class MicrovmEnvironment : public Environment {
   RunState state_;
   std::string run_dir_;
   std::string workspace_image_;
+  std::string binds_image_;  // --ro-bind's image ("" without): make_bind_image
   std::string console_;
   std::string accel_;
   uid_t host_uid_ = 0, host_gid_ = 0;
