@@ -2,7 +2,8 @@
 //
 // It loads the few modules the cloud kernel has virtio-serial as, mounts the read-only base
 // image and the run's workspace image (NVMe disks, found by their serial numbers; a third,
-// sandgate-ro, when the run has read-only binds: binds=1 on its command line), builds the
+// sandgate-ro, when the run has read-only binds: binds=1 on its command line; sandgate-sec,
+// the run's secrets, mounted read-only at /run/secrets: secrets=1), builds the
 // calls' root from them (procfs, sysfs, cgroup2, a tmpfs /dev with the usual nodes, tmpfs
 // /tmp, /var/tmp, /run and home), moves it to / and chroots there; then forks the ordinary
 // supervisor loop (supervisor_main.cc) in the cgroup /agent and bridges its control socket to
@@ -234,11 +235,13 @@ std::string cgroup_stat(const std::string& dir, const std::string& file, const s
 int run_guest_agent(int argc, char** argv) {
   uid_t uid = 10001;
   gid_t gid = 10001;
-  bool binds = false;  // a third disk, sandgate-ro, holds read-only binds
+  bool binds = false;    // a disk, sandgate-ro, holds read-only binds
+  bool secrets = false;  // a disk, sandgate-sec, holds the run's secrets
   for (int i = 2; i < argc; ++i) {
     if (std::strncmp(argv[i], "uid=", 4) == 0) uid = static_cast<uid_t>(std::atoi(argv[i] + 4));
     if (std::strncmp(argv[i], "gid=", 4) == 0) gid = static_cast<gid_t>(std::atoi(argv[i] + 4));
     if (std::strcmp(argv[i], "binds=1") == 0) binds = true;
+    if (std::strcmp(argv[i], "secrets=1") == 0) secrets = true;
   }
   if (::getpid() != 1) {
     std::fprintf(stderr, "the guest agent runs only as pid 1 of a microVM\n");
@@ -267,6 +270,8 @@ int run_guest_agent(int argc, char** argv) {
   base_dev += "n1";
   ws_dev += "n1";
   if (binds) ro_dev += "n1";
+  std::string sec_dev =
+      secrets ? wait_for_device("/sys/class/nvme", "serial", "sandgate-sec") + "n1" : "";
 
   // The calls' root.
   const std::string root = kNewRoot;
@@ -285,6 +290,11 @@ int run_guest_agent(int argc, char** argv) {
   do_mount("tmpfs", root + "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
   std::string home_opts = "mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
   do_mount("tmpfs", root + "/home/sandbox", "tmpfs", MS_NOSUID | MS_NODEV, home_opts.c_str());
+  if (secrets) {
+    ::mkdir((root + "/run/secrets").c_str(), 0755);
+    do_mount(sec_dev.c_str(), root + "/run/secrets", "ext4",
+             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "noload");
+  }
   // Last: a destination below /tmp or the home lands on its tmpfs, not under it.
   if (binds) bind_entries(ro_dev, root);
   if (::chdir(kNewRoot) != 0) fail(sys_error("chdir", kNewRoot));

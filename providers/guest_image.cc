@@ -454,4 +454,51 @@ Status make_bind_image(const std::string& image, const std::vector<BindMount>& b
   return made;
 }
 
+Status make_secrets_image(const std::string& image, const std::vector<Secret>& secrets, uid_t uid,
+                          gid_t gid, const std::string& staging) {
+  uint64_t total = 0;
+  for (const auto& secret : secrets) {
+    SG_TRY(check_secret_name(secret.name));
+    total += secret.value.size();
+  }
+  SG_TRY(remove_tree(staging));
+  if (::mkdir(staging.c_str(), 0700) != 0) return sys_error("mkdir", staging);
+  auto cleanup = [&] { (void)remove_tree(staging); };
+  for (const auto& secret : secrets) {
+    std::string path = staging + "/" + secret.name;
+    auto written =
+        write_file(path, secret.value, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+    if (!written.ok() || ::chown(path.c_str(), uid, gid) != 0) {
+      cleanup();
+      return written.ok() ? sys_error("chown secret", path) : written;
+    }
+  }
+  if (::chmod(staging.c_str(), 0500) != 0) {
+    cleanup();
+    return sys_error("chmod", staging);
+  }
+  // Room for the values (at most kMaxSecretBytes each) and ext4's metadata; sparse in a tmpfs.
+  uint64_t bytes = total + total / 4 + (uint64_t{4} << 20);
+  {
+    auto f = open_fd(image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (!f.ok() || ::ftruncate(f->get(), static_cast<off_t>(bytes)) != 0) {
+      cleanup();
+      return f.ok() ? sys_error("truncate", image) : std::move(f).error();
+    }
+  }
+  auto made = run_checked({"mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-E",
+                           "root_owner=" + std::to_string(uid) + ":" + std::to_string(gid), "-L",
+                           "sandgate-sec", "-d", staging, image},
+                          std::chrono::minutes(2), "make the secrets' image");
+  cleanup();
+  SG_TRY(made);
+  // mkfs.ext4 -d gives the root mode 0755 and a lost+found: the directory as the jail's, 0500
+  // with the secrets alone.
+  // (debugfs exits 0 even when a request fails: the guest test checks the result.)
+  SG_TRY(run_checked({"debugfs", "-w", "-R", "sif / mode 040500", image}, std::chrono::minutes(1),
+                     "set the secrets' directory mode"));
+  return run_checked({"debugfs", "-w", "-R", "rmdir lost+found", image}, std::chrono::minutes(1),
+                     "remove lost+found from the secrets' image");
+}
+
 }  // namespace sandgate::providers

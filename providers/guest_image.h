@@ -95,4 +95,11 @@ Status check_guest_binds(const std::vector<BindMount>& binds);
 Status make_bind_image(const std::string& image, const std::vector<BindMount>& binds,
                        const std::string& staging);
 
+// The run's secrets as a small ext4 image (4 MiB, sparse) whose root is mode 0500 and holds one
+// 0400 file per secret, all owned by uid:gid inside; the agent mounts it read-only at
+// /run/secrets. `image` and `staging` belong in a memory-backed directory of the run's own (the
+// caller's tmpfs): a secret is never written to a disk. `staging` is removed.
+Status make_secrets_image(const std::string& image, const std::vector<Secret>& secrets, uid_t uid,
+                          gid_t gid, const std::string& staging);
+
 }  // namespace sandgate::providers
