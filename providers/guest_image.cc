@@ -391,7 +391,8 @@ Status check_guest_binds(const std::vector<BindMount>& binds) {
       return logic_error(step, "the destination must be an absolute path below /", t);
     if (t.find('\n') != std::string::npos || t.find('\0') != std::string::npos)
       return logic_error(step, "the destination holds a newline or NUL", t);
-    for (auto part : split(t.substr(1), '/'))
+    const std::string below_root = t.substr(1);  // outlives split's views
+    for (auto part : split(below_root, '/'))
       if (part.empty() || part == "." || part == "..")
         return logic_error(step, "the destination must have no empty, '.' or '..' component", t);
     for (const char* own : {"/proc", "/sys", "/dev", "/workspace"}) {
