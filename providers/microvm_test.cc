@@ -328,7 +328,7 @@ TEST_F(MicrovmTest, ReadOnlyBindsAndSecretsAreReadNotWrittenAndDestroyLeavesNoth
   // TearDown checks that no record and no run directory is left.
 }
 
-TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilled) {
+TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilledAndUnmountsItsSecrets) {
   SANDGATE_REQUIRE_ROOT();
   SANDGATE_REQUIRE(ready(), why_not());
   // A child process makes the VM and dies by SIGKILL: its QEMU and run are left for gc.
@@ -338,7 +338,12 @@ TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilled) {
   if (child == 0) {
     report.read.reset();
     providers::MicrovmProvider p(options_);
-    auto env = p.create_vm({});
+    // With a secret and a read-only bind: gc must unmount the secrets' tmpfs and remove the
+    // images with the run directory.
+    providers::EnvSpec spec;
+    spec.secrets = {{"TOKEN", "s3cret"}};
+    spec.readonly_mounts = {{SANDGATE_SUPERVISOR_BIN, "/opt/sandgate-test/bin"}};
+    auto env = p.create_vm(spec);
     pid_t qemu = env.ok() ? (*env)->qemu_pid() : -1;
     (void)!::write(report.write.get(), &qemu, sizeof qemu);
     ::kill(::getpid(), SIGKILL);
@@ -357,6 +362,10 @@ TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilled) {
   EXPECT_EQ(gc.runs_removed, 1);
   for (int i = 0; i < 100 && process_exists(qemu); ++i) ::usleep(20000);
   EXPECT_FALSE(process_exists(qemu));
+  auto host_mounts = read_file("/proc/self/mountinfo", 1 << 22);
+  ASSERT_TRUE(host_mounts.ok());
+  EXPECT_EQ(host_mounts->find(options_.paths.work_dir), std::string::npos)
+      << "a mount of the run is left (the secrets' tmpfs)";
 }
 
 }  // namespace
