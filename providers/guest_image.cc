@@ -404,6 +404,16 @@ Status check_guest_binds(const std::vector<BindMount>& binds) {
                                "/workspace)",
                            t);
     }
+    // Below an earlier entry, its mount point would have to be made in that read-only image;
+    // an earlier one below this would be hidden by it.
+    for (size_t j = 0; j < i; ++j) {
+      const std::string& o = binds[j].target;
+      if (t == o || t.rfind(o + "/", 0) == 0 || o.rfind(t + "/", 0) == 0)
+        return logic_error(step,
+                           "the destination is at, below or above that of entry " +
+                               std::to_string(j + 1) + " (" + o + "); binds in a guest do not nest",
+                           t);
+    }
     struct stat st;
     if (b.source.empty() || ::stat(b.source.c_str(), &st) != 0)
       return std::move(sys_error("stat the source", b.source)).context_add(step);

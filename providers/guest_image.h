@@ -84,7 +84,8 @@ Status make_workspace_image(const std::string& image, const std::string& recipe,
 // Read-only binds (--ro-bind) in a guest: the host copies each source into one image, the
 // agent bind-mounts each entry at its destination. A destination must be absolute, without
 // empty, "." or ".." components or a newline, and not "/" nor at or below what the agent
-// mounts itself (/proc, /sys, /dev, /workspace); a source must be a file or a directory.
+// mounts itself (/proc, /sys, /dev, /workspace), nor at, below or above another entry's; a
+// source must be a file or a directory.
 // The error names the entry ("--ro-bind entry 2 (SRC:DST)").
 Status check_guest_binds(const std::vector<BindMount>& binds);
 

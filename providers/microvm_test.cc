@@ -96,6 +96,14 @@ TEST(GuestImage, BadBindDestinationsAreRefusedNamingTheEntry) {
               std::string::npos)
         << st.error().message();
   }
+  // Entries do not nest (the inner mount point would be in the outer, read-only image).
+  for (const std::string nested : {"/opt/good", "/opt/good/x", "/opt"}) {
+    auto st = providers::check_guest_binds({{tmpl, "/opt/good"}, {src, nested}});
+    ASSERT_FALSE(st.ok()) << "accepted " << nested;
+    EXPECT_NE(st.error().message().find("entry 1 (/opt/good)"), std::string::npos)
+        << st.error().message();
+  }
+  EXPECT_TRUE(providers::check_guest_binds({{tmpl, "/opt/good"}, {src, "/opt/goodness"}}).ok());
   // Paths that only look like the agent's own are fine.
   EXPECT_TRUE(providers::check_guest_binds({{src, "/procx"}, {src, "/opt/workspace"}}).ok());
   auto missing = providers::check_guest_binds({{std::string(tmpl) + "/nope", "/opt/x"}});
