@@ -1,7 +1,9 @@
 // The microVM guest agent (providers/microvm.h): the supervisor binary as the guest's /init.
 //
 // It loads the few modules the cloud kernel has virtio-serial as, mounts the read-only base
-// image and the run's workspace image (NVMe disks, found by their serial numbers), builds the
+// image and the run's workspace image (NVMe disks, found by their serial numbers; a third,
+// sandgate-ro, when the run has read-only binds: binds=1 on its command line; sandgate-sec,
+// the run's secrets, mounted read-only at /run/secrets: secrets=1), builds the
 // calls' root from them (procfs, sysfs, cgroup2, a tmpfs /dev with the usual nodes, tmpfs
 // /tmp, /var/tmp, /run and home), moves it to / and chroots there; then forks the ordinary
 // supervisor loop (supervisor_main.cc) in the cgroup /agent and bridges its control socket to
@@ -137,6 +139,80 @@ void make_dev(const std::string& dev) {
   do_mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 }
 
+void load_module_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return;  // built in, or absent: the mount that needs it says which
+    fail(sys_error("open module", path));
+  }
+  if (syscall(SYS_finit_module, fd, "", 0) != 0 && errno != EEXIST)
+    fail(sys_error("load module", path));
+  ::close(fd);
+}
+
+// The root for a run with read-only binds: an overlay whose lower layer is the read-only base
+// and whose upper layer is a tmpfs, so that bind_entries() can make the mount points a
+// destination needs (/opt/x where the base has no /opt) without touching the base. Made
+// read-only again by bind_entries() before any call runs.
+void mount_overlay_root(const std::string& base_dev, const std::string& root) {
+  ::mkdir("/base", 0755);
+  ::mkdir("/upper", 0755);
+  do_mount(base_dev.c_str(), "/base", "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV);
+  load_module_file("/sandgate/modules/overlay.ko");
+  do_mount("tmpfs", "/upper", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m");
+  ::mkdir("/upper/up", 0755);
+  ::mkdir("/upper/work", 0755);
+  do_mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV,
+           "lowerdir=/base,upperdir=/upper/up,workdir=/upper/work");
+}
+
+// Each entry of the binds image (make_bind_image: /<i> and a manifest "i<TAB>destination") at
+// its destination under `root`, read-only, nosuid and nodev; a missing destination gets a mount
+// point of the entry's kind, its missing parents directories of mode 0755. Then the root itself
+// (the overlay) read-only: calls have no capability to remount it.
+void bind_entries(const std::string& ro_dev, const std::string& root) {
+  ::mkdir("/binds", 0755);
+  do_mount(ro_dev.c_str(), "/binds", "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV, "noload");
+  auto manifest = read_file("/binds/manifest", 1 << 20);
+  if (!manifest.ok()) fail(manifest.error());
+  size_t at = 0;
+  while (at < manifest->size()) {
+    size_t nl = manifest->find('\n', at);
+    if (nl == std::string::npos) nl = manifest->size();
+    std::string line = manifest->substr(at, nl - at);
+    at = nl + 1;
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos || line.size() < tab + 2 || line[tab + 1] != '/')
+      fail(logic_error("read-only binds", "malformed manifest line", line));
+    std::string source = "/binds/" + line.substr(0, tab);
+    std::string target = root + line.substr(tab + 1);
+    struct stat src;
+    if (::lstat(source.c_str(), &src) != 0) fail(sys_error("stat bind entry", source));
+    const bool dir = S_ISDIR(src.st_mode);
+    for (size_t slash = target.find('/', root.size() + 1); slash != std::string::npos;
+         slash = target.find('/', slash + 1)) {
+      std::string parent = target.substr(0, slash);
+      if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
+        fail(sys_error("make the bind's parent directory", parent));
+    }
+    struct stat dst;
+    if (::lstat(target.c_str(), &dst) != 0) {
+      if (dir ? ::mkdir(target.c_str(), 0755) != 0
+              : ::mknod(target.c_str(), S_IFREG | 0644, 0) != 0)
+        fail(sys_error("make the bind's mount point", target));
+    } else if (S_ISDIR(dst.st_mode) != dir) {
+      fail(logic_error("read-only binds",
+                       std::string("the destination is ") +
+                           (dir ? "not a directory" : "a directory") +
+                           " in the guest, the source " + (dir ? "is one" : "is a file"),
+                       line.substr(tab + 1)));
+    }
+    do_mount(source.c_str(), target, nullptr, MS_BIND);
+    do_mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV);
+  }
+  do_mount(nullptr, root, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV);
+}
+
 void reap_all(int) {
   int saved = errno;
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
@@ -159,9 +235,13 @@ std::string cgroup_stat(const std::string& dir, const std::string& file, const s
 int run_guest_agent(int argc, char** argv) {
   uid_t uid = 10001;
   gid_t gid = 10001;
+  bool binds = false;    // a disk, sandgate-ro, holds read-only binds
+  bool secrets = false;  // a disk, sandgate-sec, holds the run's secrets
   for (int i = 2; i < argc; ++i) {
     if (std::strncmp(argv[i], "uid=", 4) == 0) uid = static_cast<uid_t>(std::atoi(argv[i] + 4));
     if (std::strncmp(argv[i], "gid=", 4) == 0) gid = static_cast<gid_t>(std::atoi(argv[i] + 4));
+    if (std::strcmp(argv[i], "binds=1") == 0) binds = true;
+    if (std::strcmp(argv[i], "secrets=1") == 0) secrets = true;
   }
   if (::getpid() != 1) {
     std::fprintf(stderr, "the guest agent runs only as pid 1 of a microVM\n");
@@ -185,14 +265,21 @@ int run_guest_agent(int argc, char** argv) {
   if (g_port < 0) fail(sys_error("open the agent's port", port_dev));
   std::string base_dev = wait_for_device("/sys/class/nvme", "serial", "sandgate-base");
   std::string ws_dev = wait_for_device("/sys/class/nvme", "serial", "sandgate-ws");
+  std::string ro_dev = binds ? wait_for_device("/sys/class/nvme", "serial", "sandgate-ro") : "";
   // /sys/class/nvme/nvmeN is the controller; its one namespace is the disk.
   base_dev += "n1";
   ws_dev += "n1";
+  if (binds) ro_dev += "n1";
+  std::string sec_dev =
+      secrets ? wait_for_device("/sys/class/nvme", "serial", "sandgate-sec") + "n1" : "";
 
   // The calls' root.
   const std::string root = kNewRoot;
   ::mkdir(kNewRoot, 0755);
-  do_mount(base_dev.c_str(), root, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV);
+  if (binds)
+    mount_overlay_root(base_dev, root);
+  else
+    do_mount(base_dev.c_str(), root, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV);
   do_mount(ws_dev.c_str(), root + "/workspace", "ext4", MS_NOSUID | MS_NODEV);
   do_mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   do_mount("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY);
@@ -203,6 +290,13 @@ int run_guest_agent(int argc, char** argv) {
   do_mount("tmpfs", root + "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
   std::string home_opts = "mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
   do_mount("tmpfs", root + "/home/sandbox", "tmpfs", MS_NOSUID | MS_NODEV, home_opts.c_str());
+  if (secrets) {
+    ::mkdir((root + "/run/secrets").c_str(), 0755);
+    do_mount(sec_dev.c_str(), root + "/run/secrets", "ext4",
+             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "noload");
+  }
+  // Last: a destination below /tmp or the home lands on its tmpfs, not under it.
+  if (binds) bind_entries(ro_dev, root);
   if (::chdir(kNewRoot) != 0) fail(sys_error("chdir", kNewRoot));
   do_mount(".", "/", nullptr, MS_MOVE);
   if (::chroot(".") != 0 || ::chdir("/") != 0) fail(sys_error("chroot", kNewRoot));

@@ -21,7 +21,8 @@ namespace sandgate::providers {
 namespace {
 
 // Bumped whenever what goes into an image changes in a way its inputs do not show.
-constexpr char kInitramfsFormat[] = "sandgate-initramfs-2";  // 2: /init without debug info
+// 2: /init without debug info; 3: optional modules (overlayfs) beside the loaded ones.
+constexpr char kInitramfsFormat[] = "sandgate-initramfs-3";
 // 3: /etc/alternatives copied link by link (base_root.h), not bound whole.
 constexpr char kBaseFormat[] = "sandgate-base-3";
 
@@ -123,6 +124,10 @@ std::vector<std::string> guest_module_names() {
           "kernel/drivers/char/virtio_console.ko"};
 }
 
+std::vector<std::string> guest_optional_module_names() {
+  return {"kernel/fs/overlayfs/overlay.ko"};
+}
+
 std::string guest_cache_dir() {
   const char* env = std::getenv("SANDGATE_CACHE_DIR");
   std::string base = env && env[0] == '/' ? env : "/var/cache/sandgate";
@@ -206,6 +211,7 @@ Result<std::string> guest_initramfs(const std::string& cache_dir, const GuestKer
   std::vector<std::string> inputs = {supervisor_exe};
   inputs.insert(inputs.end(), libs.begin(), libs.end());
   for (const auto& m : guest_module_names()) inputs.push_back(kernel.modules + "/" + m);
+  for (const auto& m : guest_optional_module_names()) inputs.push_back(kernel.modules + "/" + m);
   std::string path = cache_dir + "/initramfs-" + input_key(inputs, kInitramfsFormat) + ".cpio";
   if (::access(path.c_str(), R_OK) == 0) return path;
 
@@ -253,6 +259,12 @@ Result<std::string> guest_initramfs(const std::string& cache_dir, const GuestKer
     order += name + "\n";
   }
   cpio.add_file("/sandgate/modules/order", order);
+  // Not in the order: loaded by name when a run needs one; a kernel without the file (built
+  // in, or not at all) makes the agent's mount say so.
+  for (const auto& m : guest_optional_module_names()) {
+    auto bytes = read_file(kernel.modules + "/" + m, 64 << 20);
+    if (bytes.ok()) cpio.add_file("/sandgate/modules/" + m.substr(m.rfind('/') + 1), *bytes, 0644);
+  }
   std::string tmp = tmp_name(path);
   SG_TRY(write_file(tmp, cpio.finish(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   SG_TRY(rename_into_place(tmp, path));
@@ -367,6 +379,137 @@ Status make_workspace_image(const std::string& image, const std::string& recipe,
                           std::chrono::minutes(5), "make the workspace image");
   (void)remove_tree(staging);
   return made;
+}
+
+Status check_guest_binds(const std::vector<BindMount>& binds) {
+  for (size_t i = 0; i < binds.size(); ++i) {
+    const BindMount& b = binds[i];
+    const std::string step =
+        "--ro-bind entry " + std::to_string(i + 1) + " (" + b.source + ":" + b.target + ")";
+    const std::string& t = b.target;
+    if (t.empty() || t[0] != '/' || t == "/")
+      return logic_error(step, "the destination must be an absolute path below /", t);
+    if (t.find('\n') != std::string::npos || t.find('\0') != std::string::npos)
+      return logic_error(step, "the destination holds a newline or NUL", t);
+    const std::string below_root = t.substr(1);  // outlives split's views
+    for (auto part : split(below_root, '/'))
+      if (part.empty() || part == "." || part == "..")
+        return logic_error(step, "the destination must have no empty, '.' or '..' component", t);
+    for (const char* own : {"/proc", "/sys", "/dev", "/workspace"}) {
+      std::string o = own;
+      if (t == o || t.rfind(o + "/", 0) == 0)
+        return logic_error(step,
+                           "the destination is at or below " + o +
+                               ", which the guest agent mounts itself (/proc, /sys, /dev, "
+                               "/workspace)",
+                           t);
+    }
+    // Below an earlier entry, its mount point would have to be made in that read-only image;
+    // an earlier one below this would be hidden by it.
+    for (size_t j = 0; j < i; ++j) {
+      const std::string& o = binds[j].target;
+      if (t == o || t.rfind(o + "/", 0) == 0 || o.rfind(t + "/", 0) == 0)
+        return logic_error(step,
+                           "the destination is at, below or above that of entry " +
+                               std::to_string(j + 1) + " (" + o + "); binds in a guest do not nest",
+                           t);
+    }
+    struct stat st;
+    if (b.source.empty() || ::stat(b.source.c_str(), &st) != 0)
+      return std::move(sys_error("stat the source", b.source)).context_add(step);
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+      return logic_error(step, "the source must be a regular file or a directory", b.source);
+  }
+  return {};
+}
+
+Status make_bind_image(const std::string& image, const std::vector<BindMount>& binds,
+                       const std::string& staging) {
+  SG_TRY(check_guest_binds(binds));
+  SG_TRY(remove_tree(staging));
+  if (::mkdir(staging.c_str(), 0755) != 0) return sys_error("mkdir", staging);
+  auto cleanup = [&] { (void)remove_tree(staging); };
+  std::string manifest;
+  for (size_t i = 0; i < binds.size(); ++i) {
+    // -H: the source named follows its symlinks (the user named it), nothing below it does.
+    auto copied =
+        run_checked({"cp", "-a", "-H", "--", binds[i].source, staging + "/" + std::to_string(i)},
+                    std::chrono::minutes(10),
+                    "--ro-bind entry " + std::to_string(i + 1) + ": copy " + binds[i].source +
+                        " for the guest");
+    if (!copied.ok()) {
+      cleanup();
+      return copied;
+    }
+    manifest += std::to_string(i) + "\t" + binds[i].target + "\n";
+  }
+  if (auto s = write_file(staging + "/manifest", manifest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                          0644);
+      !s.ok()) {
+    cleanup();
+    return s;
+  }
+  // Sized as the base image is: the contents' apparent size plus a fifth, plus room for ext4's
+  // own metadata (journal-less: the image is never written in the guest).
+  std::string script =
+      "set -eu; stage=$1; img=$2\n"
+      "bytes=$(du -sb --apparent-size \"$stage\" | cut -f1)\n"
+      "files=$(find \"$stage\" | wc -l)\n"
+      "truncate -s $((bytes / 10 * 12 + 16 * 1024 * 1024)) \"$img\"\n"
+      "mkfs.ext4 -q -F -O ^has_journal -N $((files * 2 + 64)) -E root_owner=0:0 -L sandgate-ro "
+      "-d \"$stage\" \"$img\"\n";
+  auto made = run_checked({"sh", "-c", script, "sh", staging, image}, std::chrono::minutes(10),
+                          "make the read-only binds' image");
+  cleanup();
+  if (!made.ok()) ::unlink(image.c_str());
+  return made;
+}
+
+Status make_secrets_image(const std::string& image, const std::vector<Secret>& secrets, uid_t uid,
+                          gid_t gid, const std::string& staging) {
+  uint64_t total = 0;
+  for (const auto& secret : secrets) {
+    SG_TRY(check_secret_name(secret.name));
+    total += secret.value.size();
+  }
+  SG_TRY(remove_tree(staging));
+  if (::mkdir(staging.c_str(), 0700) != 0) return sys_error("mkdir", staging);
+  auto cleanup = [&] { (void)remove_tree(staging); };
+  for (const auto& secret : secrets) {
+    std::string path = staging + "/" + secret.name;
+    auto written =
+        write_file(path, secret.value, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+    if (!written.ok() || ::chown(path.c_str(), uid, gid) != 0) {
+      cleanup();
+      return written.ok() ? sys_error("chown secret", path) : written;
+    }
+  }
+  if (::chmod(staging.c_str(), 0500) != 0) {
+    cleanup();
+    return sys_error("chmod", staging);
+  }
+  // Room for the values (at most kMaxSecretBytes each) and ext4's metadata; sparse in a tmpfs.
+  uint64_t bytes = total + total / 4 + (uint64_t{4} << 20);
+  {
+    auto f = open_fd(image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (!f.ok() || ::ftruncate(f->get(), static_cast<off_t>(bytes)) != 0) {
+      cleanup();
+      return f.ok() ? sys_error("truncate", image) : std::move(f).error();
+    }
+  }
+  auto made = run_checked({"mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-E",
+                           "root_owner=" + std::to_string(uid) + ":" + std::to_string(gid), "-L",
+                           "sandgate-sec", "-d", staging, image},
+                          std::chrono::minutes(2), "make the secrets' image");
+  cleanup();
+  SG_TRY(made);
+  // mkfs.ext4 -d gives the root mode 0755 and a lost+found: the directory as the jail's, 0500
+  // with the secrets alone.
+  // (debugfs exits 0 even when a request fails: the guest test checks the result.)
+  SG_TRY(run_checked({"debugfs", "-w", "-R", "sif / mode 040500", image}, std::chrono::minutes(1),
+                     "set the secrets' directory mode"));
+  return run_checked({"debugfs", "-w", "-R", "rmdir lost+found", image}, std::chrono::minutes(1),
+                     "remove lost+found from the secrets' image");
 }
 
 }  // namespace sandgate::providers

@@ -15,6 +15,7 @@
 
 #include "core/files.h"
 #include "core/result.h"
+#include "providers/provider.h"
 
 namespace sandgate::providers {
 
@@ -30,6 +31,9 @@ Result<GuestKernel> find_guest_kernel(const std::string& boot_dir = "/boot",
 
 // The modules the agent loads, in dependency order, for virtio-serial over PCI.
 std::vector<std::string> guest_module_names();
+// Modules the initramfs carries that the agent loads only when a run needs them (overlayfs,
+// for the mount points of read-only binds): each costs boot time under TCG.
+std::vector<std::string> guest_optional_module_names();
 
 // Where images are cached: $SANDGATE_CACHE_DIR, else /var/cache/sandgate (not under the work
 // directory, whose unrecorded entries `sandgate gc` removes).
@@ -76,5 +80,27 @@ std::vector<std::string> guest_base_dirs();
 Status make_workspace_image(const std::string& image, const std::string& recipe,
                             uint64_t size_bytes, uid_t uid, gid_t gid, const std::string& staging,
                             const CopyLimits& limits);
+
+// Read-only binds (--ro-bind) in a guest: the host copies each source into one image, the
+// agent bind-mounts each entry at its destination. A destination must be absolute, without
+// empty, "." or ".." components or a newline, and not "/" nor at or below what the agent
+// mounts itself (/proc, /sys, /dev, /workspace), nor at, below or above another entry's; a
+// source must be a file or a directory.
+// The error names the entry ("--ro-bind entry 2 (SRC:DST)").
+Status check_guest_binds(const std::vector<BindMount>& binds);
+
+// The image of `binds` (checked first): entry i is binds[i].source copied as it is (`cp -a`:
+// modes, setuid bits and owners kept, symlinks below it copied as links) at /i, and /manifest
+// lists "i<TAB>destination" a line. Sized from the contents; `staging` is a scratch directory
+// (removed). The agent mounts it read-only, nosuid and nodev (guest_agent.cc).
+Status make_bind_image(const std::string& image, const std::vector<BindMount>& binds,
+                       const std::string& staging);
+
+// The run's secrets as a small ext4 image (4 MiB, sparse) whose root is mode 0500 and holds one
+// 0400 file per secret, all owned by uid:gid inside; the agent mounts it read-only at
+// /run/secrets. `image` and `staging` belong in a memory-backed directory of the run's own (the
+// caller's tmpfs): a secret is never written to a disk. `staging` is removed.
+Status make_secrets_image(const std::string& image, const std::vector<Secret>& secrets, uid_t uid,
+                          gid_t gid, const std::string& staging);
 
 }  // namespace sandgate::providers

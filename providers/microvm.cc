@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -220,11 +221,14 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
     return logic_error("create environment",
                        "the microvm provider boots its own base image (the preset 'minimal' of "
                        "--base-path); a narrowed base is not supported");
-  if (!spec.readonly_mounts.empty())
-    return logic_error("create environment",
-                       "the microvm provider shares no host directory into the guest (--ro-bind)");
-  if (!spec.secrets.empty())
-    return logic_error("create environment", "the microvm provider does not carry secrets yet");
+  // --ro-bind: no host directory is shared into the guest; each source is copied into an image
+  // of the run's own (make_bind_image), checked here before anything is made.
+  SG_TRY(check_guest_binds(spec.readonly_mounts));
+  for (const auto& secret : spec.secrets) {
+    SG_TRY(check_secret_name(secret.name));
+    if (secret.value.size() > kMaxSecretBytes)
+      return logic_error("secret " + secret.name, "larger than 1 MiB");
+  }
   if (spec.uid == 0 || spec.uid >= 65536 || spec.gid >= 65536)
     return logic_error("create environment",
                        "uid/gid inside must be in 1..65535 (got " + std::to_string(spec.uid) + ")");
@@ -272,6 +276,8 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
                      "SANDGATE_RUN_ID=" + run_id};
   SG_ASSIGN_OR_RETURN(auto allowed, resolve_env_allowlist(spec.env, environ));
   config.base_env = merge_env(std::move(config.base_env), allowed);
+  if (!spec.secrets.empty())
+    config.base_env = merge_env(std::move(config.base_env), {"SANDGATE_SECRETS_DIR=/run/secrets"});
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     EnvSpec s = spec;
@@ -301,6 +307,38 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
                                        run_dir + "/recipe-staging", spec.recipe_limits);
         !st.ok())
       return fail(st.error());
+    // Inside the run directory (recorded above): destroy and gc remove it with it.
+    const bool binds = !spec.readonly_mounts.empty();
+    if (binds) {
+      env->binds_image_ = run_dir + "/binds.ext4";
+      if (auto st =
+              make_bind_image(env->binds_image_, spec.readonly_mounts, run_dir + "/binds-staging");
+          !st.ok())
+        return fail(st.error());
+    }
+    // The secrets: an image in a tmpfs of the run's own (recorded before it is mounted, so
+    // destroy or gc unmounts it), attached read-only; never written to a disk of the host.
+    const bool secrets = !spec.secrets.empty();
+    if (secrets) {
+      env->secrets_dir_ = run_dir + "/secrets";
+      if (::mkdir(env->secrets_dir_.c_str(), 0700) != 0)
+        return fail(sys_error("mkdir secrets", env->secrets_dir_));
+      if (auto st = env->state_.record({Resource::Kind::kMount, env->secrets_dir_}); !st.ok())
+        return fail(st.error());
+      uint64_t total = 0;
+      for (const auto& secret : spec.secrets) total += secret.value.size();
+      // Twice the image (sparse, but written by mkfs) and its staged files.
+      std::string opts = "mode=0700,size=" + std::to_string(2 * (total * 2 + (uint64_t{5} << 20)));
+      const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+      if (::mount("sandgate-secrets", env->secrets_dir_.c_str(), "tmpfs", flags,
+                  (opts + ",noswap").c_str()) != 0 &&
+          ::mount("sandgate-secrets", env->secrets_dir_.c_str(), "tmpfs", flags, opts.c_str()) != 0)
+        return fail(sys_error("mount secrets tmpfs", env->secrets_dir_));
+      if (auto st = make_secrets_image(env->secrets_dir_ + "/secrets.ext4", spec.secrets, spec.uid,
+                                       spec.gid, env->secrets_dir_ + "/staging");
+          !st.ok())
+        return fail(st.error());
+    }
 
     const std::string sock = run_dir + "/agent.sock";
     std::optional<uint64_t> tsc_khz = accel == "tcg" ? host_tsc_khz() : std::nullopt;
@@ -326,7 +364,8 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
       cmdline += " tsc_early_khz=" + std::to_string(*tsc_khz) + " tsc=reliable no_timer_check";
     }
     cmdline += " -- " + std::string(kGuestAgentArg) + " uid=" + std::to_string(spec.uid) +
-               " gid=" + std::to_string(spec.gid);
+               " gid=" + std::to_string(spec.gid) + (binds ? " binds=1" : "") +
+               (secrets ? " secrets=1" : "");
     // Under TCG, the microvm machine (the biggest cut: qboot instead of SeaBIOS, no legacy
     // PCI/ISA devices to probe, no ACPI interpreter work for a PC's DSDT). pcie=on gives it
     // a PCIe host bridge for the same devices as on pc: virtio-serial-pci and the two NVMe
@@ -372,6 +411,18 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
                                      "file=" + env->workspace_image_ + ",if=none,id=ws,format=raw",
                                      "-device",
                                      "nvme,drive=ws,serial=sandgate-ws"};
+    if (binds) {
+      // readonly=on: the guest cannot write the image even with its own root.
+      argv.insert(argv.end(),
+                  {"-drive", "file=" + env->binds_image_ + ",if=none,id=ro,format=raw,readonly=on",
+                   "-device", "nvme,drive=ro,serial=sandgate-ro"});
+    }
+    if (secrets) {
+      argv.insert(argv.end(), {"-drive",
+                               "file=" + env->secrets_dir_ +
+                                   "/secrets.ext4,if=none,id=sec,format=raw,readonly=on",
+                               "-device", "nvme,drive=sec,serial=sandgate-sec"});
+    }
     if (accel == "kvm") argv.insert(argv.begin() + 3, {"-cpu", "host"});
 
     // Prepared before fork: the child only waits for "go" and execs.

@@ -15,7 +15,13 @@
 //
 // Disks (NVMe, which the cloud kernel has built in): the read-only base image (guest_image.h,
 // cached) and the run's workspace image, an ext4 file of kWorkspaceBytes made from the recipe.
-// No host directory is shared into the guest and there is no network device (-nic none).
+// Read-only binds (--ro-bind) are copies, not shares: the host copies each source into a third
+// image of the run's own (make_bind_image), attached read-only (serial sandgate-ro); the agent
+// mounts it nosuid/nodev and binds each entry at its destination, whose mount point it makes in
+// an overlay over the base that is read-only again before any call runs. No host directory is
+// shared into the guest and there is no network device (-nic none). Secrets (EnvSpec::secrets)
+// travel as a fourth small image (serial sandgate-sec) made in a tmpfs of the run's own on the
+// host, mounted read-only at /run/secrets in the guest.
 // After the guest powers off, the workspace image is checked (e2fsck -n) and copied out of a
 // read-only loop mount into <run>/workspace (read_back()).
 //
@@ -91,6 +97,9 @@ class MicrovmEnvironment : public Environment {
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
   Status destroy() override;
   Status settle_workspace() override { return read_back(); }
+  // The tmpfs on the host that holds the secrets' image (for checks that another run cannot
+  // reach it and that it is gone after destroy); "" when the run has no secrets.
+  std::string secrets_host_path() const override { return secrets_dir_; }
 
   // Powers the guest off and copies the workspace image's content to workspace_host_path()
   // (owned by the mapped host ids, as the jail's). No call runs afterwards. Idempotent.
@@ -113,6 +122,8 @@ class MicrovmEnvironment : public Environment {
   RunState state_;
   std::string run_dir_;
   std::string workspace_image_;
+  std::string secrets_dir_;  // the secrets' tmpfs on the host ("" without secrets)
+  std::string binds_image_;  // --ro-bind's image ("" without): make_bind_image
   std::string console_;
   std::string accel_;
   uid_t host_uid_ = 0, host_gid_ = 0;

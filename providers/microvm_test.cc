@@ -81,6 +81,42 @@ TEST(GuestImage, InputKeyChangesWithItsInputs) {
   (void)remove_tree(tmpl);
 }
 
+TEST(GuestImage, BadBindDestinationsAreRefusedNamingTheEntry) {
+  char tmpl[] = "/tmp/sg-binds-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string src = std::string(tmpl) + "/f";
+  std::ofstream(src) << "x";
+  EXPECT_TRUE(providers::check_guest_binds({{src, "/opt/f"}, {tmpl, "/usr/share/d"}}).ok());
+  for (const std::string bad :
+       {"relative/x", "/", "/opt/../etc/x", "/opt/./x", "/opt//x", "/opt/x/", "/proc",
+        "/proc/self/x", "/sys/x", "/dev/null", "/workspace", "/workspace/x", "/opt/a\nb"}) {
+    auto st = providers::check_guest_binds({{src, "/opt/good"}, {src, bad}});
+    ASSERT_FALSE(st.ok()) << "accepted " << bad;
+    EXPECT_NE(st.error().message().find("--ro-bind entry 2 (" + src + ":" + bad + ")"),
+              std::string::npos)
+        << st.error().message();
+  }
+  // Entries do not nest (the inner mount point would be in the outer, read-only image).
+  for (const std::string nested : {"/opt/good", "/opt/good/x", "/opt"}) {
+    auto st = providers::check_guest_binds({{tmpl, "/opt/good"}, {src, nested}});
+    ASSERT_FALSE(st.ok()) << "accepted " << nested;
+    EXPECT_NE(st.error().message().find("entry 1 (/opt/good)"), std::string::npos)
+        << st.error().message();
+  }
+  EXPECT_TRUE(providers::check_guest_binds({{tmpl, "/opt/good"}, {src, "/opt/goodness"}}).ok());
+  // Paths that only look like the agent's own are fine.
+  EXPECT_TRUE(providers::check_guest_binds({{src, "/procx"}, {src, "/opt/workspace"}}).ok());
+  auto missing = providers::check_guest_binds({{std::string(tmpl) + "/nope", "/opt/x"}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("--ro-bind entry 1"), std::string::npos)
+      << missing.error().message();
+  auto device = providers::check_guest_binds({{"/dev/null", "/opt/null"}});
+  ASSERT_FALSE(device.ok());
+  EXPECT_NE(device.error().message().find("regular file or a directory"), std::string::npos)
+      << device.error().message();
+  (void)remove_tree(tmpl);
+}
+
 class MicrovmTest : public ProviderTest {
  protected:
   void SetUp() override {
@@ -238,7 +274,69 @@ TEST_F(MicrovmTest, WorkspaceIsReadBackAfterTheGuestStopsAndDestroyLeavesNothing
   // TearDown checks that no record and no run directory is left.
 }
 
-TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilled) {
+TEST_F(MicrovmTest, ReadOnlyBindsAndSecretsAreReadNotWrittenAndDestroyLeavesNothing) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(ready(), why_not());
+  // A file to a new path under /opt (its mount point, and /opt's, made in the guest), a
+  // directory to a new child of an existing one, with a setuid-root file inside.
+  std::string file = tmp_ + "/tool";
+  std::ofstream(file) << "tool contents\n";
+  std::string dir = tmp_ + "/data";
+  ASSERT_TRUE(make_dirs(dir + "/sub").ok());
+  std::ofstream(dir + "/sub/f") << "data contents\n";
+  std::ofstream(dir + "/suid") << "#!/bin/sh\nid -u\n";
+  ASSERT_EQ(::chown((dir + "/suid").c_str(), 0, 0), 0);
+  ASSERT_EQ(::chmod((dir + "/suid").c_str(), 04755), 0);
+  providers::EnvSpec spec;
+  spec.readonly_mounts = {{file, "/opt/sandgate-test/tool"}, {dir, "/usr/share/sandgate-data"}};
+  spec.secrets = {{"TOKEN", "s3cret"}};
+  auto env = boot(spec);
+  ASSERT_TRUE(env);
+  std::string run_dir = env->run_dir();
+  std::string secrets_dir = env->secrets_host_path();
+  EXPECT_EQ(secrets_dir, run_dir + "/secrets");
+
+  auto read = sh(*env,
+                 "cat /opt/sandgate-test/tool /usr/share/sandgate-data/sub/f; "
+                 "stat -c '%a %u' /usr/share/sandgate-data/suid; ls /usr/share/sandgate-data");
+  EXPECT_EQ(read.stdout_data, "tool contents\ndata contents\n4755 0\nsub\nsuid\n")
+      << read.stderr_data;
+  // Neither bind, nor the base under or beside them, can be written.
+  for (const char* path :
+       {"/opt/sandgate-test/tool", "/usr/share/sandgate-data/sub/f", "/usr/share/sandgate-data/new",
+        "/opt/sandgate-test/new", "/opt/new", "/usr/bin/new", "/new"}) {
+    auto w = sh(*env, std::string("(echo x >> ") + path + ") 2>&1; echo rc=$?");
+    EXPECT_NE(w.stdout_data.find("Read-only file system"), std::string::npos)
+        << path << ": " << w.stdout_data;
+    EXPECT_NE(w.stdout_data.find("rc=2"), std::string::npos) << path << ": " << w.stdout_data;
+  }
+  // The binds are nosuid, and the root (the overlay over the base) read-only.
+  auto mounts = sh(*env,
+                   "grep -E ' /(opt/sandgate-test/tool|usr/share/sandgate-data) ' /proc/mounts | "
+                   "grep -c 'ro,nosuid,nodev'; awk '$2 == \"/\" {print $4}' /proc/mounts");
+  EXPECT_EQ(mounts.stdout_data.substr(0, 2), "2\n") << mounts.stdout_data;
+  EXPECT_EQ(mounts.stdout_data.substr(2, 3), "ro,") << mounts.stdout_data;
+  // The secret: the sandbox user's alone, read-only, where SANDGATE_SECRETS_DIR says.
+  auto secret = sh(*env,
+                   "cat $SANDGATE_SECRETS_DIR/TOKEN; echo; stat -c '%a %U' /run/secrets "
+                   "/run/secrets/TOKEN; ls /run/secrets; (echo x > /run/secrets/TOKEN) 2>&1");
+  EXPECT_EQ(secret.stdout_data.rfind("s3cret\n500 sandbox\n400 sandbox\nTOKEN\n", 0), 0u)
+      << secret.stdout_data << secret.stderr_data;
+  EXPECT_NE(secret.stdout_data.find("/run/secrets/TOKEN: Read-only file system"), std::string::npos)
+      << secret.stdout_data;
+  // The host's sources are as they were.
+  EXPECT_EQ(*read_file(file), "tool contents\n");
+  EXPECT_EQ(count_entries(dir), 2u);
+
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "images and run directory left";
+  auto host_mounts = read_file("/proc/self/mountinfo", 1 << 22);
+  ASSERT_TRUE(host_mounts.ok());
+  EXPECT_EQ(host_mounts->find(secrets_dir), std::string::npos) << "the secrets' tmpfs is left";
+  // TearDown checks that no record and no run directory is left.
+}
+
+TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilledAndUnmountsItsSecrets) {
   SANDGATE_REQUIRE_ROOT();
   SANDGATE_REQUIRE(ready(), why_not());
   // A child process makes the VM and dies by SIGKILL: its QEMU and run are left for gc.
@@ -248,7 +346,12 @@ TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilled) {
   if (child == 0) {
     report.read.reset();
     providers::MicrovmProvider p(options_);
-    auto env = p.create_vm({});
+    // With a secret and a read-only bind: gc must unmount the secrets' tmpfs and remove the
+    // images with the run directory.
+    providers::EnvSpec spec;
+    spec.secrets = {{"TOKEN", "s3cret"}};
+    spec.readonly_mounts = {{SANDGATE_SUPERVISOR_BIN, "/opt/sandgate-test/bin"}};
+    auto env = p.create_vm(spec);
     pid_t qemu = env.ok() ? (*env)->qemu_pid() : -1;
     (void)!::write(report.write.get(), &qemu, sizeof qemu);
     ::kill(::getpid(), SIGKILL);
@@ -267,6 +370,10 @@ TEST_F(MicrovmTest, GcKillsAQemuWhoseOwnerWasKilled) {
   EXPECT_EQ(gc.runs_removed, 1);
   for (int i = 0; i < 100 && process_exists(qemu); ++i) ::usleep(20000);
   EXPECT_FALSE(process_exists(qemu));
+  auto host_mounts = read_file("/proc/self/mountinfo", 1 << 22);
+  ASSERT_TRUE(host_mounts.ok());
+  EXPECT_EQ(host_mounts->find(options_.paths.work_dir), std::string::npos)
+      << "a mount of the run is left (the secrets' tmpfs)";
 }
 
 }  // namespace
