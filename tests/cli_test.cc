@@ -1046,7 +1046,10 @@ TEST_F(CliTest, GcAfterKillNineLeavesNoLoopDeviceMountOrImage) {
   SANDGATE_REQUIRE_ROOT();
   crash_then_gc({"--provider", "namespaces", "--workspace-size", "64MiB", "--", "sh", "-c",
                  "touch /workspace/started; sleep 60"},
-                "started");
+                "started", {}, [](const std::string& run_dir) {
+                  // Otherwise the checks after gc prove nothing.
+                  ASSERT_EQ(loop_devices_under(run_dir + "/workspace.img").size(), 1u);
+                });
   EXPECT_EQ(loop_devices_under(options_.paths.work_dir), std::vector<std::string>{});
   auto mounts = read_file("/proc/self/mountinfo");
   ASSERT_TRUE(mounts.ok());
