@@ -68,6 +68,8 @@ TEST(Protocol, RefusalsNameTheOpAndTheField) {
               HasSubstr("\"export_force\" must be true or false, got"));
   EXPECT_THAT(refuse(R"({"op":"create","provider":"x","recipe_mode":"cow"})"),
               HasSubstr("\"recipe_mode\" must be \"auto\", \"overlay\" or \"copy\", got \"cow\""));
+  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","workspace_size":"lots"})"),
+              HasSubstr("\"workspace_size\": "));
   EXPECT_THAT(refuse(R"({"op":"create","provider":"x","secrets":["TOKEN=/f"]})"),
               HasSubstr("\"secrets\" must be an object of strings ({\"NAME\": \"FILE\"}), got"));
 }
@@ -76,9 +78,11 @@ TEST(Protocol, TheRunContractRoundTrips) {
   CreateRequest c;
   c.provider = "namespaces";
   c.recipe_mode = "overlay";
+  c.workspace_size = "2GiB";
   c.secrets = {{"TOKEN", "/run/user/token"}, {"A", "/a"}};
   auto cb = std::get<CreateRequest>(parse_request(to_json(Request{Json(1), c})).value().body);
   EXPECT_EQ(cb.recipe_mode, "overlay");
+  EXPECT_EQ(cb.workspace_size, "2GiB");
   EXPECT_EQ(cb.secrets.size(), 2u);
   DestroyRequest d{"r1", "agent/fix", true, "/tmp/out"};
   auto db = std::get<DestroyRequest>(parse_request(to_json(Request{Json(2), d})).value().body);
