@@ -622,6 +622,40 @@ TEST_F(WorkspaceFilesystemTest, WritingPastTheSizeIsEnospcAndTheHostDiskIsUntouc
   EXPECT_LT(dropped, 64LL << 20) << "the host's free space dropped by " << dropped;
 }
 
+// auto mode where no copy-on-write view is possible (a recipe directory of another owner):
+// the attempt's layers go with a fresh filesystem, and the copy shows none of them; the first
+// filesystem's loop device is detached, one device is left for the run.
+TEST_F(WorkspaceFilesystemTest, AFailedViewFallsBackToACopyOnAFreshFilesystem) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string rec = recipe();
+  ASSERT_EQ(::chown((rec + "/src").c_str(), 4242, 4242), 0);
+  providers::EnvSpec spec;
+  spec.workspace_recipe = rec;
+  spec.workspace_size = 32 << 20;
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  EXPECT_EQ(env->workspace_info().kind, "copy");
+  EXPECT_NE(env->workspace_info().note.find("no copy-on-write view"), std::string::npos)
+      << env->workspace_info().note;
+  auto r = sh(*env, "ls -A /workspace; cat /workspace/src/main.c");
+  EXPECT_EQ(r.stdout_data, "src\nint main(){return 0;}\n") << r.stderr_data;
+  std::string image = options_.paths.work_dir + "/" + env->run_id() + "/workspace.img";
+  int devices = 0;
+  for (int i = 0; i < 300; ++i) {
+    devices = 0;
+    for (const auto& l : loop_backing_files()) devices += l.find(image) != std::string::npos;
+    if (devices <= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(devices, 1);
+  auto record = read_file(options_.paths.state_dir + "/runs/" + env->run_id() + ".json");
+  ASSERT_TRUE(record.ok());
+  size_t loops = 0;
+  for (size_t at = 0; (at = record->find("\"loop_device\"", at)) != std::string::npos; ++at)
+    ++loops;
+  EXPECT_EQ(loops, 1u) << *record;
+}
+
 // destroy leaves no loop device backed by the run's image, no mount, no image; a size out of
 // range and a provider without the option are refused by name, leaving nothing.
 TEST_F(WorkspaceFilesystemTest, DestroyLeavesNoLoopDeviceMountOrImage) {

@@ -17,7 +17,8 @@ Request round_trip(const Request& r) {
 }
 
 TEST(Protocol, EveryRequestSurvivesTheWire) {
-  CreateRequest c{"namespaces", "/src", {"TERM", "A=b"}, "batch", std::chrono::minutes(30), {"/data:/opt/data"}};
+  CreateRequest c{"namespaces",       "/src", {"TERM", "A=b"}, "batch", std::chrono::minutes(30),
+                  {"/data:/opt/data"}};
   auto back = round_trip({Json(1), c});
   EXPECT_EQ(back.id, 1);
   auto& cb = std::get<CreateRequest>(back.body);
@@ -39,7 +40,8 @@ TEST(Protocol, EveryRequestSurvivesTheWire) {
   EXPECT_FALSE(std::get<ExecRequest>(round_trip({Json(), inferred}).body).intent.has_value());
 
   EXPECT_EQ(std::get<DestroyRequest>(round_trip({Json(), DestroyRequest{"r1"}}).body).env, "r1");
-  for (RequestBody b : {RequestBody(ListRequest{}), RequestBody(ProvidersRequest{}), RequestBody(PolicyRequest{})})
+  for (RequestBody b :
+       {RequestBody(ListRequest{}), RequestBody(ProvidersRequest{}), RequestBody(PolicyRequest{})})
     EXPECT_EQ(op_name(round_trip({Json(), b}).body), op_name(b));
   EXPECT_EQ(target_env(e), "r1");
   EXPECT_EQ(target_env(c), "");
@@ -55,8 +57,10 @@ TEST(Protocol, RefusalsNameTheOpAndTheField) {
   EXPECT_THAT(refuse(R"({"op":3})"), HasSubstr("\"op\" must be a string, got 3"));
   EXPECT_THAT(refuse(R"({"op":"bake"})"), HasSubstr("unknown op 'bake'"));
   EXPECT_THAT(refuse(R"({"op":"create"})"), HasSubstr("create: missing \"provider\""));
-  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","timeout":"soon"})"), HasSubstr("create: \"timeout\""));
-  EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":[]})"), HasSubstr("exec: \"argv\" must name a command"));
+  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","timeout":"soon"})"),
+              HasSubstr("create: \"timeout\""));
+  EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":[]})"),
+              HasSubstr("exec: \"argv\" must name a command"));
   EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":["a",2]})"), HasSubstr("got 2"));
   EXPECT_THAT(
       refuse(R"({"op":"destroy","env":"e","force":true})"),
