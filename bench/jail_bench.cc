@@ -9,6 +9,10 @@
 //   BM_NamespacesNoLandlockCreateExecDestroy, BM_NamespacesNoLandlockExecOnly
 //                                   the same two without the Landlock layer (the no_landlock
 //                                   weakening): the baseline of Landlock's own cost
+//   BM_NamespacesWorkspaceFsCreateExecDestroy
+//                                   the subject with --workspace-size 1GiB (an ext4 image on a
+//                                   loop device per run): the cost of the workspace filesystem,
+//                                   as a ratio to BM_NamespacesCreateExecDestroy
 //
 // The goal the subject is held to: no slower than bubblewrap while also applying seccomp, a
 // generated /etc, a workspace and the run record. After the run, the medians and the ratios
@@ -199,6 +203,12 @@ void BM_NamespacesNoLandlockExecOnly(benchmark::State& state) {
   exec_only(state, without_landlock());
 }
 
+void BM_NamespacesWorkspaceFsCreateExecDestroy(benchmark::State& state) {
+  EnvSpec spec;
+  spec.workspace_size = uint64_t{1} << 30;
+  create_exec_destroy(state, "namespaces", spec);
+}
+
 void BM_HostDirCreateExecDestroy(benchmark::State& state) {
   create_exec_destroy(state, "host_dir");
 }
@@ -216,6 +226,7 @@ BENCHMARK(BM_NamespacesExecOnly)->Apply(configure);
 BENCHMARK(BM_HostDirCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesNoLandlockCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesNoLandlockExecOnly)->Apply(configure);
+BENCHMARK(BM_NamespacesWorkspaceFsCreateExecDestroy)->Apply(configure);
 
 // The summary: the medians and the ratios namespaces/bwrap and namespaces/bare, from the same
 // run's results. Returns false if a benchmark failed (so the binary exits non-zero: never pass
@@ -227,7 +238,8 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
                          "BM_NamespacesExecOnly",
                          "BM_HostDirCreateExecDestroy",
                          "BM_NamespacesNoLandlockCreateExecDestroy",
-                         "BM_NamespacesNoLandlockExecOnly"};
+                         "BM_NamespacesNoLandlockExecOnly",
+                         "BM_NamespacesWorkspaceFsCreateExecDestroy"};
   char line[256];
   out << "\njail_bench summary (median real time per iteration, this run)\n";
   for (const char* n : names) {
@@ -258,6 +270,8 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
         "BM_NamespacesNoLandlockCreateExecDestroy");
   ratio("landlock/no landlock (exec only)", "BM_NamespacesExecOnly",
         "BM_NamespacesNoLandlockExecOnly");
+  ratio("workspace fs/host dir (create+exec+destroy)", "BM_NamespacesWorkspaceFsCreateExecDestroy",
+        "BM_NamespacesCreateExecDestroy");
   auto ns = runs.median_ms("BM_NamespacesCreateExecDestroy"), bw = runs.median_ms("BM_Bwrap");
   if (ns && bw && !runs.failed("BM_NamespacesCreateExecDestroy") && !runs.failed("BM_Bwrap"))
     out << "goal (namespaces no slower than bwrap): " << (*ns <= *bw ? "met" : "NOT met") << "\n";

@@ -36,6 +36,7 @@ struct ProbeArgs {
   std::string net = "none";             // --net none|allowlist
   std::vector<std::string> allow;       // --allow (default with allowlist: the lab's registry)
   std::vector<std::string> base_paths;  // --base-path: every run's read-only base narrowed
+  std::string workspace_size;           // --workspace-size (namespaces): "" is off
 };
 
 void print_table(const probes::ProviderRun& run) {
@@ -43,6 +44,8 @@ void print_table(const probes::ProviderRun& run) {
   for (auto w : run.weakenings) name += " +" + providers::to_string(w);
   if (!run.egress_allow.empty()) name += " --net allowlist (" + join(run.egress_allow, ", ") + ")";
   if (!run.base_paths.empty()) name += " --base-path (" + join(run.base_paths, ", ") + ")";
+  if (run.workspace_size != 0)
+    name += " --workspace-size " + format_bytes(Bytes{run.workspace_size});
   std::cout << "provider " << name << "\n";
   // Grouped by boundary; one set of widths for all the groups, so they line up.
   TextTable table({{"probe"}, {"verdict"}, {"layer"}, {"why", TextTable::Align::kLeft, 90}},
@@ -127,6 +130,11 @@ int run_probe(Globals& g, const ProbeArgs& a) {
   auto base = base_paths_arg({}, a.base_paths);
   if (!base.ok()) return fail(base.error());
   so.base_paths = std::move(base).value();
+  if (!a.workspace_size.empty()) {
+    auto size = parse_bytes(a.workspace_size);
+    if (!size.ok()) return fail(std::move(size).error().context_add("--workspace-size"));
+    so.workspace_size = size->value;
+  }
   so.progress = progress.reporter("sandgate probe");
   // The third witness where the kernel allows it (judge.h, kernel_crossings); where it does
   // not, the verdicts rest on two witnesses and the log says why.
@@ -303,6 +311,9 @@ void add_probe_command(CLI::App& app, Globals& g) {
                   "podman: every run's root from this local image (checked with `podman image\n"
                   "exists`; no registry is contacted) instead of the assembled read-only base");
   add_base_path_option(sub, a->base_paths);
+  sub->add_option("--workspace-size", a->workspace_size,
+                  "SIZE: the namespaces provider's runs get their workspace on a filesystem of\n"
+                  "their own of SIZE (as `exec --workspace-size`); other providers run as before");
   sub->callback([&g, a] { g.exit_code = run_probe(g, *a); });
 }
 

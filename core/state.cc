@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/loop.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,6 +41,7 @@ std::string to_string(Resource::Kind k) {
     case Resource::Kind::kContainer: return "container";
     case Resource::Kind::kIdRange: return "id_range";
     case Resource::Kind::kMarkedFile: return "marked_file";
+    case Resource::Kind::kLoopDevice: return "loop_device";
   }
   return "unknown";
 }
@@ -49,7 +52,8 @@ Json to_json(const Resource& r) {
     j["pid"] = r.pid;
     j["start_time"] = r.start_time;
   }
-  if (r.kind == Resource::Kind::kIdRange || r.kind == Resource::Kind::kMarkedFile)
+  if (r.kind == Resource::Kind::kIdRange || r.kind == Resource::Kind::kMarkedFile ||
+      r.kind == Resource::Kind::kLoopDevice)
     j["owner"] = r.owner;
   return j;
 }
@@ -67,6 +71,7 @@ Result<Resource> resource_from_json(const Json& j) {
     else if (kind == "container") r.kind = Resource::Kind::kContainer;
     else if (kind == "id_range") r.kind = Resource::Kind::kIdRange;
     else if (kind == "marked_file") r.kind = Resource::Kind::kMarkedFile;
+    else if (kind == "loop_device") r.kind = Resource::Kind::kLoopDevice;
     else return logic_error("read run record", "unknown resource kind '" + kind + "'");
     r.path = j.value("path", "");
     r.pid = j.value("pid", 0);
@@ -76,6 +81,30 @@ Result<Resource> resource_from_json(const Json& j) {
     return logic_error("read run record", e.what());
   }
   return r;
+}
+
+Status detach_loop_device(const HostPaths& paths, const std::string& device,
+                          const std::string& image) {
+  auto slash = device.rfind('/');
+  std::string name = device.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (name.size() <= 4 || name.compare(0, 4, "loop") != 0 ||
+      name.find_first_not_of("0123456789", 4) != std::string::npos || image.empty())
+    return logic_error("detach loop device", "not a loop device with its image", device);
+  // What the kernel says backs the device now; no file: the device is free (or gone).
+  auto backing = read_file(paths.sys + "/block/" + name + "/loop/backing_file");
+  if (!backing.ok()) return {};
+  std::string file = *backing;
+  while (!file.empty() && file.back() == '\n') file.pop_back();
+  // d_path marks an unlinked file (the run directory went first after a crash).
+  const std::string deleted = " (deleted)";
+  if (file != image && file != image + deleted) return {};
+  UniqueFd fd(::open(device.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return errno == ENOENT || errno == ENXIO ? Status{} : sys_error("open", device);
+  // ENXIO: detached meanwhile (autoclear at the last close). A busy device is marked autoclear
+  // and the call succeeds (drivers/block/loop.c loop_clr_fd).
+  if (::ioctl(fd.get(), LOOP_CLR_FD, 0) != 0 && errno != ENXIO)
+    return sys_error("LOOP_CLR_FD", device);
+  return {};
 }
 
 Status remove_marked_file(const std::string& path, const std::string& marker) {
@@ -110,16 +139,18 @@ int release_order(Resource::Kind k) {
     case Resource::Kind::kContainer: return -1;
     case Resource::Kind::kProcess: return 0;
     case Resource::Kind::kMount: return 1;
-    case Resource::Kind::kNetns: return 2;
-    case Resource::Kind::kCgroup: return 3;
-    case Resource::Kind::kCgroupParent: return 4;
+    // After the mounts on it, before the directory that holds its image.
+    case Resource::Kind::kLoopDevice: return 2;
+    case Resource::Kind::kNetns: return 3;
+    case Resource::Kind::kCgroup: return 4;
+    case Resource::Kind::kCgroupParent: return 5;
     case Resource::Kind::kDirectory:
-    case Resource::Kind::kMarkedFile: return 5;
+    case Resource::Kind::kMarkedFile: return 6;
     // Last: the ids may be given to another run only once nothing of this one holds them.
     case Resource::Kind::kIdRange:
-      return 6;
+      return 7;
   }
-  return 5;
+  return 6;
 }
 
 // A zombie has finished dying: only its parent's wait is missing, and that parent is gone or
@@ -301,6 +332,7 @@ Status release_resources(const HostPaths& paths, std::vector<Resource> resources
         break;
       case Resource::Kind::kDirectory: note(remove_tree(r.path)); break;
       case Resource::Kind::kMarkedFile: note(remove_marked_file(r.path, r.owner)); break;
+      case Resource::Kind::kLoopDevice: note(detach_loop_device(paths, r.path, r.owner)); break;
       case Resource::Kind::kIdRange:
         // Only after everything else went: a process or file left would keep the ids in use.
         if (first.ok()) note(release_id_range(r.path, r.owner));

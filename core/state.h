@@ -36,6 +36,10 @@ struct Resource {
   // the host's /usr); `owner` is the marker its content carries. Removed only while it is
   // still a regular file (never a symlink) carrying that marker, so a record can never make
   // gc remove a host file sandgate did not write.
+  // kLoopDevice: a loop device (`path`, /dev/loopN) sandgate attached to the image file
+  // `owner` (a run's workspace filesystem, providers/workspace.h). Detached only while the
+  // kernel still names that image as its backing file, so a record can never detach a device
+  // another user attached since.
   enum class Kind {
     kDirectory,
     kProcess,
@@ -45,13 +49,15 @@ struct Resource {
     kNetns,
     kContainer,
     kIdRange,
-    kMarkedFile
+    kMarkedFile,
+    kLoopDevice
   };
   Kind kind = Kind::kDirectory;
   std::string path;                   // directory, mount point, cgroup dir, netns file, container
   pid_t pid = 0;                      // kProcess
   unsigned long long start_time = 0;  // kProcess: /proc/<pid>/stat field 22
-  std::string owner;                  // kIdRange: the run id the lock names; kMarkedFile: marker
+  std::string owner;                  // kIdRange: the run id the lock names; kMarkedFile: marker;
+                                      // kLoopDevice: the backing image's path
 
   bool operator==(const Resource&) const = default;
 };
@@ -60,11 +66,17 @@ std::string to_string(Resource::Kind k);
 // Removes a kMarkedFile: gone already is fine; a file that is not a regular file or does not
 // carry `marker` in its first 64 KiB is left alone, and that is an error (the record is kept).
 Status remove_marked_file(const std::string& path, const std::string& marker);
+// Detaches a kLoopDevice: a device that is free, gone, or backed by another file than `image`
+// (<sys>/block/loopN/loop/backing_file) is left alone, and that is not an error. A device still
+// in use is marked autoclear (LOOP_CLR_FD on a busy device): the kernel detaches it at its
+// last close.
+Status detach_loop_device(const HostPaths& paths, const std::string& device,
+                          const std::string& image);
 Json to_json(const Resource& r);
 Result<Resource> resource_from_json(const Json& j);
 
 // Undoes resources, most intrusive first: containers, processes, mounts, namespaces, cgroups,
-// directories and marked files, id ranges.
+// loop devices, directories and marked files, id ranges.
 // Keeps going after a failure and returns the first one.
 Status release_resources(const HostPaths& paths, std::vector<Resource> resources);
 
@@ -103,7 +115,7 @@ class RunState {
 
 struct GcReport {
   int runs_seen = 0;
-  int runs_live = 0;       // owner still running: left alone
+  int runs_live = 0;  // owner still running: left alone
   int runs_removed = 0;
   int orphans_removed = 0;      // run directories with no record (after a power loss)
   int id_ranges_reclaimed = 0;  // id range locks of owners that died before recording them

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <linux/loop.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -96,6 +98,7 @@ TEST(ResourceJson, RoundTripsEveryKind) {
       {Resource::Kind::kCgroup, "/sys/fs/cgroup/sandgate/r1", 0, 0},
       {Resource::Kind::kNetns, "/run/netns/sg-r1", 0, 0},
       {Resource::Kind::kMarkedFile, "/usr/sandgate-base-canary-m1", 0, 0, "m1"},
+      {Resource::Kind::kLoopDevice, "/dev/loop7", 0, 0, "/var/tmp/sandgate/r1/workspace.img"},
   };
   for (const auto& r : all) {
     Json j = to_json(r);
@@ -223,6 +226,78 @@ TEST_F(StateTest, ReleaseResourcesOfMissingThingsIsSuccess) {
                                  {Resource::Kind::kCgroup, paths_.work_dir + "/gone-cgroup", 0, 0},
                                  {Resource::Kind::kProcess, "", dead_pid(), 1}});
   EXPECT_TRUE(s.ok()) << s.error().message();
+}
+
+// A loop device record is acted on only while the kernel names the run's image as the
+// device's backing file (a fake /sys here): a free device, or one another user attached since
+// the record was written, is left alone; a name that is not a loop device is refused.
+TEST_F(StateTest, LoopDeviceIsDetachedOnlyWhileBackedByTheRunsImage) {
+  HostPaths fake = paths_;
+  fake.sys = tmp_ / "sys";
+  ASSERT_TRUE(make_dirs(fake.sys + "/block/loop5/loop").ok());
+  ASSERT_TRUE(make_dirs(fake.sys + "/block/loop6").ok());
+  ASSERT_TRUE(write_file(fake.sys + "/block/loop5/loop/backing_file", "/somebody/else.img\n",
+                         O_WRONLY | O_CREAT)
+                  .ok());
+  // Another user's image: untouched (a real detach would need the device node, and fail).
+  EXPECT_TRUE(detach_loop_device(fake, tmp_ / "no-dev/loop5", "/var/tmp/r1/workspace.img").ok());
+  // A free device (no backing_file).
+  EXPECT_TRUE(detach_loop_device(fake, tmp_ / "no-dev/loop6", "/var/tmp/r1/workspace.img").ok());
+  auto bad = detach_loop_device(fake, "/dev/sda", "/var/tmp/r1/workspace.img");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message(), HasSubstr("not a loop device"));
+  EXPECT_FALSE(detach_loop_device(fake, "/dev/loop5", "").ok());
+  // The run's image, by the name d_path gives it once unlinked: acted on (the device node
+  // does not exist here: that is a device gone, not an error).
+  ASSERT_TRUE(write_file(fake.sys + "/block/loop5/loop/backing_file",
+                         "/var/tmp/r1/workspace.img (deleted)\n", O_WRONLY | O_TRUNC)
+                  .ok());
+  EXPECT_TRUE(detach_loop_device(fake, tmp_ / "no-dev/loop5", "/var/tmp/r1/workspace.img").ok());
+}
+
+// The real kernel: a device attached without autoclear (as a crash between LOOP_CONFIGURE and
+// anything else could leave one if autoclear were not set) is detached by release_resources,
+// before the directory holding its image is removed.
+TEST_F(StateTest, ReleaseResourcesDetachesALoopDeviceBeforeRemovingItsImage) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string dir = paths_.work_dir + "/r-loop";
+  std::string image = dir + "/workspace.img";
+  ASSERT_TRUE(make_dirs(dir).ok());
+  {
+    UniqueFd f(::open(image.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    ASSERT_TRUE(f);
+    ASSERT_EQ(::ftruncate(f.get(), 1 << 20), 0);
+  }
+  UniqueFd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(control) << strerror(errno);
+  int n = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
+  ASSERT_GE(n, 0) << strerror(errno);
+  std::string device = "/dev/loop" + std::to_string(n);
+  std::string backing = "/sys/block/loop" + std::to_string(n) + "/loop/backing_file";
+  {
+    UniqueFd loop(::open(device.c_str(), O_RDWR | O_CLOEXEC));
+    UniqueFd file(::open(image.c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_TRUE(loop && file);
+    struct loop_config config = {};
+    config.fd = static_cast<uint32_t>(file.get());
+    ASSERT_EQ(::ioctl(loop.get(), LOOP_CONFIGURE, &config), 0) << strerror(errno);
+  }
+  Defer detach_anyway([&] {
+    UniqueFd loop(::open(device.c_str(), O_RDONLY | O_CLOEXEC));
+    if (loop) ::ioctl(loop.get(), LOOP_CLR_FD, 0);
+  });
+  auto attached = read_file(backing);
+  ASSERT_TRUE(attached.ok() && attached->find(image) != std::string::npos);
+  Status s = release_resources(paths_, {{Resource::Kind::kDirectory, dir},
+                                        {Resource::Kind::kLoopDevice, device, 0, 0, image}});
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_FALSE(exists(dir));
+  bool detached = false;
+  for (int i = 0; i < 300 && !detached; ++i) {
+    detached = !read_file(backing).ok();
+    if (!detached) ::usleep(10000);
+  }
+  EXPECT_TRUE(detached) << device << " is still attached";
 }
 
 // --- collect_garbage ---
@@ -464,7 +539,6 @@ TEST(NewRunId, UniqueAndLowercaseAlphanumeric) {
     EXPECT_TRUE(seen.insert(id).second) << "duplicate id " << id << " after " << i << " calls";
   }
 }
-
 
 TEST_F(StateTest, SharedCgroupParentIsRemovedOnlyWhenEmpty) {
   // A shared parent (sandgate's root, a tenant) in use by another run stays, and that is not

@@ -168,8 +168,8 @@ std::vector<ProbePlan> make_plans() {
   }
   plans.push_back(witnessed("disclosure.mountinfo_host_path", Witness::kHostView));
   plans.back().only_hidden_by =
-      "a per-run filesystem for the workspace (a loop-mounted image; not built yet), or a "
-      "separate kernel";
+      "a per-run filesystem for the workspace (a loop-mounted image: --workspace-size, "
+      "namespaces), or a separate kernel";
   plans.push_back(witnessed("crossrun.load_side_channel", Witness::kSelf));
   plans.back().only_hidden_by = kSeparateKernel;
   // A canary in each directory the default base binds: the default base is the host's whole

@@ -207,6 +207,7 @@ Json ProviderRun::to_json() const {
   j["weakenings"] = w;
   if (!egress_allow.empty()) j["network"] = {{"mode", "allowlist"}, {"allow", egress_allow}};
   if (!base_paths.empty()) j["base_paths"] = base_paths;
+  if (workspace_size != 0) j["workspace_size"] = workspace_size;
   Json list = Json::array();
   for (const auto& v : judgements) list.push_back(v.to_json());
   j["judgements"] = list;
@@ -337,6 +338,7 @@ class Suite::Context {
   Context(Suite& s, providers::Provider& p, const std::vector<providers::Weakening>& w)
       : s_(s), provider_(p), weakenings_(w), facts_(ProviderFacts::of(p.info())) {
     jailed_ = !p.info().unsafe;
+    provider_name_ = p.name();
     probe_ = jailed_ ? kProbeInside : s.options_.probe_binary;
     if (!s.options_.egress_allow.empty() && p.capabilities().count(Capability::kNetEgressPolicy))
       facts_.egress_allow = s.options_.egress_allow;
@@ -365,6 +367,8 @@ class Suite::Context {
     // The narrowed base where the provider has one to narrow (host_dir has none: it would
     // refuse the spec).
     if (jailed_) spec.base_paths = s_.options_.base_paths;
+    // The one provider that has a workspace filesystem (the others refuse the option).
+    if (provider_name_ == "namespaces") spec.workspace_size = s_.options_.workspace_size;
     // Every run carries a secret whose value carries the marker: the creds probes that read
     // /proc/*/environ and cmdline find it if it leaks there, crossrun.secret and
     // persist.secret look for another run's copy.
@@ -732,6 +736,7 @@ class Suite::Context {
   std::vector<providers::Weakening> weakenings_;
   ProviderFacts facts_;
   bool jailed_ = true;
+  std::string provider_name_;
   std::string probe_;
   // The last call's kernel account (SuiteOptions::tracer) and the probes that call ran.
   std::optional<TracedActivity> traced_;
@@ -893,6 +898,7 @@ Result<ProviderRun> Suite::run(providers::Provider& provider,
   if (provider.capabilities().count(Capability::kNetEgressPolicy))
     for (const auto& r : options_.egress_allow) out.egress_allow.push_back(r.text);
   if (!provider.info().unsafe) out.base_paths = options_.base_paths;
+  if (provider.name() == "namespaces") out.workspace_size = options_.workspace_size;
   Context ctx(*this, provider, weakenings);
   auto st = ctx.run(out);
   // Whatever the probes planted on the host (an unsafe or weakened provider lets them).

@@ -63,6 +63,9 @@ struct SuiteOptions {
   // exposed on the default base carries a known limit (what a narrowed base hides); on a
   // narrowed one it counts in full.
   std::vector<std::string> base_paths;
+  // Non-zero: the namespaces provider's runs get a workspace filesystem of this size
+  // (EnvSpec::workspace_size, `probe --workspace-size`); other providers run as before.
+  uint64_t workspace_size = 0;
   // One line per step ("lab: ...", "namespaces: net (2/7)"), for stderr; called only on the
   // thread that calls create() and run().
   std::function<void(const std::string&)> progress;
@@ -75,6 +78,7 @@ struct ProviderRun {
   std::vector<providers::Weakening> weakenings;
   std::vector<std::string> egress_allow;  // the allowlist it ran with (texts); empty: --net none
   std::vector<std::string> base_paths;    // the narrowed base it ran with; empty: the default
+  uint64_t workspace_size = 0;            // its workspace filesystem's size; 0: none
   std::vector<Judgement> judgements;
   Duration wall{0};
 

@@ -298,6 +298,11 @@ Result<std::unique_ptr<Environment>> ExternalProvider::create(const EnvSpec& spe
                        info_.name +
                            ": an external provider makes its own root; --base-path is "
                            "for namespaces and podman");
+  if (spec.workspace_size != 0)
+    return logic_error("create environment",
+                       info_.name +
+                           ": an external provider makes its own workspace; --workspace-size "
+                           "is for namespaces");
   if (!spec.weakenings.empty())
     return logic_error("create environment",
                        "test-only weakenings apply to the namespaces provider alone");

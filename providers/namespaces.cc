@@ -122,6 +122,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
   recipe.workspace_inside = "/workspace";
   recipe.secrets_inside = "/run/secrets";
   recipe.supervisor_exe = options_.supervisor_exe;
+  recipe.workspace_filesystem = true;  // the jail binds layout.workspace
   recipe.configure = [&](const RunLayout& layout) -> Result<SupervisorConfig> {
     SupervisorConfig c;
     c.isolate = true;

@@ -1,6 +1,7 @@
 // The namespace jail's own behaviour (its isolation twins are in tests/isolation_test.cc).
 #include "providers/namespaces.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/nsfs.h>
@@ -8,10 +9,12 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/defer.h"
 #include "core/fd.h"
@@ -39,7 +42,8 @@ TEST_F(NamespacesTest, RecipeIsCopiedAndOwnedByTheSandboxUser) {
   spec.workspace_recipe = recipe;
   auto env = make_env(*ns_, spec);
   ASSERT_TRUE(env);
-  auto r = sh(*env, "stat -c '%U %a' /workspace /workspace/src/main.c; echo new > /workspace/src/new");
+  auto r =
+      sh(*env, "stat -c '%U %a' /workspace /workspace/src/main.c; echo new > /workspace/src/new");
   EXPECT_EQ(r.stdout_data, "sandbox 700\nsandbox 644\n") << r.stderr_data;
   // The recipe itself is untouched by what the run writes.
   EXPECT_NE(::access((recipe + "/src/new").c_str(), F_OK), 0);
@@ -105,7 +109,8 @@ TEST_F(NamespacesTest, CallCannotLowerItsOomPriority) {
               "cat /proc/self/oom_score_adj;"
               "echo 0 > /proc/self/oom_score_adj && echo lowered;"
               "echo -17 > /proc/self/oom_adj && echo lowered-legacy;"
-              "sh -c 'cat /proc/self/oom_score_adj; echo 0 > /proc/self/oom_score_adj && echo child-lowered';"
+              "sh -c 'cat /proc/self/oom_score_adj; echo 0 > /proc/self/oom_score_adj && echo "
+              "child-lowered';"
               "echo w > /workspace/f && echo w > /tmp/f && echo w > /dev/null && echo writes-ok");
   EXPECT_EQ(r.stdout_data, "1000\n1000\nwrites-ok\n") << r.stderr_data;
   EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
@@ -138,7 +143,9 @@ TEST_F(NamespacesTest, SupervisorThatCannotStartNamesTheStep) {
   ASSERT_FALSE(env.ok());
   std::string m = env.error().message();
   // EACCES or ENOEXEC, depending on the file's mode: the step and the errno are what count.
-  EXPECT_TRUE(m.starts_with("execveat the supervisor binary: ") && m.find(" (E") != std::string::npos) << m;
+  EXPECT_TRUE(m.starts_with("execveat the supervisor binary: ") &&
+              m.find(" (E") != std::string::npos)
+      << m;
   EXPECT_EQ(m.find("exit 12"), std::string::npos) << m;
 }
 
@@ -243,7 +250,8 @@ TEST_F(NamespacesTest, CallsAreParkedUntilPlacedInTheirCgroup) {
   ASSERT_TRUE(r.ok()) << r.error().message();
   // Its first instruction already ran in the cgroup (the path is as the run's cgroup
   // namespace shows it, so only its last component is checked).
-  EXPECT_NE(r->stdout_data.find("sandgate-test-" + std::to_string(::getpid()) + "\n"), std::string::npos)
+  EXPECT_NE(r->stdout_data.find("sandgate-test-" + std::to_string(::getpid()) + "\n"),
+            std::string::npos)
       << r->stdout_data;
   // A placement that cannot be written is an error, and the parked call does not run.
   call.argv = {"sh", "-c", "touch /workspace/ran"};
@@ -270,7 +278,8 @@ TEST_F(NamespacesTest, SupervisorIsPlacedAndTheCgroupNamespaceRootedThere) {
   ASSERT_NE(supervised, nullptr);
   auto procs = read_file(cg + "/cgroup.procs");
   ASSERT_TRUE(procs.ok());
-  EXPECT_NE(procs->find(std::to_string(supervised->supervisor_pid()) + "\n"), std::string::npos) << *procs;
+  EXPECT_NE(procs->find(std::to_string(supervised->supervisor_pid()) + "\n"), std::string::npos)
+      << *procs;
   // Inside, the run's cgroup is the root of its cgroup namespace: no host path shows.
   EXPECT_EQ(sh(*env, "grep '^0::' /proc/1/cgroup").stdout_data, "0::/\n");
   ASSERT_TRUE(env->destroy().ok());
@@ -295,7 +304,9 @@ TEST_F(NamespacesTest, StreamsOutputAsItArrives) {
   std::string streamed;
   providers::Call call;
   call.argv = {"sh", "-c", "echo one; echo two >&2"};
-  call.on_output = [&](int stream, std::string_view d) { streamed += std::to_string(stream) + std::string(d); };
+  call.on_output = [&](int stream, std::string_view d) {
+    streamed += std::to_string(stream) + std::string(d);
+  };
   auto r = env->exec(call, {});
   ASSERT_TRUE(r.ok());
   EXPECT_NE(streamed.find("1one\n"), std::string::npos);
@@ -309,8 +320,14 @@ TEST_F(NamespacesTest, CaptureLimitNeverSplitsACharacter) {
   providers::Call call;
   // "ab" then a two-byte "é" and a four-byte emoji: limits 3 and 8 fall inside them.
   call.argv = {"printf", "ab\\303\\251cd\\360\\237\\230\\200"};
-  for (auto [limit, kept] : {std::pair<size_t, std::string>{3, "ab"}, {4, "ab\xC3\xA9"},
-                             {8, "ab\xC3\xA9" "cd"}, {10, "ab\xC3\xA9" "cd\xF0\x9F\x98\x80"}}) {
+  for (auto [limit, kept] : {std::pair<size_t, std::string>{3, "ab"},
+                             {4, "ab\xC3\xA9"},
+                             {8,
+                              "ab\xC3\xA9"
+                              "cd"},
+                             {10,
+                              "ab\xC3\xA9"
+                              "cd\xF0\x9F\x98\x80"}}) {
     call.output_limit = limit;
     auto r = env->exec(call, {});
     ASSERT_TRUE(r.ok()) << r.error().message();
@@ -464,6 +481,221 @@ TEST_F(NamespacesTest, SharedUidWeakeningKeepsTheOldSharedIds) {
   EXPECT_EQ(count_entries(options_.paths.state_dir + "/id-ranges"), 0u) << "no range is taken";
   EXPECT_TRUE((*a)->destroy().ok());
   EXPECT_TRUE((*b)->destroy().ok());
+}
+
+// The workspace on a filesystem of its own (EnvSpec::workspace_size).
+
+// Every loop device's backing file (/sys/block/loop*/loop/backing_file), attached ones only.
+std::vector<std::string> loop_backing_files() {
+  std::vector<std::string> out;
+  DIR* d = ::opendir("/sys/block");
+  if (d == nullptr) return out;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n.rfind("loop", 0) != 0) continue;
+    auto f = read_file("/sys/block/" + n + "/loop/backing_file");
+    if (f.ok()) out.push_back(n + " " + *f);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Loop devices still backed by something under `dir`, waiting a bounded time for autoclear
+// (the kernel detaches a device at its last close, which may trail the unmount a little).
+std::vector<std::string> loops_under(const std::string& dir) {
+  std::vector<std::string> left;
+  for (int i = 0; i < 300; ++i) {
+    left.clear();
+    for (const auto& l : loop_backing_files())
+      if (l.find(dir) != std::string::npos) left.push_back(l);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return left;
+}
+
+class WorkspaceFilesystemTest : public NamespacesTest {
+ protected:
+  // The workspace's line in the run's /proc/self/mountinfo (the last mount at /workspace).
+  std::string workspace_mount_line(providers::Environment& env) {
+    return sh(env, "awk '$5 == \"/workspace\"' /proc/self/mountinfo | tail -n 1").stdout_data;
+  }
+  std::string recipe() {
+    std::string recipe = tmp_ + "/recipe";
+    EXPECT_TRUE(make_dirs(recipe + "/src").ok());
+    std::ofstream(recipe + "/src/main.c") << "int main(){return 0;}\n";
+    return recipe;
+  }
+};
+
+// The positive twin first: a bind (or an overlay) of a host directory names that directory in
+// the run's mountinfo, so the check below could fail. With a filesystem of its own the line
+// shows the loop device's ext4 at "/", for every way the recipe becomes the workspace, and the
+// run contract holds: the recipe is there, owned by the sandbox user, and what the run writes
+// is in workspace_host_path() (where exports read it) but never in the recipe.
+TEST_F(WorkspaceFilesystemTest, MountinfoNamesNoHostPathInEveryRecipeMode) {
+  SANDGATE_REQUIRE_ROOT();
+  {
+    auto env = make_env(*ns_);
+    ASSERT_TRUE(env);
+    std::string line = workspace_mount_line(*env);
+    EXPECT_NE(line.find(options_.paths.work_dir), std::string::npos)
+        << "a bind no longer names its host path: this test proves nothing: " << line;
+  }
+  std::string rec = recipe();
+  struct Case {
+    std::string recipe;
+    providers::RecipeMode mode;
+    std::string kind;
+  };
+  for (const Case& c : {Case{"", providers::RecipeMode::kAuto, "empty"},
+                        Case{rec, providers::RecipeMode::kOverlay, "overlay"},
+                        Case{rec, providers::RecipeMode::kCopy, "copy"}}) {
+    SCOPED_TRACE(c.kind);
+    providers::EnvSpec spec;
+    spec.workspace_recipe = c.recipe;
+    spec.recipe_mode = c.mode;
+    spec.workspace_size = 64 << 20;
+    auto env = make_env(*ns_, spec);
+    ASSERT_TRUE(env);
+    EXPECT_EQ(env->workspace_info().kind, c.kind) << env->workspace_info().note;
+    EXPECT_NE(env->workspace_info().note.find("64MiB ext4 image"), std::string::npos)
+        << env->workspace_info().note;
+    std::string line = workspace_mount_line(*env);
+    ASSERT_FALSE(line.empty()) << "no mount at /workspace";
+    EXPECT_EQ(line.find(options_.paths.work_dir), std::string::npos) << line;
+    EXPECT_EQ(line.find(env->workspace_host_path()), std::string::npos) << line;
+    EXPECT_EQ(line.find(tmp_), std::string::npos) << line;
+    EXPECT_NE(line.find(c.kind == "overlay" ? " - overlay " : " - ext4 /dev/loop"),
+              std::string::npos)
+        << line;
+    // nosuid, nodev on the workspace as the run sees it.
+    EXPECT_NE(line.find("nosuid"), std::string::npos) << line;
+    EXPECT_NE(line.find("nodev"), std::string::npos) << line;
+    std::string expect = c.recipe.empty() ? "sandbox 700\n" : "sandbox 700\nsandbox 644\n";
+    auto r = sh(*env, std::string("stat -c '%U %a' /workspace") +
+                          (c.recipe.empty() ? "" : " /workspace/src/main.c") +
+                          "; ls -A /workspace | grep -c -e lost+found -e upper -e work -e "
+                          ".sandgate; echo new > /workspace/new");
+    EXPECT_EQ(r.stdout_data, expect + "0\n") << r.stderr_data;
+    EXPECT_TRUE(env->settle_workspace().ok());
+    auto wrote = read_file(env->workspace_host_path() + "/new");
+    EXPECT_TRUE(wrote.ok() && *wrote == "new\n") << "the run's write is not where exports read";
+    if (!c.recipe.empty()) {
+      EXPECT_NE(::access((rec + "/new").c_str(), F_OK), 0) << "the recipe was written";
+      auto src = read_file(env->workspace_host_path() + "/src/main.c");
+      EXPECT_TRUE(src.ok() && src->find("main") != std::string::npos);
+    }
+  }
+}
+
+// Writing past the size is ENOSPC inside the run; the host's filesystem gives the image at
+// most its size (it is sparse), and the host's free space does not drop by more than that.
+TEST_F(WorkspaceFilesystemTest, WritingPastTheSizeIsEnospcAndTheHostDiskIsUntouched) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::EnvSpec spec;
+  spec.workspace_size = 32 << 20;
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  std::string image = options_.paths.work_dir + "/" + env->run_id() + "/workspace.img";
+  struct statvfs before;
+  ASSERT_EQ(::statvfs(options_.paths.work_dir.c_str(), &before), 0);
+  auto r = sh(*env,
+              "dd if=/dev/zero of=/workspace/fill bs=1M count=128 2>&1; sync;"
+              "echo size $(stat -c %s /workspace/fill)");
+  EXPECT_NE(r.stdout_data.find("No space left on device"), std::string::npos) << r.stdout_data;
+  auto at = r.stdout_data.find("size ");
+  ASSERT_NE(at, std::string::npos) << r.stdout_data;
+  long long written = std::atoll(r.stdout_data.c_str() + at + 5);
+  EXPECT_GT(written, 16LL << 20) << "the run could not even use half of its filesystem";
+  EXPECT_LE(written, 32LL << 20);
+  struct stat st;
+  ASSERT_EQ(::stat(image.c_str(), &st), 0);
+  EXPECT_LE(static_cast<long long>(st.st_blocks) * 512, 33LL << 20)
+      << "the image took more of the host's disk than its size";
+  struct statvfs after;
+  ASSERT_EQ(::statvfs(options_.paths.work_dir.c_str(), &after), 0);
+  long long dropped =
+      (static_cast<long long>(before.f_bavail) - static_cast<long long>(after.f_bavail)) *
+      static_cast<long long>(before.f_frsize);
+  // Other writers share the host's disk: a wide margin, far below the 128MiB asked for.
+  EXPECT_LT(dropped, 64LL << 20) << "the host's free space dropped by " << dropped;
+}
+
+// auto mode where no copy-on-write view is possible (a recipe directory of another owner):
+// the attempt's layers go with a fresh filesystem, and the copy shows none of them; the first
+// filesystem's loop device is detached, one device is left for the run.
+TEST_F(WorkspaceFilesystemTest, AFailedViewFallsBackToACopyOnAFreshFilesystem) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string rec = recipe();
+  ASSERT_EQ(::chown((rec + "/src").c_str(), 4242, 4242), 0);
+  providers::EnvSpec spec;
+  spec.workspace_recipe = rec;
+  spec.workspace_size = 32 << 20;
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  EXPECT_EQ(env->workspace_info().kind, "copy");
+  EXPECT_NE(env->workspace_info().note.find("no copy-on-write view"), std::string::npos)
+      << env->workspace_info().note;
+  auto r = sh(*env, "ls -A /workspace; cat /workspace/src/main.c");
+  EXPECT_EQ(r.stdout_data, "src\nint main(){return 0;}\n") << r.stderr_data;
+  std::string image = options_.paths.work_dir + "/" + env->run_id() + "/workspace.img";
+  int devices = 0;
+  for (int i = 0; i < 300; ++i) {
+    devices = 0;
+    for (const auto& l : loop_backing_files()) devices += l.find(image) != std::string::npos;
+    if (devices <= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(devices, 1);
+  auto record = read_file(options_.paths.state_dir + "/runs/" + env->run_id() + ".json");
+  ASSERT_TRUE(record.ok());
+  size_t loops = 0;
+  for (size_t at = 0; (at = record->find("\"loop_device\"", at)) != std::string::npos; ++at)
+    ++loops;
+  EXPECT_EQ(loops, 1u) << *record;
+}
+
+// destroy leaves no loop device backed by the run's image, no mount, no image; a size out of
+// range and a provider without the option are refused by name, leaving nothing.
+TEST_F(WorkspaceFilesystemTest, DestroyLeavesNoLoopDeviceMountOrImage) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::EnvSpec spec;
+  spec.workspace_size = 32 << 20;
+  spec.workspace_recipe = recipe();
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  std::string run_dir = options_.paths.work_dir + "/" + env->run_id();
+  std::string image = run_dir + "/workspace.img";
+  bool attached = false;
+  for (const auto& l : loop_backing_files()) attached |= l.find(image) != std::string::npos;
+  ASSERT_TRUE(attached) << "no loop device backed by " << image
+                        << ": the check below proves nothing";
+  auto mounts = read_file("/proc/self/mountinfo");
+  ASSERT_TRUE(mounts.ok());
+  ASSERT_NE(mounts->find(run_dir + "/workspace "), std::string::npos);
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_EQ(loops_under(run_dir), std::vector<std::string>{});
+  mounts = read_file("/proc/self/mountinfo");
+  ASSERT_TRUE(mounts.ok());
+  EXPECT_EQ(mounts->find(run_dir), std::string::npos) << *mounts;
+  EXPECT_NE(::access(image.c_str(), F_OK), 0);
+
+  spec.workspace_size = 1 << 20;
+  auto small = ns_->create(spec);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.error().message().find("--workspace-size must be 16MiB..16TiB"),
+            std::string::npos)
+      << small.error().message();
+  options_.allow_unsafe_host = true;
+  auto host = provider("host_dir");
+  ASSERT_TRUE(host);
+  spec.workspace_size = 32 << 20;
+  auto refused = host->create(spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("--workspace-size is for namespaces"), std::string::npos)
+      << refused.error().message();
+  // TearDown checks that no record and no run directory remain.
 }
 
 }  // namespace

@@ -72,6 +72,12 @@ struct EnvSpec {
   // How large a recipe may be (total file bytes, entries): a recipe is data, possibly made by an
   // earlier run, and is copied as root before any sandbox limit applies.
   CopyLimits recipe_limits;
+  // Non-zero: the workspace lives on a filesystem of its own of this many bytes, an ext4 image
+  // in the run directory on a loop device (providers/workspace.h make_workspace_filesystem):
+  // its mount names no host path, and the run's writes to it stop at ENOSPC at this size.
+  // Honoured by the namespaces provider; refused by the rest. 0: the workspace is a directory
+  // (or an overlay) on the host's filesystem, as before.
+  uint64_t workspace_size = 0;
   // Host environment allowlist: "NAME" passes the host's value when set, "NAME=VALUE" sets it.
   // Nothing else from the host environment passes (providers with creds.scrubbed_env).
   std::vector<std::string> env;

@@ -1,8 +1,10 @@
 #include "providers/supervised_environment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/defer.h"
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/log.h"
@@ -110,7 +113,20 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(con
       return logic_error("read workspace recipe", "not a directory", spec.workspace_recipe);
   }
 
+  if (spec.workspace_size != 0) {
+    if (!recipe.workspace_filesystem)
+      return logic_error(
+          "create environment",
+          recipe.provider + ": no workspace filesystem (--workspace-size is for namespaces)");
+    if (!recipe.shared_workspace.empty())
+      return logic_error("create environment",
+                         "--workspace-size and the reuse_workspace weakening exclude each other");
+    if (spec.workspace_size < kMinWorkspaceSize || spec.workspace_size > kMaxWorkspaceSize)
+      return logic_error("create environment", "--workspace-size must be 16MiB..16TiB (got " +
+                                                   std::to_string(spec.workspace_size) + " bytes)");
+  }
   RunLayout layout{run_id, paths.work_dir + "/" + run_id, "", ""};
+  if (spec.workspace_size != 0) layout.workspace_image = layout.run_dir + "/workspace.img";
   layout.workspace =
       recipe.shared_workspace.empty() ? layout.run_dir + "/workspace" : recipe.shared_workspace;
   layout.root = layout.run_dir + "/root";
@@ -219,6 +235,7 @@ Status SupervisedEnvironment::make_workspace(const EnvSpec& spec, const Recipe& 
     workspace_info_ = {"shared", "reuse_workspace: a test-only weakening"};
     return {};
   }
+  if (spec.workspace_size != 0) return make_workspace_on_filesystem(spec, uid, gid);
   if (spec.workspace_recipe.empty()) {
     if (::mkdir(layout.workspace.c_str(), 0700) != 0)
       return sys_error("mkdir workspace", layout.workspace);
@@ -260,6 +277,106 @@ Status SupervisedEnvironment::make_overlay(const EnvSpec& spec, uid_t uid, gid_t
     workspace_info_.note =
         std::to_string(survey.hidden.size()) +
         " FIFO/socket/device entries of the recipe hidden (first: " + survey.hidden.front() + ")";
+  return {};
+}
+
+// The workspace on a filesystem of its own (EnvSpec::workspace_size). The same three shapes as
+// on the host's filesystem: empty (the filesystem's root is the workspace), a copy-on-write
+// view (its upper and work layers on the filesystem, which is never attached to the host's
+// tree: the overlay reaches them by descriptor), or a copy (into the attached filesystem).
+// Either way layout.workspace is the workspace on the host, where the run's results are read
+// back from, and the jail binds it as before.
+Status SupervisedEnvironment::make_workspace_on_filesystem(const EnvSpec& spec, uid_t uid,
+                                                           gid_t gid) {
+  const RunLayout& layout = layout_;
+  const std::string size_note = "on a filesystem of its own (" +
+                                std::to_string(spec.workspace_size >> 20) + "MiB ext4 image)";
+  SG_ASSIGN_OR_RETURN(
+      WorkspaceFilesystem fs,
+      make_workspace_filesystem(layout.workspace_image, spec.workspace_size, uid, gid, state_));
+  // Attaches the filesystem's root at the workspace (recorded first).
+  auto attach_root = [&]() -> Status {
+    SG_TRY(state_.record({Resource::Kind::kMount, layout.workspace}));
+    if (::mkdir(layout.workspace.c_str(), 0700) != 0)
+      return sys_error("mkdir workspace", layout.workspace);
+    if (syscall(SYS_move_mount, fs.mount.get(), "", AT_FDCWD, layout.workspace.c_str(),
+                MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      return sys_error("attach the workspace filesystem", layout.workspace);
+    return {};
+  };
+  if (spec.workspace_recipe.empty()) {
+    SG_TRY(attach_root());
+    workspace_info_ = {"empty", size_note, layout.workspace_image};
+    return {};
+  }
+  std::string why_copy = "--recipe-mode copy";
+  if (spec.recipe_mode != RecipeMode::kCopy) {
+    auto view = [&]() -> Status {
+      SG_ASSIGN_OR_RETURN(RecipeSurvey survey,
+                          survey_recipe(spec.workspace_recipe, spec.recipe_limits.max_entries));
+      // Made here; mount_overlay_workspace gives the upper its owner and mode.
+      for (const char* dir : {"upper", "work"})
+        if (::mkdirat(fs.mount.get(), dir, 0700) != 0)
+          return sys_error("mkdir in the workspace filesystem", dir);
+      UniqueFd upper(::openat(fs.mount.get(), "upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      UniqueFd work(::openat(fs.mount.get(), "work", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!upper || !work) return sys_error("open a layer of the workspace filesystem");
+      OverlayLayout overlay{layout.workspace_image + ":/upper", layout.workspace_image + ":/work",
+                            layout.workspace, upper.get(), work.get()};
+      SG_TRY(mount_overlay_workspace(spec.workspace_recipe, survey, overlay, uid, gid, state_));
+      workspace_info_ = {"overlay", size_note, layout.workspace_image};
+      if (!survey.hidden.empty())
+        workspace_info_.note +=
+            "; " + std::to_string(survey.hidden.size()) +
+            " FIFO/socket/device entries of the recipe hidden (first: " + survey.hidden.front() +
+            ")";
+      return {};
+    }();
+    if (view.ok()) return {};
+    if (spec.recipe_mode == RecipeMode::kOverlay)
+      return std::move(view).error().context_add("copy-on-write workspace (--recipe-mode overlay)");
+    why_copy = "no copy-on-write view: " + view.error().message();
+    spdlog::debug("run {}: {}; copying the recipe", layout.run_id, why_copy);
+    // The overlay was never attached (or is detached now); the layers the attempt made go
+    // with a fresh filesystem: a copy must not show them.
+    SG_TRY(release_resources(paths_, {{Resource::Kind::kMount, layout.workspace}}));
+    SG_TRY(state_.forget({Resource::Kind::kMount, layout.workspace}));
+    SG_TRY(remove_tree(layout.workspace));
+    Resource loop{Resource::Kind::kLoopDevice, fs.device, 0, 0, layout.workspace_image};
+    fs.mount.reset();  // the filesystem goes, and its device detaches itself (autoclear)
+    SG_TRY(release_resources(paths_, {loop}));
+    SG_TRY(state_.forget(loop));
+    if (::unlink(layout.workspace_image.c_str()) != 0)
+      return sys_error("unlink", layout.workspace_image);
+    SG_ASSIGN_OR_RETURN(fs, make_workspace_filesystem(layout.workspace_image, spec.workspace_size,
+                                                      uid, gid, state_));
+  }
+  SG_TRY(attach_root());
+  // copy_tree makes its destination: a staging directory on the filesystem, whose entries then
+  // move up to its root (renames within one filesystem).
+  const std::string staging = layout.workspace + "/.sandgate-recipe";
+  SG_TRY(std::move(copy_tree(spec.workspace_recipe, staging, uid, gid, spec.recipe_limits))
+             .context("copy workspace recipe"));
+  {
+    DIR* d = ::opendir(staging.c_str());
+    if (d == nullptr) return sys_error("opendir", staging);
+    Defer close_dir([&] { ::closedir(d); });
+    for (;;) {
+      errno = 0;
+      struct dirent* e = ::readdir(d);
+      if (e == nullptr) {
+        if (errno != 0) return sys_error("readdir", staging);
+        break;
+      }
+      std::string_view n = e->d_name;
+      if (n == "." || n == "..") continue;
+      if (::renameat(::dirfd(d), e->d_name, AT_FDCWD,
+                     (layout.workspace + "/" + e->d_name).c_str()) != 0)
+        return sys_error("move the copied recipe into place", staging + "/" + e->d_name);
+    }
+  }
+  if (::rmdir(staging.c_str()) != 0) return sys_error("rmdir", staging);
+  workspace_info_ = {"copy", why_copy + "; " + size_note, layout.workspace_image};
   return {};
 }
 

@@ -26,6 +26,8 @@ struct RunLayout {
   // owned by the call's host uid; empty when the run has none. A provider shows it to calls
   // (the jail binds it read-only at /run/secrets; a container binds this directory).
   std::string secrets_dir;
+  // The workspace filesystem's image (EnvSpec::workspace_size): <run_dir>/workspace.img.
+  std::string workspace_image;
 };
 
 // Resolves an EnvSpec environment allowlist against `host_env` (NAME=VALUE strings):
@@ -60,6 +62,10 @@ class SupervisedEnvironment : public Environment {
     std::string workspace_inside;  // the workspace as calls see it; empty: the host path
     std::string secrets_inside;    // the secrets directory as calls see it; empty: the host path
     std::string supervisor_exe;    // ProviderOptions::supervisor_exe
+    // The provider shows the workspace to calls by binding layout.workspace (a jail): it may
+    // then be a filesystem of its own (EnvSpec::workspace_size). Otherwise such a spec is
+    // refused.
+    bool workspace_filesystem = false;
     // Non-empty (reuse_workspace, a test-only weakening): the workspace is this existing
     // directory, shared with other runs and left in place at destroy.
     std::string shared_workspace;
@@ -105,6 +111,7 @@ class SupervisedEnvironment : public Environment {
  private:
   Status make_workspace(const EnvSpec& spec, const Recipe& recipe);
   Status make_overlay(const EnvSpec& spec, uid_t uid, gid_t gid);
+  Status make_workspace_on_filesystem(const EnvSpec& spec, uid_t uid, gid_t gid);
   Status make_secrets(const EnvSpec& spec, const Recipe& recipe);
 
   SupervisedEnvironment(HostPaths paths, RunState state, RunLayout layout)

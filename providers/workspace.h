@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/result.h"
 #include "core/state.h"
 
@@ -49,13 +50,44 @@ struct OverlayLayout {
   std::string upper;   // the run's own layer: every write of the run lands here
   std::string work;    // overlayfs's work directory, same filesystem as upper
   std::string merged;  // the workspace: the mount point
+  // Set (both): upper and work are these existing, empty directories, given to overlayfs by
+  // descriptor (Linux 6.13), and `upper`/`work` only name them in errors. A workspace
+  // filesystem's layers live on a mount that is never attached to the host's tree, so the
+  // overlay's mount options name "/upper", not a host path.
+  int upper_fd = -1;
+  int work_fd = -1;
 };
 
 // Mounts `recipe` copy-on-write at layout.merged for the host ids uid:gid (the sandbox user as
 // the host sees it; the recipe's owner is mapped to it). The mount is recorded in `state`
 // before it is made; upper, work and merged must not exist and are created under a directory
-// `state` already records. Fails (nothing mounted) where the kernel or the filesystems cannot.
+// `state` already records (unless layout's descriptors are set: then upper and work exist).
+// Fails (nothing mounted) where the kernel or the filesystems cannot.
 Status mount_overlay_workspace(const std::string& recipe, const RecipeSurvey& survey,
                                const OverlayLayout& layout, uid_t uid, gid_t gid, RunState& state);
+
+// A per-run filesystem for the workspace (EnvSpec::workspace_size): an ext4 image of its own,
+// so that the workspace's mount names no host path (/proc/self/mountinfo shows the loop
+// device and "/", where a bind shows the host directory and an overlay its upperdir), and a
+// run that fills its workspace meets ENOSPC at the image's size instead of filling the host's
+// disk. The smallest and largest sizes accepted:
+inline constexpr uint64_t kMinWorkspaceSize = uint64_t{16} << 20;
+inline constexpr uint64_t kMaxWorkspaceSize = uint64_t{16} << 40;
+
+struct WorkspaceFilesystem {
+  UniqueFd mount;      // the filesystem's root mount: detached, nosuid, nodev
+  std::string device;  // /dev/loopN
+};
+
+// Makes `image` (must not exist; a sparse file of `size` bytes, in a directory `state`
+// records, so the image goes with the run), formats it ext4 (mkfs.ext4: no journal, no
+// reserved blocks, inode tables left to be zeroed never: the image is sparse and reads as
+// zeros), attaches it to a free loop device with autoclear (LOOP_CTL_GET_FREE,
+// LOOP_CONFIGURE: the device detaches itself once the filesystem on it is unmounted, or at
+// once if sandgate dies before mounting it), recorded in `state` before it is attached, and
+// mounts it detached (fsmount, never attached to any tree: the caller attaches it or builds on
+// it). The root is uid:gid, mode 0700, empty (no lost+found).
+Result<WorkspaceFilesystem> make_workspace_filesystem(const std::string& image, uint64_t size,
+                                                      uid_t uid, gid_t gid, RunState& state);
 
 }  // namespace sandgate::providers

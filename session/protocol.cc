@@ -97,7 +97,7 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
   Fields f(j, op);
   if (op == "create") {
     SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds", "recipe_mode",
-                   "secrets", "image", "net", "allow"}));
+                   "workspace_size", "secrets", "image", "net", "allow"}));
     CreateRequest r;
     SG_ASSIGN_OR_RETURN(r.provider, f.string("provider", true));
     SG_ASSIGN_OR_RETURN(r.workspace, f.string("workspace", false));
@@ -116,6 +116,11 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
     if (!r.recipe_mode.empty() && !providers::parse_recipe_mode(r.recipe_mode).ok())
       return f.fail("\"recipe_mode\" must be \"auto\", \"overlay\" or \"copy\", got \"" +
                     r.recipe_mode + "\"");
+    SG_ASSIGN_OR_RETURN(r.workspace_size, f.string("workspace_size", false));
+    if (!r.workspace_size.empty()) {
+      auto size = parse_bytes(r.workspace_size);
+      if (!size.ok()) return f.fail("\"workspace_size\": " + size.error().message());
+    }
     SG_ASSIGN_OR_RETURN(r.secrets, f.string_map("secrets"));
     SG_ASSIGN_OR_RETURN(r.net, f.string("net", false));
     if (!r.net.empty() && r.net != "none" && r.net != "allowlist")
@@ -196,6 +201,7 @@ Json to_json(const Request& r) {
                           if (!c.ro_binds.empty()) j["ro_binds"] = c.ro_binds;
                           if (!c.image.empty()) j["image"] = c.image;
                           if (!c.recipe_mode.empty()) j["recipe_mode"] = c.recipe_mode;
+                          if (!c.workspace_size.empty()) j["workspace_size"] = c.workspace_size;
                           if (!c.secrets.empty()) {
                             Json secrets = Json::object();
                             for (const auto& [name, file] : c.secrets) secrets[name] = file;

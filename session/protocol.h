@@ -10,8 +10,8 @@
 //    "call_env":["CC=clang"],"cwd":"/workspace/src"}
 //        -> {"id":2,"ok":true,"outcome":{...}}          (controller/outcome.h, to_json)
 //   {"id":3,"op":"destroy","env":"r...","export_branch":"agent/fix-1"}   -> {"id":3,"ok":true}
-//   create also takes "recipe_mode" ("auto", "overlay", "copy") and "secrets"
-//   ({"NAME":"FILE"}); its reply says "workspace_kind" and "workspace_note". destroy also takes
+//   create also takes "recipe_mode" ("auto", "overlay", "copy"), "workspace_size" ("1GiB": the
+//   workspace on a filesystem of its own) and "secrets" ({"NAME":"FILE"}); its reply says "workspace_kind" and "workspace_note". destroy also takes
 //   "export_force" (true: replace an existing branch) and "export" (a directory).
 //   {"op":"list"} -> "envs"   {"op":"providers"} -> "providers"   {"op":"policy"} -> "policy"
 //   any failure: {"id":N,"ok":false,"error":"one line"}
@@ -42,6 +42,9 @@ struct CreateRequest {
   std::vector<std::string> ro_binds;   // "SRC[:DST]", mounted read-only
   std::string image;                   // podman: a local image for the root; "": assembled
   std::string recipe_mode;             // "auto" (""), "overlay" or "copy" (providers/workspace.h)
+  // "1GiB": the workspace on a filesystem of its own of that size (EnvSpec::workspace_size);
+  // "": on the host's filesystem.
+  std::string workspace_size;
   // {"NAME": "FILE"}: FILE (on the server's host) is read by the server and shown to the run
   // alone at /run/secrets/NAME (providers/provider.h Secret).
   std::vector<std::pair<std::string, std::string>> secrets;

@@ -17,7 +17,8 @@ Request round_trip(const Request& r) {
 }
 
 TEST(Protocol, EveryRequestSurvivesTheWire) {
-  CreateRequest c{"namespaces", "/src", {"TERM", "A=b"}, "batch", std::chrono::minutes(30), {"/data:/opt/data"}};
+  CreateRequest c{"namespaces",       "/src", {"TERM", "A=b"}, "batch", std::chrono::minutes(30),
+                  {"/data:/opt/data"}};
   auto back = round_trip({Json(1), c});
   EXPECT_EQ(back.id, 1);
   auto& cb = std::get<CreateRequest>(back.body);
@@ -39,7 +40,8 @@ TEST(Protocol, EveryRequestSurvivesTheWire) {
   EXPECT_FALSE(std::get<ExecRequest>(round_trip({Json(), inferred}).body).intent.has_value());
 
   EXPECT_EQ(std::get<DestroyRequest>(round_trip({Json(), DestroyRequest{"r1"}}).body).env, "r1");
-  for (RequestBody b : {RequestBody(ListRequest{}), RequestBody(ProvidersRequest{}), RequestBody(PolicyRequest{})})
+  for (RequestBody b :
+       {RequestBody(ListRequest{}), RequestBody(ProvidersRequest{}), RequestBody(PolicyRequest{})})
     EXPECT_EQ(op_name(round_trip({Json(), b}).body), op_name(b));
   EXPECT_EQ(target_env(e), "r1");
   EXPECT_EQ(target_env(c), "");
@@ -55,8 +57,10 @@ TEST(Protocol, RefusalsNameTheOpAndTheField) {
   EXPECT_THAT(refuse(R"({"op":3})"), HasSubstr("\"op\" must be a string, got 3"));
   EXPECT_THAT(refuse(R"({"op":"bake"})"), HasSubstr("unknown op 'bake'"));
   EXPECT_THAT(refuse(R"({"op":"create"})"), HasSubstr("create: missing \"provider\""));
-  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","timeout":"soon"})"), HasSubstr("create: \"timeout\""));
-  EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":[]})"), HasSubstr("exec: \"argv\" must name a command"));
+  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","timeout":"soon"})"),
+              HasSubstr("create: \"timeout\""));
+  EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":[]})"),
+              HasSubstr("exec: \"argv\" must name a command"));
   EXPECT_THAT(refuse(R"({"op":"exec","env":"e","argv":["a",2]})"), HasSubstr("got 2"));
   EXPECT_THAT(
       refuse(R"({"op":"destroy","env":"e","force":true})"),
@@ -68,6 +72,8 @@ TEST(Protocol, RefusalsNameTheOpAndTheField) {
               HasSubstr("\"export_force\" must be true or false, got"));
   EXPECT_THAT(refuse(R"({"op":"create","provider":"x","recipe_mode":"cow"})"),
               HasSubstr("\"recipe_mode\" must be \"auto\", \"overlay\" or \"copy\", got \"cow\""));
+  EXPECT_THAT(refuse(R"({"op":"create","provider":"x","workspace_size":"lots"})"),
+              HasSubstr("\"workspace_size\": "));
   EXPECT_THAT(refuse(R"({"op":"create","provider":"x","secrets":["TOKEN=/f"]})"),
               HasSubstr("\"secrets\" must be an object of strings ({\"NAME\": \"FILE\"}), got"));
 }
@@ -76,9 +82,11 @@ TEST(Protocol, TheRunContractRoundTrips) {
   CreateRequest c;
   c.provider = "namespaces";
   c.recipe_mode = "overlay";
+  c.workspace_size = "2GiB";
   c.secrets = {{"TOKEN", "/run/user/token"}, {"A", "/a"}};
   auto cb = std::get<CreateRequest>(parse_request(to_json(Request{Json(1), c})).value().body);
   EXPECT_EQ(cb.recipe_mode, "overlay");
+  EXPECT_EQ(cb.workspace_size, "2GiB");
   EXPECT_EQ(cb.secrets.size(), 2u);
   DestroyRequest d{"r1", "agent/fix", true, "/tmp/out"};
   auto db = std::get<DestroyRequest>(parse_request(to_json(Request{Json(2), d})).value().body);

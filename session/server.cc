@@ -253,6 +253,10 @@ Result<Json> Server::create(const CreateRequest& r) {
   if (!r.recipe_mode.empty()) {
     SG_ASSIGN_OR_RETURN(spec.recipe_mode, providers::parse_recipe_mode(r.recipe_mode));
   }
+  if (!r.workspace_size.empty()) {
+    SG_ASSIGN_OR_RETURN(auto size, parse_bytes(r.workspace_size));
+    spec.workspace_size = size.value;
+  }
   for (const auto& [name, file] : r.secrets) {
     SG_ASSIGN_OR_RETURN(
         auto secret, std::move(providers::read_secret(name, file)).context("create: \"secrets\""));

@@ -1,5 +1,6 @@
 // The sandgate command line, end to end: exit statuses, clear errors for bad input, --json,
 // and clean-up after SIGTERM and after kill -9 (+ `sandgate gc`).
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/magic.h>
@@ -603,11 +604,11 @@ TEST_F(CliTest, ServeRunsEveryEnvironmentOnItsNarrowedBase) {
     Json created = ask({{"id", 1}, {"op", "create"}, {"provider", "namespaces"}});
     EXPECT_EQ(created["ok"], true) << created.dump();
     if (created["ok"] == true) {
-      Json ran = ask({{"id", 2},
-                      {"op", "exec"},
-                      {"env", created["env"]},
-                      {"argv",
-                       {"sh", "-c", "test -e /usr/share/doc && echo visible || echo hidden"}}});
+      Json ran =
+          ask({{"id", 2},
+               {"op", "exec"},
+               {"env", created["env"]},
+               {"argv", {"sh", "-c", "test -e /usr/share/doc && echo visible || echo hidden"}}});
       EXPECT_EQ(ran["ok"], true) << ran.dump();
       seen = ran["outcome"].value("stdout", std::string());
     }
@@ -630,8 +631,7 @@ TEST_F(CliTest, EveryCommandWithABasePathRefusesABadOneNamingIt) {
         std::vector<std::string>{"qualify", "--out", tmp_ + "/q", "--base-path", "usr/lib"}}) {
     auto r = sandgate(args);
     EXPECT_EQ(r.status.shell_code(), 2) << args[0] << ": " << r.output;
-    EXPECT_NE(r.output.find("--base-path[0]: 'usr/lib' is not an absolute path"),
-              std::string::npos)
+    EXPECT_NE(r.output.find("--base-path[0]: 'usr/lib' is not an absolute path"), std::string::npos)
         << args[0] << ": " << r.output;
   }
   EXPECT_NE(::access((tmp_ + "/t.trace").c_str(), F_OK), 0) << "record wrote a trace";
@@ -964,6 +964,97 @@ TEST_F(CliTest, ExecRunContractSecretInCommitsOut) {
       sandgate({"exec", "--provider", "namespaces", "--secret", "NOEQUALS", "--", "true"});
   EXPECT_EQ(secret.status.shell_code(), 2);
   EXPECT_NE(secret.output.find("is not NAME=FILE"), std::string::npos) << secret.output;
+}
+
+// Loop devices backed by a file under `dir` (/sys/block/loop*/loop/backing_file), after a
+// bounded wait for autoclear.
+std::vector<std::string> loop_devices_under(const std::string& dir) {
+  std::vector<std::string> left;
+  for (int i = 0; i < 300; ++i) {
+    left.clear();
+    DIR* d = ::opendir("/sys/block");
+    while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+      std::string n = e->d_name;
+      if (n.rfind("loop", 0) != 0) continue;
+      auto f = read_file("/sys/block/" + n + "/loop/backing_file");
+      if (f.ok() && f->find(dir) != std::string::npos) left.push_back(n + " " + *f);
+    }
+    if (d) ::closedir(d);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return left;
+}
+
+// The run contract on a workspace filesystem of its own: the recipe in (copy-on-write, its
+// layers on the run's image), the commits out, through the CLI and through the protocol's
+// "workspace_size"; a bad size is refused naming the option.
+TEST_F(CliTest, ExecRunContractOnAWorkspaceFilesystem) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string repo = tmp_ + "/repo";
+  auto git_setup = run_command({"/bin/sh", "-c",
+                                "git init -q -b main " + repo + " && cd " + repo +
+                                    " && echo one > f && git add f && git -c user.name=u -c "
+                                    "user.email=u@x commit -qm one && chown -R 1000:1000 " +
+                                    repo});
+  ASSERT_TRUE(git_setup.ok() && git_setup->status.code == 0)
+      << (git_setup.ok() ? git_setup->output : "");
+  auto r = sandgate({"exec", "--provider", "namespaces", "--workspace", repo, "--workspace-size",
+                     "64MiB", "--export-branch", "agent/fs", "--json", "--", "sh", "-c",
+                     "awk '$5 == \"/workspace\"' /proc/self/mountinfo | grep -c " +
+                         options_.paths.work_dir +
+                         "; echo two >> f && git -c user.name=agent -c user.email=a@x commit "
+                         "-qam inside"});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  auto j = parse_json(r.output, "exec --json");
+  ASSERT_TRUE(j.ok()) << r.output;
+  EXPECT_EQ((*j)["stdout"], "0\n") << "the workspace's mount names the work directory";
+  EXPECT_EQ((*j)["workspace"]["kind"], "overlay");
+  auto log =
+      run_command({"git", "-c", "safe.directory=*", "-C", repo, "log", "--format=%s", "agent/fs"});
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->output, "inside\none\n");
+  EXPECT_EQ(read_file(repo + "/f").value(), "one\n");
+
+  std::string socket = tmp_ + "/sg.sock";
+  auto server = serve_on(socket);
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  Defer stop([&] {
+    (void)server->signal(SIGTERM);
+    (void)server->wait_for(std::chrono::seconds(10));
+  });
+  auto via = sandgate({"exec", "--socket", socket, "--provider", "namespaces", "--workspace-size",
+                       "32MiB", "--", "sh", "-c",
+                       "dd if=/dev/zero of=/workspace/fill bs=1M count=64 2>&1 | "
+                       "grep -c 'No space left'"});
+  EXPECT_EQ(via.status.shell_code(), 0) << via.output;
+  EXPECT_EQ(via.output, "1\n");
+
+  auto bad =
+      sandgate({"exec", "--provider", "namespaces", "--workspace-size", "lots", "--", "true"});
+  EXPECT_EQ(bad.status.shell_code(), 2) << bad.output;
+  EXPECT_NE(bad.output.find("--workspace-size"), std::string::npos) << bad.output;
+  auto small =
+      sandgate({"exec", "--provider", "namespaces", "--workspace-size", "1MiB", "--", "true"});
+  EXPECT_NE(small.status.shell_code(), 0) << small.output;
+  EXPECT_NE(small.output.find("16MiB..16TiB"), std::string::npos) << small.output;
+}
+
+// kill -9 of `sandgate exec` while its command runs on a workspace filesystem, then gc: no
+// loop device backed by anything under the work directory, no mount there, no image.
+TEST_F(CliTest, GcAfterKillNineLeavesNoLoopDeviceMountOrImage) {
+  SANDGATE_REQUIRE_ROOT();
+  crash_then_gc({"--provider", "namespaces", "--workspace-size", "64MiB", "--", "sh", "-c",
+                 "touch /workspace/started; sleep 60"},
+                "started", {}, [](const std::string& run_dir) {
+                  // Otherwise the checks after gc prove nothing.
+                  ASSERT_EQ(loop_devices_under(run_dir + "/workspace.img").size(), 1u);
+                });
+  EXPECT_EQ(loop_devices_under(options_.paths.work_dir), std::vector<std::string>{});
+  auto mounts = read_file("/proc/self/mountinfo");
+  ASSERT_TRUE(mounts.ok());
+  EXPECT_EQ(mounts->find(options_.paths.work_dir + "/"), std::string::npos) << *mounts;
+  // TearDown checks that the work directory (images included) and the records are gone.
 }
 
 // The same contract through the protocol: `exec --socket` creates its run on a serve server

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <set>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -121,8 +122,10 @@ class CliTest : public ProviderTest {
   // `sandgate gc` removes what is left on disk. The command writes `started_marker` in its
   // workspace once it is under way; with a `daemon_token`, it has started a daemon carrying it
   // (start_daemon), which must be found on the host before the kill and be gone after.
+  // `before_kill` (optional) checks, with the run directory, what the crash will leave.
   void crash_then_gc(const std::vector<std::string>& exec_args, const std::string& started_marker,
-                     const std::string& daemon_token = {}) {
+                     const std::string& daemon_token = {},
+                     const std::function<void(const std::string& run_dir)>& before_kill = {}) {
     std::vector<std::string> argv = {SANDGATE_BINARY, "exec"};
     argv.insert(argv.end(), exec_args.begin(), exec_args.end());
     auto child = spawn(argv);
@@ -165,6 +168,7 @@ class CliTest : public ProviderTest {
       ASSERT_TRUE(pids_with_argument(daemon_token).count(daemon))
           << "daemon " << daemon << " went away by itself";
     }
+    if (before_kill) before_kill(run_dir);
     ASSERT_TRUE(child->signal(SIGKILL).ok());
     ASSERT_TRUE(child->wait().ok());
     EXPECT_EQ(::access(run_dir.c_str(), F_OK), 0) << "nothing was left to collect; the test proves nothing";
