@@ -86,6 +86,12 @@ class ReadUsageEachTime final : public UsageReader {
 
 }  // namespace
 
+Status CgroupBackend::attach(const Cgroup& cg, pid_t pid) {
+  for (const auto& dir : placement(cg).cgroup_dirs)
+    SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(pid))).context("attach"));
+  return {};
+}
+
 std::unique_ptr<UsageReader> CgroupBackend::usage_reader(const Cgroup& cg) const {
   return std::make_unique<ReadUsageEachTime>(*this, cg);
 }
@@ -394,9 +400,8 @@ Status parse_u64_into(std::string_view text, uint64_t& out) {
   return {};
 }
 
-Status parse_flat_keyed_into(
-    std::string_view text,
-    std::initializer_list<std::pair<std::string_view, uint64_t*>> fields) {
+Status parse_flat_keyed_into(std::string_view text,
+                             std::initializer_list<std::pair<std::string_view, uint64_t*>> fields) {
   SG_ASSIGN_OR_RETURN(auto m, parse_flat_keyed(text));
   for (auto [key, out] : fields) {
     auto it = m.find(std::string(key));
@@ -513,8 +518,10 @@ Result<Usage> CounterReader::read(bool full) {
       if (err != EMFILE && err != ENFILE) return std::move(s).error();
       // No descriptors to keep: read by path this time (a full read), and try again next.
       if (!warned_)
-        spdlog::warn("cgroup {}: no file descriptors to keep its counters open, reading them "
-                     "by path: {}", cg_.rel, s.error().message());
+        spdlog::warn(
+            "cgroup {}: no file descriptors to keep its counters open, reading them "
+            "by path: {}",
+            cg_.rel, s.error().message());
       warned_ = true;
       SG_ASSIGN_OR_RETURN(auto files, list_(cg_));
       return read_counters(cg_, files);
@@ -579,8 +586,8 @@ Status check_io_limits(const Limits& limits, const std::string& rel) {
                        rel);
   if (colon == std::string::npos || !digits(std::string_view(dev).substr(0, colon)) ||
       !digits(std::string_view(dev).substr(colon + 1)))
-    return logic_error("set_limits", "io_device: expected MAJOR:MINOR like 254:0, got '" + dev + "'",
-                       rel);
+    return logic_error("set_limits",
+                       "io_device: expected MAJOR:MINOR like 254:0, got '" + dev + "'", rel);
   if (limits.io_read_bps && *limits.io_read_bps == 0)
     return logic_error("set_limits", "io_read_bps: must be positive", rel);
   if (limits.io_write_bps && *limits.io_write_bps == 0)

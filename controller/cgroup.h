@@ -15,20 +15,20 @@
 #include "controller/cgroup_layout.h"
 #include "core/fd.h"
 #include "core/host_features.h"
+#include "core/placement.h"
 #include "core/result.h"
 #include "core/state.h"
 #include "core/units.h"
-#include "core/placement.h"
 
 namespace sandgate::controller {
 
 // What a cgroup is limited to. An unset field is left at the kernel default (no limit).
 struct Limits {
-  std::optional<Bytes> memory_max;   // v2 memory.max; v1 memory.limit_in_bytes
-  std::optional<Bytes> memory_high;  // v2 memory.high (reclaim + throttle); v1 has none
-  std::optional<double> cpu_cores;   // v2 cpu.max "quota period"; v1 cpu.cfs_quota_us/period_us
+  std::optional<Bytes> memory_max;     // v2 memory.max; v1 memory.limit_in_bytes
+  std::optional<Bytes> memory_high;    // v2 memory.high (reclaim + throttle); v1 has none
+  std::optional<double> cpu_cores;     // v2 cpu.max "quota period"; v1 cpu.cfs_quota_us/period_us
   std::optional<uint32_t> cpu_weight;  // 1..10000 (v2 cpu.weight); v1 cpu.shares = w*1024/100
-  std::optional<uint64_t> pids_max;  // pids.max
+  std::optional<uint64_t> pids_max;    // pids.max
   // Bytes per second read from / written to `io_device`: v2 io.max "MAJ:MIN rbps=N wbps=M";
   // v1 blkio.throttle.read_bps_device / write_bps_device "MAJ:MIN N". A set io field without
   // io_device is an error naming io_device.
@@ -42,17 +42,16 @@ struct MemoryEvents {
   uint64_t high = 0, max = 0, oom = 0, oom_kill = 0;
 };
 
-
 // One sample of a cgroup's counters.
 struct Usage {
   uint64_t memory_current = 0;
   std::optional<uint64_t> memory_peak;  // v2 memory.peak; v1 memory.max_usage_in_bytes
   uint64_t cpu_usage_us = 0;            // v2 cpu.stat usage_usec; v1 cpuacct.usage / 1000
-  uint64_t cpu_throttled_us = 0;        // v2 cpu.stat throttled_usec; v1 cpu.stat throttled_time / 1000
+  uint64_t cpu_throttled_us = 0;  // v2 cpu.stat throttled_usec; v1 cpu.stat throttled_time / 1000
   uint64_t cpu_nr_throttled = 0;
   uint64_t pids_current = 0;
-  uint64_t pids_max_events = 0;         // pids.events "max": forks refused at pids.max
-  MemoryEvents memory_events;           // v2 memory.events; v1 memory.oom_control + failcnt
+  uint64_t pids_max_events = 0;             // pids.events "max": forks refused at pids.max
+  MemoryEvents memory_events;               // v2 memory.events; v1 memory.oom_control + failcnt
   std::optional<Pressure> memory_pressure;  // v2 / unified memory.pressure (parse_pressure)
   std::optional<Pressure> cpu_pressure;
 };
@@ -123,6 +122,8 @@ class CgroupBackend {
   virtual Status remove(const Cgroup& cg) = 0;
   // The cgroup.procs directories a call's first process must be written into.
   virtual Placement placement(const Cgroup& cg) const = 0;
+  // Moves process `pid` into `cg` in every hierarchy (cgroup.procs of each placement dir).
+  virtual Status attach(const Cgroup& cg, pid_t pid);
   // An fd that polls readable (POLLPRI on v2 triggers, POLLIN on a v1 eventfd) when the
   // cgroup's memory pressure crosses `stall` within `window` (v2/unified: a PSI trigger,
   // Documentation/accounting/psi.rst; v1: memory.pressure_level "medium" via

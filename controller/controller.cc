@@ -84,6 +84,27 @@ void Controller::make_spare(RunScope& run) {
   run.spare_id_ = std::move(id);
 }
 
+void Controller::adopt_parked(RunScope& run, pid_t pid) {
+  if (pid <= 0) return;
+  RunScope* r = &run;
+  defer(run, [this, r, pid] { place_parked(*r, pid); });
+}
+
+void Controller::place_parked(RunScope& run, pid_t pid) {
+  // Under the run's lock: begin_call cannot take the spare half-placed. The write is the
+  // kernel's slow step (an RCU grace period on a hybrid host); a call that begins meanwhile
+  // waits for it, which costs it no more than placing its own process would.
+  std::lock_guard lock(run.mu_);
+  if (run.closing_ || !run.spare_ || run.spare_parked_ == pid) return;
+  if (auto s = options_.backend->attach(*run.spare_, pid); !s.ok()) {
+    // Gone (used by a call, or killed): the next call's process is placed by its provider.
+    spdlog::debug("run {}: parked process {} not placed ahead: {}", run.run_id_, pid,
+                  s.error().message());
+    return;
+  }
+  run.spare_parked_ = pid;
+}
+
 void Controller::remove_call_cgroup(RunScope& run, const Cgroup& cg) {
   if (auto s = options_.backend->remove(cg); !s.ok()) {
     // Still recorded: end_run removes the run's whole subtree, gc what a crash leaves.
@@ -280,6 +301,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   call->grant_ = grant_for(p, choice.intent);
   call->run_ = &run;
   CgroupBackend& b = *options_.backend;
+  pid_t placed_pid = 0;  // the run's parked process, already in the spare (adopt_parked)
   {
     // The spare made ahead when there is one (the usual case); else made here, on the call's
     // critical path (the first call of a run that came before its spare was made, or a spare
@@ -288,7 +310,9 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
     if (run.spare_) {
       call->cg_ = std::move(*run.spare_);
       call->id_ = std::move(run.spare_id_);
+      placed_pid = run.spare_parked_;
       run.spare_.reset();
+      run.spare_parked_ = 0;
     } else {
       call->id_ = "call-" + std::to_string(run.next_call_++);
       SG_ASSIGN_OR_RETURN(call->cg_, b.create(run.run_.rel + "/" + call->id_, &*run.state_));
@@ -300,6 +324,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   defer(
       run, [this, r] { make_spare(*r); }, /*first=*/true);
   call->placement_ = b.placement(call->cg_);
+  call->placement_.placed_pid = placed_pid;
   // The grant is written before the call's first process is placed: writing limit files is
   // cheap, and a fresh cgroup has no limit of its own to leave behind.
   if (auto s = b.set_limits(call->cg_, call_limits(call->grant_, run.io_device_)); !s.ok()) {

@@ -84,6 +84,7 @@ class RunScope {
   int next_call_ = 1;
   std::optional<Cgroup> spare_;  // the next call's cgroup, made ahead, no limits written yet
   std::string spare_id_;         // its call id ("call-<n>")
+  pid_t spare_parked_ = 0;       // the run's parked process, in spare_ already (adopt_parked)
   int pending_ = 0;              // reaper jobs of this run not yet finished
   bool closing_ = false;         // end_run began: no more spares
 };
@@ -151,6 +152,12 @@ class Controller {
   // runs): its peak rate goes into the outcome and the network rule (net_throttle_bytes_per_s)
   // acts on it. Without one the call has no network view and the rule leaves it alone.
   void measure_net(const CallScope& call, std::unique_ptr<NetMeter> meter);
+  // The run's parked process (Environment::park, providers/provider.h): the reaper writes it
+  // into the next call's cgroup (the spare), off any call's path, and the call that takes the
+  // spare gets it as Placement::placed_pid, so the provider starting the call there writes
+  // nothing. A process that is gone, or a spare not yet made or taken, changes nothing but
+  // speed: the provider then places the call's process itself, as it would without.
+  void adopt_parked(RunScope& run, pid_t pid);
   // Stops watching, reads the final counters, revokes the grant (kills anything left in the
   // call's cgroup and removes it) and classifies how the call ended.
   CallOutcome end_call(std::unique_ptr<CallScope> call, ExecResult result);
@@ -172,6 +179,7 @@ class Controller {
   void defer(RunScope& run, std::function<void()> job, bool first = false);
   // Reaper jobs: make the run's next spare cgroup; remove an ended call's cgroup.
   void make_spare(RunScope& run);
+  void place_parked(RunScope& run, pid_t pid);
   void remove_call_cgroup(RunScope& run, const Cgroup& cg);
   void reaper_loop();
 

@@ -346,6 +346,47 @@ TEST_F(ControllerFakeTest, EachCallTakesTheSpareMadeAheadAndTheNextOneIsMadeWhil
   EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
 }
 
+// The run's parked process goes into the spare off the call's path, and the call that takes
+// the spare is told it is there (Placement::placed_pid); one the backend could not move is not
+// named, so the provider places the call's process itself.
+TEST_F(ControllerFakeTest, AParkedProcessIsPlacedInTheSpareAheadAndNamedToTheCallThatTakesIt) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  c->adopt_parked(**run, 4242);
+  c->settle(**run);
+  EXPECT_THAT(backend_->ops(), Contains("attach sgtest/t1/r1/call-1 4242"));
+  auto call = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  EXPECT_EQ((*call)->placement().placed_pid, 4242);
+  // The grant is written into the cgroup the parked process is in, before the call starts.
+  EXPECT_THAT(backend_->limits_of("sgtest/t1/r1/call-1"),
+              ElementsAre(policy_.intents.at("test").to_limits()));
+  (void)c->end_call(std::move(call).value(), exited(0));
+  c->settle(**run);
+
+  // Gone before the reaper got to it: the next call is not told of it.
+  backend_->set_attach_error(true);
+  c->adopt_parked(**run, 4343);
+  c->settle(**run);
+  EXPECT_THAT(backend_->ops(), Contains("attach sgtest/t1/r1/call-2 4343"));
+  auto next = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(next.ok()) << next.error().message();
+  EXPECT_EQ((*next)->placement().placed_pid, 0);
+  (void)c->end_call(std::move(next).value(), exited(0));
+
+  // A parked process placed in a spare that a call then did not take is not named to a later
+  // call's other cgroup: each spare is named only with what went into it.
+  backend_->set_attach_error(false);
+  c->settle(**run);
+  auto third = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ((*third)->placement().placed_pid, 0);
+  (void)c->end_call(std::move(third).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 TEST_F(ControllerFakeTest, ACallWithProcessesLeftIsRemovedBeforeItsOutcomeIsReturned) {
   auto c = make();
   ASSERT_TRUE(c);

@@ -129,6 +129,18 @@ class FakeBackend : public CgroupBackend {
     return p;
   }
 
+  // Recorded as "attach <rel> <pid>"; set_attach_error makes it fail.
+  Status attach(const Cgroup& cg, pid_t pid) override {
+    std::lock_guard lock(mu_);
+    ops_.push_back("attach " + cg.rel + " " + std::to_string(pid));
+    if (attach_fails_) return sys_error(ESRCH, "fake attach", cg.rel);
+    return ok_status();
+  }
+  void set_attach_error(bool fails) {
+    std::lock_guard lock(mu_);
+    attach_fails_ = fails;
+  }
+
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration, Duration) override {
     return sys_error(ENOTSUP, "fake memory_pressure_trigger", cg.rel);
   }
@@ -209,6 +221,7 @@ class FakeBackend : public CgroupBackend {
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;
   std::map<std::string, std::vector<pid_t>> procs_;
+  bool attach_fails_ = false;
   struct Burn {
     std::chrono::steady_clock::time_point since;
     double cores = 0, throttled = 0;

@@ -30,7 +30,7 @@ struct ProcessLimits {
 // command does not exist, 126 when it cannot be executed (or an earlier step failed).
 struct StartFailure {
   int err = 0;
-  std::string step;  // "execve", "chdir", "drop privileges", ...
+  std::string step;              // "execve", "chdir", "drop privileges", ...
   std::string describe() const;  // "execve: No such file or directory (ENOENT)"
 };
 
@@ -43,7 +43,10 @@ struct ExecResult {
   bool timed_out = false;
   bool cancelled = false;
   std::optional<StartFailure> start_failure;  // set: the command never ran (status 126/127)
-  pid_t host_pid = 0;  // the call's first process, as the host sees it
+  pid_t host_pid = 0;                         // the call's first process, as the host sees it
+  // Call::park_next: the host pid of the process parked for the next call (made while this
+  // one ran, or parked before and still waiting); 0: none parked.
+  pid_t parked_next_pid = 0;
 };
 
 // The status a shell gives a command that could not be started (ENOENT: 127, else 126).

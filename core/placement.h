@@ -4,6 +4,8 @@
 // before it execs (pipe-synchronised start, a waiting shim, the in-guest agent).
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -13,6 +15,10 @@ namespace sandgate {
 // into before it execs. Empty: it stays where the provider runs it.
 struct Placement {
   std::vector<std::string> cgroup_dirs;
+  // Not 0: the host pid of the run's parked process (Environment::park), which the controller
+  // has already written into every one of cgroup_dirs off the call's path. A provider that
+  // starts the call in that very process writes nothing; any other process it places as usual.
+  pid_t placed_pid = 0;
   bool empty() const { return cgroup_dirs.empty(); }
 };
 

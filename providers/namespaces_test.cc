@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/nsfs.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -18,6 +19,7 @@
 
 #include "core/defer.h"
 #include "core/fd.h"
+#include "core/files.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/provider_fixture.h"
 
@@ -260,6 +262,70 @@ TEST_F(NamespacesTest, CallsAreParkedUntilPlacedInTheirCgroup) {
   EXPECT_NE(bad.error().message().find("place call in its cgroup"), std::string::npos);
   EXPECT_NE(::access((env->workspace_host_path() + "/ran").c_str(), F_OK), 0);
   ASSERT_TRUE(env->destroy().ok());
+}
+
+// The next call's process, parked ahead (Environment::park) and put in the call's cgroup by
+// the host before the call: the call starts in it and nothing is written on its path (the
+// placement's directory here does not even exist). A parked process that died, or a call whose
+// placement does not name it, starts as before, placed by the provider.
+TEST_F(NamespacesTest, AParkedProcessPlacedAheadIsTheCallsAndNeedsNoPlacementWrite) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string unified = "/sys/fs/cgroup/unified";
+  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
+                   "needs a writable cgroup2 mount at " + unified);
+  std::string cg = unified + "/sandgate-test-park-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
+  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  const std::string shown = "sandgate-test-park-" + std::to_string(::getpid()) + "\n";
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  auto parked = env->park();
+  ASSERT_TRUE(parked.ok()) << parked.error().message();
+  ASSERT_GT(*parked, 0);
+  auto again = env->park();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *parked) << "one parked process at a time";
+  // What the controller's reaper does off the call's path.
+  ASSERT_TRUE(write_file(cg + "/cgroup.procs", std::to_string(*parked)).ok());
+
+  providers::Call call;
+  call.argv = {"cat", "/proc/self/cgroup"};
+  call.park_next = true;
+  pid_t started = 0;
+  call.on_started = [&](pid_t pid) { started = pid; };
+  auto r = env->exec(call, Placement{{cg + "/missing"}, *parked});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->host_pid, *parked);
+  EXPECT_EQ(started, *parked);
+  EXPECT_NE(r->stdout_data.find(shown), std::string::npos) << r->stdout_data;
+  ASSERT_GT(r->parked_next_pid, 0) << "park_next parks the next call's process";
+  EXPECT_NE(r->parked_next_pid, *parked);
+  EXPECT_EQ(::kill(r->parked_next_pid, 0), 0) << "the next one waits, parked";
+
+  // Died parked: the call forks as before and is placed by the provider.
+  const pid_t dead = r->parked_next_pid;
+  ASSERT_EQ(::kill(dead, SIGKILL), 0);  // this test's own run's process, by its recorded pid
+  for (int i = 0; i < 200 && ::kill(dead, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // reaped by the supervisor
+  call.park_next = false;
+  auto after = env->exec(call, Placement{{cg}, dead});
+  ASSERT_TRUE(after.ok()) << after.error().message();
+  EXPECT_NE(after->host_pid, dead);
+  EXPECT_NE(after->stdout_data.find(shown), std::string::npos) << after->stdout_data;
+  EXPECT_EQ(after->parked_next_pid, 0);
+
+  // A placement that does not name the parked process (a resident process, or a call that
+  // came before the process was placed) leaves it parked for the next one.
+  auto third = env->park();
+  ASSERT_TRUE(third.ok()) << third.error().message();
+  auto unnamed = env->exec(call, Placement{{cg}});
+  ASSERT_TRUE(unnamed.ok()) << unnamed.error().message();
+  EXPECT_NE(unnamed->host_pid, *third);
+  auto still = env->park();
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(*still, *third);
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_NE(::kill(*third, 0), 0) << "a parked process outlived its run";
 }
 
 TEST_F(NamespacesTest, SupervisorIsPlacedAndTheCgroupNamespaceRootedThere) {

@@ -133,6 +133,9 @@ struct Call {
   // the call was given (prlimit, cgroup files). Setting it parks the call until it returns,
   // with or without a placement.
   std::function<void(pid_t host_pid)> on_started;
+  // Once this call has started, make the next call's process and park it (Environment::park);
+  // its host pid comes back in ExecResult::parked_next_pid. Ignored where the provider cannot.
+  bool park_next = false;
 };
 
 // How a run's workspace was made, for the run's info: "overlay" (copy-on-write view of the
@@ -167,6 +170,11 @@ class Environment {
   // that its /etc/resolv.conf names (IPv4, port 53), where the run session serves the run's
   // allowlisting DNS resolver (session/dns_resolver.h); "" for any other run.
   virtual std::string dns_address() const { return ""; }
+  // Makes the next call's first process ahead of the call and parks it, so that the controller
+  // can put it in the next call's cgroups off the call's path (Placement::placed_pid): its host
+  // pid, or 0 where the provider cannot park (the next call then starts as usual). A process
+  // parked already is returned again. Precondition: not concurrent with exec.
+  virtual Result<pid_t> park() { return pid_t{0}; }
   // Runs a call to completion. Precondition: not called concurrently on one environment.
   virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
   // Kills every process of the run, removes its workspace and record. Idempotent; also done

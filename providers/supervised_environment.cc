@@ -417,6 +417,12 @@ SupervisedEnvironment::~SupervisedEnvironment() {
     spdlog::error("destroying run {}: {}", layout_.run_id, s.error().message());
 }
 
+Result<pid_t> SupervisedEnvironment::park() {
+  if (destroyed_) return logic_error("park", "the environment was destroyed", layout_.run_id);
+  if (timed_out_ || !supervisor_) return pid_t{0};
+  return supervisor_->park();
+}
+
 Result<ExecResult> SupervisedEnvironment::exec(const Call& call, const Placement& placement) {
   if (destroyed_) return logic_error("exec", "the environment was destroyed", layout_.run_id);
   if (timed_out_)

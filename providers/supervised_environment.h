@@ -100,6 +100,7 @@ class SupervisedEnvironment : public Environment {
   std::string secrets_host_path() const override { return layout_.secrets_dir; }
   uid_t host_id_base() const override { return id_base_; }
   std::string dns_address() const override { return dns_address_; }
+  Result<pid_t> park() override;
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
   Status destroy() override;
 

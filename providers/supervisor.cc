@@ -2,6 +2,7 @@
 #include "providers/supervisor.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -16,8 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "core/fd.h"
 #include "core/files.h"
@@ -396,8 +395,7 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
     while (true) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           *deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0)
-        return sys_error(ETIMEDOUT, "wait for the supervisor's \"ready\"");
+      if (left.count() <= 0) return sys_error(ETIMEDOUT, "wait for the supervisor's \"ready\"");
       struct pollfd fd = {s.control_.get(), POLLIN, 0};
       int r = ::poll(&fd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
       if (r < 0 && errno != EINTR) return sys_error("poll", "the supervisor's control socket");
@@ -642,19 +640,28 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
     if (::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) return sys_error("fcntl O_NONBLOCK");
   uint64_t id = next_call_++;
   // Parked before exec until placed in its cgroups, and until on_started has looked at it.
+  // Also a call started in the parked process that is already in them: the host checks which
+  // process started before it lets it go.
   bool wait_for_go = !placement.cgroup_dirs.empty() || static_cast<bool>(call.on_started);
   Json rlimits = Json::object();
   if (call.rlimits.open_files) rlimits["open_files"] = *call.rlimits.open_files;
   if (call.rlimits.file_size) rlimits["file_size"] = *call.rlimits.file_size;
-  SG_TRY(send_message(control_.get(),
-                      {{"op", "exec"},
-                       {"id", id},
-                       {"argv", call.argv},
-                       {"env", call.env},
-                       {"cwd", call.cwd},
-                       {"wait_for_go", wait_for_go},
-                       {"rlimits", rlimits}},
-                      {out.write.get(), err.write.get()}));
+  Json request = {{"op", "exec"},      {"id", id},        {"argv", call.argv},
+                  {"env", call.env},   {"cwd", call.cwd}, {"wait_for_go", wait_for_go},
+                  {"rlimits", rlimits}};
+  // The parked process is this call's when the controller put it in the call's cgroups ahead
+  // (a resident process, or a call that came before it was placed, starts as usual, and the
+  // process stays parked). Used or gone, it is no longer parked.
+  if (parked_ && placement.placed_pid > 0 && placement.placed_pid == parked_->host_pid) {
+    request["parked"] = parked_->id;
+    parked_.reset();
+  }
+  std::optional<uint64_t> park_next;
+  if (call.park_next && !parked_) {
+    park_next = next_call_++;
+    request["park_next"] = *park_next;
+  }
+  SG_TRY(send_message(control_.get(), request, {out.write.get(), err.write.get()}));
   out.write.reset();
   err.write.reset();
 
@@ -736,14 +743,23 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
         return std::move(ev).error().context_add("the run's supervisor during a call");
       }
       const std::string& op = ev->op;
+      if (park_next && ev->id == *park_next) {
+        // The next call's process, parked while this one runs; a failure to park only means
+        // the next call forks as usual.
+        if (op == "parked" && msg->sender_pid > 0) parked_ = Parked{*park_next, msg->sender_pid};
+        continue;
+      }
       if (ev->id != id) continue;
       if (op == "started") {
         result.host_pid = msg->sender_pid;
         if (!wait_for_go) continue;
         // Already cancelled or timed out while starting: it was killed parked, never placed.
         if (result.cancelled || result.timed_out) continue;
-        // Placement: the call is parked before exec until it is in every cgroup it belongs to.
-        for (const auto& dir : placement.cgroup_dirs) {
+        // Placement: the call is parked before exec until it is in every cgroup it belongs to;
+        // the parked process the controller placed ahead is there already.
+        const bool placed_ahead =
+            ev->in_parked && placement.placed_pid > 0 && placement.placed_pid == result.host_pid;
+        for (const auto& dir : placed_ahead ? std::vector<std::string>{} : placement.cgroup_dirs) {
           auto placed = write_file(dir + "/cgroup.procs", std::to_string(result.host_pid));
           if (!placed.ok()) {
             (void)kill_call(SIGKILL);
@@ -771,6 +787,9 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
     }
   }
   result.wall = std::chrono::steady_clock::now() - start;
+  // The process parked for the next call: made while this one ran, or one parked before that
+  // this call did not start in (it was not yet placed), still waiting.
+  if (call.park_next && parked_) result.parked_next_pid = parked_->host_pid;
   // What the call wrote before it exited is in the pipes; a background process still holding
   // them must not keep the call open, so read what is there and stop.
   if (out_open)
@@ -780,6 +799,37 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   finish_capture(result.stdout_data, result.stdout_truncated);
   finish_capture(result.stderr_data, result.stderr_truncated);
   return result;
+}
+
+Result<pid_t> Supervisor::park() {
+  if (!running()) return logic_error("park", "the run's supervisor is not running");
+  if (parked_) return parked_->host_pid;
+  uint64_t id = next_call_++;
+  SG_TRY(send_message(control_.get(), {{"op", "park"}, {"id", id}}));
+  // Between calls nothing else is said on the socket; a bound all the same (a fork, a message).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return logic_error("park", "no answer from the run's supervisor in 10 s");
+    struct pollfd fd = {control_.get(), POLLIN, 0};
+    int r = ::poll(&fd, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno != EINTR) return sys_error("poll", "the run's supervisor");
+    if (r <= 0) continue;
+    auto msg = recv_message(control_.get());
+    if (!msg.ok()) return std::move(msg).error().context_add("park the next call's process");
+    auto ev = read_supervisor_event(msg->body);
+    if (!ev.ok()) return std::move(ev).error().context_add("park the next call's process");
+    if (ev->id != id) continue;  // a late word about an earlier call
+    if (ev->op == "parked" && msg->sender_pid > 0) {
+      parked_ = Parked{id, msg->sender_pid};
+      return msg->sender_pid;
+    }
+    Error e = ev->error;
+    e.context.push_back("park the next call's process");
+    return e;
+  }
 }
 
 Status Supervisor::stop() {

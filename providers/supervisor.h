@@ -176,7 +176,11 @@ class Supervisor {
   ~Supervisor() { (void)stop(); }
 
   // Runs one call to completion; call.timeout (0: none) kills the call's process group.
+  // call.park_next parks the next call's process while this one runs (its host pid in the
+  // result); a process parked before is the one this call starts in.
   Result<ExecResult> exec(const Call& call, const Placement& placement);
+  // Parks the next call's process now (Environment::park): its host pid. One at a time.
+  Result<pid_t> park();
 
   // Ends the run: every process of it is killed and reaped. Idempotent.
   Status stop();
@@ -202,6 +206,12 @@ class Supervisor {
   ChildProcess process_;
   UniqueFd control_;
   uint64_t next_call_ = 1;
+  // The process parked for the next call: the id it was parked with, its host pid.
+  struct Parked {
+    uint64_t id;
+    pid_t host_pid;
+  };
+  std::optional<Parked> parked_;
   // A foreground runtime (ContainedLaunch::foreground_output) and its output file.
   ChildProcess runtime_;
   std::string runtime_output_;

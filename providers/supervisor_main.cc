@@ -44,9 +44,19 @@ struct ChildError {
 
 struct CallProcess {
   uint64_t id;
-  UniqueFd go;         // write end: releases the parked child
-  UniqueFd error;      // read end of the child's CLOEXEC error pipe
+  UniqueFd go;     // write end: releases the parked child
+  UniqueFd error;  // read end of the child's CLOEXEC error pipe
   bool failed = false;
+};
+
+// The next call's process, made ahead ("park"): it waits for its call's exec message on a
+// socket of its own, with its go and error pipes already made.
+struct ParkedProcess {
+  uint64_t id;  // the id it said "parked" with
+  pid_t pid;
+  UniqueFd sock;   // our end: the call's exec message and its stdout/stderr go here
+  UniqueFd go;     // as CallProcess
+  UniqueFd error;  // as CallProcess
 };
 
 // The call's rlimits, set by the parked child on itself before it says "started": when the
@@ -56,9 +66,8 @@ struct CallProcess {
 // cannot raise them back; never above the hard limit it inherited (that would be a raise).
 Status apply_rlimits(const Json& rlimits) {
   if (!rlimits.is_object()) return {};
-  for (auto [key, resource, name] :
-       {std::tuple{"open_files", RLIMIT_NOFILE, "RLIMIT_NOFILE"},
-        std::tuple{"file_size", RLIMIT_FSIZE, "RLIMIT_FSIZE"}}) {
+  for (auto [key, resource, name] : {std::tuple{"open_files", RLIMIT_NOFILE, "RLIMIT_NOFILE"},
+                                     std::tuple{"file_size", RLIMIT_FSIZE, "RLIMIT_FSIZE"}}) {
     if (!rlimits.contains(key) || !rlimits[key].is_number_unsigned()) continue;
     struct rlimit old {};
     if (::getrlimit(resource, &old) != 0) return sys_error("getrlimit", name);
@@ -79,13 +88,17 @@ Status apply_rlimits(const Json& rlimits) {
 class SupervisorLoop {
  public:
   SupervisorLoop(int control, SupervisorConfig config, UniqueFd seccomp_program)
-      : control_(control), config_(std::move(config)), seccomp_program_(std::move(seccomp_program)) {}
+      : control_(control),
+        config_(std::move(config)),
+        seccomp_program_(std::move(seccomp_program)) {}
 
   int run();
 
  private:
   Status setup_landlock();
   void start_call(Message& msg);
+  void park(uint64_t id);
+  [[noreturn]] void parked_child(uint64_t id, int sock, int go, int error_fd);
   void release_call(uint64_t id);
   void kill_call(uint64_t id, int sig);
   void reap();
@@ -94,13 +107,14 @@ class SupervisorLoop {
 
   int control_;
   SupervisorConfig config_;
-  UniqueFd seccomp_program_;                // the host's compiled filter (seccomp_policy.h)
+  UniqueFd seccomp_program_;               // the host's compiled filter (seccomp_policy.h)
   std::optional<SeccompProgram> seccomp_;  // read once, installed in each call
-  UniqueFd landlock_;                       // the calls' ruleset (jail.h), built once
+  UniqueFd landlock_;                      // the calls' ruleset (jail.h), built once
   int landlock_abi_ = 0;
-  std::string landlock_missing_;            // why there is none (this kernel lacks Landlock)
-  bool landlock_scope_in_calls_ = false;    // the scope could not be the run's (see below)
+  std::string landlock_missing_;          // why there is none (this kernel lacks Landlock)
+  bool landlock_scope_in_calls_ = false;  // the scope could not be the run's (see below)
   std::map<pid_t, CallProcess> calls_;
+  std::optional<ParkedProcess> parked_;
 };
 
 int SupervisorLoop::run() {
@@ -117,11 +131,14 @@ int SupervisorLoop::run() {
     if (s.ok() && config_.jail.seccomp) {
       // Compiled once by the host for every run with these options, sealed, sent with the
       // config: reading it costs microseconds where compiling cost milliseconds.
-      auto program = seccomp_program_.valid()
-                         ? read_seccomp_program(seccomp_program_.get())
-                         : Result<SeccompProgram>(logic_error("seccomp", "the host sent no program"));
-      if (program.ok()) seccomp_ = std::move(program).value();
-      else s = std::move(program).error();
+      auto program =
+          seccomp_program_.valid()
+              ? read_seccomp_program(seccomp_program_.get())
+              : Result<SeccompProgram>(logic_error("seccomp", "the host sent no program"));
+      if (program.ok())
+        seccomp_ = std::move(program).value();
+      else
+        s = std::move(program).error();
       seccomp_program_.reset();
     }
     if (s.ok() && config_.jail.landlock) s = setup_landlock();
@@ -159,10 +176,16 @@ int SupervisorLoop::run() {
       auto msg = recv_message(control_);
       if (!msg.ok()) shutdown(0);  // the host closed the socket: the run is over
       std::string op = msg->body.value("op", "");
-      if (op == "exec") start_call(*msg);
-      else if (op == "go") release_call(msg->body.value("id", uint64_t{0}));
-      else if (op == "kill") kill_call(msg->body.value("id", uint64_t{0}), msg->body.value("signal", SIGKILL));
-      else if (op == "shutdown") shutdown(0);
+      if (op == "exec")
+        start_call(*msg);
+      else if (op == "park")
+        park(msg->body.value("id", uint64_t{0}));
+      else if (op == "go")
+        release_call(msg->body.value("id", uint64_t{0}));
+      else if (op == "kill")
+        kill_call(msg->body.value("id", uint64_t{0}), msg->body.value("signal", SIGKILL));
+      else if (op == "shutdown")
+        shutdown(0);
     }
   }
 }
@@ -210,6 +233,28 @@ void SupervisorLoop::start_call(Message& msg) {
     (void)send_message(control_, j);
   };
   if (msg.fds.size() != 2) return fail(logic_error("exec", "expected stdout and stderr fds"));
+  // The next call's process, made while this one runs: after this call has started.
+  std::optional<uint64_t> park_next;
+  if (auto p = msg.body.find("park_next"); p != msg.body.end() && p->is_number_unsigned())
+    park_next = p->get<uint64_t>();
+  auto parked_id = msg.body.find("parked");
+  if (parked_ && parked_id != msg.body.end() && parked_id->is_number_unsigned() &&
+      parked_id->get<uint64_t>() == parked_->id) {
+    // The call runs in the parked process: it gets the message and its two descriptors, and
+    // from there is any call's child (call_child).
+    ParkedProcess p = std::move(*parked_);
+    parked_.reset();
+    msg.body["in_parked"] = true;  // its "started" says so: the host skips no placement otherwise
+    if (auto sent = send_message(p.sock.get(), msg.body, {msg.fds[0].get(), msg.fds[1].get()});
+        !sent.ok()) {
+      ::kill(p.pid, SIGKILL);  // reaped as an orphan; the call starts the usual way below
+    } else {
+      calls_[p.pid] = CallProcess{id, std::move(p.go), std::move(p.error)};
+      if (!msg.body.value("wait_for_go", false)) release_call(id);
+      if (park_next) park(*park_next);
+      return;
+    }
+  }
   auto go = make_pipe(O_CLOEXEC);
   auto error = make_pipe(O_CLOEXEC);
   if (!go.ok()) return fail(go.error());
@@ -225,6 +270,52 @@ void SupervisorLoop::start_call(Message& msg) {
   // The child says "started" itself (call_child); released at once unless the host places it.
   calls_[pid] = CallProcess{id, std::move(go->write), std::move(error->read)};
   if (!msg.body.value("wait_for_go", false)) release_call(id);
+  if (park_next) park(*park_next);
+}
+
+// A process for the next call, forked now and parked until its call's exec message arrives.
+// It says "parked" itself, with its own pid as SCM_CREDENTIALS (as "started"), so that the host
+// learns its host pid and can place it in the next call's cgroups while nothing waits. One at
+// a time: a new request replaces the one parked (which is killed and reaped as an orphan).
+void SupervisorLoop::park(uint64_t id) {
+  if (parked_) {
+    ::kill(parked_->pid, SIGKILL);
+    parked_.reset();
+  }
+  auto channel = make_control_pair();
+  auto go = make_pipe(O_CLOEXEC);
+  auto error = make_pipe(O_CLOEXEC);
+  auto fail = [&](const Error& e) {
+    Json j = error_to_json(e);
+    j["op"] = "park_failed";
+    j["id"] = id;
+    (void)send_message(control_, j);
+  };
+  if (!channel.ok()) return fail(channel.error());
+  if (!go.ok()) return fail(go.error());
+  if (!error.ok()) return fail(error.error());
+  pid_t pid = ::fork();
+  if (pid < 0) return fail(sys_error("fork"));
+  if (pid == 0) {
+    channel->first.reset();
+    parked_child(id, channel->second.get(), go->read.get(), error->write.get());
+  }
+  go->read.reset();
+  error->write.reset();
+  channel->second.reset();
+  parked_ = ParkedProcess{id, pid, std::move(channel->first), std::move(go->write),
+                          std::move(error->read)};
+}
+
+void SupervisorLoop::parked_child(uint64_t id, int sock, int go, int error_fd) {
+  // Parked, it must not outlive the supervisor (on the host there is no pid namespace to end
+  // it); call_child clears this before the call runs.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (!send_message(control_, {{"op", "parked"}, {"id", id}}, {}, ::getpid()).ok()) ::_exit(127);
+  auto msg = recv_message(sock);
+  if (!msg.ok() || msg->fds.size() != 2) ::_exit(127);  // not used: the run ended or moved on
+  ::close(sock);
+  call_child(msg->body, msg->fds[0].get(), msg->fds[1].get(), go, error_fd);
 }
 
 void SupervisorLoop::release_call(uint64_t id) {
@@ -267,10 +358,12 @@ void SupervisorLoop::reap() {
     int status;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
+    if (parked_ && parked_->pid == pid) parked_.reset();  // died parked: the next call forks
     auto it = calls_.find(pid);
     if (it == calls_.end()) continue;  // an orphan re-parented to us
     if (!it->second.failed)
-      (void)send_message(control_, {{"op", "exited"}, {"id", it->second.id}, {"wait_status", status}});
+      (void)send_message(control_,
+                         {{"op", "exited"}, {"id", it->second.id}, {"wait_status", status}});
     calls_.erase(it);
   }
 }
@@ -316,7 +409,8 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
   if (::setsid() < 0) child_fail(error_fd, "setsid");
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) child_fail(error_fd, "open /dev/null");
-  if (::dup2(null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) child_fail(error_fd, "dup2");
+  if (::dup2(null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
+    child_fail(error_fd, "dup2");
 
   // When memory runs out above the call (a run's or tenant's shared limit, the host), the
   // kernel must pick the call, not the supervisor that holds the run together. Raising one's
@@ -340,7 +434,9 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
     (void)send_message(control_, j);
     ::_exit(127);
   }
-  if (!send_message(control_, {{"op", "started"}, {"id", id}}, {}, ::getpid()).ok()) ::_exit(127);
+  Json started = {{"op", "started"}, {"id", id}};
+  if (body.value("in_parked", false)) started["in_parked"] = true;
+  if (!send_message(control_, started, {}, ::getpid()).ok()) ::_exit(127);
 
   char byte;
   if (::read(go, &byte, 1) != 1) ::_exit(127);  // the host never released us
@@ -368,7 +464,8 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
       ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     child_fail(error_fd, "prctl PR_SET_NO_NEW_PRIVS");
   // No descriptor of the supervisor's may reach the call (the error pipe closes at exec).
-  if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(error_fd, "close_range");
+  if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+    child_fail(error_fd, "close_range");
   // Before the seccomp filter (which need not allow landlock_restrict_self for this). From
   // here the oom_score_adj written above sticks: the call cannot open procfs files for writing.
   if (landlock_.valid()) {

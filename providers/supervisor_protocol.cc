@@ -32,7 +32,8 @@ Status send_message(int sock, const Json& body, const std::vector<int>& fds, pid
   struct msghdr msg = {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8) + CMSG_SPACE(sizeof(struct ucred))];
+  alignas(
+      struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8) + CMSG_SPACE(sizeof(struct ucred))];
   size_t control_len = 0;
   if (fds.size() > 8) return logic_error("send message", "too many file descriptors");
   if (!fds.empty() || cred_pid != 0) {
@@ -71,7 +72,8 @@ Result<Message> recv_message(int sock) {
   struct msghdr msg = {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8) + CMSG_SPACE(sizeof(struct ucred))];
+  alignas(
+      struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8) + CMSG_SPACE(sizeof(struct ucred))];
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   ssize_t n;
@@ -125,9 +127,7 @@ Error error_from_json(const Json& j) {
 }
 
 Result<SupervisorEvent> read_supervisor_event(const Json& body) {
-  auto bad = [](const std::string& what) {
-    return logic_error("read supervisor message", what);
-  };
+  auto bad = [](const std::string& what) { return logic_error("read supervisor message", what); };
   if (!body.is_object()) return bad("expected a JSON object, got " + describe_json(body));
   SupervisorEvent ev;
   auto op = body.find("op");
@@ -151,12 +151,18 @@ Result<SupervisorEvent> read_supervisor_event(const Json& body) {
       return bad("field 'in_child': expected true or false, got " + describe_json(*ic));
     ev.in_child = ic->get<bool>();
   }
+  if (auto ip = body.find("in_parked"); ip != body.end()) {
+    if (!ip->is_boolean())
+      return bad("field 'in_parked': expected true or false, got " + describe_json(*ip));
+    ev.in_parked = ip->get<bool>();
+  }
   if (auto lm = body.find("landlock_missing"); lm != body.end()) {
     if (!lm->is_string())
       return bad("field 'landlock_missing': expected a string, got " + describe_json(*lm));
     ev.landlock_missing = lm->get<std::string>();
   }
-  if (ev.op == "error" || ev.op == "exec_failed") ev.error = error_from_json(body);
+  if (ev.op == "error" || ev.op == "exec_failed" || ev.op == "park_failed")
+    ev.error = error_from_json(body);
   return ev;
 }
 

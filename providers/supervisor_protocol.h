@@ -58,12 +58,14 @@ Error error_from_json(const Json& j);
 // sandbox (and its parked call child sends `started` itself), so the body may be anything: a
 // field of the wrong type is an Error naming it, never an exception out of nlohmann's value().
 struct SupervisorEvent {
-  std::string op;                // ready, error, started, exec_failed, exited; others are ignored
+  std::string op;                // ready, error, started, exec_failed, exited, parked,
+                                 // park_failed; others are ignored
   uint64_t id = 0;               // the call a started/exec_failed/exited is about; 0 if absent
   int wait_status = 0;           // exited
   bool in_child = false;         // exec_failed: the call's own failure to start
+  bool in_parked = false;        // started: in the process parked ahead (Supervisor::park)
   std::string landlock_missing;  // ready: why the jail has no Landlock ("" when it has)
-  Error error;                   // error, exec_failed
+  Error error;                   // error, exec_failed, park_failed
 };
 Result<SupervisorEvent> read_supervisor_event(const Json& body);
 

@@ -223,6 +223,17 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
     (void)s->close();
     return std::move(st).error();
   }
+  // The first call's process, parked now and placed by the controller's reaper in the first
+  // call's cgroup while the caller prepares its call; each call then parks the next one's.
+  // Moving a process between cgroups is the kernel's slow step on a call's start (a grace
+  // period per move here), and this takes it off the call's path. A provider that cannot
+  // park answers 0: its calls start and are placed as before.
+  if (auto parked = s->env_->park(); !parked.ok()) {
+    spdlog::debug("run {}: no process parked ahead: {}", s->run_id_, parked.error().message());
+  } else if (*parked > 0) {
+    s->parking_ = true;
+    controller.adopt_parked(*s->run_, *parked);
+  }
   return s;
 }
 
@@ -253,6 +264,7 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   call.rlimits = scope->grant().to_process_limits();  // the grant's per-process part
   call.cancel_fd = request.cancel_fd;
   call.on_output = request.on_output;
+  call.park_next = parking_;
   if (request.on_started) {
     const controller::CallScope& placed = *scope;
     call.on_started = [&](pid_t pid) { request.on_started(placed, pid); };
@@ -278,6 +290,8 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   const uint64_t call_number = ++calls_;
   if (resolver_) resolver_->begin_call(call_number);
   auto result = env_->exec(call, scope->placement());
+  if (result.ok() && result->parked_next_pid > 0)
+    controller_.adopt_parked(*run_, result->parked_next_pid);
   if (!result.ok()) {
     // Not run at all: still revoke the grant and remove the call's cgroup.
     (void)controller_.end_call(std::move(scope), ExecResult{});

@@ -101,8 +101,10 @@ class RunSession {
   Status close();
 
   const std::string& run_id() const { return run_id_; }
-  const std::string& workspace_path() const { return workspace_path_; }           // as calls see it
-  const std::string& workspace_host_path() const { return workspace_host_path_; }  // as the host sees it
+  const std::string& workspace_path() const { return workspace_path_; }  // as calls see it
+  const std::string& workspace_host_path() const {
+    return workspace_host_path_;
+  }  // as the host sees it
   const providers::ProviderInfo& provider() const { return provider_info_; }
   std::string secrets_host_path() const { return env_ ? env_->secrets_host_path() : ""; }
   providers::WorkspaceInfo workspace_info() const {
@@ -126,6 +128,9 @@ class RunSession {
   uint64_t guarded_run_ = 0;  // the run's cgroup id the guard holds (0: none)
   std::unique_ptr<DnsResolver> resolver_;
   uint64_t calls_ = 0;  // calls begun, for the resolver's attribution
+  // The environment parks each next call's process (Environment::park), and the controller
+  // places it ahead: a call's start then moves no process between cgroups.
+  bool parking_ = false;
   bool closed_ = false;
 };
 
