@@ -10,8 +10,13 @@
 //     BM_CallTrue/session_call_paced, env_exec_paced
 //                                  the same with a pause of kPace between calls (not timed), as
 //                                  an agent's calls come: what the reaper does after a call
-//                                  (removing its cgroup, making the next one's) is done by the
-//                                  time the next call comes, so this is the critical path alone
+//                                  (removing its cgroup, making the next one's, placing the
+//                                  process parked for it) is done by the time the next call
+//                                  comes, so this is the critical path alone
+//     BM_CallTrue/session_call_paced_unparked
+//                                  the same without a parked process (RunOptions::park_ahead
+//                                  off): each call's process is moved into its cgroups on the
+//                                  call's path; what parking saves
 //   Each also reports p50_ms, the median of its calls (the machine is shared: a mean per
 //   repetition follows its slowest calls).
 //   Reaction (goal: p95 under 50 ms at the default interval)
@@ -134,8 +139,11 @@ std::optional<Stack> make_stack(benchmark::State& state, controller::Policy poli
 }
 
 std::unique_ptr<session::RunSession> open_session(benchmark::State& state, Stack& stack,
-                                                  providers::EnvSpec spec = {}) {
-  auto s = session::RunSession::open(*stack.controller, *stack.provider, std::move(spec));
+                                                  providers::EnvSpec spec = {},
+                                                  bool park_ahead = true) {
+  session::RunOptions options;
+  options.park_ahead = park_ahead;
+  auto s = session::RunSession::open(*stack.controller, *stack.provider, std::move(spec), options);
   if (!s.ok()) {
     state.SkipWithError(("open run: " + s.error().message()).c_str());
     return nullptr;
@@ -165,14 +173,15 @@ bool check_true(benchmark::State& state, const char* what, const ExitStatus& sta
 // The pause between paced calls: well past the reaper's work and an RCU grace period.
 constexpr auto kPace = milliseconds(100);
 
-void BM_CallTrue(benchmark::State& state, bool with_call_scope, bool paced = false) {
+void BM_CallTrue(benchmark::State& state, bool with_call_scope, bool paced = false,
+                 bool park_ahead = true) {
   auto stack = make_stack(state, controller::default_policy());
   if (!stack) return;
   // The baseline is the provider alone: an environment of the same provider, no controller.
   std::unique_ptr<session::RunSession> run;
   std::unique_ptr<providers::Environment> bare;
   if (with_call_scope) {
-    run = open_session(state, *stack);
+    run = open_session(state, *stack, {}, park_ahead);
     if (!run) return;
   } else {
     auto env = stack->provider->create({});
@@ -448,6 +457,10 @@ BENCHMARK_CAPTURE(BM_CallTrue, env_exec_paced, false, true)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(40);
+BENCHMARK_CAPTURE(BM_CallTrue, session_call_paced_unparked, true, true, false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(40);
 BENCHMARK_CAPTURE(BM_Reaction, sample_20ms, milliseconds(20))
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
@@ -504,7 +517,9 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
   for (auto [with, without, what] :
        {std::tuple{sc, ee, "back to back"},
         std::tuple{std::string("BM_CallTrue/session_call_paced"),
-                   std::string("BM_CallTrue/env_exec_paced"), "paced"}}) {
+                   std::string("BM_CallTrue/env_exec_paced"), "paced"},
+        std::tuple{std::string("BM_CallTrue/session_call_paced_unparked"),
+                   std::string("BM_CallTrue/env_exec_paced"), "unparked"}}) {
     if (runs.failed(with) || runs.failed(without)) continue;
     auto x = runs.counter(with, "p50_ms"), y = runs.counter(without, "p50_ms");
     if (!x || !y || *y <= 0) continue;

@@ -228,7 +228,9 @@ Result<std::unique_ptr<RunSession>> RunSession::open(controller::Controller& con
   // Moving a process between cgroups is the kernel's slow step on a call's start (a grace
   // period per move here), and this takes it off the call's path. A provider that cannot
   // park answers 0: its calls start and are placed as before.
-  if (auto parked = s->env_->park(); !parked.ok()) {
+  if (!options.park_ahead) {
+    // Calls start and are placed on their own path (a benchmark's baseline).
+  } else if (auto parked = s->env_->park(); !parked.ok()) {
     spdlog::debug("run {}: no process parked ahead: {}", s->run_id_, parked.error().message());
   } else if (*parked > 0) {
     s->parking_ = true;

@@ -69,6 +69,10 @@ struct RunOptions {
   // the upstream namespace; --dns-upstream) about the list's names. Required when the list
   // names a host; without names every query is refused and the resolver needs none.
   std::optional<sockaddr_in> dns_upstream;
+  // Each next call's process parked and placed in its cgroups ahead (Environment::park,
+  // Controller::adopt_parked). Off: each call's process is moved on the call's path, as before;
+  // the baseline of the benchmark that measures what parking saves.
+  bool park_ahead = true;
 };
 
 class RunSession {

@@ -884,6 +884,26 @@ TEST_F(SessionTest, TheNextCallStartsInTheProcessParkedAndPlacedAheadWithItsGran
   next_call_starts_in_the_parked_process();
 }
 
+// park_ahead off (the benchmark's baseline): nothing is parked, and each call is still placed
+// in its own cgroup with its grant, on its own path.
+TEST_F(SessionTest, WithoutParkingEachCallIsPlacedOnItsOwnPath) {
+  SANDGATE_REQUIRE_ROOT();
+  run_options_.park_ahead = false;
+  open();
+  ASSERT_TRUE(session_);
+  auto first = call({"true"}, "edit");
+  EXPECT_EQ(first.exec.parked_next_pid, 0);
+  std::string pids_max;
+  auto second = call_and_look({"true"}, "test", [&](const controller::CallScope& scope) {
+    for (const auto& dir : scope.placement().cgroup_dirs)
+      if (auto v = read_file(dir + "/pids.max"); v.ok()) pids_max = *v;
+    EXPECT_EQ(scope.placement().placed_pid, 0);
+  });
+  EXPECT_EQ(second.termination, Termination::kExited) << controller::to_json(second).dump(2);
+  EXPECT_EQ(pids_max, "16\n");
+  EXPECT_EQ(second.exec.parked_next_pid, 0);
+}
+
 TEST_F(SessionTest, LimitsReadBackFromTheKernelMatchTheGrant) {
   SANDGATE_REQUIRE_ROOT();
   open();
