@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -547,6 +548,8 @@ TEST(ContainedLaunchTest, ARuntimeThatNeverStartsTheSupervisorIsKilledAtTheStart
       << s.error().message();
   EXPECT_NE(s.error().message().find("waiting for the storage lock"), std::string::npos)
       << s.error().message();
+  // Each of its processes with where it waits: the shell and its sleeper.
+  EXPECT_NE(s.error().message().find(" sleep S "), std::string::npos) << s.error().message();
   // Not before the timeout; a wide margin after it on a busy machine.
   EXPECT_GE(took, std::chrono::seconds(2));
   EXPECT_LT(took, std::chrono::seconds(30));
@@ -564,6 +567,38 @@ TEST(ContainedLaunchTest, ARuntimeThatNeverStartsTheSupervisorIsKilledAtTheStart
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_TRUE(dead()) << "the runtime's child " << sleeper << " outlived the timeout";
   if (!dead()) ::kill(sleeper, SIGKILL);  // this test's own child's child, by recorded pid
+}
+
+// Another thread allocating all the while (as the controller's reaper does when it makes a
+// run's first spare cgroup during the provider's create) never leaves the runtime's child stuck
+// between clone and exec: the child allocates nothing there. A child that built its argv with
+// malloc after a plain fork could wait forever on an allocator lock held by that thread.
+TEST(ContainedLaunchTest, ARuntimeStartsWhileAnotherThreadAllocates) {
+  std::atomic<bool> stop{false};
+  std::thread allocator([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      std::vector<std::string> churn;
+      for (int i = 0; i < 64; ++i) churn.emplace_back(std::string(200 + i * 37, 'x'));
+    }
+  });
+  Defer join([&] {
+    stop = true;
+    allocator.join();
+  });
+  TempDir dir;
+  for (int i = 0; i < 40; ++i) {
+    providers::ContainedLaunch launch;
+    // A runtime that fails at once (no supervisor): the start ends with its status and output.
+    launch.argv = {"/bin/sh", "-c", "echo no container; exit 3"};
+    launch.foreground_output = dir / "runtime.log";
+    launch.start_timeout = std::chrono::seconds(20);
+    auto s = providers::Supervisor::start_contained(providers::SupervisorConfig{}, launch);
+    ASSERT_FALSE(s.ok());
+    ASSERT_EQ(s.error().message().find("did not start the container's supervisor"),
+              std::string::npos)
+        << "start " << i << " hung: " << s.error().message();
+    EXPECT_NE(s.error().message().find("no container"), std::string::npos) << s.error().message();
+  }
 }
 
 // ---- Rootless: Podman as the run's own first host id ------------------------------------------

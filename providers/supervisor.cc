@@ -1,6 +1,7 @@
 // Host side of the supervisor: start it (clone, map ids, exec), then drive calls.
 #include "providers/supervisor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/sched.h>
@@ -16,7 +17,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <sstream>
 
 #include "core/fd.h"
 #include "core/files.h"
@@ -456,6 +459,48 @@ std::string read_runtime_output(const std::string& path, size_t limit = 16384) {
   return out;
 }
 
+// The processes of a stuck runtime, for the error that kills it: `root` and its descendants,
+// each "pid comm state wchan" (wchan: where in the kernel it sleeps), so that a hang names the
+// process and the wait it is in (a lock, a pipe, a cgroup write) instead of only a timeout.
+std::string describe_process_tree(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  if (DIR* d = ::opendir("/proc")) {
+    while (struct dirent* e = ::readdir(d)) {
+      pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+      if (pid <= 0) continue;
+      auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+      if (!stat.ok()) continue;
+      auto close = stat->rfind(')');
+      if (close == std::string::npos) continue;
+      // After ") ": state, then ppid.
+      std::istringstream rest(stat->substr(close + 2));
+      std::string state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      children[ppid].push_back(pid);
+    }
+    ::closedir(d);
+  }
+  std::string out;
+  std::vector<pid_t> todo = {root};
+  for (size_t i = 0; i < todo.size() && i < 64; ++i) {
+    pid_t pid = todo[i];
+    std::string dir = "/proc/" + std::to_string(pid);
+    auto stat = read_file(dir + "/stat");
+    if (!stat.ok()) continue;
+    auto open = stat->find('('), close = stat->rfind(')');
+    std::string comm = open != std::string::npos && close != std::string::npos
+                           ? stat->substr(open + 1, close - open - 1)
+                           : "?";
+    std::string state = close != std::string::npos ? stat->substr(close + 2, 1) : "?";
+    auto wchan = read_file(dir + "/wchan");
+    out += (out.empty() ? "" : "; ") + std::to_string(pid) + " " + comm + " " + state + " " +
+           (wchan.ok() && !wchan->empty() ? *wchan : "-");
+    for (pid_t c : children[pid]) todo.push_back(c);
+  }
+  return out.empty() ? "(gone)" : out;
+}
+
 // How long a foreground runtime gets to remove its container once pid 1 has gone; then it is
 // killed (and the container left to the provider's own removal). Podman's `rm` usually takes
 // 0.1-0.3 s here; the margin is for a loaded host.
@@ -511,35 +556,15 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
     SG_ASSIGN_OR_RETURN(out, make_pipe(O_CLOEXEC));
     out_fd = out.write.get();
   }
-  pid_t pid = -1;
   // The child's {errno, step} when a step before the runtime's exec fails.
   SG_ASSIGN_OR_RETURN(Pipe start_error, make_pipe(O_CLOEXEC));
-  if (launch.userns_owner != 0 || !launch.env.empty() || !launch.cgroup_dirs.empty()) {
-    SG_ASSIGN_OR_RETURN(
-        pid, spawn_runtime(launch, argv, control.second.get(), out_fd, start_error.write.get()));
-  } else {
-    pid = ::fork();
-  }
-  if (pid < 0) return sys_error("fork", argv[0]);
-  if (pid == 0) {
-    // Between fork and exec: only async-signal-safe calls (this process may have threads).
-    if (foreground) ::setsid();
-    if (control.second.get() == 3) {
-      ::fcntl(3, F_SETFD, 0);
-    } else if (::dup2(control.second.get(), 3) != 3) {
-      ::_exit(126);
-    }
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(out_fd, 1);
-    ::dup2(out_fd, 2);
-    syscall(SYS_close_range, 4, ~0U, 0);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
+  // Always through spawn_runtime: raw system calls between clone and exec, on memory prepared
+  // before. A plain fork whose child built its argv (malloc) could hang for good in a process
+  // with other threads: the controller's reaper making the run's first spare cgroup at that
+  // moment held the (sanitizer's) allocator lock, and the child waited on it forever (a rootful
+  // Podman test that timed out in CI).
+  SG_ASSIGN_OR_RETURN(pid_t pid, spawn_runtime(launch, argv, control.second.get(), out_fd,
+                                               start_error.write.get()));
   control.second.reset();
   out.write.reset();
   out_file.reset();
@@ -582,9 +607,11 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
   if (auto configured = configure(s, config, went_away, began + launch.start_timeout);
       !configured.ok()) {
     if (configured.error().err == ETIMEDOUT) {
-      // Stuck (a lock, a hung storage): the runtime's session goes (it leads it, and is our
-      // unreaped child, so the group id is still its own); the container, if one was made, is
-      // removed by the provider from the run's record.
+      // Stuck (a lock, a hung storage): what each of its processes waits on is said first;
+      // then the runtime's session goes (it leads it, and is our unreaped child, so the group
+      // id is still its own); the container, if one was made, is removed by the provider from
+      // the run's record.
+      std::string stuck = s.runtime_.running() ? describe_process_tree(s.runtime_.pid()) : "";
       if (s.runtime_.running()) ::kill(-s.runtime_.pid(), SIGKILL);
       s.runtime_.kill_and_reap();
       auto seconds = std::chrono::duration<double>(launch.start_timeout).count();
@@ -592,8 +619,10 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
           foreground ? read_runtime_output(s.runtime_output_) : std::string("(not read)");
       return logic_error("start the contained supervisor",
                          fmt::format("{} (the runtime's run) did not start the container's "
-                                     "supervisor within {:g} s; killed. Its output: {}",
-                                     argv[0], seconds, output.empty() ? "(none)" : output));
+                                     "supervisor within {:g} s; killed. Its processes (pid "
+                                     "command state wait): {}. Its output: {}",
+                                     argv[0], seconds, stuck.empty() ? "(none)" : stuck,
+                                     output.empty() ? "(none)" : output));
     }
     if (!foreground) return std::move(configured).error();
     // The runtime holds its copy of the control socket until it exits: a supervisor that went
