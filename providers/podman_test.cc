@@ -533,10 +533,16 @@ TEST(ContainedLaunchTest, AFailureBeforeTheRuntimesExecIsNamedWithItsErrno) {
 TEST(ContainedLaunchTest, ARuntimeThatNeverStartsTheSupervisorIsKilledAtTheStartTimeout) {
   TempDir dir;
   std::string pid_file = dir / "sleeper.pid";
+  std::string helper_file = dir / "helper.pid";
+  const std::string name = "sgtest-stuck-" + std::to_string(::getpid());
   providers::ContainedLaunch launch;
-  // The sleeper is a child of the runtime's, in its process group.
+  // The sleeper is a child of the runtime's, in its process group. The helper daemonizes, as
+  // conmon does, and carries the container's name (`--name`) on its command line.
   launch.argv = {"/bin/sh", "-c",
-                 "sleep 600 & echo $! >" + pid_file + "; echo waiting for the storage lock; wait"};
+                 "(setsid sh -c 'echo $$ >" + helper_file + "; sleep 600; :' " + name +
+                     " &); sleep 600 & echo $! >" + pid_file +
+                     "; echo waiting for the storage lock; wait",
+                 "--name", name};
   launch.foreground_output = dir / "runtime.log";
   launch.start_timeout = std::chrono::seconds(2);
   auto began = std::chrono::steady_clock::now();
@@ -548,8 +554,16 @@ TEST(ContainedLaunchTest, ARuntimeThatNeverStartsTheSupervisorIsKilledAtTheStart
       << s.error().message();
   EXPECT_NE(s.error().message().find("waiting for the storage lock"), std::string::npos)
       << s.error().message();
-  // Each of its processes with where it waits: the shell and its sleeper.
+  // Each of its processes with where it waits: the shell and its sleeper, and the daemonized
+  // helper found by the container's name.
   EXPECT_NE(s.error().message().find(" sleep S "), std::string::npos) << s.error().message();
+  auto helper_text = read_file(helper_file);
+  ASSERT_TRUE(helper_text.ok()) << "the runtime never started its helper";
+  const pid_t helper = std::stoi(*helper_text);
+  // Daemonized (its own session and group): ended with its sleep by its recorded pid.
+  Defer end_helper([&] { ::kill(-helper, SIGKILL); });
+  EXPECT_NE(s.error().message().find(std::to_string(helper) + " sh S "), std::string::npos)
+      << s.error().message();
   // Not before the timeout; a wide margin after it on a busy machine.
   EXPECT_GE(took, std::chrono::seconds(2));
   EXPECT_LT(took, std::chrono::seconds(30));

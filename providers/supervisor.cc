@@ -19,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/fd.h"
@@ -460,10 +461,14 @@ std::string read_runtime_output(const std::string& path, size_t limit = 16384) {
 }
 
 // The processes of a stuck runtime, for the error that kills it: `root` and its descendants,
-// each "pid comm state wchan" (wchan: where in the kernel it sleeps), so that a hang names the
-// process and the wait it is in (a lock, a pipe, a cgroup write) instead of only a timeout.
-std::string describe_process_tree(pid_t root) {
+// and every process whose command line carries `marker` (the container's name: Podman's conmon
+// and cleanup processes leave the runtime's tree when they daemonize) with its descendants (the
+// OCI runtime, the container's processes). Each "pid comm state wchan" (wchan: where in the
+// kernel it sleeps), so that a hang names the process and the wait it is in (a lock, a pipe, a
+// cgroup write) instead of only a timeout.
+std::string describe_process_tree(pid_t root, const std::string& marker) {
   std::map<pid_t, std::vector<pid_t>> children;
+  std::vector<pid_t> todo = {root};
   if (DIR* d = ::opendir("/proc")) {
     while (struct dirent* e = ::readdir(d)) {
       pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
@@ -478,13 +483,18 @@ std::string describe_process_tree(pid_t root) {
       pid_t ppid = 0;
       rest >> state >> ppid;
       children[ppid].push_back(pid);
+      if (!marker.empty() && pid != root) {
+        auto cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline", 64 << 10);
+        if (cmdline.ok() && cmdline->find(marker) != std::string::npos) todo.push_back(pid);
+      }
     }
     ::closedir(d);
   }
   std::string out;
-  std::vector<pid_t> todo = {root};
-  for (size_t i = 0; i < todo.size() && i < 64; ++i) {
+  std::set<pid_t> seen;
+  for (size_t i = 0; i < todo.size() && seen.size() < 64; ++i) {
     pid_t pid = todo[i];
+    if (!seen.insert(pid).second) continue;
     std::string dir = "/proc/" + std::to_string(pid);
     auto stat = read_file(dir + "/stat");
     if (!stat.ok()) continue;
@@ -611,7 +621,10 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
       // then the runtime's session goes (it leads it, and is our unreaped child, so the group
       // id is still its own); the container, if one was made, is removed by the provider from
       // the run's record.
-      std::string stuck = s.runtime_.running() ? describe_process_tree(s.runtime_.pid()) : "";
+      std::string name;  // the container's, which its daemonized helpers carry in argv
+      for (size_t i = 0; i + 1 < launch.argv.size(); ++i)
+        if (launch.argv[i] == "--name") name = launch.argv[i + 1];
+      std::string stuck = s.runtime_.running() ? describe_process_tree(s.runtime_.pid(), name) : "";
       if (s.runtime_.running()) ::kill(-s.runtime_.pid(), SIGKILL);
       s.runtime_.kill_and_reap();
       auto seconds = std::chrono::duration<double>(launch.start_timeout).count();
