@@ -321,7 +321,10 @@ TEST_F(ReplayTest, InterleavedTrialsUnderABudgetGiveConsistentFigures) {
       EXPECT_EQ(v["alloc_count"], v["count"]) << "one timed allocation per unit";
       EXPECT_LE(v["alloc_p50_us"].get<double>(), v["alloc_p95_us"].get<double>());
       if (v["psi_ms"]["cpu_some"].is_number() && v["psi_ms"]["cpu_full"].is_number()) {
-        EXPECT_GE(v["psi_ms"]["cpu_some"].get<double>() + 1e-6,
+        // some >= full, to the kernel's accounting: for a cgroup whose every task waits, the
+        // two totals are the same stall, summed from per-CPU times taken at slightly different
+        // moments; full was seen 1 us above some once (12.367 vs 12.366 ms). 10 us of slack.
+        EXPECT_GE(v["psi_ms"]["cpu_some"].get<double>() + 0.01,
                   v["psi_ms"]["cpu_full"].get<double>());
       }
       if (v["runq_delay_ms"].is_number()) {
