@@ -518,28 +518,12 @@ TEST_F(CliTest, ServeOnAUnixSocket) {
   std::string path = tmp_ + "/serve.sock";
   auto server = serve_on(path);
   ASSERT_TRUE(server.ok()) << server.error().message();
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr), 0);
+  ServeClient client;
+  ASSERT_TRUE(client.connect(path));
   struct stat st;
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "only its owner may drive sandboxes through it";
-  std::string buffer;
-  auto ask = [&](const Json& request) {
-    EXPECT_TRUE(write_all(fd.get(), request.dump() + "\n").ok());
-    char chunk[65536];
-    size_t nl;
-    while ((nl = buffer.find('\n')) == std::string::npos) {
-      ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
-      if (n <= 0) return Json();
-      buffer.append(chunk, static_cast<size_t>(n));
-    }
-    auto j = parse_json(buffer.substr(0, nl), "reply");
-    buffer.erase(0, nl + 1);
-    return j.ok() ? *j : Json();
-  };
+  auto ask = [&](const Json& request) { return client.ask(request); };
   Json created = ask({{"id", 1}, {"op", "create"}, {"provider", "namespaces"}});
   ASSERT_EQ(created["ok"], true) << created.dump();
   Json ran = ask({{"id", 2},
@@ -581,25 +565,9 @@ TEST_F(CliTest, ServeRunsEveryEnvironmentOnItsNarrowedBase) {
     auto server = serve_on(path, extra);
     EXPECT_TRUE(server.ok()) << server.error().message();
     if (!server.ok()) return std::string("(no server)");
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    struct sockaddr_un addr = {};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr), 0);
-    std::string buffer;
-    auto ask = [&](const Json& request) {
-      EXPECT_TRUE(write_all(fd.get(), request.dump() + "\n").ok());
-      char chunk[65536];
-      size_t nl;
-      while ((nl = buffer.find('\n')) == std::string::npos) {
-        ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
-        if (n <= 0) return Json();
-        buffer.append(chunk, static_cast<size_t>(n));
-      }
-      auto j = parse_json(buffer.substr(0, nl), "reply");
-      buffer.erase(0, nl + 1);
-      return j.ok() ? *j : Json();
-    };
+    ServeClient client;
+    EXPECT_TRUE(client.connect(path));
+    auto ask = [&](const Json& request) { return client.ask(request); };
     std::string seen;
     Json created = ask({{"id", 1}, {"op", "create"}, {"provider", "namespaces"}});
     EXPECT_EQ(created["ok"], true) << created.dump();

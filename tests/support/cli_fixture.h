@@ -7,17 +7,22 @@
 #include <gtest/gtest.h>
 #include <linux/magic.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/statfs.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <set>
+#include <cstring>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/defer.h"
+#include "core/fd.h"
+#include "core/files.h"
 #include "core/json.h"
 #include "core/process.h"
 #include "tests/support/cgroup_dirs.h"
@@ -40,7 +45,7 @@ class CliTest : public ProviderTest {
     ::unsetenv("SANDGATE_WORK_DIR");
     ::unsetenv("SANDGATE_CGROUP_ROOT");
     expect_no_cgroup_left(cgroup_root_);  // every hierarchy of this host's layout
-    ProviderTest::TearDown();  // checks the work directory is empty, wherever it is
+    ProviderTest::TearDown();             // checks the work directory is empty, wherever it is
     if (!tmpfs_dir_.empty()) (void)remove_tree(tmpfs_dir_);
   }
   // Moves the work directory (where workspaces live) to tmpfs, for the tests that make
@@ -58,14 +63,15 @@ class CliTest : public ProviderTest {
     ::setenv("SANDGATE_WORK_DIR", options_.paths.work_dir.c_str(), 1);
   }
   std::string tmpfs_dir_;
-  CommandResult sandgate(std::vector<std::string> args, Duration timeout = std::chrono::seconds(120)) {
+  CommandResult sandgate(std::vector<std::string> args,
+                         Duration timeout = std::chrono::seconds(120)) {
     args.insert(args.begin(), SANDGATE_BINARY);
     auto r = run_command(args, timeout, 8 << 20);
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : CommandResult{};
   }
-  // `sandgate serve --socket PATH [extra...]`, once its socket exists (a failure is recorded; the caller
-  // checks the result).
+  // `sandgate serve --socket PATH [extra...]`, once its socket exists (a failure is recorded; the
+  // caller checks the result).
   Result<ChildProcess> serve_on(const std::string& path, std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {SANDGATE_BINARY, "serve", "--socket", path};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -76,6 +82,32 @@ class CliTest : public ProviderTest {
     if (::access(path.c_str(), F_OK) != 0) return logic_error("serve", "no socket after 5 s", path);
     return server;
   }
+  // A client of `serve --socket PATH`: one JSON request per line, its reply (null when the
+  // server closed the connection).
+  struct ServeClient {
+    UniqueFd fd;
+    std::string buffer;
+    bool connect(const std::string& path) {
+      fd = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      struct sockaddr_un addr = {};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+      return ::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) == 0;
+    }
+    Json ask(const Json& request) {
+      EXPECT_TRUE(write_all(fd.get(), request.dump() + "\n").ok());
+      char chunk[65536];
+      size_t nl;
+      while ((nl = buffer.find('\n')) == std::string::npos) {
+        ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+        if (n <= 0) return Json();
+        buffer.append(chunk, static_cast<size_t>(n));
+      }
+      auto j = parse_json(buffer.substr(0, nl), "reply");
+      buffer.erase(0, nl + 1);
+      return j.ok() ? *j : Json();
+    }
+  };
   // Waits until a run has recorded its supervisor process; returns the record's JSON.
   Json wait_for_running_record() {
     for (int i = 0; i < 500; ++i) {
@@ -171,7 +203,8 @@ class CliTest : public ProviderTest {
     if (before_kill) before_kill(run_dir);
     ASSERT_TRUE(child->signal(SIGKILL).ok());
     ASSERT_TRUE(child->wait().ok());
-    EXPECT_EQ(::access(run_dir.c_str(), F_OK), 0) << "nothing was left to collect; the test proves nothing";
+    EXPECT_EQ(::access(run_dir.c_str(), F_OK), 0)
+        << "nothing was left to collect; the test proves nothing";
 
     auto gc = sandgate({"gc"});
     collected = true;
