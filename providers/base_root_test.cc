@@ -108,7 +108,9 @@ TEST(BaseTree, NarrowedMakesMountPointsForItsPathsAndKeepsTheLinks) {
   EXPECT_TRUE(is_dir(tmp / "usr/bin"));
   EXPECT_TRUE(is_dir(tmp / "usr/share/zoneinfo"));
   // The merged-/usr links are recreated (they name no host file by themselves).
-  if (is_link("/bin")) EXPECT_TRUE(is_link(tmp / "bin"));
+  if (is_link("/bin")) {
+    EXPECT_TRUE(is_link(tmp / "bin"));
+  }
 }
 
 TEST(BaseEtc, AlternativesAreCopiedLinkByLinkNeverBound) {
