@@ -289,7 +289,10 @@ TEST_F(NamespacesTest, AParkedProcessPlacedAheadIsTheCallsAndNeedsNoPlacementWri
   ASSERT_TRUE(write_file(cg + "/cgroup.procs", std::to_string(*parked)).ok());
 
   providers::Call call;
-  call.argv = {"cat", "/proc/self/cgroup"};
+  // The next call's process is parked while this one runs, and its "parked" may come after a
+  // call as short as `cat` has exited (then the next call simply forks: parking is best effort).
+  // The second's sleep gives it ample time, so that the test sees the parked process.
+  call.argv = {"sh", "-c", "cat /proc/self/cgroup; sleep 1"};
   call.park_next = true;
   pid_t started = 0;
   call.on_started = [&](pid_t pid) { started = pid; };
