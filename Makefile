@@ -17,6 +17,9 @@
 #                  iterations of kill -9 (sandgate at a named step or a random moment, a run's
 #                  supervisor, a call) + `sandgate gc` + a look for leftovers; prints the seed,
 #                  each kill and the figures. Replay one: make chaos CHAOS_SEED=S CHAOS_ONLY=I
+#   make guest-e2e dev build, then the long lane left out of `make test`: the session-level
+#                  tests (jail with the controller, probes' lab, Podman) in a QEMU guest on
+#                  pure cgroup v2 (4 to 5 minutes under TCG; ctest --preset lanes)
 #   make load      release build, then 50 runs replaying traces through one `sandgate serve`
 #                  until 10,000 calls (LOAD_RUNS, LOAD_CALLS): calls lost, the monitor's sampling
 #                  lag p50/p99, the server's RSS and descriptors as slopes per 1000 calls
@@ -32,7 +35,7 @@ CHAOS_ONLY ?=
 LOAD_RUNS ?= 50
 LOAD_CALLS ?= 10000
 
-.PHONY: qualify test bench format bootstrap release dev fuzz chaos load
+.PHONY: qualify test bench format bootstrap release dev fuzz chaos load guest-e2e
 
 # `release` builds what qualify needs (sandgate and sandgate-supervisor); `bench` adds the
 # benchmark binaries.
@@ -65,6 +68,9 @@ bench: release
 
 format:
 	@git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
+
+guest-e2e: dev
+	@ctest --preset lanes
 
 fuzz: bootstrap
 	@cmake --preset fuzz >/dev/null
