@@ -291,7 +291,7 @@ TEST_F(NamespacesTest, AParkedProcessPlacedAheadIsTheCallsAndNeedsNoPlacementWri
   providers::Call call;
   // The next call's process is parked while this one runs, and its "parked" may come after a
   // call as short as `cat` has exited (then the next call simply forks: parking is best effort).
-  // The second's sleep gives it ample time, so that the test sees the parked process.
+  // A second of sleep gives it ample time, so that the test sees the parked process.
   call.argv = {"sh", "-c", "cat /proc/self/cgroup; sleep 1"};
   call.park_next = true;
   pid_t started = 0;
