@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -71,6 +72,7 @@ class FakeBackend : public CgroupBackend {
   }
 
   Result<Usage> read_usage(const Cgroup& cg) const override {
+    if (read_hook_) read_hook_(cg.rel);  // outside the lock: the hook may call back in
     std::lock_guard<std::mutex> lock(mu_);
     ++reads_[cg.rel];
     if (!existing_.contains(cg.rel)) return sys_error(ENOENT, "fake read_usage", cg.rel);
@@ -147,6 +149,10 @@ class FakeBackend : public CgroupBackend {
 
   // --- scripting and inspection -----------------------------------------------------------
 
+  // Runs at the start of every read_usage, on the reading thread, before the scripted answer is
+  // taken (a test stands in for what happens while a real read is under way). Set it before the
+  // reads it is for start, and clear it only when no reader runs.
+  void set_read_hook(std::function<void(const std::string& rel)> hook) { read_hook_ = std::move(hook); }
   // read_usage(rel) returns these in order, then repeats the last one.
   void script(const std::string& rel, std::vector<Usage> samples) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -220,6 +226,7 @@ class FakeBackend : public CgroupBackend {
   std::vector<std::pair<std::string, Limits>> limit_calls_;
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;
+  std::function<void(const std::string&)> read_hook_;
   std::map<std::string, std::vector<pid_t>> procs_;
   bool attach_fails_ = false;
   struct Burn {

@@ -183,8 +183,18 @@ RecorderProgress Recorder::progress() const {
 }
 
 void Recorder::take_sample() {
+  // The sample belongs to the call open when the read starts, and is timed then. On a busy host
+  // this thread can stall for tens of milliseconds between the read and the lock below; a call
+  // that ends in that gap must still own what the read saw (its exit, its peak), or the memory
+  // of a burst shows up between calls.
+  std::optional<std::string> call;
+  std::chrono::steady_clock::time_point at;
+  {
+    std::lock_guard lock(mu_);
+    at = std::chrono::steady_clock::now();
+    if (!open_.empty()) call = trace_.calls[open_.back()].id;
+  }
   auto usage = reader_->read(true);
-  auto at = std::chrono::steady_clock::now();
   if (!usage.ok()) {
     spdlog::debug("record: cannot read {}: {}", cg_.rel, usage.error().message());
     return;
@@ -197,7 +207,7 @@ void Recorder::take_sample() {
   if (!trace_.samples.empty() && s.t_ms <= trace_.samples.back().t_ms) return;
   s.mem_bytes = usage->memory_current;
   s.pids = usage->pids_current;
-  if (have_cpu_ && usage->cpu_usage_us >= last_cpu_us_)
+  if (have_cpu_ && usage->cpu_usage_us >= last_cpu_us_ && at > last_cpu_at_)
     s.cpu_millicores = cpu_millicores(usage->cpu_usage_us - last_cpu_us_, at - last_cpu_at_);
   last_cpu_us_ = usage->cpu_usage_us;
   last_cpu_at_ = at;
@@ -205,7 +215,7 @@ void Recorder::take_sample() {
   // Cumulative: never let a counter that could not be read this time go backwards.
   uint64_t prev_io = trace_.samples.empty() ? 0 : trace_.samples.back().io_bytes;
   s.io_bytes = std::max(prev_io, io.value_or(prev_io));
-  if (!open_.empty()) s.call = trace_.calls[open_.back()].id;
+  s.call = std::move(call);
   trace_.samples.push_back(std::move(s));
 }
 

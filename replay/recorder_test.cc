@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "controller/fake_backend.h"
@@ -108,6 +109,52 @@ TEST(Recorder, SamplesCarryTheOpenCallAndCpuComesFromDeltas) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->calls, t.calls);
   EXPECT_EQ(back->samples.size(), t.samples.size());
+}
+
+// A busy host can stall the sampling thread between its read and its bookkeeping; a call that
+// ends in that gap still owns the sample (CI once saw a burst's 83 MB "between calls").
+TEST(Recorder, ASampleReadWhileACallEndsBelongsToThatCall) {
+  controller::testing::FakeBackend backend(controller::testing::FakeBackend::all_features(),
+                                           "/nonexistent-sgtest-mount");
+  auto cg = backend.create("sgrec/run", nullptr);
+  ASSERT_TRUE(cg.ok());
+  controller::Usage small, big;
+  small.memory_current = 1'000'000;
+  big.memory_current = 250'000'000;
+  backend.script("sgrec/run", {small});
+  std::atomic<Recorder*> rec_ptr{nullptr};
+  std::atomic<bool> armed{false}, fired{false};
+  // The read under way when the call ends: the call ends, then the read answers with the
+  // call's peak.
+  backend.set_read_hook([&](const std::string& rel) {
+    if (!armed.exchange(false)) return;
+    rec_ptr.load()->end_call("c1");
+    backend.script(rel, {big, small});
+    fired = true;
+  });
+
+  RecorderOptions o;
+  o.interval = 10ms;
+  Recorder rec(backend, *cg, o);
+  rec_ptr = &rec;
+  ASSERT_EQ(rec.begin_call("compile", "exec", "make"), "c1");
+  armed = true;
+  for (int i = 0; i < 500 && !fired; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(fired) << "the sampling thread never read";
+  std::this_thread::sleep_for(40ms);
+  Trace t = rec.finish();
+  backend.set_read_hook(nullptr);
+
+  ASSERT_EQ(t.calls.size(), 1u);
+  size_t peaks = 0;
+  for (const Sample& s : t.samples) {
+    if (s.mem_bytes != big.memory_current) continue;
+    ++peaks;
+    EXPECT_EQ(s.call, "c1") << "the peak read while c1 ended is c1's";
+    EXPECT_GE(s.t_ms, t.calls[0].start_ms);
+    EXPECT_LE(s.t_ms, t.calls[0].end_ms);
+  }
+  EXPECT_EQ(peaks, 1u);
 }
 
 }  // namespace
