@@ -331,6 +331,38 @@ TEST_F(NamespacesTest, AParkedProcessPlacedAheadIsTheCallsAndNeedsNoPlacementWri
   EXPECT_NE(::kill(*third, 0), 0) << "a parked process outlived its run";
 }
 
+// Nothing to look at before it execs (no on_started): the host does not send "go", the
+// supervisor releases the call in the process placed ahead (go_if_parked). Were it to wait for
+// a "go" anyway, the call would hang until its timeout.
+TEST_F(NamespacesTest, ACallPlacedAheadWithNothingWaitingIsReleasedByTheSupervisor) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string unified = "/sys/fs/cgroup/unified";
+  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
+                   "needs a writable cgroup2 mount at " + unified);
+  std::string cg = unified + "/sandgate-test-goparked-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
+  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  auto parked = env->park();
+  ASSERT_TRUE(parked.ok()) << parked.error().message();
+  ASSERT_TRUE(write_file(cg + "/cgroup.procs", std::to_string(*parked)).ok());
+
+  providers::Call call;
+  call.argv = {"cat", "/proc/self/cgroup"};
+  call.timeout = std::chrono::seconds(20);
+  // A directory that does not exist: a placement write would fail the call.
+  auto r = env->exec(call, Placement{{cg + "/missing"}, *parked});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_FALSE(r->timed_out) << "the parked call waited for a go that never came";
+  EXPECT_EQ(r->host_pid, *parked);
+  EXPECT_TRUE(r->status.exited && r->status.code == 0) << r->stderr_data;
+  EXPECT_NE(r->stdout_data.find("sandgate-test-goparked-" + std::to_string(::getpid()) + "\n"),
+            std::string::npos)
+      << r->stdout_data;
+  ASSERT_TRUE(env->destroy().ok());
+}
+
 TEST_F(NamespacesTest, SupervisorIsPlacedAndTheCgroupNamespaceRootedThere) {
   SANDGATE_REQUIRE_ROOT();
   std::string unified = "/sys/fs/cgroup/unified";

@@ -694,9 +694,17 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   // The parked process is this call's when the controller put it in the call's cgroups ahead
   // (a resident process, or a call that came before it was placed, starts as usual, and the
   // process stays parked). Used or gone, it is no longer parked.
+  //
+  // Such a call needs no "go" from the host when nothing waits to look at it (no on_started):
+  // the supervisor releases it at once (go_if_parked), which takes a round trip off the call's
+  // critical path. Its "started" is still checked below: a call released ahead anywhere but in
+  // the placed process would run outside its cgroups, and is killed.
+  bool go_if_parked = false;
   if (parked_ && placement.placed_pid > 0 && placement.placed_pid == parked_->host_pid) {
     request["parked"] = parked_->id;
     parked_.reset();
+    go_if_parked = wait_for_go && !call.on_started;
+    if (go_if_parked) request["go_if_parked"] = true;
   }
   std::optional<uint64_t> park_next;
   if (call.park_next && !parked_) {
@@ -801,6 +809,13 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
         // the parked process the controller placed ahead is there already.
         const bool placed_ahead =
             ev->in_parked && placement.placed_pid > 0 && placement.placed_pid == result.host_pid;
+        if (go_if_parked && ev->in_parked) {
+          if (placed_ahead) continue;  // released by the supervisor already
+          (void)kill_call(SIGKILL);
+          return logic_error("place call in its cgroup",
+                             "the run's supervisor released a call in a process that was not placed",
+                             std::to_string(result.host_pid));
+        }
         for (const auto& dir : placed_ahead ? std::vector<std::string>{} : placement.cgroup_dirs) {
           auto placed = write_file(dir + "/cgroup.procs", std::to_string(result.host_pid));
           if (!placed.ok()) {

@@ -250,7 +250,10 @@ void SupervisorLoop::start_call(Message& msg) {
       ::kill(p.pid, SIGKILL);  // reaped as an orphan; the call starts the usual way below
     } else {
       calls_[p.pid] = CallProcess{id, std::move(p.go), std::move(p.error)};
-      if (!msg.body.value("wait_for_go", false)) release_call(id);
+      // go_if_parked: the host placed this very process ahead and has nothing to look at before
+      // it execs, so it does not wait for a "go" of the host's.
+      if (!msg.body.value("wait_for_go", false) || msg.body.value("go_if_parked", false))
+        release_call(id);
       if (park_next) park(*park_next);
       return;
     }
