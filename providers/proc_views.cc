@@ -398,7 +398,8 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
   theirs.reset();
   // Recorded before it mounts anything: it waits for this byte (and exits at EOF instead).
   auto start = process_start_time(paths.proc, pid);
-  Status recorded = state.record({Resource::Kind::kProcess, "", pid, start.value_or(0)});
+  // Named by its mount point: a reader of the record tells it from the run's supervisor.
+  Status recorded = state.record({Resource::Kind::kProcess, mount_point, pid, start.value_or(0)});
   if (!recorded.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);

@@ -242,6 +242,7 @@ int run_proc_views_server(int argc, char** argv) {
                          "subtype=sandgate-proc-views"};
   struct fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(fargv));
   struct fuse* f = fuse_new(&args, &ops, sizeof ops, nullptr);
+  fuse_opt_free_args(&args);
   if (!f) {
     answer("error: fuse_new failed");
     return 1;
