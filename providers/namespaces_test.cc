@@ -139,6 +139,7 @@ TEST_F(NamespacesTest, SupervisorThatCannotStartNamesTheStep) {
   SANDGATE_REQUIRE_ROOT();
   providers::ProviderOptions o = options_;
   o.supervisor_exe = "/etc/hostname";
+  o.proc_views = false;  // their server is the same binary: it would fail first (below)
   auto p = registry_.create("namespaces", o);
   ASSERT_TRUE(p.ok()) << p.error().message();
   auto env = (*p)->create({});
@@ -149,6 +150,26 @@ TEST_F(NamespacesTest, SupervisorThatCannotStartNamesTheStep) {
               m.find(" (E") != std::string::npos)
       << m;
   EXPECT_EQ(m.find("exit 12"), std::string::npos) << m;
+}
+
+// The run's /proc views (proc_views.h) that cannot be set up fail the run, by name and with
+// the way out, and leave nothing (TearDown: no record, no run directory); the run never starts
+// with the host's /proc files instead. Its twin: the same binary with the views turned off
+// gets past them to the supervisor's own start (above).
+TEST_F(NamespacesTest, ProcViewsThatCannotStartFailTheRunByName) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::ProviderOptions o = options_;
+  o.supervisor_exe = "/etc/hostname";
+  auto p = registry_.create("namespaces", o);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  auto env = (*p)->create({});
+  ASSERT_FALSE(env.ok());
+  std::string m = env.error().message();
+  EXPECT_TRUE(m.starts_with("start proc views: exec the server /etc/hostname: ") &&
+              m.find(" (E") != std::string::npos)
+      << m;
+  EXPECT_NE(m.find("--no-proc-views"), std::string::npos) << m;
+  EXPECT_NE(m.find("SANDGATE_PROC_VIEWS=0"), std::string::npos) << m;
 }
 
 // A command that cannot be started is the call's outcome (a shell's 127 / 126, with the step

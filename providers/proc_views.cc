@@ -385,6 +385,8 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // A failed exec comes back by name on the socket (the launcher reads it as the answer).
+  const std::string exec_failed = "error: exec the proc views server " + exe + ": errno ";
   pid_t pid = ::fork();
   if (pid < 0) return sys_error("fork proc views server");
   if (pid == 0) {
@@ -393,6 +395,19 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
     if (::dup2(theirs.get(), 3) < 0) ::_exit(127);
     ::syscall(SYS_close_range, 4, ~0U, 0);
     ::execv(exe.c_str(), argv.data());
+    int err = errno;
+    char digits[12];
+    int n = 0;
+    do digits[n++] = static_cast<char>('0' + err % 10); while ((err /= 10) > 0 && n < 11);
+    char msg[512];
+    size_t len = 0;
+    for (char c : exec_failed)
+      if (len < sizeof msg - 16) msg[len++] = c;
+    while (n > 0) msg[len++] = digits[--n];
+    // After the go byte: the launcher reads the answer only once it has recorded us.
+    char go;
+    (void)!::read(3, &go, 1);
+    (void)!::write(3, msg, len);
     ::_exit(127);
   }
   theirs.reset();
@@ -414,6 +429,9 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
   char buf[512];
   ssize_t n = ::read(ours.get(), buf, sizeof buf - 1);
   std::string answer = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  if (answer.rfind(exec_failed, 0) == 0)
+    return sys_error(std::atoi(answer.c_str() + exec_failed.size()),
+                     "start proc views: exec the server", exe);
   if (answer.rfind("ok", 0) != 0)
     return logic_error("start proc views",
                        answer.empty() ? "the server exited before mounting" : answer, mount_point);
