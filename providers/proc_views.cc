@@ -169,8 +169,9 @@ Result<MemoryNumbers> read_memory(const std::string& dir) {
   const bool v1 = exists(dir + "/memory.limit_in_bytes");
   const std::string limit_file = v1 ? "memory.limit_in_bytes" : "memory.max";
   if (!v1 && !exists(dir + "/memory.current"))
-    return logic_error("read the run's memory", "not a memory cgroup (no memory.limit_in_bytes, "
-                                                "no memory.current)",
+    return logic_error("read the run's memory",
+                       "not a memory cgroup (no memory.limit_in_bytes, "
+                       "no memory.current)",
                        dir);
   auto usage = read_number(dir + (v1 ? "/memory.usage_in_bytes" : "/memory.current"));
   if (!usage) return sys_error(ENOENT, "read the run's memory usage", dir);
@@ -342,8 +343,8 @@ std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_
   // mount is the shortest prefix that leaves one).
   for (size_t i = run_dir.find('/'); i != std::string::npos; i = run_dir.find('/', i + 1)) {
     std::string r = run_dir.substr(i);
-    if (path == r || (path.size() > r.size() && path.compare(0, r.size(), r) == 0 &&
-                      path[r.size()] == '/'))
+    if (path == r ||
+        (path.size() > r.size() && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/'))
       return run_dir.substr(0, i) + path;
   }
   return "";
@@ -392,13 +393,16 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
   if (pid == 0) {
     // Its own session: a terminal's ^C is for sandgate, which then tears the run down.
     ::setsid();
-    if (::dup2(theirs.get(), 3) < 0) ::_exit(127);
+    // dup2 onto itself would keep close-on-exec: clear it then.
+    if (theirs.get() == 3 ? ::fcntl(3, F_SETFD, 0) != 0 : ::dup2(theirs.get(), 3) < 0) ::_exit(127);
     ::syscall(SYS_close_range, 4, ~0U, 0);
     ::execv(exe.c_str(), argv.data());
     int err = errno;
     char digits[12];
     int n = 0;
-    do digits[n++] = static_cast<char>('0' + err % 10); while ((err /= 10) > 0 && n < 11);
+    do {
+      digits[n++] = static_cast<char>('0' + err % 10);
+    } while ((err /= 10) > 0 && n < 11);
     char msg[512];
     size_t len = 0;
     for (char c : exec_failed)

@@ -50,9 +50,8 @@
 namespace sandgate::providers {
 
 // The files the views replace, relative to /proc (the jail binds each over its own).
-inline constexpr const char* kProcViewFiles[] = {"meminfo",      "stat",         "loadavg",
-                                                 "uptime",       "pressure/cpu", "pressure/memory",
-                                                 "pressure/io"};
+inline constexpr const char* kProcViewFiles[] = {
+    "meminfo", "stat", "loadavg", "uptime", "pressure/cpu", "pressure/memory", "pressure/io"};
 
 // A cgroup's memory, in bytes. limit 0: nothing limits it.
 struct MemoryNumbers {

@@ -8,7 +8,6 @@
 #define FUSE_USE_VERSION 31
 #include <fuse.h>
 #include <fuse_lowlevel.h>
-
 #include <poll.h>
 #include <unistd.h>
 
@@ -39,8 +38,21 @@ struct Views {
 Views* g_views = nullptr;
 
 double age_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_views->started)
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_views->started).count();
+}
+
+// Which hierarchy a run directory is in, as /proc/<pid>/cgroup names it: the first component
+// under the cgroup mount ("memory"; "cpu" of "cpu,cpuacct"), "" for the v2 one.
+std::string controller_of(const std::string& run) {
+  const std::string mount = "/sys/fs/cgroup/";
+  auto base = run.find(mount);
+  if (base == std::string::npos) return "";
+  // A pure v2 host mounts the one hierarchy at /sys/fs/cgroup itself.
+  if (::access((run.substr(0, base + mount.size()) + "cgroup.controllers").c_str(), F_OK) == 0)
+    return "";
+  std::string rest = run.substr(base + mount.size());
+  std::string controller = rest.substr(0, rest.find_first_of("/,"));
+  return controller == "unified" ? "" : controller;
 }
 
 // The cgroup directories of the reader, one per hierarchy of the run's (or, with no run
@@ -51,16 +63,7 @@ std::vector<std::string> reader_dirs(pid_t pid) {
   if (!text.ok()) return out;
   if (!g_views->run_dirs.empty()) {
     for (const auto& run : g_views->run_dirs) {
-      // Which hierarchy: the directory's first component under the cgroup mount.
-      std::string controller;
-      auto base = run.find("/sys/fs/cgroup/");
-      if (base != std::string::npos) {
-        std::string rest = run.substr(base + 15);
-        controller = rest.substr(0, rest.find('/'));
-      }
-      controller = controller.substr(0, controller.find(','));  // "cpu,cpuacct": either
-      if (controller == "unified") controller.clear();
-      std::string d = reader_cgroup_dir(run, *text, controller);
+      std::string d = reader_cgroup_dir(run, *text, controller_of(run));
       out.push_back(d.empty() ? run : d);
     }
     return out;
@@ -87,6 +90,22 @@ std::vector<std::string> run_or_reader_dirs(pid_t pid) {
   return g_views->run_dirs.empty() ? reader_dirs(pid) : g_views->run_dirs;
 }
 
+// The run's tasks as the reader should see them: the kernel counts a reader of its own
+// /proc/loadavg or /proc/stat as running, but here the reader sleeps, waiting for this very
+// answer. A reader in the run (always, when the views follow the reader's own cgroup) counts
+// as running.
+Result<TaskCounts> tasks_seen_by(pid_t pid, const std::vector<std::string>& dirs) {
+  SG_ASSIGN_OR_RETURN(auto t, count_tasks(dirs, g_views->proc));
+  bool in_run = g_views->run_dirs.empty();
+  if (!in_run) {
+    auto text = read_file(g_views->proc + "/" + std::to_string(pid) + "/cgroup", 1 << 16);
+    for (const auto& run : g_views->run_dirs)
+      if (text.ok() && !reader_cgroup_dir(run, *text, controller_of(run)).empty()) in_run = true;
+  }
+  if (in_run && t.running < t.threads) ++t.running;
+  return t;
+}
+
 void sample_load(const std::vector<std::string>& dirs) {
   auto tasks = count_tasks(dirs, g_views->proc);
   if (!tasks.ok()) return;
@@ -110,12 +129,12 @@ Result<std::string> generate(const std::string& path, pid_t pid) {
   if (path == "/stat" || path == "/uptime") {
     SG_ASSIGN_OR_RETURN(auto cpu, read_cpu(dirs, g_views->host_cpus));
     if (path == "/uptime") return render_uptime(cpu, age_s());
-    SG_ASSIGN_OR_RETURN(auto tasks, count_tasks(dirs, g_views->proc));
+    SG_ASSIGN_OR_RETURN(auto tasks, tasks_seen_by(pid, dirs));
     return render_stat(cpu, tasks, age_s(), g_views->btime);
   }
   if (path == "/loadavg") {
     sample_load(dirs);
-    SG_ASSIGN_OR_RETURN(auto tasks, count_tasks(dirs, g_views->proc));
+    SG_ASSIGN_OR_RETURN(auto tasks, tasks_seen_by(pid, dirs));
     return render_loadavg(g_views->load, tasks);
   }
   if (path.rfind("/pressure/", 0) == 0) return read_pressure(dirs, path.substr(10) + ".pressure");

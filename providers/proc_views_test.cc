@@ -129,7 +129,8 @@ TEST(ProcViewsTest, ReadsV1MemoryWithTheLowestLimitOnTheWayUp) {
   put(run + "/memory.usage_in_bytes", "0\n");
   put(call + "/memory.limit_in_bytes", std::to_string(256 * kMiB) + "\n");
   put(call + "/memory.usage_in_bytes", std::to_string(10 * kMiB) + "\n");
-  put(call + "/memory.stat", "cache 1\ntotal_cache 4096\ntotal_rss 8192\ntotal_inactive_file 4096\n");
+  put(call + "/memory.stat",
+      "cache 1\ntotal_cache 4096\ntotal_rss 8192\ntotal_inactive_file 4096\n");
   auto m = read_memory(call);
   ASSERT_TRUE(m.ok()) << m.error().message();
   EXPECT_EQ(m->limit, 256 * kMiB) << "the call's grant";
