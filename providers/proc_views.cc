@@ -393,6 +393,11 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
   if (pid == 0) {
     // Its own session: a terminal's ^C is for sandgate, which then tears the run down.
     ::setsid();
+    // The launcher may block the signals it reads from a signalfd (cli/signals.cc), and the
+    // mask survives exec: the server must get the SIGTERM it is stopped with.
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // dup2 onto itself would keep close-on-exec: clear it then.
     if (theirs.get() == 3 ? ::fcntl(3, F_SETFD, 0) != 0 : ::dup2(theirs.get(), 3) < 0) ::_exit(127);
     ::syscall(SYS_close_range, 4, ~0U, 0);
