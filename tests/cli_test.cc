@@ -356,6 +356,23 @@ TEST_F(CliTest, DoctorReportsThisHost) {
   ASSERT_TRUE(j.ok()) << r.output;
   EXPECT_EQ((*j)["schema_version"], 1);
   EXPECT_GE((*j)["sections"].size(), 7u);
+  // The run's own /proc views: a line that says whether they work here (and why not), and
+  // that they are off when turned off.
+  auto proc_views = [](const Json& report) {
+    for (const auto& section : report["sections"])
+      for (const auto& c : section["checks"])
+        if (c["name"] == "proc views") return c;
+    return Json();
+  };
+  Json on = proc_views(*j);
+  ASSERT_TRUE(on.is_object()) << "no proc views line: " << r.output.substr(0, 300);
+  EXPECT_FALSE(on["detail"].get<std::string>().empty());
+  auto off = sandgate({"--no-proc-views", "doctor", "--json"});
+  auto jo = parse_json(off.output, "doctor --json");
+  ASSERT_TRUE(jo.ok()) << off.output;
+  Json turned_off = proc_views(*jo);
+  EXPECT_EQ(turned_off["ok"], false) << turned_off.dump();
+  EXPECT_NE(turned_off["detail"].get<std::string>().find("turned off"), std::string::npos);
 }
 
 TEST_F(CliTest, HelpForEveryCommand) {
