@@ -194,7 +194,8 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
     recipe.before_start = [this, run_cgroup](const RunLayout& layout, SupervisorConfig& c,
                                              RunState& state) -> Status {
       std::string dir = layout.run_dir + "/proc-views";
-      auto started = start_proc_views(options_.paths, options_.supervisor_exe, dir, run_cgroup, state);
+      auto started =
+          start_proc_views(options_.paths, options_.supervisor_exe, dir, run_cgroup, state);
       if (!started.ok())
         return std::move(started).error().context_add(
             "the run's /proc views (--no-proc-views or SANDGATE_PROC_VIEWS=0 runs without "

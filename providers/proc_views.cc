@@ -429,21 +429,29 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
     ::waitpid(pid, nullptr, 0);
     return recorded;
   }
+  // A server that failed is ours to reap (its record then names a process that is gone).
+  auto failed = [&](Error e) -> Error {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return e;
+  };
   char go = 'g';
-  if (::write(ours.get(), &go, 1) != 1) return sys_error("start proc views server");
+  if (::write(ours.get(), &go, 1) != 1) return failed(sys_error("start proc views server"));
   // Its answer: "ok", or the error that stopped it.
   struct pollfd p = {ours.get(), POLLIN, 0};
   int ready = ::poll(&p, 1, 10'000);
-  if (ready <= 0) return logic_error("start proc views", "the server did not answer in 10 s");
+  if (ready <= 0)
+    return failed(logic_error("start proc views", "the server did not answer in 10 s"));
   char buf[512];
   ssize_t n = ::read(ours.get(), buf, sizeof buf - 1);
   std::string answer = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
   if (answer.rfind(exec_failed, 0) == 0)
-    return sys_error(std::atoi(answer.c_str() + exec_failed.size()),
-                     "start proc views: exec the server", exe);
+    return failed(sys_error(std::atoi(answer.c_str() + exec_failed.size()),
+                            "start proc views: exec the server", exe));
   if (answer.rfind("ok", 0) != 0)
-    return logic_error("start proc views",
-                       answer.empty() ? "the server exited before mounting" : answer, mount_point);
+    return failed(logic_error("start proc views",
+                              answer.empty() ? "the server exited before mounting" : answer,
+                              mount_point));
   return {};
 }
 
