@@ -191,6 +191,12 @@ TEST_F(NamespacesTest, ProcViewsServerTakesSigtermFromALauncherThatBlocksIt) {
   auto r = (*env).exec(call, {});
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->stdout_data.rfind("MemTotal:", 0), 0u) << r->stdout_data;
+  // Each view is bound read-only, nosuid, nodev, noexec (the flags of the host's mount).
+  call.argv = {"grep", " /proc/meminfo ", "/proc/self/mountinfo"};
+  auto info = (*env).exec(call, {});
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  for (const char* flag : {" ro,", "nosuid", "nodev", "noexec"})
+    EXPECT_NE(info->stdout_data.find(flag), std::string::npos) << flag << ": " << info->stdout_data;
   // The server, from the run's record: the process named by its mount point.
   auto record = read_file(options_.paths.state_dir + "/runs/" + env->run_id() + ".json");
   ASSERT_TRUE(record.ok()) << record.error().message();
