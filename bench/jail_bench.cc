@@ -9,6 +9,10 @@
 //   BM_NamespacesNoLandlockCreateExecDestroy, BM_NamespacesNoLandlockExecOnly
 //                                   the same two without the Landlock layer (the no_landlock
 //                                   weakening): the baseline of Landlock's own cost
+//   BM_NamespacesNoProcViewsCreateExecDestroy
+//                                   the subject without the run's own /proc views
+//                                   (--no-proc-views): the baseline of the views' per-run cost
+//                                   (a FUSE server started, mounted, stopped per run)
 //   BM_NamespacesWorkspaceFsCreateExecDestroy
 //                                   the subject with --workspace-size 1GiB (an ext4 image on a
 //                                   loop device per run): the cost of the workspace filesystem,
@@ -89,13 +93,14 @@ bool run_host(benchmark::State& state, const std::vector<std::string>& argv) {
 // `weakenings`: only the no_landlock A/B pair sets one. This binary is a measurement, not a
 // command: no user reaches ProviderOptions::self_test_weakenings through it.
 std::unique_ptr<Provider> make_provider(benchmark::State& state, const std::string& name,
-                                        bool weakenings = false) {
+                                        bool weakenings = false, bool proc_views = true) {
   providers::Registry registry;
   providers::register_builtin_providers(registry);
   ProviderOptions options;
   options.paths = g_context->paths;
   options.allow_unsafe_host = name == "host_dir";
   options.self_test_weakenings = weakenings;
+  options.proc_views = proc_views;
 #ifdef SANDGATE_SUPERVISOR
   // The production supervisor is sandgate-supervisor, not this benchmark binary re-executed
   // (which also loads libbenchmark): measure that one.
@@ -133,8 +138,8 @@ bool exec_true(benchmark::State& state, Environment& env) {
 
 // create + exec /bin/true + destroy, every iteration.
 void create_exec_destroy(benchmark::State& state, const std::string& provider_name,
-                         const EnvSpec& spec = {}) {
-  auto provider = make_provider(state, provider_name, !spec.weakenings.empty());
+                         const EnvSpec& spec = {}, bool proc_views = true) {
+  auto provider = make_provider(state, provider_name, !spec.weakenings.empty(), proc_views);
   if (!provider) return;
   for (auto _ : state) {
     auto env = provider->create(spec);
@@ -203,6 +208,10 @@ void BM_NamespacesNoLandlockExecOnly(benchmark::State& state) {
   exec_only(state, without_landlock());
 }
 
+void BM_NamespacesNoProcViewsCreateExecDestroy(benchmark::State& state) {
+  create_exec_destroy(state, "namespaces", {}, /*proc_views=*/false);
+}
+
 void BM_NamespacesWorkspaceFsCreateExecDestroy(benchmark::State& state) {
   EnvSpec spec;
   spec.workspace_size = uint64_t{1} << 30;
@@ -226,6 +235,7 @@ BENCHMARK(BM_NamespacesExecOnly)->Apply(configure);
 BENCHMARK(BM_HostDirCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesNoLandlockCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesNoLandlockExecOnly)->Apply(configure);
+BENCHMARK(BM_NamespacesNoProcViewsCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesWorkspaceFsCreateExecDestroy)->Apply(configure);
 
 // The summary: the medians and the ratios namespaces/bwrap and namespaces/bare, from the same
@@ -239,6 +249,7 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
                          "BM_HostDirCreateExecDestroy",
                          "BM_NamespacesNoLandlockCreateExecDestroy",
                          "BM_NamespacesNoLandlockExecOnly",
+                         "BM_NamespacesNoProcViewsCreateExecDestroy",
                          "BM_NamespacesWorkspaceFsCreateExecDestroy"};
   char line[256];
   out << "\njail_bench summary (median real time per iteration, this run)\n";
@@ -270,6 +281,8 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
         "BM_NamespacesNoLandlockCreateExecDestroy");
   ratio("landlock/no landlock (exec only)", "BM_NamespacesExecOnly",
         "BM_NamespacesNoLandlockExecOnly");
+  ratio("proc views/no proc views (create+exec+destroy)", "BM_NamespacesCreateExecDestroy",
+        "BM_NamespacesNoProcViewsCreateExecDestroy");
   ratio("workspace fs/host dir (create+exec+destroy)", "BM_NamespacesWorkspaceFsCreateExecDestroy",
         "BM_NamespacesCreateExecDestroy");
   auto ns = runs.median_ms("BM_NamespacesCreateExecDestroy"), bw = runs.median_ms("BM_Bwrap");

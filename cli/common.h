@@ -28,6 +28,7 @@ struct Globals {
   IdPool parsed_id_pool;         // checked once the command line is parsed
   std::string podman_mode;       // --podman-mode (else SANDGATE_PODMAN_MODE, else auto)
   providers::PodmanMode parsed_podman_mode = providers::PodmanMode::kAuto;
+  bool no_proc_views = false;    // --no-proc-views (or SANDGATE_PROC_VIEWS=0)
   providers::Registry registry;
   int exit_code = 0;  // set by the subcommand that ran
 

@@ -16,6 +16,7 @@
 #include "core/state.h"
 #include "ebpf/bpf_support.h"
 #include "providers/landlock.h"
+#include "providers/proc_views.h"
 #include "providers/microvm.h"
 #include "providers/podman.h"
 
@@ -41,6 +42,23 @@ std::vector<Check> provider_checks(Globals& g) {
     }
   }
   return out;
+}
+
+// Whether namespaces runs get their own /proc views here (providers/proc_views.h), and why not.
+// Nothing is mounted: the check opens /dev/fuse and reads the kernel's filesystem list.
+Check proc_views_check(const Globals& g, const HostPaths& paths) {
+  if (!g.provider_options().proc_views || !providers::proc_views_enabled_by_environment())
+    return check_failed("proc views",
+                        "turned off (--no-proc-views or SANDGATE_PROC_VIEWS=0): jailed calls read "
+                        "the host's /proc/meminfo, stat, loadavg, uptime and pressure");
+  if (auto s = providers::proc_views_supported(paths); !s.ok())
+    return check_failed("proc views", s.error().message() +
+                                          ": namespaces runs fail unless --no-proc-views "
+                                          "(then calls read the host's /proc files)");
+  return check_ok("proc views",
+                  "each namespaces run's /proc/meminfo, stat, loadavg, uptime and pressure/* "
+                  "show the run's own cgroup (a per-run FUSE server, libfuse " +
+                      providers::proc_views_library_version() + ")");
 }
 
 struct DoctorReport {
@@ -103,7 +121,7 @@ DoctorReport run_checks(Globals& g) {
   sections.push_back(std::move(psi));
   sections.push_back(std::move(freeze));
 
-  sections.push_back({"namespaces", {user_namespace_check(paths)}});
+  sections.push_back({"namespaces", {user_namespace_check(paths), proc_views_check(g, paths)}});
   {
     // Which Podman mode works here, and why the other does not (the podman provider).
     auto modes = providers::podman_modes(paths);

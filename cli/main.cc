@@ -46,6 +46,7 @@ providers::ProviderOptions Globals::provider_options() const {
   o.paths = paths();
   o.id_pool = parsed_id_pool;
   o.podman_mode = parsed_podman_mode;
+  o.proc_views = !no_proc_views;
   o.supervisor_exe = companion_binary("sandgate-supervisor");
   return o;
 }
@@ -177,6 +178,12 @@ int main(int argc, char** argv) {
                  "between runs), rootful (as root; the namespace is root's), or auto (default, "
                  "env SANDGATE_PODMAN_MODE): rootless where this host allows it (`sandgate "
                  "doctor` says) and the run names no --image, else rootful");
+  app.add_flag("--no-proc-views", g.no_proc_views,
+               "namespaces runs without their own /proc views (env SANDGATE_PROC_VIEWS=0): by "
+               "default each run's /proc/meminfo, stat, loadavg, uptime and pressure/* show the "
+               "run's own cgroup (its grant, its CPU time, its tasks) from a small per-run FUSE "
+               "server; without them calls read the host's, and other runs' activity with them. "
+               "A run whose views cannot be set up fails instead of showing the host's");
   app.parse_complete_callback([&] {
     sandgate::init_logging(g.log_level);
     std::string pool = g.id_pool;

@@ -53,7 +53,8 @@ struct Resource {
     kLoopDevice
   };
   Kind kind = Kind::kDirectory;
-  std::string path;                   // directory, mount point, cgroup dir, netns file, container
+  std::string path;                   // directory, mount point, cgroup dir, netns file, container;
+                                      // kProcess: empty, or what the process serves (a label)
   pid_t pid = 0;                      // kProcess
   unsigned long long start_time = 0;  // kProcess: /proc/<pid>/stat field 22
   std::string owner;                  // kIdRange: the run id the lock names; kMarkedFile: marker;

@@ -157,21 +157,24 @@ std::vector<ProbePlan> make_plans() {
     plans.push_back(witnessed(id, Witness::kDecoy));
   plans.push_back(witnessed("proc.kill_all", Witness::kSentinel));
   // Disclosure: the host's own copy is the witness. /proc/cmdline, /proc/version, the boot id
-  // and the block devices can be masked by the jail; the rest a shared kernel shows anyway.
+  // and the block devices can be masked by the jail, /proc/meminfo replaced by the run's own
+  // view; the rest a shared kernel shows anyway.
   for (const char* id : {"disclosure.proc_cmdline", "disclosure.proc_version", "disclosure.boot_id",
                          "disclosure.block_devices"})
     plans.push_back(witnessed(id, Witness::kHostView));
   const char* kSeparateKernel = "a separate kernel (a microVM)";
-  for (const char* id : {"disclosure.kernel_release", "disclosure.meminfo"}) {
-    plans.push_back(witnessed(id, Witness::kHostView));
-    plans.back().only_hidden_by = kSeparateKernel;
-  }
+  // What a per-run /proc view (the namespaces jail's, providers/proc_views.h) hides as well.
+  const char* kProcView = "a per-run /proc view (namespaces) or a separate kernel (a microVM)";
+  plans.push_back(witnessed("disclosure.kernel_release", Witness::kHostView));
+  plans.back().only_hidden_by = kSeparateKernel;
+  plans.push_back(witnessed("disclosure.meminfo", Witness::kHostView));
+  plans.back().only_hidden_by = kProcView;
   plans.push_back(witnessed("disclosure.mountinfo_host_path", Witness::kHostView));
   plans.back().only_hidden_by =
       "a per-run filesystem for the workspace (a loop-mounted image: --workspace-size, "
       "namespaces), or a separate kernel";
   plans.push_back(witnessed("crossrun.load_side_channel", Witness::kSelf));
-  plans.back().only_hidden_by = kSeparateKernel;
+  plans.back().only_hidden_by = kProcView;
   // A canary in each directory the default base binds: the default base is the host's whole
   // /usr, so a jail on it shows them (the truth, exposed); a narrowed base hides them.
   plans.push_back(witnessed("fs.read_base_canary", Witness::kCanary));

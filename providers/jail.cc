@@ -22,6 +22,7 @@
 #include "core/files.h"
 #include "core/mounts.h"
 #include "providers/base_root.h"
+#include "providers/proc_views.h"
 
 namespace sandgate::providers {
 namespace {
@@ -182,6 +183,23 @@ Status step_proc_masks(const std::string& root) {
   return mask_with(dir + "/boot_id", root + "/proc/sys/kernel/random/boot_id");
 }
 
+// The run's /proc views (proc_views.h): each file the views server serves, bound read-only
+// over the jail's own, before the root is frozen. A file this kernel's /proc lacks (no PSI:
+// no /proc/pressure) is left out, as the masks above are.
+// No remount: the views filesystem is mounted read-only, nosuid, nodev and noexec on the host,
+// and a bind carries its source mount's flags (fs/namespace.c, clone_mnt), so each bind is
+// already all of those (a test reads them back), at one mount call per file instead of two.
+Status step_proc_views(const std::string& root, const JailConfig& c) {
+  if (c.proc_views_host.empty()) return {};
+  for (const char* name : kProcViewFiles) {
+    std::string target = root + "/proc/" + name;
+    if (::access(target.c_str(), F_OK) != 0) continue;  // this kernel has none (no PSI)
+    SG_TRY(do_mount("bind the run's view of " + target, (c.proc_views_host + "/" + name).c_str(),
+                    target, nullptr, MS_BIND));
+  }
+  return {};
+}
+
 // A read-write bind that cannot carry setuid binaries or device nodes in; the flags the kernel
 // locked on the source (noexec, atime) are kept, or the remount is EPERM.
 Status bind_readwrite(const std::string& step, const std::string& source, const std::string& target) {
@@ -296,6 +314,7 @@ Status assemble_jail(const JailConfig& c) {
   SG_TRY(step_dev(root));
   SG_TRY(step_proc(root));
   SG_TRY(step_proc_masks(root));
+  SG_TRY(step_proc_views(root, c));
   SG_TRY(step_tmp(root, c));
   SG_TRY(step_home(root, c));
   SG_TRY(step_workspace(root, c));

@@ -20,6 +20,7 @@
 #include "core/defer.h"
 #include "core/fd.h"
 #include "core/files.h"
+#include "core/json.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/provider_fixture.h"
 
@@ -139,6 +140,7 @@ TEST_F(NamespacesTest, SupervisorThatCannotStartNamesTheStep) {
   SANDGATE_REQUIRE_ROOT();
   providers::ProviderOptions o = options_;
   o.supervisor_exe = "/etc/hostname";
+  o.proc_views = false;  // their server is the same binary: it would fail first (below)
   auto p = registry_.create("namespaces", o);
   ASSERT_TRUE(p.ok()) << p.error().message();
   auto env = (*p)->create({});
@@ -149,6 +151,69 @@ TEST_F(NamespacesTest, SupervisorThatCannotStartNamesTheStep) {
               m.find(" (E") != std::string::npos)
       << m;
   EXPECT_EQ(m.find("exit 12"), std::string::npos) << m;
+}
+
+// The run's /proc views (proc_views.h) that cannot be set up fail the run, by name and with
+// the way out, and leave nothing (TearDown: no record, no run directory); the run never starts
+// with the host's /proc files instead. Its twin: the same binary with the views turned off
+// gets past them to the supervisor's own start (above).
+TEST_F(NamespacesTest, ProcViewsThatCannotStartFailTheRunByName) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::ProviderOptions o = options_;
+  o.supervisor_exe = "/etc/hostname";
+  auto p = registry_.create("namespaces", o);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  auto env = (*p)->create({});
+  ASSERT_FALSE(env.ok());
+  std::string m = env.error().message();
+  EXPECT_TRUE(m.starts_with("start proc views: exec the server /etc/hostname: ") &&
+              m.find(" (E") != std::string::npos)
+      << m;
+  EXPECT_NE(m.find("--no-proc-views"), std::string::npos) << m;
+  EXPECT_NE(m.find("SANDGATE_PROC_VIEWS=0"), std::string::npos) << m;
+}
+
+// The views server is stopped with SIGTERM at destroy (release_resources) and by gc. sandgate
+// blocks SIGTERM in its threads (it reads it from a signalfd, cli/signals.cc), and a blocked
+// mask survives fork and exec: the server must start with nothing blocked, or every run's
+// teardown waits a second for the SIGKILL that follows. A jailed call reads the view meanwhile.
+TEST_F(NamespacesTest, ProcViewsServerTakesSigtermFromALauncherThatBlocksIt) {
+  SANDGATE_REQUIRE_ROOT();
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &term, &old), 0);
+  Defer restore([&] { ::pthread_sigmask(SIG_SETMASK, &old, nullptr); });
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  providers::Call call;
+  call.argv = {"head", "-1", "/proc/meminfo"};
+  auto r = (*env).exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data.rfind("MemTotal:", 0), 0u) << r->stdout_data;
+  // Each view is bound read-only, nosuid, nodev, noexec (the flags of the host's mount).
+  call.argv = {"grep", " /proc/meminfo ", "/proc/self/mountinfo"};
+  auto info = (*env).exec(call, {});
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  for (const char* flag : {" ro,", "nosuid", "nodev", "noexec"})
+    EXPECT_NE(info->stdout_data.find(flag), std::string::npos) << flag << ": " << info->stdout_data;
+  // The server, from the run's record: the process named by its mount point.
+  auto record = read_file(options_.paths.state_dir + "/runs/" + env->run_id() + ".json");
+  ASSERT_TRUE(record.ok()) << record.error().message();
+  auto j = parse_json(*record, "record");
+  ASSERT_TRUE(j.ok());
+  pid_t server = 0;
+  for (const auto& res : (*j)["resources"])
+    if (res.value("kind", "") == "process" && res.value("path", "").ends_with("/proc-views"))
+      server = res.value("pid", 0);
+  ASSERT_GT(server, 0) << *record;
+  auto status = read_file("/proc/" + std::to_string(server) + "/status");
+  ASSERT_TRUE(status.ok());
+  auto at = status->find("SigBlk:");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(status->substr(at, status->find('\n', at) - at), "SigBlk:\t0000000000000000");
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_FALSE(process_exists(server));
 }
 
 // A command that cannot be started is the call's outcome (a shell's 127 / 126, with the step

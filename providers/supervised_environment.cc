@@ -186,6 +186,11 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(con
     config->base_env = merge_env(std::move(config->base_env), {"SANDGATE_SECRETS_DIR=" + inside});
   }
   clock.lap("configure");
+  if (recipe.before_start) {
+    if (auto s = recipe.before_start(layout, *config, env->state_); !s.ok())
+      return fail(std::move(s).error());
+    clock.lap("before-start");
+  }
   Result<Supervisor> supervisor = logic_error("start supervisor", "not started");
   if (recipe.launch) {
     auto launch = recipe.launch(layout, env->state_);

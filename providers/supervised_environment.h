@@ -70,6 +70,10 @@ class SupervisedEnvironment : public Environment {
     // directory, shared with other runs and left in place at destroy.
     std::string shared_workspace;
     std::function<Result<SupervisorConfig>(const RunLayout&)> configure;
+    // Called after `configure`, before the supervisor starts: what the supervisor must find in
+    // place on the host (a jail's /proc views), recorded in `state` before it is made. May
+    // complete the supervisor's configuration.
+    std::function<Status(const RunLayout&, SupervisorConfig&, RunState& state)> before_start;
     // Set for a contained supervisor (SupervisorConfig::contained): how the runtime starts it.
     // Called after `configure`; it records what it is about to make in `state`.
     std::function<Result<ContainedLaunch>(const RunLayout&, RunState& state)> launch;

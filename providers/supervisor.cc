@@ -41,8 +41,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BindMount, source, target)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JailConfig, root_dir, workspace_host, workspace, home,
                                    readonly_mounts, base_paths, secrets_host, secrets, uid, gid,
                                    hostname, seccomp, tcp_connect_ports, tcp_connect_any,
-                                   resolv_conf_host, readwrite_mounts, tmp_host, new_network,
-                                   drop_privileges, seccomp_full_width_compare, landlock)
+                                   resolv_conf_host, proc_views_host, readwrite_mounts, tmp_host,
+                                   new_network, drop_privileges, seccomp_full_width_compare,
+                                   landlock)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SupervisorConfig, isolate, contained, guest, jail, base_env,
                                    default_cwd, id_map_base)
 

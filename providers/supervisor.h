@@ -68,6 +68,10 @@ struct JailConfig {
   // (--net allowlist: the file names the run's resolver, written once the run is wired).
   // Empty: no resolv.conf, and names come from /etc/hosts only.
   std::string resolv_conf_host;
+  // The run's /proc views (providers/proc_views.h): a host directory served by the run's views
+  // server, each file of which is bound read-only over the jail's /proc file of that name.
+  // Empty: the jail's /proc is the kernel's (--no-proc-views).
+  std::string proc_views_host;
   // Test-only weakenings (weakening.h); the defaults are the hardened jail.
   std::vector<BindMount> readwrite_mounts;  // mount_home: bound read-write, nosuid, nodev
   std::string tmp_host;         // share_tmp: this host directory at /tmp instead of a tmpfs

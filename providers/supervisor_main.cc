@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "providers/jail.h"
+#include "providers/proc_views.h"
 #include "providers/seccomp_policy.h"
 #include "providers/supervisor.h"
 #include "providers/supervisor_protocol.h"
@@ -498,6 +499,9 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
 std::optional<int> maybe_run_supervisor(int argc, char** argv) {
   // A microVM's guest agent: the kernel runs it as /init with the arguments after "--".
   if (argc >= 2 && std::strcmp(argv[1], kGuestAgentArg) == 0) return run_guest_agent(argc, argv);
+  // A run's /proc views server (proc_views.h), started by the host side of the run.
+  if (argc >= 2 && std::strcmp(argv[1], kProcViewsArg) == 0)
+    return run_proc_views_server(argc, argv);
   if (argc < 3 || std::strcmp(argv[1], kSupervisorArg) != 0) return std::nullopt;
   int control = std::atoi(argv[2]);
   // Nothing the host process had open may reach the run.

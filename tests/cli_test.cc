@@ -59,8 +59,9 @@ TEST_F(CliTest, QualifyWritesTheReport) {
   EXPECT_GT((*ns)["call_ms"].get<double>(), (*ns)["exec_ms"].get<double>() * 0.5);
   // The escape probes ran against it, in the lab, and found nothing exposed.
   ASSERT_TRUE(ns->contains("probes")) << ns->dump();
-  // Exposed only where a shared kernel cannot hide it (known limits: uname, meminfo, the
-  // workspace's host path, the load side channel), and nothing that fails it.
+  // Exposed only where a shared kernel cannot hide it (known limits: uname, the workspace's
+  // host path, the default base's canaries; meminfo and the load side channel are the run's
+  // own /proc views), and nothing that fails it.
   EXPECT_EQ((*ns)["probes"]["failing_ids"], Json::array()) << (*ns)["probes"].dump();
   EXPECT_EQ((*ns)["probes"]["exposed"], (*ns)["probes"]["known_limit"]) << (*ns)["probes"].dump();
   for (const auto& p : (*j)["providers"]) {
@@ -355,6 +356,23 @@ TEST_F(CliTest, DoctorReportsThisHost) {
   ASSERT_TRUE(j.ok()) << r.output;
   EXPECT_EQ((*j)["schema_version"], 1);
   EXPECT_GE((*j)["sections"].size(), 7u);
+  // The run's own /proc views: a line that says whether they work here (and why not), and
+  // that they are off when turned off.
+  auto proc_views = [](const Json& report) {
+    for (const auto& section : report["sections"])
+      for (const auto& c : section["checks"])
+        if (c["name"] == "proc views") return c;
+    return Json();
+  };
+  Json on = proc_views(*j);
+  ASSERT_TRUE(on.is_object()) << "no proc views line: " << r.output.substr(0, 300);
+  EXPECT_FALSE(on["detail"].get<std::string>().empty());
+  auto off = sandgate({"--no-proc-views", "doctor", "--json"});
+  auto jo = parse_json(off.output, "doctor --json");
+  ASSERT_TRUE(jo.ok()) << off.output;
+  Json turned_off = proc_views(*jo);
+  EXPECT_EQ(turned_off["ok"], false) << turned_off.dump();
+  EXPECT_NE(turned_off["detail"].get<std::string>().find("turned off"), std::string::npos);
 }
 
 TEST_F(CliTest, HelpForEveryCommand) {
@@ -703,6 +721,49 @@ TEST_F(CliTest, GcAfterKillNineNamespaces) {
   crash_then_gc({"--provider", "namespaces", "--", "sh", "-c",
                  start_daemon(token) + " touch /workspace/started; sleep 60"},
                 "started", token);
+}
+
+// A namespaces run's /proc views (providers/proc_views.h) outlive a kill -9 of its sandgate: the
+// views server is in a session of its own and the mount is the host's. gc stops the server (it
+// is recorded, by its mount point, before it mounts) and detaches the mount.
+TEST_F(CliTest, GcRemovesALeftoverProcViewAfterKillNine) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string mount;
+  pid_t server = 0;
+  auto mounted = [&] {
+    auto info = read_file("/proc/self/mountinfo", 1 << 22);
+    return info.ok() && info->find(" " + mount + " ") != std::string::npos;
+  };
+  crash_then_gc(
+      {"--provider", "namespaces", "--", "sh", "-c",
+       "head -1 /proc/meminfo > /workspace/meminfo; touch /workspace/started; sleep 60"},
+      "started", {}, [&](const std::string& run_dir) {
+        mount = run_dir + "/proc-views";
+        std::string dir = options_.paths.state_dir + "/runs";
+        DIR* d = ::opendir(dir.c_str());
+        while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+          auto j = read_json_file(dir + "/" + e->d_name);
+          if (!j.ok() || !j->contains("resources")) continue;
+          for (const auto& r : (*j)["resources"])
+            if (r.value("kind", "") == "process" && r.value("path", "") == mount)
+              server = r.value("pid", 0);
+        }
+        if (d) ::closedir(d);
+        ASSERT_GT(server, 0) << "no views server recorded with the mount point " << mount;
+        EXPECT_TRUE(process_exists(server));
+        EXPECT_TRUE(mounted()) << mount;
+        // What the call read was the view (the run's grant), not the host's line.
+        auto seen = read_file(run_dir + "/workspace/meminfo");
+        auto host = read_file("/proc/meminfo");
+        ASSERT_TRUE(seen.ok() && host.ok());
+        EXPECT_EQ(seen->rfind("MemTotal:", 0), 0u) << *seen;
+        EXPECT_NE(*seen, host->substr(0, host->find('\n') + 1));
+      });
+  ASSERT_GT(server, 0);
+  for (int i = 0; i < 200 && process_exists(server); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(process_exists(server)) << "the views server " << server << " survived gc";
+  EXPECT_FALSE(mounted()) << "gc left the views mounted at " << mount;
 }
 
 // The same for a rootful Podman run: gc removes the container (recorded before `podman run`), the

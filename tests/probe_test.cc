@@ -109,9 +109,9 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
     known.insert(j->id);
     EXPECT_NE(j->known_limit.find("hides it"), std::string::npos) << j->id;
   }
-  EXPECT_EQ(known, (std::set<std::string>{"disclosure.kernel_release", "disclosure.meminfo",
+  EXPECT_EQ(known, (std::set<std::string>{"disclosure.kernel_release",
                                           "disclosure.mountinfo_host_path",
-                                          "crossrun.load_side_channel", "fs.read_base_canary"}));
+                                          "fs.read_base_canary"}));
   // Not vacuous: most probes ran and were blocked, on every boundary, for a stated layer.
   auto t = probes::tally(run->judgements);
   EXPECT_GT(t.blocked, 50) << t.inconclusive << " inconclusive";
@@ -130,9 +130,21 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
     EXPECT_EQ(m[id]->layer, probes::Layer::kMount) << id << ": " << m[id]->why;
   }
-  // The host's own copy is the witness: its memory total, its release, the workspace's path.
-  EXPECT_FALSE(m["disclosure.meminfo"]->host.disclosed.empty());
+  // The host's own copy is the witness: its release, the workspace's path.
   EXPECT_FALSE(m["disclosure.mountinfo_host_path"]->host.disclosed.empty());
+  // The run's own /proc views (providers/proc_views.h): /proc/meminfo is the run's grant, not
+  // the host's total (the host's copy differs), and run B no longer sees run A's burst in
+  // /proc/loadavg. Both were exposed before the views; natively both still are.
+  ASSERT_TRUE(m.count("disclosure.meminfo"));
+  EXPECT_EQ(m["disclosure.meminfo"]->verdict, probes::Verdict::kBlocked)
+      << m["disclosure.meminfo"]->why;
+  EXPECT_TRUE(m["disclosure.meminfo"]->host.disclosed.empty());
+  ASSERT_TRUE(m.count("crossrun.load_side_channel"));
+  EXPECT_EQ(m["crossrun.load_side_channel"]->verdict, probes::Verdict::kBlocked)
+      << m["crossrun.load_side_channel"]->why;
+  ASSERT_TRUE(m["crossrun.load_side_channel"]->baseline.has_value());
+  EXPECT_EQ(m["crossrun.load_side_channel"]->baseline->result, probes::ProbeResult::kReached)
+      << "natively B sees A's burst: the baseline holds";
   // Each run has its own host ids and owns its user namespace: run A holding every inotify
   // instance it may have does not starve run B.
   ASSERT_TRUE(m.count("crossrun.user_inotify"));

@@ -17,12 +17,14 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <iostream>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "controller/cgroup_layout.h"
@@ -217,6 +219,83 @@ TEST_F(SessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
   auto next = call({"echo", "still here"}, "edit");
   EXPECT_EQ(next.termination, Termination::kExited);
   EXPECT_EQ(next.exec.stdout_data, "still here\n");
+}
+
+// The run's own /proc views (providers/proc_views.h): a call with a 256 MiB grant reads that as
+// its MemTotal, not the host's memory; and what a busy process outside the run does (threads
+// made, CPU burnt) moves the host's /proc/stat and /proc/loadavg but not the run's.
+TEST_F(SessionTest, ProcViewsShowTheRunsGrantAndNotTheHostsActivity) {
+  SANDGATE_REQUIRE_ROOT();
+  policy_.intents["test"].memory_max = MiB(256);
+  policy_.intents["test"].cpu_cores = 1.0;
+  open();
+  ASSERT_TRUE(session_);
+  auto field = [](const std::string& text, const std::string& key) -> long long {
+    auto at = text.find(key);
+    return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size());
+  };
+  auto mem = call({"cat", "/proc/meminfo"}, "test");
+  ASSERT_EQ(mem.termination, Termination::kExited) << mem.exec.stderr_data;
+  const long long total_kb = field(mem.exec.stdout_data, "MemTotal:");
+  EXPECT_GT(total_kb, 250 * 1024) << mem.exec.stdout_data;
+  EXPECT_LE(total_kb, 256 * 1024) << mem.exec.stdout_data;
+  auto host_mem = read_file("/proc/meminfo");
+  ASSERT_TRUE(host_mem.ok());
+  ASSERT_GT(field(*host_mem, "MemTotal:"), 1024 * 1024) << "the host has more than 1 GiB: the "
+                                                           "comparison proves something";
+
+  // "cpu  user nice system ...": user + system, in ticks.
+  auto busy_ticks = [](const std::string& stat) {
+    std::istringstream in(stat);
+    std::string name;
+    long long user = 0, nice = 0, system = 0;
+    in >> name >> user >> nice >> system;
+    return user + nice + system;
+  };
+  // "a b c running/threads lastpid": threads.
+  auto threads = [](const std::string& loadavg) {
+    auto slash = loadavg.find('/');
+    return slash == std::string::npos ? -1 : std::atoi(loadavg.c_str() + slash + 1);
+  };
+  auto run_read = [&](const char* file) {
+    auto o = call({"cat", file}, "test");
+    EXPECT_EQ(o.termination, Termination::kExited) << file << ": " << o.exec.stderr_data;
+    return o.exec.stdout_data;
+  };
+  const std::string run_stat_before = run_read("/proc/stat");
+  const std::string run_load_before = run_read("/proc/loadavg");
+  const std::string host_stat_before = *read_file("/proc/stat");
+  const int host_threads_before = threads(*read_file("/proc/loadavg"));
+
+  // Outside the run: 16 threads, 2 of them spinning, for about 1.5 s.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> burst;
+  for (int i = 0; i < 16; ++i)
+    burst.emplace_back([&stop, spin = i < 2] {
+      while (!stop) {
+        if (!spin) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::string run_load_during = run_read("/proc/loadavg");
+  const int host_threads_during = threads(*read_file("/proc/loadavg"));
+  const std::string run_stat_after = run_read("/proc/stat");
+  const std::string host_stat_after = *read_file("/proc/stat");
+  stop = true;
+  for (auto& t : burst) t.join();
+
+  // The burst happened, as the host sees it (else the comparison proves nothing).
+  ASSERT_GE(host_threads_during - host_threads_before, 12)
+      << "the host's thread count did not show the burst";
+  ASSERT_GE(busy_ticks(host_stat_after) - busy_ticks(host_stat_before), 50)
+      << "the host's CPU time did not move";
+  // The run's view did not: its thread count is its own calls' shape, its CPU time its own
+  // (a few cat processes: a tick or two each).
+  EXPECT_LT(std::abs(threads(run_load_during) - threads(run_load_before)), 8)
+      << run_load_before << " / " << run_load_during;
+  EXPECT_LT(busy_ticks(run_stat_after) - busy_ticks(run_stat_before), 25)
+      << run_stat_before.substr(0, 80) << " / " << run_stat_after.substr(0, 80);
+  EXPECT_NE(run_stat_after.find("\nintr 0\nctxt 0\n"), std::string::npos) << run_stat_after;
 }
 
 // The kernel's account of a call (the eBPF activity tracer) in its outcome: its execs, its

@@ -1,0 +1,458 @@
+#include "providers/proc_views.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "core/fd.h"
+#include "core/files.h"
+#include "core/process.h"
+
+namespace sandgate::providers {
+namespace {
+
+// cgroup v1 writes "no limit" as the largest page-aligned long (PAGE_COUNTER_MAX pages): any
+// value from 2^62 up is no limit.
+constexpr uint64_t kNoLimit = 1ULL << 62;
+
+std::optional<uint64_t> read_number(const std::string& path) {
+  auto text = read_file(path, 4096);
+  if (!text.ok()) return std::nullopt;
+  std::string t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  if (t == "max") return kNoLimit;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(t.c_str(), &end, 10);
+  if (errno != 0 || end == t.c_str()) return std::nullopt;
+  return v;
+}
+
+// "key value" lines (memory.stat, cpuacct.stat, cpu.stat).
+std::map<std::string, uint64_t> read_flat_keyed(const std::string& path) {
+  std::map<std::string, uint64_t> out;
+  auto text = read_file(path, 1 << 16);
+  if (!text.ok()) return out;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    size_t end = text->find('\n', pos);
+    if (end == std::string::npos) end = text->size();
+    std::string line = text->substr(pos, end - pos);
+    pos = end + 1;
+    auto sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    out[line.substr(0, sp)] = std::strtoull(line.c_str() + sp + 1, nullptr, 10);
+  }
+  return out;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+std::string parent_of(const std::string& dir) {
+  auto slash = dir.rfind('/');
+  return slash == std::string::npos || slash == 0 ? "" : dir.substr(0, slash);
+}
+
+void line_kb(std::string& out, const char* key, uint64_t kb) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%-16s%8llu kB\n", key, static_cast<unsigned long long>(kb));
+  out += buf;
+}
+
+}  // namespace
+
+std::string render_meminfo(const MemoryNumbers& m, uint64_t host_total_kb) {
+  uint64_t total = m.limit == 0 || m.limit >= kNoLimit ? host_total_kb : m.limit / 1024;
+  if (host_total_kb > 0) total = std::min(total, host_total_kb);
+  const uint64_t used = std::min(m.usage / 1024, total);
+  const uint64_t free = total - used;
+  // Page cache the cgroup could give back: what the kernel's MemAvailable also counts in.
+  const uint64_t available = std::min(total, free + (m.active_file + m.inactive_file) / 1024);
+  const uint64_t swap_total = m.swap_limit >= kNoLimit ? 0 : m.swap_limit / 1024;
+  const uint64_t swap_free = swap_total - std::min(swap_total, m.swap_usage / 1024);
+  std::string out;
+  line_kb(out, "MemTotal:", total);
+  line_kb(out, "MemFree:", free);
+  line_kb(out, "MemAvailable:", available);
+  line_kb(out, "Buffers:", 0);
+  line_kb(out, "Cached:", m.file / 1024);
+  line_kb(out, "SwapCached:", 0);
+  line_kb(out, "Active:", (m.active_anon + m.active_file) / 1024);
+  line_kb(out, "Inactive:", (m.inactive_anon + m.inactive_file) / 1024);
+  line_kb(out, "Active(anon):", m.active_anon / 1024);
+  line_kb(out, "Inactive(anon):", m.inactive_anon / 1024);
+  line_kb(out, "Active(file):", m.active_file / 1024);
+  line_kb(out, "Inactive(file):", m.inactive_file / 1024);
+  line_kb(out, "Unevictable:", m.unevictable / 1024);
+  line_kb(out, "Mlocked:", 0);
+  line_kb(out, "SwapTotal:", swap_total);
+  line_kb(out, "SwapFree:", swap_free);
+  line_kb(out, "Dirty:", m.dirty / 1024);
+  line_kb(out, "Writeback:", m.writeback / 1024);
+  line_kb(out, "AnonPages:", m.anon / 1024);
+  line_kb(out, "Mapped:", m.mapped / 1024);
+  line_kb(out, "Shmem:", m.shmem / 1024);
+  line_kb(out, "Slab:", 0);
+  line_kb(out, "SReclaimable:", 0);
+  line_kb(out, "SUnreclaim:", 0);
+  return out;
+}
+
+std::string render_stat(const CpuNumbers& cpu, const TaskCounts& tasks, double age_s,
+                        long long btime) {
+  const int n = std::max(1, cpu.cpus);
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK) > 0 ? ::sysconf(_SC_CLK_TCK) : 100);
+  const uint64_t capacity = static_cast<uint64_t>(std::max(0.0, age_s) * hz) * n;
+  const uint64_t busy = cpu.user_ticks + cpu.system_ticks;
+  const uint64_t idle = capacity > busy ? capacity - busy : 0;
+  auto cpu_line = [](const std::string& name, uint64_t user, uint64_t system, uint64_t idle) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %llu 0 %llu %llu 0 0 0 0 0 0\n", name.c_str(),
+                  static_cast<unsigned long long>(user), static_cast<unsigned long long>(system),
+                  static_cast<unsigned long long>(idle));
+    return std::string(buf);
+  };
+  std::string out = cpu_line("cpu ", cpu.user_ticks, cpu.system_ticks, idle);
+  // Split evenly: which CPU ran what is the scheduler's, and not the run's to learn.
+  for (int i = 0; i < n; ++i) {
+    auto share = [&](uint64_t v) { return v / n + (static_cast<uint64_t>(i) < v % n ? 1 : 0); };
+    out += cpu_line("cpu" + std::to_string(i), share(cpu.user_ticks), share(cpu.system_ticks),
+                    share(idle));
+  }
+  out += "intr 0\nctxt 0\nbtime " + std::to_string(btime) + "\nprocesses " +
+         std::to_string(tasks.threads) + "\nprocs_running " + std::to_string(tasks.running) +
+         "\nprocs_blocked " + std::to_string(tasks.blocked) + "\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n";
+  return out;
+}
+
+std::string render_uptime(const CpuNumbers& cpu, double age_s) {
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK) > 0 ? ::sysconf(_SC_CLK_TCK) : 100);
+  const double busy = static_cast<double>(cpu.user_ticks + cpu.system_ticks) / hz;
+  const double idle = std::max(0.0, std::max(0.0, age_s) * std::max(1, cpu.cpus) - busy);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f %.2f\n", std::max(0.0, age_s), idle);
+  return buf;
+}
+
+void LoadAverage::update(double active, double elapsed_s) {
+  if (elapsed_s <= 0) return;
+  // kernel/sched/loadavg.c: EXP_1 = 1884/2048 = e^(-5/60) per 5 s tick, and so on.
+  static const double kPeriods[3] = {60.0, 300.0, 900.0};
+  for (int i = 0; i < 3; ++i) {
+    double decay = std::exp(-elapsed_s / kPeriods[i]);
+    avg[i] = avg[i] * decay + active * (1.0 - decay);
+  }
+}
+
+std::string render_loadavg(const LoadAverage& load, const TaskCounts& tasks) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%.2f %.2f %.2f %d/%d 0\n", load.avg[0], load.avg[1], load.avg[2],
+                tasks.running, tasks.threads);
+  return buf;
+}
+
+Result<MemoryNumbers> read_memory(const std::string& dir) {
+  MemoryNumbers m;
+  const bool v1 = exists(dir + "/memory.limit_in_bytes");
+  const std::string limit_file = v1 ? "memory.limit_in_bytes" : "memory.max";
+  if (!v1 && !exists(dir + "/memory.current"))
+    return logic_error("read the run's memory",
+                       "not a memory cgroup (no memory.limit_in_bytes, "
+                       "no memory.current)",
+                       dir);
+  auto usage = read_number(dir + (v1 ? "/memory.usage_in_bytes" : "/memory.current"));
+  if (!usage) return sys_error(ENOENT, "read the run's memory usage", dir);
+  m.usage = *usage;
+  // The lowest limit on the way up: a call's grant under the run's ceiling under the tenant's.
+  uint64_t limit = kNoLimit;
+  for (std::string d = dir; !d.empty() && exists(d + "/" + limit_file); d = parent_of(d))
+    if (auto l = read_number(d + "/" + limit_file)) limit = std::min(limit, *l);
+  m.limit = limit >= kNoLimit ? 0 : limit;
+  if (v1) {
+    // memsw counts memory and swap together (only with swap accounting on).
+    auto memsw = read_number(dir + "/memory.memsw.limit_in_bytes");
+    auto memsw_usage = read_number(dir + "/memory.memsw.usage_in_bytes");
+    if (memsw && *memsw < kNoLimit && m.limit && *memsw > m.limit) m.swap_limit = *memsw - m.limit;
+    if (memsw_usage && *memsw_usage > m.usage) m.swap_usage = *memsw_usage - m.usage;
+  } else {
+    auto swap = read_number(dir + "/memory.swap.max");
+    if (swap && *swap < kNoLimit) m.swap_limit = *swap;
+    if (auto su = read_number(dir + "/memory.swap.current")) m.swap_usage = *su;
+  }
+  auto stat = read_flat_keyed(dir + "/memory.stat");
+  // v1's hierarchical totals carry a "total_" prefix; v2's memory.stat is hierarchical as is.
+  auto get = [&](const char* v1_key, const char* v2_key) {
+    auto it = stat.find(v1 ? v1_key : v2_key);
+    return it == stat.end() ? 0 : it->second;
+  };
+  m.file = get("total_cache", "file");
+  m.anon = get("total_rss", "anon");
+  m.shmem = get("total_shmem", "shmem");
+  m.mapped = get("total_mapped_file", "file_mapped");
+  m.dirty = get("total_dirty", "file_dirty");
+  m.writeback = get("total_writeback", "file_writeback");
+  m.active_anon = get("total_active_anon", "active_anon");
+  m.inactive_anon = get("total_inactive_anon", "inactive_anon");
+  m.active_file = get("total_active_file", "active_file");
+  m.inactive_file = get("total_inactive_file", "inactive_file");
+  m.unevictable = get("total_unevictable", "unevictable");
+  return m;
+}
+
+Result<CpuNumbers> read_cpu(const std::vector<std::string>& dirs, int host_cpus) {
+  CpuNumbers c;
+  c.cpus = std::max(1, host_cpus);
+  bool found = false;
+  const long hz = ::sysconf(_SC_CLK_TCK) > 0 ? ::sysconf(_SC_CLK_TCK) : 100;
+  for (const auto& d : dirs) {
+    if (!found && exists(d + "/cpuacct.stat")) {
+      auto s = read_flat_keyed(d + "/cpuacct.stat");  // already in USER_HZ
+      c.user_ticks = s["user"];
+      c.system_ticks = s["system"];
+      found = true;
+    } else if (!found && exists(d + "/cpu.stat")) {
+      auto s = read_flat_keyed(d + "/cpu.stat");
+      if (s.count("user_usec")) {
+        c.user_ticks = s["user_usec"] * hz / 1'000'000;
+        c.system_ticks = s["system_usec"] * hz / 1'000'000;
+        found = true;
+      }
+    }
+    // A quota caps how many CPUs' worth the run can use at once.
+    std::optional<uint64_t> quota, period;
+    if (exists(d + "/cpu.cfs_quota_us")) {
+      auto q = read_file(d + "/cpu.cfs_quota_us", 64);
+      if (q.ok() && !q->empty() && (*q)[0] != '-') quota = std::strtoull(q->c_str(), nullptr, 10);
+      period = read_number(d + "/cpu.cfs_period_us");
+    } else if (auto max = read_file(d + "/cpu.max", 64); max.ok() && max->rfind("max", 0) != 0) {
+      char* end = nullptr;
+      quota = std::strtoull(max->c_str(), &end, 10);
+      period = std::strtoull(end, nullptr, 10);
+    }
+    if (quota && period && *quota > 0 && *period > 0)
+      c.cpus = std::clamp(static_cast<int>((*quota + *period - 1) / *period), 1, c.cpus);
+  }
+  if (!found)
+    return logic_error("read the run's CPU time", "no cpuacct.stat or cpu.stat in its cgroups");
+  return c;
+}
+
+Result<TaskCounts> count_tasks(const std::vector<std::string>& dirs, const std::string& proc) {
+  std::string root, list;
+  for (const auto& d : dirs) {
+    if (exists(d + "/tasks")) {
+      root = d;
+      list = "tasks";
+      break;
+    }
+    if (exists(d + "/cgroup.threads")) {
+      root = d;
+      list = "cgroup.threads";
+      break;
+    }
+  }
+  if (root.empty()) return logic_error("count the run's tasks", "no tasks or cgroup.threads");
+  TaskCounts t;
+  std::vector<std::string> todo = {root};
+  while (!todo.empty()) {
+    std::string dir = std::move(todo.back());
+    todo.pop_back();
+    // A cgroup removed while it is walked (a call that just ended) is skipped.
+    auto tids = read_file(dir + "/" + list, 1 << 20);
+    if (tids.ok()) {
+      size_t pos = 0;
+      while (pos < tids->size()) {
+        size_t end = tids->find('\n', pos);
+        if (end == std::string::npos) end = tids->size();
+        std::string tid = tids->substr(pos, end - pos);
+        pos = end + 1;
+        if (tid.empty()) continue;
+        auto stat = read_file(proc + "/" + tid + "/stat", 1024);
+        if (!stat.ok()) continue;  // exited meanwhile
+        ++t.threads;
+        auto close = stat->rfind(')');
+        if (close == std::string::npos || close + 2 >= stat->size()) continue;
+        char state = (*stat)[close + 2];
+        if (state == 'R') ++t.running;
+        if (state == 'D') ++t.blocked;
+      }
+    }
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      todo.push_back(dir + "/" + e->d_name);
+    }
+    ::closedir(d);
+  }
+  return t;
+}
+
+Result<std::string> read_pressure(const std::vector<std::string>& dirs, const std::string& name) {
+  for (const auto& d : dirs)
+    if (exists(d + "/" + name)) return read_file(d + "/" + name, 4096);
+  return sys_error(EOPNOTSUPP, "read the run's pressure", name);
+}
+
+std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_cgroup,
+                              std::string_view controller) {
+  // The reader's path in the hierarchy: "ID:CONTROLLERS:PATH" lines; v2's is "0::PATH".
+  std::string path;
+  bool found = false;
+  size_t pos = 0;
+  while (pos < proc_cgroup.size() && !found) {
+    size_t end = proc_cgroup.find('\n', pos);
+    if (end == std::string_view::npos) end = proc_cgroup.size();
+    std::string_view line = proc_cgroup.substr(pos, end - pos);
+    pos = end + 1;
+    auto c1 = line.find(':');
+    auto c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) continue;
+    std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    bool match = controller.empty() ? controllers.empty() : false;
+    if (!controller.empty()) {
+      // "cpu,cpuacct": one of a comma-separated list.
+      size_t p = 0;
+      while (p <= controllers.size()) {
+        size_t q = controllers.find(',', p);
+        if (q == std::string_view::npos) q = controllers.size();
+        if (controllers.substr(p, q - p) == controller) match = true;
+        p = q + 1;
+      }
+    }
+    if (match) {
+      path = std::string(line.substr(c2 + 1));
+      found = true;
+    }
+  }
+  if (!found || path.empty() || path[0] != '/') return "";
+  // run_dir is <mount><R>: find the R that the reader's path starts with (the longest: the
+  // mount is the shortest prefix that leaves one).
+  for (size_t i = run_dir.find('/'); i != std::string::npos; i = run_dir.find('/', i + 1)) {
+    std::string r = run_dir.substr(i);
+    if (path == r ||
+        (path.size() > r.size() && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/'))
+      return run_dir.substr(0, i) + path;
+  }
+  return "";
+}
+
+bool proc_views_enabled_by_environment() {
+  const char* v = std::getenv("SANDGATE_PROC_VIEWS");
+  if (!v) return true;
+  std::string s = v;
+  return !(s == "0" || s == "no" || s == "off" || s == "false");
+}
+
+Status proc_views_supported(const HostPaths& paths) {
+  auto fs = read_file(paths.proc + "/filesystems", 1 << 16);
+  if (!fs.ok() || fs->find("\tfuse\n") == std::string::npos)
+    return logic_error("proc views", "the kernel has no fuse filesystem (modprobe fuse)");
+  UniqueFd dev(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
+  if (!dev) return sys_error("proc views: open", "/dev/fuse");
+  return {};
+}
+
+Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
+                        const std::string& mount_point, const std::vector<std::string>& cgroup_dirs,
+                        RunState& state) {
+  SG_TRY(proc_views_supported(paths));
+  const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
+  if (::mkdir(mount_point.c_str(), 0755) != 0 && errno != EEXIST)
+    return sys_error("mkdir proc views", mount_point);
+  SG_TRY(state.record({Resource::Kind::kMount, mount_point}));
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return sys_error("socketpair for proc views");
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  // Everything the child needs, made before fork: after it, only async-signal-safe calls (the
+  // launcher may have threads).
+  const std::string fd_arg = "3";
+  std::vector<std::string> args = {exe, kProcViewsArg, mount_point, fd_arg};
+  args.insert(args.end(), cgroup_dirs.begin(), cgroup_dirs.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // A failed exec comes back by name on the socket (the launcher reads it as the answer).
+  const std::string exec_failed = "error: exec the proc views server " + exe + ": errno ";
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_error("fork proc views server");
+  if (pid == 0) {
+    // Its own session: a terminal's ^C is for sandgate, which then tears the run down.
+    ::setsid();
+    // The launcher may block the signals it reads from a signalfd (cli/signals.cc), and the
+    // mask survives exec: the server must get the SIGTERM it is stopped with.
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // dup2 onto itself would keep close-on-exec: clear it then.
+    if (theirs.get() == 3 ? ::fcntl(3, F_SETFD, 0) != 0 : ::dup2(theirs.get(), 3) < 0) ::_exit(127);
+    ::syscall(SYS_close_range, 4, ~0U, 0);
+    ::execv(exe.c_str(), argv.data());
+    int err = errno;
+    char digits[12];
+    int n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + err % 10);
+    } while ((err /= 10) > 0 && n < 11);
+    char msg[512];
+    size_t len = 0;
+    for (char c : exec_failed)
+      if (len < sizeof msg - 16) msg[len++] = c;
+    while (n > 0) msg[len++] = digits[--n];
+    // After the go byte: the launcher reads the answer only once it has recorded us.
+    char go;
+    (void)!::read(3, &go, 1);
+    (void)!::write(3, msg, len);
+    ::_exit(127);
+  }
+  theirs.reset();
+  // Recorded before it mounts anything: it waits for this byte (and exits at EOF instead).
+  auto start = process_start_time(paths.proc, pid);
+  // Named by its mount point: a reader of the record tells it from the run's supervisor.
+  Status recorded = state.record({Resource::Kind::kProcess, mount_point, pid, start.value_or(0)});
+  if (!recorded.ok()) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return recorded;
+  }
+  // A server that failed is ours to reap (its record then names a process that is gone).
+  auto failed = [&](Error e) -> Error {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return e;
+  };
+  char go = 'g';
+  if (::write(ours.get(), &go, 1) != 1) return failed(sys_error("start proc views server"));
+  // Its answer: "ok", or the error that stopped it.
+  struct pollfd p = {ours.get(), POLLIN, 0};
+  int ready = ::poll(&p, 1, 10'000);
+  if (ready <= 0)
+    return failed(logic_error("start proc views", "the server did not answer in 10 s"));
+  char buf[512];
+  ssize_t n = ::read(ours.get(), buf, sizeof buf - 1);
+  std::string answer = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  if (answer.rfind(exec_failed, 0) == 0)
+    return failed(sys_error(std::atoi(answer.c_str() + exec_failed.size()),
+                            "start proc views: exec the server", exe));
+  if (answer.rfind("ok", 0) != 0)
+    return failed(logic_error("start proc views",
+                              answer.empty() ? "the server exited before mounting" : answer,
+                              mount_point));
+  return {};
+}
+
+}  // namespace sandgate::providers

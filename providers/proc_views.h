@@ -1,0 +1,154 @@
+// A run's own /proc views (issue 16, "disclosure" and "side channels between tenants"): the
+// jail's /proc/meminfo, /proc/stat, /proc/loadavg, /proc/uptime and /proc/pressure/{cpu,memory,io}
+// are replaced by files a small per-run FUSE filesystem serves from the run's own cgroup, so a
+// call sees its grant instead of the host's memory, and nothing of what other runs (or the host)
+// do moves what it reads.
+//
+// Why not lxcfs (evaluated first): it derives every view from the cgroup of the reader's pid
+// namespace's init (the run's supervisor in <run>/main, never the calls' cgroups), copies the
+// host's procs_running, ctxt, intr, btime and processes into its /proc/stat unchanged (the side
+// channel stays open), has no /proc/pressure, and answers with the host's own file whenever a
+// cgroup read fails (a view that silently shows the host's is what this replaces).
+//
+// This file: what the views say, as pure functions of the run's cgroup numbers (unit-tested
+// against given numbers and fake cgroup trees), and the host side that starts and records the
+// server. The server itself (libfuse) is proc_views_server.cc.
+//
+// What each view says, and where it comes from:
+//   meminfo   MemTotal: the lowest memory limit from the reader's cgroup up (a call's grant,
+//             else the run's ceiling; the host's total when nothing limits it). MemFree,
+//             MemAvailable, Cached, Active/Inactive, Shmem, ... from that cgroup's usage and
+//             memory.stat. Swap from the cgroup's swap limit (0 where not accounted).
+//   stat      one "cpu" line and one per CPU the run may use (the quota rounded up, else the
+//             host's CPUs), from the run's own user/system time (split evenly over its CPUs);
+//             idle is the rest of the run's age times its CPUs. btime is when the run's view
+//             started; processes, procs_running and procs_blocked count the run's own tasks;
+//             intr, ctxt and softirq are 0 (kernel-wide counters).
+//   loadavg   the kernel's damped 1/5/15-minute averages (kernel/sched/loadavg.c) of the run's
+//             runnable plus uninterruptible tasks, sampled every 5 s and at every read;
+//             "running/total" are the run's own threads; the last pid field is 0 (the kernel's
+//             counts every pid the host allocates).
+//   uptime    the run's age, and its idle time (age times CPUs, less the CPU it used).
+//   pressure  the run cgroup's own cpu/memory/io.pressure (the unified hierarchy's on a hybrid
+//             host): stalls the run's tasks suffered. A run that is starved by another still
+//             sees its own stall there, as it would by timing a loop; it no longer sees the
+//             stalls of every other task on the host.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/host_paths.h"
+#include "core/result.h"
+#include "core/state.h"
+
+namespace sandgate::providers {
+
+// The files the views replace, relative to /proc (the jail binds each over its own).
+inline constexpr const char* kProcViewFiles[] = {
+    "meminfo", "stat", "loadavg", "uptime", "pressure/cpu", "pressure/memory", "pressure/io"};
+
+// A cgroup's memory, in bytes. limit 0: nothing limits it.
+struct MemoryNumbers {
+  uint64_t limit = 0;
+  uint64_t usage = 0;
+  uint64_t swap_limit = 0;  // what it may swap beyond its memory; 0: none, or not accounted
+  uint64_t swap_usage = 0;
+  uint64_t file = 0, anon = 0, shmem = 0, mapped = 0, dirty = 0, writeback = 0;
+  uint64_t active_anon = 0, inactive_anon = 0, active_file = 0, inactive_file = 0;
+  uint64_t unevictable = 0;
+};
+
+// /proc/meminfo's text (kB, the kernel's layout) for `m`; host_total_kb stands in for a cgroup
+// nothing limits, and caps a limit above it.
+std::string render_meminfo(const MemoryNumbers& m, uint64_t host_total_kb);
+
+// The run's CPU time in USER_HZ ticks (sysconf(_SC_CLK_TCK), 100 on Linux), and how many CPUs
+// it may use.
+struct CpuNumbers {
+  uint64_t user_ticks = 0;
+  uint64_t system_ticks = 0;
+  int cpus = 1;
+};
+
+// The run's tasks (threads), by state: running (R) and blocked (D), as the kernel's load counts.
+struct TaskCounts {
+  int threads = 0;
+  int running = 0;
+  int blocked = 0;
+};
+
+// /proc/stat's text. age_s: how long the run's view has existed; btime: when it started (epoch
+// seconds).
+std::string render_stat(const CpuNumbers& cpu, const TaskCounts& tasks, double age_s,
+                        long long btime);
+// /proc/uptime's text: the run's age and idle seconds.
+std::string render_uptime(const CpuNumbers& cpu, double age_s);
+
+// The kernel's load average (kernel/sched/loadavg.c): every LOAD_FREQ (5 s) each average moves
+// toward the active task count by 1 - e^(-5/60), e^(-5/300), e^(-5/900). Here the decay is
+// applied for the time that actually passed since the last sample, so sampling at reads as
+// well as on the 5 s tick gives the same curve for a steady count.
+struct LoadAverage {
+  double avg[3] = {0, 0, 0};
+  void update(double active, double elapsed_s);
+};
+// /proc/loadavg's text: "1min 5min 15min running/threads lastpid" (lastpid: 0, see above).
+std::string render_loadavg(const LoadAverage& load, const TaskCounts& tasks);
+
+// Readers of the cgroup files, from injected directories (fake trees in tests).
+
+// Memory of the cgroup `dir` (a v1 memory hierarchy's directory, or a v2 one): usage and
+// memory.stat there; the limit is the lowest on the way from `dir` up to the hierarchy's root.
+// Not a memory cgroup: an error.
+Result<MemoryNumbers> read_memory(const std::string& dir);
+// CPU time of the cgroup: the first of `dirs` with cpuacct.stat (v1) or cpu.stat (v2); the CPUs
+// from a quota (cpu.cfs_quota_us/cpu.cfs_period_us, or cpu.max) in any of them, else
+// host_cpus. No accounting anywhere: an error.
+Result<CpuNumbers> read_cpu(const std::vector<std::string>& dirs, int host_cpus);
+// The threads of the cgroup and every cgroup below it, counted by state from <proc>/<tid>/stat:
+// from the first of `dirs` that lists them (v1 "tasks", v2 "cgroup.threads"). A thread that
+// exits while it is counted is skipped.
+Result<TaskCounts> count_tasks(const std::vector<std::string>& dirs, const std::string& proc);
+// The pressure file `name` ("cpu.pressure") of the first of `dirs` that has it.
+Result<std::string> read_pressure(const std::vector<std::string>& dirs, const std::string& name);
+
+// The directory of the reader's cgroup in the hierarchy that `run_dir` (a run's cgroup) is in,
+// from the reader's /proc/<pid>/cgroup text: "" unless the reader is in run_dir or below it (a
+// reader elsewhere sees the run's own numbers). `controller`: the v1 controller naming the
+// hierarchy ("memory"), "" for the v2 line ("0::").
+std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_cgroup,
+                              std::string_view controller);
+
+// Host side: starts a run's views, each piece recorded in `state` before it is made (the mount
+// point, then the server's process, which mounts only once it is recorded: a server whose
+// launcher died before recording it exits unmounted). Waits until the filesystem is mounted at
+// `mount_point` (an empty directory is made there). `cgroup_dirs`: the run's cgroup, one
+// directory per hierarchy; empty (a run without a cgroup of its own, as in the providers' own
+// tests): each view follows the cgroup of the process that reads it. `exe`: a binary whose
+// main calls maybe_run_supervisor() (ProviderOptions::supervisor_exe; empty: this one).
+// Released with the run (release_resources): the server is stopped, the mount detached.
+Status start_proc_views(const HostPaths& paths, const std::string& exe,
+                        const std::string& mount_point, const std::vector<std::string>& cgroup_dirs,
+                        RunState& state);
+
+// Whether views can be served on this host, and why not: /dev/fuse and the kernel's fuse
+// filesystem (`sandgate doctor`'s "proc views" line).
+Status proc_views_supported(const HostPaths& paths);
+
+// libfuse's version ("3.14.0"), for doctor.
+std::string proc_views_library_version();
+
+// The server's entry point, from maybe_run_supervisor(): argv[1] is kProcViewsArg.
+inline constexpr char kProcViewsArg[] = "--sandgate-proc-views";
+int run_proc_views_server(int argc, char** argv);
+
+// SANDGATE_PROC_VIEWS=0 (or "no", "off", "false") turns the views off for every run.
+bool proc_views_enabled_by_environment();
+
+}  // namespace sandgate::providers
