@@ -523,7 +523,8 @@ TEST_F(NativeProbeTest, NativeCrossRunReachesEveryObjectAndCleansUp) {
 }
 
 // The network probes in a namespace of their own whose loopback carries the decoy addresses
-// (as the lab's does): an HTTP decoy answers on 169.254.169.254:80; the others are absent.
+// and which has a veth pair of its own, both ends inside (as the lab does): an HTTP decoy
+// answers on 169.254.169.254:80; the others are absent.
 TEST_F(NativeProbeTest, NetworkProbesInALab) {
   SANDGATE_REQUIRE_ROOT();
   SANDGATE_REQUIRE(exists("/usr/sbin/ip") || exists("/sbin/ip") || exists("/bin/ip"),
@@ -536,7 +537,12 @@ TEST_F(NativeProbeTest, NetworkProbesInALab) {
     std::string setup =
         "ip link set lo up && ip addr add 169.254.169.254/32 dev lo && "
         "ip addr add 203.0.113.10/32 dev lo && ip addr add 203.0.113.53/32 dev lo && "
-        "ip addr add 203.0.113.20/32 dev lo && ip -6 addr add fd00:ec2::254/128 dev lo nodad";
+        "ip addr add 203.0.113.20/32 dev lo && ip -6 addr add fd00:ec2::254/128 dev lo nodad && "
+        "ip link add sg-lab0 type veth peer name sg-lab1 && "
+        "echo 1 >/proc/sys/net/ipv6/conf/sg-lab0/disable_ipv6 && "
+        "echo 1 >/proc/sys/net/ipv6/conf/sg-lab1/disable_ipv6 && "
+        "ip addr add 203.0.113.241/32 dev sg-lab0 && ip addr add 203.0.113.242/32 dev sg-lab1 && "
+        "ip link set sg-lab0 up && ip link set sg-lab1 up";
     if (std::system(setup.c_str()) != 0) ::_exit(11);
     int http = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
@@ -603,7 +609,14 @@ TEST_F(NativeProbeTest, NetworkProbesInALab) {
   EXPECT_EQ(reports["net.raw_socket"].result, ProbeResult::kReached);
   EXPECT_EQ(reports["net.packet_socket"].result, ProbeResult::kReached);
   EXPECT_EQ(reports["net.io_uring_socket"].result, ProbeResult::kReached);
-  EXPECT_EQ(reports["net.interfaces"].result, ProbeResult::kDenied) << "loopback only";
+  // The namespace's own interface beyond loopback is seen: natively, the probe reaches.
+  const auto& ifs = reports["net.interfaces"];
+  EXPECT_EQ(ifs.result, ProbeResult::kReached) << describe(ifs);
+  EXPECT_TRUE(ifs.preconditions) << describe(ifs);
+  std::set<std::string> names;
+  for (const auto& n : ifs.evidence["interfaces"]) names.insert(n.get<std::string>());
+  EXPECT_EQ(names, (std::set<std::string>{"lo", "sg-lab0", "sg-lab1"})) << describe(ifs);
+  EXPECT_EQ(ifs.evidence["ipv6_routes_off_loopback"], 0) << describe(ifs);
 }
 
 // The negative twin: the same binary inside the namespaces provider.
@@ -641,6 +654,7 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
                       "--id",       "net.metadata_v4_get",
                       "--id",       "net.vsock",
                       "--id",       "net.packet_socket",
+                      "--id",       "net.interfaces",
                       "--id",       "proc.tiocsti",
                       "--id",       "proc.clone_newuser",
                       "--id",       "proc.newer_syscall",
@@ -661,7 +675,7 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
   ::unsetenv("SANDGATE_TEST_TOKEN");
   ASSERT_EQ(r.status.shell_code(), 0) << r.stderr_data;
   auto reports = parse_reports(r.stdout_data);
-  ASSERT_EQ(reports.size(), 27u) << r.stdout_data;
+  ASSERT_EQ(reports.size(), 28u) << r.stdout_data;
   auto expect = [&](const char* id, ProbeResult result, const char* err) {
     const auto& rep = reports[id];
     EXPECT_EQ(rep.result, result) << describe(rep);
@@ -681,6 +695,8 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
   auto abi = providers::landlock::abi_version();
   expect("net.metadata_v4_get", ProbeResult::kDenied, abi.ok() && *abi >= 4 ? "EACCES" : "ENETUNREACH");
   expect("proc.kill_all", ProbeResult::kNotFound, "ESRCH");            // own pid namespace
+  expect("net.interfaces", ProbeResult::kDenied, "ENETUNREACH");       // own network namespace
+  EXPECT_EQ(reports["net.interfaces"].evidence["interfaces"], Json::array({"lo"}));
   // The jail gave the call oom_score_adj 1000; Landlock keeps it from writing procfs at all.
   expect("proc.lower_oom_priority", ProbeResult::kDenied, "EACCES");
   EXPECT_EQ(reports["proc.lower_oom_priority"].evidence["after"], "1000");
