@@ -64,8 +64,9 @@ const std::vector<Catchers>& catchers() {
       // The lab's network namespace: every decoy is reachable, but Landlock (where the kernel
       // has it: proc.landlock) still refuses every TCP connect and the abstract socket of the
       // other run (its holders, below), so what is caught everywhere is the traffic Landlock
-      // does not cover: UDP, and DNS over it.
-      {Weakening::kShareHostNetwork, {"net.udp_exfil", "net.dns_exfil"}},
+      // does not cover: UDP, and DNS over it; and the lab's own interfaces (its veth pair),
+      // which the call sees beside loopback.
+      {Weakening::kShareHostNetwork, {"net.udp_exfil", "net.dns_exfil", "net.interfaces"}},
       // Full capability sets and no no_new_privs: read from /proc/self/status and prctl, and
       // used: a raw socket needs CAP_NET_RAW (the filter lets AF_INET/SOCK_RAW through).
       {Weakening::kRootWithCaps, {"proc.capabilities", "proc.no_new_privs", "net.raw_socket"}},

@@ -141,9 +141,9 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   ASSERT_TRUE(m["crossrun.user_inotify"]->baseline.has_value());
   EXPECT_EQ(m["crossrun.user_inotify"]->baseline->result, probes::ProbeResult::kReached)
       << "natively (one uid) A starves B: the baseline holds";
-  // Proven natively, blocked here: the decoy SSH agent and runtime socket (canaries.h), and a
-  // directory fd the baseline's launcher leaks on purpose.
-  for (const char* id : {"net.ssh_agent", "net.runtime_sockets", "fs.leaked_fds"}) {
+  // Proven natively, blocked here: the decoy SSH agent and runtime socket (canaries.h), a
+  // directory fd the baseline's launcher leaks on purpose, and the lab's own veth pair.
+  for (const char* id : {"net.ssh_agent", "net.runtime_sockets", "fs.leaked_fds", "net.interfaces"}) {
     ASSERT_TRUE(m.count(id)) << id;
     ASSERT_TRUE(m[id]->baseline.has_value()) << id;
     EXPECT_EQ(m[id]->baseline->result, probes::ProbeResult::kReached)
@@ -324,7 +324,7 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
         "creds.env_tokens", "creds.home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
         "persist.after_destroy", "disclosure.proc_cmdline", "disclosure.boot_id",
         "disclosure.mountinfo_host_path", "crossrun.user_inotify", "net.ssh_agent",
-        "net.runtime_sockets"}) {
+        "net.runtime_sockets", "net.interfaces"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << id << ": " << m[id]->why;
   }
