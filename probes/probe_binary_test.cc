@@ -11,12 +11,14 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -49,14 +51,16 @@ struct BinaryRun {
   std::string out, err;
 };
 
-// Runs argv (no shell) with extra environment, optionally leaking one fd, capturing output.
+// Runs argv (no shell) with extra environment, optionally leaking one fd and with another
+// as stdin, capturing output.
 BinaryRun run_binary(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
-                     int leak_fd = -1) {
+                     int leak_fd = -1, int stdin_fd = -1) {
   BinaryRun r;
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return r;
   pid_t pid = ::fork();
   if (pid == 0) {
+    if (stdin_fd >= 0) ::dup2(stdin_fd, 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
     if (leak_fd >= 0) ::fcntl(leak_fd, F_SETFD, 0);  // inherited across exec on purpose
@@ -617,6 +621,64 @@ TEST_F(NativeProbeTest, NetworkProbesInALab) {
   for (const auto& n : ifs.evidence["interfaces"]) names.insert(n.get<std::string>());
   EXPECT_EQ(names, (std::set<std::string>{"lo", "sg-lab0", "sg-lab1"})) << describe(ifs);
   EXPECT_EQ(ifs.evidence["ipv6_routes_off_loopback"], 0) << describe(ifs);
+}
+
+// proc.tiocsti through a terminal the launcher gives as stdin (what the suite does, for a
+// jail whose /dev has no ptmx): natively the kernel takes both forms, and what was pushed is
+// flushed again. The negative twin: a terminal that already is another session's controlling
+// tty (as a user's real terminal is) is not taken, so nothing is pushed into it.
+TEST(TiocstiProbe, UsesTheLaunchersPtyAndNeverAnotherSessionsTerminal) {
+  UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  ASSERT_TRUE(master.valid());
+  ASSERT_EQ(::grantpt(master.get()), 0);
+  ASSERT_EQ(::unlockpt(master.get()), 0);
+  std::string slave_path = ::ptsname(master.get());
+  UniqueFd slave(::open(slave_path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC));
+  ASSERT_TRUE(slave.valid());
+  std::vector<std::string> argv = {SANDGATE_PROBE_BINARY, "run", "--id", "proc.tiocsti",
+                                   "--param", "stdin_pty=1"};
+  auto r = run_binary(argv, {}, -1, slave.get());
+  auto reports = parse_reports(r.out);
+  const auto& rep = reports["proc.tiocsti"];
+  EXPECT_TRUE(rep.preconditions) << describe(rep);
+  EXPECT_EQ(rep.evidence["terminal"], "stdin (the launcher's pty)") << describe(rep);
+  const bool kernel_refuses = rep.evidence["legacy_tiocsti"] == "0" && !is_root();
+  if (kernel_refuses) {
+    EXPECT_EQ(rep.errno_name, "EIO") << describe(rep);
+    EXPECT_TRUE(rep.evidence.contains("kernel_refuses")) << describe(rep);
+  } else {
+    EXPECT_EQ(rep.result, ProbeResult::kReached) << describe(rep);
+    EXPECT_EQ(rep.evidence["plain"], "ok") << describe(rep);
+    EXPECT_EQ(rep.evidence["high_bits"], "ok") << describe(rep);
+  }
+  int queued = -1;
+  ASSERT_EQ(::ioctl(slave.get(), FIONREAD, &queued), 0);
+  EXPECT_EQ(queued, 0) << "what was pushed was left in the terminal's input";
+
+  // Another session holds the terminal as its controlling tty.
+  Pipe ready = make_pipe(O_CLOEXEC).value();
+  pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::setsid() < 0 || ::ioctl(slave.get(), TIOCSCTTY, 0) != 0) ::_exit(1);
+    (void)!::write(ready.write.get(), "r", 1);
+    for (;;) ::pause();
+  }
+  ready.write.reset();
+  char byte = 0;
+  ASSERT_EQ(::read(ready.read.get(), &byte, 1), 1) << "the holder could not take the terminal";
+  auto held = run_binary(argv, {}, -1, slave.get());
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  auto held_reports = parse_reports(held.out);
+  const auto& h = held_reports["proc.tiocsti"];
+  EXPECT_FALSE(h.preconditions) << describe(h);
+  EXPECT_THAT(h.detail, HasSubstr("controlling tty")) << describe(h);
+  EXPECT_FALSE(h.evidence.contains("plain")) << "TIOCSTI was tried: " << describe(h);
+  queued = -1;
+  ASSERT_EQ(::ioctl(slave.get(), FIONREAD, &queued), 0);
+  EXPECT_EQ(queued, 0);
 }
 
 // The negative twin: the same binary inside the namespaces provider.
