@@ -11,8 +11,9 @@
 //   host -> supervisor            supervisor -> host
 //   config {SupervisorConfig}     ready | error {step, path, errno, detail}
 //   exec {id, argv, env, cwd,     started {id} + SCM_CREDENTIALS(its own pid), sent by
-//         wait_for_go, rlimits}     the call once its rlimits are in place
-//         + [out,err]
+//         wait_for_go, rlimits,     the call once its rlimits are in place
+//         stdin?}
+//         + [out,err(,in)]
 //   go {id}                       exec_failed {id, step, errno}
 //   kill {id, signal}             exited {id, wait_status}
 //   shutdown
