@@ -623,18 +623,27 @@ TEST_F(NativeProbeTest, NetworkProbesInALab) {
   EXPECT_EQ(ifs.evidence["ipv6_routes_off_loopback"], 0) << describe(ifs);
 }
 
+// A pseudo-terminal pair as the suite makes one for proc.tiocsti: nobody's controlling tty.
+struct TestPty {
+  UniqueFd master, terminal;
+};
+TestPty open_test_pty() {
+  TestPty p;
+  p.master = UniqueFd(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!p.master.valid() || ::grantpt(p.master.get()) != 0 || ::unlockpt(p.master.get()) != 0)
+    return p;
+  p.terminal = UniqueFd(::open(::ptsname(p.master.get()), O_RDWR | O_NOCTTY | O_CLOEXEC));
+  return p;
+}
+
 // proc.tiocsti through a terminal the launcher gives as stdin (what the suite does, for a
 // jail whose /dev has no ptmx): natively the kernel takes both forms, and what was pushed is
 // flushed again. The negative twin: a terminal that already is another session's controlling
 // tty (as a user's real terminal is) is not taken, so nothing is pushed into it.
 TEST(TiocstiProbe, UsesTheLaunchersPtyAndNeverAnotherSessionsTerminal) {
-  UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
-  ASSERT_TRUE(master.valid());
-  ASSERT_EQ(::grantpt(master.get()), 0);
-  ASSERT_EQ(::unlockpt(master.get()), 0);
-  std::string slave_path = ::ptsname(master.get());
-  UniqueFd slave(::open(slave_path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC));
-  ASSERT_TRUE(slave.valid());
+  TestPty pty = open_test_pty();
+  ASSERT_TRUE(pty.terminal.valid());
+  const UniqueFd& slave = pty.terminal;
   std::vector<std::string> argv = {SANDGATE_PROBE_BINARY, "run", "--id", "proc.tiocsti",
                                    "--param", "stdin_pty=1"};
   auto r = run_binary(argv, {}, -1, slave.get());
@@ -770,9 +779,9 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
   EXPECT_FALSE(exists(wd + "/sandgate-probe-jailtest")) << "the host saw the write";
 
   // Argument-filtered calls: refused by the filter in both forms, the plain call and its twin
-  // with bits set above the 32 the kernel reads. (proc.tiocsti cannot run here: the jail's
-  // /dev has no ptmx to make a terminal from, so it is a precondition failure; its twins are
-  // in seccomp_policy_test.)
+  // with bits set above the 32 the kernel reads. (proc.tiocsti cannot make a terminal here: the
+  // jail's /dev has no ptmx, so on its own it is a precondition failure; with the host's pty
+  // as its stdin it runs, below.)
   for (const char* id : {"net.vsock", "net.packet_socket", "proc.clone_newuser"}) {
     expect(id, ProbeResult::kDenied, "EPERM");
     const Json& ev = reports[id].evidence;
@@ -783,6 +792,28 @@ TEST_F(JailedProbeTest, NamespacesProviderDeniesForTheRightReason) {
     }
   }
   EXPECT_FALSE(reports["proc.tiocsti"].preconditions) << describe(reports["proc.tiocsti"]);
+  {
+    // The terminal end of a host pty as the call's stdin, as the suite gives it: the child
+    // takes it as its controlling tty, and the filter refuses TIOCSTI in both forms.
+    TestPty pty = open_test_pty();
+    ASSERT_TRUE(pty.terminal.valid());
+    providers::Call call;
+    call.argv = {kProbeInside, "run", "--id", "proc.tiocsti", "--param", "stdin_pty=1"};
+    call.stdin_fd = pty.terminal.get();
+    auto t = env->exec(call, {});
+    ASSERT_TRUE(t.ok()) << t.error().message();
+    auto tr = parse_reports(t->stdout_data);
+    const auto& rep = tr["proc.tiocsti"];
+    EXPECT_TRUE(rep.preconditions) << describe(rep);
+    EXPECT_EQ(rep.evidence["terminal"], "stdin (the launcher's pty)") << describe(rep);
+    EXPECT_EQ(rep.errno_name, "EPERM") << describe(rep);
+    EXPECT_EQ(rep.evidence["plain"], "EPERM") << describe(rep);
+    EXPECT_EQ(rep.evidence["high_bits"], "EPERM") << describe(rep);
+    EXPECT_EQ(rep.evidence["cap_sys_admin"], false) << describe(rep);
+    int queued = -1;
+    ASSERT_EQ(::ioctl(pty.terminal.get(), FIONREAD, &queued), 0);
+    EXPECT_EQ(queued, 0) << "something reached the host's terminal";
+  }
   // Syscalls the kernel has (the native test above) that the filter refuses: ENOSYS when the
   // library cannot name them or they are left off the allow list, EPERM when denied by name;
   // and the probe saw the filter it ran under, which is how the judge attributes them.
