@@ -88,8 +88,8 @@ const std::vector<Catchers>& catchers() {
       // Argument rules on all 64 bits: the twins with a bit above the 32 the kernel reads get
       // past them: an AF_VSOCK socket (no capability needed) and a clone into a new user
       // namespace (allowed unprivileged inside the jail). Not net.packet_socket, whose twin
-      // still meets the kernel's CAP_NET_RAW check, nor proc.tiocsti, whose twin depends on
-      // dev.tty.legacy_tiocsti and needs a terminal the jail does not offer.
+      // still meets the kernel's CAP_NET_RAW check, nor proc.tiocsti, whose twin past the
+      // filter meets dev.tty.legacy_tiocsti: where that is 0 the kernel refuses it (EIO).
       {Weakening::kSeccompFullWidthCompare, {"net.vsock", "proc.clone_newuser"}},
       // No Landlock: procfs is writable by its mount and the file is the call's own; only
       // Landlock kept the call from lowering the OOM priority it was given.
