@@ -296,7 +296,8 @@ std::string blocking_reason(const ProbeReport& r, Layer layer) {
     case Layer::kEnvironment: why = what + ": the launching environment did not pass"; break;
     case Layer::kKernel:
       // The probe's own account of the kernel's setting says it all; its detail repeats it.
-      return what + ": refused by the kernel itself, not by the sandbox (" + kernel_refusal(r) + ")";
+      return what + ": refused by the kernel itself, not by the sandbox (" + kernel_refusal(r) +
+             ")";
     case Layer::kNone: why = what; break;
   }
   if (!r.detail.empty()) why += " — " + r.detail;

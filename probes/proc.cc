@@ -423,7 +423,8 @@ std::string legacy_tiocsti() {
 }
 
 bool has_cap_sys_admin() {
-  unsigned long long eff = std::strtoull(status_field(self_status(), "CapEff").c_str(), nullptr, 16);
+  unsigned long long eff =
+      std::strtoull(status_field(self_status(), "CapEff").c_str(), nullptr, 16);
   return (eff >> CAP_SYS_ADMIN) & 1;
 }
 
@@ -457,7 +458,8 @@ ProbeReport tiocsti(const Params& p) {
     if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
       int err = errno;
       if (master >= 0) ::close(master);
-      return precondition_failed(attempt, std::string("no pseudo-terminal: ") + errno_name(err), ev);
+      return precondition_failed(attempt, std::string("no pseudo-terminal: ") + errno_name(err),
+                                 ev);
     }
     slave = ::ptsname(master);
   }

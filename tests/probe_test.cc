@@ -143,7 +143,8 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
       << "natively (one uid) A starves B: the baseline holds";
   // Proven natively, blocked here: the decoy SSH agent and runtime socket (canaries.h), a
   // directory fd the baseline's launcher leaks on purpose, and the lab's own veth pair.
-  for (const char* id : {"net.ssh_agent", "net.runtime_sockets", "fs.leaked_fds", "net.interfaces"}) {
+  for (const char* id :
+       {"net.ssh_agent", "net.runtime_sockets", "fs.leaked_fds", "net.interfaces"}) {
     ASSERT_TRUE(m.count(id)) << id;
     ASSERT_TRUE(m[id]->baseline.has_value()) << id;
     EXPECT_EQ(m[id]->baseline->result, probes::ProbeResult::kReached)

@@ -79,7 +79,8 @@ Status disable_ipv6(int netns_fd, std::initializer_list<const char*> links) {
 Status add_lab_link(Netlink& nl, int netns_fd) {
   SG_TRY(nl.add_veth(kLabLink, kLabPeer, netns_fd));
   SG_TRY(disable_ipv6(netns_fd, {kLabLink, kLabPeer}));
-  for (auto [name, address] : {std::pair{kLabLink, kLabLinkAddress}, std::pair{kLabPeer, kLabPeerAddress}}) {
+  for (auto [name, address] :
+       {std::pair{kLabLink, kLabLinkAddress}, std::pair{kLabPeer, kLabPeerAddress}}) {
     SG_ASSIGN_OR_RETURN(int index, nl.link_index(name));
     SG_TRY(nl.add_address(index, address, 32));
     SG_TRY(nl.set_link_up(index));

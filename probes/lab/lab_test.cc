@@ -314,8 +314,11 @@ TEST_F(LabTest, TheLabHasLoopbackItsVethPairAndNoRouteOut) {
   // One /32 on each end, and no IPv6 address (no link-local one either).
   EXPECT_EQ(on[index[kLabLink]], std::vector<std::string>{kLabLinkAddress});
   EXPECT_EQ(on[index[kLabPeer]], std::vector<std::string>{kLabPeerAddress});
-  for (const auto& a : *addrs)
-    if (a.index != lo) EXPECT_EQ(a.prefix_len, 32) << a.address;
+  for (const auto& a : *addrs) {
+    if (a.index != lo) {
+      EXPECT_EQ(a.prefix_len, 32) << a.address;
+    }
+  }
   auto routes = nl->routes();
   ASSERT_TRUE(routes.ok());
   ASSERT_FALSE(routes->empty());
@@ -329,7 +332,8 @@ TEST_F(LabTest, TheLabHasLoopbackItsVethPairAndNoRouteOut) {
       EXPECT_EQ(r.family, AF_INET) << r.dst;
     }
   }
-  for (const char* local : {kMetadataV4, kMetadataV6, kDnsServer, kLabLinkAddress, kLabPeerAddress}) {
+  for (const char* local :
+       {kMetadataV4, kMetadataV6, kDnsServer, kLabLinkAddress, kLabPeerAddress}) {
     auto r = nl->route_get(local);
     ASSERT_TRUE(r.ok()) << r.error().message();
     EXPECT_EQ(r->type, RTN_LOCAL) << local;
