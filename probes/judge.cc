@@ -46,6 +46,7 @@ Layer boundary_default(const ProbeReport& r, const ProviderFacts& f) {
   if (r.boundary == "creds") return about_a_path(r) ? Layer::kMount : Layer::kEnvironment;
   if (r.boundary == "proc") return Layer::kPermissions;
   if (r.boundary == "resource") return Layer::kLimit;
+  if (!kernel_refusal(r).empty()) return Layer::kKernel;
   return Layer::kNamespace;  // crossrun and anything new: the other side is not visible
 }
 
@@ -146,6 +147,7 @@ std::string to_string(Layer l) {
     case Layer::kEgress: return "egress";
     case Layer::kLimit: return "limit";
     case Layer::kEnvironment: return "environment";
+    case Layer::kKernel: return "kernel";
   }
   return "?";
 }
@@ -214,6 +216,12 @@ bool refused_by_seccomp_filter(const ProbeReport& r, const std::optional<ProbeRe
          baseline->errno_name != "ENOSYS";
 }
 
+std::string kernel_refusal(const ProbeReport& r) {
+  if (!r.evidence.is_object() || !r.evidence.contains("kernel_refuses")) return "";
+  const Json& v = r.evidence["kernel_refuses"];
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
 bool refused_by_landlock(const ProbeReport& r, const ProviderFacts& f) {
   if (!f.capabilities.count(Capability::kProcLandlock) || !r.evidence.is_object()) return false;
   const std::string sc = probe_syscall(r);
@@ -233,6 +241,7 @@ Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
                      const std::optional<ProbeReport>& baseline) {
   const std::string& e = r.errno_name;
   if (r.boundary == "resource") return Layer::kLimit;
+  if (!kernel_refusal(r).empty()) return Layer::kKernel;
   // Nothing of the host's to read there: the sandbox's filesystem view masks it.
   if (r.boundary == "disclosure" && r.result == ProbeResult::kNotFound) return Layer::kMount;
   if (refused_by_seccomp_filter(r, baseline)) return Layer::kSeccomp;
@@ -285,6 +294,10 @@ std::string blocking_reason(const ProbeReport& r, Layer layer) {
     case Layer::kEgress: why = what + ": egress dropped it, no decoy saw it"; break;
     case Layer::kLimit: why = what + ": a resource limit held"; break;
     case Layer::kEnvironment: why = what + ": the launching environment did not pass"; break;
+    case Layer::kKernel:
+      // The probe's own account of the kernel's setting says it all; its detail repeats it.
+      return what + ": refused by the kernel itself, not by the sandbox (" + kernel_refusal(r) +
+             ")";
     case Layer::kNone: why = what; break;
   }
   if (!r.detail.empty()) why += " — " + r.detail;

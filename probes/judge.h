@@ -25,7 +25,10 @@
 //      mount nor the file modes refused it (evidence "access_w": "ok"); EACCES from a TCP
 //      connect or bind (evidence "syscall"; an egress guard answers EPERM, an absent route
 //      ENETUNREACH); EPERM from connect to an abstract unix socket (evidence "abstract": true:
-//      Landlock's scope, ABI 6).
+//      Landlock's scope, ABI 6). A third: a probe that found the kernel itself refusing the
+//      action to every unprivileged caller (evidence "kernel_refuses", e.g. TIOCSTI answered
+//      EIO under dev.tty.legacy_tiocsti = 0) is blocked by the kernel layer, and its reason
+//      says that the sandbox was not what refused it.
 //
 // Resource probes (judge_resource) are judged on the controller's outcome instead: the limit
 // read back from the host must equal the grant (a silently dropped limit is exposed), and the
@@ -62,6 +65,8 @@ enum class Layer {
   kEgress,       // an egress policy dropped the traffic (the provider has one)
   kLimit,        // a resource limit (cgroup, rlimit, the controller's deadline)
   kEnvironment,  // the launching environment was scrubbed (variables did not pass)
+  kKernel,       // the host kernel's own setting refuses it to every unprivileged caller,
+                 // sandboxed or not (dev.tty.legacy_tiocsti = 0): not the sandbox's doing
 };
 std::string to_string(Layer l);  // "namespace", "seccomp", ...
 
@@ -148,6 +153,9 @@ Layer blocking_layer(const ProbeReport& r, const ProviderFacts& facts,
 bool refused_by_seccomp_filter(const ProbeReport& r, const std::optional<ProbeReport>& baseline);
 // Rule 4's Landlock clause (above).
 bool refused_by_landlock(const ProbeReport& r, const ProviderFacts& facts);
+// Rule 4's kernel clause: the probe's account of the kernel setting that refused it (evidence
+// "kernel_refuses"), or "" when it reports none.
+std::string kernel_refusal(const ProbeReport& r);
 // Why that layer, in a few words: "EPERM from the seccomp filter (bpf)".
 std::string blocking_reason(const ProbeReport& r, Layer layer);
 

@@ -345,6 +345,26 @@ TEST(JudgeLayers, AbsentTokenIsEnvironment) {
   file.evidence = {{"path", "/var/tmp/home/.ssh/id_ed25519"}};
   EXPECT_EQ(blocking_layer(file, namespaces_facts()), Layer::kMount);
 }
+// TIOCSTI under dev.tty.legacy_tiocsti = 0: the kernel answers EIO to every caller without
+// CAP_SYS_ADMIN, so the refusal is the kernel's, not the sandbox's, and the reason says so. The
+// same probe refused by the filter first (EPERM) is the filter's, whatever the setting.
+TEST(JudgeLayers, KernelSettingRefusalIsTheKernelsNotTheSandboxs) {
+  auto r = report("proc.tiocsti", ProbeResult::kDenied, "EIO");
+  r.evidence = {{"syscall", "ioctl"}, {"plain", "EIO"}, {"high_bits", "EIO"},
+                {"legacy_tiocsti", "0"}, {"cap_sys_admin", false},
+                {"kernel_refuses", "dev.tty.legacy_tiocsti = 0: the kernel refuses TIOCSTI"}};
+  auto j = judge(r, Witness::kSelf);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked) << j.why;
+  EXPECT_EQ(j.layer, Layer::kKernel) << j.why;
+  EXPECT_EQ(to_string(j.layer), "kernel");
+  EXPECT_NE(j.why.find("refused by the kernel itself, not by the sandbox"), std::string::npos)
+      << j.why;
+  EXPECT_NE(j.why.find("legacy_tiocsti = 0"), std::string::npos) << j.why;
+  auto filtered = report("proc.tiocsti", ProbeResult::kDenied, "EPERM");
+  filtered.evidence = {{"syscall", "ioctl"}, {"legacy_tiocsti", "0"}, {"cap_sys_admin", false}};
+  EXPECT_EQ(blocking_layer(filtered, namespaces_facts()), Layer::kSeccomp);
+  EXPECT_EQ(kernel_refusal(filtered), "");
+}
 TEST(JudgeLayers, UnofferedFamilyIsNamespace) {
   auto r = report("net.vsock", ProbeResult::kDenied, "EAFNOSUPPORT", "socket(AF_VSOCK)");
   EXPECT_EQ(blocking_layer(r, namespaces_facts()), Layer::kNamespace);

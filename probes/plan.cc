@@ -64,8 +64,9 @@ const std::vector<Catchers>& catchers() {
       // The lab's network namespace: every decoy is reachable, but Landlock (where the kernel
       // has it: proc.landlock) still refuses every TCP connect and the abstract socket of the
       // other run (its holders, below), so what is caught everywhere is the traffic Landlock
-      // does not cover: UDP, and DNS over it.
-      {Weakening::kShareHostNetwork, {"net.udp_exfil", "net.dns_exfil"}},
+      // does not cover: UDP, and DNS over it; and the lab's own interfaces (its veth pair),
+      // which the call sees beside loopback.
+      {Weakening::kShareHostNetwork, {"net.udp_exfil", "net.dns_exfil", "net.interfaces"}},
       // Full capability sets and no no_new_privs: read from /proc/self/status and prctl, and
       // used: a raw socket needs CAP_NET_RAW (the filter lets AF_INET/SOCK_RAW through).
       {Weakening::kRootWithCaps, {"proc.capabilities", "proc.no_new_privs", "net.raw_socket"}},
@@ -87,8 +88,8 @@ const std::vector<Catchers>& catchers() {
       // Argument rules on all 64 bits: the twins with a bit above the 32 the kernel reads get
       // past them: an AF_VSOCK socket (no capability needed) and a clone into a new user
       // namespace (allowed unprivileged inside the jail). Not net.packet_socket, whose twin
-      // still meets the kernel's CAP_NET_RAW check, nor proc.tiocsti, whose twin depends on
-      // dev.tty.legacy_tiocsti and needs a terminal the jail does not offer.
+      // still meets the kernel's CAP_NET_RAW check, nor proc.tiocsti, whose twin past the
+      // filter meets dev.tty.legacy_tiocsti: where that is 0 the kernel refuses it (EIO).
       {Weakening::kSeccompFullWidthCompare, {"net.vsock", "proc.clone_newuser"}},
       // No Landlock: procfs is writable by its mount and the file is the call's own; only
       // Landlock kept the call from lowering the OOM priority it was given.

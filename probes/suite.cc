@@ -1,5 +1,6 @@
 #include "probes/suite.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -69,11 +71,12 @@ struct Called {
 };
 
 Result<Called> call_probe(session::RunSession& run, const std::vector<std::string>& argv,
-                          const std::string& intent) {
+                          const std::string& intent, int stdin_fd = -1) {
   Called out;
   session::CallRequest req;
   req.argv = argv;
   req.intent = intent;
+  req.stdin_fd = stdin_fd;
   req.on_started = [&](const controller::CallScope& scope, pid_t pid) {
     out.limits = read_back_limits(scope.cgroup(), scope.grant());
     ProcessLimits granted = scope.grant().to_process_limits();
@@ -82,6 +85,32 @@ Result<Called> call_probe(session::RunSession& run, const std::vector<std::strin
   SG_ASSIGN_OR_RETURN(out.outcome, run.call(req));
   return out;
 }
+
+// A pseudo-terminal pair the host makes for proc.tiocsti, whose terminal end becomes the
+// probe's stdin (with --param stdin_pty=1): a jail's /dev has no ptmx to make one from, and
+// the native baseline gets the same so that both try the same thing. Opened O_NOCTTY, so it is
+// nobody's controlling terminal until the probe's child makes it its own; fresh for each call,
+// so nothing one call pushed into it reaches the next. Closed with the pair.
+struct HostPty {
+  UniqueFd master, terminal;
+  std::string terminal_path;  // /dev/pts/N
+};
+Result<HostPty> open_host_pty() {
+  HostPty p;
+  p.master = UniqueFd(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!p.master.valid()) return sys_error("posix_openpt", "/dev/ptmx");
+  if (::grantpt(p.master.get()) != 0 || ::unlockpt(p.master.get()) != 0)
+    return sys_error("grantpt/unlockpt", "/dev/ptmx");
+  char name[64];
+  if (int e = ::ptsname_r(p.master.get(), name, sizeof name); e != 0)
+    return sys_error(e, "ptsname_r");
+  p.terminal_path = name;
+  SG_ASSIGN_OR_RETURN(p.terminal, open_fd(p.terminal_path, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  return p;
+}
+
+// The probe that takes the host's pty as its stdin.
+constexpr char kPtyProbe[] = "proc.tiocsti";
 
 std::vector<std::string> probe_argv(const std::string& probe, const std::vector<std::string>& ids,
                                     const std::vector<std::string>& params) {
@@ -495,10 +524,11 @@ class Suite::Context {
   Result<std::vector<ProbeReport>> call(session::RunSession& run,
                                         const std::vector<std::string>& ids,
                                         const std::vector<std::string>& extra,
-                                        const std::string& intent = "probe") {
+                                        const std::string& intent = "probe", int stdin_fd = -1) {
     auto p = params(run.workspace_path());
     p.insert(p.end(), extra.begin(), extra.end());
-    SG_ASSIGN_OR_RETURN(auto called, call_probe(run, probe_argv(probe_, ids, p), intent));
+    SG_ASSIGN_OR_RETURN(auto called,
+                        call_probe(run, probe_argv(probe_, ids, p), intent, stdin_fd));
     traced_ = called.outcome.observed.traced;
     traced_ids_ = ids;
     // What the run's resolver admitted: the addresses of the list's names, allowed by design.
@@ -528,7 +558,13 @@ class Suite::Context {
       if (facts_.egress_allow.empty() && needs_resolver(l->id)) continue;
       const size_t logged = run->dns_resolver() ? run->dns_resolver()->log().size() : 0;
       Window w = open_window();
-      auto reports = call(*run, {l->id}, {});
+      std::optional<HostPty> pty;
+      if (l->id == kPtyProbe) {
+        SG_ASSIGN_OR_RETURN(pty, open_host_pty());
+      }
+      auto reports = pty ? call(*run, {l->id}, {"stdin_pty=1"}, "probe", pty->terminal.get())
+                         : call(*run, {l->id}, {});
+      pty.reset();
       HostEvidence host = close_window(w);
       if (run->dns_resolver() && needs_resolver(l->id)) {
         // The resolver's own log is host-side: what it decided about this call's queries.
@@ -774,12 +810,14 @@ Status Suite::run_baseline() {
     return {};
   };
   std::vector<std::string> simple;
-  bool leaked_fds = false;
+  bool leaked_fds = false, pty_probe = false;
   for (const char* b : {"fs", "net", "creds", "proc", "disclosure"})
     if (selected(b))
       for (const Listed* l : probes_of(b)) {
         if (l->id == "fs.leaked_fds")
           leaked_fds = true;
+        else if (l->id == kPtyProbe)
+          pty_probe = true;
         else
           simple.push_back(l->id);
       }
@@ -791,6 +829,14 @@ Status Suite::run_baseline() {
   if (leaked_fds)
     SG_TRY(run_native({"fs.leaked_fds"}, params(ws_a),
                       {"/bin/sh", "-c", "exec 9<\"$0\" && exec \"$@\"", c.dir()}));
+  // The terminal end of a host pty as stdin, as the providers' calls get it (run_simple).
+  if (pty_probe) {
+    SG_ASSIGN_OR_RETURN(auto pty, open_host_pty());
+    auto p = params(ws_a);
+    p.push_back("stdin_pty=1");
+    SG_TRY(run_native({kPtyProbe}, p,
+                      {"/bin/sh", "-c", "exec 0<>\"$0\" && exec \"$@\"", pty.terminal_path}));
+  }
   for (const auto& f : marked_entries(c.host_write_dir(), c.marker())) ::unlink(f.c_str());
 
   if (selected("crossrun")) {

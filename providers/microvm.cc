@@ -536,6 +536,9 @@ Result<ExecResult> MicrovmEnvironment::exec(const Call& call, const Placement&) 
   // so on_started is not called (ExecResult::host_pid is QEMU's).
   Call bounded = call;
   bounded.on_started = nullptr;
+  // A host descriptor cannot cross into the guest (the bridge carries bytes, not terminals):
+  // the call's stdin stays the guest's /dev/null.
+  bounded.stdin_fd = -1;
   if (deadline_ != std::chrono::steady_clock::time_point::max()) {
     auto left = std::chrono::duration_cast<Duration>(deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) return logic_error("exec", "the run's wall-clock timeout has expired");

@@ -428,6 +428,42 @@ TEST_F(NamespacesTest, ACallPlacedAheadWithNothingWaitingIsReleasedByTheSupervis
   ASSERT_TRUE(env->destroy().ok());
 }
 
+// A call's stdin is /dev/null unless the caller gives a descriptor (Call::stdin_fd), which the
+// call then reads: in a process forked for it, and in one parked ahead; host_dir the same.
+TEST_F(NamespacesTest, CallReadsTheStdinItIsGivenElseNothing) {
+  SANDGATE_REQUIRE_ROOT();
+  for (const char* name : {"namespaces", "host_dir"}) {
+    SCOPED_TRACE(name);
+    auto p = provider(name);
+    ASSERT_TRUE(p);
+    auto env = make_env(*p);
+    ASSERT_TRUE(env);
+    providers::Call call;
+    call.argv = {"sh", "-c", "echo \"[$(cat)]\""};
+    auto none = env->exec(call, {});
+    ASSERT_TRUE(none.ok()) << none.error().message();
+    EXPECT_EQ(none->stdout_data, "[]\n") << none->stderr_data;
+    auto given = [&](const std::string& text, const Placement& placement) {
+      Pipe in = make_pipe(O_CLOEXEC).value();
+      EXPECT_TRUE(write_all(in.write.get(), text).ok());
+      in.write.reset();  // EOF after the text
+      call.stdin_fd = in.read.get();
+      auto r = env->exec(call, placement);
+      EXPECT_TRUE(r.ok()) << r.error().message();
+      return r.ok() ? *r : ExecResult{};
+    };
+    EXPECT_EQ(given("from the host", {}).stdout_data, "[from the host]\n");
+    auto parked = env->park();
+    ASSERT_TRUE(parked.ok()) << parked.error().message();
+    if (*parked > 0) {
+      auto r = given("to the parked one", Placement{{}, *parked});
+      EXPECT_EQ(r.host_pid, *parked);
+      EXPECT_EQ(r.stdout_data, "[to the parked one]\n");
+    }
+    ASSERT_TRUE(env->destroy().ok());
+  }
+}
+
 TEST_F(NamespacesTest, SupervisorIsPlacedAndTheCgroupNamespaceRootedThere) {
   SANDGATE_REQUIRE_ROOT();
   std::string unified = "/sys/fs/cgroup/unified";

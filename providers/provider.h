@@ -125,6 +125,10 @@ struct Call {
   Duration timeout{0};            // 0: only the run's timeout applies
   size_t output_limit = 1 << 20;  // per stream; the rest is counted, not kept
   int cancel_fd = -1;             // readable: cancel the call (e.g. a signalfd for SIGINT)
+  // The call's stdin (e.g. the terminal end of a pty the host made), where a descriptor can be
+  // passed in (host_dir, namespaces, podman; not into a microVM's guest); -1: /dev/null. The
+  // caller keeps it open until exec returns.
+  int stdin_fd = -1;
   ProcessLimits rlimits;
   // Called with (1 or 2, bytes) as output arrives, for streaming; capture happens regardless.
   std::function<void(int stream, std::string_view data)> on_output;

@@ -712,7 +712,13 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
     park_next = next_call_++;
     request["park_next"] = *park_next;
   }
-  SG_TRY(send_message(control_.get(), request, {out.write.get(), err.write.get()}));
+  // The caller's stdin, if it gives one, travels as a third descriptor.
+  std::vector<int> fds = {out.write.get(), err.write.get()};
+  if (call.stdin_fd >= 0) {
+    request["stdin"] = true;
+    fds.push_back(call.stdin_fd);
+  }
+  SG_TRY(send_message(control_.get(), request, fds));
   out.write.reset();
   err.write.reset();
 

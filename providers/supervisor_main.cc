@@ -79,6 +79,12 @@ Status apply_rlimits(const Json& rlimits) {
   return {};
 }
 
+// An exec message carries stdout and stderr, and the call's stdin when it says "stdin".
+size_t fds_of(const Json& exec) {
+  auto in = exec.find("stdin");
+  return in != exec.end() && in->is_boolean() && in->get<bool>() ? 3 : 2;
+}
+
 [[noreturn]] void child_fail(int fd, const char* step) {
   ChildError e = {errno, {}};
   std::strncpy(e.step, step, sizeof e.step - 1);
@@ -104,7 +110,7 @@ class SupervisorLoop {
   void kill_call(uint64_t id, int sig);
   void reap();
   [[noreturn]] void shutdown(int code);
-  [[noreturn]] void call_child(const Json& body, int out, int err, int go, int error_fd);
+  [[noreturn]] void call_child(const Json& body, int out, int err, int in, int go, int error_fd);
 
   int control_;
   SupervisorConfig config_;
@@ -233,7 +239,8 @@ void SupervisorLoop::start_call(Message& msg) {
     j["id"] = id;
     (void)send_message(control_, j);
   };
-  if (msg.fds.size() != 2) return fail(logic_error("exec", "expected stdout and stderr fds"));
+  if (msg.fds.size() != fds_of(msg.body))
+    return fail(logic_error("exec", "expected stdout and stderr fds (and stdin's if sent)"));
   // The next call's process, made while this one runs: after this call has started.
   std::optional<uint64_t> park_next;
   if (auto p = msg.body.find("park_next"); p != msg.body.end() && p->is_number_unsigned())
@@ -246,8 +253,9 @@ void SupervisorLoop::start_call(Message& msg) {
     ParkedProcess p = std::move(*parked_);
     parked_.reset();
     msg.body["in_parked"] = true;  // its "started" says so: the host skips no placement otherwise
-    if (auto sent = send_message(p.sock.get(), msg.body, {msg.fds[0].get(), msg.fds[1].get()});
-        !sent.ok()) {
+    std::vector<int> fds;
+    for (const auto& fd : msg.fds) fds.push_back(fd.get());
+    if (auto sent = send_message(p.sock.get(), msg.body, fds); !sent.ok()) {
       ::kill(p.pid, SIGKILL);  // reaped as an orphan; the call starts the usual way below
     } else {
       calls_[p.pid] = CallProcess{id, std::move(p.go), std::move(p.error)};
@@ -266,7 +274,8 @@ void SupervisorLoop::start_call(Message& msg) {
   pid_t pid = ::fork();
   if (pid < 0) return fail(sys_error("fork"));
   if (pid == 0) {
-    call_child(msg.body, msg.fds[0].get(), msg.fds[1].get(), go->read.get(), error->write.get());
+    call_child(msg.body, msg.fds[0].get(), msg.fds[1].get(),
+               msg.fds.size() > 2 ? msg.fds[2].get() : -1, go->read.get(), error->write.get());
   }
   // Our copies of the child's ends: the error pipe must see EOF when the child execs.
   go->read.reset();
@@ -317,9 +326,11 @@ void SupervisorLoop::parked_child(uint64_t id, int sock, int go, int error_fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (!send_message(control_, {{"op", "parked"}, {"id", id}}, {}, ::getpid()).ok()) ::_exit(127);
   auto msg = recv_message(sock);
-  if (!msg.ok() || msg->fds.size() != 2) ::_exit(127);  // not used: the run ended or moved on
+  // Not used: the run ended or moved on.
+  if (!msg.ok() || msg->fds.size() != fds_of(msg->body)) ::_exit(127);
   ::close(sock);
-  call_child(msg->body, msg->fds[0].get(), msg->fds[1].get(), go, error_fd);
+  call_child(msg->body, msg->fds[0].get(), msg->fds[1].get(),
+             msg->fds.size() > 2 ? msg->fds[2].get() : -1, go, error_fd);
 }
 
 void SupervisorLoop::release_call(uint64_t id) {
@@ -403,7 +414,8 @@ void SupervisorLoop::shutdown(int code) {
   ::_exit(code);
 }
 
-void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int error_fd) {
+void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int go,
+                                int error_fd) {
   // Between fork and exec in a single-threaded process: allocation is safe here.
   sigset_t none;
   sigemptyset(&none);
@@ -413,7 +425,7 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int go, int 
   if (::setsid() < 0) child_fail(error_fd, "setsid");
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) child_fail(error_fd, "open /dev/null");
-  if (::dup2(null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
+  if (::dup2(in >= 0 ? in : null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
     child_fail(error_fd, "dup2");
 
   // When memory runs out above the call (a run's or tenant's shared limit, the host), the

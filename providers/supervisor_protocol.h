@@ -12,16 +12,16 @@
 //   config {SupervisorConfig}     ready | error {step, path, errno, detail}
 //   exec {id, argv, env, cwd,     started {id} + SCM_CREDENTIALS(its own pid), sent by
 //         wait_for_go, rlimits,     the call once its rlimits are in place
-//         [parked, go_if_parked,
-//          park_next]}
-//         + [out,err]
+//         stdin?, [parked,
+//         go_if_parked, park_next]}
+//         + [out,err(,in)]
 //   go {id}                       exec_failed {id, step, errno}
+//   kill {id, signal}             exited {id, wait_status}
+//   shutdown
 //
 // `parked` names the process parked ahead (park / park_next) that the call starts in; the host
 // has placed it in the call's cgroups already. With `go_if_parked` the supervisor releases the
 // call there without waiting for `go` (the host still checks the `started` that follows).
-//   kill {id, signal}             exited {id, wait_status}
-//   shutdown
 #pragma once
 
 #include <sys/types.h>

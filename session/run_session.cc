@@ -265,6 +265,7 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   call.output_limit = request.output_limit;
   call.rlimits = scope->grant().to_process_limits();  // the grant's per-process part
   call.cancel_fd = request.cancel_fd;
+  call.stdin_fd = request.stdin_fd;
   call.on_output = request.on_output;
   call.park_next = parking_;
   if (request.on_started) {

@@ -41,6 +41,7 @@ struct CallRequest {
   std::vector<std::string> env;       // extra NAME=VALUE for this call
   std::string cwd;                    // inside the environment; empty: the workspace
   int cancel_fd = -1;                 // readable: cancel the call (e.g. a signalfd for SIGINT)
+  int stdin_fd = -1;                  // the call's stdin (providers::Call); -1: /dev/null
   size_t output_limit = 1 << 20;      // per stream kept in the outcome; the rest is counted
   std::function<void(int stream, std::string_view data)> on_output;
   // Called once the call's scope exists (intent, grant, cgroup) and its first process sits in

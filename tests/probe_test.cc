@@ -153,9 +153,10 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   ASSERT_TRUE(m["crossrun.user_inotify"]->baseline.has_value());
   EXPECT_EQ(m["crossrun.user_inotify"]->baseline->result, probes::ProbeResult::kReached)
       << "natively (one uid) A starves B: the baseline holds";
-  // Proven natively, blocked here: the decoy SSH agent and runtime socket (canaries.h), and a
-  // directory fd the baseline's launcher leaks on purpose.
-  for (const char* id : {"net.ssh_agent", "net.runtime_sockets", "fs.leaked_fds"}) {
+  // Proven natively, blocked here: the decoy SSH agent and runtime socket (canaries.h), a
+  // directory fd the baseline's launcher leaks on purpose, and the lab's own veth pair.
+  for (const char* id :
+       {"net.ssh_agent", "net.runtime_sockets", "fs.leaked_fds", "net.interfaces"}) {
     ASSERT_TRUE(m.count(id)) << id;
     ASSERT_TRUE(m[id]->baseline.has_value()) << id;
     EXPECT_EQ(m[id]->baseline->result, probes::ProbeResult::kReached)
@@ -187,13 +188,18 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
     EXPECT_EQ(m[id]->layer, probes::Layer::kSeccomp) << id << ": " << m[id]->why;
   }
-  // Argument-filtered calls, with their high-bit twins (proc.tiocsti needs a pseudo-terminal,
-  // which the jail's /dev does not offer: inconclusive here, its twins are unit-tested).
-  for (const char* id : {"net.vsock", "net.packet_socket", "proc.clone_newuser"}) {
+  // Argument-filtered calls, with their high-bit twins. proc.tiocsti runs on the host's pty,
+  // given as its stdin (the jail's /dev has none to make one from); natively (root) it works
+  // whatever dev.tty.legacy_tiocsti says, and here the filter answers before the kernel would.
+  for (const char* id : {"net.vsock", "net.packet_socket", "proc.clone_newuser", "proc.tiocsti"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
     EXPECT_EQ(m[id]->layer, probes::Layer::kSeccomp) << id << ": " << m[id]->why;
   }
+  ASSERT_TRUE(m["proc.tiocsti"]->baseline.has_value());
+  EXPECT_EQ(m["proc.tiocsti"]->baseline->result, probes::ProbeResult::kReached)
+      << m["proc.tiocsti"]->baseline->evidence.dump();
+  EXPECT_EQ(m["proc.tiocsti"]->baseline->evidence["terminal"], "stdin (the launcher's pty)");
   ASSERT_TRUE(m.count("resource.memory"));
   EXPECT_EQ(m["resource.memory"]->layer, probes::Layer::kLimit);
   // The rlimit grants: judged against the grant, with the value read back from the host
@@ -336,7 +342,7 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
         "creds.env_tokens", "creds.home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
         "persist.after_destroy", "disclosure.proc_cmdline", "disclosure.boot_id",
         "disclosure.mountinfo_host_path", "crossrun.user_inotify", "net.ssh_agent",
-        "net.runtime_sockets"}) {
+        "net.runtime_sockets", "net.interfaces", "proc.tiocsti"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << id << ": " << m[id]->why;
   }

@@ -1,11 +1,14 @@
 #include "probes/lab/lab.h"
 
 #include <fcntl.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <initializer_list>
 #include <random>
 #include <thread>
 
@@ -51,7 +54,41 @@ Result<UniqueFd> make_namespace(const std::string& path) {
   return out;
 }
 
-// Loopback up, every decoy address on it.
+// No IPv6 on the lab's veth pair: with it, each end would make itself a link-local address and
+// route (fe80::/64) and solicit routers across the pair. Written from a thread inside the lab,
+// before the links come up: /proc/sys/net is the namespace of the task that opens it.
+Status disable_ipv6(int netns_fd, std::initializer_list<const char*> links) {
+  Status out;
+  std::thread t([&] {
+    auto guard = NetnsGuard::enter(netns_fd);
+    if (!guard.ok()) {
+      out = std::move(guard).error();
+      return;
+    }
+    for (const char* link : links) {
+      out = write_file(std::string("/proc/sys/net/ipv6/conf/") + link + "/disable_ipv6", "1");
+      if (!out.ok()) return;
+    }
+  });
+  t.join();
+  return out;
+}
+
+// The veth pair, both ends in the lab (the peer is "moved" into the namespace it is made in),
+// each up with its /32: a local address of the lab and nothing more, no prefix route.
+Status add_lab_link(Netlink& nl, int netns_fd) {
+  SG_TRY(nl.add_veth(kLabLink, kLabPeer, netns_fd));
+  SG_TRY(disable_ipv6(netns_fd, {kLabLink, kLabPeer}));
+  for (auto [name, address] :
+       {std::pair{kLabLink, kLabLinkAddress}, std::pair{kLabPeer, kLabPeerAddress}}) {
+    SG_ASSIGN_OR_RETURN(int index, nl.link_index(name));
+    SG_TRY(nl.add_address(index, address, 32));
+    SG_TRY(nl.set_link_up(index));
+  }
+  return {};
+}
+
+// Loopback up, every decoy address on it; the veth pair.
 Status configure(int netns_fd) {
   SG_ASSIGN_OR_RETURN(Netlink nl, Netlink::open_in(netns_fd));
   SG_ASSIGN_OR_RETURN(auto links, nl.links());
@@ -63,23 +100,37 @@ Status configure(int netns_fd) {
   for (const char* v4 : {kMetadataV4, kProductionHost, kRegistryHost, kDnsServer})
     SG_TRY(nl.add_address(lo, v4, 32));
   SG_TRY(nl.add_address(lo, kMetadataV6, 128));
+  SG_TRY(add_lab_link(nl, netns_fd));
   // Until then a connection to the address could take its prefix route instead of being local.
   for (const char* decoy : {kMetadataV4, kProductionHost, kRegistryHost, kDnsServer, kMetadataV6})
     SG_TRY(nl.await_local(decoy, std::chrono::seconds(2)));
   return {};
 }
 
-// The safety check before any decoy listens: one interface (loopback), every route through it
-// without a gateway, no default route, and the routing table has no way to an outside address.
+// The safety check before any decoy listens: the interfaces are loopback and the two ends of
+// the lab's veth pair (made here, so both ends are in here), every route is without a gateway,
+// a route on the pair is one of its own local addresses, there is no default route, and the
+// routing table has no way to an outside address.
 Status check_isolated(int netns_fd) {
   SG_ASSIGN_OR_RETURN(Netlink nl, Netlink::open_in(netns_fd));
   SG_ASSIGN_OR_RETURN(auto links, nl.links());
-  if (links.size() != 1 || links[0].name != "lo")
-    return logic_error("check the lab", "the lab has an interface other than loopback");
-  int lo = links[0].index;
+  int lo = 0;
+  std::vector<int> pair;
+  for (const auto& l : links) {
+    if (l.name == "lo")
+      lo = l.index;
+    else if (l.name == kLabLink || l.name == kLabPeer)
+      pair.push_back(l.index);
+    else
+      return logic_error("check the lab", "the lab has an interface it did not make", l.name);
+  }
+  if (lo == 0 || pair.size() != 2)
+    return logic_error("check the lab", "the lab lacks loopback or an end of its veth pair");
   SG_ASSIGN_OR_RETURN(auto routes, nl.routes());
   for (const auto& r : routes) {
-    if (r.dst_len == 0 || !r.gateway.empty() || r.multipath || (r.oif != 0 && r.oif != lo))
+    bool on_pair = std::find(pair.begin(), pair.end(), r.oif) != pair.end();
+    if (r.dst_len == 0 || !r.gateway.empty() || r.multipath ||
+        (r.oif != 0 && r.oif != lo && !(on_pair && r.type == RTN_LOCAL)))
       return logic_error("check the lab", "a route could leave the lab", r.dst + "/" + std::to_string(r.dst_len));
   }
   for (const char* outside : kOutsideAddresses) {

@@ -1,8 +1,10 @@
 // The lab: a network namespace sandgate makes for itself, where every network probe runs and
 // every decoy listens (docs/DESIGN.md, "Safety rules for everything that touches the network").
 //
-// Its only interface is its own loopback, carrying every decoy address of lab_addresses.h; it
-// has no route off the machine (checked by asking its routing table before any decoy starts).
+// Its interfaces are its own loopback, carrying every decoy address of lab_addresses.h, and a
+// veth pair (kLabLink/kLabPeer) with both ends inside it, so that what runs natively in the lab
+// sees a network interface as on a real machine; it has no route off the machine (checked by
+// asking its routing table before any decoy starts).
 // The decoys are threads of this process whose sockets were made inside the lab, so the rest
 // of the process stays where it was. Every connection, HTTP request (line and headers),
 // datagram and DNS query is logged with a timestamp, in memory and optionally as JSON lines;
@@ -10,7 +12,8 @@
 //
 // The namespace is recorded in the state directory (a run record "lab-..." holding a kNetns
 // resource: the nsfs bind mount at <state_dir>/netns/<id>) before it is made, so `sandgate gc`
-// removes it after a crash.
+// removes it after a crash. The veth pair needs no record of its own: both ends are in the
+// lab, and the kernel deletes them with the namespace.
 #pragma once
 
 #include <chrono>
@@ -74,9 +77,10 @@ class Lab {
  public:
   static constexpr size_t kMaxPayload = 4096;
 
-  // Records, then makes the namespace, brings up loopback with the decoy addresses, checks
-  // that nothing routes off the machine, and starts the decoys. Needs CAP_SYS_ADMIN and
-  // CAP_NET_ADMIN. On failure everything made so far is undone.
+  // Records, then makes the namespace, brings up loopback with the decoy addresses and the
+  // veth pair with its two addresses, checks that nothing routes off the machine, and starts
+  // the decoys. Needs CAP_SYS_ADMIN and CAP_NET_ADMIN. On failure everything made so far is
+  // undone.
   static Result<std::unique_ptr<Lab>> create(const HostPaths& paths, LabOptions options = {});
   ~Lab();
   Lab(const Lab&) = delete;

@@ -1,6 +1,6 @@
 // The lab's address plan: every decoy the network probes aim at, in one place. The lab is a
 // network namespace sandgate makes for itself (probes/lab/lab.h); these addresses exist only
-// on its loopback, so nothing sent to them can leave the machine.
+// on its loopback and its own veth pair, so nothing sent to them can leave the machine.
 //
 // Never 192.0.2.0/24 or fd00::/64: those are this machine's real network (docs/DESIGN.md, "Safety
 // rules"). The decoys are the link-local metadata addresses clouds really use, and TEST-NET-3
@@ -41,5 +41,15 @@ inline constexpr uint16_t kDnsPort = 53;
 
 // The domain DNS exfiltration probes put their token under: <token>.exfil.sandgate.test.
 inline constexpr char kExfilDomain[] = "exfil.sandgate.test";
+
+// The lab's own veth pair, both ends inside the lab: the network interface a machine has
+// beyond loopback, so that net.interfaces' native baseline has one to find (a sandbox with a
+// network namespace of its own must not). Each end carries one /32 of TEST-NET-3 and nothing
+// else: no prefix route, no default route, no IPv6; what is sent to either is delivered
+// locally in the lab.
+inline constexpr char kLabLink[] = "sg-lab0";
+inline constexpr char kLabLinkAddress[] = "203.0.113.241";
+inline constexpr char kLabPeer[] = "sg-lab1";
+inline constexpr char kLabPeerAddress[] = "203.0.113.242";
 
 }  // namespace sandgate::probes::lab

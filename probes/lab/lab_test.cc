@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,7 +19,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "core/files.h"
@@ -139,6 +142,39 @@ std::string header(const LabEvent& e, const std::string& name) {
   return {};
 }
 
+// Whether anything of this process still holds the network namespace with inode `ino`: a
+// thread in it, or an fd on it (nsfs reads "net:[ino]"). When nothing holds it and no mount
+// names it, the kernel frees the namespace, and the lab's veth pair with it.
+bool held_here(ino_t ino) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/self/task", ec))
+    if (inode_of(task.path().string() + "/ns/net") == ino) return true;
+  const std::string want = "net:[" + std::to_string(ino) + "]";
+  for (const auto& fd : fs::directory_iterator("/proc/self/fd", ec)) {
+    auto target = fs::read_symlink(fd.path(), ec);
+    if (!ec && target.string() == want) return true;
+  }
+  return false;
+}
+
+// The names of the links in the host's namespace (this thread's; read, never changed).
+std::vector<std::string> host_link_names() {
+  std::vector<std::string> names;
+  auto nl = Netlink::open();
+  EXPECT_TRUE(nl.ok());
+  if (!nl.ok()) return names;
+  auto links = nl->links();
+  EXPECT_TRUE(links.ok());
+  if (links.ok())
+    for (const auto& l : *links) names.push_back(l.name);
+  return names;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
 class LabTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -252,7 +288,7 @@ TEST_F(LabTest, EveryDecoyAnswersAndLogsFromInsideTheLab) {
   EXPECT_EQ(lab->events().size(), events.size());
 }
 
-TEST_F(LabTest, TheLabHasOnlyLoopbackAndNoRouteOut) {
+TEST_F(LabTest, TheLabHasLoopbackItsVethPairAndNoRouteOut) {
   SANDGATE_REQUIRE_ROOT();
   auto lab = make_lab();
   ASSERT_TRUE(lab);
@@ -260,30 +296,50 @@ TEST_F(LabTest, TheLabHasOnlyLoopbackAndNoRouteOut) {
   ASSERT_TRUE(nl.ok());
   auto links = nl->links();
   ASSERT_TRUE(links.ok());
-  ASSERT_EQ(links->size(), 1u);
-  EXPECT_EQ((*links)[0].name, "lo");
-  int lo = (*links)[0].index;
+  std::map<std::string, int> index;
+  for (const auto& l : *links) {
+    index[l.name] = l.index;
+    EXPECT_TRUE(l.flags & IFF_UP) << l.name;
+  }
+  // Loopback, and both ends of the pair: the peer is here too, not in some other namespace.
+  ASSERT_EQ(index.size(), 3u);
+  ASSERT_TRUE(index.count("lo") && index.count(kLabLink) && index.count(kLabPeer));
+  int lo = index["lo"];
   auto addrs = nl->addresses();
   ASSERT_TRUE(addrs.ok());
-  std::vector<std::string> on_lo;
-  for (const auto& a : *addrs) on_lo.push_back(a.address);
+  std::map<int, std::vector<std::string>> on;
+  for (const auto& a : *addrs) on[a.index].push_back(a.address);
   for (const char* decoy : {kMetadataV4, kMetadataV6, kProductionHost, kRegistryHost, kDnsServer})
-    EXPECT_NE(std::find(on_lo.begin(), on_lo.end(), decoy), on_lo.end()) << decoy;
-  for (const auto& a : *addrs) EXPECT_EQ(a.index, lo);
+    EXPECT_NE(std::find(on[lo].begin(), on[lo].end(), decoy), on[lo].end()) << decoy;
+  // One /32 on each end, and no IPv6 address (no link-local one either).
+  EXPECT_EQ(on[index[kLabLink]], std::vector<std::string>{kLabLinkAddress});
+  EXPECT_EQ(on[index[kLabPeer]], std::vector<std::string>{kLabPeerAddress});
+  for (const auto& a : *addrs) {
+    if (a.index != lo) {
+      EXPECT_EQ(a.prefix_len, 32) << a.address;
+    }
+  }
   auto routes = nl->routes();
   ASSERT_TRUE(routes.ok());
   ASSERT_FALSE(routes->empty());
   for (const auto& r : *routes) {
     EXPECT_NE(r.dst_len, 0) << "default route in the lab";
     EXPECT_TRUE(r.gateway.empty()) << r.dst;
-    EXPECT_EQ(r.oif, lo) << r.dst;
+    // The pair's routes are its own local addresses, nothing that leads anywhere.
+    if (r.oif != lo) {
+      EXPECT_TRUE(r.oif == index[kLabLink] || r.oif == index[kLabPeer]) << r.dst;
+      EXPECT_EQ(r.type, RTN_LOCAL) << r.dst << "/" << r.dst_len;
+      EXPECT_EQ(r.family, AF_INET) << r.dst;
+    }
   }
-  for (const char* decoy : {kMetadataV4, kMetadataV6, kDnsServer}) {
-    auto r = nl->route_get(decoy);
+  for (const char* local :
+       {kMetadataV4, kMetadataV6, kDnsServer, kLabLinkAddress, kLabPeerAddress}) {
+    auto r = nl->route_get(local);
     ASSERT_TRUE(r.ok()) << r.error().message();
-    EXPECT_EQ(r->type, RTN_LOCAL) << decoy;
+    EXPECT_EQ(r->type, RTN_LOCAL) << local;
   }
-  for (const char* outside : {"198.51.100.1", "8.8.8.8", "2001:db8::1", "2001:4860:4860::8888"}) {
+  for (const char* outside : {"198.51.100.1", "8.8.8.8", "203.0.113.243", "2001:db8::1",
+                              "2001:4860:4860::8888"}) {
     auto r = nl->route_get(outside);
     ASSERT_FALSE(r.ok()) << outside << " is routable from the lab";
     EXPECT_EQ(r.error().err, ENETUNREACH);
@@ -408,12 +464,27 @@ TEST_F(LabTest, DestroyLeavesNothing) {
   auto lab = make_lab();
   ASSERT_TRUE(lab);
   std::string path = lab->netns_path();
+  ino_t ns = inode_of(path);
   EXPECT_TRUE(is_mount_point(path));
   EXPECT_EQ(sandgate::testing::count_entries(paths_.state_dir + "/runs"), 1u);
+  // The veth pair is in the lab, and neither end in the host's namespace.
+  auto nl = Netlink::open_in(lab->netns_fd());
+  ASSERT_TRUE(nl.ok());
+  EXPECT_TRUE(nl->link_index(kLabLink).ok());
+  EXPECT_TRUE(nl->link_index(kLabPeer).ok());
+  nl = Netlink::open();  // the socket in the lab would keep the namespace alive
+  auto host = host_link_names();
+  EXPECT_FALSE(has(host, kLabLink) || has(host, kLabPeer));
+  EXPECT_TRUE(held_here(ns));
   ASSERT_TRUE(lab->destroy().ok());
   ASSERT_TRUE(lab->destroy().ok());  // idempotent
   EXPECT_FALSE(is_mount_point(path));
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
+  // Nothing holds the namespace any more (no mount, no thread, no fd, no decoy socket: the
+  // decoy thread is joined), so the kernel deletes it and both ends of the pair with it.
+  EXPECT_FALSE(held_here(ns));
+  host = host_link_names();
+  EXPECT_FALSE(has(host, kLabLink) || has(host, kLabPeer));
   // TearDown: no record, no namespace file.
 }
 
@@ -442,11 +513,17 @@ TEST_F(LabTest, GcRemovesTheLabOfAKilledProcess) {
   // The crashed owner left its namespace mounted and its record in place.
   EXPECT_TRUE(is_mount_point(path));
   EXPECT_EQ(sandgate::testing::count_entries(paths_.state_dir + "/runs"), 1u);
+  ino_t ns = inode_of(path);
   auto report = collect_garbage(paths_);
   EXPECT_TRUE(report.errors.empty()) << report.errors.front();
   EXPECT_EQ(report.runs_removed, 1);
   EXPECT_FALSE(is_mount_point(path));
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
+  // The mount was the last hold on the namespace (its maker is dead): the veth pair goes with
+  // it, and never had an end in the host's namespace.
+  EXPECT_FALSE(held_here(ns));
+  auto host = host_link_names();
+  EXPECT_FALSE(has(host, kLabLink) || has(host, kLabPeer));
 }
 
 }  // namespace
