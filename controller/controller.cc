@@ -25,7 +25,7 @@ Controller::~Controller() {
 RunScope::~RunScope() { wait_settled(); }
 
 void RunScope::wait_settled() {
-  std::unique_lock lock(mu_);
+  std::unique_lock lock(pending_mu_);
   settled_.wait(lock, [&] { return pending_ == 0; });
 }
 
@@ -45,13 +45,13 @@ void Controller::reaper_loop() {
 
 void Controller::defer(RunScope& run, std::function<void()> job, bool first) {
   {
-    std::lock_guard lock(run.mu_);
+    std::lock_guard lock(run.pending_mu_);
     ++run.pending_;
   }
   RunScope* r = &run;
   auto counted = [r, job = std::move(job)] {
     job();
-    std::lock_guard lock(r->mu_);
+    std::lock_guard lock(r->pending_mu_);
     if (--r->pending_ == 0) r->settled_.notify_all();
   };
   {
@@ -349,7 +349,10 @@ void Controller::measure_net(const CallScope& call, std::unique_ptr<NetMeter> me
 }
 
 CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult result) {
+  static const std::string kNoRun = "-";
+  StepClock clock(call->run_ ? call->run_->run_id_ : kNoRun, "end_call");
   monitor_->unwatch(call->serial_);
+  clock.lap("unwatch");
   CgroupBackend& b = *options_.backend;
   auto now = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - call->start_);
   // One last read: the kernel's counters (OOM kills, refused forks, peaks) as the call left them.
@@ -359,6 +362,7 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
     in.usage = std::move(u).value();
     call->ladder_->observe(in);
   }
+  clock.lap("read-call");
   call->ladder_->finish(now);
   uint64_t run_oom_kills = 0;
   if (call->run_) {
@@ -366,6 +370,7 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
         u.ok() && u->memory_events.oom_kill > call->run_oom_kills_before_)
       run_oom_kills = u->memory_events.oom_kill - call->run_oom_kills_before_;
   }
+  clock.lap("read-run");
 
   CallOutcome o;
   o.call_id = call->id_;
@@ -380,8 +385,10 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
   // Revoke the grant: nothing the call started survives it. What is still in the call's
   // cgroup is killed now, before the outcome is returned; an empty cgroup (the usual case) is
   // removed by the reaper after it, off the call's critical path.
+  clock.lap("classify");
   auto left = b.procs(call->cg_);
   bool empty = left.ok() && left->empty();
+  clock.lap("procs");
   if (!call->run_) {
     if (auto s = b.remove(call->cg_); !s.ok())
       spdlog::warn("revoking {}: {}", call->cg_.rel, s.error().message());

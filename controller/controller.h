@@ -77,15 +77,19 @@ class RunScope {
   uint64_t trigger_key_ = 0;  // the run's pressure trigger in the monitor (0: none)
   void wait_settled();        // until pending_ is 0
   // Shared with the reaper thread, under mu_: the run record (one writer at a time: its
-  // temporary file is per process), the call numbers, the spare and the pending work.
+  // temporary file is per process), the call numbers and the spare. The reaper holds mu_
+  // while it places the parked process, the kernel's slow step (an RCU grace period on v1).
   std::mutex mu_;
-  std::condition_variable settled_;  // pending_ reached 0
   std::optional<RunState> state_;
   int next_call_ = 1;
   std::optional<Cgroup> spare_;  // the next call's cgroup, made ahead, no limits written yet
   std::string spare_id_;         // its call id ("call-<n>")
   pid_t spare_parked_ = 0;       // the run's parked process, in spare_ already (adopt_parked)
-  int pending_ = 0;              // reaper jobs of this run not yet finished
+  // The reaper's pending work on this run, under its own lock: a call that ends queues its
+  // cgroup's removal without waiting for a placement the reaper is making under mu_.
+  std::mutex pending_mu_;
+  std::condition_variable settled_;  // pending_ reached 0
+  int pending_ = 0;                  // reaper jobs of this run not yet finished
   bool closing_ = false;         // end_run began: no more spares
 };
 

@@ -133,6 +133,7 @@ class FakeBackend : public CgroupBackend {
 
   // Recorded as "attach <rel> <pid>"; set_attach_error makes it fail.
   Status attach(const Cgroup& cg, pid_t pid) override {
+    if (attach_hook_) attach_hook_(cg.rel, pid);  // outside the lock, like read_hook_
     std::lock_guard lock(mu_);
     ops_.push_back("attach " + cg.rel + " " + std::to_string(pid));
     if (attach_fails_) return sys_error(ESRCH, "fake attach", cg.rel);
@@ -153,6 +154,11 @@ class FakeBackend : public CgroupBackend {
   // taken (a test stands in for what happens while a real read is under way). Set it before the
   // reads it is for start, and clear it only when no reader runs.
   void set_read_hook(std::function<void(const std::string& rel)> hook) { read_hook_ = std::move(hook); }
+  // Runs at the start of every attach, on the attaching thread (a test stands in for the
+  // kernel's slow attach). Same rules as set_read_hook.
+  void set_attach_hook(std::function<void(const std::string& rel, pid_t pid)> hook) {
+    attach_hook_ = std::move(hook);
+  }
   // read_usage(rel) returns these in order, then repeats the last one.
   void script(const std::string& rel, std::vector<Usage> samples) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -227,6 +233,7 @@ class FakeBackend : public CgroupBackend {
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;
   std::function<void(const std::string&)> read_hook_;
+  std::function<void(const std::string&, pid_t)> attach_hook_;
   std::map<std::string, std::vector<pid_t>> procs_;
   bool attach_fails_ = false;
   struct Burn {

@@ -23,3 +23,21 @@ void init_logging(std::string_view level) {
 }
 
 }  // namespace sandgate
+
+namespace sandgate {
+
+void StepClock::lap(const char* step) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  auto now = std::chrono::steady_clock::now();
+  steps_ += fmt::format(" {} {:.2f}", step,
+                        std::chrono::duration<double, std::milli>(now - last_).count());
+  last_ = now;
+}
+
+StepClock::~StepClock() {
+  if (!steps_.empty())
+    spdlog::debug("run {}: {} (ms):{}; total {:.2f}", subject_, what_, steps_,
+                  std::chrono::duration<double, std::milli>(last_ - start_).count());
+}
+
+}  // namespace sandgate

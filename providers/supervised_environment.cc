@@ -27,32 +27,6 @@ bool valid_env_name(std::string_view n) {
   return true;
 }
 
-// Where a run's start-up and teardown spend their time, step by step, at debug level
-// (SANDGATE_LOG=debug): the breakdown behind the create+exec+destroy benchmarks.
-class StepClock {
- public:
-  explicit StepClock(const std::string& run_id, const char* what) : run_id_(run_id), what_(what) {}
-  void lap(const char* step) {
-    if (!spdlog::should_log(spdlog::level::debug)) return;
-    auto now = std::chrono::steady_clock::now();
-    steps_ += fmt::format(" {} {:.1f}", step,
-                          std::chrono::duration<double, std::milli>(now - last_).count());
-    last_ = now;
-  }
-  ~StepClock() {
-    if (!steps_.empty())
-      spdlog::debug("run {}: {} (ms):{}; total {:.1f}", run_id_, what_, steps_,
-                    std::chrono::duration<double, std::milli>(last_ - start_).count());
-  }
-
- private:
-  const std::string& run_id_;
-  const char* what_;
-  std::string steps_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_ = start_;
-};
-
 bool valid_run_id(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id)

@@ -256,7 +256,9 @@ RunSession::~RunSession() {
 
 Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   if (closed_) return logic_error("call", "the run is closed", run_id_);
+  StepClock clock(run_id_, "call");  // SANDGATE_LOG=debug: where the call's time went
   SG_ASSIGN_OR_RETURN(auto scope, controller_.begin_call(*run_, request.intent, request.argv));
+  clock.lap("begin");
   providers::Call call;
   call.argv = request.argv;
   call.env = request.env;
@@ -292,7 +294,9 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   }
   const uint64_t call_number = ++calls_;
   if (resolver_) resolver_->begin_call(call_number);
+  clock.lap("meters");
   auto result = env_->exec(call, scope->placement());
+  clock.lap("exec");
   if (result.ok() && result->parked_next_pid > 0)
     controller_.adopt_parked(*run_, result->parked_next_pid);
   if (!result.ok()) {
@@ -303,6 +307,7 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     return std::move(result).error();
   }
   auto outcome = controller_.end_call(std::move(scope), std::move(result).value());
+  clock.lap("end");
   // After end_call: what it killed of the call's leftovers has exited by now, and every event
   // of the call's processes is in the ring buffer.
   if (traced) {
@@ -339,6 +344,7 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     outcome.observed.net =
         controller::CallObservation::NetBytes{n.bytes_out, n.bytes_in, n.packets_out, n.packets_in};
   }
+  clock.lap("observed");
   return outcome;
 }
 
