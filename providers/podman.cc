@@ -998,12 +998,12 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
         {"mask", {"--security-opt", "mask=" + masked_proc_list()}},
     };
     if (!views_dir->empty()) {
-      // Read-only, and with the flags the views' host mount has anyway (a rootless runtime's
-      // remount may not clear them: the kernel locks them in its user namespace).
+      // Read-only; each bind also keeps the nosuid, nodev and noexec of the views' host mount
+      // (a bind carries its source mount's flags), in both modes.
       std::vector<std::string> binds;
       for (const char* file : kPodmanProcViewFiles)
-        binds.insert(binds.end(), {"--volume", *views_dir + "/" + file + ":/proc/" + file +
-                                                   ":ro,nosuid,nodev,noexec"});
+        binds.insert(binds.end(),
+                     {"--volume", *views_dir + "/" + file + ":/proc/" + file + ":ro"});
       s.push_back({"proc-views", binds});
     }
     // /tmp: a private tmpfs, or (share_tmp) the shared host directory.

@@ -158,7 +158,8 @@ class PodmanTest : public ProviderTest {
   // them: its MemTotal is that ceiling (the lowest limit from its cgroup up; without a
   // placement the views follow the reader's own cgroup), not the host's; /proc/loadavg counts
   // the run's threads, far fewer than the host's; each file runc binds is the views server's
-  // filesystem, read-only, and /proc/pressure/* stay the kernel's (runc binds nothing there).
+  // filesystem, read-only, nosuid, nodev and noexec, and /proc/pressure/* stay the kernel's
+  // (runc binds nothing there).
   // Destroy stops the server (from the record) and leaves no mount.
   void expect_own_proc_views() {
     providers::EnvSpec spec;
@@ -189,7 +190,8 @@ class PodmanTest : public ProviderTest {
         if (l.find(std::string(" /proc/") + file + " ") != std::string_view::npos) line = l;
       EXPECT_NE(line.find(" - fuse.sandgate-proc-views "), std::string::npos)
           << file << ": " << r.stdout_data;
-      EXPECT_NE(line.find(" ro,"), std::string::npos) << file << ": " << line;
+      for (const char* flag : {" ro,", "nosuid", "nodev", "noexec"})
+        EXPECT_NE(line.find(flag), std::string::npos) << file << " " << flag << ": " << line;
     }
     EXPECT_EQ(r.stdout_data.find(" /proc/pressure"), std::string::npos)
         << "runc now binds inside /proc/pressure: give podman runs those views too\n"
