@@ -61,8 +61,8 @@ Check proc_views_check(const Globals& g, const HostPaths& paths) {
   return check_ok("proc views",
                   "each namespaces run's /proc/meminfo, stat, loadavg, uptime and pressure/* "
                   "show the run's own cgroup (a per-run FUSE server, libfuse " +
-                      providers::proc_views_library_version() +
-                      "); podman runs get all but " + providers::kPodmanUncoveredViews);
+                      providers::proc_views_library_version() + "); podman runs get all but " +
+                      providers::kPodmanUncoveredViews);
 }
 
 struct DoctorReport {

@@ -910,10 +910,11 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   auto views_dir = std::make_shared<std::string>();
   if (options_.proc_views && proc_views_enabled_by_environment()) {
     std::vector<std::string> run_cgroup = run_cgroup_dirs(spec.placement.cgroup_dirs);
-    recipe.before_start = [this, exe, run_cgroup, views_dir](
-                              const RunLayout& layout, SupervisorConfig&, RunState& state) -> Status {
-      SG_ASSIGN_OR_RETURN(*views_dir, start_run_proc_views(options_.paths, exe, layout.run_dir,
-                                                           run_cgroup, state));
+    recipe.before_start = [this, exe, run_cgroup, views_dir](const RunLayout& layout,
+                                                             SupervisorConfig&,
+                                                             RunState& state) -> Status {
+      SG_ASSIGN_OR_RETURN(
+          *views_dir, start_run_proc_views(options_.paths, exe, layout.run_dir, run_cgroup, state));
       return {};
     };
   }
@@ -1002,8 +1003,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
       // (a bind carries its source mount's flags), in both modes.
       std::vector<std::string> binds;
       for (const char* file : kPodmanProcViewFiles)
-        binds.insert(binds.end(),
-                     {"--volume", *views_dir + "/" + file + ":/proc/" + file + ":ro"});
+        binds.insert(binds.end(), {"--volume", *views_dir + "/" + file + ":/proc/" + file + ":ro"});
       s.push_back({"proc-views", binds});
     }
     // /tmp: a private tmpfs, or (share_tmp) the shared host directory.

@@ -166,9 +166,10 @@ class PodmanTest : public ProviderTest {
     spec.ceiling.memory_bytes = 192ull << 20;
     auto env = make_env(*podman_, spec);
     ASSERT_TRUE(env);
-    auto r = sh(*env,
-                "head -1 /proc/meminfo; cut -d' ' -f4 /proc/loadavg; "
-                "grep -E ' /proc/(meminfo|stat|loadavg|uptime|pressure[^ ]*) ' /proc/self/mountinfo");
+    auto r =
+        sh(*env,
+           "head -1 /proc/meminfo; cut -d' ' -f4 /proc/loadavg; "
+           "grep -E ' /proc/(meminfo|stat|loadavg|uptime|pressure[^ ]*) ' /proc/self/mountinfo");
     auto lines = split(r.stdout_data, '\n');
     ASSERT_GE(lines.size(), 2u) << r.stdout_data << r.stderr_data;
     auto host = read_file("/proc/meminfo");
@@ -317,8 +318,8 @@ TEST_F(PodmanTest, NoHostEnvironmentReachesACall) {
 // hook), the run is refused with an error naming it, and nothing of it is left.
 TEST_F(PodmanTest, ReadBackRefusesADroppedSetting) {
   REQUIRE_PODMAN();
-  for (const char* setting : {"cap-drop", "read-only", "no-new-privileges", "network",
-                              "pids-limit", "user", "proc-views"}) {
+  for (const char* setting : {"cap-drop", "read-only", "no-new-privileges", "network", "pids-limit",
+                              "user", "proc-views"}) {
     SCOPED_TRACE(setting);
     providers::PodmanProvider p(options_);
     p.drop_setting_for_test(setting);

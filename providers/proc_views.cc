@@ -459,9 +459,8 @@ std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placeme
   std::vector<std::string> out;
   for (const auto& dir : placement_dirs) {
     auto slash = dir.rfind('/');
-    out.push_back(slash != std::string::npos && dir.substr(slash + 1) == "main"
-                      ? dir.substr(0, slash)
-                      : dir);
+    out.push_back(
+        slash != std::string::npos && dir.substr(slash + 1) == "main" ? dir.substr(0, slash) : dir);
   }
   return out;
 }

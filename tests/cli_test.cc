@@ -890,8 +890,8 @@ TEST_F(CliTest, UserInotifyIsBlockedRootlessAndExposedRootful) {
     for (const auto& run : (*j)["runs"])
       for (const auto& judgement : run["judgements"])
         if (out.count(judgement["id"].get<std::string>()))
-          out[judgement["id"].get<std::string>()] = judgement["verdict"].get<std::string>() +
-                                                    ": " + judgement.value("why", std::string());
+          out[judgement["id"].get<std::string>()] = judgement["verdict"].get<std::string>() + ": " +
+                                                    judgement.value("why", std::string());
     return out;
   };
   auto rootless = verdicts_of("rootless");
