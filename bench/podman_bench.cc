@@ -16,6 +16,10 @@
 //                                  the same in rootless mode: Podman as the run's own id, in a
 //                                  user namespace sandgate makes, the run's own Podman storage
 //                                  and cgroup (issue 16)
+//   BM_PodmanCreateExecDestroyNoProcViews
+//   BM_PodmanCreateExecDestroyRootlessNoProcViews
+//                                  the two above without the run's own /proc views
+//                                  (providers/proc_views.h: a FUSE server per run, four binds)
 //   BM_PodmanExecOnly              one more call in a live (rootful) run, through sandgate's
 //                                  supervisor
 //   BM_PodmanExecOnlyRootless      the same in a live rootless run
@@ -24,7 +28,8 @@
 // Goals (issue 11): create+exec+destroy at most 10% over the bare run of the same mode
 // (rootful against BM_BarePodmanRun, rootless against BM_BarePodmanRunRootless); a call in a
 // live run under 5 ms (against `podman exec` on the same container). Issue 16: rootless against
-// rootful. The summary prints the ratios. SANDGATE_LOG=debug prints each run's steps (create:
+// rootful, and what the /proc views cost (with/without, each mode). The summary prints the
+// ratios. SANDGATE_LOG=debug prints each run's steps (create:
 // records, workspace, launch recipe, runtime until the supervisor is ready, read-back; destroy:
 // stop (the runtime's own removal), release by kind) in ms.
 //
@@ -42,6 +47,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/bench_support.h"
@@ -96,10 +102,12 @@ bool run_ok(benchmark::State& state, const std::vector<std::string>& argv) {
 }
 
 std::unique_ptr<providers::PodmanProvider> make_provider(
-    benchmark::State& state, providers::PodmanMode mode = providers::PodmanMode::kRootful) {
+    benchmark::State& state, providers::PodmanMode mode = providers::PodmanMode::kRootful,
+    bool proc_views = true) {
   providers::ProviderOptions options;
   options.paths = g_context->paths;
   options.podman_mode = mode;
+  options.proc_views = proc_views;
 #ifdef SANDGATE_SUPERVISOR
   options.supervisor_exe = SANDGATE_SUPERVISOR;
 #endif
@@ -209,8 +217,9 @@ void remove_bare_rootless(BenchContext& c) {
   c.rootless_ids.reset();
 }
 
-void create_exec_destroy(benchmark::State& state, providers::PodmanMode mode) {
-  auto provider = make_provider(state, mode);
+void create_exec_destroy(benchmark::State& state, providers::PodmanMode mode,
+                         bool proc_views = true) {
+  auto provider = make_provider(state, mode, proc_views);
   if (!provider) return;
   for (auto _ : state) {
     auto env = provider->create(EnvSpec{});
@@ -232,6 +241,14 @@ void BM_PodmanCreateExecDestroy(benchmark::State& state) {
 
 void BM_PodmanCreateExecDestroyRootless(benchmark::State& state) {
   create_exec_destroy(state, providers::PodmanMode::kRootless);
+}
+
+void BM_PodmanCreateExecDestroyNoProcViews(benchmark::State& state) {
+  create_exec_destroy(state, providers::PodmanMode::kRootful, /*proc_views=*/false);
+}
+
+void BM_PodmanCreateExecDestroyRootlessNoProcViews(benchmark::State& state) {
+  create_exec_destroy(state, providers::PodmanMode::kRootless, /*proc_views=*/false);
 }
 
 // One live run per mode shared by the per-call benchmarks, so that the rootful two act on the
@@ -288,14 +305,21 @@ BENCHMARK(BM_BarePodmanRun)->Apply(configure);
 BENCHMARK(BM_BarePodmanRunRootless)->Apply(configure);
 BENCHMARK(BM_PodmanCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_PodmanCreateExecDestroyRootless)->Apply(configure);
+BENCHMARK(BM_PodmanCreateExecDestroyNoProcViews)->Apply(configure);
+BENCHMARK(BM_PodmanCreateExecDestroyRootlessNoProcViews)->Apply(configure);
 BENCHMARK(BM_PodmanExecOnly)->Apply(configure);
 BENCHMARK(BM_PodmanExecOnlyRootless)->Apply(configure);
 BENCHMARK(BM_PodmanExecBaseline)->Apply(configure);
 
 bool print_summary(const RunCollector& runs, std::ostream& out) {
-  const char* names[] = {"BM_BarePodmanRun",           "BM_BarePodmanRunRootless",
-                         "BM_PodmanCreateExecDestroy", "BM_PodmanCreateExecDestroyRootless",
-                         "BM_PodmanExecOnly",          "BM_PodmanExecOnlyRootless",
+  const char* names[] = {"BM_BarePodmanRun",
+                         "BM_BarePodmanRunRootless",
+                         "BM_PodmanCreateExecDestroy",
+                         "BM_PodmanCreateExecDestroyRootless",
+                         "BM_PodmanCreateExecDestroyNoProcViews",
+                         "BM_PodmanCreateExecDestroyRootlessNoProcViews",
+                         "BM_PodmanExecOnly",
+                         "BM_PodmanExecOnlyRootless",
                          "BM_PodmanExecBaseline"};
   char line[256];
   out << "\npodman_bench summary (median real time per iteration, this run)\n";
@@ -303,7 +327,7 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
     if (auto e = runs.errors().find(n); e != runs.errors().end()) {
       out << "  " << n << ": FAILED: " << e->second << "\n";
     } else if (auto m = runs.median_ms(n)) {
-      std::snprintf(line, sizeof line, "  %-30s %9.3f ms\n", n, *m);
+      std::snprintf(line, sizeof line, "  %-46s %9.3f ms\n", n, *m);
       out << line;
     } else {
       out << "  " << n << ": not run (filtered out)\n";
@@ -336,6 +360,19 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
                *runs.median_ms("BM_PodmanCreateExecDestroy");
     std::snprintf(line, sizeof line, "  rootless/rootful (create+exec+destroy)         %6.3fx\n",
                   r);
+    out << line;
+  }
+  // What the run's own /proc views cost per run, in each mode.
+  for (const auto& [with, without, label] :
+       {std::tuple{"BM_PodmanCreateExecDestroy", "BM_PodmanCreateExecDestroyNoProcViews",
+                   "rootful"},
+        std::tuple{"BM_PodmanCreateExecDestroyRootless",
+                   "BM_PodmanCreateExecDestroyRootlessNoProcViews", "rootless"}}) {
+    if (!ok(with) || !ok(without)) continue;
+    double a = *runs.median_ms(with), b = *runs.median_ms(without);
+    std::snprintf(line, sizeof line,
+                  "  %-8s proc views/no proc views (create+exec+destroy) %6.3fx (%+.1f ms)\n",
+                  label, a / b, a - b);
     out << line;
   }
   if (ok("BM_PodmanExecOnlyRootless") && ok("BM_PodmanExecOnly")) {

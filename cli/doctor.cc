@@ -44,21 +44,25 @@ std::vector<Check> provider_checks(Globals& g) {
   return out;
 }
 
-// Whether namespaces runs get their own /proc views here (providers/proc_views.h), and why not.
-// Nothing is mounted: the check opens /dev/fuse and reads the kernel's filesystem list.
+// Whether namespaces and podman runs get their own /proc views here (providers/proc_views.h),
+// and why not. Nothing is mounted: the check opens /dev/fuse and reads the kernel's filesystem
+// list.
 Check proc_views_check(const Globals& g, const HostPaths& paths) {
   if (!g.provider_options().proc_views || !providers::proc_views_enabled_by_environment())
     return check_failed("proc views",
-                        "turned off (--no-proc-views or SANDGATE_PROC_VIEWS=0): jailed calls read "
-                        "the host's /proc/meminfo, stat, loadavg, uptime and pressure");
+                        "turned off (--no-proc-views or SANDGATE_PROC_VIEWS=0): namespaces and "
+                        "podman calls read the host's /proc/meminfo, stat, loadavg, uptime and "
+                        "pressure");
   if (auto s = providers::proc_views_supported(paths); !s.ok())
     return check_failed("proc views", s.error().message() +
-                                          ": namespaces runs fail unless --no-proc-views "
-                                          "(then calls read the host's /proc files)");
+                                          ": namespaces and podman runs fail unless "
+                                          "--no-proc-views (then calls read the host's /proc "
+                                          "files)");
   return check_ok("proc views",
                   "each namespaces run's /proc/meminfo, stat, loadavg, uptime and pressure/* "
                   "show the run's own cgroup (a per-run FUSE server, libfuse " +
-                      providers::proc_views_library_version() + ")");
+                      providers::proc_views_library_version() + "); podman runs get all but " +
+                      providers::kPodmanUncoveredViews);
 }
 
 struct DoctorReport {

@@ -179,11 +179,13 @@ int main(int argc, char** argv) {
                  "env SANDGATE_PODMAN_MODE): rootless where this host allows it (`sandgate "
                  "doctor` says) and the run names no --image, else rootful");
   app.add_flag("--no-proc-views", g.no_proc_views,
-               "namespaces runs without their own /proc views (env SANDGATE_PROC_VIEWS=0): by "
-               "default each run's /proc/meminfo, stat, loadavg, uptime and pressure/* show the "
-               "run's own cgroup (its grant, its CPU time, its tasks) from a small per-run FUSE "
-               "server; without them calls read the host's, and other runs' activity with them. "
-               "A run whose views cannot be set up fails instead of showing the host's");
+               "namespaces and podman runs without their own /proc views (env "
+               "SANDGATE_PROC_VIEWS=0): by default each run's /proc/meminfo, stat, loadavg, "
+               "uptime and pressure/* show the run's own cgroup (its grant, its CPU time, its "
+               "tasks) from a small per-run FUSE server (podman: all but pressure/*, which runc "
+               "refuses to bind over); without them calls read the host's, and other runs' "
+               "activity with them. A run whose views cannot be set up fails instead of showing "
+               "the host's");
   app.parse_complete_callback([&] {
     sandgate::init_logging(g.log_level);
     std::string pool = g.id_pool;

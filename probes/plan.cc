@@ -164,8 +164,10 @@ std::vector<ProbePlan> make_plans() {
                          "disclosure.block_devices"})
     plans.push_back(witnessed(id, Witness::kHostView));
   const char* kSeparateKernel = "a separate kernel (a microVM)";
-  // What a per-run /proc view (the namespaces jail's, providers/proc_views.h) hides as well.
-  const char* kProcView = "a per-run /proc view (namespaces) or a separate kernel (a microVM)";
+  // What a per-run /proc view (the namespaces jail's and podman's, providers/proc_views.h) hides
+  // as well.
+  const char* kProcView =
+      "a per-run /proc view (namespaces, podman) or a separate kernel (a microVM)";
   plans.push_back(witnessed("disclosure.kernel_release", Witness::kHostView));
   plans.back().only_hidden_by = kSeparateKernel;
   plans.push_back(witnessed("disclosure.meminfo", Witness::kHostView));

@@ -631,8 +631,9 @@ class Suite::Context {
       if (l->id == "crossrun.load_side_channel")
         host.notes.push_back(
             "/proc/loadavg, /proc/stat and /proc/pressure/* count the whole kernel unless the "
-            "provider gives each run its own view of them (the namespaces jail's per-run /proc "
-            "views) or its own kernel (a microVM)");
+            "provider gives each run its own view of them (the per-run /proc views of the "
+            "namespaces jail, and of podman but for /proc/pressure/*) or its own kernel (a "
+            "microVM)");
       std::optional<ProbeReport> r;
       if (reports.ok()) r = find_report(*reports, l->id);
       out.push_back(judge(l->id, r, host, reports.ok() ? "" : reports.error().message()));

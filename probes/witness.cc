@@ -339,8 +339,8 @@ HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
                             " (/proc/meminfo shows the host's memory, not the run's grant)");
     v.notes.push_back(
         "/proc/meminfo shows the run's grant only through a per-run /proc view (the namespaces "
-        "jail's) or a separate kernel; sysinfo(2) is answered by the kernel itself and still "
-        "says the host's memory on a shared kernel");
+        "jail's, podman's) or a separate kernel; sysinfo(2) is answered by the kernel itself and "
+        "still says the host's memory on a shared kernel");
   } else if (id == "disclosure.block_devices") {
     auto host = partition_names(host_text("partitions"));
     if (reached && report.evidence.is_object() && report.evidence.contains("devices") &&

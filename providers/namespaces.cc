@@ -184,23 +184,12 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
   if (options_.proc_views && proc_views_enabled_by_environment()) {
     // The run's cgroup (the parent of its main cgroup, where the supervisor is placed), one
     // directory per hierarchy; none (no controller): the views follow each reader's cgroup.
-    std::vector<std::string> run_cgroup;
-    for (const auto& dir : spec.placement.cgroup_dirs) {
-      auto slash = dir.rfind('/');
-      run_cgroup.push_back(slash != std::string::npos && dir.substr(slash + 1) == "main"
-                               ? dir.substr(0, slash)
-                               : dir);
-    }
+    std::vector<std::string> run_cgroup = run_cgroup_dirs(spec.placement.cgroup_dirs);
     recipe.before_start = [this, run_cgroup](const RunLayout& layout, SupervisorConfig& c,
                                              RunState& state) -> Status {
-      std::string dir = layout.run_dir + "/proc-views";
-      auto started =
-          start_proc_views(options_.paths, options_.supervisor_exe, dir, run_cgroup, state);
-      if (!started.ok())
-        return std::move(started).error().context_add(
-            "the run's /proc views (--no-proc-views or SANDGATE_PROC_VIEWS=0 runs without "
-            "them, and calls then read the host's /proc/meminfo, stat, loadavg and pressure)");
-      c.jail.proc_views_host = dir;
+      SG_ASSIGN_OR_RETURN(c.jail.proc_views_host,
+                          start_run_proc_views(options_.paths, options_.supervisor_exe,
+                                               layout.run_dir, run_cgroup, state));
       return {};
     };
   }

@@ -24,6 +24,7 @@
 #include "core/process.h"
 #include "core/strings.h"
 #include "providers/base_root.h"
+#include "providers/proc_views.h"
 #include "providers/supervised_environment.h"
 
 extern char** environ;
@@ -471,6 +472,17 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
       for (const auto& path : masked_proc_paths())
         if (::access(path.c_str(), F_OK) == 0 && !find_mount(mounts, path))
           return fail(n, path + " is not masked (no mount over it)");
+    } else if (n == "proc-views") {
+      // Each file runc lets the container have is the run's view: a bind of the views server's
+      // filesystem (its type names it), not the kernel's procfs file.
+      for (const char* name : kPodmanProcViewFiles) {
+        const std::string path = std::string("/proc/") + name;
+        const MountEntry* m = find_mount(mounts, path);
+        if (!m || m->fstype != "fuse.sandgate-proc-views")
+          return fail(n, path + " is " + (m ? "a " + m->fstype + " mount" : "the kernel's") +
+                             ", not the run's view");
+        if (!option_set(m->options, "ro")) return fail(n, path + " is mounted read-write");
+      }
     } else if (n == "cgroup-parent") {
       if (want.cgroup_rel.empty()) continue;
       std::string mine = cgroup_path_of(proc_cgroup, "memory");
@@ -671,7 +683,7 @@ std::optional<std::string> podman_rm_incomplete(const RuntimeExit& exit) {
 std::vector<std::string> podman_setting_names() {
   return {"network", "cap-drop", "no-new-privileges", "seccomp", "read-only",
           "user",    "tmpfs",    "workspace",         "env",     "pids-limit",
-          "memory",  "cpus",     "cgroup-parent",     "mask"};
+          "memory",  "cpus",     "cgroup-parent",     "mask",    "proc-views"};
 }
 
 PodmanModes podman_modes(const HostPaths& paths) {
@@ -891,6 +903,22 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     return c;
   };
 
+  // The run's own /proc views (proc_views.h), started before `podman run` (the server and its
+  // mount recorded like the jail's, so destroy and gc stop and detach them), of the run's
+  // cgroup: the container and every call are placed below it. Only the files runc binds
+  // (kPodmanProcViewFiles); /proc/pressure/* stay the kernel's.
+  auto views_dir = std::make_shared<std::string>();
+  if (options_.proc_views && proc_views_enabled_by_environment()) {
+    std::vector<std::string> run_cgroup = run_cgroup_dirs(spec.placement.cgroup_dirs);
+    recipe.before_start = [this, exe, run_cgroup, views_dir](const RunLayout& layout,
+                                                             SupervisorConfig&,
+                                                             RunState& state) -> Status {
+      SG_ASSIGN_OR_RETURN(
+          *views_dir, start_run_proc_views(options_.paths, exe, layout.run_dir, run_cgroup, state));
+      return {};
+    };
+  }
+
   const std::string dropped = dropped_setting_;
   const HostPaths paths = options_.paths;
   auto settings = std::make_shared<std::vector<Setting>>();
@@ -970,6 +998,14 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
         // (providers/jail.cc): Podman binds /dev/null over each (an empty file).
         {"mask", {"--security-opt", "mask=" + masked_proc_list()}},
     };
+    if (!views_dir->empty()) {
+      // Read-only; each bind also keeps the nosuid, nodev and noexec of the views' host mount
+      // (a bind carries its source mount's flags), in both modes.
+      std::vector<std::string> binds;
+      for (const char* file : kPodmanProcViewFiles)
+        binds.insert(binds.end(), {"--volume", *views_dir + "/" + file + ":/proc/" + file + ":ro"});
+      s.push_back({"proc-views", binds});
+    }
     // /tmp: a private tmpfs, or (share_tmp) the shared host directory.
     auto& tmpfs = s[6];
     if (shared_tmp.empty()) {

@@ -21,8 +21,10 @@
 #include <thread>
 
 #include "core/defer.h"
+#include "core/json.h"
 #include "core/process.h"
 #include "core/state.h"
+#include "core/strings.h"
 #include "core/test_temp_dir.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/privileged.h"
@@ -151,6 +153,65 @@ class PodmanTest : public ProviderTest {
   std::unique_ptr<providers::PodmanProvider> podman_;
   bool available_ = false;
   std::string why_;
+
+  // The run's own /proc views (proc_views.h) as a call of a run with a 192 MiB ceiling sees
+  // them: its MemTotal is that ceiling (the lowest limit from its cgroup up; without a
+  // placement the views follow the reader's own cgroup), not the host's; /proc/loadavg counts
+  // the run's threads, far fewer than the host's; each file runc binds is the views server's
+  // filesystem, read-only, nosuid, nodev and noexec, and /proc/pressure/* stay the kernel's
+  // (runc binds nothing there).
+  // Destroy stops the server (from the record) and leaves no mount.
+  void expect_own_proc_views() {
+    providers::EnvSpec spec;
+    spec.ceiling.memory_bytes = 192ull << 20;
+    auto env = make_env(*podman_, spec);
+    ASSERT_TRUE(env);
+    auto r =
+        sh(*env,
+           "head -1 /proc/meminfo; cut -d' ' -f4 /proc/loadavg; "
+           "grep -E ' /proc/(meminfo|stat|loadavg|uptime|pressure[^ ]*) ' /proc/self/mountinfo");
+    auto lines = split(r.stdout_data, '\n');
+    ASSERT_GE(lines.size(), 2u) << r.stdout_data << r.stderr_data;
+    auto host = read_file("/proc/meminfo");
+    ASSERT_TRUE(host.ok());
+    EXPECT_NE(std::string(lines[0]), host->substr(0, host->find('\n')));
+    EXPECT_EQ(std::string(lines[0]), "MemTotal:         196608 kB") << r.stdout_data;
+    // "running/total": the run's own threads against every thread of the host.
+    std::string seen(lines[1]);
+    int run_threads = std::atoi(seen.substr(seen.find('/') + 1).c_str());
+    auto host_load = read_file("/proc/loadavg");
+    ASSERT_TRUE(host_load.ok());
+    std::string hl = *host_load;
+    hl = hl.substr(hl.find('/') + 1);
+    EXPECT_GT(run_threads, 0) << r.stdout_data;
+    EXPECT_LT(run_threads, std::atoi(hl.c_str())) << r.stdout_data << " host: " << *host_load;
+    for (const char* file : {"meminfo", "stat", "loadavg", "uptime"}) {
+      std::string line;
+      for (auto l : lines)
+        if (l.find(std::string(" /proc/") + file + " ") != std::string_view::npos) line = l;
+      EXPECT_NE(line.find(" - fuse.sandgate-proc-views "), std::string::npos)
+          << file << ": " << r.stdout_data;
+      for (const char* flag : {" ro,", "nosuid", "nodev", "noexec"})
+        EXPECT_NE(line.find(flag), std::string::npos) << file << " " << flag << ": " << line;
+    }
+    EXPECT_EQ(r.stdout_data.find(" /proc/pressure"), std::string::npos)
+        << "runc now binds inside /proc/pressure: give podman runs those views too\n"
+        << r.stdout_data;
+    // The server, from the run's record: the process named by its mount point.
+    auto record = read_file(options_.paths.state_dir + "/runs/" + env->run_id() + ".json");
+    ASSERT_TRUE(record.ok()) << record.error().message();
+    auto j = parse_json(*record, "record");
+    ASSERT_TRUE(j.ok());
+    pid_t server = 0;
+    for (const auto& res : (*j)["resources"])
+      if (res.value("kind", "") == "process" && res.value("path", "").ends_with("/proc-views"))
+        server = res.value("pid", 0);
+    ASSERT_GT(server, 0) << *record;
+    EXPECT_TRUE(process_exists(server));
+    ASSERT_TRUE(env->destroy().ok());
+    EXPECT_FALSE(process_exists(server)) << "the views server outlived its run";
+    EXPECT_EQ(joined(mounts_under(options_.paths.work_dir)), "") << "mounts left";
+  }
 };
 
 #define REQUIRE_PODMAN()   \
@@ -199,6 +260,26 @@ TEST_F(PodmanTest, CreateExecDestroyLeavesNothing) {
   EXPECT_GT(hierarchies, 0u) << "no cgroup hierarchy was checked";
 }
 
+TEST_F(PodmanTest, ACallSeesTheRunsOwnProcViews) {
+  REQUIRE_PODMAN();
+  expect_own_proc_views();
+}
+
+// The twin: with the views turned off (--no-proc-views) a call reads the kernel's own files,
+// the host's memory; nothing is bound over them.
+TEST_F(PodmanTest, WithoutProcViewsACallSeesTheHostsMeminfo) {
+  REQUIRE_PODMAN();
+  options_.proc_views = false;
+  providers::PodmanProvider p(options_);
+  auto env = make_env(p);
+  ASSERT_TRUE(env);
+  auto r = sh(*env, "head -1 /proc/meminfo; grep -c fuse.sandgate-proc-views /proc/self/mountinfo");
+  auto host = read_file("/proc/meminfo");
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(r.stdout_data, host->substr(0, host->find('\n') + 1) + "0\n") << r.stderr_data;
+  ASSERT_TRUE(env->destroy().ok());
+}
+
 // The foreground `podman run --rm` removes its own container; killed mid-run (so that its
 // removal never happens), destroy still removes the container (`podman rm`, from the record).
 TEST_F(PodmanTest, AKilledRuntimeStillLeavesNoContainer) {
@@ -237,8 +318,8 @@ TEST_F(PodmanTest, NoHostEnvironmentReachesACall) {
 // hook), the run is refused with an error naming it, and nothing of it is left.
 TEST_F(PodmanTest, ReadBackRefusesADroppedSetting) {
   REQUIRE_PODMAN();
-  for (const char* setting :
-       {"cap-drop", "read-only", "no-new-privileges", "network", "pids-limit", "user"}) {
+  for (const char* setting : {"cap-drop", "read-only", "no-new-privileges", "network", "pids-limit",
+                              "user", "proc-views"}) {
     SCOPED_TRACE(setting);
     providers::PodmanProvider p(options_);
     p.drop_setting_for_test(setting);
@@ -676,9 +757,11 @@ TEST_F(PodmanRootlessTest, TheRunsOwnIdOwnsItsNamespaceAndNothingIsLeft) {
   std::string name = "sandgate-" + env->run_id();
   EXPECT_FALSE(container_exists(name)) << "a rootless run's container is not root's";
   std::string run_id = env->run_id();
-  // The assembled root and Podman's state are tmpfs mounts of the run's.
+  // The assembled root and Podman's state are tmpfs mounts of the run's, beside its /proc
+  // views (made before `podman run`).
   const std::string run_dir = options_.paths.work_dir + "/" + run_id;
-  EXPECT_EQ(joined(mounts_under(run_dir)), run_dir + "/root " + run_dir + "/podman ");
+  EXPECT_EQ(joined(mounts_under(run_dir)),
+            run_dir + "/proc-views " + run_dir + "/root " + run_dir + "/podman ");
   ASSERT_TRUE(env->destroy().ok());
   EXPECT_EQ(joined(mounts_under(options_.paths.work_dir)), "") << "mounts left";
   EXPECT_NE(::access(run_dir.c_str(), F_OK), 0) << "left: " << run_dir;
@@ -695,6 +778,13 @@ TEST_F(PodmanRootlessTest, TheRunsOwnIdOwnsItsNamespaceAndNothingIsLeft) {
 
 // Two runs share /sandgate-podman in each hierarchy; the one that made it may end first. The
 // last one out removes it: no empty parent is left (one with children belongs to other runs).
+// Rootless Podman reads and binds the views as the run's own id: the server's mount is
+// allow_other, and its flags (ro, nosuid, nodev, noexec) are what the runtime's remount keeps.
+TEST_F(PodmanRootlessTest, ACallSeesTheRunsOwnProcViews) {
+  REQUIRE_PODMAN();
+  expect_own_proc_views();
+}
+
 TEST_F(PodmanRootlessTest, TheSharedParentCgroupGoesWithTheLastRun) {
   REQUIRE_PODMAN();
   auto a = make_env(*podman_);

@@ -455,4 +455,27 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
   return {};
 }
 
+std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placement_dirs) {
+  std::vector<std::string> out;
+  for (const auto& dir : placement_dirs) {
+    auto slash = dir.rfind('/');
+    out.push_back(
+        slash != std::string::npos && dir.substr(slash + 1) == "main" ? dir.substr(0, slash) : dir);
+  }
+  return out;
+}
+
+Result<std::string> start_run_proc_views(const HostPaths& paths, const std::string& exe,
+                                         const std::string& run_dir,
+                                         const std::vector<std::string>& cgroup_dirs,
+                                         RunState& state) {
+  std::string dir = run_dir + "/proc-views";
+  auto started = start_proc_views(paths, exe, dir, cgroup_dirs, state);
+  if (!started.ok())
+    return std::move(started).error().context_add(
+        "the run's /proc views (--no-proc-views or SANDGATE_PROC_VIEWS=0 runs without "
+        "them, and calls then read the host's /proc/meminfo, stat, loadavg and pressure)");
+  return dir;
+}
+
 }  // namespace sandgate::providers

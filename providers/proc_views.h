@@ -2,7 +2,8 @@
 // jail's /proc/meminfo, /proc/stat, /proc/loadavg, /proc/uptime and /proc/pressure/{cpu,memory,io}
 // are replaced by files a small per-run FUSE filesystem serves from the run's own cgroup, so a
 // call sees its grant instead of the host's memory, and nothing of what other runs (or the host)
-// do moves what it reads.
+// do moves what it reads. The namespaces jail binds all seven (jail.cc, step_proc_views); the
+// podman provider has its runtime bind the four runc allows (kPodmanProcViewFiles, below).
 //
 // Why not lxcfs (evaluated first): it derives every view from the cgroup of the reader's pid
 // namespace's init (the run's supervisor in <run>/main, never the calls' cgroups), copies the
@@ -52,6 +53,16 @@ namespace sandgate::providers {
 // The files the views replace, relative to /proc (the jail binds each over its own).
 inline constexpr const char* kProcViewFiles[] = {
     "meminfo", "stat", "loadavg", "uptime", "pressure/cpu", "pressure/memory", "pressure/io"};
+
+// The ones a container runtime binds for the podman provider (`--volume VIEW:/proc/NAME:ro`).
+// runc refuses any bind target inside /proc but a fixed list, the files lxcfs emulates
+// (libcontainer/rootfs_linux.go, checkProcMount: cpuinfo, diskstats, meminfo, stat, swaps,
+// uptime, loadavg, slabinfo, net/dev, ...): "/proc/pressure/cpu cannot be mounted because it is
+// inside /proc". So a podman run's /proc/pressure/* stay the kernel's: the stalls of every task
+// on the host (kPodmanUncoveredViews says so wherever the views are described).
+inline constexpr const char* kPodmanProcViewFiles[] = {"meminfo", "stat", "loadavg", "uptime"};
+inline constexpr char kPodmanUncoveredViews[] =
+    "/proc/pressure/* (runc refuses binds inside /proc but for the lxcfs files)";
 
 // A cgroup's memory, in bytes. limit 0: nothing limits it.
 struct MemoryNumbers {
@@ -136,6 +147,17 @@ std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_
 Status start_proc_views(const HostPaths& paths, const std::string& exe,
                         const std::string& mount_point, const std::vector<std::string>& cgroup_dirs,
                         RunState& state);
+
+// A provider's run: its cgroup from the placement its supervisor (or container) gets, the
+// parent of each <run>/main directory (a placement elsewhere is taken as it is); none without
+// a placement (no controller: the views follow each reader's cgroup).
+std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placement_dirs);
+// start_proc_views() at <run_dir>/proc-views for a provider's run, returning that directory; an
+// error says how to run without them.
+Result<std::string> start_run_proc_views(const HostPaths& paths, const std::string& exe,
+                                         const std::string& run_dir,
+                                         const std::vector<std::string>& cgroup_dirs,
+                                         RunState& state);
 
 // Whether views can be served on this host, and why not: /dev/fuse and the kernel's fuse
 // filesystem (`sandgate doctor`'s "proc views" line).

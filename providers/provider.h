@@ -231,9 +231,10 @@ struct ProviderOptions {
   std::string image;
   // How the podman provider runs Podman (PodmanMode); other providers ignore it.
   PodmanMode podman_mode = PodmanMode::kAuto;
-  // The namespaces provider's per-run /proc views (proc_views.h): on unless --no-proc-views
-  // or SANDGATE_PROC_VIEWS=0 (read by the provider itself, so every entry point honours it).
-  // A run whose views cannot be set up fails; it never silently shows the host's /proc.
+  // The namespaces and podman providers' per-run /proc views (proc_views.h; podman: the files
+  // runc binds, kPodmanProcViewFiles): on unless --no-proc-views or SANDGATE_PROC_VIEWS=0 (read
+  // by the provider itself, so every entry point honours it). A run whose views cannot be set
+  // up fails; it never silently shows the host's /proc.
   bool proc_views = true;
 };
 

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "core/fd.h"
@@ -367,6 +368,12 @@ TEST_F(CliTest, DoctorReportsThisHost) {
   Json on = proc_views(*j);
   ASSERT_TRUE(on.is_object()) << "no proc views line: " << r.output.substr(0, 300);
   EXPECT_FALSE(on["detail"].get<std::string>().empty());
+  // Where they work, the line says what podman runs go without, and why.
+  if (on["ok"] == true) {
+    EXPECT_NE(on["detail"].get<std::string>().find("podman runs get all but /proc/pressure/*"),
+              std::string::npos)
+        << on.dump();
+  }
   auto off = sandgate({"--no-proc-views", "doctor", "--json"});
   auto jo = parse_json(off.output, "doctor --json");
   ASSERT_TRUE(jo.ok()) << off.output;
@@ -723,47 +730,78 @@ TEST_F(CliTest, GcAfterKillNineNamespaces) {
                 "started", token);
 }
 
-// A namespaces run's /proc views (providers/proc_views.h) outlive a kill -9 of its sandgate: the
-// views server is in a session of its own and the mount is the host's. gc stops the server (it
-// is recorded, by its mount point, before it mounts) and detaches the mount.
-TEST_F(CliTest, GcRemovesALeftoverProcViewAfterKillNine) {
+// A run's /proc views (providers/proc_views.h) outlive a kill -9 of its sandgate: the views
+// server is in a session of its own and the mount is the host's. gc stops the server (it is
+// recorded, by its mount point, before it mounts) and detaches the mount. The same for each
+// provider that has them (namespaces, podman in both modes).
+class CliProcViewsTest : public CliTest {
+ protected:
+  void views_go_with_gc(const std::string& provider) {
+    std::string mount;
+    pid_t server = 0;
+    auto mounted = [&] {
+      auto info = read_file("/proc/self/mountinfo", 1 << 22);
+      return info.ok() && info->find(" " + mount + " ") != std::string::npos;
+    };
+    crash_then_gc(
+        {"--provider", provider, "--", "sh", "-c",
+         "head -1 /proc/meminfo > /workspace/meminfo; touch /workspace/started; sleep 60"},
+        "started", {}, [&](const std::string& run_dir) {
+          mount = run_dir + "/proc-views";
+          std::string dir = options_.paths.state_dir + "/runs";
+          DIR* d = ::opendir(dir.c_str());
+          while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+            auto j = read_json_file(dir + "/" + e->d_name);
+            if (!j.ok() || !j->contains("resources")) continue;
+            for (const auto& r : (*j)["resources"])
+              if (r.value("kind", "") == "process" && r.value("path", "") == mount)
+                server = r.value("pid", 0);
+          }
+          if (d) ::closedir(d);
+          ASSERT_GT(server, 0) << "no views server recorded with the mount point " << mount;
+          EXPECT_TRUE(process_exists(server));
+          EXPECT_TRUE(mounted()) << mount;
+          // What the call read was the view (the run's grant), not the host's line.
+          auto seen = read_file(run_dir + "/workspace/meminfo");
+          auto host = read_file("/proc/meminfo");
+          ASSERT_TRUE(seen.ok() && host.ok());
+          EXPECT_EQ(seen->rfind("MemTotal:", 0), 0u) << *seen;
+          EXPECT_NE(*seen, host->substr(0, host->find('\n') + 1));
+        });
+    ASSERT_GT(server, 0);
+    for (int i = 0; i < 200 && process_exists(server); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_FALSE(process_exists(server)) << "the views server " << server << " survived gc";
+    EXPECT_FALSE(mounted()) << "gc left the views mounted at " << mount;
+  }
+  // Skips unless Podman runs in `mode` here; SANDGATE_PODMAN_MODE pins it for the exec.
+  bool podman_mode_available(const std::string& mode) {
+    auto doctor = sandgate({"doctor", "--json"});
+    auto facts = parse_json(doctor.output, "doctor --json");
+    if (!facts.ok()) return false;
+    return (*facts)["podman"].value(mode, false);
+  }
+};
+
+TEST_F(CliProcViewsTest, GcRemovesALeftoverProcViewAfterKillNine) {
   SANDGATE_REQUIRE_ROOT();
-  std::string mount;
-  pid_t server = 0;
-  auto mounted = [&] {
-    auto info = read_file("/proc/self/mountinfo", 1 << 22);
-    return info.ok() && info->find(" " + mount + " ") != std::string::npos;
-  };
-  crash_then_gc(
-      {"--provider", "namespaces", "--", "sh", "-c",
-       "head -1 /proc/meminfo > /workspace/meminfo; touch /workspace/started; sleep 60"},
-      "started", {}, [&](const std::string& run_dir) {
-        mount = run_dir + "/proc-views";
-        std::string dir = options_.paths.state_dir + "/runs";
-        DIR* d = ::opendir(dir.c_str());
-        while (struct dirent* e = d ? ::readdir(d) : nullptr) {
-          auto j = read_json_file(dir + "/" + e->d_name);
-          if (!j.ok() || !j->contains("resources")) continue;
-          for (const auto& r : (*j)["resources"])
-            if (r.value("kind", "") == "process" && r.value("path", "") == mount)
-              server = r.value("pid", 0);
-        }
-        if (d) ::closedir(d);
-        ASSERT_GT(server, 0) << "no views server recorded with the mount point " << mount;
-        EXPECT_TRUE(process_exists(server));
-        EXPECT_TRUE(mounted()) << mount;
-        // What the call read was the view (the run's grant), not the host's line.
-        auto seen = read_file(run_dir + "/workspace/meminfo");
-        auto host = read_file("/proc/meminfo");
-        ASSERT_TRUE(seen.ok() && host.ok());
-        EXPECT_EQ(seen->rfind("MemTotal:", 0), 0u) << *seen;
-        EXPECT_NE(*seen, host->substr(0, host->find('\n') + 1));
-      });
-  ASSERT_GT(server, 0);
-  for (int i = 0; i < 200 && process_exists(server); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_FALSE(process_exists(server)) << "the views server " << server << " survived gc";
-  EXPECT_FALSE(mounted()) << "gc left the views mounted at " << mount;
+  views_go_with_gc("namespaces");
+}
+
+TEST_F(CliProcViewsTest, GcRemovesALeftoverPodmanProcViewAfterKillNine) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(podman_mode_available("rootful"), "podman rootful is not available here");
+  ::setenv("SANDGATE_PODMAN_MODE", "rootful", 1);
+  Defer unset([] { ::unsetenv("SANDGATE_PODMAN_MODE"); });
+  views_go_with_gc("podman");
+}
+
+TEST_F(CliProcViewsTest, GcRemovesALeftoverRootlessPodmanProcViewAfterKillNine) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(podman_mode_available("rootless"), "podman rootless is not available here");
+  ::setenv("SANDGATE_PODMAN_MODE", "rootless", 1);
+  Defer unset([] { ::unsetenv("SANDGATE_PODMAN_MODE"); });
+  views_go_with_gc("podman");
 }
 
 // The same for a rootful Podman run: gc removes the container (recorded before `podman run`), the
@@ -834,27 +872,37 @@ TEST_F(CliTest, GcAfterKillNinePodmanRootless) {
 
 // crossrun.user_inotify, the kernel's per-user inotify count: blocked when each run's Podman
 // runs as the run's own id (rootless), exposed when Podman makes every namespace as root
-// (rootful). The same probe, the same host, the mode the only difference.
+// (rootful). The same probe, the same host, the mode the only difference. In both modes run B
+// does not see run A's burst in /proc/loadavg (crossrun.load_side_channel): each run's
+// /proc/loadavg is its own view (providers/proc_views.h).
 TEST_F(CliTest, UserInotifyIsBlockedRootlessAndExposedRootful) {
   SANDGATE_REQUIRE_ROOT();
-  auto verdict_of = [&](const std::string& mode) -> std::string {
+  auto verdicts_of = [&](const std::string& mode) -> std::map<std::string, std::string> {
     std::string file = tmp_ + "/crossrun-" + mode + ".json";
     auto r = sandgate({"--podman-mode", mode, "probe", "--provider", "podman", "--only", "crossrun",
                        "--json", file},
                       std::chrono::seconds(300));
+    std::map<std::string, std::string> out;
+    for (const char* id : {"crossrun.user_inotify", "crossrun.load_side_channel"})
+      out[id] = "not judged (" + r.output.substr(0, 400) + ")";
     auto j = read_json_file(file);
-    if (!j.ok()) return "no report (" + r.output.substr(0, 400) + ")";
+    if (!j.ok()) return out;
     for (const auto& run : (*j)["runs"])
       for (const auto& judgement : run["judgements"])
-        if (judgement["id"] == "crossrun.user_inotify")
-          return judgement["verdict"].get<std::string>() + ": " +
-                 judgement.value("why", std::string());
-    return "not judged (" + r.output.substr(0, 400) + ")";
+        if (out.count(judgement["id"].get<std::string>()))
+          out[judgement["id"].get<std::string>()] = judgement["verdict"].get<std::string>() + ": " +
+                                                    judgement.value("why", std::string());
+    return out;
   };
-  std::string rootless = verdict_of("rootless");
-  EXPECT_TRUE(rootless.starts_with("blocked")) << rootless;
-  std::string rootful = verdict_of("rootful");
-  EXPECT_TRUE(rootful.starts_with("exposed")) << rootful;
+  auto rootless = verdicts_of("rootless");
+  EXPECT_TRUE(rootless["crossrun.user_inotify"].starts_with("blocked"))
+      << rootless["crossrun.user_inotify"];
+  auto rootful = verdicts_of("rootful");
+  EXPECT_TRUE(rootful["crossrun.user_inotify"].starts_with("exposed"))
+      << rootful["crossrun.user_inotify"];
+  for (auto* mode : {&rootless, &rootful})
+    EXPECT_TRUE((*mode)["crossrun.load_side_channel"].starts_with("blocked"))
+        << (*mode)["crossrun.load_side_channel"];
 }
 
 TEST_F(CliTest, GcAfterKillNineHostDir) {

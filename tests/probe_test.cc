@@ -22,6 +22,7 @@
 #include "probes/suite.h"
 #include "probes/witness.h"
 #include "providers/landlock.h"
+#include "providers/podman.h"
 #include "providers/weakening.h"
 #include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
@@ -224,6 +225,60 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
   }
   ASSERT_TRUE(s->close().ok());
+}
+
+// The podman provider's runs get the run's own /proc views too (providers/proc_views.h: the
+// files runc binds): /proc/meminfo is the run's grant and run B no longer sees run A's burst in
+// /proc/loadavg, in both modes, where natively both are exposed. And proc.tiocsti on the host's
+// pty, given as the call's stdin over the supervisor's socket: reached natively, refused here by
+// sandgate's own filter, which the podman supervisor installs for each call.
+class PodmanProbeSuiteTest : public ProbeSuiteTest {
+ protected:
+  void check(providers::PodmanMode mode) {
+    SANDGATE_REQUIRE_ROOT();
+    providers::ProviderOptions o;
+    o.paths = options_.paths;
+    o.podman_mode = mode;
+    auto resolved = providers::resolve_podman_mode(o, "");
+    SANDGATE_REQUIRE(resolved.ok() && *resolved == mode,
+                     "podman " + providers::to_string(mode) + ": " +
+                         (resolved.ok() ? "resolves to another mode" : resolved.error().message()));
+    options_.only = {"proc", "disclosure", "crossrun"};
+    auto s = suite();
+    ASSERT_TRUE(s);
+    auto p = registry_.create("podman", o);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    auto run = s->run(**p);
+    ASSERT_TRUE(run.ok()) << run.error().message();
+    auto m = by_id(*run);
+    for (const char* id : {"disclosure.meminfo", "crossrun.load_side_channel"}) {
+      ASSERT_TRUE(m.count(id)) << id;
+      EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
+      ASSERT_TRUE(m[id]->baseline.has_value()) << id;
+      EXPECT_EQ(m[id]->baseline->result, probes::ProbeResult::kReached)
+          << id << " natively: the baseline must hold";
+    }
+    EXPECT_TRUE(m["disclosure.meminfo"]->host.disclosed.empty());
+    ASSERT_TRUE(m.count("proc.tiocsti"));
+    const auto& tiocsti = *m["proc.tiocsti"];
+    EXPECT_EQ(tiocsti.verdict, probes::Verdict::kBlocked) << tiocsti.why;
+    EXPECT_EQ(tiocsti.layer, probes::Layer::kSeccomp) << tiocsti.why;
+    ASSERT_TRUE(tiocsti.baseline.has_value());
+    EXPECT_EQ(tiocsti.baseline->result, probes::ProbeResult::kReached);
+    ASSERT_TRUE(tiocsti.sandbox.has_value());
+    EXPECT_EQ(tiocsti.sandbox->evidence["terminal"], "stdin (the launcher's pty)");
+    EXPECT_EQ(tiocsti.sandbox->evidence["plain"], "EPERM") << tiocsti.sandbox->evidence.dump();
+    EXPECT_EQ(tiocsti.sandbox->evidence["high_bits"], "EPERM") << tiocsti.sandbox->evidence.dump();
+    ASSERT_TRUE(s->close().ok());
+  }
+};
+
+TEST_F(PodmanProbeSuiteTest, RootfulRunsHaveTheirOwnProcViewsAndNoTiocsti) {
+  check(providers::PodmanMode::kRootful);
+}
+
+TEST_F(PodmanProbeSuiteTest, RootlessRunsHaveTheirOwnProcViewsAndNoTiocsti) {
+  check(providers::PodmanMode::kRootless);
 }
 
 // The allowlist variant of the network probes: the jail wired to the lab, only the registry

@@ -1401,6 +1401,27 @@ TEST_P(PodmanSessionTest, ForkBombStopsAtPidsMax) {
   EXPECT_GT(o.observed.pids_refused, 0u);
 }
 
+// The run's own /proc views (providers/proc_views.h) through the controller: the views read the
+// run's cgroup (the parent of <run>/main, where the container is), and a call with a 200 MiB
+// grant in its own <run>/call-N reads that as its MemTotal, not the host's memory.
+TEST_P(PodmanSessionTest, ACallReadsItsGrantAsItsMemTotal) {
+  REQUIRE_PODMAN_SESSION();
+  policy_.intents["test"].memory_max = MiB(200);
+  open();
+  ASSERT_TRUE(session_);
+  auto mem = call({"head", "-1", "/proc/meminfo"}, "test");
+  ASSERT_EQ(mem.termination, Termination::kExited) << mem.exec.stderr_data;
+  const std::string& line = mem.exec.stdout_data;
+  ASSERT_EQ(line.rfind("MemTotal:", 0), 0u) << line;
+  const long long total_kb = std::atoll(line.c_str() + 9);
+  EXPECT_GT(total_kb, 190 * 1024) << line;
+  EXPECT_LE(total_kb, 200 * 1024) << line;
+  auto host = read_file("/proc/meminfo");
+  ASSERT_TRUE(host.ok());
+  ASSERT_GT(std::atoll(host->c_str() + 9), 1024 * 1024)
+      << "the host has more than 1 GiB: the comparison proves something";
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, PodmanSessionTest,
                          ::testing::Values(providers::PodmanMode::kRootful,
                                            providers::PodmanMode::kRootless),
