@@ -11,6 +11,7 @@
 #include "cli/network.h"
 #include "cli/signals.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "core/terminal_text.h"
 #include "core/units.h"
 #include "session/client.h"
@@ -276,6 +277,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
     return exec_plain(**provider, spec, a, interrupt);
   }
 
+  StepClock clock("sandgate", "exec");  // SANDGATE_LOG=debug: the whole command, by step
   auto policy = load_policy_arg(a.policy);
   if (!policy.ok()) return fail(policy.error());
   controller::ControllerOptions copts;
@@ -309,8 +311,10 @@ int run_exec(Globals& g, const ExecArgs& a) {
     tracer = std::move(t).value();
     run_options.tracer = tracer.get();
   }
+  clock.lap("controller");
   auto opened = session::RunSession::open(**ctl, **provider, spec, run_options);
   if (!opened.ok()) return fail(opened.error());
+  clock.lap("open");
   session::CallRequest call;
   call.argv = a.command;
   if (!a.intent.empty()) call.intent = a.intent;
@@ -320,12 +324,14 @@ int run_exec(Globals& g, const ExecArgs& a) {
     call.on_output = [sink](int stream, std::string_view data) { sink->write(stream, data); };
   auto outcome = (*opened)->call(call);
   sink->finish();
+  clock.lap("call");
   std::string run_id = (*opened)->run_id();
   providers::WorkspaceInfo workspace = (*opened)->workspace_info();
   // What the run hands back, before everything else of it is destroyed.
   Status exported;
   if (outcome.ok()) exported = (*opened)->export_results(a.export_);
   auto closed = (*opened)->close();
+  clock.lap("close");
   if (!outcome.ok()) return fail(outcome.error());
   if (!closed.ok()) return fail(std::move(closed).error().context_add("tearing down the run"));
   if (!exported.ok())

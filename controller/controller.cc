@@ -211,6 +211,7 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
     for (const auto& [name, tp] : p.tenants) known += (known.empty() ? "" : ", ") + name;
     return logic_error("begin run", "unknown tenant '" + tenant + "' (policy has: " + known + ")");
   }
+  StepClock clock("run " + run_id, "begin_run");
   auto run = std::make_unique<RunScope>();
   run->run_id_ = run_id;
   run->tenant_name_ = tenant;
@@ -245,6 +246,7 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
     if (auto s = run->state_->record_all(std::move(parents)); !s.ok())
       return fail(std::move(s).error());
   }
+  clock.lap("record");
   auto tenant_cg = b.create(tenant_rel, nullptr);
   if (!tenant_cg.ok()) return fail(std::move(tenant_cg).error());
   kill_point("controller:tenant-made");  // the window that leaked (tests/chaos.py)
@@ -264,6 +266,7 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   if (auto s = b.set_limits(run->tenant_, tenant_limits); !s.ok())
     return fail(std::move(s).error().context_add("tenant " + tenant));
 
+  clock.lap("tenant");
   auto run_cg = b.create(tenant_rel + "/" + run_id, &*run->state_);
   if (!run_cg.ok()) return fail(std::move(run_cg).error());
   run->run_ = *run_cg;
@@ -274,6 +277,7 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   run->main_ = *main_cg;
   run->main_placement_ = b.placement(run->main_);
   tenants.unlock();
+  clock.lap("run+main");
   // One pressure trigger for the run: a call's stalls show in its parent's pressure too.
   if (auto t = b.memory_pressure_trigger(run->run_, p.ladder.psi_trigger_stall,
                                          p.ladder.psi_trigger_window);
@@ -283,6 +287,7 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   } else {
     spdlog::debug("no pressure trigger for {}: {}", run->run_.rel, t.error().message());
   }
+  clock.lap("trigger");
   // The first call's cgroup, made while the provider makes the environment.
   RunScope* r = run.get();
   defer(*r, [this, r] { make_spare(*r); });
@@ -349,8 +354,7 @@ void Controller::measure_net(const CallScope& call, std::unique_ptr<NetMeter> me
 }
 
 CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult result) {
-  static const std::string kNoRun = "-";
-  StepClock clock(call->run_ ? call->run_->run_id_ : kNoRun, "end_call");
+  StepClock clock("run " + (call->run_ ? call->run_->run_id_ : std::string("-")), "end_call");
   monitor_->unwatch(call->serial_);
   clock.lap("unwatch");
   CgroupBackend& b = *options_.backend;
@@ -402,14 +406,18 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
 }
 
 Status Controller::end_run(std::unique_ptr<RunScope> run) {
+  StepClock clock("run " + run->run_id_, "end_run");
   if (run->trigger_key_) monitor_->remove_trigger(run->trigger_key_);
+  clock.lap("trigger");
   {
     std::lock_guard lock(run->mu_);
     run->closing_ = true;  // a spare job still queued makes nothing
   }
   settle(*run);  // the reaper is done with this run: nothing of it outlives end_run
+  clock.lap("settle");
   std::lock_guard tenants(tenants_mu_);
   Status first = options_.backend->remove(run->run_);
+  clock.lap("remove");
   auto released = release_resources(options_.paths, run->state_->resources());
   if (!released.ok()) return released;  // keep the record: gc retries
   SG_TRY(run->state_->finish());

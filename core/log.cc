@@ -36,7 +36,7 @@ void StepClock::lap(const char* step) {
 
 StepClock::~StepClock() {
   if (!steps_.empty())
-    spdlog::debug("run {}: {} (ms):{}; total {:.2f}", subject_, what_, steps_,
+    spdlog::debug("{}: {} (ms):{}; total {:.2f}", subject_, what_, steps_,
                   std::chrono::duration<double, std::milli>(last_ - start_).count());
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace sandgate {
 
@@ -18,15 +19,15 @@ void init_logging(std::string_view level);
 // The breakdown behind the create+exec+destroy and per-call benchmarks; free when debug is off.
 class StepClock {
  public:
-  // `subject` (a run id) and `what` must outlive the clock (a string literal).
-  StepClock(const std::string& subject, const char* what) : subject_(subject), what_(what) {}
+  // `subject`: whose steps ("run r1"); `what`: a string literal ("create").
+  StepClock(std::string subject, const char* what) : subject_(std::move(subject)), what_(what) {}
   ~StepClock();
   StepClock(const StepClock&) = delete;
   StepClock& operator=(const StepClock&) = delete;
   void lap(const char* step);  // the time since the previous lap (or the start), named `step`
 
  private:
-  const std::string& subject_;
+  std::string subject_;
   const char* what_;
   std::string steps_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

@@ -123,7 +123,7 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(con
     initial.push_back(
         {Resource::Kind::kIdRange, recipe.id_range->lock_path(), 0, 0, recipe.id_range->run_id()});
   }
-  StepClock clock(run_id, "create");
+  StepClock clock("run " + run_id, "create");
   SG_ASSIGN_OR_RETURN(RunState state,
                       RunState::create(paths, run_id, recipe.provider, std::move(initial)));
   clock.lap("record");
@@ -428,7 +428,7 @@ Result<ExecResult> SupervisedEnvironment::exec(const Call& call, const Placement
 Status SupervisedEnvironment::destroy() {
   if (destroyed_) return {};
   destroyed_ = true;
-  StepClock clock(layout_.run_id, "destroy");
+  StepClock clock("run " + layout_.run_id, "destroy");
   Status first;
   if (supervisor_) {
     first = supervisor_->stop();

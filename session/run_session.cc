@@ -256,7 +256,7 @@ RunSession::~RunSession() {
 
 Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   if (closed_) return logic_error("call", "the run is closed", run_id_);
-  StepClock clock(run_id_, "call");  // SANDGATE_LOG=debug: where the call's time went
+  StepClock clock("run " + run_id_, "call");  // SANDGATE_LOG=debug: where the call's time went
   SG_ASSIGN_OR_RETURN(auto scope, controller_.begin_call(*run_, request.intent, request.argv));
   clock.lap("begin");
   providers::Call call;
@@ -358,13 +358,17 @@ Status RunSession::close() {
   closed_ = true;
   if (tracer_ && traced_run_) tracer_->unwatch(traced_run_);
   Status first;
+  StepClock clock("run " + run_id_, "close");
   if (env_) first = env_->destroy();
+  clock.lap("destroy");
   // After destroy: nothing of the run is left to ask or to connect.
   if (resolver_) resolver_->stop();
   resolver_.reset();
   if (egress_ && guarded_run_) egress_->release(guarded_run_);
+  clock.lap("network");
   if (run_) {
     auto s = controller_.end_run(std::move(run_));
+    clock.lap("end_run");
     if (first.ok()) first = std::move(s);
   }
   return first;
