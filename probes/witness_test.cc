@@ -356,9 +356,9 @@ TEST_F(WitnessTest, InterruptsAreTheHostsWhenTheirSourcesAreTheHosts) {
   // A guest's (another machine's devices) is not the host's.
   auto guest = disclosure_host_view(
       "disclosure.interrupts",
-      disclosure_report("disclosure.interrupts",
-                        {{"digest", content_digest(interrupt_sources(
-                                        "CPU0\n 1: 9 IO-APIC 1-edge i8042\n"))}}),
+      disclosure_report(
+          "disclosure.interrupts",
+          {{"digest", content_digest(interrupt_sources("CPU0\n 1: 9 IO-APIC 1-edge i8042\n"))}}),
       proc, "6.1", {});
   EXPECT_TRUE(guest.disclosed.empty());
   EXPECT_EQ(vmstat_value("pgfaultx 1\npgfault 42\n", "pgfault"), 42u);

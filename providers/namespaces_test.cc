@@ -225,8 +225,10 @@ TEST_F(NamespacesTest, ACallSeesItsOwnVmstatAndNoInterrupts) {
   ASSERT_TRUE(host_vmstat.ok());
   auto host_value = [&](const std::string& text, const std::string& key) -> long long {
     auto at = text.find("\n" + key + " ");
-    if (text.rfind(key + " ", 0) == 0) at = 0;
-    else if (at != std::string::npos) ++at;
+    if (text.rfind(key + " ", 0) == 0)
+      at = 0;
+    else if (at != std::string::npos)
+      ++at;
     return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size() + 1);
   };
   const long long host_faults = host_value(*host_vmstat, "pgfault");

@@ -78,15 +78,16 @@ void line_kb(std::string& out, const char* key, uint64_t kb) {
 // none of the rest. pgpgin/pgpgout are left out on purpose: v1's count charge events, vmstat's
 // count kilobytes read from and written to disk.
 constexpr const char* kVmstatEvents[] = {
-    "pgfault",          "pgmajfault",         "workingset_refault_anon",
-    "workingset_refault_file", "workingset_activate_anon", "workingset_activate_file",
-    "workingset_restore_anon", "workingset_restore_file",  "workingset_nodereclaim",
-    "pgrefill",         "pgscan_kswapd",      "pgscan_direct",
-    "pgscan_khugepaged", "pgsteal_kswapd",    "pgsteal_direct",
-    "pgsteal_khugepaged", "pgactivate",       "pgdeactivate",
-    "pglazyfree",       "pglazyfreed",        "thp_fault_alloc",
-    "thp_collapse_alloc", "pswpin",           "pswpout",
-    "zswpin",           "zswpout"};
+    // Faults, and the pages the cgroup's reclaim looked at, took back and moved between lists.
+    "pgfault", "pgmajfault", "pgrefill", "pgactivate", "pgdeactivate", "pglazyfree", "pglazyfreed",
+    "pgscan_kswapd", "pgscan_direct", "pgscan_khugepaged", "pgsteal_kswapd", "pgsteal_direct",
+    "pgsteal_khugepaged",
+    // Pages that came back soon after they were reclaimed.
+    "workingset_refault_anon", "workingset_refault_file", "workingset_activate_anon",
+    "workingset_activate_file", "workingset_restore_anon", "workingset_restore_file",
+    "workingset_nodereclaim",
+    // Huge pages, swap and zswap.
+    "thp_fault_alloc", "thp_collapse_alloc", "pswpin", "pswpout", "zswpin", "zswpout"};
 
 // MemTotal and MemFree of the view, in kB: the limit (the host's total where nothing limits,
 // and never above it), less what the cgroup uses.

@@ -60,9 +60,9 @@
 namespace sandgate::providers {
 
 // The files the views replace, relative to /proc (the jail binds each over its own).
-inline constexpr const char* kProcViewFiles[] = {
-    "meminfo", "stat", "loadavg", "uptime", "vmstat", "pressure/cpu", "pressure/memory",
-    "pressure/io"};
+inline constexpr const char* kProcViewFiles[] = {"meminfo",         "stat",       "loadavg",
+                                                 "uptime",          "vmstat",     "pressure/cpu",
+                                                 "pressure/memory", "pressure/io"};
 
 // The ones a container runtime binds for the podman provider (`--volume VIEW:/proc/NAME:ro`).
 // runc refuses any bind target inside /proc but a fixed list, the files lxcfs emulates
