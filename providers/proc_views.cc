@@ -582,7 +582,8 @@ Result<std::string> start_run_proc_views(const HostPaths& paths, const std::stri
   if (!started.ok())
     return std::move(started).error().context_add(
         "the run's /proc views (--no-proc-views or SANDGATE_PROC_VIEWS=0 runs without "
-        "them, and calls then read the host's /proc/meminfo, stat, loadavg and pressure)");
+        "them, and calls then read the host's /proc/meminfo, stat, loadavg, vmstat and "
+        "pressure)");
   return dir;
 }
 
