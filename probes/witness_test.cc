@@ -287,6 +287,20 @@ TEST_F(WitnessTest, DisclosureOfTheSameBytesIsSeenAndADifferentViewIsNot) {
       proc, "6.1", {});
   ASSERT_EQ(mem.disclosed.size(), 1u);
   EXPECT_FALSE(mem.notes.empty()) << "says what alone would hide it";
+  // sysinfo(2), which no /proc view covers: a note where it is the host's total, none where
+  // it is not.
+  auto sysinfo_note = [&](uint64_t bytes) {
+    auto v = disclosure_host_view(
+        "disclosure.meminfo",
+        disclosure_report("disclosure.meminfo", {{"digest", content_digest("MemTotal: 1 kB")},
+                                                 {"sysinfo_totalram_bytes", bytes}}),
+        proc, "6.1", {});
+    for (const auto& n : v.notes)
+      if (n.find("sysinfo(2) in the sandbox") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(sysinfo_note(24576000ull * 1024));
+  EXPECT_FALSE(sysinfo_note(262144ull * 1024));
   auto dev = disclosure_host_view(
       "disclosure.block_devices",
       disclosure_report("disclosure.block_devices", {{"devices", {"loop9", "vda"}}}), proc, "6.1",
