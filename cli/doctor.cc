@@ -51,15 +51,16 @@ Check proc_views_check(const Globals& g, const HostPaths& paths) {
   if (!g.provider_options().proc_views || !providers::proc_views_enabled_by_environment())
     return check_failed("proc views",
                         "turned off (--no-proc-views or SANDGATE_PROC_VIEWS=0): namespaces and "
-                        "podman calls read the host's /proc/meminfo, stat, loadavg, uptime and "
-                        "pressure");
+                        "podman calls read the host's /proc/meminfo, stat, loadavg, uptime, "
+                        "vmstat and pressure");
   if (auto s = providers::proc_views_supported(paths); !s.ok())
     return check_failed("proc views", s.error().message() +
                                           ": namespaces and podman runs fail unless "
                                           "--no-proc-views (then calls read the host's /proc "
                                           "files)");
   return check_ok("proc views",
-                  "each namespaces run's /proc/meminfo, stat, loadavg, uptime and pressure/* "
+                  "each namespaces run's /proc/meminfo, stat, loadavg, uptime, vmstat and "
+                  "pressure/* "
                   "show the run's own cgroup (a per-run FUSE server, libfuse " +
                       providers::proc_views_library_version() + "); podman runs get all but " +
                       providers::kPodmanUncoveredViews);

@@ -181,9 +181,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-proc-views", g.no_proc_views,
                "namespaces and podman runs without their own /proc views (env "
                "SANDGATE_PROC_VIEWS=0): by default each run's /proc/meminfo, stat, loadavg, "
-               "uptime and pressure/* show the run's own cgroup (its grant, its CPU time, its "
-               "tasks) from a small per-run FUSE server (podman: all but pressure/*, which runc "
-               "refuses to bind over); without them calls read the host's, and other runs' "
+               "uptime, vmstat and pressure/* show the run's own cgroup (its grant, its CPU "
+               "time, its tasks, its faults) from a small per-run FUSE server (podman: all but "
+               "pressure/* and vmstat, which runc refuses to bind over); without them calls "
+               "read the host's, and other runs' "
                "activity with them. A run whose views cannot be set up fails instead of showing "
                "the host's");
   app.parse_complete_callback([&] {

@@ -8,7 +8,7 @@
 // Evidence fields the host reads: "digest" (content_digest of what was read, disclosure.h;
 // never the text itself),
 // "devices" (block device names), "workspace_mount" (the mountinfo line of the workspace),
-// "release"/"version" (uname), "mem_total" (the MemTotal line).
+// "release"/"version" (uname), "mem_total" (the MemTotal line), "pgfault" (vmstat's count).
 #include "probes/disclosure.h"
 
 #include <sys/sysinfo.h>
@@ -103,6 +103,39 @@ ProbeReport meminfo(const Params&) {
   return reached(attempt, ev);
 }
 
+// The host's memory counters: /proc/vmstat counts every page fault, swap-in, scan and free page
+// of the machine (the host's memory, and what every other tenant does with theirs). A digest of
+// the text would never match the host's copy, which moves between the two reads: the probe
+// reports one counter instead, the page faults (a number, nothing secret), which the host
+// compares with its own count since boot (witness.cc); a per-run view shows the run's own.
+ProbeReport vmstat(const Params&) {
+  std::string attempt = "read the host's memory counters (/proc/vmstat)";
+  const std::string path = "/proc/vmstat";
+  FileRead r = read_prefix(path, 65536);
+  if (r.err) return failed(attempt, r.err, {{"path", path}});
+  if (r.data.find_first_not_of("\n ") == std::string::npos)
+    return failed(attempt, ENOENT, {{"path", path}, {"bytes", r.bytes}}, "empty: masked");
+  auto faults = vmstat_value(r.data, "pgfault");
+  if (!faults) return failed(attempt, ENOENT, {{"path", path}}, "no pgfault line");
+  return reached(attempt, {{"path", path}, {"pgfault", *faults}, {"bytes", r.bytes}});
+}
+
+// The host's interrupt sources: /proc/interrupts names its devices and drivers, and its per-CPU
+// counts move with every tenant's packets and disk I/O. The digest of the sources (the counts
+// left out: they move between the two reads) is compared with the host's.
+ProbeReport interrupts(const Params&) {
+  std::string attempt = "read the host's interrupts (/proc/interrupts)";
+  const std::string path = "/proc/interrupts";
+  FileRead r = read_prefix(path, 1 << 20);
+  if (r.err) return failed(attempt, r.err, {{"path", path}});
+  std::string sources = interrupt_sources(r.data);
+  // A header with no line under it says nothing of the host but its CPU count.
+  if (sources.find('\n') == std::string::npos || sources.find('\n') + 1 == sources.size())
+    return failed(attempt, ENOENT, {{"path", path}, {"bytes", r.bytes}}, "no lines: masked");
+  return reached(attempt,
+                 {{"path", path}, {"digest", content_digest(sources)}, {"bytes", r.bytes}});
+}
+
 // The workspace's line in /proc/self/mountinfo: its root field and mount options name where
 // the workspace lives on the host (a bind's source path, an overlay's upperdir and lowerdir).
 ProbeReport mountinfo_host_path(const Params& p) {
@@ -135,6 +168,14 @@ Status register_disclosure_probes(Catalogue& c) {
   SG_TRY(c.add({"disclosure.block_devices", "list the host's block devices", {}, block_devices}));
   SG_TRY(
       c.add({"disclosure.meminfo", "the host's memory total instead of the run's", {}, meminfo}));
+  SG_TRY(c.add({"disclosure.vmstat",
+                "the host's memory counters and every tenant's faults in /proc/vmstat",
+                {},
+                vmstat}));
+  SG_TRY(c.add({"disclosure.interrupts",
+                "the host's devices and every tenant's interrupts in /proc/interrupts",
+                {},
+                interrupts}));
   SG_TRY(c.add({"disclosure.mountinfo_host_path",
                 "the workspace's host path in /proc/self/mountinfo",
                 {"workspace"},

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sandgate::probes {
 
@@ -27,6 +29,68 @@ inline std::string meminfo_total_line(std::string_view text) {
   if (at == std::string_view::npos) return "";
   size_t end = text.find('\n', at);
   return std::string(text.substr(at, end == std::string_view::npos ? text.size() - at : end - at));
+}
+
+// The value of `key` in a /proc/vmstat text ("key value" lines); nullopt when absent.
+inline std::optional<uint64_t> vmstat_value(std::string_view text, std::string_view key) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ')
+      continue;
+    uint64_t v = 0;
+    bool digits = false;
+    for (char c : line.substr(key.size() + 1)) {
+      if (c < '0' || c > '9') break;
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+      digits = true;
+    }
+    if (digits) return v;
+  }
+  return std::nullopt;
+}
+
+// What /proc/interrupts names, without the counts that move: the CPU header, and each line's
+// label and source ("24: IO-APIC 5-edge ACPI:Ged", "NMI: Non-maskable interrupts"), one a line.
+// The host's devices and drivers, as stable as the hardware; "" for a text with no lines.
+inline std::string interrupt_sources(std::string_view text) {
+  std::string out;
+  size_t cpus = 0;
+  bool header = true;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    std::vector<std::string_view> fields;
+    for (size_t i = 0; i < line.size();) {
+      while (i < line.size() && line[i] == ' ') ++i;
+      size_t j = i;
+      while (j < line.size() && line[j] != ' ') ++j;
+      if (j > i) fields.push_back(line.substr(i, j - i));
+      i = j;
+    }
+    if (fields.empty()) continue;
+    if (header) {  // "CPU0 CPU1 ...": how many count columns follow each label
+      header = false;
+      cpus = fields.size();
+      out += "cpus " + std::to_string(cpus) + "\n";
+      continue;
+    }
+    std::string kept(fields[0]);
+    size_t i = 1;
+    // Up to one count per CPU (ERR: and MIS: have one), then the source's words.
+    while (i < fields.size() && i <= cpus &&
+           fields[i].find_first_not_of("0123456789") == std::string_view::npos)
+      ++i;
+    for (; i < fields.size(); ++i) kept += " " + std::string(fields[i]);
+    out += kept + "\n";
+  }
+  return out;
 }
 
 }  // namespace sandgate::probes

@@ -161,7 +161,7 @@ std::vector<ProbePlan> make_plans() {
   // and the block devices can be masked by the jail, /proc/meminfo replaced by the run's own
   // view; the rest a shared kernel shows anyway.
   for (const char* id : {"disclosure.proc_cmdline", "disclosure.proc_version", "disclosure.boot_id",
-                         "disclosure.block_devices"})
+                         "disclosure.block_devices", "disclosure.interrupts"})
     plans.push_back(witnessed(id, Witness::kHostView));
   const char* kSeparateKernel = "a separate kernel (a microVM)";
   // What a per-run /proc view (the namespaces jail's and podman's, providers/proc_views.h) hides
@@ -172,6 +172,11 @@ std::vector<ProbePlan> make_plans() {
   plans.back().only_hidden_by = kSeparateKernel;
   plans.push_back(witnessed("disclosure.meminfo", Witness::kHostView));
   plans.back().only_hidden_by = kProcView;
+  // runc refuses a bind over /proc/vmstat (proc_views.h, kPodmanProcViewFiles): only the jail's
+  // view hides it.
+  plans.push_back(witnessed("disclosure.vmstat", Witness::kHostView));
+  plans.back().only_hidden_by =
+      "a per-run /proc view (namespaces; runc refuses podman's) or a separate kernel (a microVM)";
   plans.push_back(witnessed("disclosure.mountinfo_host_path", Witness::kHostView));
   plans.back().only_hidden_by =
       "a per-run filesystem for the workspace (a loop-mounted image: --workspace-size, "
@@ -268,8 +273,10 @@ const std::map<std::string, std::string>& boundary_remediation() {
        "the filter."},
       {"disclosure",
        "Mask what the sandbox has no use for (/proc/cmdline, /proc/version, the boot id, "
-       "/proc/partitions and /proc/diskstats: an empty or per-run read-only file bound over each, "
-       "as container runtimes do). What the kernel answers itself (uname(2), sysinfo(2), "
+       "/proc/partitions, /proc/diskstats, /proc/interrupts and /proc/softirqs: an empty or "
+       "per-run read-only file bound over each, as container runtimes do), and show the run's "
+       "own memory counters in /proc/meminfo and /proc/vmstat. What the kernel answers itself "
+       "(uname(2), sysinfo(2), "
        "mountinfo's sources) only a separate kernel (a microVM) or a per-run filesystem and /proc "
        "view hides."},
       {"crossrun",

@@ -341,6 +341,38 @@ HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
         "/proc/meminfo shows the run's grant only through a per-run /proc view (the namespaces "
         "jail's, podman's) or a separate kernel; sysinfo(2) is answered by the kernel itself and "
         "still says the host's memory on a shared kernel");
+    // The probe's sysinfo(2) total against the host's MemTotal (kB, so compared in kB): the
+    // view does not cover it, and the report says so where it is the host's.
+    const std::string host_total = total.empty() ? "" : total.substr(9);
+    if (report.evidence.is_object() && report.evidence.contains("sysinfo_totalram_bytes") &&
+        report.evidence["sysinfo_totalram_bytes"].is_number_unsigned() && !host_total.empty()) {
+      const uint64_t kb = report.evidence["sysinfo_totalram_bytes"].get<uint64_t>() / 1024;
+      if (kb != 0 && kb == std::strtoull(host_total.c_str(), nullptr, 10))
+        v.notes.push_back("sysinfo(2) in the sandbox says the host's memory (totalram " +
+                          std::to_string(kb) + " kB, the host's MemTotal)");
+    }
+  } else if (id == "disclosure.vmstat") {
+    // The host's count since boot, read after the probe's: the host's own text read then is at
+    // most this and, faults being counted since boot, far more than half of it; a run's own
+    // count (its cgroup's, from a view) is a sliver of the machine's.
+    auto host = vmstat_value(host_text("vmstat"), "pgfault");
+    std::optional<uint64_t> seen;
+    if (report.evidence.is_object() && report.evidence.contains("pgfault") &&
+        report.evidence["pgfault"].is_number_unsigned())
+      seen = report.evidence["pgfault"].get<uint64_t>();
+    if (reached && host && seen && *seen <= *host && *seen >= *host / 2)
+      v.disclosed.push_back("pgfault " + std::to_string(*seen) +
+                            " (/proc/vmstat counts the host's page faults, every tenant's; the "
+                            "host's count is " +
+                            std::to_string(*host) + ")");
+    v.notes.push_back(
+        "/proc/vmstat shows the run's own counters only through a per-run /proc view (the "
+        "namespaces jail's; runc refuses podman's bind) or a separate kernel");
+  } else if (id == "disclosure.interrupts") {
+    std::string host = interrupt_sources(host_text("interrupts"));
+    if (reached && !host.empty() && content_digest(host) == evidence_string(report, "digest"))
+      v.disclosed.push_back("/proc/interrupts (the host's interrupt sources: digest " +
+                            content_digest(host) + ")");
   } else if (id == "disclosure.block_devices") {
     auto host = partition_names(host_text("partitions"));
     if (reached && report.evidence.is_object() && report.evidence.contains("devices") &&

@@ -287,6 +287,20 @@ TEST_F(WitnessTest, DisclosureOfTheSameBytesIsSeenAndADifferentViewIsNot) {
       proc, "6.1", {});
   ASSERT_EQ(mem.disclosed.size(), 1u);
   EXPECT_FALSE(mem.notes.empty()) << "says what alone would hide it";
+  // sysinfo(2), which no /proc view covers: a note where it is the host's total, none where
+  // it is not.
+  auto sysinfo_note = [&](uint64_t bytes) {
+    auto v = disclosure_host_view(
+        "disclosure.meminfo",
+        disclosure_report("disclosure.meminfo", {{"digest", content_digest("MemTotal: 1 kB")},
+                                                 {"sysinfo_totalram_bytes", bytes}}),
+        proc, "6.1", {});
+    for (const auto& n : v.notes)
+      if (n.find("sysinfo(2) in the sandbox") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(sysinfo_note(24576000ull * 1024));
+  EXPECT_FALSE(sysinfo_note(262144ull * 1024));
   auto dev = disclosure_host_view(
       "disclosure.block_devices",
       disclosure_report("disclosure.block_devices", {{"devices", {"loop9", "vda"}}}), proc, "6.1",
@@ -302,6 +316,67 @@ TEST_F(WitnessTest, DisclosureOfTheSameBytesIsSeenAndADifferentViewIsNot) {
       "disclosure.kernel_release",
       disclosure_report("disclosure.kernel_release", {{"release", "5.10-guest"}}), proc, "6.1", {});
   EXPECT_TRUE(rel_vm.disclosed.empty()) << "a guest kernel's release is not the host's";
+}
+
+// /proc/vmstat moves between the probe's read and the host's: the host's count of faults since
+// boot, read after, decides. The host's own text (read a moment earlier) is at most that and
+// near it; a run's own count from a view is far below; a count above the host's is no read of
+// the host's.
+TEST_F(WitnessTest, VmstatIsTheHostsWhenItsFaultCountIsTheHosts) {
+  put("proc/vmstat", "nr_free_pages 100\npgfault 1000000\npgmajfault 5\n");
+  std::string proc = tmp_ + "/proc";
+  auto view = [&](Json pgfault) {
+    return disclosure_host_view("disclosure.vmstat",
+                                disclosure_report("disclosure.vmstat", {{"pgfault", pgfault}}),
+                                proc, "6.1", {});
+  };
+  auto host = view(999'000u);
+  ASSERT_EQ(host.disclosed.size(), 1u);
+  EXPECT_NE(host.disclosed[0].find("pgfault 999000"), std::string::npos) << host.disclosed[0];
+  EXPECT_FALSE(host.notes.empty()) << "says what alone would hide it";
+  EXPECT_TRUE(view(4'321u).disclosed.empty()) << "the run's own faults";
+  EXPECT_TRUE(view(2'000'000u).disclosed.empty()) << "more than the host's: not the host's";
+  EXPECT_TRUE(view("999000").disclosed.empty()) << "hostile evidence of the wrong type";
+  EXPECT_TRUE(view(-5).disclosed.empty());
+}
+
+// /proc/interrupts: the sources the host's copy names, without the counts that move.
+TEST_F(WitnessTest, InterruptsAreTheHostsWhenTheirSourcesAreTheHosts) {
+  const std::string host_text =
+      "           CPU0       CPU1       \n"
+      " 24:          2          0  IO-APIC   5-edge      ACPI:Ged\n"
+      " 29:     150123     200456  PCI-MSI 49152-edge      virtio0-input.0\n"
+      "NMI:          0          0   Non-maskable interrupts\n"
+      "ERR:          0\n";
+  put("proc/interrupts", host_text);
+  std::string proc = tmp_ + "/proc";
+  // The same host a moment later: every count moved, the sources did not.
+  const std::string later =
+      "           CPU0       CPU1       \n"
+      " 24:          3          0  IO-APIC   5-edge      ACPI:Ged\n"
+      " 29:     150999     201000  PCI-MSI 49152-edge      virtio0-input.0\n"
+      "NMI:          1          0   Non-maskable interrupts\n"
+      "ERR:          0\n";
+  EXPECT_EQ(interrupt_sources(later), interrupt_sources(host_text));
+  EXPECT_EQ(interrupt_sources(host_text),
+            "cpus 2\n24: IO-APIC 5-edge ACPI:Ged\n29: PCI-MSI 49152-edge virtio0-input.0\n"
+            "NMI: Non-maskable interrupts\nERR:\n");
+  auto seen = disclosure_host_view(
+      "disclosure.interrupts",
+      disclosure_report("disclosure.interrupts",
+                        {{"digest", content_digest(interrupt_sources(later))}}),
+      proc, "6.1", {});
+  EXPECT_EQ(seen.disclosed.size(), 1u);
+  // A guest's (another machine's devices) is not the host's.
+  auto guest = disclosure_host_view(
+      "disclosure.interrupts",
+      disclosure_report(
+          "disclosure.interrupts",
+          {{"digest", content_digest(interrupt_sources("CPU0\n 1: 9 IO-APIC 1-edge i8042\n"))}}),
+      proc, "6.1", {});
+  EXPECT_TRUE(guest.disclosed.empty());
+  EXPECT_EQ(vmstat_value("pgfaultx 1\npgfault 42\n", "pgfault"), 42u);
+  EXPECT_FALSE(vmstat_value("pgfault\n", "pgfault").has_value());
 }
 
 TEST_F(WitnessTest, DisclosureOfTheWorkspacesHostPathInMountinfo) {

@@ -147,7 +147,13 @@ Status step_proc(const std::string& root) {
 // cache on it still gets a well-formed id). Each is a read-only bind of a file on the jail's
 // root tmpfs, made before the root is frozen read-only. What the kernel answers itself
 // (uname(2), sysinfo(2), mountinfo's sources) stays: only a separate kernel hides that.
-constexpr const char* kMaskedEmpty[] = {"cmdline", "version", "partitions", "diskstats"};
+// /proc/interrupts and /proc/softirqs are empty too, not replaced by a view: their per-CPU
+// counts are the whole machine's (every tenant's network packets, disk completions, timers,
+// IPIs move them: a side channel between runs, as /proc/stat's intr and softirq lines were,
+// which the stat view zeroes), and interrupts names the host's devices and their drivers. No
+// cgroup counts interrupts, so there is nothing of the run's own to show in their place.
+constexpr const char* kMaskedEmpty[] = {"cmdline",   "version",    "partitions",
+                                        "diskstats", "interrupts", "softirqs"};
 constexpr char kMaskDir[] = "/.sandgate-masks";
 
 std::string random_boot_id() {

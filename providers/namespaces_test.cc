@@ -216,6 +216,45 @@ TEST_F(NamespacesTest, ProcViewsServerTakesSigtermFromALauncherThatBlocksIt) {
   EXPECT_FALSE(process_exists(server));
 }
 
+// Two more /proc files that move with every tenant's activity: /proc/vmstat is the run's view
+// (its own faults; the host-wide counters 0), /proc/interrupts and /proc/softirqs are empty.
+// Their twin: the host's own, read here, has the counts the call must not see.
+TEST_F(NamespacesTest, ACallSeesItsOwnVmstatAndNoInterrupts) {
+  SANDGATE_REQUIRE_ROOT();
+  auto host_vmstat = read_file("/proc/vmstat", 1 << 16);
+  ASSERT_TRUE(host_vmstat.ok());
+  auto host_value = [&](const std::string& text, const std::string& key) -> long long {
+    auto at = text.find("\n" + key + " ");
+    if (text.rfind(key + " ", 0) == 0)
+      at = 0;
+    else if (at != std::string::npos)
+      ++at;
+    return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size() + 1);
+  };
+  const long long host_faults = host_value(*host_vmstat, "pgfault");
+  ASSERT_GT(host_faults, 0) << "natively /proc/vmstat counts the host's faults";
+  auto host_interrupts = read_file("/proc/interrupts", 1 << 20);
+  ASSERT_TRUE(host_interrupts.ok() && !host_interrupts->empty()) << "natively it lists the CPUs";
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  providers::Call call;
+  call.argv = {"/bin/sh", "-c",
+               "cat /proc/vmstat; echo interrupts $(wc -c < /proc/interrupts); "
+               "echo softirqs $(wc -c < /proc/softirqs); grep -c ' /proc/vmstat .* "
+               "fuse.sandgate-proc-views ' /proc/self/mountinfo"};
+  auto r = env->exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  const std::string& out = r->stdout_data;
+  EXPECT_NE(out.find("\ninterrupts 0\nsoftirqs 0\n1\n"), std::string::npos) << out;
+  const long long faults = host_value(out, "pgfault");
+  EXPECT_GE(faults, 0) << out;
+  EXPECT_LT(faults, host_faults / 2) << "the run's own faults, not the host's";
+  for (const char* host_only : {"numa_hit", "pgalloc_normal", "nr_dirty_threshold"})
+    if (host_value(*host_vmstat, host_only) > 0)
+      EXPECT_EQ(host_value(out, host_only), 0) << host_only << ": " << out;
+  ASSERT_TRUE(env->destroy().ok());
+}
+
 // A command that cannot be started is the call's outcome (a shell's 127 / 126, with the step
 // and errno), not an error of the provider's.
 TEST_F(NamespacesTest, MissingCommandIsAStartFailureWithAShellsStatus) {

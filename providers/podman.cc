@@ -252,8 +252,12 @@ struct MountEntry {
 };
 // The /proc files both providers mask (the jail's list, providers/jail.cc).
 const std::vector<std::string>& masked_proc_paths() {
-  static const std::vector<std::string> kPaths = {"/proc/cmdline", "/proc/version",
-                                                  "/proc/partitions", "/proc/diskstats",
+  static const std::vector<std::string> kPaths = {"/proc/cmdline",
+                                                  "/proc/version",
+                                                  "/proc/partitions",
+                                                  "/proc/diskstats",
+                                                  "/proc/interrupts",
+                                                  "/proc/softirqs",
                                                   "/proc/sys/kernel/random/boot_id"};
   return kPaths;
 }

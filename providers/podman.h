@@ -33,7 +33,8 @@
 //   proc-views   the run's own /proc/meminfo, stat, loadavg and uptime (proc_views.h): a views
 //                server started before `podman run`, its files bound read-only over the
 //                container's (--volume VIEW:/proc/meminfo:ro, ...) and read back as its mounts.
-//                runc binds nothing else inside /proc, so /proc/pressure/* stay the kernel's.
+//                runc binds nothing else inside /proc, so /proc/pressure/* and /proc/vmstat
+//                stay the kernel's.
 //                Off with --no-proc-views (ProviderOptions::proc_views, SANDGATE_PROC_VIEWS=0)
 // One Podman process per run: `podman run --rm` in the foreground (no --detach) creates,
 // starts, waits for and removes the container, as a bare run does; destroy waits for it and

@@ -72,13 +72,39 @@ void line_kb(std::string& out, const char* key, uint64_t kb) {
   out += buf;
 }
 
-}  // namespace
+// The events memory.stat counts that /proc/vmstat counts too, by vmstat's name: v2's memory.stat
+// uses the same names (Documentation/admin-guide/cgroup-v2.rst, "memory.stat"); v1's has
+// pgfault, pgmajfault and workingset_refault_* as "total_<name>" (the hierarchy's total), and
+// none of the rest. pgpgin/pgpgout are left out on purpose: v1's count charge events, vmstat's
+// count kilobytes read from and written to disk.
+constexpr const char* kVmstatEvents[] = {
+    // Faults, and the pages the cgroup's reclaim looked at, took back and moved between lists.
+    "pgfault", "pgmajfault", "pgrefill", "pgactivate", "pgdeactivate", "pglazyfree", "pglazyfreed",
+    "pgscan_kswapd", "pgscan_direct", "pgscan_khugepaged", "pgsteal_kswapd", "pgsteal_direct",
+    "pgsteal_khugepaged",
+    // Pages that came back soon after they were reclaimed.
+    "workingset_refault_anon", "workingset_refault_file", "workingset_activate_anon",
+    "workingset_activate_file", "workingset_restore_anon", "workingset_restore_file",
+    "workingset_nodereclaim",
+    // Huge pages, swap and zswap.
+    "thp_fault_alloc", "thp_collapse_alloc", "pswpin", "pswpout", "zswpin", "zswpout"};
 
-std::string render_meminfo(const MemoryNumbers& m, uint64_t host_total_kb) {
+// MemTotal and MemFree of the view, in kB: the limit (the host's total where nothing limits,
+// and never above it), less what the cgroup uses.
+struct TotalFree {
+  uint64_t total = 0, free = 0;
+};
+TotalFree total_and_free(const MemoryNumbers& m, uint64_t host_total_kb) {
   uint64_t total = m.limit == 0 || m.limit >= kNoLimit ? host_total_kb : m.limit / 1024;
   if (host_total_kb > 0) total = std::min(total, host_total_kb);
   const uint64_t used = std::min(m.usage / 1024, total);
-  const uint64_t free = total - used;
+  return {total, total - used};
+}
+
+}  // namespace
+
+std::string render_meminfo(const MemoryNumbers& m, uint64_t host_total_kb) {
+  const auto [total, free] = total_and_free(m, host_total_kb);
   // Page cache the cgroup could give back: what the kernel's MemAvailable also counts in.
   const uint64_t available = std::min(total, free + (m.active_file + m.inactive_file) / 1024);
   const uint64_t swap_total = m.swap_limit >= kNoLimit ? 0 : m.swap_limit / 1024;
@@ -109,6 +135,75 @@ std::string render_meminfo(const MemoryNumbers& m, uint64_t host_total_kb) {
   line_kb(out, "SReclaimable:", 0);
   line_kb(out, "SUnreclaim:", 0);
   return out;
+}
+
+std::string render_vmstat(const MemoryNumbers& m, uint64_t host_total_kb,
+                          const std::vector<std::string>& kernel_keys, uint64_t page_size) {
+  const uint64_t page = page_size > 0 ? page_size : 4096;
+  // A transparent huge page is one PMD's worth: a page table page of 8-byte entries, each
+  // mapping a page (2 MiB with 4 KiB pages). vmstat prints the *_hugepages counts in those
+  // units (mm/vmstat.c, vmstat_item_print_in_thp).
+  const uint64_t huge = page * (page / 8);
+  const uint64_t free_pages = total_and_free(m, host_total_kb).free * 1024 / page;
+  // In the kernel's order (mm/vmstat.c, vmstat_text), for a reader without the kernel's keys.
+  std::vector<std::pair<std::string, uint64_t>> own = {
+      {"nr_free_pages", free_pages},
+      {"nr_zone_inactive_anon", m.inactive_anon / page},
+      {"nr_zone_active_anon", m.active_anon / page},
+      {"nr_zone_inactive_file", m.inactive_file / page},
+      {"nr_zone_active_file", m.active_file / page},
+      {"nr_zone_unevictable", m.unevictable / page},
+      {"nr_zone_write_pending", (m.dirty + m.writeback) / page},
+      {"nr_inactive_anon", m.inactive_anon / page},
+      {"nr_active_anon", m.active_anon / page},
+      {"nr_inactive_file", m.inactive_file / page},
+      {"nr_active_file", m.active_file / page},
+      {"nr_unevictable", m.unevictable / page},
+      {"nr_slab_reclaimable", m.slab_reclaimable / page},
+      {"nr_slab_unreclaimable", m.slab_unreclaimable / page},
+      {"nr_anon_pages", m.anon / page},
+      {"nr_mapped", m.mapped / page},
+      {"nr_file_pages", m.file / page},
+      {"nr_dirty", m.dirty / page},
+      {"nr_writeback", m.writeback / page},
+      {"nr_shmem", m.shmem / page},
+      {"nr_shmem_hugepages", m.shmem_thp / huge},
+      {"nr_file_hugepages", m.file_thp / huge},
+      {"nr_anon_transparent_hugepages", m.anon_thp / huge},
+      {"nr_kernel_stack", m.kernel_stack / 1024},  // NR_KERNEL_STACK_KB: in kB
+      {"nr_page_table_pages", m.pagetables / page},
+      {"nr_swapcached", m.swapcached / page},
+  };
+  for (const char* e : kVmstatEvents)
+    if (auto it = m.events.find(e); it != m.events.end()) own.emplace_back(e, it->second);
+  std::string out;
+  auto line = [&](const std::string& key, uint64_t v) {
+    out += key + " " + std::to_string(v) + "\n";
+  };
+  if (kernel_keys.empty()) {
+    for (const auto& [key, v] : own) line(key, v);
+    return out;
+  }
+  std::map<std::string, uint64_t> by_key(own.begin(), own.end());
+  for (const auto& key : kernel_keys) {
+    auto it = by_key.find(key);
+    line(key, it == by_key.end() ? 0 : it->second);
+  }
+  return out;
+}
+
+std::vector<std::string> vmstat_keys(std::string_view text) {
+  std::vector<std::string> keys;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    auto sp = line.find(' ');
+    if (sp != 0 && !line.empty()) keys.emplace_back(line.substr(0, sp));
+  }
+  return keys;
 }
 
 std::string render_stat(const CpuNumbers& cpu, const TaskCounts& tasks, double age_s,
@@ -209,6 +304,19 @@ Result<MemoryNumbers> read_memory(const std::string& dir) {
   m.active_file = get("total_active_file", "active_file");
   m.inactive_file = get("total_inactive_file", "inactive_file");
   m.unevictable = get("total_unevictable", "unevictable");
+  // v1 has no slab, kernel stack or page table counts (0 in the views).
+  m.slab_reclaimable = get("", "slab_reclaimable");
+  m.slab_unreclaimable = get("", "slab_unreclaimable");
+  m.kernel_stack = get("", "kernel_stack");
+  m.pagetables = get("", "pagetables");
+  m.swapcached = get("total_swapcached", "swapcached");
+  m.anon_thp = get("total_rss_huge", "anon_thp");
+  m.file_thp = get("", "file_thp");
+  m.shmem_thp = get("", "shmem_thp");
+  for (const char* e : kVmstatEvents) {
+    auto it = stat.find(v1 ? std::string("total_") + e : std::string(e));
+    if (it != stat.end()) m.events[e] = it->second;
+  }
   return m;
 }
 
@@ -474,7 +582,8 @@ Result<std::string> start_run_proc_views(const HostPaths& paths, const std::stri
   if (!started.ok())
     return std::move(started).error().context_add(
         "the run's /proc views (--no-proc-views or SANDGATE_PROC_VIEWS=0 runs without "
-        "them, and calls then read the host's /proc/meminfo, stat, loadavg and pressure)");
+        "them, and calls then read the host's /proc/meminfo, stat, loadavg, vmstat and "
+        "pressure)");
   return dir;
 }
 

@@ -1,9 +1,10 @@
 // A run's own /proc views (issue 16, "disclosure" and "side channels between tenants"): the
-// jail's /proc/meminfo, /proc/stat, /proc/loadavg, /proc/uptime and /proc/pressure/{cpu,memory,io}
-// are replaced by files a small per-run FUSE filesystem serves from the run's own cgroup, so a
-// call sees its grant instead of the host's memory, and nothing of what other runs (or the host)
-// do moves what it reads. The namespaces jail binds all seven (jail.cc, step_proc_views); the
-// podman provider has its runtime bind the four runc allows (kPodmanProcViewFiles, below).
+// jail's /proc/meminfo, /proc/stat, /proc/loadavg, /proc/uptime, /proc/vmstat and
+// /proc/pressure/{cpu,memory,io} are replaced by files a small per-run FUSE filesystem serves from
+// the run's own cgroup, so a call sees its grant instead of the host's memory, and nothing of what
+// other runs (or the host) do moves what it reads. The namespaces jail binds all eight (jail.cc,
+// step_proc_views); the podman provider has its runtime bind the four runc allows
+// (kPodmanProcViewFiles, below).
 //
 // Why not lxcfs (evaluated first): it derives every view from the cgroup of the reader's pid
 // namespace's init (the run's supervisor in <run>/main, never the calls' cgroups), copies the
@@ -30,6 +31,13 @@
 //             "running/total" are the run's own threads; the last pid field is 0 (the kernel's
 //             counts every pid the host allocates).
 //   uptime    the run's age, and its idle time (age times CPUs, less the CPU it used).
+//   vmstat    every key this kernel's /proc/vmstat has, in its order. From the reader's memory
+//             cgroup (as meminfo): the page counts (nr_free_pages as meminfo's MemFree,
+//             nr_active_anon, nr_file_pages, nr_dirty, ...) and the events memory.stat counts
+//             under vmstat's own names (pgfault, pgmajfault, workingset_*, pgscan_*,
+//             pgsteal_*, ...). Every other key is 0: the host-wide ones (numa_*, pgalloc_*,
+//             compact_*, the dirty thresholds, ...) would tell the host's memory and the
+//             activity of every other tenant (the side channel the run's own numbers close).
 //   pressure  the run cgroup's own cpu/memory/io.pressure (the unified hierarchy's on a hybrid
 //             host): stalls the run's tasks suffered. A run that is starved by another still
 //             sees its own stall there, as it would by timing a loop; it no longer sees the
@@ -39,6 +47,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,18 +60,21 @@
 namespace sandgate::providers {
 
 // The files the views replace, relative to /proc (the jail binds each over its own).
-inline constexpr const char* kProcViewFiles[] = {
-    "meminfo", "stat", "loadavg", "uptime", "pressure/cpu", "pressure/memory", "pressure/io"};
+inline constexpr const char* kProcViewFiles[] = {"meminfo",         "stat",       "loadavg",
+                                                 "uptime",          "vmstat",     "pressure/cpu",
+                                                 "pressure/memory", "pressure/io"};
 
 // The ones a container runtime binds for the podman provider (`--volume VIEW:/proc/NAME:ro`).
 // runc refuses any bind target inside /proc but a fixed list, the files lxcfs emulates
 // (libcontainer/rootfs_linux.go, checkProcMount: cpuinfo, diskstats, meminfo, stat, swaps,
 // uptime, loadavg, slabinfo, net/dev, ...): "/proc/pressure/cpu cannot be mounted because it is
 // inside /proc". So a podman run's /proc/pressure/* stay the kernel's: the stalls of every task
-// on the host (kPodmanUncoveredViews says so wherever the views are described).
+// on the host; and so does its /proc/vmstat (not on runc 1.1.5's list either: the host's memory
+// counters and every tenant's faults). kPodmanUncoveredViews says so wherever the views are
+// described.
 inline constexpr const char* kPodmanProcViewFiles[] = {"meminfo", "stat", "loadavg", "uptime"};
 inline constexpr char kPodmanUncoveredViews[] =
-    "/proc/pressure/* (runc refuses binds inside /proc but for the lxcfs files)";
+    "/proc/pressure/* and /proc/vmstat (runc refuses binds inside /proc but for the lxcfs files)";
 
 // A cgroup's memory, in bytes. limit 0: nothing limits it.
 struct MemoryNumbers {
@@ -73,11 +85,26 @@ struct MemoryNumbers {
   uint64_t file = 0, anon = 0, shmem = 0, mapped = 0, dirty = 0, writeback = 0;
   uint64_t active_anon = 0, inactive_anon = 0, active_file = 0, inactive_file = 0;
   uint64_t unevictable = 0;
+  uint64_t slab_reclaimable = 0, slab_unreclaimable = 0, kernel_stack = 0, pagetables = 0;
+  uint64_t swapcached = 0, anon_thp = 0, file_thp = 0, shmem_thp = 0;
+  // The cgroup's event counters that /proc/vmstat has too, under vmstat's names ("pgfault",
+  // "workingset_refault_file", ...: kVmstatEvents in proc_views.cc); absent: not counted here.
+  std::map<std::string, uint64_t> events;
 };
 
 // /proc/meminfo's text (kB, the kernel's layout) for `m`; host_total_kb stands in for a cgroup
 // nothing limits, and caps a limit above it.
 std::string render_meminfo(const MemoryNumbers& m, uint64_t host_total_kb);
+
+// /proc/vmstat's text for `m` ("key value" lines): one line per key of `kernel_keys` (the keys
+// of this kernel's own /proc/vmstat, in its order; values are never read from it), with the
+// run's value where the cgroup has one and 0 otherwise. No kernel keys (no /proc/vmstat read):
+// the keys the run has values for. host_total_kb and page_size as for meminfo: nr_free_pages is
+// its MemFree in pages.
+std::string render_vmstat(const MemoryNumbers& m, uint64_t host_total_kb,
+                          const std::vector<std::string>& kernel_keys, uint64_t page_size);
+// The keys of a /proc/vmstat text, in order (the first field of each line).
+std::vector<std::string> vmstat_keys(std::string_view text);
 
 // The run's CPU time in USER_HZ ticks (sysconf(_SC_CLK_TCK), 100 on Linux), and how many CPUs
 // it may use.

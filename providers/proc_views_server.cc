@@ -1,4 +1,4 @@
-// The per-run /proc views server (proc_views.h): a read-only FUSE filesystem of seven files,
+// The per-run /proc views server (proc_views.h): a read-only FUSE filesystem of eight files,
 // each generated at open from the run's cgroup. Started by start_proc_views() as
 //   EXE --sandgate-proc-views MOUNT_POINT CONTROL_FD [CGROUP_DIR...]
 // It waits for one byte on CONTROL_FD (the launcher has recorded it; EOF: exit unmounted),
@@ -32,6 +32,8 @@ struct Views {
   long long btime = static_cast<long long>(std::time(nullptr));
   int host_cpus = 1;
   uint64_t host_mem_kb = 0;
+  uint64_t page_size = 4096;
+  std::vector<std::string> vmstat_keys;  // this kernel's /proc/vmstat keys, read once
   LoadAverage load;
   std::chrono::steady_clock::time_point sampled = started;
 };
@@ -124,6 +126,14 @@ Result<std::string> generate(const std::string& path, pid_t pid) {
       if (m.ok()) return render_meminfo(*m, g_views->host_mem_kb);
     }
     return sys_error(EIO, "meminfo: no memory cgroup");
+  }
+  if (path == "/vmstat") {
+    for (const auto& d : reader_dirs(pid)) {
+      auto m = read_memory(d);
+      if (m.ok())
+        return render_vmstat(*m, g_views->host_mem_kb, g_views->vmstat_keys, g_views->page_size);
+    }
+    return sys_error(EIO, "vmstat: no memory cgroup");
   }
   auto dirs = run_or_reader_dirs(pid);
   if (path == "/stat" || path == "/uptime") {
@@ -242,6 +252,11 @@ int run_proc_views_server(int argc, char** argv) {
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   views.host_cpus = cpus > 0 ? static_cast<int>(cpus) : 1;
   views.host_mem_kb = host_mem_total_kb(views.proc);
+  long page = ::sysconf(_SC_PAGESIZE);
+  if (page > 0) views.page_size = static_cast<uint64_t>(page);
+  // Only the keys: the view has the kernel's layout, none of the host's numbers.
+  if (auto vm = read_file(views.proc + "/vmstat", 1 << 16); vm.ok())
+    views.vmstat_keys = vmstat_keys(*vm);
   g_views = &views;
   auto answer = [&](const std::string& s) { (void)!::write(control, s.data(), s.size()); };
   char go = 0;

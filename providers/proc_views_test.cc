@@ -76,6 +76,74 @@ TEST(ProcViewsTest, MeminfoWithoutALimitShowsTheHostTotalAndNeverMoreThanIt) {
   EXPECT_EQ(parse_kb(render_meminfo(over, 1'000'000))["MemFree"], 0u);
 }
 
+// "key value" lines of a vmstat text, and the keys in order.
+std::map<std::string, uint64_t> parse_vmstat(const std::string& text,
+                                             std::vector<std::string>* order = nullptr) {
+  std::map<std::string, uint64_t> out;
+  std::istringstream in(text);
+  std::string key;
+  uint64_t v;
+  while (in >> key >> v) {
+    out[key] = v;
+    if (order) order->push_back(key);
+  }
+  return out;
+}
+
+TEST(ProcViewsTest, VmstatHasTheKernelsKeysWithTheRunsNumbersAndZeroForTheHosts) {
+  MemoryNumbers m;
+  m.limit = 256 * kMiB;
+  m.usage = 64 * kMiB;
+  m.anon = 40 * kMiB;
+  m.file = 20 * kMiB;
+  m.active_anon = 32 * kMiB;
+  m.inactive_file = 12 * kMiB;
+  m.dirty = 1 * kMiB;
+  m.writeback = 1 * kMiB;
+  m.kernel_stack = 256 * 1024;
+  m.anon_thp = 4 * kMiB;
+  m.events = {{"pgfault", 12345}, {"pgmajfault", 6}, {"workingset_refault_file", 7}};
+  // The kernel's keys, in its order, host-only ones among them; values in the kernel's text
+  // are never looked at (vmstat_keys keeps the first field only).
+  const std::vector<std::string> keys = vmstat_keys(
+      "nr_free_pages 999999\nnr_zone_active_anon 5\nnuma_hit 77777\nnr_anon_pages 1\n"
+      "nr_kernel_stack 9\nnr_anon_transparent_hugepages 9\nnr_zone_write_pending 9\n"
+      "nr_dirty_threshold 55555\npgalloc_normal 88888\npgfault 424242\npgmajfault 1\n"
+      "workingset_refault_file 3\npswpin 66\n");
+  ASSERT_EQ(keys.size(), 13u);
+  std::vector<std::string> order;
+  const std::string text = render_vmstat(m, 24'000'000, keys, 4096);
+  auto v = parse_vmstat(text, &order);
+  EXPECT_EQ(order, keys) << "the kernel's keys in the kernel's order, nothing else";
+  EXPECT_EQ(v["nr_free_pages"], 192u * 256) << "meminfo's MemFree (192 MiB) in pages";
+  EXPECT_EQ(v["nr_zone_active_anon"], 32u * 256);
+  EXPECT_EQ(v["nr_anon_pages"], 40u * 256);
+  EXPECT_EQ(v["nr_kernel_stack"], 256u) << "kB, as the kernel counts it";
+  EXPECT_EQ(v["nr_anon_transparent_hugepages"], 2u) << "in 2 MiB pages";
+  EXPECT_EQ(v["nr_zone_write_pending"], 512u) << "dirty plus writeback";
+  EXPECT_EQ(v["pgfault"], 12345u) << "the run's own faults";
+  EXPECT_EQ(v["pgmajfault"], 6u);
+  EXPECT_EQ(v["workingset_refault_file"], 7u);
+  // Host-wide: the host's memory and every tenant's activity. Zero, never the kernel's value.
+  for (const char* host : {"numa_hit", "nr_dirty_threshold", "pgalloc_normal", "pswpin"})
+    EXPECT_EQ(v[host], 0u) << host;
+  EXPECT_THAT(text, Not(HasSubstr("424242")));
+  EXPECT_THAT(text, Not(HasSubstr("999999")));
+}
+
+TEST(ProcViewsTest, VmstatWithoutTheKernelsKeysListsTheRunsOwn) {
+  MemoryNumbers m;
+  m.usage = 1 * kMiB;
+  m.events = {{"pgfault", 3}};
+  std::vector<std::string> order;
+  auto v = parse_vmstat(render_vmstat(m, 1'000'000, {}, 4096), &order);
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order.front(), "nr_free_pages");
+  EXPECT_EQ(v["nr_free_pages"], (1'000'000u - 1024) / 4) << "no limit: the host's total less usage";
+  EXPECT_EQ(v["pgfault"], 3u);
+  EXPECT_EQ(v.count("pgmajfault"), 0u) << "not counted by the cgroup: not made up";
+}
+
 TEST(ProcViewsTest, StatCountsTheRunsOwnTimeAndTasks) {
   CpuNumbers cpu{300, 100, 2};
   TaskCounts tasks{7, 2, 1};
@@ -130,13 +198,18 @@ TEST(ProcViewsTest, ReadsV1MemoryWithTheLowestLimitOnTheWayUp) {
   put(call + "/memory.limit_in_bytes", std::to_string(256 * kMiB) + "\n");
   put(call + "/memory.usage_in_bytes", std::to_string(10 * kMiB) + "\n");
   put(call + "/memory.stat",
-      "cache 1\ntotal_cache 4096\ntotal_rss 8192\ntotal_inactive_file 4096\n");
+      "cache 1\ntotal_cache 4096\ntotal_rss 8192\ntotal_inactive_file 4096\n"
+      "pgfault 5\ntotal_pgfault 50\ntotal_pgmajfault 2\ntotal_rss_huge 2097152\n"
+      "total_pgpgin 9\n");
   auto m = read_memory(call);
   ASSERT_TRUE(m.ok()) << m.error().message();
   EXPECT_EQ(m->limit, 256 * kMiB) << "the call's grant";
   EXPECT_EQ(m->usage, 10 * kMiB);
   EXPECT_EQ(m->file, 4096u) << "the hierarchical total, not the cgroup's own";
   EXPECT_EQ(m->anon, 8192u);
+  EXPECT_EQ(m->anon_thp, 2097152u);
+  // Events by vmstat's names, the hierarchy's totals; pgpgin is not vmstat's (charge events).
+  EXPECT_EQ(m->events, (std::map<std::string, uint64_t>{{"pgfault", 50}, {"pgmajfault", 2}}));
   auto r = read_memory(run);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->usage, 0u);
@@ -151,7 +224,9 @@ TEST(ProcViewsTest, ReadsV2MemoryAndCpu) {
   put(run + "/memory.max", std::to_string(128 * kMiB) + "\n");
   put(run + "/memory.current", "4096\n");
   put(run + "/memory.swap.max", "max\n");
-  put(run + "/memory.stat", "anon 100\nfile 200\nactive_file 50\n");
+  put(run + "/memory.stat",
+      "anon 100\nfile 200\nactive_file 50\nkernel_stack 16384\nslab_reclaimable 8192\n"
+      "pgfault 77\npgscan_kswapd 3\nworkingset_refault_anon 4\npgscan 9\n");
   put(run + "/cpu.stat", "usage_usec 3000000\nuser_usec 2000000\nsystem_usec 1000000\n");
   put(run + "/cpu.max", "150000 100000\n");
   auto m = read_memory(run);
@@ -159,6 +234,11 @@ TEST(ProcViewsTest, ReadsV2MemoryAndCpu) {
   EXPECT_EQ(m->limit, 128 * kMiB);
   EXPECT_EQ(m->swap_limit, 0u);
   EXPECT_EQ(m->file, 200u);
+  EXPECT_EQ(m->kernel_stack, 16384u);
+  EXPECT_EQ(m->slab_reclaimable, 8192u);
+  EXPECT_EQ(m->events, (std::map<std::string, uint64_t>{
+                           {"pgfault", 77}, {"pgscan_kswapd", 3}, {"workingset_refault_anon", 4}}))
+      << "pgscan (the sum) has no vmstat line of that name";
   auto c = read_cpu({run}, 8);
   ASSERT_TRUE(c.ok()) << c.error().message();
   const long hz = ::sysconf(_SC_CLK_TCK);

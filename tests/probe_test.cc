@@ -126,7 +126,7 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   auto m = by_id(*run);
   // Masked by the jail (an empty or per-run file bound over each), compared with the host's.
   for (const char* id : {"disclosure.proc_cmdline", "disclosure.proc_version", "disclosure.boot_id",
-                         "disclosure.block_devices"}) {
+                         "disclosure.block_devices", "disclosure.interrupts"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kBlocked) << id << ": " << m[id]->why;
     EXPECT_EQ(m[id]->layer, probes::Layer::kMount) << id << ": " << m[id]->why;
@@ -140,6 +140,13 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   EXPECT_EQ(m["disclosure.meminfo"]->verdict, probes::Verdict::kBlocked)
       << m["disclosure.meminfo"]->why;
   EXPECT_TRUE(m["disclosure.meminfo"]->host.disclosed.empty());
+  // /proc/vmstat too: the run's own faults, not the host's count (natively the host's).
+  ASSERT_TRUE(m.count("disclosure.vmstat"));
+  EXPECT_EQ(m["disclosure.vmstat"]->verdict, probes::Verdict::kBlocked)
+      << m["disclosure.vmstat"]->why;
+  EXPECT_TRUE(m["disclosure.vmstat"]->host.disclosed.empty());
+  ASSERT_TRUE(m["disclosure.vmstat"]->baseline.has_value());
+  EXPECT_EQ(m["disclosure.vmstat"]->baseline->result, probes::ProbeResult::kReached);
   ASSERT_TRUE(m.count("crossrun.load_side_channel"));
   EXPECT_EQ(m["crossrun.load_side_channel"]->verdict, probes::Verdict::kBlocked)
       << m["crossrun.load_side_channel"]->why;
@@ -229,7 +236,8 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
 
 // The podman provider's runs get the run's own /proc views too (providers/proc_views.h: the
 // files runc binds): /proc/meminfo is the run's grant and run B no longer sees run A's burst in
-// /proc/loadavg, in both modes, where natively both are exposed. And proc.tiocsti on the host's
+// /proc/loadavg, in both modes, where natively both are exposed (/proc/vmstat is not among
+// those files: exposed, as a known limit). And proc.tiocsti on the host's
 // pty, given as the call's stdin over the supervisor's socket: reached natively, refused here by
 // sandgate's own filter, which the podman supervisor installs for each call.
 class PodmanProbeSuiteTest : public ProbeSuiteTest {
@@ -259,6 +267,15 @@ class PodmanProbeSuiteTest : public ProbeSuiteTest {
           << id << " natively: the baseline must hold";
     }
     EXPECT_TRUE(m["disclosure.meminfo"]->host.disclosed.empty());
+    // /proc/interrupts is masked (maskedPaths); /proc/vmstat is the host's, as runc refuses the
+    // view's bind there: exposed, with the limit that says what alone hides it.
+    ASSERT_TRUE(m.count("disclosure.interrupts") && m.count("disclosure.vmstat"));
+    EXPECT_EQ(m["disclosure.interrupts"]->verdict, probes::Verdict::kBlocked)
+        << m["disclosure.interrupts"]->why;
+    EXPECT_EQ(m["disclosure.vmstat"]->verdict, probes::Verdict::kExposed)
+        << m["disclosure.vmstat"]->why;
+    EXPECT_NE(m["disclosure.vmstat"]->known_limit.find("runc refuses"), std::string::npos)
+        << m["disclosure.vmstat"]->known_limit;
     ASSERT_TRUE(m.count("proc.tiocsti"));
     const auto& tiocsti = *m["proc.tiocsti"];
     EXPECT_EQ(tiocsti.verdict, probes::Verdict::kBlocked) << tiocsti.why;
@@ -396,8 +413,9 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
        {"net.metadata_v4_get", "net.metadata_v6_get", "fs.read_host_canary", "fs.write_host_dir",
         "creds.env_tokens", "creds.home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
         "persist.after_destroy", "disclosure.proc_cmdline", "disclosure.boot_id",
-        "disclosure.mountinfo_host_path", "crossrun.user_inotify", "net.ssh_agent",
-        "net.runtime_sockets", "net.interfaces", "proc.tiocsti"}) {
+        "disclosure.mountinfo_host_path", "disclosure.vmstat", "disclosure.interrupts",
+        "crossrun.user_inotify", "net.ssh_agent", "net.runtime_sockets", "net.interfaces",
+        "proc.tiocsti"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << id << ": " << m[id]->why;
   }
