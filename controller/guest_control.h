@@ -10,6 +10,11 @@
 // (guest_observation_from_json) into the call's outcome, which is then classified as any other:
 // an OOM kill in the guest's call cgroup is a memory_limit outcome, the same shape as on the host.
 //
+// Whose word it is: the observation is the guest kernel's, read by the agent (root in the
+// guest). A call that got root in the guest could forge it; the host's own witness of such a
+// run is QEMU's cgroup (the run ceiling, its OOM kills in run_oom_kills). The host reads the
+// observation as hostile data, so a forged one can lie but cannot break the host.
+//
 // What stays on the host: the call's timeout (the host's Supervisor kills it), the run's OOM
 // kills (QEMU, in the run's cgroup), and the rlimits (sent with the call as for every provider).
 // What is not done in the guest: io limits (the guest's disk is not the host's device; the
