@@ -225,13 +225,43 @@ Result<CallObservation> guest_observation_from_json(const Json& j) {
 GuestCalls::GuestCalls(std::unique_ptr<CgroupBackend> backend, HostPaths paths,
                        std::string calls_rel)
     : backend_(std::move(backend)), paths_(std::move(paths)), calls_rel_(std::move(calls_rel)),
-      actuator_(*backend_) {}
+      actuator_(*backend_) {
+  reaper_ = std::thread([this] { reaper_loop(); });
+}
 
 GuestCalls::~GuestCalls() {
   if (monitor_)
     for (auto& [id, c] : calls_)
       if (c.watched) monitor_->unwatch(id);
   monitor_.reset();
+  {
+    std::lock_guard lock(reap_mu_);
+    stopping_ = true;
+  }
+  reap_cv_.notify_all();
+  reaper_.join();  // after the queue is empty
+}
+
+void GuestCalls::reaper_loop() {
+  for (;;) {
+    Cgroup cg;
+    {
+      std::unique_lock lock(reap_mu_);
+      reap_cv_.wait(lock, [&] { return stopping_ || !to_remove_.empty(); });
+      if (to_remove_.empty()) return;
+      cg = std::move(to_remove_.front());
+      to_remove_.pop_front();
+    }
+    if (auto s = backend_->remove(cg); !s.ok())
+      spdlog::warn("revoking {}: {}", cg.rel, s.error().message());
+    std::lock_guard lock(reap_mu_);
+    if (--pending_ == 0) settled_.notify_all();
+  }
+}
+
+void GuestCalls::settle() {
+  std::unique_lock lock(reap_mu_);
+  settled_.wait(lock, [&] { return pending_ == 0; });
 }
 
 std::string GuestCalls::cgroup_of(uint64_t call) const {
@@ -288,9 +318,20 @@ Json GuestCalls::end(uint64_t call) {
   }
   c.ladder->finish(now);
   Json seen = guest_observation_to_json(c.ladder->observation());
-  // Revoked: whatever the call left is killed, its cgroup removed.
-  if (auto s = backend_->remove(c.cg); !s.ok())
-    spdlog::warn("revoking {}: {}", c.cg.rel, s.error().message());
+  // Revoked: whatever the call left is killed before its end is sent; an empty cgroup (the
+  // usual case) is removed by the reaper, off the call's path.
+  auto left = backend_->procs(c.cg);
+  if (!left.ok() || !left->empty()) {
+    if (auto s = backend_->remove(c.cg); !s.ok())
+      spdlog::warn("revoking {}: {}", c.cg.rel, s.error().message());
+  } else {
+    {
+      std::lock_guard lock(reap_mu_);
+      to_remove_.push_back(c.cg);
+      ++pending_;
+    }
+    reap_cv_.notify_one();
+  }
   calls_.erase(it);
   return seen;
 }

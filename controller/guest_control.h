@@ -23,7 +23,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <string>
 
@@ -70,6 +74,9 @@ class GuestCalls final : public GuestCallControl {
   Status place(uint64_t call, pid_t pid) override;
   Json end(uint64_t call) override;
   std::string cgroup_of(uint64_t call) const override;
+  // Waits until the reaper has removed the cgroups of the calls ended so far (for tests;
+  // nothing needs it for correctness).
+  void settle();
 
  private:
   struct Call {
@@ -84,6 +91,17 @@ class GuestCalls final : public GuestCallControl {
   BackendActuator actuator_;
   std::unique_ptr<Monitor> monitor_;  // made with the first call's sample interval
   std::map<uint64_t, Call> calls_;
+  // Removes the cgroups of ended calls that nothing is left in, after their end has been sent,
+  // as the host's controller does (its reaper): an rmdir waits for the kernel, the call's
+  // outcome need not. A call that left processes is killed and removed before its end is sent.
+  void reaper_loop();
+  std::mutex reap_mu_;
+  std::condition_variable reap_cv_;
+  std::condition_variable settled_;
+  std::deque<Cgroup> to_remove_;
+  int pending_ = 0;  // queued or being removed
+  bool stopping_ = false;
+  std::thread reaper_;
 };
 
 // The factory the guest agent is given (cli/supervisor_main.cc): the pure-v2 backend of the

@@ -217,8 +217,16 @@ TEST_F(GuestCallsTest, TheGrantIsWrittenTheCallWatchedAndItsOomKillIsTheHostsMem
   u.cpu_throttled_us = 5000;
   backend_->script("calls/call-7", {u});
   Json sent = calls->end(7);
-  EXPECT_THAT(backend_->removed(), Contains("calls/call-7")) << "revoked in the guest";
   EXPECT_TRUE(calls->end(7).is_null()) << "ended once";
+  // A call that left a process behind is killed and removed before its end is sent.
+  ASSERT_TRUE(calls->begin(8, control()).ok());
+  ASSERT_TRUE(calls->place(8, 4243).ok());
+  backend_->set_procs("calls/call-8", {4244});
+  EXPECT_FALSE(calls->end(8).is_null());
+  EXPECT_THAT(backend_->removed(), Contains("calls/call-8"));
+  // An empty one by the reaper, after its end was sent.
+  calls->settle();
+  EXPECT_THAT(backend_->removed(), Contains("calls/call-7")) << "revoked in the guest";
 
   // On the host: decoded and classified as any call's outcome.
   auto seen = guest_observation_from_json(parse_json(dump_json(sent), "bridge").value());
