@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "controller/guest_control.h"
 #include "core/log.h"
 #include "providers/base_root.h"
 #include "providers/external.h"
@@ -120,7 +121,10 @@ void add_base_path_option(CLI::App* sub, std::vector<std::string>& paths) {
 
 int main(int argc, char** argv) {
   // A provider's supervisor is this binary re-executed; it must not parse the command line.
-  if (auto rc = sandgate::providers::maybe_run_supervisor(argc, argv)) return *rc;
+  // As a microVM's guest agent it runs the controller's part for each call inside the guest.
+  if (auto rc = sandgate::providers::maybe_run_supervisor(argc, argv,
+                                                          sandgate::controller::make_guest_calls))
+    return *rc;
 
   // SIGINT/SIGTERM/SIGHUP are taken through a signalfd (cli/signals.h) so that a run is torn
   // down before exiting. Block them here, before any thread exists (the controller's monitor

@@ -353,7 +353,8 @@ void Controller::measure_net(const CallScope& call, std::unique_ptr<NetMeter> me
   monitor_->set_net_meter(call.serial_, std::move(meter));
 }
 
-CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult result) {
+CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult result,
+                                 std::optional<CallObservation> observed_inside) {
   StepClock clock("run " + (call->run_ ? call->run_->run_id_ : std::string("-")), "end_call");
   monitor_->unwatch(call->serial_);
   clock.lap("unwatch");
@@ -381,7 +382,7 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
   o.argv = call->argv_;
   o.intent = call->intent_;
   o.grant = call->grant_;
-  o.observed = call->ladder_->observation();
+  o.observed = observed_inside ? std::move(*observed_inside) : call->ladder_->observation();
   o.observed.run_oom_kills = run_oom_kills;
   o.exec = std::move(result);
   classify(o);

@@ -163,8 +163,12 @@ class Controller {
   // speed: the provider then places the call's process itself, as it would without.
   void adopt_parked(RunScope& run, pid_t pid);
   // Stops watching, reads the final counters, revokes the grant (kills anything left in the
-  // call's cgroup and removes it) and classifies how the call ended.
-  CallOutcome end_call(std::unique_ptr<CallScope> call, ExecResult result);
+  // call's cgroup and removes it) and classifies how the call ended. `observed_inside`: what
+  // the controller's part inside a microVM's guest saw of the call (controller/guest_control.h),
+  // where its processes lived; it replaces what the host's ladder saw of the call's host cgroup
+  // (nothing: the call was never in it), but for the run's OOM kills, which are the host's.
+  CallOutcome end_call(std::unique_ptr<CallScope> call, ExecResult result,
+                       std::optional<CallObservation> observed_inside = std::nullopt);
   // Removes the run's cgroups (after the provider's environment is destroyed), and the
   // tenant's and root's if no other run uses them. Waits for the reaper's pending work on the
   // run first; the spare is removed with the run.

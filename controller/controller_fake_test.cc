@@ -271,6 +271,37 @@ TEST_F(ControllerFakeTest, EndCallRevokesTheGrantAndClassifiesFromTheFinalRead) 
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+// A microVM's call lived in the guest: what the guest's ladder saw replaces the host's view of
+// the call's (empty) host cgroup, but the run's OOM kills stay the host's own count.
+TEST_F(ControllerFakeTest, EndCallTakesWhatTheGuestObservedAndStillRevokesTheHostCgroup) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto call = c->begin_call(**run, "test", {"pytest"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  std::string rel = (*call)->cgroup().rel;
+  Usage run_usage;
+  run_usage.memory_events.oom_kill = 0;
+  backend_->script("sgtest/t1/r1", {run_usage});
+  CallObservation inside;
+  inside.oom_kills = 1;
+  inside.peaks.memory_bytes = MiB(200).value;
+  inside.cpu_throttled_us = 777;
+  inside.run_oom_kills = 3;  // not the guest's to say
+  ExecResult killed = exited(0);
+  killed.status = ExitStatus{false, 0, 9};
+  CallOutcome o = c->end_call(std::move(call).value(), killed, inside);
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit);
+  EXPECT_EQ(o.observed.oom_kills, 1u);
+  EXPECT_EQ(o.observed.peaks.memory_bytes, MiB(200).value);
+  EXPECT_EQ(o.observed.cpu_throttled_us, 777u);
+  EXPECT_EQ(o.observed.run_oom_kills, 0u);
+  c->settle(**run);
+  EXPECT_FALSE(backend_->exists(rel)) << "the host's call cgroup is revoked all the same";
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 TEST_F(ControllerFakeTest, EndCallOfACleanExitIsExited) {
   auto c = make();
   ASSERT_TRUE(c);

@@ -1,26 +1,8 @@
-// Grants: what an intent's grant is under the policy's mode, and how a grant becomes cgroup
-// limits (to_limits) and per-process rlimits (to_process_limits).
+// Grants: what an intent's grant is under the policy's mode (how a grant becomes cgroup limits
+// and rlimits is in grant_limits.cc).
 #include "controller/policy.h"
 
 namespace sandgate::controller {
-
-Limits Grant::to_limits() const {
-  Limits l;
-  l.memory_max = memory_max;
-  l.memory_high = memory_high;
-  l.cpu_cores = cpu_cores;
-  l.pids_max = pids_max;
-  if (io_read_bps) l.io_read_bps = io_read_bps->value;
-  if (io_write_bps) l.io_write_bps = io_write_bps->value;
-  return l;  // io_device: the controller's to fill in
-}
-
-ProcessLimits Grant::to_process_limits() const {
-  ProcessLimits l;
-  l.open_files = open_files;
-  if (file_size) l.file_size = file_size->value;
-  return l;
-}
 
 Grant grant_for(const Policy& p, const std::string& intent) {
   auto it = p.intents.find(intent);

@@ -7,38 +7,6 @@
 
 namespace sandgate::controller {
 
-std::string to_string(Termination t) {
-  switch (t) {
-    case Termination::kExited:
-      return "exited";
-    case Termination::kTimeout:
-      return "timeout";
-    case Termination::kMemoryLimit:
-      return "memory_limit";
-    case Termination::kPidsLimit:
-      return "pids_limit";
-    case Termination::kCancelled:
-      return "cancelled";
-    case Termination::kKilled:
-      return "killed";
-    case Termination::kNotStarted:
-      return "not_started";
-  }
-  return "unknown";
-}
-
-std::string to_string(RetryAdvice r) {
-  switch (r) {
-    case RetryAdvice::kRetry:
-      return "retry";
-    case RetryAdvice::kRetryWithSmallerScope:
-      return "retry_with_smaller_scope";
-    case RetryAdvice::kNoRetry:
-      return "no_retry";
-  }
-  return "unknown";
-}
-
 void classify(CallOutcome& o) {
   const CallObservation& seen = o.observed;
   const ExitStatus& exit = o.exec.status;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "core/json.h"
 #include "core/process.h"
 #include "core/units.h"
 
@@ -47,6 +48,10 @@ struct ExecResult {
   // Call::park_next: the host pid of the process parked for the next call (made while this
   // one ran, or parked before and still waiting); 0: none parked.
   pid_t parked_next_pid = 0;
+  // A call run under a kernel of its own (Call::guest_control): what the controller's part
+  // inside the guest observed of its cgroup (core/guest_call_control.h), as the guest sent it:
+  // hostile data, decoded and bounded by controller/guest_control.h. Null: nothing came.
+  Json guest_observation;
 };
 
 // The status a shell gives a command that could not be started (ENOENT: 127, else 126).

@@ -8,8 +8,11 @@
 // /tmp, /var/tmp, /run and home), moves it to / and chroots there; then forks the ordinary
 // supervisor loop (supervisor_main.cc) in the cgroup /agent and bridges its control socket to
 // the virtio-serial port (guest_bridge.h). Each call is parked until the agent has put it in a
-// cgroup of its own, /calls/call-<id>; when it ends, its cgroup's peak memory and CPU time
-// travel back with "exited", and whatever it left in the cgroup is killed.
+// cgroup of its own, /calls/call-<id>, with the grant the host sent (Call::guest_control),
+// written and watched by the controller's own v2 backend, monitor and ladder running here
+// (core/guest_call_control.h, controller/guest_control.h); when it ends, what they observed
+// travels back with "exited" (the host's outcome is built from it), and whatever it left in
+// the cgroup is killed.
 //
 // At "shutdown" (or when the host goes away) every other process is killed, the workspace is
 // synced and unmounted, and the guest powers off: the host reads the image back afterwards.
@@ -232,7 +235,7 @@ std::string cgroup_stat(const std::string& dir, const std::string& file, const s
 
 }  // namespace
 
-int run_guest_agent(int argc, char** argv) {
+int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_control) {
   uid_t uid = 10001;
   gid_t gid = 10001;
   bool binds = false;    // a disk, sandgate-ro, holds read-only binds
@@ -323,7 +326,19 @@ int run_guest_agent(int argc, char** argv) {
   }
   pair->second.reset();
 
-  std::map<uint64_t, bool> host_wants_go;  // by call id: the host parks it itself
+  // The controller's part for each call (core/guest_call_control.h): the call's grant written
+  // to its cgroup here, the monitor and the ladder watching it, what they saw returned with
+  // "exited". Made after the fork: it runs a thread (the monitor), which a forked child that
+  // goes on to allocate must not have been copied from.
+  std::unique_ptr<GuestCallControl> calls;
+  if (guest_control) {
+    auto made = guest_control();
+    if (!made.ok()) fail(std::move(made).error().context_add("the calls' controller"));
+    calls = std::move(made).value();
+  }
+
+  std::map<uint64_t, bool> host_wants_go;      // by call id: the host parks it itself
+  std::map<uint64_t, std::string> refused;     // by call id: why it cannot run as granted
   GuestBridgeHooks hooks;
   int control = pair->first.get();
   auto call_dir = [](uint64_t id) {
@@ -334,29 +349,58 @@ int run_guest_agent(int argc, char** argv) {
     uint64_t id = body.value("id", uint64_t{0});
     host_wants_go[id] = body.value("wait_for_go", false);
     body["wait_for_go"] = true;  // parked until it is in its own cgroup
-    (void)make_dirs(call_dir(id), 0755);
+    Json grant;
+    if (auto g = body.find("guest_control"); g != body.end()) {
+      grant = std::move(*g);
+      body.erase("guest_control");
+    }
+    if (calls) {
+      if (auto begun = calls->begin(id, grant); !begun.ok())
+        refused[id] = begun.error().message();
+    } else {
+      (void)make_dirs(call_dir(id), 0755);
+      // Never quietly unbounded: a grant this agent cannot apply refuses the call.
+      if (!grant.is_null())
+        refused[id] = "this guest agent has no controller to apply the call's grant with";
+    }
   };
   hooks.to_host = [&](Json& body, pid_t sender) {
     std::string op = body.value("op", "");
     uint64_t id = body.value("id", uint64_t{0});
     if (op == "started") {
       body["guest_pid"] = sender;
-      body["guest_cgroup"] = "/calls/call-" + std::to_string(id);
-      auto placed = write_file(call_dir(id) + "/cgroup.procs", std::to_string(sender));
+      body["guest_cgroup"] = calls ? calls->cgroup_of(id) : "/calls/call-" + std::to_string(id);
+      Status placed;
+      if (auto r = refused.find(id); r != refused.end())
+        placed = logic_error("grant the call's cgroup", r->second, call_dir(id));
+      else if (calls)
+        placed = calls->place(id, sender);
+      else
+        placed = write_file(call_dir(id) + "/cgroup.procs", std::to_string(sender));
       if (!placed.ok()) {
+        // Killed parked: it never runs outside its cgroup or without its grant.
         (void)send_message(control, {{"op", "kill"}, {"id", id}, {"signal", SIGKILL}});
         body["guest_cgroup_error"] = placed.error().message();
+      } else if (!host_wants_go[id]) {
+        (void)send_message(control, {{"op", "go"}, {"id", id}});
       }
-      if (!host_wants_go[id]) (void)send_message(control, {{"op", "go"}, {"id", id}});
     } else if (op == "exited" || op == "exec_failed") {
-      std::string dir = call_dir(id);
-      body["guest_cgroup_stats"] = {{"memory_peak", cgroup_stat(dir, "memory.peak", "")},
-                                    {"cpu_usage_usec", cgroup_stat(dir, "cpu.stat", "usage_usec")},
-                                    {"pids_peak", cgroup_stat(dir, "pids.peak", "")}};
-      (void)write_file(dir + "/cgroup.kill", "1");
-      for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (calls) {
+        // Its last reading, its leftovers killed, its cgroup removed.
+        Json seen = calls->end(id);
+        if (!seen.is_null()) body["guest_observation"] = std::move(seen);
+      } else {
+        std::string dir = call_dir(id);
+        body["guest_cgroup_stats"] = {
+            {"memory_peak", cgroup_stat(dir, "memory.peak", "")},
+            {"cpu_usage_usec", cgroup_stat(dir, "cpu.stat", "usage_usec")},
+            {"pids_peak", cgroup_stat(dir, "pids.peak", "")}};
+        (void)write_file(dir + "/cgroup.kill", "1");
+        for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
       host_wants_go.erase(id);
+      refused.erase(id);
     }
   };
   std::string why = run_guest_bridge(control, g_port, hooks);

@@ -10,8 +10,10 @@
 // guest's supervisor forks each call, which drops to the sandbox user with no capabilities,
 // sets no_new_privs and installs sandgate's seccomp filter (compiled on the host, sent with
 // the config), then execs. The agent parks each call until it sits in a cgroup of its own
-// inside the guest (pure cgroup v2: /calls/call-<id>); its peak memory, CPU time and peak pids
-// come back with "exited".
+// inside the guest (pure cgroup v2: /calls/call-<id>) with the grant the host sent with it
+// (Call::guest_control), written and watched by the controller's v2 backend, monitor and
+// ladder running in the agent (core/guest_call_control.h); what they observed comes back with
+// "exited" (ExecResult::guest_observation) for the call's outcome.
 //
 // Disks (NVMe, which the cloud kernel has built in): the read-only base image (guest_image.h,
 // cached) and the run's workspace image, an ext4 file of kWorkspaceBytes made from the recipe.

@@ -140,6 +140,11 @@ struct Call {
   // Once this call has started, make the next call's process and park it (Environment::park);
   // its host pid comes back in ExecResult::parked_next_pid. Ignored where the provider cannot.
   bool park_next = false;
+  // For a provider whose calls run under a kernel of its own (microvm): the grant and ladder
+  // settings the controller's part inside the guest applies to the call's cgroup there
+  // (core/guest_call_control.h; encoded by controller/guest_control.h and carried unread).
+  // Null: none. Other providers ignore it; their calls are placed in the host's cgroups.
+  Json guest_control;
 };
 
 // How a run's workspace was made, for the run's info: "overlay" (copy-on-write view of the

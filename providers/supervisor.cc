@@ -692,6 +692,8 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   Json request = {{"op", "exec"},      {"id", id},        {"argv", call.argv},
                   {"env", call.env},   {"cwd", call.cwd}, {"wait_for_go", wait_for_go},
                   {"rlimits", rlimits}};
+  // A microVM's guest agent takes it off before its supervisor sees the request.
+  if (!call.guest_control.is_null()) request["guest_control"] = call.guest_control;
   // The parked process is this call's when the controller put it in the call's cgroups ahead
   // (a resident process, or a call that came before it was placed, starts as usual, and the
   // process stays parked). Used or gone, it is no longer parked.
@@ -809,6 +811,14 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       if (ev->id != id) continue;
       if (op == "started") {
         result.host_pid = msg->sender_pid;
+        // A microVM's guest agent could not put the call in its cgroup there (or give it its
+        // grant): the call was killed parked, as a host placement failure below.
+        if (auto e = msg->body.find("guest_cgroup_error");
+            e != msg->body.end() && e->is_string()) {
+          (void)kill_call(SIGKILL);
+          return logic_error("place call in its cgroup inside the guest",
+                             e->get<std::string>().substr(0, 2000));
+        }
         if (!wait_for_go) continue;
         // Already cancelled or timed out while starting: it was killed parked, never placed.
         if (result.cancelled || result.timed_out) continue;
@@ -847,6 +857,11 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       } else if (op == "exited") {
         result.status = ExitStatus::from_wait_status(ev->wait_status);
         exited = true;
+      }
+      if (exited) {
+        // What the controller's part inside a microVM's guest saw of the call's cgroup.
+        if (auto g = msg->body.find("guest_observation"); g != msg->body.end())
+          result.guest_observation = std::move(*g);
       }
     }
   }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/fd.h"
+#include "core/guest_call_control.h"
 #include "core/process.h"
 #include "core/result.h"
 #include "core/state.h"
@@ -35,12 +36,16 @@ inline constexpr char kSupervisorArg[] = "__sandgate-supervisor";
 inline constexpr char kGuestAgentArg[] = "__sandgate-guest";
 
 // If argv asks for a supervisor (or the guest agent), runs it and returns its exit code;
-// nullopt otherwise.
-std::optional<int> maybe_run_supervisor(int argc, char** argv);
+// nullopt otherwise. `guest_control`: the controller's part the guest agent runs for each call
+// (core/guest_call_control.h), given by a binary that links the controller (sandgate,
+// sandgate-supervisor); without it the agent puts each call in a cgroup of its own with no
+// grant, and says so in the call's outcome.
+std::optional<int> maybe_run_supervisor(int argc, char** argv,
+                                        const GuestCallControlFactory& guest_control = {});
 // The supervisor on an already connected control socket: reads the config, runs the calls.
 int serve_supervisor(int control);
 // The guest agent (pid 1 of a microVM): see providers/microvm.h.
-int run_guest_agent(int argc, char** argv);
+int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_control);
 
 // What the jail is made of (namespaces provider only).
 struct JailConfig {

@@ -508,9 +508,11 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int 
 
 }  // namespace
 
-std::optional<int> maybe_run_supervisor(int argc, char** argv) {
+std::optional<int> maybe_run_supervisor(int argc, char** argv,
+                                        const GuestCallControlFactory& guest_control) {
   // A microVM's guest agent: the kernel runs it as /init with the arguments after "--".
-  if (argc >= 2 && std::strcmp(argv[1], kGuestAgentArg) == 0) return run_guest_agent(argc, argv);
+  if (argc >= 2 && std::strcmp(argv[1], kGuestAgentArg) == 0)
+    return run_guest_agent(argc, argv, guest_control);
   // A run's /proc views server (proc_views.h), started by the host side of the run.
   if (argc >= 2 && std::strcmp(argv[1], kProcViewsArg) == 0)
     return run_proc_views_server(argc, argv);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "controller/guest_control.h"
 #include "core/fd.h"
 #include "core/log.h"
 #include "core/state.h"
@@ -270,6 +271,14 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   call.stdin_fd = request.stdin_fd;
   call.on_output = request.on_output;
   call.park_next = parking_;
+  // A provider whose calls run under a kernel of their own (microvm): the call's host cgroup
+  // cannot hold them, so its grant and the ladder's settings go with it, and the controller's
+  // part inside the guest gives the call a cgroup there, applies them and watches it
+  // (controller/guest_control.h). Its observation comes back for the outcome.
+  const bool inside = provider_info_.capabilities.count(Capability::kKernelSeparate) > 0;
+  if (inside)
+    call.guest_control =
+        controller::guest_control_to_json(scope->grant(), controller_.policy().ladder);
   if (request.on_started) {
     const controller::CallScope& placed = *scope;
     call.on_started = [&](pid_t pid) { request.on_started(placed, pid); };
@@ -306,7 +315,19 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     if (resolver_) (void)resolver_->end_call(call_number);
     return std::move(result).error();
   }
-  auto outcome = controller_.end_call(std::move(scope), std::move(result).value());
+  std::optional<controller::CallObservation> seen_inside;
+  if (inside) {
+    auto seen = result->guest_observation.is_null()
+                    ? Result<controller::CallObservation>(logic_error(
+                          "read the guest's call observation", "none came with the call's end"))
+                    : controller::guest_observation_from_json(result->guest_observation);
+    if (seen.ok())
+      seen_inside = std::move(seen).value();
+    else  // the outcome then has the host's view only: no peaks, no ladder
+      spdlog::warn("run {}: {}", run_id_, seen.error().message());
+  }
+  auto outcome =
+      controller_.end_call(std::move(scope), std::move(result).value(), std::move(seen_inside));
   clock.lap("end");
   // After end_call: what it killed of the call's leftovers has exited by now, and every event
   // of the call's processes is in the ring buffer.

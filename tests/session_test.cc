@@ -31,6 +31,7 @@
 #include "core/dns.h"
 #include "core/netlink.h"
 #include "core/test_temp_dir.h"
+#include "providers/microvm.h"
 #include "providers/podman.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/cgroup_dirs.h"
@@ -1310,6 +1311,88 @@ TEST_F(SessionTest, ServerDoesNotMakeOneEnvironmentWaitForAnother) {
 // libpod cgroups included, in every hierarchy) is left after the run ends.
 // Each Podman session test runs with Podman rootful and rootless (the run's own first host id,
 // in a user namespace it owns), on this hybrid host and on pure v2 in the guest lane.
+// The microvm provider through the same session (issue 14): its calls live in the guest's
+// kernel, where the host's call cgroups cannot hold them, so the controller's own v2 backend,
+// monitor and ladder run there (controller/guest_control.h). One guest for every check: a boot
+// costs ~7 s under TCG.
+class MicrovmSessionTest : public SessionTest {
+ protected:
+  void SetUp() override {
+    SessionTest::SetUp();
+    provider_name_ = "microvm";
+    options_.supervisor_exe = SANDGATE_SUPERVISOR_BIN;  // the guest agent, with the controller
+    ready_ = providers::microvm_host(options_.paths).ready;
+    // The run ceiling is the guest's RAM plus QEMU's: 1 GiB and one vCPU, far above the
+    // "test" grant (64 MiB, 0.2 cores, 16 tasks) that the checks run into.
+    policy_.run.memory_max = GiB(1);
+    policy_.run.memory_high.reset();
+    policy_.run.cpu_cores = 1;
+  }
+  Status ready_;
+};
+
+TEST_F(MicrovmSessionTest, GrantIsWrittenInTheGuestAndItsOomAndThrottlingComeBackAsOnTheHost) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(ready_.ok(), "microvm provider: " + (ready_.ok() ? "" : ready_.error().message()));
+  open();
+  ASSERT_TRUE(session_);
+
+  // The grant, read back by the call from the guest kernel's files of its own cgroup.
+  auto limits = call({"sh", "-c",
+                      "c=$(cut -d: -f3 /proc/self/cgroup); echo $c; cd /sys/fs/cgroup$c && "
+                      "cat memory.max memory.high cpu.max pids.max"},
+                     "test");
+  EXPECT_EQ(limits.termination, Termination::kExited) << controller::to_json(limits).dump(2);
+  EXPECT_THAT(limits.exec.stdout_data,
+              ::testing::MatchesRegex("/calls/call-[0-9]+\n67108864\nmax\n20000 100000\n16\n"))
+      << limits.exec.stderr_data;
+  EXPECT_GE(limits.observed.samples, 1) << "the guest's monitor read the call's cgroup";
+
+  // Past its memory grant: the guest's cgroup OOM kills the call, not the guest, and the
+  // outcome is the one the namespaces provider gives (CallPastItsMemoryGrantIs...).
+  pid_t qemu = supervisor();
+  auto oom = call({kTry, "alloc", "256"}, "test");
+  if (std::getenv("SANDGATE_TEST_VERBOSE")) std::cerr << controller::to_json(oom).dump(2) << "\n";
+  EXPECT_EQ(oom.termination, Termination::kMemoryLimit) << controller::to_json(oom).dump(2);
+  EXPECT_EQ(oom.retry, controller::RetryAdvice::kRetryWithSmallerScope);
+  EXPECT_GE(oom.observed.oom_kills, 1u);
+  EXPECT_EQ(oom.observed.run_oom_kills, 0u) << "the guest (QEMU, in the run's cgroup) lives";
+  EXPECT_GE(oom.observed.peaks.memory_bytes, MiB(32).value);
+  EXPECT_LE(oom.observed.peaks.memory_bytes, MiB(64).value + MiB(1).value);
+  EXPECT_NE(oom.reason.find("64MiB"), std::string::npos) << oom.reason;
+  auto actions_of = [](const CallOutcome& o) {
+    std::vector<std::string> names;
+    for (const auto& a : o.observed.actions) names.push_back(a.action);
+    return names;
+  };
+  EXPECT_THAT(actions_of(oom), ::testing::Contains("oom_kill"));
+  EXPECT_TRUE(process_exists(qemu));
+  auto next = call({"echo", "still here"}, "edit");
+  EXPECT_EQ(next.termination, Termination::kExited);
+  EXPECT_EQ(next.exec.stdout_data, "still here\n");
+
+  // The ladder, in the guest: a call held above 90% of its memory grant for a second (59 of
+  // 64 MiB) is throttled there (its cpu squeezed), and ends normally.
+  auto held = call({kTry, "alloc", "59"}, "test");
+  EXPECT_EQ(held.termination, Termination::kExited) << controller::to_json(held).dump(2);
+  EXPECT_THAT(actions_of(held), ::testing::Contains("throttle"))
+      << controller::to_json(held).dump(2);
+  EXPECT_GT(held.observed.throttled_for, Duration(0));
+
+  // Its cpu grant: throttled by the guest's cpu.max, and watched all along.
+  auto spin = call({kTry, "spin", "800"}, "test");
+  EXPECT_EQ(spin.termination, Termination::kExited) << controller::to_json(spin).dump(2);
+  EXPECT_GT(spin.observed.cpu_throttled_us, 0u) << controller::to_json(spin).dump(2);
+  EXPECT_LT(spin.observed.cpu_usage_us, 600'000u);
+  EXPECT_GE(spin.observed.samples, 3) << "the guest's monitor samples a running call";
+  std::printf(
+      "[ microvm  ] oom call: peak %s, %zu ladder actions; held call throttled %.0f ms; spin: "
+      "%.0f ms cpu-throttled, %d samples (%s)\n",
+      human_bytes({oom.observed.peaks.memory_bytes}).c_str(), oom.observed.actions.size(),
+      to_millis(held.observed.throttled_for), spin.observed.cpu_throttled_us / 1000.0,
+      spin.observed.samples, session_->workspace_info().note.c_str());
+}
+
 class PodmanSessionTest : public SessionTest,
                           public ::testing::WithParamInterface<providers::PodmanMode> {
  protected:
