@@ -514,6 +514,11 @@ std::vector<std::string> kernel_crossings(const ProbeReport& r, const TracedActi
   std::vector<std::string> out;
   for (const auto& c : seen.connects) {
     if (c.verdict() != "allowed") continue;
+    // Only IP leaves a network namespace. A sendto with no address on a raw socket is netlink
+    // talking to the kernel (the probe listing its own interfaces), and a unix socket's peer
+    // is another boundary's witness (run A, the decoys): neither crossed anything here. Once
+    // counted, every net probe under bubblewrap read "exposed" although routing refused it.
+    if (c.family != "inet" && c.family != "inet6") continue;
     bool loopback = (c.family == "inet" && c.address.rfind("127.", 0) == 0) ||
                     (c.family == "inet6" && c.address == "::1");
     if (loopback) continue;

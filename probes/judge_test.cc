@@ -77,6 +77,19 @@ TEST(KernelWitness, DeniedButTheKernelLetTheConnectThroughIsExposed) {
   EXPECT_EQ(j.to_json()["host"]["kernel"][0], "connect tcp 203.0.113.30:443 allowed (pid 7)");
 }
 
+// A netlink message (a sendto with no address on a raw socket, family 0) and a unix socket's
+// are not crossings of the network boundary: only IP leaves a network namespace.
+TEST(KernelWitness, OnlyIpCountsAsACrossing) {
+  auto r = report("net.production_tcp", ProbeResult::kDenied, "ENETUNREACH");
+  TracedActivity netlink = saw_connect("", 0, 0, "af0");
+  netlink.connects[0].syscall = "sendto";
+  netlink.connects[0].protocol = "raw";
+  EXPECT_TRUE(kernel_crossings(r, netlink).empty());
+  EXPECT_TRUE(kernel_crossings(r, saw_connect("@sandgate-abstract", 0, 0, "unix")).empty());
+  EXPECT_EQ(kernel_crossings(r, saw_connect("2001:db8::1", 443, 0, "inet6")).size(), 1u);
+  EXPECT_EQ(judge(r, Witness::kDecoy, HostEvidence{}).verdict, Verdict::kBlocked);
+}
+
 // The run's resolver answering REFUSED was reached on purpose: the datagram to it is its
 // answer, not a crossing; a datagram anywhere else still is.
 TEST(KernelWitness, AResolverThatRefusedWasReachedOnPurpose) {
