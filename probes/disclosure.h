@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace sandgate::probes {
 
 // FNV-1a 64 of `data` without trailing newlines, as 16 hex digits: equal text, equal digest.
@@ -33,12 +35,7 @@ inline std::string meminfo_total_line(std::string_view text) {
 
 // The value of `key` in a /proc/vmstat text ("key value" lines); nullopt when absent.
 inline std::optional<uint64_t> vmstat_value(std::string_view text, std::string_view key) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view line : split(text, '\n')) {
     if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ')
       continue;
     uint64_t v = 0;
@@ -60,12 +57,7 @@ inline std::string interrupt_sources(std::string_view text) {
   std::string out;
   size_t cpus = 0;
   bool header = true;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view line : split(text, '\n')) {
     std::vector<std::string_view> fields;
     for (size_t i = 0; i < line.size();) {
       while (i < line.size() && line[i] == ' ') ++i;

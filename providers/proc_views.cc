@@ -20,6 +20,7 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/process.h"
+#include "core/strings.h"
 
 namespace sandgate::providers {
 namespace {
@@ -46,12 +47,8 @@ std::map<std::string, uint64_t> read_flat_keyed(const std::string& path) {
   std::map<std::string, uint64_t> out;
   auto text = read_file(path, 1 << 16);
   if (!text.ok()) return out;
-  size_t pos = 0;
-  while (pos < text->size()) {
-    size_t end = text->find('\n', pos);
-    if (end == std::string::npos) end = text->size();
-    std::string line = text->substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view piece : split(*text, '\n')) {
+    std::string line(piece);
     auto sp = line.find(' ');
     if (sp == std::string::npos) continue;
     out[line.substr(0, sp)] = std::strtoull(line.c_str() + sp + 1, nullptr, 10);
@@ -194,12 +191,7 @@ std::string render_vmstat(const MemoryNumbers& m, uint64_t host_total_kb,
 
 std::vector<std::string> vmstat_keys(std::string_view text) {
   std::vector<std::string> keys;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view line : split(text, '\n')) {
     auto sp = line.find(' ');
     if (sp != 0 && !line.empty()) keys.emplace_back(line.substr(0, sp));
   }
@@ -381,12 +373,8 @@ Result<TaskCounts> count_tasks(const std::vector<std::string>& dirs, const std::
     // A cgroup removed while it is walked (a call that just ended) is skipped.
     auto tids = read_file(dir + "/" + list, 1 << 20);
     if (tids.ok()) {
-      size_t pos = 0;
-      while (pos < tids->size()) {
-        size_t end = tids->find('\n', pos);
-        if (end == std::string::npos) end = tids->size();
-        std::string tid = tids->substr(pos, end - pos);
-        pos = end + 1;
+      for (std::string_view piece : split(*tids, '\n')) {
+        std::string tid(piece);
         if (tid.empty()) continue;
         auto stat = read_file(proc + "/" + tid + "/stat", 1024);
         if (!stat.ok()) continue;  // exited meanwhile
@@ -420,12 +408,7 @@ std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_
   // The reader's path in the hierarchy: "ID:CONTROLLERS:PATH" lines; v2's is "0::PATH".
   std::string path;
   bool found = false;
-  size_t pos = 0;
-  while (pos < proc_cgroup.size() && !found) {
-    size_t end = proc_cgroup.find('\n', pos);
-    if (end == std::string_view::npos) end = proc_cgroup.size();
-    std::string_view line = proc_cgroup.substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view line : split(proc_cgroup, '\n')) {
     auto c1 = line.find(':');
     auto c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
     if (c2 == std::string_view::npos) continue;
@@ -444,6 +427,7 @@ std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_
     if (match) {
       path = std::string(line.substr(c2 + 1));
       found = true;
+      break;
     }
   }
   if (!found || path.empty() || path[0] != '/') return "";

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/fd.h"
+#include "core/strings.h"
 #include "providers/proc_views.h"
 
 namespace sandgate::providers {
@@ -71,12 +72,8 @@ std::vector<std::string> reader_dirs(pid_t pid) {
     return out;
   }
   // No run cgroup: the reader's own, in each v1 hierarchy and the v2 one.
-  size_t pos = 0;
-  while (pos < text->size()) {
-    size_t end = text->find('\n', pos);
-    if (end == std::string::npos) end = text->size();
-    std::string line = text->substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view piece : split(*text, '\n')) {
+    std::string line(piece);
     auto c1 = line.find(':'), c2 = line.find(':', c1 + 1);
     if (c1 == std::string::npos || c2 == std::string::npos) continue;
     std::string ctl = line.substr(c1 + 1, c2 - c1 - 1), path = line.substr(c2 + 1);
