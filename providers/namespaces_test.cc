@@ -198,15 +198,8 @@ TEST_F(NamespacesTest, ProcViewsServerTakesSigtermFromALauncherThatBlocksIt) {
   for (const char* flag : {" ro,", "nosuid", "nodev", "noexec"})
     EXPECT_NE(info->stdout_data.find(flag), std::string::npos) << flag << ": " << info->stdout_data;
   // The server, from the run's record: the process named by its mount point.
-  auto record = read_file(options_.paths.state_dir + "/runs/" + env->run_id() + ".json");
-  ASSERT_TRUE(record.ok()) << record.error().message();
-  auto j = parse_json(*record, "record");
-  ASSERT_TRUE(j.ok());
-  pid_t server = 0;
-  for (const auto& res : (*j)["resources"])
-    if (res.value("kind", "") == "process" && res.value("path", "").ends_with("/proc-views"))
-      server = res.value("pid", 0);
-  ASSERT_GT(server, 0) << *record;
+  const pid_t server = recorded_proc_views_server(options_.paths.state_dir, env->run_id());
+  ASSERT_GT(server, 0) << "no views server in run " << env->run_id() << "'s record";
   auto status = read_file("/proc/" + std::to_string(server) + "/status");
   ASSERT_TRUE(status.ok());
   auto at = status->find("SigBlk:");

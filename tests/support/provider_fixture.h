@@ -17,6 +17,7 @@
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "core/json.h"
 #include "core/process.h"
 #include "providers/registry.h"
 #include "tests/support/privileged.h"
@@ -94,6 +95,19 @@ inline bool same_pid_namespace(pid_t a, pid_t b) {
       ::readlink(pb.c_str(), lb, sizeof lb - 1) < 0)
     return false;
   return std::string(la) == lb;
+}
+
+// The pid of a run's /proc views server, from the run's record (the process recorded with
+// the views' mount point as its path); 0 when the record names none.
+inline pid_t recorded_proc_views_server(const std::string& state_dir, const std::string& run_id) {
+  auto record = read_file(state_dir + "/runs/" + run_id + ".json");
+  if (!record.ok()) return 0;
+  auto j = parse_json(*record, "record");
+  if (!j.ok() || !j->contains("resources")) return 0;
+  for (const auto& res : (*j)["resources"])
+    if (res.value("kind", "") == "process" && res.value("path", "").ends_with("/proc-views"))
+      return res.value("pid", 0);
+  return 0;
 }
 
 inline bool process_exists(pid_t pid) {
