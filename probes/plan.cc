@@ -109,7 +109,8 @@ const std::vector<Holders>& holders() {
   static const std::vector<Holders> kHolders = {
       // The namespace layer taken away (the lab's network shared): Landlock alone refuses TCP
       // to the decoys (ABI 4) and run A's abstract socket (its scope, ABI 6). Without the
-      // weakening those same probes are refused by Landlock before routing, too.
+      // weakening the run's own namespace refuses the TCP ones (no route; Landlock then leaves
+      // TCP alone) and the scope still refuses the abstract socket.
       {Weakening::kShareHostNetwork,
        {{"net.metadata_v4_get", Layer::kLandlock},
         {"net.production_tcp", Layer::kLandlock},

@@ -353,8 +353,15 @@ landlock::RulesetSpec call_landlock_rules(const JailConfig& c) {
   // three are left to the mount layer (the base is read-only there); creating and writing
   // files stays with Landlock.
   spec.handled.fs = all.fs & ~(fs::kMakeDir | fs::kRemoveDir | fs::kRemoveFile);
-  spec.handled.net = all.net;
-  if (c.tcp_connect_any) spec.handled.net &= ~net::kConnectTcp;
+  // TCP by port only where the call shares a network namespace with others (the test-only
+  // share_host_network). In the run's own namespace the namespace already bounds it (--net
+  // none: loopback alone; an allowlist: one link, and the kernel's egress guard judging each
+  // connect by address and port), and Landlock, which knows ports but not addresses, would only
+  // refuse the run its own loopback servers: a test suite's HTTP server, a local database.
+  if (!c.new_network) {
+    spec.handled.net = all.net;
+    if (c.tcp_connect_any) spec.handled.net &= ~net::kConnectTcp;
+  }
   const uint64_t read = fs::kReadFile | fs::kReadDir | fs::kExecute;
   // Writable: everything but making device nodes (the mounts are nodev too) and device ioctls.
   const uint64_t write = all.fs & ~(fs::kMakeChar | fs::kMakeBlock | fs::kIoctlDev);
@@ -363,7 +370,8 @@ landlock::RulesetSpec call_landlock_rules(const JailConfig& c) {
   // "> /dev/null" opens with O_TRUNC) and their ioctls (a terminal's); nothing made or removed.
   spec.paths.push_back({"/dev", read | fs::kWriteFile | fs::kTruncate | fs::kIoctlDev});
   for (const auto& path : call_writable_paths(c)) spec.paths.push_back({path, write});
-  for (uint16_t port : c.tcp_connect_ports) spec.ports.push_back({port, net::kConnectTcp});
+  if (spec.handled.net & net::kConnectTcp)
+    for (uint16_t port : c.tcp_connect_ports) spec.ports.push_back({port, net::kConnectTcp});
   return spec;
 }
 

@@ -34,7 +34,8 @@ std::vector<std::string> call_writable_paths(const JailConfig& config);
 // A call's Landlock rules (landlock.h), before landlock::best_effort: every filesystem right
 // handled; the root (the read-only base, /etc, /proc, /run/secrets) readable and executable;
 // the device nodes of /dev readable and writable (no creation); call_writable_paths() fully
-// writable (no device nodes); TCP bind denied and TCP connect only to tcp_connect_ports.
+// writable (no device nodes); where the call shares a network namespace (!new_network), TCP
+// bind denied and TCP connect only to tcp_connect_ports; in its own, TCP is the namespace's.
 // Paths as the jail sees them, after the pivot (or as the container sees them).
 landlock::RulesetSpec call_landlock_rules(const JailConfig& config);
 

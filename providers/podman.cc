@@ -900,6 +900,8 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
       c.jail.readwrite_mounts.push_back({home_host, home_host});
       c.base_env = merge_env(std::move(c.base_env), {"HOME=" + home_host});
     }
+    // --network none or the lab's namespace: the container's own; host: shared (Landlock's TCP).
+    c.jail.new_network = !has(weak, Weakening::kShareHostNetwork);
     c.jail.drop_privileges = !root_with_caps;
     c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
     c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);

@@ -64,9 +64,10 @@ struct JailConfig {
   gid_t gid = 10001;
   std::string hostname = "sandgate";
   bool seccomp = true;
-  // The TCP ports calls may connect to (Landlock, ABI 4+): the ports of the run's egress
-  // allowlist. Empty (--net none): no TCP connect and no TCP bind at all. tcp_connect_any (an
-  // allowlist entry with any port): Landlock leaves connect alone, the egress guard decides.
+  // The TCP ports calls may connect to where they share a network namespace (!new_network;
+  // Landlock, ABI 4+): the ports of the run's egress allowlist. Empty: no TCP connect and no
+  // TCP bind at all. tcp_connect_any (an allowlist entry with any port): Landlock leaves
+  // connect alone. In the run's own namespace Landlock leaves TCP alone (call_landlock_rules).
   std::vector<uint16_t> tcp_connect_ports;
   bool tcp_connect_any = false;
   // A host file bound read-only at /etc/resolv.conf, and nsswitch's hosts then "files dns"
@@ -80,7 +81,9 @@ struct JailConfig {
   // Test-only weakenings (weakening.h); the defaults are the hardened jail.
   std::vector<BindMount> readwrite_mounts;  // mount_home: bound read-write, nosuid, nodev
   std::string tmp_host;         // share_tmp: this host directory at /tmp instead of a tmpfs
-  bool new_network = true;      // false (share_host_network): stay in the launcher's network
+  // The calls' network namespace is the run's own: the jail makes one (isolate), or the
+  // container runtime did (contained). false (share_host_network): the launcher's network.
+  bool new_network = true;
   bool drop_privileges = true;  // false (root_with_caps): calls keep uid 0 of the user
                                 // namespace, every capability, and no no_new_privs
   bool seccomp_full_width_compare = false;  // true (seccomp_full_width_compare): the filter's

@@ -174,12 +174,15 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   }
   ASSERT_TRUE(m.count("net.metadata_v4_get"));
   EXPECT_EQ(m["net.metadata_v4_get"]->verdict, probes::Verdict::kBlocked);
-  // Landlock's TCP rule (ABI 4) refuses the connect before routing would; without it, the
-  // network namespace has no route.
-  auto abi = providers::landlock::abi_version();
-  EXPECT_EQ(m["net.metadata_v4_get"]->layer,
-            abi.ok() && *abi >= 4 ? probes::Layer::kLandlock : probes::Layer::kNamespace)
+  // The run's own network namespace has no route; Landlock leaves TCP to it (jail.cc).
+  EXPECT_EQ(m["net.metadata_v4_get"]->layer, probes::Layer::kNamespace)
       << m["net.metadata_v4_get"]->why;
+  // Run A's loopback listener (its own namespace's, bound since Landlock no longer refuses
+  // the bind) is not in run B's namespace.
+  ASSERT_TRUE(m.count("crossrun.loopback_port"));
+  EXPECT_EQ(m["crossrun.loopback_port"]->verdict, probes::Verdict::kBlocked)
+      << m["crossrun.loopback_port"]->why;
+  auto abi = providers::landlock::abi_version();
   // Landlock keeps the call from writing procfs; the mount would let it.
   ASSERT_TRUE(m.count("proc.lower_oom_priority"));
   if (abi.ok()) {

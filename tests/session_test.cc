@@ -325,11 +325,9 @@ TEST_F(SessionTest, TracedCallSeesItsExecsConnectsAndSensitiveOpens) {
                      " read-file /proc/self/environ"},
                 "test");
   ASSERT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
-  // Refused by Landlock (EACCES) where the kernel has its TCP rules, else by the empty network
-  // namespace (ENETUNREACH): either way the probe's own errno and the kernel's must agree.
-  const bool landlock_tcp = provider_->info().capabilities.count(Capability::kProcLandlock) != 0 &&
-                            o.exec.stdout_data.find("connect EACCES") != std::string::npos;
-  const int refused = landlock_tcp ? EACCES : ENETUNREACH;
+  // Refused by the run's empty network namespace (Landlock leaves TCP to it): the probe's own
+  // errno and the kernel's must agree.
+  const int refused = ENETUNREACH;
   EXPECT_NE(o.exec.stdout_data.find("connect " + errno_name(refused)), std::string::npos) << o.exec.stdout_data;
   ASSERT_TRUE(o.observed.traced) << "no traced activity in the outcome";
   const TracedActivity& a = *o.observed.traced;
@@ -346,7 +344,7 @@ TEST_F(SessionTest, TracedCallSeesItsExecsConnectsAndSensitiveOpens) {
   EXPECT_EQ(a.sensitive_opens[0].err, 0);
   EXPECT_EQ(a.exits, 3u);
   Json j = controller::to_json(o);
-  EXPECT_EQ(j["observed"]["connects"][0]["verdict"], landlock_tcp ? "denied" : "failed");
+  EXPECT_EQ(j["observed"]["connects"][0]["verdict"], "failed");
   EXPECT_EQ(j["observed"]["sensitive_opens"][0]["result"], "opened");
   // The next call's account holds only what the next call did.
   auto next = call({"true"}, "test");
@@ -442,13 +440,9 @@ TEST_F(SessionTest, AllowlistedRunReachesOnlyItsListAndTheOutcomeSaysWhatWasDeni
   EXPECT_NE(out.find("connect EPERM"), std::string::npos) << out;
   EXPECT_NE(out.find("sendto ok"), std::string::npos) << out;
   EXPECT_NE(out.find("sendto EPERM"), std::string::npos) << out;
-  // Port 8080 is not in the list: Landlock refuses it first (EACCES) where it has TCP rules,
-  // else the guard (EPERM).
-  const bool landlock_tcp = provider_->info().capabilities.count(Capability::kProcLandlock) != 0 &&
-                            out.find("connect EACCES") != std::string::npos;
-  if (!landlock_tcp) {
-    EXPECT_NE(out.find("connect EPERM", out.find("connect EPERM") + 1), std::string::npos) << out;
-  }
+  // Port 8080 is not in the list: the guard refuses it (EPERM), as it judges by address and
+  // port (Landlock leaves TCP to the run's own namespace).
+  EXPECT_NE(out.find("connect EPERM", out.find("connect EPERM") + 1), std::string::npos) << out;
   // The upstream's witness: the allowed connection and datagram arrived, nothing else did.
   EXPECT_TRUE(Upstream::accepted(up.tcp_allowed.get()));
   EXPECT_FALSE(Upstream::accepted(up.tcp_denied.get()));
@@ -456,7 +450,7 @@ TEST_F(SessionTest, AllowlistedRunReachesOnlyItsListAndTheOutcomeSaysWhatWasDeni
   EXPECT_EQ(Upstream::received(up.udp_denied.get()), "");
   // The guard's account, attributed to this call.
   const auto& e = o.observed.egress;
-  ASSERT_EQ(e.size(), landlock_tcp ? 4u : 5u) << controller::to_json(o).dump(2);
+  ASSERT_EQ(e.size(), 5u) << controller::to_json(o).dump(2);
   EXPECT_EQ(e[0].address, "203.0.113.20");
   EXPECT_EQ(e[0].port, 443);
   EXPECT_EQ(e[0].protocol, "tcp");
@@ -468,6 +462,8 @@ TEST_F(SessionTest, AllowlistedRunReachesOnlyItsListAndTheOutcomeSaysWhatWasDeni
   EXPECT_TRUE(e[2].allowed);
   EXPECT_EQ(e[3].port, 514);
   EXPECT_FALSE(e[3].allowed);
+  EXPECT_EQ(e[4].port, 8080);
+  EXPECT_FALSE(e[4].allowed);
   EXPECT_EQ(controller::to_json(o)["observed"]["egress"][1]["verdict"], "denied");
   // The meter: the SYN and the datagram went out (12 bytes of payload and headers), the SYN-ACK
   // came in; nothing of the denied ones, which never became packets.
@@ -685,7 +681,7 @@ TEST_F(SessionTest, ServedRunsGetTheServersAllowlistPlusTheirOwnOrNoNetwork) {
   Json rb = ask({{"op", "exec"}, {"env", b["env"]}, {"argv", {"sh", "-c", t + " connect 203.0.113.20 443"}}});
   ASSERT_TRUE(rb.value("ok", false)) << dump_json(rb);
   out = rb["outcome"]["stdout"].get<std::string>();
-  EXPECT_TRUE(out == "connect EPERM\n" || out == "connect EACCES\n") << out;
+  EXPECT_EQ(out, "connect EPERM\n");  // the guard's (Landlock leaves TCP to the namespace)
   EXPECT_FALSE(Upstream::accepted(up.tcp_allowed.get()));
   // "net": "none": no route at all, whatever the server's default.
   Json c = ask({{"op", "create"}, {"provider", "namespaces"}, {"ro_binds", bind}, {"net", "none"}});
@@ -803,11 +799,9 @@ TEST_F(SessionTest, AllowlistedNameResolvesAndConnectsAndAnUnlistedNameIsRefused
   for (const auto& line : session_->dns_resolver()->log())
     if (line.rfind("refused A marker42.exfil.sandgate.test REFUSED", 0) == 0) logged = true;
   EXPECT_TRUE(logged);
-  // TCP to the resolver is not served: Landlock (port 53 is in no entry) or the guard refuses it.
+  // TCP to the resolver is not served: the guard refuses it (port 53 is in no entry).
   auto tcp = call({t, "connect", server, "53"}, "test");
-  EXPECT_TRUE(tcp.exec.stdout_data == "connect EACCES\n" ||
-              tcp.exec.stdout_data == "connect EPERM\n")
-      << tcp.exec.stdout_data;
+  EXPECT_EQ(tcp.exec.stdout_data, "connect EPERM\n");
 
   session_.reset();
   controller_.reset();  // made by open(), after the counts were taken
