@@ -349,9 +349,16 @@ Result<Achieved> run_segment(const Segment& s, const LoadOptions& o,
     uint64_t want = touch_goal(planned);
     bool growing = false;
     if (want > mem.touched()) {
+      // Behind the level in force: this growth is late already, and how long it takes is the
+      // machine's page faults (less any wait for a CPU, counted in control_wait_ms).
+      const bool behind = touch_goal(target_now) > mem.touched();
+      const int64_t wait0 = behind ? run_delay_ns() : 0;
       auto t0 = Clock::now();
       uint64_t grown = mem.grow(want, o.grow_step);
       double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (behind)
+        a.behind_touch_ms +=
+            std::max(0.0, secs * 1e3 - static_cast<double>(run_delay_ns() - wait0) / 1e6);
       // Only chunks long enough to time say anything about the rate.
       // Quick to believe it got slower, slow to believe it got faster: the next pages may be
       // colder than the last ones.

@@ -198,6 +198,10 @@ std::optional<double> memory_scale() {
 //    generator was kept off the CPU is the machine's doing, not the generator's: the late
 //    bound grows by that wait (its own schedstat run delay, reported as control_wait_ms). On
 //    a machine that runs it at once the wait is ~0 and the bound is the curve's.
+//  - Slow page faults: on a fresh VM the ramp peaked 520-615 ms late with little wait for a
+//    CPU: guest memory the host has not backed yet faults slowly, and the touching fell
+//    behind the curve. The bound also grows by the time spent touching memory already due
+//    (behind_touch_ms, off the CPU wait); a generator that sleeps when it is behind gets none.
 struct Window {
   double early_ms = -100;
   double late_ms;
@@ -211,16 +215,20 @@ Window on_time_window(const Segment& s, int64_t peak_at_ms) {
     }
   return {.late_ms = static_cast<double>(next - peak_at_ms)};
 }
-bool on_time(double late_ms, const Window& w, double starved_ms) {
-  return late_ms >= w.early_ms && late_ms < w.late_ms + starved_ms;
+// How much later the machine made the peak: the control thread's wait for a CPU and its
+// page faults on memory already due.
+double machine_delay_ms(const Achieved& a) { return a.control_wait_ms + a.behind_touch_ms; }
+bool on_time(double late_ms, const Window& w, const Achieved& a) {
+  return late_ms >= w.early_ms && late_ms < w.late_ms + machine_delay_ms(a);
 }
 std::string explain(const Achieved& a, const Window& w) {
   double load = 0;
   std::ifstream("/proc/loadavg") >> load;
   return "window [" + std::to_string(static_cast<int>(w.early_ms)) + ", " +
-         std::to_string(static_cast<int>(w.late_ms)) + " + the wait) ms; sandgate-load waited " +
-         std::to_string(static_cast<int>(a.control_wait_ms)) + " ms for a CPU (load average " +
-         std::to_string(load) + ")";
+         std::to_string(static_cast<int>(w.late_ms)) + " + the machine's delay) ms; sandgate-load waited " +
+         std::to_string(static_cast<int>(a.control_wait_ms)) + " ms for a CPU and touched " +
+         std::to_string(static_cast<int>(a.behind_touch_ms)) +
+         " ms behind the curve (load average " + std::to_string(load) + ")";
 }
 
 class Curves : public ::testing::TestWithParam<std::string> {
@@ -248,13 +256,14 @@ TEST_P(Curves, PeakWithin5PercentAndOnTimeBySelfReport) {
   std::cout << GetParam() << " (scale " << *f << "): self-reported peak ratio " << ratio
             << ", peak at " << a->achieved_peak_at_ms << " ms vs target " << a->target_peak_at_ms
             << " ms (" << late << " ms), wall " << a->wall_ms << " ms, control thread waited "
-            << a->control_wait_ms << " ms for a CPU\n";
+            << a->control_wait_ms << " ms for a CPU, touched " << a->behind_touch_ms
+            << " ms behind the curve\n";
   RecordProperty("peak_ratio", std::to_string(ratio));
   RecordProperty("peak_late_ms", std::to_string(late));
   Window w = on_time_window(s, a->target_peak_at_ms);
   EXPECT_EQ(a->mem_measure, "rss_statm");
   EXPECT_NEAR(ratio, 1.0, 0.05) << explain(*a, w);
-  EXPECT_TRUE(on_time(static_cast<double>(late), w, a->control_wait_ms)) << late << " ms late; " << explain(*a, w);
+  EXPECT_TRUE(on_time(static_cast<double>(late), w, *a)) << late << " ms late; " << explain(*a, w);
   // It ends at the curve's end: never before it, and not a whole hold later. 1000 ms: ~5x the
   // worst overrun seen under load (177 ms, nice 0, ramp), well short of a generator that
   // ignores end_ms.
@@ -325,17 +334,40 @@ TEST_P(Curves, PeakWithin5PercentAndOnTimeByTheCgroup) {
             << static_cast<double>(a->achieved_peak_mem) / static_cast<double>(a->target_peak_mem)
             << "; cgroup usage reached 99% of its peak at " << at << " ms vs target "
             << a->target_peak_at_ms << " ms (" << late << " ms), control thread waited "
-            << a->control_wait_ms << " ms for a CPU\n";
+            << a->control_wait_ms << " ms for a CPU, touched " << a->behind_touch_ms
+            << " ms behind the curve\n";
   RecordProperty("cgroup_peak_ratio", std::to_string(ratio));
   RecordProperty("cgroup_peak_late_ms", std::to_string(late));
   Window w = on_time_window(s, a->target_peak_at_ms);
   EXPECT_NEAR(ratio, 1.0, 0.05) << explain(*a, w);
   ASSERT_GE(at, 0) << "the cgroup's usage was never sampled";
-  EXPECT_TRUE(on_time(late, w, a->control_wait_ms)) << late << " ms late; " << explain(*a, w);
+  EXPECT_TRUE(on_time(late, w, *a)) << late << " ms late; " << explain(*a, w);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fidelity, Curves, ::testing::Values("step", "ramp", "burst"),
                          [](const auto& info) { return info.param; });
+
+// Memory due from the start is touched behind the curve, and that time is reported (the
+// machine's share of a late peak); memory raised ahead of its time is not.
+TEST(LoadBinary, ReportsTheTimeSpentTouchingMemoryAlreadyDue) {
+  testing::TempDir dir;
+  auto run = [&](const char* name, Segment s) {
+    s.name = name;
+    RunOutput r = run_load({"run", "--segment", write_segment(dir, s)});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto a = Achieved::from_json(Json::parse(r.out));
+    EXPECT_TRUE(a.ok()) << r.out;
+    return a.ok() ? a->behind_touch_ms : -1.0;
+  };
+  Segment due;
+  due.points = {{0, 128 * kMiB, 0, 0, 0}};
+  due.end_ms = 300;
+  Segment ahead;  // nothing until 1 s, then 16 MiB: planned ahead at the generator's rate
+  ahead.points = {{0, 0, 0, 0, 0}, {1000, 16 * kMiB, 0, 0, 0}};
+  ahead.end_ms = 1200;
+  EXPECT_GT(run("due", due), 0.0);
+  EXPECT_EQ(run("ahead", ahead), 0.0);
+}
 
 TEST(LoadBinary, FanOutCpuAndIoTogether) {
   testing::TempDir dir("/var/tmp");

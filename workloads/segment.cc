@@ -160,6 +160,7 @@ Json Achieved::to_json() const {
               {"cpu_capped", cpu_capped},
               {"cpu_wait_ms", cpu_wait_ms},
               {"control_wait_ms", control_wait_ms},
+              {"behind_touch_ms", behind_touch_ms},
               {"target_peak_pids", target_peak_pids},
               {"achieved_peak_pids", achieved_peak_pids},
               {"target_io_bytes", target_io_bytes},
@@ -238,6 +239,9 @@ Result<Achieved> Achieved::from_json(const Json& j) {
   }
   if (j.contains("control_wait_ms")) {
     SG_TRY(number("control_wait_ms", a.control_wait_ms));
+  }
+  if (j.contains("behind_touch_ms")) {
+    SG_TRY(number("behind_touch_ms", a.behind_touch_ms));
   }
   SG_TRY(flag("io_files_removed", a.io_files_removed));
   SG_TRY(flag("interrupted", a.interrupted));

@@ -81,6 +81,11 @@ struct Achieved {
   // The same for the control thread, which touches the memory curve and samples it: when it
   // waited long for a CPU, the machine, not the plan, decided how late the peak was.
   double control_wait_ms = 0;
+  // Time the control thread spent touching memory the curve already asked for (behind the
+  // level in force), on the CPU or stalled in page faults, not waiting for a CPU (that is
+  // control_wait_ms). A machine whose page faults are slower than the curve rises (a VM's
+  // guest memory the host has not backed yet) makes the peak late by up to this much.
+  double behind_touch_ms = 0;
   bool io_files_removed = true;  // the I/O files were removed at the end
   bool interrupted = false;      // ended early by SIGTERM/SIGINT
   std::vector<std::string> errors;  // what it could not do ("memory: ENOMEM at 1.50GiB")

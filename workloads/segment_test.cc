@@ -95,6 +95,7 @@ TEST(Achieved, RoundTripsEveryField) {
   a.cpu_capped = true;
   a.cpu_wait_ms = 12.5;
   a.control_wait_ms = 3.25;
+  a.behind_touch_ms = 7.5;
   a.io_files_removed = false;
   a.interrupted = true;
   a.errors = {"pids: clone: EAGAIN"};
