@@ -924,6 +924,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   }
 
   const std::string dropped = dropped_setting_;
+  const auto stop_grace = stop_grace_;
   const HostPaths paths = options_.paths;
   auto settings = std::make_shared<std::vector<Setting>>();
   auto expected = std::make_shared<Expected>();
@@ -1126,6 +1127,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     if (!rootless) SG_TRY(record_runtime_cgroups(paths, rel, name, state));
     launch.argv = std::move(argv);
     launch.foreground_output = layout.run_dir + "/runtime.log";
+    if (stop_grace) launch.stop_grace = *stop_grace;
     return launch;
   };
   // The container removed by its own `podman run --rm` is forgotten, so that destroy does not
