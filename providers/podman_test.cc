@@ -323,6 +323,34 @@ TEST_F(PodmanTest, APid1ThatIgnoresTheShutdownIsStillRemovedAfterTheGrace) {
   EXPECT_EQ(joined(mounts_under(options_.paths.work_dir)), "") << "mounts left";
 }
 
+// Two runs without a placement share sandgate's /sandgate-podman parent cgroup: whichever ends
+// last removes it (another session's run may hold it, then it is not empty).
+TEST_F(PodmanTest, TheSharedParentCgroupGoesWithTheLastRun) {
+  REQUIRE_PODMAN();
+  auto a = make_env(*podman_);
+  ASSERT_TRUE(a);
+  auto b = make_env(*podman_);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->destroy().ok());
+  ASSERT_TRUE(b->destroy().ok());
+  size_t checked = 0;
+  DIR* d = ::opendir("/sys/fs/cgroup");
+  ASSERT_NE(d, nullptr);
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == ".." || e->d_type != DT_DIR) continue;
+    ++checked;
+    std::string parent = "/sys/fs/cgroup/" + name + "/sandgate-podman";
+    if (::access(parent.c_str(), F_OK) != 0) continue;
+    EXPECT_GT(child_dirs(parent), 0u) << "an empty " << parent << " was left";
+  }
+  ::closedir(d);
+  // A pure v2 host: the parent sits in the mount itself.
+  if (::access("/sys/fs/cgroup/sandgate-podman", F_OK) == 0)
+    EXPECT_GT(child_dirs("/sys/fs/cgroup/sandgate-podman"), 0u) << "an empty parent was left";
+  EXPECT_GT(checked, 0u);
+}
+
 TEST_F(PodmanTest, NoHostEnvironmentReachesACall) {
   REQUIRE_PODMAN();
   ::setenv("SANDGATE_PODMAN_TEST_SECRET", "host-only", 1);
