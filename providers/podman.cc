@@ -110,7 +110,11 @@ std::vector<std::string> cgroup_hierarchies(const HostPaths& paths) {
 // What runc makes under --cgroup-parent beyond the controller's own cgroups: the parent path in
 // hierarchies the controller does not use (devices, freezer, ...), and podman's "conmon" group
 // beside the container's. Recorded before `podman run` so that destroy and gc remove them.
-Status record_runtime_cgroups(const HostPaths& paths, const std::string& rel,
+// `shared_parents` (a run without a placement, under sandgate's own /sandgate-podman): every
+// level is recorded even when another run made it, as rootless runs do (a parent is removed
+// only once empty). Recording only what was missing left /sandgate-podman behind, empty,
+// whenever two runs overlapped: the first out found it busy, the last had not recorded it.
+Status record_runtime_cgroups(const HostPaths& paths, const std::string& rel, bool shared_parents,
                               const std::string& container, RunState& state) {
   std::vector<std::string> parts = split_str(rel.substr(1), '/');
   std::vector<Resource> rs;
@@ -118,7 +122,8 @@ Status record_runtime_cgroups(const HostPaths& paths, const std::string& rel,
     std::string path = h;
     for (const auto& part : parts) {
       path += "/" + part;
-      if (::access(path.c_str(), F_OK) != 0) rs.push_back({Resource::Kind::kCgroupParent, path});
+      if (shared_parents || ::access(path.c_str(), F_OK) != 0)
+        rs.push_back({Resource::Kind::kCgroupParent, path});
     }
     rs.push_back({Resource::Kind::kCgroup, h + rel + "/conmon"});
   }
@@ -926,6 +931,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   }
 
   const std::string dropped = dropped_setting_;
+  const auto stop_grace = stop_grace_;
   const HostPaths paths = options_.paths;
   auto settings = std::make_shared<std::vector<Setting>>();
   auto expected = std::make_shared<Expected>();
@@ -1125,9 +1131,11 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     // Recorded before they exist: the runtime's cgroups, then the container. Rootless, the
     // cgroups are sandgate's own (recorded above) and the container lives only in the run's
     // own Podman storage: killing its processes and removing the run directory removes it.
-    if (!rootless) SG_TRY(record_runtime_cgroups(paths, rel, name, state));
+    if (!rootless)
+      SG_TRY(record_runtime_cgroups(paths, rel, spec.placement.empty(), name, state));
     launch.argv = std::move(argv);
     launch.foreground_output = layout.run_dir + "/runtime.log";
+    if (stop_grace) launch.stop_grace = *stop_grace;
     return launch;
   };
   // The container removed by its own `podman run --rm` is forgotten, so that destroy does not

@@ -66,7 +66,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,10 +114,15 @@ class PodmanProvider : public Provider {
   // the read-back catches a setting the runtime did not apply ("network" becomes `--network
   // host`, not Podman's default bridge, which would change the host's network).
   void drop_setting_for_test(std::string name) { dropped_setting_ = std::move(name); }
+  // Test hook: how long destroy waits for `podman run --rm` to remove its container before it
+  // kills it and removes the container itself (ContainedLaunch::stop_grace; 60 s otherwise),
+  // so that a test can reach that fallback without waiting a minute.
+  void set_stop_grace_for_test(std::chrono::milliseconds grace) { stop_grace_ = grace; }
 
  private:
   ProviderOptions options_;
   std::string dropped_setting_;
+  std::optional<std::chrono::milliseconds> stop_grace_;
 };
 
 }  // namespace sandgate::providers

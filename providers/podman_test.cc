@@ -295,6 +295,62 @@ TEST_F(PodmanTest, AKilledRuntimeStillLeavesNoContainer) {
   EXPECT_EQ(joined(mounts_under(options_.paths.work_dir)), "") << "mounts left";
 }
 
+// The fallback: a pid 1 that does not end when asked (stopped here, so that it reads nothing)
+// keeps `podman run --rm` waiting for its container; after the grace destroy kills that runtime
+// and removes the container from the run's record (`podman rm --force`, as gc does), so nothing
+// is left even then.
+TEST_F(PodmanTest, APid1ThatIgnoresTheShutdownIsStillRemovedAfterTheGrace) {
+  REQUIRE_PODMAN();
+  constexpr auto kGrace = std::chrono::seconds(2);
+  podman_->set_stop_grace_for_test(kGrace);
+  auto env = make_env(*podman_);
+  ASSERT_TRUE(env);
+  auto* supervised = dynamic_cast<providers::SupervisedEnvironment*>(env.get());
+  ASSERT_NE(supervised, nullptr);
+  const pid_t supervisor = supervised->supervisor_pid();
+  ASSERT_GT(supervisor, 0);
+  ASSERT_GT(supervised->runtime_pid(), 0) << "no foreground runtime";
+  std::string name = "sandgate-" + env->run_id();
+  ASSERT_TRUE(container_exists(name));
+  ASSERT_EQ(::kill(supervisor, SIGSTOP), 0);
+  auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE(env->destroy().ok());
+  // A lower bound only (no flaky upper one): destroy waited out the grace, so it was the
+  // fallback that removed the container, not the runtime's own --rm.
+  EXPECT_GE(std::chrono::steady_clock::now() - began, kGrace);
+  EXPECT_FALSE(container_exists(name)) << "container left: " << name;
+  EXPECT_FALSE(process_exists(supervisor)) << "the stopped pid 1 outlived its run";
+  EXPECT_EQ(joined(mounts_under(options_.paths.work_dir)), "") << "mounts left";
+}
+
+// Two runs without a placement share sandgate's /sandgate-podman parent cgroup: whichever ends
+// last removes it (another session's run may hold it, then it is not empty).
+TEST_F(PodmanTest, TheSharedParentCgroupGoesWithTheLastRun) {
+  REQUIRE_PODMAN();
+  auto a = make_env(*podman_);
+  ASSERT_TRUE(a);
+  auto b = make_env(*podman_);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->destroy().ok());
+  ASSERT_TRUE(b->destroy().ok());
+  size_t checked = 0;
+  DIR* d = ::opendir("/sys/fs/cgroup");
+  ASSERT_NE(d, nullptr);
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == ".." || e->d_type != DT_DIR) continue;
+    ++checked;
+    std::string parent = "/sys/fs/cgroup/" + name + "/sandgate-podman";
+    if (::access(parent.c_str(), F_OK) != 0) continue;
+    EXPECT_GT(child_dirs(parent), 0u) << "an empty " << parent << " was left";
+  }
+  ::closedir(d);
+  // A pure v2 host: the parent sits in the mount itself.
+  if (::access("/sys/fs/cgroup/sandgate-podman", F_OK) == 0)
+    EXPECT_GT(child_dirs("/sys/fs/cgroup/sandgate-podman"), 0u) << "an empty parent was left";
+  EXPECT_GT(checked, 0u);
+}
+
 TEST_F(PodmanTest, NoHostEnvironmentReachesACall) {
   REQUIRE_PODMAN();
   ::setenv("SANDGATE_PODMAN_TEST_SECRET", "host-only", 1);

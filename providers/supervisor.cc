@@ -512,11 +512,6 @@ std::string describe_process_tree(pid_t root, const std::string& marker) {
   return out.empty() ? "(gone)" : out;
 }
 
-// How long a foreground runtime gets to remove its container once pid 1 has gone; then it is
-// killed (and the container left to the provider's own removal). Podman's `rm` usually takes
-// 0.1-0.3 s here; the margin is for a loaded host.
-constexpr auto kRuntimeGrace = std::chrono::seconds(60);
-
 }  // namespace
 
 Result<CommandResult> run_contained_runtime(const ContainedLaunch& launch) {
@@ -599,6 +594,7 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
     auto pidfd = pidfd_open(pid);
     s.runtime_ = ChildProcess(pid, pidfd.ok() ? std::move(pidfd).value() : UniqueFd());
     s.runtime_output_ = launch.foreground_output;
+    s.runtime_grace_ = launch.stop_grace;
   } else {
     // The launcher's output, bounded: the runtime's own error message when it refuses.
     std::string output = read_launcher_output(out.read.get());
@@ -643,7 +639,7 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
     // away means a runtime that is ending (or failed to start the container). Its status says
     // which, and its output why.
     s.control_.reset();
-    auto st = s.runtime_.wait_for(kRuntimeGrace);
+    auto st = s.runtime_.wait_for(launch.stop_grace);
     if (!st.ok() || !st->has_value()) {
       s.runtime_.kill_and_reap();
       return std::move(configured).error();
@@ -920,7 +916,7 @@ Status Supervisor::stop() {
     if (runtime_.running()) {
       // A foreground runtime removes the container once pid 1 has gone, then exits.
       RuntimeExit exit;
-      auto st = runtime_.wait_for(kRuntimeGrace);
+      auto st = runtime_.wait_for(runtime_grace_);
       if (st.ok() && st->has_value()) {
         exit.status = **st;
       } else {

@@ -151,6 +151,11 @@ struct ContainedLaunch {
   // runtime's output: a runtime stuck on a lock or a hung storage fails the run, not the caller.
   // Podman starts in 0.3-3 s here; the margin is for a loaded host and a first start.
   std::chrono::milliseconds start_timeout = std::chrono::seconds(90);
+  // How long a foreground runtime gets, once pid 1 was asked to end (stop()) or went away, to
+  // remove its container and exit; then it is killed (RuntimeExit::killed) and the container
+  // left to the provider's own removal (`podman rm --force`, from the run's record). Podman's
+  // removal takes 0.05-0.3 s here; the margin is for a loaded host.
+  std::chrono::milliseconds stop_grace = std::chrono::seconds(60);
 };
 
 // How a foreground runtime ended (ContainedLaunch::foreground_output).
@@ -227,6 +232,7 @@ class Supervisor {
   // A foreground runtime (ContainedLaunch::foreground_output) and its output file.
   ChildProcess runtime_;
   std::string runtime_output_;
+  std::chrono::milliseconds runtime_grace_{0};  // ContainedLaunch::stop_grace
   std::optional<RuntimeExit> runtime_exit_;
 };
 
