@@ -191,7 +191,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
                                                            layout.run_dir, run_cgroup, state));
       c.jail.proc_views_host = views.dir;
       // The views server answers the calls' sysinfo(2) too (sysinfo_notify.h).
-      c.sysinfo_channel = views.sysinfo_channel;
+      if (options_.answer_sysinfo) c.sysinfo_channel = views.sysinfo_channel;
       return {};
     };
   }
