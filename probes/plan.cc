@@ -178,12 +178,11 @@ std::vector<ProbePlan> make_plans() {
   plans.back().only_hidden_by =
       "a per-run /proc view (namespaces; runc refuses podman's) or a separate kernel (a microVM)";
   // sysinfo(2) is the kernel's answer unless the sandbox answers it itself: the namespaces
-  // jail hands it to the run's views server (providers/sysinfo_notify.h); podman's calls run
-  // under runc's profile and keep the kernel's.
+  // and podman providers hand it to the run's views server (providers/sysinfo_notify.h).
   plans.push_back(witnessed("disclosure.sysinfo", Witness::kHostView));
   plans.back().only_hidden_by =
-      "a per-run answer to sysinfo(2) (the namespaces jail's views server, through a seccomp "
-      "listener; not podman's) or a separate kernel (a microVM)";
+      "a per-run answer to sysinfo(2) (the run's views server through a seccomp listener: "
+      "namespaces, podman) or a separate kernel (a microVM)";
   plans.push_back(witnessed("disclosure.mountinfo_host_path", Witness::kHostView));
   plans.back().only_hidden_by =
       "a per-run filesystem for the workspace (a loop-mounted image: --workspace-size, "

@@ -375,8 +375,8 @@ HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
     }
     v.notes.push_back(
         "sysinfo(2) is the kernel's answer (the host's memory, load and uptime) unless the "
-        "sandbox answers it itself (the namespaces jail's views server, through a seccomp "
-        "listener) or runs its own kernel");
+        "sandbox answers it itself (the run's views server through a seccomp listener: "
+        "namespaces, podman) or runs its own kernel");
   } else if (id == "disclosure.vmstat") {
     // The host's count since boot, read after the probe's: the host's own text read then is at
     // most this and, faults being counted since boot, far more than half of it; a run's own

@@ -2,7 +2,8 @@
 // (proc_views.h) show a call its own memory, load and uptime, but sysinfo(2) is answered by the
 // kernel itself: `free`-like programs and glibc's sysconf(_SC_PHYS_PAGES) (Python's
 // os.sysconf, the JVM's and Go's heap sizing) read the host's 24 GiB through it. In the jail
-// each call runs under a third seccomp program (seccomp_policy.h) that hands sysinfo to a
+// (and in a podman run: runc's profile lets a call's child add a listener) each call runs under
+// a third seccomp program (seccomp_policy.h) that hands sysinfo to a
 // listener; the call's child sends its listener over the run's sysinfo channel to the run's
 // views server, which answers each call with the numbers its /proc views show the same caller.
 //

@@ -1550,6 +1550,15 @@ TEST_P(PodmanSessionTest, ACallReadsItsGrantAsItsMemTotal) {
   ASSERT_TRUE(host.ok());
   ASSERT_GT(std::atoll(host->c_str() + 9), 1024 * 1024)
       << "the host has more than 1 GiB: the comparison proves something";
+  // sysinfo(2) too (issue 16): the run's views server answers it through the call's listener,
+  // under runc's seccomp profile as in the jail.
+  auto si = call({kTry, "sysinfo"}, "test");
+  ASSERT_EQ(si.termination, Termination::kExited) << si.exec.stderr_data;
+  const std::string& out = si.exec.stdout_data;
+  ASSERT_EQ(out.rfind("sysinfo ok ", 0), 0u) << out << si.exec.stderr_data;
+  auto at = out.find(" totalram=");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(std::atoll(out.c_str() + at + 10), total_kb * 1024) << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PodmanSessionTest,
