@@ -106,9 +106,10 @@ ProbeReport meminfo(const Params&) {
 
 // sysinfo(2): the memory total, load, uptime and thread count, answered by the kernel (the
 // host's numbers) unless the sandbox answers it itself (the run's views server, through a
-// seccomp listener: providers/sysinfo_notify.h; namespaces and podman). glibc's sysconf(_SC_PHYS_PAGES) is
-// this call, so every runtime that sizes itself from "physical memory" reads it. The host
-// compares the total with its own MemTotal and with the call's memory grant (witness.cc).
+// seccomp listener: providers/sysinfo_notify.h; namespaces and podman). glibc's
+// sysconf(_SC_PHYS_PAGES) is this call, so every runtime that sizes itself from "physical memory"
+// reads it. The host compares the total with its own MemTotal and with the call's memory grant
+// (witness.cc).
 ProbeReport sysinfo_total(const Params&) {
   std::string attempt = "sysinfo(2): the memory total, load, uptime and threads";
   struct sysinfo si {};

@@ -587,9 +587,9 @@ class Suite::Context {
         std::string ws = run->workspace_host_path();
         std::string run_dir = ws.substr(0, ws.rfind('/'));
         std::string run_rel = "/" + run_dir.substr(run_dir.rfind('/') + 1) + "/";
-        auto view = disclosure_host_view(l->id, *r, s_.options_.paths.proc, host_release(),
-                                         {ws, run_dir, s_.options_.paths.work_dir, run_rel},
-                                         memory_grant_);
+        auto view =
+            disclosure_host_view(l->id, *r, s_.options_.paths.proc, host_release(),
+                                 {ws, run_dir, s_.options_.paths.work_dir, run_rel}, memory_grant_);
         host.disclosed = std::move(view.disclosed);
         host.notes.insert(host.notes.end(), view.notes.begin(), view.notes.end());
       }

@@ -325,9 +325,9 @@ TEST_F(WitnessTest, SysinfoIsTheHostsWhenItsTotalIsTheHostsMemTotal) {
   std::string proc = tmp_ + "/proc";
   const uint64_t grant = 256ull << 20;
   auto view = [&](Json total, std::optional<uint64_t> g) {
-    return disclosure_host_view("disclosure.sysinfo",
-                                disclosure_report("disclosure.sysinfo", {{"totalram_bytes", total}}),
-                                proc, "6.1", {}, g);
+    return disclosure_host_view(
+        "disclosure.sysinfo", disclosure_report("disclosure.sysinfo", {{"totalram_bytes", total}}),
+        proc, "6.1", {}, g);
   };
   auto has_note = [](const HostView& v, const std::string& text) {
     for (const auto& n : v.notes)
@@ -344,7 +344,8 @@ TEST_F(WitnessTest, SysinfoIsTheHostsWhenItsTotalIsTheHostsMemTotal) {
   auto neither = view(512ull << 20, grant);
   EXPECT_TRUE(neither.disclosed.empty());
   EXPECT_TRUE(has_note(neither, "neither the host's MemTotal (24576000 kB)"));
-  EXPECT_TRUE(view(grant, std::nullopt).disclosed.empty()) << "no grant known: still not the host's";
+  EXPECT_TRUE(view(grant, std::nullopt).disclosed.empty())
+      << "no grant known: still not the host's";
   EXPECT_TRUE(view("25165824000", grant).disclosed.empty()) << "hostile evidence of the wrong type";
   EXPECT_TRUE(view(-1, grant).disclosed.empty());
 }

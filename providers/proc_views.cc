@@ -142,7 +142,8 @@ struct sysinfo make_sysinfo(const MemoryNumbers& m, uint64_t host_total_kb, cons
   struct sysinfo si {};
   si.uptime = static_cast<long>(std::ceil(std::max(0.0, age_s)));
   for (int i = 0; i < 3; ++i)
-    si.loads[i] = static_cast<unsigned long>(std::llround(std::max(0.0, load.avg[i]) * (1 << SI_LOAD_SHIFT)));
+    si.loads[i] =
+        static_cast<unsigned long>(std::llround(std::max(0.0, load.avg[i]) * (1 << SI_LOAD_SHIFT)));
   si.totalram = total * 1024;
   si.freeram = free * 1024;
   si.sharedram = m.shmem;
@@ -598,9 +599,9 @@ std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placeme
 }
 
 Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::string& exe,
-                                         const std::string& run_dir,
-                                         const std::vector<std::string>& cgroup_dirs,
-                                         RunState& state) {
+                                          const std::string& run_dir,
+                                          const std::vector<std::string>& cgroup_dirs,
+                                          RunState& state) {
   std::string dir = run_dir + "/proc-views";
   auto started = start_proc_views(paths, exe, dir, cgroup_dirs, state);
   if (!started.ok())

@@ -196,7 +196,7 @@ std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placeme
 // start_proc_views() at <run_dir>/proc-views for a provider's run; an error says how to run
 // without them.
 struct RunProcViews {
-  std::string dir;                           // the views' mount point
+  std::string dir;                            // the views' mount point
   std::shared_ptr<UniqueFd> sysinfo_channel;  // the launcher's end (SupervisorConfig)
 };
 Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::string& exe,

@@ -463,7 +463,8 @@ Result<UniqueFd> install_sysinfo_notify(const SeccompProgram& program) {
                             const_cast<struct sock_filter*>(program.sysinfo_notify.data())};
   // seccomp(2), not prctl: only it takes flags. The listener is close-on-exec (kernel/seccomp.c,
   // seccomp_set_mode_filter: O_CLOEXEC).
-  long fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  long fd =
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
   if (fd < 0) return sys_error("install sysinfo notify filter");
   return UniqueFd(static_cast<int>(fd));
 }

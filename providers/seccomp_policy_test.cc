@@ -7,15 +7,15 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/sysinfo.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

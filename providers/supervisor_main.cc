@@ -560,9 +560,11 @@ int serve_supervisor(int control) {
   const Json names = msg->body.value("fds", Json::array());
   for (size_t i = 0; i < msg->fds.size(); ++i) {
     std::string name = i < names.size() && names[i].is_string() ? names[i].get<std::string>()
-                                                                 : (i == 0 ? "seccomp_program" : "");
-    if (name == "seccomp_program") program = std::move(msg->fds[i]);
-    else if (name == "sysinfo_channel") sysinfo_channel = std::move(msg->fds[i]);
+                                                                : (i == 0 ? "seccomp_program" : "");
+    if (name == "seccomp_program")
+      program = std::move(msg->fds[i]);
+    else if (name == "sysinfo_channel")
+      sysinfo_channel = std::move(msg->fds[i]);
   }
   SupervisorLoop loop(control, std::move(config).value(), std::move(program),
                       std::move(sysinfo_channel));

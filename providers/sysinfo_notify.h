@@ -51,10 +51,10 @@ using SysinfoNumbers = std::function<Result<struct sysinfo>(pid_t)>;
 
 // What answer_sysinfo_notification did with one notification.
 enum class SysinfoAnswer {
-  kAnswered,   // the caller got the numbers (return 0)
-  kRefused,    // the caller got an error: EFAULT (bad buffer), EIO (no numbers), ENOSYS (not
-               // sysinfo, or another ABI)
-  kGone,       // the caller left before the answer (killed, or a signal restarted its call)
+  kAnswered,  // the caller got the numbers (return 0)
+  kRefused,   // the caller got an error: EFAULT (bad buffer), EIO (no numbers), ENOSYS (not
+              // sysinfo, or another ABI)
+  kGone,      // the caller left before the answer (killed, or a signal restarted its call)
 };
 
 // Receives one notification from `listener` and answers it. For sysinfo: the caller's memory

@@ -430,9 +430,8 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
         "creds.env_tokens", "creds.home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
         "persist.after_destroy", "disclosure.proc_cmdline", "disclosure.boot_id",
         "disclosure.mountinfo_host_path", "disclosure.vmstat", "disclosure.interrupts",
-        "disclosure.sysinfo",
-        "crossrun.user_inotify", "net.ssh_agent", "net.runtime_sockets", "net.interfaces",
-        "proc.tiocsti"}) {
+        "disclosure.sysinfo", "crossrun.user_inotify", "net.ssh_agent", "net.runtime_sockets",
+        "net.interfaces", "proc.tiocsti"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << id << ": " << m[id]->why;
   }

@@ -237,8 +237,10 @@ TEST_F(SessionTest, SysinfoSaysTheCallsGrant) {
   ASSERT_TRUE(session_);
   struct sysinfo host {};
   ASSERT_EQ(::sysinfo(&host), 0);
-  const unsigned long long host_total = static_cast<unsigned long long>(host.totalram) * host.mem_unit;
-  ASSERT_GT(host_total, 1ull << 30) << "the host has more than 1 GiB: the comparison proves something";
+  const unsigned long long host_total =
+      static_cast<unsigned long long>(host.totalram) * host.mem_unit;
+  ASSERT_GT(host_total, 1ull << 30)
+      << "the host has more than 1 GiB: the comparison proves something";
   auto o = call({"/bin/sh", "-c",
                  std::string(kTry) + " sysinfo; grep MemTotal: /proc/meminfo; "
                                      "echo pages $(getconf _PHYS_PAGES) $(getconf PAGESIZE)"},
