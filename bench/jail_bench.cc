@@ -13,6 +13,14 @@
 //                                   the subject without the run's own /proc views
 //                                   (--no-proc-views): the baseline of the views' per-run cost
 //                                   (a FUSE server started, mounted, stopped per run)
+//   BM_NamespacesNoSysinfoExecOnly  one more call with the views but without the sysinfo(2)
+//                                   listener (ProviderOptions::answer_sysinfo false): the
+//                                   baseline of its per-call cost (the third seccomp program
+//                                   installed with a listener, the listener sent to the views
+//                                   server, which takes it and later closes it)
+//   BM_NamespacesNoProcViewsExecOnly
+//                                   one more call without the views (and so without the
+//                                   listener either)
 //   BM_NamespacesWorkspaceFsCreateExecDestroy
 //                                   the subject with --workspace-size 1GiB (an ext4 image on a
 //                                   loop device per run): the cost of the workspace filesystem,
@@ -93,7 +101,8 @@ bool run_host(benchmark::State& state, const std::vector<std::string>& argv) {
 // `weakenings`: only the no_landlock A/B pair sets one. This binary is a measurement, not a
 // command: no user reaches ProviderOptions::self_test_weakenings through it.
 std::unique_ptr<Provider> make_provider(benchmark::State& state, const std::string& name,
-                                        bool weakenings = false, bool proc_views = true) {
+                                        bool weakenings = false, bool proc_views = true,
+                                        bool answer_sysinfo = true) {
   providers::Registry registry;
   providers::register_builtin_providers(registry);
   ProviderOptions options;
@@ -101,6 +110,7 @@ std::unique_ptr<Provider> make_provider(benchmark::State& state, const std::stri
   options.allow_unsafe_host = name == "host_dir";
   options.self_test_weakenings = weakenings;
   options.proc_views = proc_views;
+  options.answer_sysinfo = answer_sysinfo;
 #ifdef SANDGATE_SUPERVISOR
   // The production supervisor is sandgate-supervisor, not this benchmark binary re-executed
   // (which also loads libbenchmark): measure that one.
@@ -177,8 +187,10 @@ void BM_NamespacesCreateExecDestroy(benchmark::State& state) {
   create_exec_destroy(state, "namespaces");
 }
 
-void exec_only(benchmark::State& state, const EnvSpec& spec = {}) {
-  auto provider = make_provider(state, "namespaces", !spec.weakenings.empty());
+void exec_only(benchmark::State& state, const EnvSpec& spec = {}, bool proc_views = true,
+               bool answer_sysinfo = true) {
+  auto provider =
+      make_provider(state, "namespaces", !spec.weakenings.empty(), proc_views, answer_sysinfo);
   if (!provider) return;
   auto env = provider->create(spec);
   if (!env.ok()) {
@@ -212,6 +224,14 @@ void BM_NamespacesNoProcViewsCreateExecDestroy(benchmark::State& state) {
   create_exec_destroy(state, "namespaces", {}, /*proc_views=*/false);
 }
 
+void BM_NamespacesNoSysinfoExecOnly(benchmark::State& state) {
+  exec_only(state, {}, /*proc_views=*/true, /*answer_sysinfo=*/false);
+}
+
+void BM_NamespacesNoProcViewsExecOnly(benchmark::State& state) {
+  exec_only(state, {}, /*proc_views=*/false);
+}
+
 void BM_NamespacesWorkspaceFsCreateExecDestroy(benchmark::State& state) {
   EnvSpec spec;
   spec.workspace_size = uint64_t{1} << 30;
@@ -236,6 +256,8 @@ BENCHMARK(BM_HostDirCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesNoLandlockCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesNoLandlockExecOnly)->Apply(configure);
 BENCHMARK(BM_NamespacesNoProcViewsCreateExecDestroy)->Apply(configure);
+BENCHMARK(BM_NamespacesNoProcViewsExecOnly)->Apply(configure);
+BENCHMARK(BM_NamespacesNoSysinfoExecOnly)->Apply(configure);
 BENCHMARK(BM_NamespacesWorkspaceFsCreateExecDestroy)->Apply(configure);
 
 // The summary: the medians and the ratios namespaces/bwrap and namespaces/bare, from the same
@@ -250,6 +272,8 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
                          "BM_NamespacesNoLandlockCreateExecDestroy",
                          "BM_NamespacesNoLandlockExecOnly",
                          "BM_NamespacesNoProcViewsCreateExecDestroy",
+                         "BM_NamespacesNoProcViewsExecOnly",
+                         "BM_NamespacesNoSysinfoExecOnly",
                          "BM_NamespacesWorkspaceFsCreateExecDestroy"};
   char line[256];
   out << "\njail_bench summary (median real time per iteration, this run)\n";
@@ -283,6 +307,10 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
         "BM_NamespacesNoLandlockExecOnly");
   ratio("proc views/no proc views (create+exec+destroy)", "BM_NamespacesCreateExecDestroy",
         "BM_NamespacesNoProcViewsCreateExecDestroy");
+  ratio("sysinfo listener/none (exec only)", "BM_NamespacesExecOnly",
+        "BM_NamespacesNoSysinfoExecOnly");
+  ratio("proc views/no proc views (exec only)", "BM_NamespacesExecOnly",
+        "BM_NamespacesNoProcViewsExecOnly");
   ratio("workspace fs/host dir (create+exec+destroy)", "BM_NamespacesWorkspaceFsCreateExecDestroy",
         "BM_NamespacesCreateExecDestroy");
   auto ns = runs.median_ms("BM_NamespacesCreateExecDestroy"), bw = runs.median_ms("BM_Bwrap");

@@ -8,7 +8,8 @@
 // Evidence fields the host reads: "digest" (content_digest of what was read, disclosure.h;
 // never the text itself),
 // "devices" (block device names), "workspace_mount" (the mountinfo line of the workspace),
-// "release"/"version" (uname), "mem_total" (the MemTotal line), "pgfault" (vmstat's count).
+// "release"/"version" (uname), "mem_total" (the MemTotal line), "pgfault" (vmstat's count),
+// "totalram_bytes" (sysinfo(2)'s memory total).
 #include "probes/disclosure.h"
 
 #include <sys/sysinfo.h>
@@ -103,6 +104,24 @@ ProbeReport meminfo(const Params&) {
   return reached(attempt, ev);
 }
 
+// sysinfo(2): the memory total, load, uptime and thread count, answered by the kernel (the
+// host's numbers) unless the sandbox answers it itself (the run's views server, through a
+// seccomp listener: providers/sysinfo_notify.h; namespaces and podman). glibc's
+// sysconf(_SC_PHYS_PAGES) is this call, so every runtime that sizes itself from "physical memory"
+// reads it. The host compares the total with its own MemTotal and with the call's memory grant
+// (witness.cc).
+ProbeReport sysinfo_total(const Params&) {
+  std::string attempt = "sysinfo(2): the memory total, load, uptime and threads";
+  struct sysinfo si {};
+  if (::sysinfo(&si) != 0) return failed(attempt, errno, {{"syscall", "sysinfo"}});
+  const unsigned unit = si.mem_unit == 0 ? 1 : si.mem_unit;
+  return reached(attempt, {{"syscall", "sysinfo"},
+                           {"totalram_bytes", static_cast<unsigned long long>(si.totalram) * unit},
+                           {"freeram_bytes", static_cast<unsigned long long>(si.freeram) * unit},
+                           {"uptime_s", static_cast<long long>(si.uptime)},
+                           {"procs", static_cast<unsigned>(si.procs)}});
+}
+
 // The host's memory counters: /proc/vmstat counts every page fault, swap-in, scan and free page
 // of the machine (the host's memory, and what every other tenant does with theirs). A digest of
 // the text would never match the host's copy, which moves between the two reads: the probe
@@ -168,6 +187,10 @@ Status register_disclosure_probes(Catalogue& c) {
   SG_TRY(c.add({"disclosure.block_devices", "list the host's block devices", {}, block_devices}));
   SG_TRY(
       c.add({"disclosure.meminfo", "the host's memory total instead of the run's", {}, meminfo}));
+  SG_TRY(c.add({"disclosure.sysinfo",
+                "the host's memory total, load and uptime through sysinfo(2)",
+                {},
+                sysinfo_total}));
   SG_TRY(c.add({"disclosure.vmstat",
                 "the host's memory counters and every tenant's faults in /proc/vmstat",
                 {},

@@ -353,11 +353,12 @@ Judgement judge_probe(const std::optional<ProbeReport>& baseline, const ProbeRep
         return decide(j, Verdict::kInconclusive,
                       "a resource probe needs the controller's outcome (judge_resource)");
       case Witness::kHostView:
-        // Rule 1 did not fire: what it read is not the host's.
+        // Rule 1 did not fire: what it read is not the host's. A file's view is a mount over
+        // it; sysinfo(2)'s own answer comes from the syscall filter's listener.
         return decide(
             j, Verdict::kBlocked,
             "it read a view of its own, not the host's" + (evidence.empty() ? "" : ": " + evidence),
-            Layer::kMount);
+            sandbox.id == "disclosure.sysinfo" ? Layer::kSeccomp : Layer::kMount);
     }
   }
 

@@ -705,5 +705,18 @@ TEST(JudgeHostView, AViewOfItsOwnIsBlockedByTheMount) {  // the negative twin
   EXPECT_EQ(masked.layer, Layer::kMount);
 }
 
+// sysinfo(2)'s own answer comes from the filter's listener, not a mount (issue 16); the host's
+// total seen inside is exposed as any disclosure is.
+TEST(JudgeHostView, SysinfosOwnAnswerIsBlockedByTheFilter) {
+  auto own = judge(reached("disclosure.sysinfo"), Witness::kHostView);
+  EXPECT_EQ(own.verdict, Verdict::kBlocked);
+  EXPECT_EQ(own.layer, Layer::kSeccomp);
+  HostEvidence host;
+  host.disclosed = {"sysinfo(2) totalram 24576000 kB: the host's MemTotal, not the run's grant"};
+  auto hosts = judge(reached("disclosure.sysinfo"), Witness::kHostView, host);
+  EXPECT_EQ(hosts.verdict, Verdict::kExposed);
+  EXPECT_NE(hosts.why.find("the host's MemTotal"), std::string::npos) << hosts.why;
+}
+
 }  // namespace
 }  // namespace sandgate::probes

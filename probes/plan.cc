@@ -178,6 +178,12 @@ std::vector<ProbePlan> make_plans() {
   plans.push_back(witnessed("disclosure.vmstat", Witness::kHostView));
   plans.back().only_hidden_by =
       "a per-run /proc view (namespaces; runc refuses podman's) or a separate kernel (a microVM)";
+  // sysinfo(2) is the kernel's answer unless the sandbox answers it itself: the namespaces
+  // and podman providers hand it to the run's views server (providers/sysinfo_notify.h).
+  plans.push_back(witnessed("disclosure.sysinfo", Witness::kHostView));
+  plans.back().only_hidden_by =
+      "a per-run answer to sysinfo(2) (the run's views server through a seccomp listener: "
+      "namespaces, podman) or a separate kernel (a microVM)";
   plans.push_back(witnessed("disclosure.mountinfo_host_path", Witness::kHostView));
   plans.back().only_hidden_by =
       "a per-run filesystem for the workspace (a loop-mounted image: --workspace-size, "
@@ -276,10 +282,10 @@ const std::map<std::string, std::string>& boundary_remediation() {
        "Mask what the sandbox has no use for (/proc/cmdline, /proc/version, the boot id, "
        "/proc/partitions, /proc/diskstats, /proc/interrupts and /proc/softirqs: an empty or "
        "per-run read-only file bound over each, as container runtimes do), and show the run's "
-       "own memory counters in /proc/meminfo and /proc/vmstat. What the kernel answers itself "
-       "(uname(2), sysinfo(2), "
-       "mountinfo's sources) only a separate kernel (a microVM) or a per-run filesystem and /proc "
-       "view hides."},
+       "own memory counters in /proc/meminfo and /proc/vmstat, and in sysinfo(2) (a seccomp "
+       "listener that answers it with the run's numbers). What the kernel answers itself "
+       "(uname(2), mountinfo's sources) only a separate kernel (a microVM) or a per-run "
+       "filesystem hides."},
       {"crossrun",
        "Give every run its own namespaces (pid, ipc, net, mount) and its own /tmp, /dev/shm and "
        "workspace, and its own host id range, so that nothing one run holds is visible to "

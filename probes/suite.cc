@@ -531,6 +531,8 @@ class Suite::Context {
                         call_probe(run, probe_argv(probe_, ids, p), intent, stdin_fd));
     traced_ = called.outcome.observed.traced;
     traced_ids_ = ids;
+    memory_grant_.reset();
+    if (called.outcome.grant.memory_max) memory_grant_ = called.outcome.grant.memory_max->value;
     // What the run's resolver admitted: the addresses of the list's names, allowed by design.
     for (const auto& v : called.outcome.observed.egress) {
       if (v.hook != "dns" || !v.allowed || v.address.empty()) continue;
@@ -585,8 +587,9 @@ class Suite::Context {
         std::string ws = run->workspace_host_path();
         std::string run_dir = ws.substr(0, ws.rfind('/'));
         std::string run_rel = "/" + run_dir.substr(run_dir.rfind('/') + 1) + "/";
-        auto view = disclosure_host_view(l->id, *r, s_.options_.paths.proc, host_release(),
-                                         {ws, run_dir, s_.options_.paths.work_dir, run_rel});
+        auto view =
+            disclosure_host_view(l->id, *r, s_.options_.paths.proc, host_release(),
+                                 {ws, run_dir, s_.options_.paths.work_dir, run_rel}, memory_grant_);
         host.disclosed = std::move(view.disclosed);
         host.notes.insert(host.notes.end(), view.notes.begin(), view.notes.end());
       }
@@ -779,6 +782,7 @@ class Suite::Context {
   // The last call's kernel account (SuiteOptions::tracer) and the probes that call ran.
   std::optional<TracedActivity> traced_;
   std::vector<std::string> traced_ids_;
+  std::optional<uint64_t> memory_grant_;  // the last call's memory grant in bytes, if any
   std::vector<EgressRule> resolved_;  // addresses the run's resolver admitted (allowlist)
   std::unique_ptr<controller::Controller> controller_;
   size_t step_ = 0, steps_ = 0;  // boundaries run so far, and selected

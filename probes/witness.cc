@@ -310,7 +310,8 @@ std::set<std::string> partition_names(const std::string& text) {
 
 HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
                               const std::string& proc, const std::string& uname_release,
-                              const std::vector<std::string>& host_paths) {
+                              const std::vector<std::string>& host_paths,
+                              std::optional<uint64_t> memory_grant) {
   HostView v;
   auto host_text = [&](const std::string& rel) {
     auto t = read_file(proc + "/" + rel, 1 << 20);
@@ -339,8 +340,8 @@ HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
                             " (/proc/meminfo shows the host's memory, not the run's grant)");
     v.notes.push_back(
         "/proc/meminfo shows the run's grant only through a per-run /proc view (the namespaces "
-        "jail's, podman's) or a separate kernel; sysinfo(2) is answered by the kernel itself and "
-        "still says the host's memory on a shared kernel");
+        "jail's, podman's) or a separate kernel; sysinfo(2), the kernel's own answer unless the "
+        "sandbox answers it, is disclosure.sysinfo's");
     // The probe's sysinfo(2) total against the host's MemTotal (kB, so compared in kB): the
     // view does not cover it, and the report says so where it is the host's.
     const std::string host_total = total.empty() ? "" : total.substr(9);
@@ -351,6 +352,31 @@ HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
         v.notes.push_back("sysinfo(2) in the sandbox says the host's memory (totalram " +
                           std::to_string(kb) + " kB, the host's MemTotal)");
     }
+  } else if (id == "disclosure.sysinfo") {
+    // The total the call saw against the host's MemTotal and against the call's own grant
+    // (kB, as MemTotal is): the host's total is the disclosure; the grant is the run's answer.
+    std::string total = meminfo_total_line(host_text("meminfo"));
+    const uint64_t host_kb = total.empty() ? 0 : std::strtoull(total.c_str() + 9, nullptr, 10);
+    std::optional<uint64_t> seen;
+    if (report.evidence.is_object() && report.evidence.contains("totalram_bytes") &&
+        report.evidence["totalram_bytes"].is_number_unsigned())
+      seen = report.evidence["totalram_bytes"].get<uint64_t>();
+    if (reached && seen && host_kb != 0 && *seen / 1024 == host_kb) {
+      v.disclosed.push_back("sysinfo(2) totalram " + std::to_string(host_kb) +
+                            " kB: the host's MemTotal, not the run's grant");
+    } else if (reached && seen && memory_grant && *seen == *memory_grant) {
+      v.notes.push_back("sysinfo(2) totalram " + std::to_string(*seen) +
+                        " bytes: the call's memory grant");
+    } else if (reached && seen) {
+      v.notes.push_back("sysinfo(2) totalram " + std::to_string(*seen) +
+                        " bytes: neither the host's MemTotal (" + std::to_string(host_kb) +
+                        " kB) nor the call's grant" +
+                        (memory_grant ? " (" + std::to_string(*memory_grant) + " bytes)" : ""));
+    }
+    v.notes.push_back(
+        "sysinfo(2) is the kernel's answer (the host's memory, load and uptime) unless the "
+        "sandbox answers it itself (the run's views server through a seccomp listener: "
+        "namespaces, podman) or runs its own kernel");
   } else if (id == "disclosure.vmstat") {
     // The host's count since boot, read after the probe's: the host's own text read then is at
     // most this and, faults being counted since boot, far more than half of it; a run's own

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -82,13 +83,16 @@ LimitReadback read_back_limits(const controller::Cgroup& cg, const controller::G
 // (identical /proc/cmdline, boot id, block device names, the workspace's host path in its
 // mountinfo), `notes` what only a separate kernel (or a per-run view) would hide. Reads
 // <proc>; `uname_release` is the host's uname(2) release; `host_paths` are host paths the
-// sandbox should not learn (the workspace, its run directory, the work directory).
+// sandbox should not learn (the workspace, its run directory, the work directory);
+// `memory_grant` the probe call's memory grant in bytes, if it had one (disclosure.sysinfo's
+// run answer).
 struct HostView {
   std::vector<std::string> disclosed;
   std::vector<std::string> notes;
 };
 HostView disclosure_host_view(const std::string& id, const ProbeReport& report,
                               const std::string& proc, const std::string& uname_release,
-                              const std::vector<std::string>& host_paths);
+                              const std::vector<std::string>& host_paths,
+                              std::optional<uint64_t> memory_grant = std::nullopt);
 
 }  // namespace sandgate::probes

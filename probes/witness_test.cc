@@ -318,6 +318,38 @@ TEST_F(WitnessTest, DisclosureOfTheSameBytesIsSeenAndADifferentViewIsNot) {
   EXPECT_TRUE(rel_vm.disclosed.empty()) << "a guest kernel's release is not the host's";
 }
 
+// disclosure.sysinfo (issue 16): sysinfo(2)'s total is the host's MemTotal (exposed), the
+// call's grant (the run's own answer, noted), or neither (noted, with both numbers).
+TEST_F(WitnessTest, SysinfoIsTheHostsWhenItsTotalIsTheHostsMemTotal) {
+  put("proc/meminfo", "MemTotal:       24576000 kB\nMemFree:  1 kB\n");
+  std::string proc = tmp_ + "/proc";
+  const uint64_t grant = 256ull << 20;
+  auto view = [&](Json total, std::optional<uint64_t> g) {
+    return disclosure_host_view(
+        "disclosure.sysinfo", disclosure_report("disclosure.sysinfo", {{"totalram_bytes", total}}),
+        proc, "6.1", {}, g);
+  };
+  auto has_note = [](const HostView& v, const std::string& text) {
+    for (const auto& n : v.notes)
+      if (n.find(text) != std::string::npos) return true;
+    return false;
+  };
+  auto host = view(24576000ull * 1024, grant);
+  ASSERT_EQ(host.disclosed.size(), 1u);
+  EXPECT_NE(host.disclosed[0].find("24576000 kB"), std::string::npos) << host.disclosed[0];
+  EXPECT_TRUE(has_note(host, "unless the sandbox answers it")) << "says what alone would hide it";
+  auto own = view(grant, grant);
+  EXPECT_TRUE(own.disclosed.empty());
+  EXPECT_TRUE(has_note(own, "the call's memory grant"));
+  auto neither = view(512ull << 20, grant);
+  EXPECT_TRUE(neither.disclosed.empty());
+  EXPECT_TRUE(has_note(neither, "neither the host's MemTotal (24576000 kB)"));
+  EXPECT_TRUE(view(grant, std::nullopt).disclosed.empty())
+      << "no grant known: still not the host's";
+  EXPECT_TRUE(view("25165824000", grant).disclosed.empty()) << "hostile evidence of the wrong type";
+  EXPECT_TRUE(view(-1, grant).disclosed.empty());
+}
+
 // /proc/vmstat moves between the probe's read and the host's: the host's count of faults since
 // boot, read after, decides. The host's own text (read a moment earlier) is at most that and
 // near it; a run's own count from a view is far below; a count above the host's is no read of

@@ -146,7 +146,8 @@ Status step_proc(const std::string& root) {
 // (an empty file each), and the boot id (a random one of the run's own: a tool that keys a
 // cache on it still gets a well-formed id). Each is a read-only bind of a file on the jail's
 // root tmpfs, made before the root is frozen read-only. What the kernel answers itself
-// (uname(2), sysinfo(2), mountinfo's sources) stays: only a separate kernel hides that.
+// (uname(2), mountinfo's sources) stays: only a separate kernel hides that. sysinfo(2) is
+// answered by the run's views server instead (sysinfo_notify.h).
 // /proc/interrupts and /proc/softirqs are empty too, not replaced by a view: their per-CPU
 // counts are the whole machine's (every tenant's network packets, disk completions, timers,
 // IPIs move them: a side channel between runs, as /proc/stat's intr and softirq lines were,

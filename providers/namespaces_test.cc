@@ -11,6 +11,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysinfo.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -207,6 +209,86 @@ TEST_F(NamespacesTest, ProcViewsServerTakesSigtermFromALauncherThatBlocksIt) {
   EXPECT_EQ(status->substr(at, status->find('\n', at) - at), "SigBlk:\t0000000000000000");
   ASSERT_TRUE(env->destroy().ok());
   EXPECT_FALSE(process_exists(server));
+}
+
+// A number "key=N" of sandgate-try's sysinfo line; -1 when absent.
+long long sysinfo_field(const std::string& line, const std::string& key) {
+  auto at = line.find(" " + key + "=");
+  return at == std::string::npos ? -1 : std::atoll(line.c_str() + at + key.size() + 2);
+}
+
+// Issue 16: sysinfo(2) in the jail is answered by the run's views server with what the views
+// say to the same caller (providers/sysinfo_notify.h), not by the kernel with the host's
+// numbers. The run here has no cgroup of its own, so its memory is the host's (nothing limits
+// the test's cgroup) and the memory total cannot tell the two apart: the uptime does (the
+// run's age against the host's), and the total must be /proc/meminfo's MemTotal in the jail.
+// The grant itself is SessionTest.SysinfoSaysTheCallsGrant.
+TEST_F(NamespacesTest, SysinfoIsTheRunsViewNotTheKernels) {
+  SANDGATE_REQUIRE_ROOT();
+  struct sysinfo host {};
+  ASSERT_EQ(::sysinfo(&host), 0);
+  ASSERT_GT(host.uptime, 600) << "the host has been up for 10 minutes: the uptimes differ";
+  providers::EnvSpec spec;
+  spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, "/opt/sandgate-try"});
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  providers::Call call;
+  call.argv = {"/bin/sh", "-c", "/opt/sandgate-try sysinfo; grep MemTotal: /proc/meminfo"};
+  call.timeout = std::chrono::seconds(60);
+  auto r = env->exec(call, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  const std::string& out = r->stdout_data;
+  ASSERT_EQ(out.rfind("sysinfo ok ", 0), 0u) << out << r->stderr_data;
+  const long long uptime = sysinfo_field(out, "uptime");
+  EXPECT_GE(uptime, 0) << out;
+  EXPECT_LT(uptime, 300) << "the run's age, not the host's " << host.uptime << " s: " << out;
+  auto mem_total = out.find("MemTotal:");
+  ASSERT_NE(mem_total, std::string::npos) << out;
+  const long long total_kb = std::atoll(out.c_str() + mem_total + 9);
+  EXPECT_EQ(sysinfo_field(out, "totalram"), total_kb * 1024) << out;
+  EXPECT_GE(sysinfo_field(out, "procs"), 1) << out;
+  ASSERT_TRUE(env->destroy().ok());
+}
+
+// With its answerer gone, a call's sysinfo(2) fails (ENOSYS from the kernel) instead of
+// waiting for good; and a call that would start with nobody to answer it does not start.
+TEST_F(NamespacesTest, SysinfoWithTheViewsServerGoneIsAnErrorNotAHang) {
+  SANDGATE_REQUIRE_ROOT();
+  providers::EnvSpec spec;
+  spec.readonly_mounts.push_back({SANDGATE_TRY_BINARY, "/opt/sandgate-try"});
+  auto env = make_env(*ns_, spec);
+  ASSERT_TRUE(env);
+  const pid_t server = recorded_proc_views_server(options_.paths.state_dir, env->run_id());
+  ASSERT_GT(server, 0) << "no views server in run " << env->run_id() << "'s record";
+  const std::string ws = env->workspace_host_path();
+  // A call that starts with its listener sent, then waits for the file "go" to call sysinfo.
+  Result<ExecResult> waiting = logic_error("exec", "not run");
+  std::thread t([&] {
+    providers::Call call;
+    call.argv = {"/bin/sh", "-c",
+                 "touch /workspace/started; exec /opt/sandgate-try sysinfo /workspace/go"};
+    call.timeout = std::chrono::seconds(120);
+    waiting = env->exec(call, {});
+  });
+  for (int i = 0; i < 3000 && ::access((ws + "/started").c_str(), F_OK) != 0; ++i) ::usleep(20000);
+  ASSERT_EQ(::access((ws + "/started").c_str(), F_OK), 0) << "the call did not start in 60 s";
+  ASSERT_EQ(::kill(server, SIGKILL), 0);
+  ::waitpid(server, nullptr, 0);  // the test process launched it: ours to reap
+  std::ofstream(ws + "/go").flush();
+  t.join();
+  ASSERT_TRUE(waiting.ok()) << waiting.error().message();
+  EXPECT_EQ(waiting->stdout_data, "sysinfo ENOSYS\n") << waiting->stderr_data;
+  EXPECT_EQ(waiting->status.shell_code(), 1);
+  // A new call: its child cannot hand its listener to anyone, so it does not start.
+  providers::Call next;
+  next.argv = {"/opt/sandgate-try", "sysinfo"};
+  next.timeout = std::chrono::seconds(60);
+  auto r = env->exec(next, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(r->start_failure.has_value()) << r->stdout_data;
+  EXPECT_EQ(r->start_failure->step, "send the sysinfo listener");
+  EXPECT_EQ(r->stdout_data, "");
+  ASSERT_TRUE(env->destroy().ok());
 }
 
 // Two more /proc files that move with every tenant's activity: /proc/vmstat is the run's view

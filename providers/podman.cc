@@ -922,10 +922,14 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   if (options_.proc_views && proc_views_enabled_by_environment()) {
     std::vector<std::string> run_cgroup = run_cgroup_dirs(spec.placement.cgroup_dirs);
     recipe.before_start = [this, exe, run_cgroup, views_dir](const RunLayout& layout,
-                                                             SupervisorConfig&,
+                                                             SupervisorConfig& c,
                                                              RunState& state) -> Status {
       SG_ASSIGN_OR_RETURN(
-          *views_dir, start_run_proc_views(options_.paths, exe, layout.run_dir, run_cgroup, state));
+          auto views, start_run_proc_views(options_.paths, exe, layout.run_dir, run_cgroup, state));
+      *views_dir = views.dir;
+      // The server answers the calls' sysinfo(2) as for the jail (sysinfo_notify.h): the
+      // channel goes to the supervisor with its config, over the control socket runc passes.
+      if (options_.answer_sysinfo) c.sysinfo_channel = views.sysinfo_channel;
       return {};
     };
   }

@@ -134,6 +134,27 @@ std::string render_meminfo(const MemoryNumbers& m, uint64_t host_total_kb) {
   return out;
 }
 
+struct sysinfo make_sysinfo(const MemoryNumbers& m, uint64_t host_total_kb, const LoadAverage& load,
+                            const TaskCounts& tasks, double age_s) {
+  const auto [total, free] = total_and_free(m, host_total_kb);
+  const uint64_t swap_total = m.swap_limit >= kNoLimit ? 0 : m.swap_limit / 1024;
+  const uint64_t swap_free = swap_total - std::min(swap_total, m.swap_usage / 1024);
+  struct sysinfo si {};
+  si.uptime = static_cast<long>(std::ceil(std::max(0.0, age_s)));
+  for (int i = 0; i < 3; ++i)
+    si.loads[i] =
+        static_cast<unsigned long>(std::llround(std::max(0.0, load.avg[i]) * (1 << SI_LOAD_SHIFT)));
+  si.totalram = total * 1024;
+  si.freeram = free * 1024;
+  si.sharedram = m.shmem;
+  si.bufferram = 0;  // meminfo's Buffers: the cgroup does not count them apart
+  si.totalswap = swap_total * 1024;
+  si.freeswap = swap_free * 1024;
+  si.procs = static_cast<unsigned short>(std::clamp(tasks.threads, 0, 65535));
+  si.mem_unit = 1;
+  return si;
+}
+
 std::string render_vmstat(const MemoryNumbers& m, uint64_t host_total_kb,
                           const std::vector<std::string>& kernel_keys, uint64_t page_size) {
   const uint64_t page = page_size > 0 ? page_size : 4096;
@@ -458,9 +479,9 @@ Status proc_views_supported(const HostPaths& paths) {
   return {};
 }
 
-Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
-                        const std::string& mount_point, const std::vector<std::string>& cgroup_dirs,
-                        RunState& state) {
+Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe_in,
+                                  const std::string& mount_point,
+                                  const std::vector<std::string>& cgroup_dirs, RunState& state) {
   SG_TRY(proc_views_supported(paths));
   const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
   if (::mkdir(mount_point.c_str(), 0755) != 0 && errno != EEXIST)
@@ -470,6 +491,11 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return sys_error("socketpair for proc views");
   UniqueFd ours(sv[0]), theirs(sv[1]);
+  // The run's sysinfo channel (sysinfo_notify.h): the server's end goes with the go byte.
+  int channel[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0)
+    return sys_error("socketpair for the sysinfo channel");
+  UniqueFd channel_ours(channel[0]), channel_theirs(channel[1]);
   // Everything the child needs, made before fork: after it, only async-signal-safe calls (the
   // launcher may have threads).
   const std::string fd_arg = "3";
@@ -519,7 +545,7 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
   if (!recorded.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return recorded;
+    return std::move(recorded).error();
   }
   // A server that failed is ours to reap (its record then names a process that is gone).
   auto failed = [&](Error e) -> Error {
@@ -528,7 +554,22 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
     return e;
   };
   char go = 'g';
-  if (::write(ours.get(), &go, 1) != 1) return failed(sys_error("start proc views server"));
+  struct iovec iov = {&go, 1};
+  alignas(struct cmsghdr) char cmsg[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cmsg;
+  msg.msg_controllen = sizeof cmsg;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  const int theirs_fd = channel_theirs.get();
+  std::memcpy(CMSG_DATA(c), &theirs_fd, sizeof theirs_fd);
+  if (::sendmsg(ours.get(), &msg, MSG_NOSIGNAL) != 1)
+    return failed(sys_error("start proc views server"));
+  channel_theirs.reset();
   // Its answer: "ok", or the error that stopped it.
   struct pollfd p = {ours.get(), POLLIN, 0};
   int ready = ::poll(&p, 1, 10'000);
@@ -544,7 +585,7 @@ Status start_proc_views(const HostPaths& paths, const std::string& exe_in,
     return failed(logic_error("start proc views",
                               answer.empty() ? "the server exited before mounting" : answer,
                               mount_point));
-  return {};
+  return channel_ours;
 }
 
 std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placement_dirs) {
@@ -557,10 +598,10 @@ std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placeme
   return out;
 }
 
-Result<std::string> start_run_proc_views(const HostPaths& paths, const std::string& exe,
-                                         const std::string& run_dir,
-                                         const std::vector<std::string>& cgroup_dirs,
-                                         RunState& state) {
+Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::string& exe,
+                                          const std::string& run_dir,
+                                          const std::vector<std::string>& cgroup_dirs,
+                                          RunState& state) {
   std::string dir = run_dir + "/proc-views";
   auto started = start_proc_views(paths, exe, dir, cgroup_dirs, state);
   if (!started.ok())
@@ -568,7 +609,7 @@ Result<std::string> start_run_proc_views(const HostPaths& paths, const std::stri
         "the run's /proc views (--no-proc-views or SANDGATE_PROC_VIEWS=0 runs without "
         "them, and calls then read the host's /proc/meminfo, stat, loadavg, vmstat and "
         "pressure)");
-  return dir;
+  return RunProcViews{dir, std::make_shared<UniqueFd>(std::move(started).value())};
 }
 
 }  // namespace sandgate::providers

@@ -44,15 +44,18 @@
 //             stalls of every other task on the host.
 #pragma once
 
+#include <sys/sysinfo.h>
 #include <sys/types.h>
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/host_paths.h"
 #include "core/result.h"
 #include "core/state.h"
@@ -139,6 +142,15 @@ struct LoadAverage {
 // /proc/loadavg's text: "1min 5min 15min running/threads lastpid" (lastpid: 0, see above).
 std::string render_loadavg(const LoadAverage& load, const TaskCounts& tasks);
 
+// sysinfo(2)'s answer (sysinfo_notify.h) with the numbers the views show the same reader:
+// totalram and freeram are meminfo's MemTotal and MemFree, sharedram its Shmem, the swap its
+// SwapTotal and SwapFree (all in bytes, mem_unit 1, as a 64-bit kernel answers); loads the
+// load average in the kernel's fixed point (1 << SI_LOAD_SHIFT is 1.0); uptime the run's age
+// rounded up, as the kernel rounds its own; procs the run's threads (the kernel counts every
+// thread of the host there), at most 65535 (the field is 16 bits).
+struct sysinfo make_sysinfo(const MemoryNumbers& m, uint64_t host_total_kb, const LoadAverage& load,
+                            const TaskCounts& tasks, double age_s);
+
 // Readers of the cgroup files, from injected directories (fake trees in tests).
 
 // Memory of the cgroup `dir` (a v1 memory hierarchy's directory, or a v2 one): usage and
@@ -171,20 +183,26 @@ std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_
 // tests): each view follows the cgroup of the process that reads it. `exe`: a binary whose
 // main calls maybe_run_supervisor() (ProviderOptions::supervisor_exe; empty: this one).
 // Released with the run (release_resources): the server is stopped, the mount detached.
-Status start_proc_views(const HostPaths& paths, const std::string& exe,
-                        const std::string& mount_point, const std::vector<std::string>& cgroup_dirs,
-                        RunState& state);
+// Returns the launcher's end of the run's sysinfo channel (sysinfo_notify.h): the calls'
+// listeners sent there are answered by the server.
+Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe,
+                                  const std::string& mount_point,
+                                  const std::vector<std::string>& cgroup_dirs, RunState& state);
 
 // A provider's run: its cgroup from the placement its supervisor (or container) gets, the
 // parent of each <run>/main directory (a placement elsewhere is taken as it is); none without
 // a placement (no controller: the views follow each reader's cgroup).
 std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placement_dirs);
-// start_proc_views() at <run_dir>/proc-views for a provider's run, returning that directory; an
-// error says how to run without them.
-Result<std::string> start_run_proc_views(const HostPaths& paths, const std::string& exe,
-                                         const std::string& run_dir,
-                                         const std::vector<std::string>& cgroup_dirs,
-                                         RunState& state);
+// start_proc_views() at <run_dir>/proc-views for a provider's run; an error says how to run
+// without them.
+struct RunProcViews {
+  std::string dir;                            // the views' mount point
+  std::shared_ptr<UniqueFd> sysinfo_channel;  // the launcher's end (SupervisorConfig)
+};
+Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::string& exe,
+                                          const std::string& run_dir,
+                                          const std::vector<std::string>& cgroup_dirs,
+                                          RunState& state);
 
 // Whether views can be served on this host, and why not: /dev/fuse and the kernel's fuse
 // filesystem (`sandgate doctor`'s "proc views" line).

@@ -2,13 +2,17 @@
 // each generated at open from the run's cgroup. Started by start_proc_views() as
 //   EXE --sandgate-proc-views MOUNT_POINT CONTROL_FD [CGROUP_DIR...]
 // It waits for one byte on CONTROL_FD (the launcher has recorded it; EOF: exit unmounted),
-// mounts, answers "ok" (or the error), and serves until SIGTERM or until the mount is gone.
+// which may carry the run's sysinfo channel (sysinfo_notify.h), mounts, answers "ok" (or the
+// error), and serves until SIGTERM or until the mount is gone.
 // Single-threaded: a read is a few small cgroup files; the loop also samples the run's load
-// every 5 s, as the kernel's own load average does.
+// every 5 s, as the kernel's own load average does, and answers each call's sysinfo(2) that
+// the jail's filter hands to it (the listeners come over the sysinfo channel), with the numbers
+// the views show that caller.
 #define FUSE_USE_VERSION 31
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +24,7 @@
 #include "core/fd.h"
 #include "core/strings.h"
 #include "providers/proc_views.h"
+#include "providers/sysinfo_notify.h"
 
 namespace sandgate::providers {
 namespace {
@@ -229,6 +234,43 @@ void* op_init(struct fuse_conn_info*, struct fuse_config* cfg) {
   return nullptr;
 }
 
+// sysinfo(2) for the caller `pid` (a host pid): what its /proc/meminfo, /proc/loadavg and
+// /proc/uptime say (make_sysinfo).
+Result<struct sysinfo> sysinfo_for(pid_t pid) {
+  for (const auto& d : reader_dirs(pid)) {
+    auto m = read_memory(d);
+    if (!m.ok()) continue;
+    auto dirs = run_or_reader_dirs(pid);
+    sample_load(dirs);
+    SG_ASSIGN_OR_RETURN(auto tasks, tasks_seen_by(pid, dirs));
+    return make_sysinfo(*m, g_views->host_mem_kb, g_views->load, tasks, age_s());
+  }
+  return sys_error(EIO, "sysinfo: no memory cgroup");
+}
+
+// The go byte, and the run's sysinfo channel when the launcher sends one with it.
+bool receive_go(int control, UniqueFd& channel) {
+  char go;
+  struct iovec iov = {&go, 1};
+  alignas(struct cmsghdr) char cmsg[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cmsg;
+  msg.msg_controllen = sizeof cmsg;
+  ssize_t n;
+  while ((n = ::recvmsg(control, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n != 1) return false;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int fd;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    channel = UniqueFd(fd);
+  }
+  return true;
+}
+
 uint64_t host_mem_total_kb(const std::string& proc) {
   auto text = read_file(proc + "/meminfo", 1 << 16);
   if (!text.ok()) return 0;
@@ -256,8 +298,9 @@ int run_proc_views_server(int argc, char** argv) {
     views.vmstat_keys = vmstat_keys(*vm);
   g_views = &views;
   auto answer = [&](const std::string& s) { (void)!::write(control, s.data(), s.size()); };
-  char go = 0;
-  if (::read(control, &go, 1) != 1) return 1;  // the launcher died before recording us
+  UniqueFd sysinfo_channel;  // invalid: the launcher sent none, nothing here answers sysinfo
+  if (!receive_go(control, sysinfo_channel)) return 1;  // the launcher died before recording us
+  std::vector<UniqueFd> listeners;  // one per call, until its last process is gone
 
   struct fuse_operations ops = {};
   ops.getattr = op_getattr;
@@ -294,14 +337,39 @@ int run_proc_views_server(int argc, char** argv) {
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
                     next_sample - std::chrono::steady_clock::now())
                     .count();
-    struct pollfd p = {fuse_session_fd(se), POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::max<long long>(0, wait)));
+    std::vector<struct pollfd> p = {{fuse_session_fd(se), POLLIN, 0}};
+    p.push_back({sysinfo_channel.valid() ? sysinfo_channel.get() : -1, POLLIN, 0});
+    for (const auto& l : listeners) p.push_back({l.get(), POLLIN, 0});
+    int r = ::poll(p.data(), p.size(), static_cast<int>(std::max<long long>(0, wait)));
     if (r < 0 && errno != EINTR) break;
     if (std::chrono::steady_clock::now() >= next_sample) {
       if (!views.run_dirs.empty()) sample_load(views.run_dirs);
       next_sample += std::chrono::milliseconds(kLoadSampleMs);
     }
     if (r <= 0) continue;
+    // The calls' sysinfo first (each caller waits, stopped), then new listeners; a listener
+    // whose call has no process left says POLLHUP and is closed.
+    std::vector<bool> done(listeners.size(), false);
+    for (size_t i = 0; i < listeners.size(); ++i) {
+      short ev = p[2 + i].revents;
+      if (ev & POLLIN) {
+        auto a = answer_sysinfo_notification(listeners[i].get(), views.proc, sysinfo_for);
+        if (!a.ok()) done[i] = true;  // unreadable: drop it (its calls then get ENOSYS)
+      } else if (ev & (POLLHUP | POLLERR | POLLNVAL)) {
+        done[i] = true;
+      }
+    }
+    for (size_t i = listeners.size(); i-- > 0;)
+      if (done[i]) listeners.erase(listeners.begin() + static_cast<long>(i));
+    if (p[1].revents) {
+      bool closed = false;
+      for (auto& l : receive_sysinfo_listeners(sysinfo_channel.get(), closed))
+        listeners.push_back(std::move(l));
+      // Every holder gone (the supervisor and each call's child before its exec): the calls
+      // already here are still answered.
+      if (closed || (p[1].revents & (POLLERR | POLLNVAL))) sysinfo_channel.reset();
+    }
+    if (!p[0].revents) continue;
     int n = fuse_session_receive_buf(se, &buf);
     if (n == -EINTR) continue;
     if (n <= 0) break;  // the mount is gone (ENODEV), or an error

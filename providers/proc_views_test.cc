@@ -76,6 +76,42 @@ TEST(ProcViewsTest, MeminfoWithoutALimitShowsTheHostTotalAndNeverMoreThanIt) {
   EXPECT_EQ(parse_kb(render_meminfo(over, 1'000'000))["MemFree"], 0u);
 }
 
+// sysinfo(2)'s answer (issue 16) says what meminfo, loadavg and uptime say: the same numbers,
+// in bytes and the kernel's fixed point.
+TEST(ProcViewsTest, SysinfoSaysWhatTheViewsSay) {
+  MemoryNumbers m;
+  m.limit = 256 * kMiB;
+  m.usage = 64 * kMiB;
+  m.shmem = 1 * kMiB;
+  m.swap_limit = 32 * kMiB;
+  m.swap_usage = 8 * kMiB;
+  LoadAverage load;
+  load.avg[0] = 1.5;
+  load.avg[1] = 0.25;
+  TaskCounts tasks{.threads = 12, .running = 2, .blocked = 0};
+  struct sysinfo si = make_sysinfo(m, 24'000'000, load, tasks, 41.2);
+  auto kb = parse_kb(render_meminfo(m, 24'000'000));
+  EXPECT_EQ(si.mem_unit, 1u);
+  EXPECT_EQ(si.totalram, kb["MemTotal"] * 1024);
+  EXPECT_EQ(si.totalram, 256 * kMiB);
+  EXPECT_EQ(si.freeram, kb["MemFree"] * 1024);
+  EXPECT_EQ(si.sharedram, kb["Shmem"] * 1024);
+  EXPECT_EQ(si.totalswap, kb["SwapTotal"] * 1024);
+  EXPECT_EQ(si.freeswap, kb["SwapFree"] * 1024);
+  EXPECT_EQ(si.loads[0], 3u << 15) << "1.5 in 16.16 fixed point";
+  EXPECT_EQ(si.loads[1], 1u << 14);
+  EXPECT_EQ(si.loads[2], 0u);
+  EXPECT_EQ(si.uptime, 42) << "rounded up, as the kernel rounds";
+  EXPECT_EQ(si.procs, 12);
+  // Unlimited: the host's total, never more; a count past 16 bits is capped, not wrapped.
+  MemoryNumbers none;
+  tasks.threads = 70000;
+  si = make_sysinfo(none, 1'000'000, load, tasks, 0);
+  EXPECT_EQ(si.totalram, 1'000'000ul * 1024);
+  EXPECT_EQ(si.procs, 65535);
+  EXPECT_EQ(si.uptime, 0);
+}
+
 // "key value" lines of a vmstat text, and the keys in order.
 std::map<std::string, uint64_t> parse_vmstat(const std::string& text,
                                              std::vector<std::string>* order = nullptr) {

@@ -241,6 +241,10 @@ struct ProviderOptions {
   // by the provider itself, so every entry point honours it). A run whose views cannot be set
   // up fails; it never silently shows the host's /proc.
   bool proc_views = true;
+  // The namespaces provider's views server also answers the calls' sysinfo(2)
+  // (sysinfo_notify.h). false: sysinfo stays the kernel's (the host's numbers); only
+  // jail_bench's A/B baseline of the listener's per-call cost turns it off.
+  bool answer_sysinfo = true;
 };
 
 class Provider {

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -364,6 +365,12 @@ Result<SeccompProgram> build_seccomp_program(const SeccompOptions& options) {
                .context("seccomp argument rules"));
     SG_ASSIGN_OR_RETURN(program.argument_rules, rules.compile());
   }
+  {
+    FilterBuilder notify(SCMP_ACT_ALLOW, program.unknown_syscalls);
+    SG_TRY(notify.start());
+    SG_TRY(std::move(notify.add(SCMP_ACT_NOTIFY, "sysinfo")).context("seccomp sysinfo notify"));
+    SG_ASSIGN_OR_RETURN(program.sysinfo_notify, notify.compile());
+  }
   program.highest_known_syscall = seccomp_highest_known_syscall();
   return program;
 }
@@ -372,9 +379,10 @@ namespace {
 
 // The memfd's layout: a header, then the two programs' instructions back to back.
 struct ProgramHeader {
-  uint32_t magic = 0x53474643;  // "SGFC"
+  uint32_t magic = 0x53474644;  // "SGFD" (three programs)
   uint32_t allow_list = 0;      // instructions in program 1
   uint32_t argument_rules = 0;  // instructions in program 2
+  uint32_t sysinfo_notify = 0;  // instructions in program 3
   int32_t highest_known_syscall = -1;
 };
 
@@ -384,9 +392,10 @@ Result<UniqueFd> seal_program(const SeccompProgram& p) {
   ProgramHeader h;
   h.allow_list = static_cast<uint32_t>(p.allow_list.size());
   h.argument_rules = static_cast<uint32_t>(p.argument_rules.size());
+  h.sysinfo_notify = static_cast<uint32_t>(p.sysinfo_notify.size());
   h.highest_known_syscall = p.highest_known_syscall;
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
-  for (const auto* prog : {&p.allow_list, &p.argument_rules})
+  for (const auto* prog : {&p.allow_list, &p.argument_rules, &p.sysinfo_notify})
     bytes.append(reinterpret_cast<const char*>(prog->data()), prog->size() * sizeof(struct sock_filter));
   SG_TRY(write_all(fd.get(), bytes));
   // Nobody, not even a holder of the fd, can change it from here on.
@@ -424,9 +433,10 @@ Result<SeccompProgram> read_seccomp_program(int fd) {
   SeccompProgram p;
   p.allow_list.resize(h.allow_list);
   p.argument_rules.resize(h.argument_rules);
+  p.sysinfo_notify.resize(h.sysinfo_notify);
   p.highest_known_syscall = h.highest_known_syscall;
   off_t at = sizeof h;
-  for (auto* prog : {&p.allow_list, &p.argument_rules}) {
+  for (auto* prog : {&p.allow_list, &p.argument_rules, &p.sysinfo_notify}) {
     size_t n = prog->size() * sizeof(struct sock_filter);
     if (::pread(fd, prog->data(), n, at) != static_cast<ssize_t>(n))
       return logic_error("read seccomp program", "the program is cut short");
@@ -444,6 +454,19 @@ Status install_seccomp_program(const SeccompProgram& program) {
       return sys_error("install seccomp filter");
   }
   return {};
+}
+
+Result<UniqueFd> install_sysinfo_notify(const SeccompProgram& program) {
+  if (program.sysinfo_notify.empty())
+    return logic_error("install sysinfo notify filter", "the program has none");
+  struct sock_fprog prog = {static_cast<unsigned short>(program.sysinfo_notify.size()),
+                            const_cast<struct sock_filter*>(program.sysinfo_notify.data())};
+  // seccomp(2), not prctl: only it takes flags. The listener is close-on-exec (kernel/seccomp.c,
+  // seccomp_set_mode_filter: O_CLOEXEC).
+  long fd =
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  if (fd < 0) return sys_error("install sysinfo notify filter");
+  return UniqueFd(static_cast<int>(fd));
 }
 
 }  // namespace sandgate::providers

@@ -17,6 +17,17 @@
 // syscall combine: with 2.5.4 an unconditional ALLOW of socket silently swallows a conditional
 // EPERM of socket(AF_VSOCK). By construction no syscall gets ERRNO from both programs.
 //
+// A third program, installed only where the run has someone to answer it (issue 16: the jail's
+// /proc views server, providers/sysinfo_notify.h): sysinfo(2) goes to a user-space listener
+// (SECCOMP_RET_USER_NOTIF), default ALLOW. USER_NOTIF outranks ALLOW, so the allow list keeps
+// sysinfo as it was (allowed) and the kernel hands the call to the listener instead of running
+// it; the call then sees the run's memory, load, uptime and threads instead of the host's. Only
+// sysinfo leaves the kernel's per-filter "always allowed" cache (kernel/seccomp.c,
+// seccomp_cache_check_allow), so no other syscall runs one more instruction. With the listener
+// gone (closed or its process dead) the kernel answers ENOSYS (seccomp_do_user_notification),
+// for a waiting call too: nothing hangs. A call under it cannot install a listener of its own
+// (EBUSY: one listener per filter chain, kernel/seccomp.c has_duplicate_listener).
+//
 // Integer arguments are compared on their low 32 bits (SCMP_CMP_MASKED_EQ, mask 0xffffffff):
 // the registers are 64 bits wide but the kernel reads socket's family as int, ioctl's cmd as
 // unsigned int and clone's flags through lower_32_bits() (kernel/fork.c), so a comparison of
@@ -32,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/result.h"
 
 namespace sandgate::providers {
@@ -63,6 +75,7 @@ struct SeccompOptions {
 struct SeccompProgram {
   std::vector<struct sock_filter> allow_list;      // program 1, default ENOSYS
   std::vector<struct sock_filter> argument_rules;  // program 2, default ALLOW
+  std::vector<struct sock_filter> sysinfo_notify;  // program 3: sysinfo to the listener
   // Names on the lists that this libseccomp cannot resolve (newer than it): they answer
   // ENOSYS whatever the list said. The host logs them.
   std::vector<std::string> unknown_syscalls;
@@ -81,6 +94,11 @@ int seccomp_highest_known_syscall();
 // caller has CAP_SYS_ADMIN). Must be the last step before execve. Async-signal-safe: prctl
 // only, no allocation.
 Status install_seccomp_program(const SeccompProgram& program);
+
+// Installs program 3 into the calling thread with SECCOMP_FILTER_FLAG_NEW_LISTENER: from here
+// the thread's sysinfo(2) waits for whoever holds the returned listener (close-on-exec).
+// Precondition as install_seccomp_program; the allow list, if installed, allows seccomp(2).
+Result<UniqueFd> install_sysinfo_notify(const SeccompProgram& program);
 
 // The program for `options`, compiled once per process and kept in a sealed memfd (read-only
 // for everyone, its size fixed): libseccomp's compile of the allow list costs ~2 ms, and every

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -14,18 +15,21 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/fd.h"
 #include "core/result.h"
+#include "providers/sysinfo_notify.h"
 #include "tests/support/privileged.h"
 
 #ifndef AF_VSOCK
@@ -387,6 +391,8 @@ TEST(SeccompProgramFd, OneSealedProgramPerOptionsReadsBackWhole) {
   };
   EXPECT_TRUE(same(read->allow_list, built->allow_list));
   EXPECT_TRUE(same(read->argument_rules, built->argument_rules));
+  EXPECT_TRUE(same(read->sysinfo_notify, built->sysinfo_notify));
+  EXPECT_FALSE(read->sysinfo_notify.empty());
   EXPECT_EQ(read->highest_known_syscall, built->highest_known_syscall);
   auto read_weak = read_seccomp_program(*weak);
   ASSERT_TRUE(read_weak.ok());
@@ -401,6 +407,209 @@ TEST(SeccompProgramFd, OneSealedProgramPerOptionsReadsBackWhole) {
   UniqueFd other(::memfd_create("not-a-program", MFD_CLOEXEC));
   ASSERT_TRUE(write_all(other.get(), std::string(64, 'x')).ok());
   EXPECT_FALSE(read_seccomp_program(other.get()).ok());
+}
+
+// Program 3 (issue 16): sysinfo(2) goes to the holder of the listener, which answers it with
+// numbers of its own; with the listener gone the call fails with ENOSYS instead of hanging.
+// Each child installs only program 3 (as a call's child does after the two others), sends its
+// listener back over a SOCK_SEQPACKET pair as the jail's children do, then calls sysinfo; the
+// parent plays the run's views server. No root needed: no_new_privs is enough.
+class SysinfoNotifyTest : public ::testing::Test {
+ protected:
+  // What the child saw of one sysinfo call.
+  struct Seen {
+    long ret = 0;
+    int err = 0;
+    unsigned long totalram = 0, freeram = 0;
+    unsigned int mem_unit = 0;
+    unsigned short procs = 0;
+    unsigned long load1 = 0;
+    long uptime = 0;
+  };
+
+  void SetUp() override {
+    auto p = build_seccomp_program();
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    program_ = std::move(p).value();
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    channel_ = UniqueFd(sv[0]);
+    child_channel_ = UniqueFd(sv[1]);
+    ASSERT_EQ(::pipe2(report_, O_CLOEXEC), 0);
+    ASSERT_EQ(::pipe2(go_, O_CLOEXEC), 0);
+  }
+  void TearDown() override {
+    for (int fd : {report_[0], report_[1], go_[0], go_[1]})
+      if (fd >= 0) ::close(fd);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // The child: program 3, its listener sent back, then (after a byte on go_ when `wait_for_go`)
+  // one sysinfo into a buffer and one into an unmapped address, each reported.
+  void start_child(bool wait_for_go) {
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(120);
+      auto listener = install_sysinfo_notify(program_);
+      if (!listener.ok()) ::_exit(121);
+      if (!send_sysinfo_listener(child_channel_.get(), listener->get()).ok()) ::_exit(122);
+      listener->reset();
+      char byte;
+      if (wait_for_go && ::read(go_[0], &byte, 1) != 1) ::_exit(123);
+      struct sysinfo si {};
+      Seen s;
+      s.ret = ::syscall(SYS_sysinfo, &si);
+      s.err = s.ret < 0 ? errno : 0;
+      s.totalram = si.totalram;
+      s.freeram = si.freeram;
+      s.mem_unit = si.mem_unit;
+      s.procs = si.procs;
+      s.load1 = si.loads[0];
+      s.uptime = si.uptime;
+      (void)!::write(report_[1], &s, sizeof s);
+      Seen bad;
+      bad.ret = ::syscall(SYS_sysinfo, reinterpret_cast<void*>(8));
+      bad.err = bad.ret < 0 ? errno : 0;
+      (void)!::write(report_[1], &bad, sizeof bad);
+      ::_exit(0);
+    }
+    child_channel_.reset();
+    ::close(report_[1]);
+    report_[1] = -1;
+    ::close(go_[0]);
+    go_[0] = -1;
+  }
+
+  // The child's listener, as the server receives it (10 s at most).
+  UniqueFd receive_listener() {
+    struct pollfd p = {channel_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 10'000) != 1) return {};
+    bool closed = false;
+    auto got = receive_sysinfo_listeners(channel_.get(), closed);
+    return got.size() == 1 ? std::move(got.front()) : UniqueFd();
+  }
+
+  // One report of the child (60 s at most: a call that hangs fails here, it does not hang).
+  std::optional<Seen> next_report() {
+    struct pollfd p = {report_[0], POLLIN, 0};
+    if (::poll(&p, 1, 60'000) != 1) return std::nullopt;
+    Seen s;
+    if (::read(report_[0], &s, sizeof s) != static_cast<ssize_t>(sizeof s)) return std::nullopt;
+    return s;
+  }
+
+  // Waits (10 s at most) for a notification on `listener`.
+  static bool notified(int listener) {
+    struct pollfd p = {listener, POLLIN, 0};
+    return ::poll(&p, 1, 10'000) == 1 && (p.revents & POLLIN);
+  }
+
+  SeccompProgram program_;
+  UniqueFd channel_, child_channel_;
+  int report_[2] = {-1, -1};
+  int go_[2] = {-1, -1};
+  pid_t pid_ = -1;
+};
+
+TEST_F(SysinfoNotifyTest, TheListenersNumbersReachTheCaller) {
+  start_child(false);
+  UniqueFd listener = receive_listener();
+  ASSERT_TRUE(listener.valid()) << "no listener came over the channel";
+  EXPECT_TRUE(is_seccomp_listener(listener.get()));
+  pid_t asked_for = 0;
+  auto numbers = [&](pid_t pid) -> Result<struct sysinfo> {
+    asked_for = pid;
+    struct sysinfo si {};
+    si.totalram = 256ul << 20;
+    si.freeram = 200ul << 20;
+    si.mem_unit = 1;
+    si.procs = 7;
+    si.loads[0] = 3 * 65536;
+    si.uptime = 42;
+    return si;
+  };
+  ASSERT_TRUE(notified(listener.get()));
+  auto first = answer_sysinfo_notification(listener.get(), "/proc", numbers);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  EXPECT_EQ(*first, SysinfoAnswer::kAnswered);
+  EXPECT_EQ(asked_for, pid_) << "the caller's pid, in our pid namespace";
+  auto seen = next_report();
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->ret, 0) << errno_name(seen->err);
+  EXPECT_EQ(seen->totalram, 256ul << 20);
+  EXPECT_EQ(seen->freeram, 200ul << 20);
+  EXPECT_EQ(seen->mem_unit, 1u);
+  EXPECT_EQ(seen->procs, 7);
+  EXPECT_EQ(seen->load1, 3ul * 65536);
+  EXPECT_EQ(seen->uptime, 42);
+  // Its negative twin: a buffer the caller does not have is EFAULT, as the kernel says.
+  ASSERT_TRUE(notified(listener.get()));
+  auto second = answer_sysinfo_notification(listener.get(), "/proc", numbers);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, SysinfoAnswer::kRefused);
+  auto bad = next_report();
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->ret, -1);
+  EXPECT_EQ(bad->err, EFAULT) << errno_name(bad->err);
+}
+
+// Without numbers the caller gets an error, never the kernel's (the host's) answer.
+TEST_F(SysinfoNotifyTest, NoNumbersIsAnErrorNotTheHostsAnswer) {
+  start_child(false);
+  UniqueFd listener = receive_listener();
+  ASSERT_TRUE(listener.valid());
+  auto none = [](pid_t) -> Result<struct sysinfo> { return sys_error(EIO, "no cgroup"); };
+  ASSERT_TRUE(notified(listener.get()));
+  auto a = answer_sysinfo_notification(listener.get(), "/proc", none);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, SysinfoAnswer::kRefused);
+  auto seen = next_report();
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->ret, -1);
+  EXPECT_EQ(seen->err, EIO) << errno_name(seen->err);
+  EXPECT_EQ(seen->totalram, 0u);
+}
+
+// The listener closed before the call: ENOSYS at once.
+TEST_F(SysinfoNotifyTest, AClosedListenerIsEnosysNotAHang) {
+  start_child(true);
+  UniqueFd listener = receive_listener();
+  ASSERT_TRUE(listener.valid());
+  listener.reset();
+  ASSERT_EQ(::write(go_[1], "g", 1), 1);
+  auto seen = next_report();
+  ASSERT_TRUE(seen) << "sysinfo did not return within 60 s";
+  EXPECT_EQ(seen->ret, -1);
+  EXPECT_EQ(seen->err, ENOSYS) << errno_name(seen->err);
+}
+
+// The listener closed while the call waits in it: the kernel ends the wait with ENOSYS.
+TEST_F(SysinfoNotifyTest, AListenerClosedWhileTheCallWaitsIsEnosysNotAHang) {
+  start_child(false);
+  UniqueFd listener = receive_listener();
+  ASSERT_TRUE(listener.valid());
+  ASSERT_TRUE(notified(listener.get())) << "the call never reached the listener";
+  listener.reset();
+  auto seen = next_report();
+  ASSERT_TRUE(seen) << "sysinfo did not return within 60 s";
+  EXPECT_EQ(seen->ret, -1);
+  EXPECT_EQ(seen->err, ENOSYS) << errno_name(seen->err);
+}
+
+// What the channel takes in: a seccomp listener, nothing else.
+TEST_F(SysinfoNotifyTest, TheChannelKeepsOnlyListeners) {
+  UniqueFd not_listener(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(send_sysinfo_listener(child_channel_.get(), not_listener.get()).ok());
+  bool closed = false;
+  EXPECT_TRUE(receive_sysinfo_listeners(channel_.get(), closed).empty());
+  EXPECT_FALSE(closed);
+  child_channel_.reset();
+  EXPECT_TRUE(receive_sysinfo_listeners(channel_.get(), closed).empty());
+  EXPECT_TRUE(closed) << "every sender gone: EOF";
 }
 
 }  // namespace

@@ -385,15 +385,23 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
 Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
                              const std::function<Error(const Error&)>& went_away,
                              std::optional<std::chrono::steady_clock::time_point> deadline) {
+  // The fds, named in the message in the order they are attached.
   std::vector<int> fds;
+  Json named = Json::array();
   if ((config.isolate || config.contained) && config.jail.seccomp) {
     SG_ASSIGN_OR_RETURN(int program,
                         compiled_seccomp_program_fd(
                             {.full_width_compare = config.jail.seccomp_full_width_compare}));
     fds.push_back(program);
+    named.push_back("seccomp_program");
+    // Only under the filter: the listener is made by its third program.
+    if (config.sysinfo_channel && config.sysinfo_channel->valid()) {
+      fds.push_back(config.sysinfo_channel->get());
+      named.push_back("sysinfo_channel");
+    }
   }
-  if (auto sent =
-          send_message(s.control_.get(), {{"op", "config"}, {"config", to_json(config)}}, fds);
+  if (auto sent = send_message(
+          s.control_.get(), {{"op", "config"}, {"config", to_json(config)}, {"fds", named}}, fds);
       !sent.ok())
     return went_away(sent.error());
   if (deadline) {

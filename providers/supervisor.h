@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,11 @@ struct SupervisorConfig {
   // namespace to the owner: owned by root, every run (and every root process of the host)
   // draws from one count. Host side only: not sent to the supervisor.
   bool run_owns_user_namespace = false;
+  // The launcher's end of the run's sysinfo channel (sysinfo_notify.h), from the run's views
+  // server: sent to the supervisor with the config, and each call's child then sends its
+  // sysinfo listener there. None: sysinfo(2) stays the kernel's. Host side only (an fd, sent
+  // as one).
+  std::shared_ptr<UniqueFd> sysinfo_channel;
 };
 
 Json to_json(const SupervisorConfig& c);

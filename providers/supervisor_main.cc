@@ -24,6 +24,7 @@
 #include "providers/seccomp_policy.h"
 #include "providers/supervisor.h"
 #include "providers/supervisor_protocol.h"
+#include "providers/sysinfo_notify.h"
 
 extern char** environ;
 
@@ -94,10 +95,12 @@ size_t fds_of(const Json& exec) {
 
 class SupervisorLoop {
  public:
-  SupervisorLoop(int control, SupervisorConfig config, UniqueFd seccomp_program)
+  SupervisorLoop(int control, SupervisorConfig config, UniqueFd seccomp_program,
+                 UniqueFd sysinfo_channel)
       : control_(control),
         config_(std::move(config)),
-        seccomp_program_(std::move(seccomp_program)) {}
+        seccomp_program_(std::move(seccomp_program)),
+        sysinfo_channel_(std::move(sysinfo_channel)) {}
 
   int run();
 
@@ -116,6 +119,9 @@ class SupervisorLoop {
   SupervisorConfig config_;
   UniqueFd seccomp_program_;               // the host's compiled filter (seccomp_policy.h)
   std::optional<SeccompProgram> seccomp_;  // read once, installed in each call
+  // The run's sysinfo channel (sysinfo_notify.h): each call's child sends its listener there.
+  // Invalid: the calls' sysinfo(2) is the kernel's.
+  UniqueFd sysinfo_channel_;
   UniqueFd landlock_;                      // the calls' ruleset (jail.h), built once
   int landlock_abi_ = 0;
   std::string landlock_missing_;          // why there is none (this kernel lacks Landlock)
@@ -495,6 +501,20 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int 
       errno = s.error().err;
       child_fail(error_fd, "install seccomp filter");
     }
+    // The third program, last: from here this process's sysinfo(2) waits for the views server,
+    // which holds the listener once it is sent. A call never starts with a sysinfo that nobody
+    // would answer (an unsent listener closes at exec, and sysinfo would then be ENOSYS).
+    if (sysinfo_channel_.valid()) {
+      auto listener = install_sysinfo_notify(*seccomp_);
+      if (!listener.ok()) {
+        errno = listener.error().err;
+        child_fail(error_fd, "install sysinfo notify filter");
+      }
+      if (auto s = send_sysinfo_listener(sysinfo_channel_.get(), listener->get()); !s.ok()) {
+        errno = s.error().err;
+        child_fail(error_fd, "send the sysinfo listener");
+      }
+    }
   }
   std::vector<char*> argv, envp;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -533,9 +553,21 @@ int serve_supervisor(int control) {
     (void)send_message(control, j);
     return 2;
   }
-  UniqueFd program;  // the compiled seccomp filter, when the jail installs one
-  if (!msg->fds.empty()) program = std::move(msg->fds.front());
-  SupervisorLoop loop(control, std::move(config).value(), std::move(program));
+  // The fds the host attached, by the names the message gives them in order (Supervisor::
+  // configure): the compiled seccomp filter, when the jail installs one, and the run's sysinfo
+  // channel.
+  UniqueFd program, sysinfo_channel;
+  const Json names = msg->body.value("fds", Json::array());
+  for (size_t i = 0; i < msg->fds.size(); ++i) {
+    std::string name = i < names.size() && names[i].is_string() ? names[i].get<std::string>()
+                                                                : (i == 0 ? "seccomp_program" : "");
+    if (name == "seccomp_program")
+      program = std::move(msg->fds[i]);
+    else if (name == "sysinfo_channel")
+      sysinfo_channel = std::move(msg->fds[i]);
+  }
+  SupervisorLoop loop(control, std::move(config).value(), std::move(program),
+                      std::move(sysinfo_channel));
   int rc = loop.run();
   ::_exit(rc);
 }

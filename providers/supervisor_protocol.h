@@ -9,7 +9,9 @@
 // which a supervisor inside a container (an unprivileged user) lacks.
 //
 //   host -> supervisor            supervisor -> host
-//   config {SupervisorConfig}     ready | error {step, path, errno, detail}
+//   config {SupervisorConfig,     ready | error {step, path, errno, detail}
+//           fds: [names]}
+//         + [seccomp_program(, sysinfo_channel)]
 //   exec {id, argv, env, cwd,     started {id} + SCM_CREDENTIALS(its own pid), sent by
 //         wait_for_go, rlimits,     the call once its rlimits are in place
 //         stdin?, [parked,

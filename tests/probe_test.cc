@@ -147,6 +147,15 @@ TEST_F(ProbeSuiteTest, NamespacesShowsNothingExposed) {
   EXPECT_TRUE(m["disclosure.vmstat"]->host.disclosed.empty());
   ASSERT_TRUE(m["disclosure.vmstat"]->baseline.has_value());
   EXPECT_EQ(m["disclosure.vmstat"]->baseline->result, probes::ProbeResult::kReached);
+  // sysinfo(2) too (issue 16): the run's views server answers it through the filter's
+  // listener with the call's grant; natively it is the kernel's, the host's memory.
+  ASSERT_TRUE(m.count("disclosure.sysinfo"));
+  EXPECT_EQ(m["disclosure.sysinfo"]->verdict, probes::Verdict::kBlocked)
+      << m["disclosure.sysinfo"]->why;
+  EXPECT_EQ(m["disclosure.sysinfo"]->layer, probes::Layer::kSeccomp);
+  EXPECT_TRUE(m["disclosure.sysinfo"]->host.disclosed.empty());
+  ASSERT_TRUE(m["disclosure.sysinfo"]->baseline.has_value());
+  EXPECT_EQ(m["disclosure.sysinfo"]->baseline->result, probes::ProbeResult::kReached);
   ASSERT_TRUE(m.count("crossrun.load_side_channel"));
   EXPECT_EQ(m["crossrun.load_side_channel"]->verdict, probes::Verdict::kBlocked)
       << m["crossrun.load_side_channel"]->why;
@@ -279,6 +288,13 @@ class PodmanProbeSuiteTest : public ProbeSuiteTest {
         << m["disclosure.vmstat"]->why;
     EXPECT_NE(m["disclosure.vmstat"]->known_limit.find("runc refuses"), std::string::npos)
         << m["disclosure.vmstat"]->known_limit;
+    // sysinfo(2) is the run's views server's answer here too (issue 16): runc's profile lets
+    // the call's child add its listener, and the server is on the host as for the jail.
+    ASSERT_TRUE(m.count("disclosure.sysinfo"));
+    EXPECT_EQ(m["disclosure.sysinfo"]->verdict, probes::Verdict::kBlocked)
+        << m["disclosure.sysinfo"]->why;
+    EXPECT_EQ(m["disclosure.sysinfo"]->layer, probes::Layer::kSeccomp);
+    EXPECT_TRUE(m["disclosure.sysinfo"]->host.disclosed.empty());
     ASSERT_TRUE(m.count("proc.tiocsti"));
     const auto& tiocsti = *m["proc.tiocsti"];
     EXPECT_EQ(tiocsti.verdict, probes::Verdict::kBlocked) << tiocsti.why;
@@ -417,8 +433,8 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
         "creds.env_tokens", "creds.home_files", "crossrun.workspace_canary", "crossrun.tmp_canary",
         "persist.after_destroy", "disclosure.proc_cmdline", "disclosure.boot_id",
         "disclosure.mountinfo_host_path", "disclosure.vmstat", "disclosure.interrupts",
-        "crossrun.user_inotify", "net.ssh_agent", "net.runtime_sockets", "net.interfaces",
-        "proc.tiocsti"}) {
+        "disclosure.sysinfo", "crossrun.user_inotify", "net.ssh_agent", "net.runtime_sockets",
+        "net.interfaces", "proc.tiocsti"}) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]->verdict, probes::Verdict::kExposed) << id << ": " << m[id]->why;
   }

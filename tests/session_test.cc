@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/sysinfo.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -223,6 +224,47 @@ TEST_F(SessionTest, CallPastItsMemoryGrantIsAMemoryLimitAndTheRunLivesOn) {
   auto next = call({"echo", "still here"}, "edit");
   EXPECT_EQ(next.termination, Termination::kExited);
   EXPECT_EQ(next.exec.stdout_data, "still here\n");
+}
+
+// Issue 16: sysinfo(2) in a call says its grant too (the run's views server answers it,
+// providers/sysinfo_notify.h): a 256 MiB grant is 256 MiB of totalram, what /proc/meminfo's
+// MemTotal says in the same call, and far from the host's memory; and what glibc makes of it
+// (sysconf(_SC_PHYS_PAGES), getconf) follows.
+TEST_F(SessionTest, SysinfoSaysTheCallsGrant) {
+  SANDGATE_REQUIRE_ROOT();
+  policy_.intents["test"].memory_max = MiB(256);
+  open();
+  ASSERT_TRUE(session_);
+  struct sysinfo host {};
+  ASSERT_EQ(::sysinfo(&host), 0);
+  const unsigned long long host_total =
+      static_cast<unsigned long long>(host.totalram) * host.mem_unit;
+  ASSERT_GT(host_total, 1ull << 30)
+      << "the host has more than 1 GiB: the comparison proves something";
+  auto o = call({"/bin/sh", "-c",
+                 std::string(kTry) + " sysinfo; grep MemTotal: /proc/meminfo; "
+                                     "echo pages $(getconf _PHYS_PAGES) $(getconf PAGESIZE)"},
+                "test");
+  ASSERT_EQ(o.termination, Termination::kExited) << o.exec.stderr_data;
+  const std::string& out = o.exec.stdout_data;
+  ASSERT_EQ(out.rfind("sysinfo ok ", 0), 0u) << out << o.exec.stderr_data;
+  auto number_after = [&](const std::string& key) -> long long {
+    auto at = out.find(key);
+    return at == std::string::npos ? -1 : std::atoll(out.c_str() + at + key.size());
+  };
+  const long long totalram = number_after(" totalram=");
+  EXPECT_EQ(totalram, static_cast<long long>(MiB(256).value)) << out;
+  EXPECT_EQ(totalram, number_after("MemTotal:") * 1024) << out;
+  const long long freeram = number_after(" freeram=");
+  EXPECT_GT(freeram, 0) << out;
+  EXPECT_LT(freeram, totalram) << "the call itself uses some: " << out;
+  // glibc's page count is sysinfo's total over the page size.
+  auto pages = out.find("pages ");
+  ASSERT_NE(pages, std::string::npos) << out;
+  long long phys_pages = 0, page_size = 0;
+  std::istringstream(out.substr(pages + 6)) >> phys_pages >> page_size;
+  ASSERT_GT(page_size, 0) << out;
+  EXPECT_EQ(phys_pages * page_size, totalram) << out;
 }
 
 // The run's own /proc views (providers/proc_views.h): a call with a 256 MiB grant reads that as
@@ -1504,6 +1546,15 @@ TEST_P(PodmanSessionTest, ACallReadsItsGrantAsItsMemTotal) {
   ASSERT_TRUE(host.ok());
   ASSERT_GT(std::atoll(host->c_str() + 9), 1024 * 1024)
       << "the host has more than 1 GiB: the comparison proves something";
+  // sysinfo(2) too (issue 16): the run's views server answers it through the call's listener,
+  // under runc's seccomp profile as in the jail.
+  auto si = call({kTry, "sysinfo"}, "test");
+  ASSERT_EQ(si.termination, Termination::kExited) << si.exec.stderr_data;
+  const std::string& out = si.exec.stdout_data;
+  ASSERT_EQ(out.rfind("sysinfo ok ", 0), 0u) << out << si.exec.stderr_data;
+  auto at = out.find(" totalram=");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(std::atoll(out.c_str() + at + 10), total_kb * 1024) << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PodmanSessionTest,

@@ -18,6 +18,7 @@
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -325,6 +326,21 @@ int main(int argc, char** argv) {
       action == "fsize") {
     if (argc < 3) return 2;
     return resource_action(action, atol(argv[2]));
+  }
+  if (action == "sysinfo") {
+    // sysinfo [PATH]: once PATH exists (60 s at most), one sysinfo(2), its numbers in bytes
+    if (argc > 2)
+      for (int i = 0; i < 3000 && access(argv[2], F_OK) != 0; ++i) usleep(20000);
+    struct sysinfo si {};
+    if (syscall(SYS_sysinfo, &si) != 0) {
+      printf("sysinfo %s\n", strerrorname_np(errno));
+      return 1;
+    }
+    printf("sysinfo ok totalram=%llu freeram=%llu uptime=%ld procs=%u load1=%lu\n",
+           static_cast<unsigned long long>(si.totalram) * si.mem_unit,
+           static_cast<unsigned long long>(si.freeram) * si.mem_unit, si.uptime, si.procs,
+           si.loads[0]);
+    return 0;
   }
   if (action == "resolve") {
     if (argc < 3) return 2;
