@@ -346,8 +346,9 @@ TEST_F(PodmanTest, TheSharedParentCgroupGoesWithTheLastRun) {
   }
   ::closedir(d);
   // A pure v2 host: the parent sits in the mount itself.
-  if (::access("/sys/fs/cgroup/sandgate-podman", F_OK) == 0)
+  if (::access("/sys/fs/cgroup/sandgate-podman", F_OK) == 0) {
     EXPECT_GT(child_dirs("/sys/fs/cgroup/sandgate-podman"), 0u) << "an empty parent was left";
+  }
   EXPECT_GT(checked, 0u);
 }
 
