@@ -155,6 +155,16 @@ struct sysinfo make_sysinfo(const MemoryNumbers& m, uint64_t host_total_kb, cons
   return si;
 }
 
+Result<SysinfoSample> SysinfoCache::get(const std::string& key,
+                                        const std::function<Result<SysinfoSample>()>& read) {
+  const auto now = now_();
+  std::erase_if(entries_, [&](const auto& e) { return now - e.second.read_at >= kSysinfoCacheWindow; });
+  if (auto it = entries_.find(key); it != entries_.end()) return it->second.sample;
+  auto sample = read();
+  if (sample.ok()) entries_[key] = Entry{now, *sample};
+  return sample;
+}
+
 std::string render_vmstat(const MemoryNumbers& m, uint64_t host_total_kb,
                           const std::vector<std::string>& kernel_keys, uint64_t page_size) {
   const uint64_t page = page_size > 0 ? page_size : 4096;

@@ -47,7 +47,9 @@
 #include <sys/sysinfo.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -150,6 +152,46 @@ std::string render_loadavg(const LoadAverage& load, const TaskCounts& tasks);
 // thread of the host there), at most 65535 (the field is 16 bits).
 struct sysinfo make_sysinfo(const MemoryNumbers& m, uint64_t host_total_kb, const LoadAverage& load,
                             const TaskCounts& tasks, double age_s);
+
+// What one sysinfo(2) answer reads from the cgroups: the reader's memory and the run's tasks
+// (count_tasks, before the reader's own adjustment).
+struct SysinfoSample {
+  MemoryNumbers memory;
+  TaskCounts tasks;
+};
+
+// How long a sample answers sysinfo(2) for the same reader cgroup. Reading the cgroup files and
+// every task's stat costs ~0.2 ms per answer, a thousand times what the kernel takes, and a
+// program may call sysinfo in a loop (glibc's sysconf(_SC_PHYS_PAGES) is one call each). 10 ms
+// hides nothing a caller could observe: the kernel's own numbers are not fresher (memory.stat
+// is flushed every 2 s, mm/memcontrol.c FLUSH_TIME; /proc/meminfo's and sysinfo's free pages
+// are per-CPU counters folded every second, vm.stat_interval; the load average is sampled every
+// 5 s), and a grant is set before its call starts, in a cgroup no other call uses. The views
+// themselves read afresh at each open, so sysinfo may lag /proc/meminfo by at most this window;
+// both are made from the same numbers by the same rules (make_sysinfo, render_meminfo).
+inline constexpr std::chrono::milliseconds kSysinfoCacheWindow{10};
+
+// Samples kept per reader cgroup (the key: its directories) for kSysinfoCacheWindow. The clock
+// is injected for tests.
+class SysinfoCache {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  explicit SysinfoCache(Clock now = [] { return std::chrono::steady_clock::now(); })
+      : now_(std::move(now)) {}
+  // The sample for `key`: the kept one if it was read less than kSysinfoCacheWindow ago, else
+  // a new one from `read` (kept unless it is an error). Samples past their window are dropped
+  // here, so the cache holds only the cgroups read in the last window.
+  Result<SysinfoSample> get(const std::string& key,
+                            const std::function<Result<SysinfoSample>()>& read);
+
+ private:
+  struct Entry {
+    std::chrono::steady_clock::time_point read_at;
+    SysinfoSample sample;
+  };
+  Clock now_;
+  std::map<std::string, Entry> entries_;
+};
 
 // Readers of the cgroup files, from injected directories (fake trees in tests).
 

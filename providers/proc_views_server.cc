@@ -42,6 +42,7 @@ struct Views {
   std::vector<std::string> vmstat_keys;  // this kernel's /proc/vmstat keys, read once
   LoadAverage load;
   std::chrono::steady_clock::time_point sampled = started;
+  SysinfoCache sysinfo_cache;
 };
 Views* g_views = nullptr;
 
@@ -64,14 +65,17 @@ std::string controller_of(const std::string& run) {
 }
 
 // The cgroup directories of the reader, one per hierarchy of the run's (or, with no run
-// cgroup, every hierarchy the reader is in under /sys/fs/cgroup).
-std::vector<std::string> reader_dirs(pid_t pid) {
+// cgroup, every hierarchy the reader is in under /sys/fs/cgroup). `in_run`, when given: whether
+// the reader is in the run (always, with no run cgroup).
+std::vector<std::string> reader_dirs(pid_t pid, bool* in_run = nullptr) {
   auto text = read_file(g_views->proc + "/" + std::to_string(pid) + "/cgroup", 1 << 16);
   std::vector<std::string> out;
+  if (in_run) *in_run = g_views->run_dirs.empty();
   if (!text.ok()) return out;
   if (!g_views->run_dirs.empty()) {
     for (const auto& run : g_views->run_dirs) {
       std::string d = reader_cgroup_dir(run, *text, controller_of(run));
+      if (in_run && !d.empty()) *in_run = true;
       out.push_back(d.empty() ? run : d);
     }
     return out;
@@ -98,25 +102,28 @@ std::vector<std::string> run_or_reader_dirs(pid_t pid) {
 // /proc/loadavg or /proc/stat as running, but here the reader sleeps, waiting for this very
 // answer. A reader in the run (always, when the views follow the reader's own cgroup) counts
 // as running.
+TaskCounts seen_by(bool reader_in_run, TaskCounts t) {
+  if (reader_in_run && t.running < t.threads) ++t.running;
+  return t;
+}
+
 Result<TaskCounts> tasks_seen_by(pid_t pid, const std::vector<std::string>& dirs) {
   SG_ASSIGN_OR_RETURN(auto t, count_tasks(dirs, g_views->proc));
   bool in_run = g_views->run_dirs.empty();
-  if (!in_run) {
-    auto text = read_file(g_views->proc + "/" + std::to_string(pid) + "/cgroup", 1 << 16);
-    for (const auto& run : g_views->run_dirs)
-      if (text.ok() && !reader_cgroup_dir(run, *text, controller_of(run)).empty()) in_run = true;
-  }
-  if (in_run && t.running < t.threads) ++t.running;
-  return t;
+  if (!in_run) reader_dirs(pid, &in_run);
+  return seen_by(in_run, t);
+}
+
+void sample_load(const TaskCounts& tasks) {
+  auto now = std::chrono::steady_clock::now();
+  g_views->load.update(tasks.running + tasks.blocked,
+                       std::chrono::duration<double>(now - g_views->sampled).count());
+  g_views->sampled = now;
 }
 
 void sample_load(const std::vector<std::string>& dirs) {
   auto tasks = count_tasks(dirs, g_views->proc);
-  if (!tasks.ok()) return;
-  auto now = std::chrono::steady_clock::now();
-  g_views->load.update(tasks->running + tasks->blocked,
-                       std::chrono::duration<double>(now - g_views->sampled).count());
-  g_views->sampled = now;
+  if (tasks.ok()) sample_load(*tasks);
 }
 
 // The text of one view for the reader `pid`; an errno (negative) when it cannot be made: the
@@ -235,17 +242,30 @@ void* op_init(struct fuse_conn_info*, struct fuse_config* cfg) {
 }
 
 // sysinfo(2) for the caller `pid` (a host pid): what its /proc/meminfo, /proc/loadavg and
-// /proc/uptime say (make_sysinfo).
+// /proc/uptime say (make_sysinfo). The cgroup numbers come from a sample of the caller's cgroup
+// at most kSysinfoCacheWindow old (the tasks counted once, for the load and the answer); the
+// uptime and the reader's own running state are the answer's own.
 Result<struct sysinfo> sysinfo_for(pid_t pid) {
-  for (const auto& d : reader_dirs(pid)) {
-    auto m = read_memory(d);
-    if (!m.ok()) continue;
-    auto dirs = run_or_reader_dirs(pid);
-    sample_load(dirs);
-    SG_ASSIGN_OR_RETURN(auto tasks, tasks_seen_by(pid, dirs));
-    return make_sysinfo(*m, g_views->host_mem_kb, g_views->load, tasks, age_s());
-  }
-  return sys_error(EIO, "sysinfo: no memory cgroup");
+  bool in_run = false;
+  const auto readers = reader_dirs(pid, &in_run);
+  std::string key;
+  for (const auto& d : readers) key += d + '\n';
+  auto sample = g_views->sysinfo_cache.get(key, [&]() -> Result<SysinfoSample> {
+    for (const auto& d : readers) {
+      auto m = read_memory(d);
+      if (!m.ok()) continue;
+      // The reader's dirs when the views follow the reader: the key.
+      SG_ASSIGN_OR_RETURN(auto tasks,
+                          count_tasks(g_views->run_dirs.empty() ? readers : g_views->run_dirs,
+                                      g_views->proc));
+      sample_load(tasks);
+      return SysinfoSample{std::move(m).value(), tasks};
+    }
+    return sys_error(EIO, "sysinfo: no memory cgroup");
+  });
+  if (!sample.ok()) return std::move(sample).error();
+  return make_sysinfo(sample->memory, g_views->host_mem_kb, g_views->load,
+                      seen_by(in_run, sample->tasks), age_s());
 }
 
 // The go byte, and the run's sysinfo channel when the launcher sends one with it.

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -110,6 +111,51 @@ TEST(ProcViewsTest, SysinfoSaysWhatTheViewsSay) {
   EXPECT_EQ(si.totalram, 1'000'000ul * 1024);
   EXPECT_EQ(si.procs, 65535);
   EXPECT_EQ(si.uptime, 0);
+}
+
+// sysinfo(2)'s samples are kept per reader cgroup for kSysinfoCacheWindow: a caller in a loop
+// is answered from one read of the cgroup files, and sees new numbers once the window is over.
+TEST(ProcViewsTest, SysinfoCacheKeepsASampleForItsWindowPerCgroup) {
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  SysinfoCache cache([&] { return now; });
+  int reads = 0;
+  uint64_t usage = 1 * kMiB;
+  auto read = [&]() -> Result<SysinfoSample> {
+    ++reads;
+    SysinfoSample s;
+    s.memory.usage = usage;
+    s.tasks.threads = reads;
+    return s;
+  };
+  auto a = cache.get("/call-1", read);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->memory.usage, 1 * kMiB);
+  usage = 2 * kMiB;
+  now += kSysinfoCacheWindow - std::chrono::microseconds(1);
+  auto kept = cache.get("/call-1", read);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(reads, 1) << "within the window: no new read";
+  EXPECT_EQ(kept->memory.usage, 1 * kMiB);
+  EXPECT_EQ(kept->tasks.threads, 1);
+  // Another cgroup is its own sample (another call's grant), read now.
+  auto other = cache.get("/call-2", read);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(reads, 2);
+  EXPECT_EQ(other->memory.usage, 2 * kMiB);
+  // Past the window: read again.
+  now += std::chrono::microseconds(1);
+  auto fresh = cache.get("/call-1", read);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(reads, 3);
+  EXPECT_EQ(fresh->memory.usage, 2 * kMiB);
+  // An error is never kept: the next call reads again.
+  auto failing = [&]() -> Result<SysinfoSample> {
+    ++reads;
+    return sys_error(EIO, "no memory cgroup");
+  };
+  EXPECT_FALSE(cache.get("/gone", failing).ok());
+  EXPECT_FALSE(cache.get("/gone", failing).ok());
+  EXPECT_EQ(reads, 5);
 }
 
 // "key value" lines of a vmstat text, and the keys in order.
