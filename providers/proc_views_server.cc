@@ -33,6 +33,7 @@ constexpr int kLoadSampleMs = 5000;  // LOAD_FREQ (kernel/sched/loadavg.c)
 
 struct Views {
   std::vector<std::string> run_dirs;  // empty: follow the reader's cgroup
+  std::vector<std::string> run_controllers;  // controller_of() each run dir, found once
   std::string proc = "/proc";
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   long long btime = static_cast<long long>(std::time(nullptr));
@@ -73,8 +74,9 @@ std::vector<std::string> reader_dirs(pid_t pid, bool* in_run = nullptr) {
   if (in_run) *in_run = g_views->run_dirs.empty();
   if (!text.ok()) return out;
   if (!g_views->run_dirs.empty()) {
-    for (const auto& run : g_views->run_dirs) {
-      std::string d = reader_cgroup_dir(run, *text, controller_of(run));
+    for (size_t i = 0; i < g_views->run_dirs.size(); ++i) {
+      const std::string& run = g_views->run_dirs[i];
+      std::string d = reader_cgroup_dir(run, *text, g_views->run_controllers[i]);
       if (in_run && !d.empty()) *in_run = true;
       out.push_back(d.empty() ? run : d);
     }
@@ -308,6 +310,8 @@ int run_proc_views_server(int argc, char** argv) {
   const int control = std::atoi(argv[3]);
   Views views;
   for (int i = 4; i < argc; ++i) views.run_dirs.push_back(argv[i]);
+  // The hierarchies do not change under a run: not an access() per hierarchy per read.
+  for (const auto& run : views.run_dirs) views.run_controllers.push_back(controller_of(run));
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   views.host_cpus = cpus > 0 ? static_cast<int>(cpus) : 1;
   views.host_mem_kb = host_mem_total_kb(views.proc);
