@@ -158,7 +158,8 @@ struct sysinfo make_sysinfo(const MemoryNumbers& m, uint64_t host_total_kb, cons
 Result<SysinfoSample> SysinfoCache::get(const std::string& key,
                                         const std::function<Result<SysinfoSample>()>& read) {
   const auto now = now_();
-  std::erase_if(entries_, [&](const auto& e) { return now - e.second.read_at >= kSysinfoCacheWindow; });
+  std::erase_if(entries_,
+                [&](const auto& e) { return now - e.second.read_at >= kSysinfoCacheWindow; });
   if (auto it = entries_.find(key); it != entries_.end()) return it->second.sample;
   auto sample = read();
   if (sample.ok()) entries_[key] = Entry{now, *sample};

@@ -32,7 +32,7 @@ namespace {
 constexpr int kLoadSampleMs = 5000;  // LOAD_FREQ (kernel/sched/loadavg.c)
 
 struct Views {
-  std::vector<std::string> run_dirs;  // empty: follow the reader's cgroup
+  std::vector<std::string> run_dirs;         // empty: follow the reader's cgroup
   std::vector<std::string> run_controllers;  // controller_of() each run dir, found once
   std::string proc = "/proc";
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -257,9 +257,9 @@ Result<struct sysinfo> sysinfo_for(pid_t pid) {
       auto m = read_memory(d);
       if (!m.ok()) continue;
       // The reader's dirs when the views follow the reader: the key.
-      SG_ASSIGN_OR_RETURN(auto tasks,
-                          count_tasks(g_views->run_dirs.empty() ? readers : g_views->run_dirs,
-                                      g_views->proc));
+      SG_ASSIGN_OR_RETURN(
+          auto tasks,
+          count_tasks(g_views->run_dirs.empty() ? readers : g_views->run_dirs, g_views->proc));
       sample_load(tasks);
       return SysinfoSample{std::move(m).value(), tasks};
     }
