@@ -95,7 +95,7 @@ void Controller::place_parked(RunScope& run, pid_t pid) {
   // kernel's slow step (an RCU grace period on a hybrid host); a call that begins meanwhile
   // waits for it, which costs it no more than placing its own process would.
   std::lock_guard lock(run.mu_);
-  if (run.closing_ || !run.spare_ || run.spare_parked_ == pid) return;
+  if (run.closing_ || !run.spare_ || run.placed_parked_ == pid) return;
   if (auto s = options_.backend->attach(*run.spare_, pid); !s.ok()) {
     // Gone (used by a call, or killed): the next call's process is placed by its provider.
     spdlog::debug("run {}: parked process {} not placed ahead: {}", run.run_id_, pid,
@@ -103,6 +103,7 @@ void Controller::place_parked(RunScope& run, pid_t pid) {
     return;
   }
   run.spare_parked_ = pid;
+  run.placed_parked_ = pid;
 }
 
 void Controller::remove_call_cgroup(RunScope& run, const Cgroup& cg) {

@@ -85,6 +85,11 @@ class RunScope {
   std::optional<Cgroup> spare_;  // the next call's cgroup, made ahead, no limits written yet
   std::string spare_id_;         // its call id ("call-<n>")
   pid_t spare_parked_ = 0;       // the run's parked process, in spare_ already (adopt_parked)
+  // The last parked process placed in a spare: never placed again. A call that came before it
+  // was placed leaves it parked, and the provider reports it once more; by the time that
+  // second placement runs, a later call may be running in it, and moving it would take that
+  // call out of its cgroups (its grant, its charges, the ladder's view of it).
+  pid_t placed_parked_ = 0;
   // The reaper's pending work on this run, under its own lock: a call that ends queues its
   // cgroup's removal without waiting for a placement the reaper is making under mu_.
   std::mutex pending_mu_;

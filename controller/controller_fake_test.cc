@@ -419,6 +419,35 @@ TEST_F(ControllerFakeTest, AParkedProcessIsPlacedInTheSpareAheadAndNamedToTheCal
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+// A call that came before its parked process was placed leaves it parked, and the provider
+// reports it again after that call. By the time the second report is handled the process may
+// be running the next call (placed by the first report): it is never moved a second time. It
+// was, and a running call left its cgroup for the spare mid-call: its memory was charged to a
+// cgroup nobody watched, and its grant no longer held it.
+TEST_F(ControllerFakeTest, AParkedProcessIsPlacedOnceEvenWhenReportedAgain) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  c->adopt_parked(**run, 4242);
+  c->settle(**run);
+  auto call = c->begin_call(**run, "test", {"./run-tests.sh"});  // runs in 4242
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  EXPECT_EQ((*call)->placement().placed_pid, 4242);
+  c->adopt_parked(**run, 4242);  // the late second report
+  c->settle(**run);
+  int attaches = 0;
+  for (const auto& op : backend_->ops())
+    if (op.find("attach ") == 0 && op.find(" 4242") != std::string::npos) ++attaches;
+  EXPECT_EQ(attaches, 1) << "the running call's process was moved again";
+  (void)c->end_call(std::move(call).value(), exited(0));
+  auto next = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ((*next)->placement().placed_pid, 0) << "named a process that is another call's";
+  (void)c->end_call(std::move(next).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 // The reaper places the next call's parked process while holding the run's lock, and that
 // attach is the kernel's slow step (an RCU grace period per hierarchy on v1). A call that ends
 // meanwhile only queues its cgroup's removal: it must not wait for the placement (it did, and

@@ -1002,6 +1002,33 @@ TEST_F(SessionTest, EndOfCallLeavesNoProcessAndCancelIsReported) {
   EXPECT_THAT(left_of_calls(), ::testing::IsEmpty());
 }
 
+// Every call of a run is watched in its own cgroup, with its memory charged there: a burst
+// through half its grant is throttled, whether the call was placed ahead or not. (A parked
+// process reported twice was once moved again while it ran a call: controller.h.)
+TEST_F(SessionTest, AMemoryBurstIsThrottledInEveryCallOfARun) {
+  SANDGATE_REQUIRE_ROOT();
+  policy_.ladder.throttle_at = 0.5;
+  controller::Grant& b = policy_.intents["burst"];
+  b.memory_max = MiB(256);
+  b.cpu_cores = 1.0;
+  b.pids_max = 16;
+  b.timeout = std::chrono::seconds(20);
+  open();
+  ASSERT_TRUE(session_);
+  // 32 MiB every 10 ms to 192 MiB (75% of the grant), held 300 ms: over a dozen samples.
+  const std::vector<std::string> ramp = {kTry, "ramp", "32", "10", "6", "300", "0"};
+  // Six calls: whether each starts in a process placed ahead or on its own path (a call that
+  // comes before its parked process is placed) is the reaper's timing; both must hold it.
+  for (int i = 0; i < 6; ++i) {
+    auto o = call(ramp, "burst");
+    ASSERT_EQ(o.termination, Termination::kExited) << controller::to_json(o).dump(2);
+    ASSERT_FALSE(o.observed.actions.empty())
+        << "call " << i << ": " << controller::to_json(o).dump(2);
+    EXPECT_EQ(o.observed.actions.front().action, "throttle") << controller::to_json(o).dump(2);
+    EXPECT_GE(o.observed.peaks.memory_bytes, MiB(160).value) << "call " << i;
+  }
+}
+
 // The call path without the kernel's slow step: see next_call_starts_in_the_parked_process.
 TEST_F(SessionTest, TheNextCallStartsInTheProcessParkedAndPlacedAheadWithItsGrant) {
   SANDGATE_REQUIRE_ROOT();
