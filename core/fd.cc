@@ -180,6 +180,51 @@ Result<UniqueFd> listen_unix(const std::string& path, int backlog) {
   return fd;
 }
 
+Status send_byte_with_fd(int socket, char byte, int fd) {
+  struct iovec iov = {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  ssize_t n;
+  while ((n = ::sendmsg(socket, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (n != 1) return sys_error("sendmsg (a descriptor)");
+  return {};
+}
+
+ssize_t receive_byte_with_fds(int socket, char& byte, std::vector<UniqueFd>& fds, size_t max_fds,
+                              int flags) {
+  struct iovec iov = {&byte, 1};
+  std::vector<char> control(CMSG_SPACE(max_fds * sizeof(int)));
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  ssize_t n;
+  while ((n = ::recvmsg(socket, &msg, flags | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n <= 0) return n;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      fds.emplace_back(fd);
+    }
+  }
+  return n;
+}
+
 Result<UniqueFd> connect_unix(const std::string& path) {
   SG_ASSIGN_OR_RETURN(sockaddr_un addr, unix_address(path));
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/result.h"
 
@@ -75,6 +76,15 @@ Status write_all(int fd, std::string_view data);
 Result<UniqueFd> listen_unix(const std::string& path, int backlog = 16);
 // A stream connection to the AF_UNIX socket at path.
 Result<UniqueFd> connect_unix(const std::string& path);
+
+// One byte with one descriptor (SCM_RIGHTS) on a unix socket, retrying on EINTR; no SIGPIPE.
+// Allocates only on failure (a call's child uses it between fork and exec).
+Status send_byte_with_fd(int socket, char byte, int fd);
+// One byte and up to max_fds descriptors (close-on-exec) from a unix socket: recvmsg's count
+// (1, 0 at end of stream, -1 with errno), retrying on EINTR. Descriptors beyond max_fds are
+// closed by the kernel (MSG_CTRUNC); `flags` as recvmsg's (MSG_DONTWAIT).
+ssize_t receive_byte_with_fds(int socket, char& byte, std::vector<UniqueFd>& fds, size_t max_fds,
+                              int flags = 0);
 
 class DirFd {
  public:

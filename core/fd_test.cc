@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -290,6 +291,33 @@ TEST_F(FileTest, DirFdExistsDoesNotFollowSymlinks) {
   auto dir = DirFd::open(tmp_.path());
   ASSERT_TRUE(dir.ok());
   EXPECT_TRUE(dir->exists("dangling"));
+}
+
+// One byte and a descriptor over a unix socket: the receiver gets the byte and its own
+// close-on-exec descriptor of the same pipe; the end of the stream is 0 with nothing received.
+TEST(FdPassing, AByteAndADescriptorArriveAsTheSendersOwn) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  auto pipe = make_pipe();
+  ASSERT_TRUE(pipe.ok());
+  ASSERT_TRUE(send_byte_with_fd(a.get(), 'g', pipe->write.get()).ok());
+  char byte = 0;
+  std::vector<UniqueFd> fds;
+  ASSERT_EQ(receive_byte_with_fds(b.get(), byte, fds, 4), 1);
+  EXPECT_EQ(byte, 'g');
+  ASSERT_EQ(fds.size(), 1u);
+  EXPECT_NE(fds[0].get(), pipe->write.get());
+  EXPECT_TRUE(::fcntl(fds[0].get(), F_GETFD) & FD_CLOEXEC);
+  pipe->write.reset();
+  ASSERT_TRUE(write_all(fds[0].get(), "x").ok());
+  fds.clear();  // the last write end: the reader sees x, then EOF
+  auto got = read_all(pipe->read.get());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, "x");
+  a.reset();
+  EXPECT_EQ(receive_byte_with_fds(b.get(), byte, fds, 4), 0);
+  EXPECT_TRUE(fds.empty());
 }
 
 }  // namespace

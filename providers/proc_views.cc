@@ -564,22 +564,8 @@ Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe
     ::waitpid(pid, nullptr, 0);
     return e;
   };
-  char go = 'g';
-  struct iovec iov = {&go, 1};
-  alignas(struct cmsghdr) char cmsg[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cmsg;
-  msg.msg_controllen = sizeof cmsg;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  const int theirs_fd = channel_theirs.get();
-  std::memcpy(CMSG_DATA(c), &theirs_fd, sizeof theirs_fd);
-  if (::sendmsg(ours.get(), &msg, MSG_NOSIGNAL) != 1)
-    return failed(sys_error("start proc views server"));
+  if (auto s = send_byte_with_fd(ours.get(), 'g', channel_theirs.get()); !s.ok())
+    return failed(std::move(s).error().context_add("start proc views server"));
   channel_theirs.reset();
   // Its answer: "ok", or the error that stopped it.
   struct pollfd p = {ours.get(), POLLIN, 0};

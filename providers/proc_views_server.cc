@@ -273,23 +273,9 @@ Result<struct sysinfo> sysinfo_for(pid_t pid) {
 // The go byte, and the run's sysinfo channel when the launcher sends one with it.
 bool receive_go(int control, UniqueFd& channel) {
   char go;
-  struct iovec iov = {&go, 1};
-  alignas(struct cmsghdr) char cmsg[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cmsg;
-  msg.msg_controllen = sizeof cmsg;
-  ssize_t n;
-  while ((n = ::recvmsg(control, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
-  if (n != 1) return false;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    channel = UniqueFd(fd);
-  }
+  std::vector<UniqueFd> fds;
+  if (receive_byte_with_fds(control, go, fds, 1) != 1) return false;
+  if (!fds.empty()) channel = std::move(fds.front());
   return true;
 }
 

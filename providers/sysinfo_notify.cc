@@ -30,24 +30,7 @@ bool still_pending(int listener, uint64_t id) {
 }  // namespace
 
 Status send_sysinfo_listener(int channel, int listener) {
-  char byte = 's';
-  struct iovec iov = {&byte, 1};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &listener, sizeof(int));
-  ssize_t n;
-  while ((n = ::sendmsg(channel, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
-  if (n != 1) return sys_error("send the sysinfo listener to the run's views server");
-  return {};
+  return send_byte_with_fd(channel, 's', listener);
 }
 
 bool is_seccomp_listener(int fd) {
@@ -58,28 +41,13 @@ bool is_seccomp_listener(int fd) {
 }
 
 std::vector<UniqueFd> receive_sysinfo_listeners(int channel, bool& closed) {
-  std::vector<UniqueFd> out;
+  std::vector<UniqueFd> out, received;
   char byte;
-  struct iovec iov = {&byte, 1};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(kMaxListenersPerMessage * sizeof(int))] = {};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n = ::recvmsg(channel, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  ssize_t n = receive_byte_with_fds(channel, byte, received, kMaxListenersPerMessage, MSG_DONTWAIT);
   if (n == 0) closed = true;
-  if (n <= 0) return out;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      UniqueFd owned(fd);
-      if (is_seccomp_listener(fd)) out.push_back(std::move(owned));
-    }
-  }
+  // Anything but a listener is closed here (its UniqueFd goes with `received`).
+  for (auto& fd : received)
+    if (is_seccomp_listener(fd.get())) out.push_back(std::move(fd));
   return out;
 }
 
