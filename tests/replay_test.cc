@@ -199,10 +199,11 @@ TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
   ASSERT_TRUE(recorded.ok()) << recorded.error().message();
 
   // The 5% memory target holds on a quiet host. On a loaded one (this project's 2-core
-  // machines, shared by several builds) sandgate-load itself can be starved of CPU while it
-  // touches its memory; its report says so (control_wait_ms: how late its control loop ran).
-  // Such an attempt is repeated, at most three times in all; a miss without that evidence, or
-  // three misses, fails.
+  // machines, shared by several builds) sandgate-load itself can be starved of CPU or of page
+  // faults while it touches its memory; its report says so (control_wait_ms: how late its
+  // control loop ran; behind_touch_ms: time spent touching memory already due). Such an
+  // attempt is repeated, at most three times in all; a miss without that evidence, or three
+  // misses, fails.
   std::string json = tmp_ + "/replay.json";
   Json j;
   std::string misses;
@@ -240,7 +241,9 @@ TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
       misses += "attempt " + std::to_string(attempt) + " " + p["policy"].get<std::string>() +
                 ": host " + std::to_string(host) + ", self " + std::to_string(self) + "; ";
       for (const auto& c : j["runs"][p["policy"].get<std::string>()][0]["calls"])
-        if (c["achieved"].is_object() && c["achieved"].value("control_wait_ms", 0.0) > 100)
+        if (c["achieved"].is_object() && c["achieved"].value("control_wait_ms", 0.0) +
+                                                 c["achieved"].value("behind_touch_ms", 0.0) >
+                                             100)
           starved = true;
     }
     if (faithful) break;

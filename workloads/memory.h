@@ -12,9 +12,9 @@ namespace sandgate::workloads {
 
 class MemoryHolder {
  public:
-  // Reserves `max_bytes` of address space (MAP_NORESERVE: nothing is charged until touched)
-  // and asks for transparent huge pages where the kernel offers them (MADV_HUGEPAGE): 2 MiB
-  // faults reach a step several times faster than 4 KiB ones, and the charge is the same.
+  // Reserves `max_bytes` of address space (MAP_NORESERVE: nothing is charged until touched),
+  // in 4 KiB pages as the recorded programs mostly had: huge pages were faster only when warm
+  // and ten times slower after an idle spell on a VM (memory.cc says why).
   static Result<MemoryHolder> reserve(uint64_t max_bytes);
 
   MemoryHolder() = default;
