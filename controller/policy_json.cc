@@ -28,6 +28,52 @@ constexpr Bytes kMinIoBps = MiB(1);
 // fs/file.c sysctl_nr_open) the kernel refuses RLIMIT_NOFILE with EPERM.
 constexpr uint64_t kMinOpenFiles = 16;
 constexpr uint64_t kMaxOpenFiles = uint64_t{1} << 20;
+// libstdc++'s std::regex reads a number (`{n,m}`, a back-reference `\\n`) into a long with no
+// overflow check (undefined behaviour, found by the fuzzer with `{5555555555555555555}` and
+// `\\5555555555555555555`), and builds a state per repetition (`a{1000}` is 1000 copies of
+// `a`), so nested counts multiply. Inference rules recognise a command by its first words; no
+// real one needs more than this.
+constexpr uint64_t kMaxRegexRepetitions = 10000;
+constexpr uint64_t kMaxRegexBackReference = 99;
+
+// What is wrong with `pattern` for std::regex before it is compiled, or "" if nothing:
+// back-references above kMaxRegexBackReference, or every `{n}` / `{n,m}` count (0 counted as
+// 1) multiplied above kMaxRegexRepetitions. Braces inside a bracket expression are literal.
+std::string regex_numbers_problem(std::string_view pattern) {
+  auto digits_at = [&](size_t& j) {  // the number at j (capped), j left on its last digit
+    uint64_t n = 0;
+    while (j < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[j])))
+      n = std::min(n * 10 + static_cast<uint64_t>(pattern[j++] - '0'), kMaxRegexRepetitions + 1);
+    --j;
+    return n;
+  };
+  uint64_t product = 1;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\') {
+      if (++i < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[i])) &&
+          digits_at(i) > kMaxRegexBackReference)
+        return "a back-reference above \\" + std::to_string(kMaxRegexBackReference);
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '{') {
+      for (size_t j = i + 1; j < pattern.size(); ++j) {
+        if (std::isdigit(static_cast<unsigned char>(pattern[j])))
+          product =
+              std::min(product * std::max<uint64_t>(digits_at(j), 1), kMaxRegexRepetitions + 1);
+        else if (pattern[j] != ',')
+          break;
+      }
+    }
+  }
+  if (product > kMaxRegexRepetitions)
+    return "its repetition counts ({n} and {n,m}) multiply to more than " +
+           std::to_string(kMaxRegexRepetitions) + " (the regex engine builds a state for each)";
+  return "";
+}
 // file_size below 1MiB: a forgotten unit (compilers, git and package managers write temporary
 // files of several MiB and would die of SIGXFSZ).
 constexpr Bytes kMinFileSize = MiB(1);
@@ -463,6 +509,8 @@ class Parser {
         SG_ASSIGN_OR_RETURN(rule.intent, string(rules[i]["intent"], child(path, "intent"),
                                                 "the name of an intent"));
         if (rule.pattern.empty()) return fail(child(path, "match"), "must not be empty");
+        if (std::string problem = regex_numbers_problem(rule.pattern); !problem.empty())
+          return fail(child(path, "match"), problem);
         try {
           rule.regex = std::regex(rule.pattern, std::regex::ECMAScript);
         } catch (const std::regex_error& e) {

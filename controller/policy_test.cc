@@ -589,6 +589,15 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "inference[2].intent 'buld' is not a defined intent (defined: compile, default, edit"},
       {"bad regex", [](Json& j) { j["inference"][0]["match"] = "^(make"; },
        "inference[0].match is not a valid regex: "},
+      {"regex count that overflows",
+       [](Json& j) { j["inference"][0]["match"] = "^a{5555555555555555555}"; },
+       "inference[0].match: its repetition counts ({n} and {n,m}) multiply to more than 10000"},
+      {"regex counts that multiply",
+       [](Json& j) { j["inference"][0]["match"] = "^((ab){200}c){1,60}"; },
+       "inference[0].match: its repetition counts ({n} and {n,m}) multiply to more than 10000"},
+      {"regex back-reference that overflows",
+       [](Json& j) { j["inference"][0]["match"] = "^(a)\\5555555555555555555"; },
+       "inference[0].match: a back-reference above \\99"},
       {"rule without match", [](Json& j) { j["inference"][3].erase("match"); },
        "inference[3].match: missing"},
       {"rule match wrong type", [](Json& j) { j["inference"][3]["match"] = 3; },
@@ -727,6 +736,9 @@ TEST(PolicyErrors, BoundaryValuesAreAccepted) {
   j["ladder"]["runq_window"] = "100ms";  // == 5 x the 20ms sample_interval, the minimum window
   j["ladder"]["net_throttle_bytes_per_s"] = "64KiB";  // the minimum
   j["ladder"]["net_window"] = "1m";                   // the maximum
+  j["inference"][0]["match"] = "^(a{100}b){0,100}";   // counts multiply to 10000
+  j["inference"][1]["match"] = "^x\\{99999}[{]99999 y{1,}";  // literal braces; no upper count
+  j["inference"][2]["match"] = "^(a)(b)(c)(d)(e)(f)(g)(h)(i)(j)\\10";  // a two-digit back-reference
   auto p = parse_policy(j, "boundaries");
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->tenants.at("t2").memory_budget, MiB(1));
