@@ -12,7 +12,8 @@
 #                    make fuzz FUZZ_SECONDS=14400 FUZZ_ONLY="trace report"
 #                  New inputs collect in build/fuzz/corpus/<harness> across runs; crashes in
 #                  build/fuzz/crashes/<harness>. `make test` runs every checked-in corpus and
-#                  crash input through the same harnesses without libFuzzer (ctest -R fuzz_).
+#                  crash input through the same harnesses without libFuzzer, then mutates them
+#                  for 5 s per harness (ctest -R fuzz_; the seed is printed).
 #   make chaos     dev build (it has the kill points), then CHAOS_ITERATIONS (default 100)
 #                  iterations of kill -9 (sandgate at a named step or a random moment, a run's
 #                  supervisor, a call) + `sandgate gc` + a look for leftovers; prints the seed,

@@ -9,7 +9,8 @@ namespace {
 
 std::string shown(std::string_view s) {
   TerminalText t;
-  return t.feed(s) + t.finish();
+  std::string out = t.feed(s);  // before finish(): the operands of + have no set order
+  return out + t.finish();
 }
 
 // Fed one byte at a time: every split point at once.
