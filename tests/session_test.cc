@@ -103,6 +103,25 @@ class SessionTest : public ProviderTest {
     EXPECT_TRUE(o.ok()) << o.error().message();
     return o.ok() ? *o : CallOutcome{};
   }
+  // See AFrozenCallIsCancelled.
+  void expect_frozen_call_cancelled() {
+    policy_.ladder.freeze_host_psi = 0;
+    policy_.ladder.thaw_host_psi = 0;
+    policy_.ladder.freeze_max = std::chrono::seconds(1);
+    policy_.ladder.cancel_grace = std::chrono::milliseconds(500);
+    open();
+    ASSERT_TRUE(session_);
+    auto o = call({"sleep", "30"}, "test");
+    if (std::getenv("SANDGATE_TEST_VERBOSE")) std::cerr << controller::to_json(o).dump(2) << "\n";
+    std::vector<std::string> actions;
+    for (const auto& a : o.observed.actions) actions.push_back(a.action);
+    EXPECT_THAT(actions, ::testing::IsSupersetOf({"freeze", "cancel"}))
+        << controller::to_json(o).dump(2);
+    EXPECT_EQ(o.termination, Termination::kCancelled) << controller::to_json(o).dump(2);
+    EXPECT_GE(o.observed.frozen_for, std::chrono::seconds(1));
+    EXPECT_LT(o.exec.wall, std::chrono::seconds(20)) << "the call's own 30 s are not waited out";
+    EXPECT_TRUE(process_exists(supervisor())) << "the run lives";
+  }
   // The run's supervisor: the first process of its main cgroup.
   pid_t supervisor() {
     auto procs = controller_->backend().procs(session_->run().main_cgroup());
@@ -1455,12 +1474,53 @@ TEST_F(MicrovmSessionTest, GrantIsWrittenInTheGuestAndItsOomAndThrottlingComeBac
   EXPECT_GT(spin.observed.cpu_throttled_us, 0u) << controller::to_json(spin).dump(2);
   EXPECT_LT(spin.observed.cpu_usage_us, 600'000u);
   EXPECT_GE(spin.observed.samples, 3) << "the guest's monitor samples a running call";
+  // The rest of the ladder in the guest. A fork bomb stops at its pids grant, and the guest
+  // lives.
+  auto bomb = call({kTry, "forkbomb", "5000"}, "test");
+  EXPECT_EQ(bomb.termination, Termination::kPidsLimit) << controller::to_json(bomb).dump(2);
+  EXPECT_LE(bomb.observed.peaks.pids, 16u);
+  EXPECT_GT(bomb.observed.pids_refused, 0u);
+  // Past its timeout (500 ms for "run") and deaf to SIGTERM: still ended, as a timeout. Wide
+  // bound: TCG is slow, but the call's own 30 s must not be waited out.
+  auto deaf = call({"sh", "-c", "trap '' TERM; sleep 30"}, "run");
+  EXPECT_EQ(deaf.termination, Termination::kTimeout) << controller::to_json(deaf).dump(2);
+  EXPECT_LT(deaf.exec.wall, std::chrono::seconds(20));
+  // The caller's cancel reaches a call in the guest.
+  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    uint64_t one = 1;
+    (void)!::write(cancel.get(), &one, sizeof one);
+  });
+  auto cancelled = call({"sh", "-c", "sleep 300 & sleep 300"}, "edit", cancel.get());
+  canceller.join();
+  EXPECT_EQ(cancelled.termination, Termination::kCancelled)
+      << controller::to_json(cancelled).dump(2);
+  EXPECT_TRUE(process_exists(qemu));
   std::printf(
       "[ microvm  ] oom call: peak %s, %zu ladder actions; held call throttled %.0f ms; spin: "
       "%.0f ms cpu-throttled, %d samples (%s)\n",
       human_bytes({oom.observed.peaks.memory_bytes}).c_str(), oom.observed.actions.size(),
       to_millis(held.observed.throttled_for), spin.observed.cpu_throttled_us / 1000.0,
       spin.observed.samples, session_->workspace_info().note.c_str());
+}
+
+// The ladder's top rungs, with the freeze threshold at 0% of the host's (the guest's) memory
+// pressure and thaw below 0% (never): the only call is the largest and is frozen at once, and
+// still frozen after freeze_max it is cancelled (thawed, SIGTERM). A run of its own: the
+// threshold would freeze every call of the other tests. (The kill after the grace is
+// ladder_test's: a call frozen within its first milliseconds has not yet had the time to
+// ignore SIGTERM, so a real one cannot be made deaf to it here.)
+TEST_F(SessionTest, AFrozenCallIsCancelled) {
+  SANDGATE_REQUIRE_ROOT();
+  expect_frozen_call_cancelled();
+}
+
+TEST_F(MicrovmSessionTest, AFrozenCallIsCancelledInTheGuest) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(ready_.ok(),
+                   "microvm provider: " + (ready_.ok() ? "" : ready_.error().message()));
+  expect_frozen_call_cancelled();
 }
 
 class PodmanSessionTest : public SessionTest,
