@@ -362,11 +362,17 @@ TEST_F(SessionTest, ProcViewsShowTheRunsGrantAndNotTheHostsActivity) {
   ASSERT_GE(busy_ticks(host_stat_after) - busy_ticks(host_stat_before), 50)
       << "the host's CPU time did not move";
   // The run's view did not: its thread count is its own calls' shape, its CPU time its own
-  // (a few cat processes: a tick or two each).
+  // (a few cat processes: a tick or two each on this host; under TCG in the guest lane, 40-90
+  // ticks on a busy host, whose delays a guest counts as the running task's time). The burst
+  // alone is 2 spinning threads for 1.5 s, 300 ticks, and the host saw all of it and more: a
+  // view that let it through would show at least that.
+  const long long host_ticks = busy_ticks(host_stat_after) - busy_ticks(host_stat_before);
   EXPECT_LT(std::abs(threads(run_load_during) - threads(run_load_before)), 8)
       << run_load_before << " / " << run_load_during;
-  EXPECT_LT(busy_ticks(run_stat_after) - busy_ticks(run_stat_before), 25)
-      << run_stat_before.substr(0, 80) << " / " << run_stat_after.substr(0, 80);
+  EXPECT_LT(busy_ticks(run_stat_after) - busy_ticks(run_stat_before),
+            std::max(25LL, host_ticks / 4))
+      << run_stat_before.substr(0, 80) << " / " << run_stat_after.substr(0, 80) << "; the host's "
+      << host_ticks << " ticks";
   EXPECT_NE(run_stat_after.find("\nintr 0\nctxt 0\n"), std::string::npos) << run_stat_after;
 }
 
