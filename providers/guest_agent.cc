@@ -160,7 +160,7 @@ void load_module_file(const std::string& path) {
 void mount_overlay_root(const std::string& base_dev, const std::string& root) {
   ::mkdir("/base", 0755);
   ::mkdir("/upper", 0755);
-  do_mount(base_dev.c_str(), "/base", "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV);
+  do_mount(base_dev.c_str(), "/base", "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV);
   load_module_file("/sandgate/modules/overlay.ko");
   do_mount("tmpfs", "/upper", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m");
   ::mkdir("/upper/up", 0755);
@@ -175,7 +175,7 @@ void mount_overlay_root(const std::string& base_dev, const std::string& root) {
 // (the overlay) read-only: calls have no capability to remount it.
 void bind_entries(const std::string& ro_dev, const std::string& root) {
   ::mkdir("/binds", 0755);
-  do_mount(ro_dev.c_str(), "/binds", "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV, "noload");
+  do_mount(ro_dev.c_str(), "/binds", "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV);
   auto manifest = read_file("/binds/manifest", 1 << 20);
   if (!manifest.ok()) fail(manifest.error());
   size_t at = 0;
@@ -282,7 +282,7 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
   if (binds)
     mount_overlay_root(base_dev, root);
   else
-    do_mount(base_dev.c_str(), root, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV);
+    do_mount(base_dev.c_str(), root, "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV);
   do_mount(ws_dev.c_str(), root + "/workspace", "ext4", MS_NOSUID | MS_NODEV);
   do_mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   do_mount("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY);
@@ -295,8 +295,8 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
   do_mount("tmpfs", root + "/home/sandbox", "tmpfs", MS_NOSUID | MS_NODEV, home_opts.c_str());
   if (secrets) {
     ::mkdir((root + "/run/secrets").c_str(), 0755);
-    do_mount(sec_dev.c_str(), root + "/run/secrets", "ext4",
-             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "noload");
+    do_mount(sec_dev.c_str(), root + "/run/secrets", "squashfs",
+             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
   }
   // Last: a destination below /tmp or the home lands on its tmpfs, not under it.
   if (binds) bind_entries(ro_dev, root);

@@ -23,8 +23,17 @@ namespace {
 // Bumped whenever what goes into an image changes in a way its inputs do not show.
 // 2: /init without debug info; 3: optional modules (overlayfs) beside the loaded ones.
 constexpr char kInitramfsFormat[] = "sandgate-initramfs-3";
-// 3: /etc/alternatives copied link by link (base_root.h), not bound whole.
-constexpr char kBaseFormat[] = "sandgate-base-3";
+// 3: /etc/alternatives copied link by link (base_root.h), not bound whole; 4: squashfs.
+constexpr char kBaseFormat[] = "sandgate-base-4";
+
+// The read-only images (the base, the binds, the secrets) are squashfs: read-only by
+// construction (no kernel can mount one for writing, and nothing in the guest can change what
+// the next run gets), written by a user-space tool with no loop mount, and with no journal,
+// lost+found or size to guess. Data stays uncompressed: under TCG every byte decompressed
+// costs guest CPU, and the image lives in the host's cache either way; the metadata is
+// compressed (zstd, which the Debian cloud kernel has built in). Ownership and modes are the
+// staged tree's.
+constexpr char kSquashfsOptions[] = "-noappend -quiet -no-progress -no-xattrs -comp zstd -noD -noF";
 
 // A compare of version strings as sort -V would for kernel names (digits numerically).
 bool version_less(const std::string& a, const std::string& b) {
@@ -88,6 +97,17 @@ Status run_checked(const std::vector<std::string>& argv, Duration timeout,
   return {};
 }
 
+// A squashfs image of `dir` (kSquashfsOptions), written to `image`, removed if that fails.
+Status make_squashfs(const std::string& dir, const std::string& image, Duration limit,
+                     const std::string& what) {
+  auto made = run_checked(
+      {"sh", "-c", "mksquashfs \"$1\" \"$2\" " + std::string(kSquashfsOptions) + " >/dev/null",
+       "sh", dir, image},
+      limit, what);
+  if (!made.ok()) ::unlink(image.c_str());
+  return made;
+}
+
 }  // namespace
 
 Result<GuestKernel> find_guest_kernel(const std::string& boot_dir,
@@ -121,7 +141,8 @@ std::vector<std::string> guest_module_names() {
           "kernel/drivers/virtio/virtio_pci_legacy_dev.ko",
           "kernel/drivers/virtio/virtio_pci_modern_dev.ko",
           "kernel/drivers/virtio/virtio_pci.ko",
-          "kernel/drivers/char/virtio_console.ko"};
+          "kernel/drivers/char/virtio_console.ko",
+          "kernel/fs/squashfs/squashfs.ko"};
 }
 
 std::vector<std::string> guest_optional_module_names() {
@@ -297,7 +318,7 @@ Result<std::string> guest_base_image(const std::string& cache_dir, uid_t uid, gi
   }
   std::string key = input_key(inputs, std::string(kBaseFormat) + ":" + std::to_string(uid) + ":" +
                                           std::to_string(gid) + ":" + alternatives);
-  std::string path = cache_dir + "/base-" + key + ".ext4";
+  std::string path = cache_dir + "/base-" + key + ".squashfs";
   if (::access(path.c_str(), R_OK) == 0) return path;
 
   SG_TRY(make_dirs(cache_dir, 0700));
@@ -338,11 +359,8 @@ Result<std::string> guest_base_image(const std::string& cache_dir, uid_t uid, gi
   std::string script =
       "set -eu; stage=$1; img=$2; shift 2\n"
       "for p in \"$@\"; do mount --bind \"$p\" \"$stage$p\"; done\n"
-      "bytes=$(du -sb --apparent-size \"$stage\" | cut -f1)\n"
-      "files=$(find \"$stage\" | wc -l)\n"
-      "truncate -s $((bytes / 10 * 12 + 256 * 1024 * 1024)) \"$img\"\n"
-      "mkfs.ext4 -q -F -N $((files * 2 + 16384)) -E root_owner=0:0 -L sandgate-base -d \"$stage\" "
-      "\"$img\"\n";
+      "mksquashfs \"$stage\" \"$img\" " +
+      std::string(kSquashfsOptions) + " >/dev/null\n";
   std::string tmp = tmp_name(path);
   std::vector<std::string> argv = {"unshare", "--mount", "--propagation", "private", "sh", "-c",
                                    script,    "sh",      stage,           tmp};
@@ -449,17 +467,10 @@ Status make_bind_image(const std::string& image, const std::vector<BindMount>& b
     cleanup();
     return s;
   }
-  // Sized as the base image is: the contents' apparent size plus a fifth, plus room for ext4's
-  // own metadata (journal-less: the image is never written in the guest).
-  std::string script =
-      "set -eu; stage=$1; img=$2\n"
-      "bytes=$(du -sb --apparent-size \"$stage\" | cut -f1)\n"
-      "files=$(find \"$stage\" | wc -l)\n"
-      "truncate -s $((bytes / 10 * 12 + 16 * 1024 * 1024)) \"$img\"\n"
-      "mkfs.ext4 -q -F -O ^has_journal -N $((files * 2 + 64)) -E root_owner=0:0 -L sandgate-ro "
-      "-d \"$stage\" \"$img\"\n";
-  auto made = run_checked({"sh", "-c", script, "sh", staging, image}, std::chrono::minutes(10),
-                          "make the read-only binds' image");
+  // The staging directory is 0700 (made private while the copies land); the image's root is
+  // the manifest's directory, read by root in the guest.
+  auto made =
+      make_squashfs(staging, image, std::chrono::minutes(10), "make the read-only binds' image");
   cleanup();
   if (!made.ok()) ::unlink(image.c_str());
   return made;
@@ -488,28 +499,15 @@ Status make_secrets_image(const std::string& image, const std::vector<Secret>& s
     cleanup();
     return sys_error("chmod", staging);
   }
-  // Room for the values (at most kMaxSecretBytes each) and ext4's metadata; sparse in a tmpfs.
-  uint64_t bytes = total + total / 4 + (uint64_t{4} << 20);
-  {
-    auto f = open_fd(image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (!f.ok() || ::ftruncate(f->get(), static_cast<off_t>(bytes)) != 0) {
-      cleanup();
-      return f.ok() ? sys_error("truncate", image) : std::move(f).error();
-    }
+  if (::chown(staging.c_str(), uid, gid) != 0) {
+    cleanup();
+    return sys_error("chown", staging);
   }
-  auto made = run_checked({"mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-E",
-                           "root_owner=" + std::to_string(uid) + ":" + std::to_string(gid), "-L",
-                           "sandgate-sec", "-d", staging, image},
-                          std::chrono::minutes(2), "make the secrets' image");
-  cleanup();
-  SG_TRY(made);
-  // mkfs.ext4 -d gives the root mode 0755 and a lost+found: the directory as the jail's, 0500
+  // The image's root is the staging directory as it is: the jail's, 0500, the sandbox user's,
   // with the secrets alone.
-  // (debugfs exits 0 even when a request fails: the guest test checks the result.)
-  SG_TRY(run_checked({"debugfs", "-w", "-R", "sif / mode 040500", image}, std::chrono::minutes(1),
-                     "set the secrets' directory mode"));
-  return run_checked({"debugfs", "-w", "-R", "rmdir lost+found", image}, std::chrono::minutes(1),
-                     "remove lost+found from the secrets' image");
+  auto made = make_squashfs(staging, image, std::chrono::minutes(2), "make the secrets' image");
+  cleanup();
+  return made;
 }
 
 }  // namespace sandgate::providers

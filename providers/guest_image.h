@@ -65,9 +65,9 @@ Result<std::vector<std::string>> elf_libraries(const std::string& exe);
 Result<std::string> guest_initramfs(const std::string& cache_dir, const GuestKernel& kernel,
                                     const std::string& supervisor_exe);
 
-// The read-only base: an ext4 image of the host's userland (the same programs and libraries
+// The read-only base: a squashfs image of the host's userland (the same programs and libraries
 // the namespace jail shows, see guest_base_dirs()) with a generated /etc for uid/gid and empty
-// mount points for the agent. Built with `mkfs.ext4 -d` in a private mount namespace where the
+// mount points for the agent. Built with `mksquashfs` in a private mount namespace where the
 // host directories are bound into a staging tree: no copy on the host, no loop mount.
 Result<std::string> guest_base_image(const std::string& cache_dir, uid_t uid, gid_t gid);
 // The host directories the base image carries (a subset of the jail's /usr: the whole /usr is
@@ -91,12 +91,12 @@ Status check_guest_binds(const std::vector<BindMount>& binds);
 
 // The image of `binds` (checked first): entry i is binds[i].source copied as it is (`cp -a`:
 // modes, setuid bits and owners kept, symlinks below it copied as links) at /i, and /manifest
-// lists "i<TAB>destination" a line. Sized from the contents; `staging` is a scratch directory
-// (removed). The agent mounts it read-only, nosuid and nodev (guest_agent.cc).
+// lists "i<TAB>destination" a line; a squashfs image, like the base. `staging` is a scratch
+// directory (removed). The agent mounts it read-only, nosuid and nodev (guest_agent.cc).
 Status make_bind_image(const std::string& image, const std::vector<BindMount>& binds,
                        const std::string& staging);
 
-// The run's secrets as a small ext4 image (4 MiB, sparse) whose root is mode 0500 and holds one
+// The run's secrets as a small squashfs image whose root is mode 0500 and holds one
 // 0400 file per secret, all owned by uid:gid inside; the agent mounts it read-only at
 // /run/secrets. `image` and `staging` belong in a memory-backed directory of the run's own (the
 // caller's tmpfs): a secret is never written to a disk. `staging` is removed.

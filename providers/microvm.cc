@@ -174,6 +174,9 @@ MicrovmHost microvm_host(const HostPaths& paths, const KvmCheckResult* kvm) {
                     "qemu-system-x86_64 is not installed (ci/bootstrap installs qemu-system-x86)");
   } else if (!kernel.ok()) {
     h.ready = kernel.error();
+  } else if (!find_on_path("mksquashfs", "/usr/local/bin:/usr/bin:/bin")) {
+    h.ready = logic_error("microvm provider",
+                          "mksquashfs is not installed (ci/bootstrap installs squashfs-tools)");
   } else if (::geteuid() != 0) {
     h.ready = logic_error("microvm provider",
                           "needs root (the run's cgroups, the workspace image's read-back mount)");
@@ -310,7 +313,7 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
     // Inside the run directory (recorded above): destroy and gc remove it with it.
     const bool binds = !spec.readonly_mounts.empty();
     if (binds) {
-      env->binds_image_ = run_dir + "/binds.ext4";
+      env->binds_image_ = run_dir + "/binds.squashfs";
       if (auto st =
               make_bind_image(env->binds_image_, spec.readonly_mounts, run_dir + "/binds-staging");
           !st.ok())
@@ -334,8 +337,8 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
                   (opts + ",noswap").c_str()) != 0 &&
           ::mount("sandgate-secrets", env->secrets_dir_.c_str(), "tmpfs", flags, opts.c_str()) != 0)
         return fail(sys_error("mount secrets tmpfs", env->secrets_dir_));
-      if (auto st = make_secrets_image(env->secrets_dir_ + "/secrets.ext4", spec.secrets, spec.uid,
-                                       spec.gid, env->secrets_dir_ + "/staging");
+      if (auto st = make_secrets_image(env->secrets_dir_ + "/secrets.squashfs", spec.secrets,
+                                       spec.uid, spec.gid, env->secrets_dir_ + "/staging");
           !st.ok())
         return fail(st.error());
     }
@@ -420,7 +423,7 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
     if (secrets) {
       argv.insert(argv.end(), {"-drive",
                                "file=" + env->secrets_dir_ +
-                                   "/secrets.ext4,if=none,id=sec,format=raw,readonly=on",
+                                   "/secrets.squashfs,if=none,id=sec,format=raw,readonly=on",
                                "-device", "nvme,drive=sec,serial=sandgate-sec"});
     }
     if (accel == "kvm") argv.insert(argv.begin() + 3, {"-cpu", "host"});
