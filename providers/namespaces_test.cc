@@ -132,7 +132,8 @@ TEST_F(NamespacesTest, ResidentProcessKeepsTheSupervisorsOomPriority) {
   auto env = make_env(*ns_);
   ASSERT_TRUE(env);
   providers::Call resident;
-  resident.argv = {"/bin/sh", "-c", "cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'"};
+  resident.argv = {"/bin/sh", "-c",
+                   "cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'"};
   resident.resident = true;
   auto r = env->exec(resident, {});
   ASSERT_TRUE(r.ok()) << r.error().message();

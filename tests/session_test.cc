@@ -1269,8 +1269,8 @@ TEST_F(SessionTest, UnderASharedBudgetTheCallIsKilledNotTheRunsResidentProcess) 
   uint64_t held = 0;
   for (int i = 0; i < 400 && held < MiB(90).value; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (auto u = backend.read_usage(main); u.ok())
-      held = u->memory_current > before->memory_current ? u->memory_current - before->memory_current : 0;
+    if (auto u = backend.read_usage(main); u.ok() && u->memory_current > before->memory_current)
+      held = u->memory_current - before->memory_current;
   }
   ASSERT_GE(held, MiB(90).value) << "the resident holder never held its 96MiB";
   // The budget: what the tenant holds now (the supervisor, the holder) plus 32MiB, so a call
