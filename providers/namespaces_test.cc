@@ -121,6 +121,27 @@ TEST_F(NamespacesTest, CallCannotLowerItsOomPriority) {
   EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
 }
 
+// The twin: a process of the run itself (Call::resident, the agent's own memory) keeps the
+// supervisor's OOM priority, which is this test's (inherited), so that under a shared limit
+// the kernel takes a running call (1000) before it. Its children inherit it.
+TEST_F(NamespacesTest, ResidentProcessKeepsTheSupervisorsOomPriority) {
+  SANDGATE_REQUIRE_ROOT();
+  auto own = read_file("/proc/self/oom_score_adj");
+  ASSERT_TRUE(own.ok()) << own.error().message();
+  SANDGATE_REQUIRE(*own != "1000\n", "this test already runs at oom_score_adj 1000");
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  providers::Call resident;
+  resident.argv = {"/bin/sh", "-c",
+                   "cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'"};
+  resident.resident = true;
+  auto r = env->exec(resident, {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, *own + *own) << r->stderr_data;
+  // A call after it still gets 1000.
+  EXPECT_EQ(sh(*env, "cat /proc/self/oom_score_adj").stdout_data, "1000\n");
+}
+
 TEST_F(NamespacesTest, FailedSetupStepNamesItselfAndLeavesNothing) {
   SANDGATE_REQUIRE_ROOT();
   providers::EnvSpec spec;

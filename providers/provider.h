@@ -145,6 +145,12 @@ struct Call {
   // (core/guest_call_control.h; encoded by controller/guest_control.h and carried unread).
   // Null: none. Other providers ignore it; their calls are placed in the host's cgroups.
   Json guest_control;
+  // A process of the run itself (RunSession::run_resident: the agent's own resident memory, a
+  // language server), not a tool call: it keeps the supervisor's OOM priority where a call
+  // raises its own to the maximum. Under a shared memory limit (the run's ceiling, a tenant's
+  // budget) the kernel then takes a running call, whose loss the call's outcome reports,
+  // before the process the run lives on. Ignored by external providers.
+  bool resident = false;
 };
 
 // How a run's workspace was made, for the run's info: "overlay" (copy-on-write view of the

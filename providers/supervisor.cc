@@ -698,6 +698,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
                   {"rlimits", rlimits}};
   // A microVM's guest agent takes it off before its supervisor sees the request.
   if (!call.guest_control.is_null()) request["guest_control"] = call.guest_control;
+  if (call.resident) request["resident"] = true;
   // The parked process is this call's when the controller put it in the call's cgroups ahead
   // (a resident process, or a call that came before it was placed, starts as usual, and the
   // process stays parked). Used or gone, it is no longer parked.

@@ -435,12 +435,15 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int 
     child_fail(error_fd, "dup2");
 
   // When memory runs out above the call (a run's or tenant's shared limit, the host), the
-  // kernel must pick the call, not the supervisor that holds the run together. Raising one's
-  // own oom_score_adj needs no privilege; lowering the supervisor's would need
-  // CAP_SYS_RESOURCE, which even root may lack.
-  if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
-    (void)!::write(fd, kCallOomScoreAdj, sizeof kCallOomScoreAdj - 1);
-    ::close(fd);
+  // kernel must pick the call, not the supervisor that holds the run together nor the run's
+  // resident processes (Call::resident), which keep the supervisor's value. Raising one's own
+  // oom_score_adj needs no privilege; lowering the supervisor's would need CAP_SYS_RESOURCE,
+  // which even root may lack.
+  if (!body.value("resident", false)) {
+    if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+      (void)!::write(fd, kCallOomScoreAdj, sizeof kCallOomScoreAdj - 1);
+      ::close(fd);
+    }
   }
 
   // The call's own "started", with its own pid as SCM_CREDENTIALS: any process may send its

@@ -978,7 +978,6 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
   if (plans.empty()) return logic_error("replay", "no traces to replay");
   uint64_t budget = options.host_budget_bytes ? options.host_budget_bytes
                                               : mem_total(options.provider_options.paths);
-  std::optional<BudgetCgroup> budget_cg;
   std::string root = options.cgroup_root;
   if (options.enforce_budget) {
     if (!options.host_budget_bytes)
@@ -988,6 +987,8 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
            std::to_string(serial++);
   }
   SG_ASSIGN_OR_RETURN(Stack stack, make_stack(registry, policy.policy, options, root));
+  // After the stack: it uses the stack's backend, so it must go first on every return.
+  std::optional<BudgetCgroup> budget_cg;
   if (options.enforce_budget) {
     auto b = BudgetCgroup::make(stack.controller->backend(), options.provider_options.paths, root,
                                 budget);

@@ -384,7 +384,16 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
     if (observer.call_done) observer.call_done(rc);
     out.calls.push_back(std::move(rc));
   }
-  if (out.error.empty() && !stopped()) advance_until(static_cast<double>(plan.duration_ms));
+  if (out.error.empty() && !stopped()) {
+    advance_until(static_cast<double>(plan.duration_ms));
+    // Killed after its last call, while it held the run's level to the trace's end: the agent
+    // did not live to the end either.
+    if (auto u = controller.backend().read_usage(main_cg);
+        u.ok() && u->memory_events.oom_kill > 0) {
+      out.agent_killed = true;
+      fail("the run's resident process (its hold) was OOM-killed after the run's last call");
+    }
+  }
   if (observer.closed) observer.closed(plan.name);
   if (auto s = run.close(); !s.ok() && out.error.empty()) out.error = s.error().message();
   out.wall_s = std::chrono::duration<double>(Clock::now() - began).count();

@@ -371,7 +371,9 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
 
 Result<ExecResult> RunSession::run_resident(const providers::Call& call) {
   if (closed_) return logic_error("run a resident process", "the run is closed", run_id_);
-  return env_->exec(call, run_->main_placement());
+  providers::Call resident = call;
+  resident.resident = true;  // not the OOM killer's first choice, as the calls are
+  return env_->exec(resident, run_->main_placement());
 }
 
 Status RunSession::close() {

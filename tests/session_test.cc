@@ -46,6 +46,7 @@ using session::CallRequest;
 using controller::Termination;
 
 constexpr char kTry[] = "/opt/sandgate-try";
+constexpr char kLoad[] = "/opt/sandgate-load";
 
 class SessionTest : public ProviderTest {
  protected:
@@ -1262,6 +1263,60 @@ TEST_F(SessionTest, TenantBudgetBindsAllOfItsRunsAndWeightIsApplied) {
   EXPECT_EQ(d.termination, Termination::kExited) << controller::to_json(d, false).dump(2);
   EXPECT_TRUE((*a)->close().ok());
   EXPECT_TRUE((*b)->close().ok());
+}
+
+// The run's resident memory (the agent's own, as the replay's hold stands for it) and a call
+// share one budget (a tenant's, as under `replay --enforce-budget`) and outgrow it together:
+// the kernel kills the call, whose outcome says so, and not the bigger resident process, which
+// keeps the supervisor's oom_score_adj where a call's is 1000 (Call::resident). When both were
+// at 1000 the bigger one died: the agent was gone though only its call had burst.
+TEST_F(SessionTest, UnderASharedBudgetTheCallIsKilledNotTheRunsResidentProcess) {
+  SANDGATE_REQUIRE_ROOT();
+  controller::TenantPolicy small;
+  small.memory_budget = GiB(1);  // tightened below, once the resident memory is held
+  policy_.tenants["small"] = small;
+  adjust_spec_ = [](providers::EnvSpec& spec) {
+    spec.tenant = "small";
+    spec.readonly_mounts.push_back({SANDGATE_LOAD_BINARY, kLoad});
+  };
+  open();
+  ASSERT_TRUE(session_);
+  auto& backend = controller_->backend();
+  const controller::Cgroup main = session_->run().main_cgroup();
+  auto before = backend.read_usage(main);
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  providers::Call hold;
+  hold.argv = {kLoad, "hold", "--mem", "96MiB", "--detach"};
+  auto h = session_->run_resident(hold);
+  ASSERT_TRUE(h.ok()) << h.error().message();
+  ASSERT_TRUE(h->status.exited && h->status.code == 0) << h->status.describe() << h->stderr_data;
+  // The holder touches its memory after it has detached: wait until it is resident.
+  uint64_t held = 0;
+  for (int i = 0; i < 400 && held < MiB(90).value; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (auto u = backend.read_usage(main); u.ok() && u->memory_current > before->memory_current)
+      held = u->memory_current - before->memory_current;
+  }
+  ASSERT_GE(held, MiB(90).value) << "the resident holder never held its 96MiB";
+  // The budget: what the tenant holds now (the supervisor, the holder) plus 32MiB, so a call
+  // of 60MiB (within its own 64MiB grant) outgrows it when it holds about half of the
+  // holder's memory: the holder is the biggest process of the budget by far.
+  auto tenant = backend.create(root_ + "/small", nullptr);
+  ASSERT_TRUE(tenant.ok()) << tenant.error().message();
+  auto base = backend.read_usage(*tenant);
+  ASSERT_TRUE(base.ok()) << base.error().message();
+  controller::Limits budget;
+  budget.memory_max = Bytes{base->memory_current + MiB(32).value};
+  ASSERT_TRUE(backend.set_limits(*tenant, budget).ok());
+
+  auto o = call({kTry, "alloc", "60"}, "test");
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit) << controller::to_json(o, false).dump(2);
+  auto after = backend.read_usage(main);
+  ASSERT_TRUE(after.ok()) << after.error().message();
+  EXPECT_EQ(after->memory_events.oom_kill, 0u) << "the kernel OOM-killed a resident process";
+  EXPECT_GE(after->memory_current, before->memory_current + MiB(90).value)
+      << "the resident holder's memory is gone";
+  EXPECT_TRUE(process_exists(supervisor()));
 }
 
 // Run-queue delay as a ladder signal, on the real scheduler: a CPU hog (three busy loops on
