@@ -31,7 +31,10 @@ std::unique_ptr<RunSession> RunPool::take(const CreateRequest& request) {
     run = std::move(it->second.ready.front());
     it->second.ready.pop_front();
   }
-  post_fill_locked();
+  // Making a run takes the CPU the client's call is about to need: the refill waits for
+  // refill() (the server calls it once a run is removed, off any client's path) unless the
+  // shape ran dry, where the next create would otherwise be made cold.
+  if (it->second.ready.empty()) post_fill_locked();
   return run;
 }
 
@@ -41,6 +44,11 @@ void RunPool::learn(const CreateRequest& request) {
   std::lock_guard lock(mu_);
   if (stopping_ || shapes_.count(*key) || shapes_.size() >= kMaxShapes) return;
   shapes_.emplace(*key, Shape{request, {}});
+  post_fill_locked();
+}
+
+void RunPool::refill() {
+  std::lock_guard lock(mu_);
   post_fill_locked();
 }
 

@@ -58,8 +58,12 @@ class RunPool {
   static std::optional<std::string> key_of(const CreateRequest& request);
 
   // A run made ahead for `request`'s shape, never handed out before; null when none is ready
-  // (or the shape is not pooled). A taken run is refilled in the background.
+  // (or the shape is not pooled). The one taken is made again in the background at refill(),
+  // or at once when it was the shape's last.
   std::unique_ptr<RunSession> take(const CreateRequest& request);
+  // Makes runs in the background until every shape has its runs ready again. The server calls
+  // it when the machine has a moment: after removing a destroyed run.
+  void refill();
   // `request` was answered by a run made cold: keep runs of its shape ready from now on.
   void learn(const CreateRequest& request);
   // Stops making runs and closes every run still ready (errors logged). Idempotent. Runs handed

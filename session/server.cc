@@ -136,6 +136,7 @@ void Server::close_all() {
   }
   // The runs destroyed before, then the ones made ahead: the pool's thread is the parent of
   // every run it made, handed out or not, so it ends last.
+  ending_ = true;  // no run is made ahead any more
   closer_->stop();
   if (pool_) pool_->stop();
 }
@@ -316,11 +317,15 @@ Result<Json> Server::destroy(const DestroyRequest& r) {
         spdlog::error("destroy {}: {}", env->session->run_id(), st.error().message());
       env->owned.reset();
       closing_.fetch_sub(1);
+      // The client has its answer and the run is gone: a moment to make the next one.
+      if (pool_ && !ending_) pool_->refill();
     });
     return Json::object();
   }
   closing_.fetch_sub(1);
-  SG_TRY(env->owned->close());
+  Status closed = env->owned->close();
+  if (pool_) pool_->refill();
+  SG_TRY(std::move(closed));
   return Json::object();
 }
 

@@ -112,6 +112,7 @@ class Server {
   // Removes destroyed runs after their destroy is answered.
   std::unique_ptr<Strand> closer_;
   std::atomic<size_t> closing_{0};  // runs posted to closer_ and not yet removed
+  std::atomic<bool> ending_{false};  // close_all() has begun
   std::map<std::string, std::unique_ptr<providers::Provider>> pool_providers_;  // pool thread only
   // Declared last: destroyed first, after close_all() closed every run it handed out.
   std::unique_ptr<RunPool> pool_;

@@ -766,9 +766,14 @@ TEST_F(CliTest, ServePoolHandsEachCreateAFreshRunOfItsOwn) {
   EXPECT_TRUE(s1 != s2 && s2 != s3 && s1 != s3);
   EXPECT_FALSE(same_pid_namespace(s1, s2));
   EXPECT_FALSE(same_pid_namespace(s2, s3));
-  // Taken runs are made again.
+  // Taken runs are made again: at once when the shape ran dry, else once a run is destroyed.
   EXPECT_TRUE(pooled_ready(2));
-  Json destroyed = a.ask({{"op", "destroy"}, {"env", first["env"]}});
+  Json fourth = a.ask(create);
+  ASSERT_EQ(fourth.value("pooled", false), true) << fourth.dump();
+  Json destroyed = a.ask({{"op", "destroy"}, {"env", fourth["env"]}});
+  EXPECT_EQ(destroyed["ok"], true) << destroyed.dump();
+  EXPECT_TRUE(pooled_ready(2));
+  destroyed = a.ask({{"op", "destroy"}, {"env", first["env"]}});
   EXPECT_EQ(destroyed["ok"], true) << destroyed.dump();
   // A create of another shape is made then, and never gets a run of this one.
   Json other_shape = a.ask({{"op", "create"}, {"provider", "namespaces"}, {"env", {"A=2"}}});
