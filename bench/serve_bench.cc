@@ -150,11 +150,11 @@ void BM_ExecCold(benchmark::State& state) {
   run_all(state, argv);
 }
 
-BENCHMARK(BM_Bwrap)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_BwrapRootBind)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ExecSocketPooled)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ExecSocketCold)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ExecCold)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Bwrap)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BwrapRootBind)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ExecSocketPooled)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ExecSocketCold)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ExecCold)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
 
 bool print_summary(const RunCollector& runs, std::ostream& out) {
   const char* names[] = {"BM_Bwrap", "BM_BwrapRootBind", "BM_ExecSocketPooled", "BM_ExecSocketCold",
@@ -190,10 +190,10 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
 
 int main(int argc, char** argv) {
   using namespace sandgate::bench;
-  // Each iteration is a whole process of 5-40 ms: repetitions of at least 20 iterations.
+  // Each iteration is a whole process of 5-80 ms: repetitions of 20 iterations (registered).
   auto display = initialize_with_defaults(
       argc, argv,
-      {"--benchmark_repetitions=5", "--benchmark_min_time=20x",
+      {"--benchmark_repetitions=5",
        "--benchmark_report_aggregates_only=true", "--benchmark_enable_random_interleaving=true"});
   if (!display) return 1;
   if (::geteuid() != 0) {
