@@ -193,8 +193,8 @@ int main(int argc, char** argv) {
   // Each iteration is a whole process of 5-80 ms: repetitions of 20 iterations (registered).
   auto display = initialize_with_defaults(
       argc, argv,
-      {"--benchmark_repetitions=5",
-       "--benchmark_report_aggregates_only=true", "--benchmark_enable_random_interleaving=true"});
+      {"--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true",
+       "--benchmark_enable_random_interleaving=true"});
   if (!display) return 1;
   if (::geteuid() != 0) {
     std::cerr << "serve_bench: needs root (the namespaces provider, cgroups)\n";

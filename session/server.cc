@@ -29,9 +29,8 @@ Server::Server(controller::Controller& controller, ServerOptions options)
       control_(std::make_unique<Strand>()),
       closer_(std::make_unique<Strand>()) {
   if (options_.pool > 0 && !options_.recorded_run && options_.registry)
-    pool_ = std::make_unique<RunPool>(options_.pool, [this](const CreateRequest& r) {
-      return open_run(r, pool_providers_);
-    });
+    pool_ = std::make_unique<RunPool>(
+        options_.pool, [this](const CreateRequest& r) { return open_run(r, pool_providers_); });
   if (options_.recorded_run) {
     auto env = std::make_shared<Env>();
     env->session = options_.recorded_run;
@@ -208,7 +207,8 @@ Status Server::network_of(const CreateRequest& r, providers::EnvSpec& spec) cons
 }
 
 Result<std::unique_ptr<RunSession>> Server::open_run(
-    const CreateRequest& r, std::map<std::string, std::unique_ptr<providers::Provider>>& providers) {
+    const CreateRequest& r,
+    std::map<std::string, std::unique_ptr<providers::Provider>>& providers) {
   auto it = providers.find(r.provider);
   if (it == providers.end()) {
     SG_ASSIGN_OR_RETURN(auto p, options_.registry->create(r.provider, options_.provider_options));
@@ -241,8 +241,8 @@ Result<std::unique_ptr<RunSession>> Server::open_run(
 Result<Json> Server::create(const CreateRequest& r) {
   if (RunSession* rec = options_.recorded_run) {
     // The recording owns its one run: create answers with it.
-    CreateReply reply{rec->run_id(), rec->provider().name, rec->provider().unsafe, rec->workspace_path(),
-                      rec->workspace_host_path(), true};
+    CreateReply reply{rec->run_id(),         rec->provider().name,       rec->provider().unsafe,
+                      rec->workspace_path(), rec->workspace_host_path(), true};
     return to_json(reply);
   }
   if (!options_.registry) return logic_error("create", "this server makes no environments");
@@ -305,7 +305,8 @@ Result<Json> Server::destroy(const DestroyRequest& r) {
   Status exported = env->owned->export_results({r.export_branch, r.export_force, r.export_dir});
   if (!exported.ok()) {
     SG_TRY(env->owned->close());
-    return std::move(exported).error().context_add("destroy: the run was destroyed, its export failed");
+    return std::move(exported).error().context_add(
+        "destroy: the run was destroyed, its export failed");
   }
   // The rest of the run (its processes, mounts, cgroups: 8-12 ms) is nothing the client
   // waits for: removed after the answer, unless removals are falling behind (a client that

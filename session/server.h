@@ -93,7 +93,8 @@ class Server {
   // Opens a run as `r` asks with a provider from `providers` (made on first use): the control
   // strand's for creates made cold, the pool's on its own thread.
   Result<std::unique_ptr<RunSession>> open_run(
-      const CreateRequest& r, std::map<std::string, std::unique_ptr<providers::Provider>>& providers);
+      const CreateRequest& r,
+      std::map<std::string, std::unique_ptr<providers::Provider>>& providers);
   Status network_of(const CreateRequest& r, providers::EnvSpec& spec) const;
   Result<Json> exec(const ExecRequest& r);
   Result<Json> destroy(const DestroyRequest& r);
@@ -111,7 +112,7 @@ class Server {
   std::vector<std::unique_ptr<Strand>> finished_;  // strands of destroyed environments
   // Removes destroyed runs after their destroy is answered.
   std::unique_ptr<Strand> closer_;
-  std::atomic<size_t> closing_{0};  // runs posted to closer_ and not yet removed
+  std::atomic<size_t> closing_{0};   // runs posted to closer_ and not yet removed
   std::atomic<bool> ending_{false};  // close_all() has begun
   std::map<std::string, std::unique_ptr<providers::Provider>> pool_providers_;  // pool thread only
   // Declared last: destroyed first, after close_all() closed every run it handed out.

@@ -134,7 +134,6 @@ TEST_F(ServerTest, ListsProvidersPolicyAndEnvironments) {
   EXPECT_EQ(r["envs"].size(), 0u);
 }
 
-
 // serve --pool: requests share runs made ahead only when identical in what shapes a run; a
 // recipe, secrets or a timeout never do (session/run_pool.h says why).
 TEST(RunPoolKey, OnlyIdenticalShapesShareAKeyAndSomeRequestsHaveNone) {
@@ -145,8 +144,7 @@ TEST(RunPoolKey, OnlyIdenticalShapesShareAKeyAndSomeRequestsHaveNone) {
   EXPECT_EQ(RunPool::key_of(base), key) << "the same request, the same key";
   for (auto change : std::vector<std::function<void(CreateRequest&)>>{
            [](CreateRequest& r) { r.provider = "podman"; },
-           [](CreateRequest& r) { r.tenant = "other"; },
-           [](CreateRequest& r) { r.env = {"A=1"}; },
+           [](CreateRequest& r) { r.tenant = "other"; }, [](CreateRequest& r) { r.env = {"A=1"}; },
            [](CreateRequest& r) { r.ro_binds = {"/data"}; },
            [](CreateRequest& r) { r.image = "img"; },
            [](CreateRequest& r) { r.workspace_size = "1GiB"; },
@@ -160,7 +158,9 @@ TEST(RunPoolKey, OnlyIdenticalShapesShareAKeyAndSomeRequestsHaveNone) {
   }
   for (auto change : std::vector<std::function<void(CreateRequest&)>>{
            [](CreateRequest& r) { r.workspace = "/repo"; },
-           [](CreateRequest& r) { r.secrets = {{"T", "/token"}}; },
+           [](CreateRequest& r) {
+             r.secrets = {{"T", "/token"}};
+           },
            [](CreateRequest& r) { r.timeout = std::chrono::seconds(30); }}) {
     CreateRequest r = base;
     change(r);
@@ -180,7 +180,8 @@ TEST(RunPool, AShapeThatCannotBeMadeIsGivenUp) {
   r.provider = "namespaces";
   EXPECT_EQ(pool.take(r), nullptr) << "a shape never learned";
   pool.learn(r);
-  for (int i = 0; i < 500 && tries == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 500 && tries == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(tries, 1) << "a failing shape was retried";
   EXPECT_EQ(pool.take(r), nullptr);

@@ -752,8 +752,7 @@ TEST_F(CliTest, ServePoolHandsEachCreateAFreshRunOfItsOwn) {
     Json seen = a.ask(
         {{"op", "exec"},
          {"env", id},
-         {"argv",
-          {"sh", "-c", "ls -A /workspace /tmp; echo \"run=$SANDGATE_RUN_ID A=$A\""}}});
+         {"argv", {"sh", "-c", "ls -A /workspace /tmp; echo \"run=$SANDGATE_RUN_ID A=$A\""}}});
     ASSERT_EQ(seen["ok"], true) << seen.dump();
     std::string out = seen["outcome"].value("stdout", "");
     EXPECT_EQ(out, "/tmp:\n\n/workspace:\nrun=" + id + " A=1\n")
@@ -761,7 +760,8 @@ TEST_F(CliTest, ServePoolHandsEachCreateAFreshRunOfItsOwn) {
     EXPECT_EQ(seen["outcome"]["exit"]["code"], 0) << seen.dump();
   }
   // Each supervisor is its own, in a pid namespace of its own.
-  pid_t s1 = supervisors[first["env"]], s2 = supervisors[second["env"]], s3 = supervisors[third["env"]];
+  pid_t s1 = supervisors[first["env"]], s2 = supervisors[second["env"]],
+        s3 = supervisors[third["env"]];
   ASSERT_TRUE(s1 > 0 && s2 > 0 && s3 > 0) << "a run's supervisor is not recorded";
   EXPECT_TRUE(s1 != s2 && s2 != s3 && s1 != s3);
   EXPECT_FALSE(same_pid_namespace(s1, s2));
