@@ -64,7 +64,7 @@ test: bootstrap
 	@cmake --workflow --preset dev
 
 bench: release
-	@cmake --build --preset release --target jail_bench controller_bench load_bench report_bench podman_bench recipe_bench ebpf_bench microvm_bench
+	@cmake --build --preset release --target jail_bench controller_bench load_bench report_bench podman_bench recipe_bench ebpf_bench microvm_bench serve_bench
 	@for b in $(RELEASE)/bench/*_bench; do echo "== $$b"; $$b --benchmark_counters_tabular=true || exit 1; done
 
 format:

@@ -21,6 +21,7 @@ struct ServeArgs {
   bool trace = false;  // --trace: the eBPF activity tracer watches every environment
   NetArgs net;         // --net allowlist: the default of every create, and what makes it possible
   std::vector<std::string> base_paths;  // --base-path: every run's read-only base narrowed
+  size_t pool = 0;  // --pool N: runs made ahead per shape of create (session/run_pool.h)
 };
 
 int run_serve(Globals& g, const ServeArgs& a) {
@@ -59,6 +60,7 @@ int run_serve(Globals& g, const ServeArgs& a) {
     options.run_options.dns_upstream = *dns_upstream;
   }
   options.base_paths = std::move(base).value();
+  options.pool = a.pool;
   options.registry = &g.registry;
   options.provider_options = g.provider_options();
   options.provider_options.allow_unsafe_host = a.allow_unsafe_host;
@@ -108,6 +110,7 @@ void add_serve_command(CLI::App& app, Globals& g) {
       "\"allow\":[\"tcp:HOST:443\"].\n"
       "Where traffic goes (--net-upstream) and the DNS server (--dns-upstream) are serve's only.\n"
       "The read-only base of every run: --base-path and the policy's base.allow (serve's only).\n"
+      "destroy answers once the export is done; the run is removed after the answer.\n"
       "End of input (or SIGTERM) destroys every environment still open.");
   sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
   sub->add_option("--socket", a->socket, "listen on this unix socket instead of stdin/stdout");
@@ -117,6 +120,17 @@ void add_serve_command(CLI::App& app, Globals& g) {
                 "what the kernel saw the call do (observed.execs, connects, sensitive_opens,\n"
                 "runq_delay_ms), and the policy's run-queue rule (ladder.runq_throttle_ms_per_s)\n"
                 "can act; fails if the tracer cannot load");
+  sub->add_option(
+         "--pool", a->pool,
+         "N: keep N runs made ahead (cgroups, supervisor, parked first call) for each shape of\n"
+         "create serve has answered, and answer a create of that shape with one (its reply\n"
+         "says \"pooled\":true); the first create of a shape is made then, and learns it. Only\n"
+         "creates identical in everything that shapes the run (provider, tenant, env, ro_binds,\n"
+         "image, workspace_size, net, allow) share runs; a create with a workspace recipe,\n"
+         "secrets or a timeout is always made then. At most 4 shapes. Runs made ahead are\n"
+         "destroyed when serve ends (and by `sandgate gc` after a crash). 0: off")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   add_net_options(sub, a->net);
   add_base_path_option(sub, a->base_paths);
   sub->callback([&g, a] { g.exit_code = run_serve(g, *a); });

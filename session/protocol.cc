@@ -238,6 +238,7 @@ Json to_json(const CreateReply& r) {
   if (r.recording) j["recording"] = true;
   if (!r.workspace_kind.empty()) j["workspace_kind"] = r.workspace_kind;
   if (!r.workspace_note.empty()) j["workspace_note"] = r.workspace_note;
+  if (r.pooled) j["pooled"] = true;
   return j;
 }
 
@@ -253,6 +254,7 @@ Result<CreateReply> parse_create_reply(const Json& reply) {
     r.recording = f.value("recording", false);
     r.workspace_kind = f.value("workspace_kind", "");
     r.workspace_note = f.value("workspace_note", "");
+    r.pooled = f.value("pooled", false);
   } catch (const Json::exception& e) {
     return logic_error("create reply", e.what());
   }

@@ -11,8 +11,10 @@
 //        -> {"id":2,"ok":true,"outcome":{...}}          (controller/outcome.h, to_json)
 //   {"id":3,"op":"destroy","env":"r...","export_branch":"agent/fix-1"}   -> {"id":3,"ok":true}
 //   create also takes "recipe_mode" ("auto", "overlay", "copy"), "workspace_size" ("1GiB": the
-//   workspace on a filesystem of its own) and "secrets" ({"NAME":"FILE"}); its reply says "workspace_kind" and "workspace_note". destroy also takes
-//   "export_force" (true: replace an existing branch) and "export" (a directory).
+//   workspace on a filesystem of its own) and "secrets" ({"NAME":"FILE"}); its reply says
+//   "workspace_kind" and "workspace_note". destroy also takes "export_force" (true: replace an
+//   existing branch) and "export" (a directory). A create answered by a run `serve --pool` made
+//   ahead says "pooled": true (and list, with a pool, says how many are ready: "pooled": N).
 //   {"op":"list"} -> "envs"   {"op":"providers"} -> "providers"   {"op":"policy"} -> "policy"
 //   any failure: {"id":N,"ok":false,"error":"one line"}
 //
@@ -105,6 +107,7 @@ struct CreateReply {
   bool recording = false;      // `sandgate record`: the recorded run, not a new one
   std::string workspace_kind;  // "overlay", "copy", "empty" (providers/provider.h WorkspaceInfo)
   std::string workspace_note;  // why a copy, or what a view hides
+  bool pooled = false;         // `serve --pool`: a run made ahead for this request (run_pool.h)
 };
 Json to_json(const CreateReply& r);
 Result<CreateReply> parse_create_reply(const Json& reply);

@@ -11,51 +11,10 @@
 #include "core/fd.h"
 #include "core/lines.h"
 #include "core/log.h"
+#include "session/run_pool.h"
+#include "session/strand.h"
 
 namespace sandgate::session {
-
-// One worker thread running its tasks in the order they were posted.
-class Strand {
- public:
-  Strand() : thread_([this] { loop(); }) {}
-  ~Strand() { stop(); }
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-  // Runs what is queued, then ends the thread. Never called from the strand itself.
-  void stop() {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
 
 struct Server::Env {
   std::unique_ptr<RunSession> owned;  // null for the recorded run
@@ -65,7 +24,13 @@ struct Server::Env {
 };
 
 Server::Server(controller::Controller& controller, ServerOptions options)
-    : controller_(controller), options_(std::move(options)), control_(std::make_unique<Strand>()) {
+    : controller_(controller),
+      options_(std::move(options)),
+      control_(std::make_unique<Strand>()),
+      closer_(std::make_unique<Strand>()) {
+  if (options_.pool > 0 && !options_.recorded_run && options_.registry)
+    pool_ = std::make_unique<RunPool>(
+        options_.pool, [this](const CreateRequest& r) { return open_run(r, pool_providers_); });
   if (options_.recorded_run) {
     auto env = std::make_shared<Env>();
     env->session = options_.recorded_run;
@@ -76,6 +41,11 @@ Server::Server(controller::Controller& controller, ServerOptions options)
 }
 
 Server::~Server() { close_all(); }
+
+namespace {
+// Destroyed runs waiting for removal after their answer, at most (see Server::destroy).
+constexpr size_t kMaxClosing = 4;
+}  // namespace
 
 std::shared_ptr<Server::Env> Server::find(const std::string& id) const {
   std::lock_guard lock(mu_);
@@ -163,6 +133,11 @@ void Server::close_all() {
     if (env->owned)
       if (auto st = env->owned->close(); !st.ok()) spdlog::error("closing {}: {}", id, st.error().message());
   }
+  // The runs destroyed before, then the ones made ahead: the pool's thread is the parent of
+  // every run it made, handed out or not, so it ends last.
+  ending_ = true;  // no run is made ahead any more
+  closer_->stop();
+  if (pool_) pool_->stop();
 }
 
 Json Server::run(const Request& request) {
@@ -185,7 +160,9 @@ Json Server::list() const {
   Json envs = Json::array();
   std::lock_guard lock(mu_);
   for (const auto& [id, env] : envs_) envs.push_back(id);
-  return Json{{"envs", envs}};
+  Json reply{{"envs", envs}};
+  if (pool_) reply["pooled"] = pool_->ready_total();
+  return reply;
 }
 
 Json Server::providers_list() const {
@@ -229,18 +206,13 @@ Status Server::network_of(const CreateRequest& r, providers::EnvSpec& spec) cons
   return {};
 }
 
-Result<Json> Server::create(const CreateRequest& r) {
-  if (RunSession* rec = options_.recorded_run) {
-    // The recording owns its one run: create answers with it.
-    CreateReply reply{rec->run_id(), rec->provider().name, rec->provider().unsafe, rec->workspace_path(),
-                      rec->workspace_host_path(), true};
-    return to_json(reply);
-  }
-  if (!options_.registry) return logic_error("create", "this server makes no environments");
-  auto it = providers_.find(r.provider);
-  if (it == providers_.end()) {
+Result<std::unique_ptr<RunSession>> Server::open_run(
+    const CreateRequest& r,
+    std::map<std::string, std::unique_ptr<providers::Provider>>& providers) {
+  auto it = providers.find(r.provider);
+  if (it == providers.end()) {
     SG_ASSIGN_OR_RETURN(auto p, options_.registry->create(r.provider, options_.provider_options));
-    it = providers_.emplace(r.provider, std::move(p)).first;
+    it = providers.emplace(r.provider, std::move(p)).first;
   }
   providers::EnvSpec spec;
   spec.workspace_recipe = r.workspace;
@@ -263,8 +235,25 @@ Result<Json> Server::create(const CreateRequest& r) {
     spec.secrets.push_back(std::move(secret));
   }
   SG_TRY(network_of(r, spec));
-  SG_ASSIGN_OR_RETURN(auto session, RunSession::open(controller_, *it->second, std::move(spec),
-                                                     options_.run_options));
+  return RunSession::open(controller_, *it->second, std::move(spec), options_.run_options);
+}
+
+Result<Json> Server::create(const CreateRequest& r) {
+  if (RunSession* rec = options_.recorded_run) {
+    // The recording owns its one run: create answers with it.
+    CreateReply reply{rec->run_id(),         rec->provider().name,       rec->provider().unsafe,
+                      rec->workspace_path(), rec->workspace_host_path(), true};
+    return to_json(reply);
+  }
+  if (!options_.registry) return logic_error("create", "this server makes no environments");
+  // A run made ahead for exactly this request, else one made now (and its shape learned, so
+  // that the next such create finds one ready).
+  std::unique_ptr<RunSession> session = pool_ ? pool_->take(r) : nullptr;
+  const bool pooled = session != nullptr;
+  if (!session) {
+    SG_ASSIGN_OR_RETURN(session, open_run(r, providers_));
+    if (pool_) pool_->learn(r);
+  }
   auto env = std::make_shared<Env>();
   env->session = session.get();
   env->owned = std::move(session);
@@ -274,6 +263,7 @@ Result<Json> Server::create(const CreateRequest& r) {
   CreateReply reply{s.run_id(), r.provider, s.provider().unsafe, s.workspace_path(), s.workspace_host_path(), false};
   reply.workspace_kind = s.workspace_info().kind;
   reply.workspace_note = s.workspace_info().note;
+  reply.pooled = pooled;
   std::lock_guard lock(mu_);
   envs_[s.run_id()] = std::move(env);
   return to_json(reply);
@@ -313,8 +303,30 @@ Result<Json> Server::destroy(const DestroyRequest& r) {
   }
   // What the run hands back, then everything else goes, whether the export worked or not.
   Status exported = env->owned->export_results({r.export_branch, r.export_force, r.export_dir});
-  SG_TRY(env->owned->close());
-  SG_TRY(std::move(exported).context("destroy: the run was destroyed, its export failed"));
+  if (!exported.ok()) {
+    SG_TRY(env->owned->close());
+    return std::move(exported).error().context_add(
+        "destroy: the run was destroyed, its export failed");
+  }
+  // The rest of the run (its processes, mounts, cgroups: 8-12 ms) is nothing the client
+  // waits for: removed after the answer, unless removals are falling behind (a client that
+  // destroys faster than runs can be removed), where the answer waits for this one again.
+  // An error is logged; the run's records keep what was left for `sandgate gc`.
+  if (closing_.fetch_add(1) < kMaxClosing) {
+    closer_->post([this, env] {
+      if (auto st = env->owned->close(); !st.ok())
+        spdlog::error("destroy {}: {}", env->session->run_id(), st.error().message());
+      env->owned.reset();
+      closing_.fetch_sub(1);
+      // The client has its answer and the run is gone: a moment to make the next one.
+      if (pool_ && !ending_) pool_->refill();
+    });
+    return Json::object();
+  }
+  closing_.fetch_sub(1);
+  Status closed = env->owned->close();
+  if (pool_) pool_->refill();
+  SG_TRY(std::move(closed));
   return Json::object();
 }
 

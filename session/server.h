@@ -6,8 +6,13 @@
 // were submitted, on a strand (one worker thread) of its own; create, list, providers and
 // policy run on a control strand. Replies are therefore in order per environment and may
 // interleave across environments; `id` tells them apart.
+//
+// destroy answers once what the run hands back (its export) is done; the rest of it (the
+// environment, the run's cgroups) is removed after the answer, on a strand of its own, so that
+// no client waits for it. close_all() waits for those removals too.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -27,6 +32,7 @@
 namespace sandgate::session {
 
 class Strand;
+class RunPool;
 
 struct ServerOptions {
   const providers::Registry* registry = nullptr;
@@ -58,6 +64,10 @@ struct ServerOptions {
   // failed to run).
   std::function<std::string(const ExecRequest&)> before_call;
   std::function<void(const std::string& token, const controller::CallOutcome* outcome)> after_call;
+  // `serve --pool N`: keep N runs made ahead for each shape of create the server has answered
+  // (session/run_pool.h says which shapes); 0: every create makes its run then. Ignored with
+  // recorded_run.
+  size_t pool = 0;
 };
 
 class Server {
@@ -80,6 +90,11 @@ class Server {
   struct Env;
   Json run(const Request& request);
   Result<Json> create(const CreateRequest& r);
+  // Opens a run as `r` asks with a provider from `providers` (made on first use): the control
+  // strand's for creates made cold, the pool's on its own thread.
+  Result<std::unique_ptr<RunSession>> open_run(
+      const CreateRequest& r,
+      std::map<std::string, std::unique_ptr<providers::Provider>>& providers);
   Status network_of(const CreateRequest& r, providers::EnvSpec& spec) const;
   Result<Json> exec(const ExecRequest& r);
   Result<Json> destroy(const DestroyRequest& r);
@@ -95,6 +110,13 @@ class Server {
   std::map<std::string, std::unique_ptr<providers::Provider>> providers_;  // control strand only
   std::unique_ptr<Strand> control_;
   std::vector<std::unique_ptr<Strand>> finished_;  // strands of destroyed environments
+  // Removes destroyed runs after their destroy is answered.
+  std::unique_ptr<Strand> closer_;
+  std::atomic<size_t> closing_{0};   // runs posted to closer_ and not yet removed
+  std::atomic<bool> ending_{false};  // close_all() has begun
+  std::map<std::string, std::unique_ptr<providers::Provider>> pool_providers_;  // pool thread only
+  // Declared last: destroyed first, after close_all() closed every run it handed out.
+  std::unique_ptr<RunPool> pool_;
   std::mutex pending_mu_;
   std::condition_variable pending_cv_;
   size_t pending_ = 0;

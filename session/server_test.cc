@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <functional>
 #include <set>
+#include <thread>
 
 #include "controller/fake_backend.h"
 #include "core/files.h"
+#include "session/run_pool.h"
 
 namespace sandgate::session {
 using namespace controller;
@@ -128,6 +132,62 @@ TEST_F(ServerTest, ListsProvidersPolicyAndEnvironments) {
   EXPECT_EQ(r["policy"]["schema_version"], 1);
   r = ask(R"({"op":"list"})");
   EXPECT_EQ(r["envs"].size(), 0u);
+}
+
+// serve --pool: requests share runs made ahead only when identical in what shapes a run; a
+// recipe, secrets or a timeout never do (session/run_pool.h says why).
+TEST(RunPoolKey, OnlyIdenticalShapesShareAKeyAndSomeRequestsHaveNone) {
+  CreateRequest base;
+  base.provider = "namespaces";
+  auto key = RunPool::key_of(base);
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(RunPool::key_of(base), key) << "the same request, the same key";
+  for (auto change : std::vector<std::function<void(CreateRequest&)>>{
+           [](CreateRequest& r) { r.provider = "podman"; },
+           [](CreateRequest& r) { r.tenant = "other"; }, [](CreateRequest& r) { r.env = {"A=1"}; },
+           [](CreateRequest& r) { r.ro_binds = {"/data"}; },
+           [](CreateRequest& r) { r.image = "img"; },
+           [](CreateRequest& r) { r.workspace_size = "1GiB"; },
+           [](CreateRequest& r) { r.net = "none"; },
+           [](CreateRequest& r) { r.allow = {"tcp:203.0.113.1:443"}; }}) {
+    CreateRequest r = base;
+    change(r);
+    auto other = RunPool::key_of(r);
+    ASSERT_TRUE(other.has_value());
+    EXPECT_NE(*other, *key) << *other;
+  }
+  for (auto change : std::vector<std::function<void(CreateRequest&)>>{
+           [](CreateRequest& r) { r.workspace = "/repo"; },
+           [](CreateRequest& r) {
+             r.secrets = {{"T", "/token"}};
+           },
+           [](CreateRequest& r) { r.timeout = std::chrono::seconds(30); }}) {
+    CreateRequest r = base;
+    change(r);
+    EXPECT_FALSE(RunPool::key_of(r).has_value()) << dump_json(to_json(Request{Json(), r}));
+  }
+}
+
+// A pool whose runs cannot be made hands out nothing, gives the shape up instead of retrying
+// it in a loop, and stops cleanly.
+TEST(RunPool, AShapeThatCannotBeMadeIsGivenUp) {
+  std::atomic<int> tries{0};
+  RunPool pool(2, [&](const CreateRequest&) -> Result<std::unique_ptr<RunSession>> {
+    ++tries;
+    return logic_error("make", "no");
+  });
+  CreateRequest r;
+  r.provider = "namespaces";
+  EXPECT_EQ(pool.take(r), nullptr) << "a shape never learned";
+  pool.learn(r);
+  for (int i = 0; i < 500 && tries == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(tries, 1) << "a failing shape was retried";
+  EXPECT_EQ(pool.take(r), nullptr);
+  EXPECT_EQ(pool.ready_total(), 0u);
+  pool.stop();
+  pool.stop();  // idempotent
 }
 
 }  // namespace

@@ -16,8 +16,10 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 
+#include "core/defer.h"
 #include "core/fd.h"
 #include "core/json.h"
 #include "core/process.h"
@@ -677,6 +679,167 @@ TEST_F(CliTest, ServeRunOutlivesTheConnectionThatCreatedIt) {
   ASSERT_TRUE(server->signal(SIGTERM).ok());
   auto st = server->wait_for(std::chrono::seconds(10));
   ASSERT_TRUE(st.ok() && st->has_value());
+}
+
+// The supervisor of every run whose record names one, by run id (the environment's record; the
+// controller's own record of the run's cgroups names no process).
+std::map<std::string, pid_t> supervisors_by_run(const std::string& state_dir) {
+  std::map<std::string, pid_t> out;
+  std::string dir = state_dir + "/runs";
+  DIR* d = ::opendir(dir.c_str());
+  while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+    auto j = read_json_file(dir + "/" + e->d_name);
+    if (!j.ok() || !j->contains("resources")) continue;
+    for (const auto& r : (*j)["resources"])
+      if (r.value("kind", "") == "process" && r.value("path", "").empty())
+        out[j->value("run_id", "")] = r.value("pid", 0);
+  }
+  if (d) ::closedir(d);
+  return out;
+}
+
+// serve --pool (issue 15): the first create of a shape is made then and teaches serve the
+// shape; the next ones are answered by runs made ahead. Each is a fresh run of its own: two
+// clients get two different runs, nothing the first run left (files in its workspace and /tmp)
+// is seen in the next, each run's identity is its own, the pool refills, and serve's
+// end leaves nothing of any run (TearDown: no record, run directory, id range or cgroup).
+TEST_F(CliTest, ServePoolHandsEachCreateAFreshRunOfItsOwn) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string path = tmp_ + "/serve.sock";
+  auto server = serve_on(path, {"--pool", "2"});
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  ServeClient a, b;
+  ASSERT_TRUE(a.connect(path));
+  ASSERT_TRUE(b.connect(path));
+  auto pooled_ready = [&](size_t want) {
+    Json listed;
+    for (int i = 0; i < 1000; ++i) {
+      listed = a.ask({{"op", "list"}});
+      if (listed.is_object() && listed.value("pooled", 0u) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "the pool never held " << want << " runs: " << listed.dump();
+    return false;
+  };
+  const Json create = {{"op", "create"}, {"provider", "namespaces"}, {"env", {"A=1"}}};
+  Json first = a.ask(create);
+  ASSERT_EQ(first["ok"], true) << first.dump();
+  EXPECT_FALSE(first.value("pooled", false)) << "the first create of a shape is made then";
+  Json left = a.ask({{"op", "exec"},
+                     {"env", first["env"]},
+                     {"argv", {"sh", "-c", "echo x > /workspace/left; echo x > /tmp/left"}}});
+  ASSERT_EQ(left["ok"], true) << left.dump();
+  ASSERT_EQ(left["outcome"]["exit"]["code"], 0) << left.dump();
+  ASSERT_TRUE(pooled_ready(2));
+
+  // Two clients at once: two runs, made ahead, neither the first one.
+  Json second, third;
+  std::thread other([&] { third = b.ask(create); });
+  second = a.ask(create);
+  other.join();
+  ASSERT_EQ(second["ok"], true) << second.dump();
+  ASSERT_EQ(third["ok"], true) << third.dump();
+  EXPECT_EQ(second.value("pooled", false), true) << second.dump();
+  EXPECT_EQ(third.value("pooled", false), true) << third.dump();
+  std::set<std::string> ids = {first["env"], second["env"], third["env"]};
+  EXPECT_EQ(ids.size(), 3u) << "a run was handed out twice";
+  std::set<std::string> hosts = {first["workspace_host"], second["workspace_host"],
+                                 third["workspace_host"]};
+  EXPECT_EQ(hosts.size(), 3u) << "two runs share a workspace";
+  auto supervisors = supervisors_by_run(options_.paths.state_dir);
+  for (const Json* run : {&second, &third}) {
+    std::string id = (*run)["env"];
+    Json seen = a.ask(
+        {{"op", "exec"},
+         {"env", id},
+         {"argv", {"sh", "-c", "ls -A /workspace /tmp; echo \"run=$SANDGATE_RUN_ID A=$A\""}}});
+    ASSERT_EQ(seen["ok"], true) << seen.dump();
+    std::string out = seen["outcome"].value("stdout", "");
+    EXPECT_EQ(out, "/tmp:\n\n/workspace:\nrun=" + id + " A=1\n")
+        << "run " << id << " is not fresh, or not its own";
+    EXPECT_EQ(seen["outcome"]["exit"]["code"], 0) << seen.dump();
+  }
+  // Each supervisor is its own, in a pid namespace of its own.
+  pid_t s1 = supervisors[first["env"]], s2 = supervisors[second["env"]],
+        s3 = supervisors[third["env"]];
+  ASSERT_TRUE(s1 > 0 && s2 > 0 && s3 > 0) << "a run's supervisor is not recorded";
+  EXPECT_TRUE(s1 != s2 && s2 != s3 && s1 != s3);
+  EXPECT_FALSE(same_pid_namespace(s1, s2));
+  EXPECT_FALSE(same_pid_namespace(s2, s3));
+  // Taken runs are made again: at once when the shape ran dry, else once a run is destroyed.
+  EXPECT_TRUE(pooled_ready(2));
+  Json fourth = a.ask(create);
+  ASSERT_EQ(fourth.value("pooled", false), true) << fourth.dump();
+  Json destroyed = a.ask({{"op", "destroy"}, {"env", fourth["env"]}});
+  EXPECT_EQ(destroyed["ok"], true) << destroyed.dump();
+  EXPECT_TRUE(pooled_ready(2));
+  destroyed = a.ask({{"op", "destroy"}, {"env", first["env"]}});
+  EXPECT_EQ(destroyed["ok"], true) << destroyed.dump();
+  // A create of another shape is made then, and never gets a run of this one.
+  Json other_shape = a.ask({{"op", "create"}, {"provider", "namespaces"}, {"env", {"A=2"}}});
+  ASSERT_EQ(other_shape["ok"], true) << other_shape.dump();
+  EXPECT_FALSE(other_shape.value("pooled", false)) << other_shape.dump();
+
+  // SIGTERM: every run, handed out or made ahead, is destroyed.
+  supervisors = supervisors_by_run(options_.paths.state_dir);
+  EXPECT_GE(supervisors.size(), 5u) << "three runs open and at least two made ahead";
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st = server->wait_for(std::chrono::seconds(20));
+  ASSERT_TRUE(st.ok() && st->has_value());
+  EXPECT_EQ((*st)->shell_code(), 128 + SIGTERM);
+  for (const auto& [id, pid] : supervisors) EXPECT_FALSE(process_exists(pid)) << id;
+  // TearDown checks that no run record, directory, id range or cgroup is left.
+}
+
+// kill -9 of a `serve --pool`: the runs it made ahead are recorded as its own, and `sandgate
+// gc` removes them (processes, the /proc views' mounts, cgroups, directories, records).
+TEST_F(CliTest, GcAfterKillNineOfServeRemovesTheRunsItMadeAhead) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string path = tmp_ + "/serve.sock";
+  auto server = serve_on(path, {"--pool", "2"});
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  bool collected = false;
+  Defer collect_anyway([&] {
+    if (collected) return;
+    server->kill_and_reap();
+    (void)sandgate({"gc"});
+  });
+  // `exec --socket` teaches serve the shape (its own run is made then and destroyed after).
+  auto r = sandgate({"exec", "--socket", path, "--provider", "namespaces", "--", "true"});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  ServeClient client;
+  ASSERT_TRUE(client.connect(path));
+  Json listed = Json::object();
+  for (int i = 0; i < 1000 && listed.value("pooled", 0u) != 2u; ++i) {
+    if (i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    listed = client.ask({{"op", "list"}});
+    if (!listed.is_object()) break;
+  }
+  ASSERT_EQ(listed.value("pooled", 0u), 2u) << listed.dump();
+  auto supervisors = supervisors_by_run(options_.paths.state_dir);
+  ASSERT_EQ(supervisors.size(), 2u) << "two runs made ahead, the exec's one gone";
+  auto views_mounted = [&] {
+    auto info = read_file("/proc/self/mountinfo", 1 << 22);
+    return info.ok() && info->find(" " + options_.paths.work_dir + "/") != std::string::npos;
+  };
+  EXPECT_TRUE(views_mounted()) << "no mount of the runs made ahead: the test proves less";
+
+  ASSERT_TRUE(server->signal(SIGKILL).ok());
+  ASSERT_TRUE(server->wait().ok());
+  EXPECT_GT(count_entries(options_.paths.state_dir + "/runs"), 0u) << "nothing left to collect";
+  auto gc = sandgate({"gc"});
+  collected = true;
+  EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
+  EXPECT_NE(gc.output.find("4 run record(s), 4 removed"), std::string::npos) << gc.output;
+  for (int i = 0; i < 200; ++i) {
+    bool any = false;
+    for (const auto& [id, pid] : supervisors) any = any || process_exists(pid);
+    if (!any) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (const auto& [id, pid] : supervisors) EXPECT_FALSE(process_exists(pid)) << id;
+  EXPECT_FALSE(views_mounted()) << "gc left a mount under " << options_.paths.work_dir;
+  // TearDown checks that no run record, directory, id range or cgroup is left.
 }
 
 TEST_F(CliTest, TimeoutKillsTheRun) {
