@@ -57,10 +57,11 @@ struct PolicyChoice {
   std::optional<uint64_t> run_limit_bytes;  // static kinds
 };
 
-// "none": no limits, no ladder, no timeouts, no tenant weights (one default tenant). "static": one run limit sized on the traces'
-// average memory (the largest of their averages); "static-peak": on their peak plus 10%
-// headroom for the generator's own process. "default": the built-in per-call policy; anything
-// else: a policy file.
+// "none": no limits, no ladder, no timeouts, no tenant weights (only the default tenant).
+// "static": one run limit sized on the traces' average memory (the largest of their averages);
+// "static-peak": on their peak plus 10% headroom for the generator's own process; both keep the
+// built-in policy's tenants. "default": the built-in per-call policy; anything else: a policy
+// file.
 Result<PolicyChoice> resolve_policy(const std::string& arg, uint64_t avg_bytes,
                                     uint64_t peak_bytes);
 

@@ -258,8 +258,9 @@ TenantWeights tenant_weights(const PolicyChoice& choice) {
   EXPECT_TRUE(c.ok()) << c.error().message();
   TenantWeights w;
   if (!c.ok()) return w;
-  for (auto [name, out] : {std::pair{tenant, &w.victim}, std::pair{std::string("default"),
-                                                                      &w.agents}}) {
+  const std::pair<std::string, std::optional<uint32_t>*> tenants[] = {{tenant, &w.victim},
+                                                                      {"default", &w.agents}};
+  for (const auto& [name, out] : tenants) {
     auto run = (*c)->begin_run(name, "r-" + name);
     EXPECT_TRUE(run.ok()) << run.error().message();
     if (!run.ok()) continue;
