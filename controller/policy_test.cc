@@ -131,11 +131,15 @@ TEST(DefaultPolicy, SizesForASmallHost) {
       {"default", pinned(MiB(512), MiB(384), 1.0, 128, minutes(5), MiB(512))},
   };
   EXPECT_EQ(p.intents, intents);
-  // One tenant, the whole ceiling; no capability required, so every provider (host_dir too)
-  // can run it; the ladder a policy file gets when it leaves "ladder" out.
-  ASSERT_EQ(p.tenants.size(), 1u);
+  // Agents in the default tenant; a person's interactive work (a shell, an editor) beside them
+  // in "interactive", weighted ten times an agent tenant so busy agent runs cannot starve it;
+  // no budgets. No capability required, so every provider (host_dir too) can run it; the
+  // ladder a policy file gets when it leaves "ladder" out.
+  ASSERT_EQ(p.tenants.size(), 2u);
   EXPECT_EQ(p.tenants.at("default").cpu_weight, 100u);
   EXPECT_FALSE(p.tenants.at("default").memory_budget);
+  EXPECT_EQ(p.tenants.at("interactive").cpu_weight, 1000u);
+  EXPECT_FALSE(p.tenants.at("interactive").memory_budget);
   EXPECT_TRUE(p.required_capabilities.empty());
   const LadderSettings l;
   EXPECT_TRUE(p.ladder.enabled);

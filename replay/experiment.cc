@@ -84,6 +84,9 @@ Result<PolicyChoice> resolve_policy(const std::string& arg, uint64_t avg_bytes,
     c.kind = PolicyKind::kNone;
     c.policy = controller::static_policy(controller::Grant{});
     c.policy.name = "none";
+    // No limits means no tenant weights or budgets either: the built-in policy's tenants
+    // (an interactive one weighted above the agents) would otherwise protect the victim here.
+    c.policy.tenants = {{"default", controller::TenantPolicy{}}};
     c.policy.ladder.enabled = false;
     for (auto& [name, g] : c.policy.intents) g.timeout = Duration(0);
   } else if (arg == "static") {
@@ -105,6 +108,14 @@ Result<PolicyChoice> resolve_policy(const std::string& arg, uint64_t avg_bytes,
       c.run_limit_bytes = c.policy.run.memory_max->value;
   }
   return c;
+}
+
+controller::Policy with_victim_tenant(controller::Policy policy, const std::string& tenant) {
+  if (!policy.tenants.count(tenant)) {
+    auto d = policy.tenants.find("default");
+    policy.tenants[tenant] = d != policy.tenants.end() ? d->second : controller::TenantPolicy{};
+  }
+  return policy;
 }
 
 Result<VictimLatency> parse_victim(const Json& j) {
@@ -948,13 +959,7 @@ Result<Stack> make_stack(const providers::Registry& registry, const controller::
   controller::ControllerOptions copts;
   copts.paths = options.provider_options.paths;
   copts.root = root;
-  copts.policy = policy;
-  // The victim's tenant: the policy's when it names one, else the default tenant's settings.
-  if (!copts.policy.tenants.count(options.victim_tenant)) {
-    auto d = copts.policy.tenants.find("default");
-    copts.policy.tenants[options.victim_tenant] =
-        d != copts.policy.tenants.end() ? d->second : controller::TenantPolicy{};
-  }
+  copts.policy = with_victim_tenant(policy, options.victim_tenant);
   Stack s;
   SG_ASSIGN_OR_RETURN(s.controller, controller::Controller::create(std::move(copts)));
   // A provider the policy disqualifies is refused by every run's RunSession::open.

@@ -57,12 +57,19 @@ struct PolicyChoice {
   std::optional<uint64_t> run_limit_bytes;  // static kinds
 };
 
-// "none": no limits, no ladder, no timeouts. "static": one run limit sized on the traces'
-// average memory (the largest of their averages); "static-peak": on their peak plus 10%
-// headroom for the generator's own process. "default": the built-in per-call policy; anything
-// else: a policy file.
+// "none": no limits, no ladder, no timeouts, no tenant weights (only the default tenant).
+// "static": one run limit sized on the traces' average memory (the largest of their averages);
+// "static-peak": on their peak plus 10% headroom for the generator's own process; both keep the
+// built-in policy's tenants. "default": the built-in per-call policy; anything else: a policy
+// file.
 Result<PolicyChoice> resolve_policy(const std::string& arg, uint64_t avg_bytes,
                                     uint64_t peak_bytes);
+
+// The policy a pass runs under, with the victim's tenant: the policy's own tenant of that name
+// when it has one (the built-in policy's "interactive", weighted above the agents' "default"),
+// else one with the default tenant's settings, so a policy that says nothing gives the victim
+// no protection of its own. Pure.
+controller::Policy with_victim_tenant(controller::Policy policy, const std::string& tenant);
 
 struct VictimLatency {
   uint64_t count = 0;
@@ -221,9 +228,10 @@ struct ExperimentOptions {
   // Every run of a pass and the victim under one cgroup limited to host_budget_bytes (made and
   // removed by the pass, recorded for gc); its OOM kills are counted. Needs host_budget_bytes.
   bool enforce_budget = false;
-  // The victim's own tenant: the policy's tenant of this name when it has one (its cpu weight,
-  // its memory budget), else the default tenant's settings (no protection of its own).
-  std::string victim_tenant = "victim";
+  // The victim's own tenant (with_victim_tenant): the policy's tenant of this name when it has
+  // one (its cpu weight, its memory budget), else the default tenant's settings (no protection
+  // of its own). The built-in policy's tenant for a person's interactive work.
+  std::string victim_tenant = "interactive";
   // Run-queue delay of the victim (optional): the victim's run is watched by this tracer.
   ebpf::ActivityTracer* tracer = nullptr;
   Duration sample_interval = std::chrono::milliseconds(100);

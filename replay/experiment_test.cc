@@ -6,6 +6,9 @@
 
 #include <sstream>
 
+#include "controller/fake_backend.h"
+#include "core/test_temp_dir.h"
+
 namespace sandgate::replay {
 namespace {
 
@@ -230,6 +233,73 @@ TEST(Policies, StaticIsSizedOnTheAverageAndPeakOnThePeak) {
   auto missing = resolve_policy("/nonexistent/policy.json", 0, 0);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("/nonexistent/policy.json"), std::string::npos);
+}
+
+// The cpu weight the victim's tenant cgroup is given when the pass's controller opens its run,
+// against an in-memory cgroup backend; and the agents' tenant's, for comparison.
+struct TenantWeights {
+  std::optional<uint32_t> victim, agents;
+};
+TenantWeights tenant_weights(const PolicyChoice& choice) {
+  sandgate::testing::TempDir tmp;
+  std::string tenant = ExperimentOptions{}.victim_tenant;
+  controller::ControllerOptions o;
+  o.paths.state_dir = tmp / "state";
+  o.paths.work_dir = tmp / "work";
+  o.paths.proc = tmp / "proc";
+  o.paths.cgroup = tmp / "cgroup";
+  o.root = "sgtest";
+  o.policy = with_victim_tenant(choice.policy, tenant);
+  auto backend = std::make_unique<controller::testing::FakeBackend>(
+      controller::testing::FakeBackend::all_features(), tmp / "no-such-cgroupfs");
+  auto* fake = backend.get();
+  o.backend = std::move(backend);
+  auto c = controller::Controller::create(std::move(o));
+  EXPECT_TRUE(c.ok()) << c.error().message();
+  TenantWeights w;
+  if (!c.ok()) return w;
+  const std::pair<std::string, std::optional<uint32_t>*> tenants[] = {{tenant, &w.victim},
+                                                                      {"default", &w.agents}};
+  for (const auto& [name, out] : tenants) {
+    auto run = (*c)->begin_run(name, "r-" + name);
+    EXPECT_TRUE(run.ok()) << run.error().message();
+    if (!run.ok()) continue;
+    auto limits = fake->limits_of("sgtest/" + name);
+    if (!limits.empty()) *out = limits.back().cpu_weight;
+    EXPECT_TRUE((*c)->end_run(std::move(run).value()).ok());
+  }
+  return w;
+}
+
+TEST(Policies, PerCallPolicyWeightsTheVictimsTenantAboveTheAgents) {
+  auto def = resolve_policy("default", 0, 0);
+  ASSERT_TRUE(def.ok());
+  TenantWeights w = tenant_weights(*def);
+  ASSERT_TRUE(w.victim && w.agents);
+  EXPECT_EQ(*w.victim, 1000u) << "the built-in policy's interactive tenant";
+  EXPECT_EQ(*w.agents, 100u);
+}
+
+TEST(Policies, NoneGivesTheVictimNoWeightOfItsOwn) {
+  auto none = resolve_policy("none", 0, 0);
+  ASSERT_TRUE(none.ok());
+  ASSERT_EQ(none->policy.tenants.size(), 1u) << "no tenants but the default one";
+  TenantWeights w = tenant_weights(*none);
+  ASSERT_TRUE(w.victim && w.agents);
+  EXPECT_EQ(*w.victim, *w.agents);
+  EXPECT_EQ(*w.victim, 100u);
+}
+
+TEST(Policies, AVictimTenantThePolicyLacksGetsTheDefaultTenantsSettings) {
+  controller::Policy p = controller::default_policy();
+  p.tenants["default"].cpu_weight = 42;
+  p.tenants["default"].memory_budget = Bytes{1ull << 30};
+  controller::Policy with = with_victim_tenant(p, "someone");
+  ASSERT_TRUE(with.tenants.contains("someone"));
+  EXPECT_EQ(with.tenants.at("someone").cpu_weight, 42u);
+  EXPECT_EQ(with.tenants.at("someone").memory_budget, Bytes{1ull << 30});
+  // A tenant the policy has is kept as it is.
+  EXPECT_EQ(with_victim_tenant(p, "interactive").tenants.at("interactive").cpu_weight, 1000u);
 }
 
 TEST(Victim, ParsesTheReportAndNamesAMissingField) {

@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 sandgate=${SANDGATE:-$root/build/release/cli/sandgate}
 test_build=${TEST_BUILD:-$root/build/dev}
-which=${*:-search_edit build tests burst}
+which=${*:-search_edit build tests burst cpu}
 # The workspace: a copy of this repository (sources and .git, no build trees).
 src=$(mktemp -d /var/tmp/sandgate-trace-src-XXXXXX)
 trap 'rm -rf "$src"' EXIT
@@ -24,6 +24,8 @@ for t in $which; do
              --notes "sandgate unit-test suites (traces/tests.sh)" -- "$here/tests.sh" ;;
     burst) "$sandgate" record --out "$here/burst.trace" --interval 50ms \
              --notes "short real burst-silence run for the end-to-end replay test (traces/burst.sh)" -- "$here/burst.sh" ;;
+    cpu) "$sandgate" record --out "$here/cpu.trace" --interval 50ms \
+           --notes "short real run keeping both cores busy, the neighbour score's aggressor (traces/cpu.sh)" -- "$here/cpu.sh" ;;
     *) echo "unknown trace $t" >&2; exit 2 ;;
   esac
 done
