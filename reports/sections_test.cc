@@ -403,8 +403,14 @@ TEST(PlanCli, WritesAReportWithTheCapacityCurve) {
   EXPECT_EQ(report->job, "plan");
   EXPECT_TRUE(report->host.contains("sections")) << "the doctor's findings";
   ASSERT_TRUE(report->plan);
-  EXPECT_EQ(report->plan->traces, 4u);
-  EXPECT_EQ(report->plan->trace_files.size(), 4u);
+  // Every recording in traces/ is read.
+  size_t recorded = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(sandgate::testing::source_dir() + "/traces"))
+    recorded += e.path().extension() == ".trace";
+  EXPECT_GE(recorded, 4u);
+  EXPECT_EQ(report->plan->traces, recorded);
+  EXPECT_EQ(report->plan->trace_files.size(), recorded);
   ASSERT_EQ(report->plan->fits.size(), 5u);
   for (const auto& f : report->plan->fits) {
     SCOPED_TRACE(f.policy);
