@@ -30,11 +30,17 @@
 
 #include "tests/fuzz/fuzz_check.h"
 
-#if defined(__has_include)
-#if __has_include(<sanitizer/common_interface_defs.h>)
-#include <sanitizer/common_interface_defs.h>
-#define SANDGATE_HAVE_SANITIZER_API 1
+// ASan's death callback, where ASan is linked in (the dev build; a release build has no
+// sanitizer runtime to call).
+#if defined(__SANITIZE_ADDRESS__)
+#define SANDGATE_HAVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANDGATE_HAVE_ASAN 1
 #endif
+#endif
+#ifdef SANDGATE_HAVE_ASAN
+#include <sanitizer/common_interface_defs.h>
 #endif
 
 // UBSan's runtime is a library of its own beside ASan's (gcc) and does not call ASan's death
@@ -187,7 +193,7 @@ int main(int argc, char** argv) {
   if (roots.empty()) return usage(argv[0]);
 
   ::signal(SIGABRT, on_abort);
-#ifdef SANDGATE_HAVE_SANITIZER_API
+#ifdef SANDGATE_HAVE_ASAN
   __sanitizer_set_death_callback(save_current_input);
 #endif
 
