@@ -104,6 +104,19 @@ class SessionTest : public ProviderTest {
     EXPECT_TRUE(o.ok()) << o.error().message();
     return o.ok() ? *o : CallOutcome{};
   }
+  // The call, cancelled by its caller (the session's cancel_fd) after `delay`.
+  CallOutcome call_cancelled_after(std::vector<std::string> argv, std::string intent,
+                                   std::chrono::milliseconds delay) {
+    UniqueFd cancel(::eventfd(0, EFD_CLOEXEC));
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(delay);
+      uint64_t one = 1;
+      (void)!::write(cancel.get(), &one, sizeof one);
+    });
+    auto o = call(std::move(argv), std::move(intent), cancel.get());
+    canceller.join();
+    return o;
+  }
   // See AFrozenCallIsCancelled.
   void expect_frozen_call_cancelled() {
     policy_.ladder.freeze_host_psi = 0;
@@ -1016,14 +1029,8 @@ TEST_F(SessionTest, EndOfCallLeavesNoProcessAndCancelIsReported) {
   EXPECT_EQ(o.exec.stdout_data, "started\n");
   EXPECT_THAT(left_of_calls(), ::testing::IsEmpty()) << "only the supervisor should remain";
   // A caller's cancel ends the call, and is reported as such.
-  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC));
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    uint64_t one = 1;
-    (void)!::write(cancel.get(), &one, sizeof one);
-  });
-  auto c = call({"sh", "-c", "sleep 300 & sleep 300"}, "edit", cancel.get());
-  canceller.join();
+  auto c = call_cancelled_after({"sh", "-c", "sleep 300 & sleep 300"}, "edit",
+                                std::chrono::milliseconds(200));
   EXPECT_EQ(c.termination, Termination::kCancelled) << controller::to_json(c).dump(2);
   EXPECT_THAT(left_of_calls(), ::testing::IsEmpty());
 }
@@ -1547,14 +1554,8 @@ TEST_F(MicrovmSessionTest, GrantIsWrittenInTheGuestAndItsOomAndThrottlingComeBac
   EXPECT_EQ(deaf.termination, Termination::kTimeout) << controller::to_json(deaf).dump(2);
   EXPECT_LT(deaf.exec.wall, std::chrono::seconds(20));
   // The caller's cancel reaches a call in the guest.
-  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC));
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    uint64_t one = 1;
-    (void)!::write(cancel.get(), &one, sizeof one);
-  });
-  auto cancelled = call({"sh", "-c", "sleep 300 & sleep 300"}, "edit", cancel.get());
-  canceller.join();
+  auto cancelled = call_cancelled_after({"sh", "-c", "sleep 300 & sleep 300"}, "edit",
+                                        std::chrono::milliseconds(500));
   EXPECT_EQ(cancelled.termination, Termination::kCancelled)
       << controller::to_json(cancelled).dump(2);
   EXPECT_TRUE(process_exists(qemu));
