@@ -190,6 +190,10 @@ class Environment {
   // pid, or 0 where the provider cannot park (the next call then starts as usual). A process
   // parked already is returned again. Precondition: not concurrent with exec.
   virtual Result<pid_t> park() { return pid_t{0}; }
+  // Whether the run can still take a call, checked without blocking or running anything: an
+  // error naming what went away (its supervisor was killed, its wall clock ran out). For a run
+  // made ahead and kept idle until it is handed out (session/run_pool.h).
+  virtual Status alive() const { return {}; }
   // Runs a call to completion. Precondition: not called concurrently on one environment.
   virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
   // Kills every process of the run, removes its workspace and record. Idempotent; also done

@@ -402,6 +402,16 @@ Result<pid_t> SupervisedEnvironment::park() {
   return supervisor_->park();
 }
 
+Status SupervisedEnvironment::alive() const {
+  if (destroyed_) return logic_error("alive", "the environment was destroyed", layout_.run_id);
+  if (timed_out_ || std::chrono::steady_clock::now() >= deadline_)
+    return logic_error("alive", "the run's wall-clock timeout has expired", layout_.run_id);
+  if (!supervisor_) return {};
+  if (auto st = supervisor_->reachable(); !st.ok())
+    return std::move(st).error().context_add("run " + layout_.run_id);
+  return {};
+}
+
 Result<ExecResult> SupervisedEnvironment::exec(const Call& call, const Placement& placement) {
   if (destroyed_) return logic_error("exec", "the environment was destroyed", layout_.run_id);
   if (timed_out_)

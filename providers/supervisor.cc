@@ -916,6 +916,15 @@ Result<pid_t> Supervisor::park() {
   }
 }
 
+Status Supervisor::reachable() const {
+  if (!control_.valid()) return logic_error("supervisor", "the run's supervisor was stopped");
+  struct pollfd fd = {control_.get(), POLLRDHUP, 0};
+  if (::poll(&fd, 1, 0) < 0) return sys_error("poll", "the run's supervisor");
+  if (fd.revents & (POLLHUP | POLLRDHUP | POLLERR))
+    return logic_error("supervisor", fmt::format("the run's supervisor (pid {}) has gone away", pid()));
+  return {};
+}
+
 Status Supervisor::stop() {
   if (contained_) {
     // pid 1 of the container's pid namespace: it exits at "shutdown" (or when the socket

@@ -214,6 +214,11 @@ class Supervisor {
   // How the foreground runtime ended, once stop() has waited for it; nullopt before, or none.
   const std::optional<RuntimeExit>& runtime_exit() const { return runtime_exit_; }
   bool running() const { return contained_ ? control_.valid() : process_.running(); }
+  // Whether the supervisor can still take a call, without blocking: an error naming it when
+  // its end of the control socket has gone (it exited or was killed, its container or guest
+  // went away). An idle supervisor sends nothing, so between calls a hang-up is all the socket
+  // can show.
+  Status reachable() const;
 
  private:
   Supervisor() = default;

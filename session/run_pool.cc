@@ -27,10 +27,25 @@ std::unique_ptr<RunSession> RunPool::take(const CreateRequest& request) {
   auto it = shapes_.find(*key);
   if (it == shapes_.end() || stopping_) return nullptr;
   std::unique_ptr<RunSession> run;
-  if (!it->second.ready.empty()) {
+  auto dead = std::make_shared<std::vector<std::unique_ptr<RunSession>>>();
+  while (!run && !it->second.ready.empty()) {
     run = std::move(it->second.ready.front());
     it->second.ready.pop_front();
+    // A run kept idle can die meanwhile (its supervisor killed by an OOM or an operator): it
+    // is not handed out, and its removal is the pool thread's (the supervisors' parent), off
+    // the client's path.
+    if (auto st = run->alive(); !st.ok()) {
+      spdlog::warn("serve --pool: a run made ahead is gone, not handed out: {}",
+                   st.error().message());
+      dead->push_back(std::move(run));
+    }
   }
+  if (!dead->empty())
+    worker_->post([dead] {
+      for (auto& run : *dead)
+        if (auto st = run->close(); !st.ok())
+          spdlog::error("serve --pool: closing run {}: {}", run->run_id(), st.error().message());
+    });
   // Making a run takes the CPU the client's call is about to need: the refill waits for
   // refill() (the server calls it once a run is removed, off any client's path) unless the
   // shape ran dry, where the next create would otherwise be made cold.

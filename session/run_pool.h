@@ -57,9 +57,10 @@ class RunPool {
   // The pool's key of a request, or nullopt for one that is never pooled (see above).
   static std::optional<std::string> key_of(const CreateRequest& request);
 
-  // A run made ahead for `request`'s shape, never handed out before; null when none is ready
-  // (or the shape is not pooled). The one taken is made again in the background at refill(),
-  // or at once when it was the shape's last.
+  // A run made ahead for `request`'s shape, never handed out before and still alive
+  // (RunSession::alive); null when none is ready (or the shape is not pooled). Runs found dead
+  // are closed on the pool's thread. The one taken is made again in the background at
+  // refill(), or at once when it was the shape's last.
   std::unique_ptr<RunSession> take(const CreateRequest& request);
   // Makes runs in the background until every shape has its runs ready again. The server calls
   // it when the machine has a moment: after removing a destroyed run.

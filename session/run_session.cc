@@ -376,6 +376,11 @@ Result<ExecResult> RunSession::run_resident(const providers::Call& call) {
   return env_->exec(resident, run_->main_placement());
 }
 
+Status RunSession::alive() const {
+  if (closed_ || !env_) return logic_error("alive", "the run was closed", run_id_);
+  return env_->alive();
+}
+
 Status RunSession::close() {
   if (closed_) return {};
   closed_ = true;

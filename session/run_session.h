@@ -102,6 +102,10 @@ class RunSession {
   // between the last call and close(); whatever it leaves out is destroyed by close().
   Status export_results(const RunExport& what);
 
+  // Whether the run can still take a call (providers::Environment::alive); an error once
+  // closed. Does not block.
+  Status alive() const;
+
   // Destroys the environment, then the run's cgroups. Idempotent.
   Status close();
 

@@ -791,6 +791,57 @@ TEST_F(CliTest, ServePoolHandsEachCreateAFreshRunOfItsOwn) {
   // TearDown checks that no run record, directory, id range or cgroup is left.
 }
 
+// serve --pool: a run made ahead whose supervisor died while it waited (an OOM kill, an
+// operator) is not handed out: the create is made cold instead, the dead run is removed, and
+// the pool is made up again.
+TEST_F(CliTest, ServePoolHandsOutNoRunWhoseSupervisorDied) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string path = tmp_ + "/serve.sock";
+  auto server = serve_on(path, {"--pool", "1"});
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  ServeClient client;
+  ASSERT_TRUE(client.connect(path));
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 2000 && !done(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return done();
+  };
+  auto pooled = [&] { return client.ask({{"op", "list"}}).value("pooled", 0u); };
+  const Json create = {{"op", "create"}, {"provider", "namespaces"}};
+  Json first = client.ask(create);
+  ASSERT_EQ(first["ok"], true) << first.dump();
+  ASSERT_TRUE(wait_for([&] { return pooled() == 1u; })) << "the pool never made its run";
+
+  std::string ahead;
+  pid_t supervisor = 0;
+  for (const auto& [id, pid] : supervisors_by_run(options_.paths.state_dir))
+    if (id != first["env"]) ahead = id, supervisor = pid;
+  ASSERT_GT(supervisor, 0) << "the run made ahead has no recorded supervisor";
+  ASSERT_EQ(::kill(supervisor, SIGKILL), 0);
+  // Dead once its files are closed: a zombie (its parent is serve's pool thread) or gone.
+  auto dead = [&] {
+    auto stat = read_file("/proc/" + std::to_string(supervisor) + "/stat", 4096);
+    return !stat.ok() || stat->find(") Z ") != std::string::npos;
+  };
+  ASSERT_TRUE(wait_for(dead)) << "the supervisor outlived SIGKILL";
+
+  Json second = client.ask(create);
+  ASSERT_EQ(second["ok"], true) << second.dump();
+  EXPECT_NE(second["env"], ahead) << "the dead run was handed out";
+  EXPECT_FALSE(second.value("pooled", false)) << "the pool's only run was dead: made cold";
+  Json ran = client.ask({{"op", "exec"}, {"env", second["env"]}, {"argv", {"true"}}});
+  ASSERT_EQ(ran["ok"], true) << ran.dump();
+  EXPECT_EQ(ran["outcome"]["exit"]["code"], 0) << ran.dump();
+  EXPECT_TRUE(wait_for([&] { return !supervisors_by_run(options_.paths.state_dir).count(ahead); }))
+      << "the dead run's record was not removed";
+  EXPECT_TRUE(wait_for([&] { return pooled() == 1u; })) << "the pool was not made up again";
+
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st = server->wait_for(std::chrono::seconds(20));
+  ASSERT_TRUE(st.ok() && st->has_value());
+  // TearDown checks that no run record, directory, id range or cgroup is left.
+}
+
 // kill -9 of a `serve --pool`: the runs it made ahead are recorded as its own, and `sandgate
 // gc` removes them (processes, the /proc views' mounts, cgroups, directories, records).
 TEST_F(CliTest, GcAfterKillNineOfServeRemovesTheRunsItMadeAhead) {

@@ -41,6 +41,14 @@ class CliTest : public ProviderTest {
     ::setenv("SANDGATE_CGROUP_ROOT", cgroup_root_.c_str(), 1);
   }
   void TearDown() override {
+    // A test that stopped at a failed ASSERT can leave a server's runs (killed with the test's
+    // ChildProcess): a failure, and then collected as after any crash, so that one failing
+    // test does not leave supervisors, mounts and cgroups on the machine.
+    if (count_entries(options_.paths.state_dir + "/runs") > 0) {
+      ADD_FAILURE() << "a run record was left; collecting it with `sandgate gc`";
+      auto gc = sandgate({"gc"});
+      EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
+    }
     ::unsetenv("SANDGATE_STATE_DIR");
     ::unsetenv("SANDGATE_WORK_DIR");
     ::unsetenv("SANDGATE_CGROUP_ROOT");
