@@ -192,6 +192,7 @@ PolicyScores score_policy(const PolicyChoice& policy, const std::vector<Replayed
     if (!r.error.empty()) ++s.run_errors;
     if (r.agent_killed) ++s.agents_killed;
     if (r.start_failed) ++s.agents_not_started;
+    if (r.planned_calls > r.calls.size()) s.never_made += r.planned_calls - r.calls.size();
     for (const auto& c : r.calls) {
       ++s.calls;
       double wall_s = to_seconds(c.outcome.exec.wall);
@@ -298,7 +299,8 @@ Json to_json(const PolicyScores& s) {
         {"killed", s.killed},
         {"timed_out", s.timed_out},
         {"failed_exit", s.failed_exit},
-        {"not_run", s.not_run}}},
+        {"not_run", s.not_run},
+        {"never_made", s.never_made}}},
       {"work_lost_call_s", s.work_lost_call_s},
       {"started", s.started},
       {"survival", opt(s.survival)},
@@ -446,6 +448,8 @@ std::string format_table(const std::vector<PolicyScores>& scores,
   row("  failed exit / not run", [](const PolicyScores& s) {
     return std::to_string(s.failed_exit) + " / " + std::to_string(s.not_run);
   });
+  row("  never made (agent lost)",
+      [](const PolicyScores& s) { return std::to_string(s.never_made); });
   row("work lost (call-s)", [](const PolicyScores& s) { return fmt("%.1f", s.work_lost_call_s); });
   row("survival (done/started)", [](const PolicyScores& s) {
     return s.survival ? fmt("%.0f%%", *s.survival * 100) + " (" + std::to_string(s.completed) +

@@ -150,6 +150,9 @@ struct PolicyScores {
   size_t agents_not_started = 0;  // runs whose start failed (ReplayedRun::start_failed)
   size_t calls = 0, started = 0, completed = 0, throttled = 0, frozen = 0, cancelled = 0,
          killed = 0, timed_out = 0, failed_exit = 0, not_run = 0;
+  // Calls planned but never made: their agent was lost first (killed, or never started), or
+  // the replay was stopped. Not in `calls`, and not work lost: nothing of them ran.
+  size_t never_made = 0;
   double work_lost_call_s = 0;
   std::optional<double> survival;  // completed / started; absent when no call started
   // OOM kills inside the budget cgroup over the pass (ExperimentOptions::enforce_budget).

@@ -242,6 +242,7 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
                        const RunObserver& observer) {
   ReplayedRun out;
   out.name = plan.name;
+  out.planned_calls = plan.calls.size();
   auto began = Clock::now();
   providers::EnvSpec spec = options.spec;
   spec.readonly_mounts.push_back({options.load_binary, kLoadInside});

@@ -387,6 +387,9 @@ TEST_F(ReplayTest, RunsTheBudgetKillsAtTheirStartAreScoredNotFatal) {
   EXPECT_EQ(p["runs"], 1);
   EXPECT_EQ(p["agents_not_started"], 1);
   EXPECT_EQ(p["started"], 0);
+  auto recorded = replay::read_trace(trace);
+  ASSERT_TRUE(recorded.ok()) << recorded.error().message();
+  EXPECT_EQ(p["calls"]["never_made"], recorded->calls.size()) << "the lost agent made none";
   const Json& run = (*parsed)["runs"]["none"][0];
   EXPECT_NE(run["error"].get<std::string>().find("the run could not start"), std::string::npos)
       << run.dump();
