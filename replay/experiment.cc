@@ -876,9 +876,7 @@ class VictimRun {
                  "--duration", std::to_string(ms) + "ms",
                  "--interval", std::to_string(iv) + "ms",
                  "--json"};
-    call.on_started = [&](pid_t) {
-      if (started) started();
-    };
+    if (started) call.on_started = [&](pid_t) { started(); };
     const controller::Cgroup run_cg = run_->run().cgroup();
     auto& backend = controller_->backend();
     // The victim's process lives in <run>/main: its run-queue delay is that cgroup's.
