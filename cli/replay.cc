@@ -267,9 +267,12 @@ int run_replay(Globals& g, const ReplayArgs& a) {
         if (!r.error.empty())
           progress.line("replay: warning: " + c.label + ": " + r.name + ": " + r.error);
       const auto& sc = pass->scores;
+      if (!sc.victim_lost.empty())
+        progress.line("replay: warning: " + c.label + ": the victim died: " + sc.victim_lost);
       std::string victim_line = sc.victim ? fmt::format(", victim p99 {:.0f}us, alloc P95 {:.0f}us",
                                                         sc.victim->p99_us, sc.victim->alloc_p95_us)
-                                          : "";
+                                : !sc.victim_lost.empty() ? std::string(", victim died")
+                                                          : std::string();
       std::string budget_line =
           sc.budget_oom_kills ? fmt::format(", {} OOM kills in the budget", *sc.budget_oom_kills)
                               : "";

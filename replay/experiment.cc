@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -43,6 +44,12 @@ std::string fmt(const char* f, double v) {
 }
 
 Json opt(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+
+// Agents alive at the end of a pass: neither killed nor lost before they started.
+size_t agents_alive(const PolicyScores& s) {
+  size_t lost = s.agents_killed + s.agents_not_started;
+  return s.runs > lost ? s.runs - lost : 0;
+}
 
 Json to_json(const ErrorSummary& e) {
   return {{"n", e.n},
@@ -184,6 +191,8 @@ PolicyScores score_policy(const PolicyChoice& policy, const std::vector<Replayed
   for (const auto& r : runs) {
     if (!r.error.empty()) ++s.run_errors;
     if (r.agent_killed) ++s.agents_killed;
+    if (r.start_failed) ++s.agents_not_started;
+    if (r.planned_calls > r.calls.size()) s.never_made += r.planned_calls - r.calls.size();
     for (const auto& c : r.calls) {
       ++s.calls;
       double wall_s = to_seconds(c.outcome.exec.wall);
@@ -280,6 +289,7 @@ Json to_json(const PolicyScores& s) {
       {"runs", s.runs},
       {"run_errors", s.run_errors},
       {"agents_killed", s.agents_killed},
+      {"agents_not_started", s.agents_not_started},
       {"calls",
        {{"total", s.calls},
         {"completed", s.completed},
@@ -289,13 +299,15 @@ Json to_json(const PolicyScores& s) {
         {"killed", s.killed},
         {"timed_out", s.timed_out},
         {"failed_exit", s.failed_exit},
-        {"not_run", s.not_run}}},
+        {"not_run", s.not_run},
+        {"never_made", s.never_made}}},
       {"work_lost_call_s", s.work_lost_call_s},
       {"started", s.started},
       {"survival", opt(s.survival)},
       {"budget_oom_kills", s.budget_oom_kills ? Json(*s.budget_oom_kills) : Json(nullptr)},
       {"budget_peak_bytes", s.budget_peak_bytes ? Json(*s.budget_peak_bytes) : Json(nullptr)},
       {"victim", s.victim ? to_json(*s.victim) : Json(nullptr)},
+      {"victim_lost", s.victim_lost.empty() ? Json(nullptr) : Json(s.victim_lost)},
       {"victim_p50_inflation", opt(s.victim_p50_inflation)},
       {"victim_p99_inflation", opt(s.victim_p99_inflation)},
       {"host_peak_bytes", s.host_peak_bytes},
@@ -398,8 +410,16 @@ std::string format_table(const std::vector<PolicyScores>& scores,
     std::optional<double> v = get(*s.victim);
     return v ? fmt("%.1f", *v) : std::string("-");
   };
-  bool any_victim = false;
-  for (const auto& s : scores) any_victim = any_victim || s.victim.has_value();
+  bool any_victim = false, any_victim_lost = false;
+  for (const auto& s : scores) {
+    any_victim = any_victim || s.victim.has_value();
+    any_victim_lost = any_victim_lost || !s.victim_lost.empty();
+  }
+  // Its figures are "-" where it died; this row says so (the reason is in the JSON).
+  if (any_victim_lost)
+    row("victim alive at the end", [](const PolicyScores& s) {
+      return !s.victim_lost.empty() ? std::string("no") : s.victim ? "yes" : "-";
+    });
   if (any_victim) {
     row("victim alloc P95 (us)", [&](const PolicyScores& s) {
       return victim_cell(s, [](const VictimLatency& v) -> std::optional<double> {
@@ -428,6 +448,8 @@ std::string format_table(const std::vector<PolicyScores>& scores,
   row("  failed exit / not run", [](const PolicyScores& s) {
     return std::to_string(s.failed_exit) + " / " + std::to_string(s.not_run);
   });
+  row("  never made (agent lost)",
+      [](const PolicyScores& s) { return std::to_string(s.never_made); });
   row("work lost (call-s)", [](const PolicyScores& s) { return fmt("%.1f", s.work_lost_call_s); });
   row("survival (done/started)", [](const PolicyScores& s) {
     return s.survival ? fmt("%.0f%%", *s.survival * 100) + " (" + std::to_string(s.completed) +
@@ -435,7 +457,10 @@ std::string format_table(const std::vector<PolicyScores>& scores,
                       : std::string("-");
   });
   row("agents surviving (runs)", [](const PolicyScores& s) {
-    return std::to_string(s.runs - s.agents_killed) + "/" + std::to_string(s.runs);
+    std::string cell = std::to_string(agents_alive(s)) + "/" + std::to_string(s.runs);
+    if (s.agents_not_started)
+      cell += " (" + std::to_string(s.agents_not_started) + " never started)";
+    return cell;
   });
   row("budget OOM kills", [](const PolicyScores& s) {
     return s.budget_oom_kills ? std::to_string(*s.budget_oom_kills)
@@ -578,7 +603,7 @@ std::vector<MetricSummary> summarize_trials(const std::vector<TrialFigures>& fig
       {"agents_surviving", "",
        [](const PolicyScores& s, const std::optional<VictimLatency>&) -> std::optional<double> {
          if (!s.runs) return std::nullopt;
-         return static_cast<double>(s.runs - s.agents_killed) / static_cast<double>(s.runs);
+         return static_cast<double>(agents_alive(s)) / static_cast<double>(s.runs);
        }},
       {"budget_oom_kills", "",
        [](const PolicyScores& s, const std::optional<VictimLatency>&) -> std::optional<double> {
@@ -809,66 +834,125 @@ std::optional<PressureLine> full_of(const std::optional<Pressure>& p) {
   return p ? p->full : std::nullopt;
 }
 
+// What became of the victim in a pass: its figures, or why it has none.
+struct VictimOutcome {
+  std::optional<VictimLatency> latency;
+  std::string lost;  // set when it died: its run could not start, or it was killed
+};
+
 // The victim in a run of its own, in its own tenant (options.victim_tenant), in that run's main
 // cgroup (not a call: no call timeout applies to it, and its limits are the run's and its
 // tenant's). Its run cgroup's pressure totals are read around it, and its run-queue delay is
-// collected when a tracer is given.
-Result<VictimLatency> run_victim(controller::Controller& controller, providers::Provider& provider,
-                                 Duration duration, const ExperimentOptions& options) {
-  providers::EnvSpec spec;
-  spec.tenant = options.victim_tenant;
-  spec.readonly_mounts.push_back({options.load_binary, kLoadInside});
-  session::RunOptions run_options;
-  run_options.tracer = options.tracer;
-  SG_ASSIGN_OR_RETURN(auto run, session::RunSession::open(controller, provider, spec, run_options));
-  providers::Call call;
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
-  auto iv = std::chrono::duration_cast<std::chrono::milliseconds>(options.victim_interval).count();
-  call.argv = {kLoadInside,  "victim",
-               "--duration", std::to_string(ms) + "ms",
-               "--interval", std::to_string(iv) + "ms",
-               "--json"};
-  const controller::Cgroup run_cg = run->run().cgroup();
-  auto& backend = controller.backend();
-  // The victim's process lives in <run>/main: its run-queue delay is that cgroup's.
-  uint64_t main_id = 0;
-  if (options.tracer) {
-    auto main = main_cgroup_of(run_cg);
-    if (auto dir = main.dirs.find("unified"); dir != main.dirs.end()) {
-      if (auto id = ebpf::cgroup_id_of(dir->second); id.ok()) {
-        main_id = *id;
-        options.tracer->begin(main_id);
-      } else {
-        spdlog::debug("victim run-queue delay: {}", id.error().message());
+// collected when a tracer is given. Made in two steps, open() then run(), so that a pass can
+// make the victim's run and see its process start before any agent loads the budget.
+class VictimRun {
+ public:
+  static Result<VictimRun> open(controller::Controller& controller, providers::Provider& provider,
+                                const ExperimentOptions& options) {
+    providers::EnvSpec spec;
+    spec.tenant = options.victim_tenant;
+    spec.readonly_mounts.push_back({options.load_binary, kLoadInside});
+    session::RunOptions run_options;
+    run_options.tracer = options.tracer;
+    // The victim makes no calls: a process parked ahead for a first call would only take room
+    // in the budget the victim shares (a fork of the supervisor: tens of MiB under ASan).
+    run_options.park_ahead = false;
+    SG_ASSIGN_OR_RETURN(auto run,
+                        session::RunSession::open(controller, provider, spec, run_options));
+    return VictimRun(controller, options, std::move(run));
+  }
+
+  // Runs `sandgate-load victim` for `duration`, then closes the run. `started` is called once
+  // the victim's process exists in its cgroups, just before it execs (where the provider says
+  // so: providers::Call::on_started). The victim killed, or its run failing under it, is an
+  // outcome (`lost`); an error is the victim's own failure (an exit status of its own, an
+  // unreadable report), which no budget explains.
+  Result<VictimOutcome> run(Duration duration, const std::function<void()>& started) {
+    providers::Call call;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
+    auto iv =
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_->victim_interval).count();
+    call.argv = {kLoadInside,  "victim",
+                 "--duration", std::to_string(ms) + "ms",
+                 "--interval", std::to_string(iv) + "ms",
+                 "--json"};
+    if (started) call.on_started = [&](pid_t) { started(); };
+    const controller::Cgroup run_cg = run_->run().cgroup();
+    auto& backend = controller_->backend();
+    // The victim's process lives in <run>/main: its run-queue delay is that cgroup's.
+    uint64_t main_id = 0;
+    if (options_->tracer) {
+      auto main = main_cgroup_of(run_cg);
+      if (auto dir = main.dirs.find("unified"); dir != main.dirs.end()) {
+        if (auto id = ebpf::cgroup_id_of(dir->second); id.ok()) {
+          main_id = *id;
+          options_->tracer->begin(main_id);
+        } else {
+          spdlog::debug("victim run-queue delay: {}", id.error().message());
+        }
       }
     }
+    auto before = backend.read_usage(run_cg);
+    auto r = run_->run_resident(call);
+    auto after = backend.read_usage(run_cg);
+    TracedActivity traced;
+    if (main_id) traced = options_->tracer->end(main_id);
+    (void)run_->close();
+    // Under a budget the kernel may kill the victim, or its run's supervisor (which ends the
+    // call with an error): the victim died, and that is what the pass reports.
+    if (!r.ok())
+      return VictimOutcome{std::nullopt, "its run failed while it ran: " + r.error().message()};
+    if (!r->status.exited)
+      return VictimOutcome{std::nullopt, "killed while it ran (" + r->status.describe() + ")"};
+    if (r->status.code != 0)
+      return logic_error("victim", "sandgate-load victim ended with " + r->status.describe() +
+                                       ": " + r->stderr_data);
+    SG_ASSIGN_OR_RETURN(Json j, parse_json(r->stdout_data, "victim report"));
+    SG_ASSIGN_OR_RETURN(VictimLatency v, parse_victim(j));
+    if (before.ok() && after.ok()) {
+      v.psi_cpu_some_ms = stall_ms(some_of(before->cpu_pressure), some_of(after->cpu_pressure));
+      v.psi_cpu_full_ms = stall_ms(full_of(before->cpu_pressure), full_of(after->cpu_pressure));
+      v.psi_memory_some_ms =
+          stall_ms(some_of(before->memory_pressure), some_of(after->memory_pressure));
+      v.psi_memory_full_ms =
+          stall_ms(full_of(before->memory_pressure), full_of(after->memory_pressure));
+    }
+    if (main_id) {
+      v.runq_delay_ms = static_cast<double>(traced.runq_delay_ns) / 1e6;
+      v.runq_waits = traced.runq_waits;
+    }
+    return VictimOutcome{v, ""};
   }
-  auto before = backend.read_usage(run_cg);
-  auto r = run->run_resident(call);
-  auto after = backend.read_usage(run_cg);
-  TracedActivity traced;
-  if (main_id) traced = options.tracer->end(main_id);
-  (void)run->close();
-  if (!r.ok()) return std::move(r).error().context_add("running the victim");
-  if (!r->status.exited || r->status.code != 0)
-    return logic_error("victim", "sandgate-load victim ended with " + r->status.describe() + ": " +
-                                     r->stderr_data);
-  SG_ASSIGN_OR_RETURN(Json j, parse_json(r->stdout_data, "victim report"));
-  SG_ASSIGN_OR_RETURN(VictimLatency v, parse_victim(j));
-  if (before.ok() && after.ok()) {
-    v.psi_cpu_some_ms = stall_ms(some_of(before->cpu_pressure), some_of(after->cpu_pressure));
-    v.psi_cpu_full_ms = stall_ms(full_of(before->cpu_pressure), full_of(after->cpu_pressure));
-    v.psi_memory_some_ms =
-        stall_ms(some_of(before->memory_pressure), some_of(after->memory_pressure));
-    v.psi_memory_full_ms =
-        stall_ms(full_of(before->memory_pressure), full_of(after->memory_pressure));
+
+ private:
+  VictimRun(controller::Controller& controller, const ExperimentOptions& options,
+            std::unique_ptr<session::RunSession> run)
+      : controller_(&controller), options_(&options), run_(std::move(run)) {}
+  controller::Controller* controller_;
+  const ExperimentOptions* options_;  // the caller's; outlives the run
+  std::unique_ptr<session::RunSession> run_;
+};
+
+// Opens once (the victim's process started, or its attempt over); waited on with a bound.
+class StartSignal {
+ public:
+  void notify() {
+    {
+      std::lock_guard lock(mu_);
+      started_ = true;
+    }
+    cv_.notify_all();
   }
-  if (main_id) {
-    v.runq_delay_ms = static_cast<double>(traced.runq_delay_ns) / 1e6;
-    v.runq_waits = traced.runq_waits;
+  void wait_for(Duration limit) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, limit, [this] { return started_; });
   }
-  return v;
-}
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;
+};
 
 // The host budget as a cgroup: <root>, limited to the budget, holding every tenant of the pass
 // (the controller's root), with an empty child <root>/keep so that the controller, which removes
@@ -960,6 +1044,7 @@ Result<Stack> make_stack(const providers::Registry& registry, const controller::
   copts.paths = options.provider_options.paths;
   copts.root = root;
   copts.policy = with_victim_tenant(policy, options.victim_tenant);
+  if (options.cgroup_backend) copts.backend = options.cgroup_backend();
   Stack s;
   SG_ASSIGN_OR_RETURN(s.controller, controller::Controller::create(std::move(copts)));
   // A provider the policy disqualifies is refused by every run's RunSession::open.
@@ -973,7 +1058,11 @@ Result<VictimLatency> measure_victim_solo(const providers::Registry& registry, D
                                           const ExperimentOptions& options) {
   SG_ASSIGN_OR_RETURN(PolicyChoice none, resolve_policy("none", 0, 0));
   SG_ASSIGN_OR_RETURN(Stack stack, make_stack(registry, none.policy, options, options.cgroup_root));
-  return run_victim(*stack.controller, *stack.provider, duration, options);
+  SG_ASSIGN_OR_RETURN(VictimRun run, VictimRun::open(*stack.controller, *stack.provider, options));
+  SG_ASSIGN_OR_RETURN(VictimOutcome v, run.run(duration, nullptr));
+  // Alone and under no limits nothing should kill it: a death here says the host is broken.
+  if (!v.latency) return logic_error("victim alone", "the victim died: " + v.lost);
+  return *v.latency;
 }
 
 Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const PolicyChoice& policy,
@@ -992,6 +1081,10 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
            std::to_string(serial++);
   }
   SG_ASSIGN_OR_RETURN(Stack stack, make_stack(registry, policy.policy, options, root));
+  // Checked once here, so that a provider the policy disqualifies ends the pass with its
+  // reasons instead of being scored as runs that could not start.
+  SG_TRY(providers::check_requirements(*stack.provider,
+                                       stack.controller->policy().required_capabilities));
   // After the stack: it uses the stack's backend, so it must go first on every return.
   std::optional<BudgetCgroup> budget_cg;
   if (options.enforce_budget) {
@@ -1031,13 +1124,31 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
   };
 
   auto began = Clock::now();
-  std::optional<Result<VictimLatency>> victim_result;
-  std::thread victim_thread;
+  // The victim first. Once the agents fill the budget, the kernel kills the largest process
+  // in it, and the one starting a run is, for a moment, about the largest (a fork of this
+  // process, counting the pages it shares with it): a victim started beside loaded agents was
+  // often killed before it ran. So its run is made, and its process started, before any agent
+  // exists; the agents wait for that (at most victim_start_wait). Should it die anyway, that
+  // is scored (victim_lost), not an error.
+  std::string victim_lost;
+  std::optional<VictimRun> victim_run;
   if (options.victim) {
+    auto opened = VictimRun::open(*ctl, *provider, options);
+    if (opened.ok())
+      victim_run.emplace(std::move(opened).value());
+    else
+      victim_lost = "its run could not start: " + opened.error().message();
+  }
+  std::optional<Result<VictimOutcome>> victim_result;
+  StartSignal victim_started;
+  std::thread victim_thread;
+  if (victim_run) {
     victim_thread = std::thread([&] {
-      victim_result =
-          run_victim(*ctl, *provider, std::chrono::milliseconds(longest + 1000), options);
+      victim_result = victim_run->run(std::chrono::milliseconds(longest + 1000),
+                                      [&] { victim_started.notify(); });
+      victim_started.notify();  // over without a start: nothing more to wait for
     });
+    victim_started.wait_for(options.victim_start_wait);
   }
   std::vector<std::thread> workers;
   for (size_t w = 0; w < std::min(concurrency, total); ++w) {
@@ -1068,11 +1179,13 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
   if (victim_result) {
     if (!victim_result->ok())
       return std::move(*victim_result).error().context_add("victim under " + policy.label);
-    victim = **victim_result;
+    victim = (*victim_result)->latency;
+    victim_lost = (*victim_result)->lost;
   }
   PolicyPass pass;
   pass.scores =
       score_policy(policy, runs, sampler.usage(), sampler.host_peak(), budget, victim, solo);
+  pass.scores.victim_lost = victim_lost;
   if (budget_cg) {
     // A v2 memory controller counts a kill in every ancestor, so the budget's own counter has
     // them all; v1 counts it only in the cgroup of the process killed (mm/memcontrol.c,

@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -146,14 +147,22 @@ struct PolicyScores {
   std::optional<uint64_t> run_limit_bytes;
   size_t runs = 0, run_errors = 0;
   size_t agents_killed = 0;  // runs whose hold was OOM-killed (ReplayedRun::agent_killed)
+  size_t agents_not_started = 0;  // runs whose start failed (ReplayedRun::start_failed)
   size_t calls = 0, started = 0, completed = 0, throttled = 0, frozen = 0, cancelled = 0,
          killed = 0, timed_out = 0, failed_exit = 0, not_run = 0;
+  // Calls planned but never made: their agent was lost first (killed, or never started), or
+  // the replay was stopped. Not in `calls`, and not work lost: nothing of them ran.
+  size_t never_made = 0;
   double work_lost_call_s = 0;
   std::optional<double> survival;  // completed / started; absent when no call started
   // OOM kills inside the budget cgroup over the pass (ExperimentOptions::enforce_budget).
   std::optional<uint64_t> budget_oom_kills;
   std::optional<uint64_t> budget_peak_bytes;  // its high-water mark over the pass
   std::optional<VictimLatency> victim;
+  // Why a victim that was run has no figures in this pass: its run could not start, or it was
+  // killed while it ran (under a budget, mostly the kernel's OOM killer). Empty: it has them,
+  // or no victim was run. A scored outcome (the victim died), not an error of the pass.
+  std::string victim_lost;
   std::optional<double> victim_p50_inflation, victim_p99_inflation;
   uint64_t host_peak_bytes = 0, host_budget_bytes = 0;
   std::optional<double> reserved_gib_s;
@@ -234,6 +243,12 @@ struct ExperimentOptions {
   std::string victim_tenant = "interactive";
   // Run-queue delay of the victim (optional): the victim's run is watched by this tracer.
   ebpf::ActivityTracer* tracer = nullptr;
+  // The agents wait at most this long for the victim's process to start (see run_policy_pass):
+  // a provider that does not report a call's start (providers::Call::on_started) costs this.
+  Duration victim_start_wait = std::chrono::seconds(10);
+  // Makes the cgroup backend of each pass's controller; null: the host's, detected. Tests give
+  // an in-memory one (controller/fake_backend.h) to run a pass against a fake provider.
+  std::function<std::unique_ptr<controller::CgroupBackend>()> cgroup_backend;
   Duration sample_interval = std::chrono::milliseconds(100);
   std::function<void(const std::string&)> progress;  // one line at a time
   std::atomic<bool>* stop = nullptr;
@@ -248,7 +263,12 @@ struct PolicyPass {
 // The victim alone, before any aggressor (in its own run, under no limits).
 Result<VictimLatency> measure_victim_solo(const providers::Registry& registry, Duration duration,
                                           const ExperimentOptions& options);
-// Replays every plan under one policy, the victim beside them when asked.
+// Replays every plan under one policy, the victim beside them when asked. The victim's run is
+// made, and its process started, before any agent's run: once agents fill the budget, the
+// process that starts a run is the kernel's likeliest OOM victim. A run whose start fails
+// anyway, or a victim killed while it runs, is scored (PolicyScores::agents_not_started,
+// victim_lost) and the pass goes on. Errors: the provider cannot honour the policy, or the
+// victim ended on its own with an error or an unreadable report (a defect, not a result).
 Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const PolicyChoice& policy,
                                    const std::vector<ReplayPlan>& plans,
                                    const ExperimentOptions& options,

@@ -392,6 +392,33 @@ TEST(Survival, CompletedOverStartedAndTheWallOfTheRestIsLost) {
   EXPECT_FALSE(empty.survival) << "no call started: no survival figure, not 0% or 100%";
 }
 
+// An agent lost (killed midway, or never started) leaves calls it never made: counted apart
+// from the calls made, not as work lost (nothing of them ran), and the agent does not survive.
+TEST(Survival, CallsOfALostAgentAreNeverMadeAndTheAgentIsNotAlive) {
+  PolicyChoice p;
+  p.label = "none";
+  ReplayedRun killed, never_started, whole;
+  killed.planned_calls = 5;
+  killed.calls.push_back(call("c1", Termination::kExited, 1s, std::nullopt, 0, 0));
+  killed.calls.push_back(call("c2", Termination::kExited, 1s, std::nullopt, 0, 0));
+  killed.agent_killed = true;
+  killed.error = "the run's resident process (its hold) was OOM-killed";
+  never_started.planned_calls = 4;
+  never_started.start_failed = true;
+  never_started.error = "the run could not start: start supervisor: signal 9 (SIGKILL)";
+  whole.planned_calls = 1;
+  whole.calls.push_back(call("d1", Termination::kExited, 1s, std::nullopt, 0, 0));
+  auto s = score_policy(p, {killed, never_started, whole}, {}, 0, 0, std::nullopt, std::nullopt);
+  EXPECT_EQ(s.calls, 3u);
+  EXPECT_EQ(s.never_made, 3u + 4u);
+  EXPECT_EQ(s.agents_killed, 1u);
+  EXPECT_EQ(s.agents_not_started, 1u);
+  EXPECT_DOUBLE_EQ(s.work_lost_call_s, 0);
+  EXPECT_EQ(to_json(s)["calls"]["never_made"], 7);
+  std::string table = format_table({s}, std::nullopt);
+  EXPECT_NE(table.find("1/3 (1 never started)"), std::string::npos) << table;
+}
+
 PolicyScores trial(double victim_p99, double alloc_p95, double work_lost, double survival) {
   PolicyScores s;
   VictimLatency v;

@@ -242,12 +242,14 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
                        const RunObserver& observer) {
   ReplayedRun out;
   out.name = plan.name;
+  out.planned_calls = plan.calls.size();
   auto began = Clock::now();
   providers::EnvSpec spec = options.spec;
   spec.readonly_mounts.push_back({options.load_binary, kLoadInside});
   auto opened = session::RunSession::open(controller, provider, spec);
   if (!opened.ok()) {
-    out.error = opened.error().message();
+    out.start_failed = true;
+    out.error = "the run could not start: " + opened.error().message();
     return out;
   }
   session::RunSession& run = **opened;
@@ -283,6 +285,8 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
       fail("the run's hold process did not start (" + r->status.describe() +
            "): " + r->stderr_data);
   }
+  // Without its hold the agent never ran (the level file, or the process that holds it).
+  out.start_failed = !out.error.empty();
 
   const Clock::time_point origin = Clock::now();
   if (observer.ready) observer.ready(plan.name);

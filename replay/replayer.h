@@ -93,9 +93,15 @@ struct ReplayedRun {
   std::string name;
   std::string run_id;
   double wall_s = 0;
-  std::vector<ReplayedCall> calls;
+  std::vector<ReplayedCall> calls;  // the calls it made (attempted), in order
+  size_t planned_calls = 0;         // the plan's: those it would have made had its agent lived
   std::string error;          // set when the run could not be made or failed midway
   bool agent_killed = false;  // its hold (the agent's resident memory) was OOM-killed
+  // The run could not be made, or its hold (the agent) not started: the agent never ran, and
+  // `error` says why. Under a memory budget the kernel often kills the process that is
+  // starting a run (for a moment the largest in the budget), so this is an outcome of the
+  // experiment, an agent lost, like agent_killed; it does not end the experiment.
+  bool start_failed = false;
 };
 
 // Where the replayer learns what runs exist (the host sampler follows their cgroups).
