@@ -297,7 +297,8 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
 
 Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
                                                           const std::optional<std::string>& intent,
-                                                          const std::vector<std::string>& argv) {
+                                                          const std::vector<std::string>& argv,
+                                                          CallHost host) {
   const Policy& p = options_.policy;
   SG_ASSIGN_OR_RETURN(IntentChoice choice, choose_intent(p, intent, argv));
   auto call = std::make_unique<CallScope>();
@@ -307,6 +308,28 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   call->grant_ = grant_for(p, choice.intent);
   call->run_ = &run;
   CgroupBackend& b = *options_.backend;
+  if (host == CallHost::kGuest) {
+    // Numbered as the host's calls are. The spare begin_run made ahead (it cannot know the run's
+    // calls will be a guest's) gives this call its number and is removed off the call's path;
+    // no other is made.
+    std::optional<Cgroup> unused;
+    {
+      std::lock_guard lock(run.mu_);
+      if (run.spare_) {
+        call->id_ = std::move(run.spare_id_);
+        unused = std::move(run.spare_);
+        run.spare_.reset();
+      } else {
+        call->id_ = "call-" + std::to_string(run.next_call_++);
+      }
+    }
+    RunScope* r = &run;
+    if (unused) defer(run, [this, r, cg = *unused] { remove_call_cgroup(*r, cg); });
+    if (auto u = b.read_usage(run.run_); u.ok())
+      call->run_oom_kills_before_ = u->memory_events.oom_kill;
+    call->start_ = std::chrono::steady_clock::now();
+    return call;
+  }
   pid_t placed_pid = 0;  // the run's parked process, already in the spare (adopt_parked)
   {
     // The spare made ahead when there is one (the usual case); else made here, on the call's
@@ -357,19 +380,22 @@ void Controller::measure_net(const CallScope& call, std::unique_ptr<NetMeter> me
 CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult result,
                                  std::optional<CallObservation> observed_inside) {
   StepClock clock("run " + (call->run_ ? call->run_->run_id_ : std::string("-")), "end_call");
-  monitor_->unwatch(call->serial_);
+  const bool on_host = call->ladder_ != nullptr;  // else CallHost::kGuest: nothing here to read
+  if (on_host) monitor_->unwatch(call->serial_);
   clock.lap("unwatch");
   CgroupBackend& b = *options_.backend;
   auto now = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - call->start_);
   // One last read: the kernel's counters (OOM kills, refused forks, peaks) as the call left them.
-  if (auto u = b.read_usage(call->cg_); u.ok()) {
-    LadderInput in;
-    in.now = now;
-    in.usage = std::move(u).value();
-    call->ladder_->observe(in);
+  if (on_host) {
+    if (auto u = b.read_usage(call->cg_); u.ok()) {
+      LadderInput in;
+      in.now = now;
+      in.usage = std::move(u).value();
+      call->ladder_->observe(in);
+    }
   }
   clock.lap("read-call");
-  call->ladder_->finish(now);
+  if (on_host) call->ladder_->finish(now);
   uint64_t run_oom_kills = 0;
   if (call->run_) {
     if (auto u = b.read_usage(call->run_->run_);
@@ -383,10 +409,14 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
   o.argv = call->argv_;
   o.intent = call->intent_;
   o.grant = call->grant_;
-  o.observed = observed_inside ? std::move(*observed_inside) : call->ladder_->observation();
+  if (observed_inside)
+    o.observed = std::move(*observed_inside);
+  else if (on_host)
+    o.observed = call->ladder_->observation();
   o.observed.run_oom_kills = run_oom_kills;
   o.exec = std::move(result);
   classify(o);
+  if (!on_host) return o;  // no host cgroup to revoke: the guest's controller removed its own
 
   // Revoke the grant: nothing the call started survives it. What is still in the call's
   // cgroup is killed now, before the outcome is returned; an empty cgroup (the usual case) is

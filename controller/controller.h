@@ -98,12 +98,19 @@ class RunScope {
   bool closing_ = false;         // end_run began: no more spares
 };
 
+// Where a call's processes live. kCgroup: on this host, in a cgroup of the call's own that the
+// controller makes, grants, watches and revokes. kGuest: under a kernel of their own (a
+// microVM), where the controller's part in the guest does all of that
+// (controller/guest_control.h); the host's processes of such a run are QEMU's threads, in the
+// run's cgroup, so a host cgroup for the call would hold nothing, and none is made.
+enum class CallHost { kCgroup, kGuest };
+
 class CallScope {
  public:
   const std::string& id() const { return id_; }
   const IntentChoice& intent() const { return intent_; }
   const Grant& grant() const { return grant_; }
-  const Cgroup& cgroup() const { return cg_; }
+  const Cgroup& cgroup() const { return cg_; }  // empty (no dirs) for a CallHost::kGuest call
   // Where the call's first process goes (Environment::exec's placement).
   const Placement& placement() const { return placement_; }
   // The wall-clock limit to give the provider for this call (0: none).
@@ -143,10 +150,12 @@ class Controller {
   // recorded in a run record of its own (<run>-cgroups) before anything is made.
   Result<std::unique_ptr<RunScope>> begin_run(const std::string& tenant, const std::string& run_id);
   // Makes <run>/call-<n> with the grant of the declared or inferred intent and starts
-  // watching it.
+  // watching it. CallHost::kGuest: the grant and intent only, no host cgroup and no watch (see
+  // CallHost).
   Result<std::unique_ptr<CallScope>> begin_call(RunScope& run,
                                                 const std::optional<std::string>& intent,
-                                                const std::vector<std::string>& argv);
+                                                const std::vector<std::string>& argv,
+                                                CallHost host = CallHost::kCgroup);
   // The block device ("MAJOR:MINOR", from the run's workspace) that the io grants of this run
   // and its later calls apply to; applies the run ceiling's io limits to the run cgroup.
   // "" (the workspace is on no block device, e.g. tmpfs) drops the io limits of the run with
@@ -170,8 +179,8 @@ class Controller {
   // Stops watching, reads the final counters, revokes the grant (kills anything left in the
   // call's cgroup and removes it) and classifies how the call ended. `observed_inside`: what
   // the controller's part inside a microVM's guest saw of the call (controller/guest_control.h),
-  // where its processes lived; it replaces what the host's ladder saw of the call's host cgroup
-  // (nothing: the call was never in it), but for the run's OOM kills, which are the host's.
+  // where its processes lived (a CallHost::kGuest call, which has no host cgroup to read or
+  // revoke); it is the outcome's observation but for the run's OOM kills, which are the host's.
   CallOutcome end_call(std::unique_ptr<CallScope> call, ExecResult result,
                        std::optional<CallObservation> observed_inside = std::nullopt);
   // Removes the run's cgroups (after the provider's environment is destroyed), and the

@@ -187,6 +187,50 @@ TEST_F(ControllerFakeTest, BeginCallMakesNumberedCallsWithTheIntentsGrant) {
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+// A microVM's call (CallHost::kGuest): its intent and grant as any call's, numbered as any, but
+// no host cgroup is made, granted or watched (its processes are the guest's), the spare
+// begin_run made ahead is removed, and the outcome's observation is the guest's.
+TEST_F(ControllerFakeTest, AGuestsCallHasItsGrantButNoHostCgroup) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  c->settle(**run);
+  ASSERT_TRUE(backend_->exists("sgtest/t1/r1/call-1")) << "begin_run made no spare to test with";
+
+  auto first = c->begin_call(**run, "test", {"pytest"}, CallHost::kGuest);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  EXPECT_EQ((*first)->id(), "call-1");
+  EXPECT_EQ((*first)->grant(), policy_.intents.at("test"));
+  EXPECT_TRUE((*first)->cgroup().dirs.empty());
+  EXPECT_TRUE((*first)->placement().cgroup_dirs.empty());
+  c->settle(**run);
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-1")) << "the unused spare was kept";
+
+  CallObservation inside;
+  inside.peaks.memory_bytes = MiB(70).value;
+  inside.oom_kills = 1;
+  inside.samples = 9;
+  auto o = c->end_call(std::move(first).value(), exited(0), inside);
+  EXPECT_EQ(o.call_id, "call-1");
+  EXPECT_EQ(o.observed.peaks.memory_bytes, MiB(70).value);
+  EXPECT_EQ(o.observed.oom_kills, 1u);
+  EXPECT_EQ(o.observed.samples, 9);
+
+  auto second = c->begin_call(**run, std::nullopt, {"make"}, CallHost::kGuest);
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  EXPECT_EQ((*second)->id(), "call-2");
+  EXPECT_EQ((*second)->intent().intent, "compile");
+  auto none_back = c->end_call(std::move(second).value(), exited(0));
+  EXPECT_EQ(none_back.observed.samples, 0) << "nothing on the host to observe";
+  c->settle(**run);
+  for (const auto& rel : backend_->created())
+    EXPECT_THAT(rel, Not(HasSubstr("call-2"))) << "a host cgroup was made for a guest's call";
+  for (const auto& [rel, limits] : backend_->limit_calls())
+    EXPECT_THAT(rel, Not(HasSubstr("call-"))) << "a grant was written on the host";
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 TEST_F(ControllerFakeTest, UndeclaredIntentIsAnErrorAndMakesNothing) {
   auto c = make();
   ASSERT_TRUE(c);

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include "core/files.h"
 #include "core/host_features.h"
@@ -428,13 +429,16 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
       }
     } else if (n == "workspace") {
       // Only the workspace is a writable mount of anything but memory (tmpfs) and the kernel's
-      // own pseudo file systems.
+      // own pseudo file systems. Those under /sys come with the host's /sys where a run shares
+      // the host's network (podman binds it, submounts and all): tracefs where the host mounted
+      // it (systemd does at boot), debugfs and the like. No storage among them, and no call can
+      // write them: calls are not root there and have no capabilities.
+      static const std::set<std::string> kPseudo = {
+          "proc",     "devpts",  "mqueue",     "devtmpfs", "sysfs",  "cgroup", "cgroup2",
+          "tracefs", "debugfs", "securityfs", "bpf",      "pstore", "configfs", "fusectl"};
       for (const auto& m : mounts) {
         if (!option_set(m.options, "rw")) continue;
-        if (m.fstype == "tmpfs" || m.fstype == "proc" || m.fstype == "devpts" ||
-            m.fstype == "mqueue" || m.fstype == "devtmpfs" || m.fstype == "sysfs" ||
-            m.fstype == "cgroup" || m.fstype == "cgroup2")
-          continue;
+        if (m.fstype == "tmpfs" || kPseudo.count(m.fstype)) continue;
         if (std::find(want.writable.begin(), want.writable.end(), m.point) == want.writable.end())
           return fail(n, m.point + " (" + m.fstype + ") is writable");
       }

@@ -258,7 +258,16 @@ RunSession::~RunSession() {
 Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   if (closed_) return logic_error("call", "the run is closed", run_id_);
   StepClock clock("run " + run_id_, "call");  // SANDGATE_LOG=debug: where the call's time went
-  SG_ASSIGN_OR_RETURN(auto scope, controller_.begin_call(*run_, request.intent, request.argv));
+  // A provider whose calls run under a kernel of their own (microvm): the host cannot hold
+  // them in a cgroup (the run's host processes are QEMU's), so the controller makes none; the
+  // call's grant and the ladder's settings go with it, and the controller's part inside the
+  // guest gives the call a cgroup there, applies them and watches it
+  // (controller/guest_control.h). Its observation comes back for the outcome.
+  const bool inside = provider_info_.capabilities.count(Capability::kKernelSeparate) > 0;
+  SG_ASSIGN_OR_RETURN(auto scope,
+                      controller_.begin_call(*run_, request.intent, request.argv,
+                                             inside ? controller::CallHost::kGuest
+                                                    : controller::CallHost::kCgroup));
   clock.lap("begin");
   providers::Call call;
   call.argv = request.argv;
@@ -271,11 +280,6 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   call.stdin_fd = request.stdin_fd;
   call.on_output = request.on_output;
   call.park_next = parking_;
-  // A provider whose calls run under a kernel of their own (microvm): the call's host cgroup
-  // cannot hold them, so its grant and the ladder's settings go with it, and the controller's
-  // part inside the guest gives the call a cgroup there, applies them and watches it
-  // (controller/guest_control.h). Its observation comes back for the outcome.
-  const bool inside = provider_info_.capabilities.count(Capability::kKernelSeparate) > 0;
   if (inside)
     call.guest_control =
         controller::guest_control_to_json(scope->grant(), controller_.policy().ladder);
@@ -284,7 +288,8 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
     call.on_started = [&](pid_t pid) { request.on_started(placed, pid); };
   }
   uint64_t call_id = 0;  // the call's cgroup2 id, for the tracer and the guard
-  if (tracer_ || egress_) {
+  // A guest's call has no host cgroup, and nothing of it the host's eBPF programs could see.
+  if ((tracer_ || egress_) && !inside) {
     auto id = call_cgroup_id(*scope);
     if (!id.ok()) {
       (void)controller_.end_call(std::move(scope), ExecResult{});
@@ -294,7 +299,8 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   }
   // Until end_call: the monitor reads the call's network bytes (its peak rate in the outcome,
   // the ladder's network rule).
-  if (egress_) controller_.measure_net(*scope, std::make_unique<GuardNetMeter>(*egress_, call_id));
+  if (egress_ && call_id)
+    controller_.measure_net(*scope, std::make_unique<GuardNetMeter>(*egress_, call_id));
   uint64_t traced = tracer_ ? call_id : 0;  // while the tracer keeps the call's events
   if (traced) {
     tracer_->begin(traced);
