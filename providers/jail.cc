@@ -312,28 +312,39 @@ Status step_loopback() {
 
 }  // namespace
 
-Status assemble_jail(const JailConfig& c) {
+Status assemble_jail(const JailConfig& c, const std::function<void(const char* step)>& lap) {
   const std::string& root = c.root_dir;
+  auto done = [&](const char* step) {
+    if (lap) lap(step);
+  };
   SG_TRY(step_private_mounts());
   SG_TRY(step_root_tmpfs(root));
+  done("root");
   SG_TRY(step_base(root, c.base_paths));
+  done("base");
   SG_TRY(step_etc(root, c));
+  done("etc");
   SG_TRY(step_dev(root));
+  done("dev");
   SG_TRY(step_proc(root));
   SG_TRY(step_proc_masks(root));
   SG_TRY(step_proc_views(root, c));
+  done("proc");
   SG_TRY(step_tmp(root, c));
   SG_TRY(step_home(root, c));
   SG_TRY(step_workspace(root, c));
   SG_TRY(step_secrets(root, c));
   SG_TRY(step_extra_mounts(root, c));
+  done("binds");
   SG_TRY(step_pivot(root));
+  done("pivot");
   SG_TRY(step_uts(c));
   // A shared network (share_host_network) is the launcher's to configure, and not ours to
   // change: its loopback is whatever the launcher made it.
   if (c.new_network) {
     SG_TRY(step_loopback());
   }
+  done("uts-net");
   return {};
 }
 

@@ -19,6 +19,7 @@
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "core/log.h"
 #include "core/process.h"
 #include "core/strings.h"
 
@@ -493,11 +494,14 @@ Status proc_views_supported(const HostPaths& paths) {
 Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe_in,
                                   const std::string& mount_point,
                                   const std::vector<std::string>& cgroup_dirs, RunState& state) {
+  StepClock clock("proc views", "start");
   SG_TRY(proc_views_supported(paths));
+  clock.lap("check");
   const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
   if (::mkdir(mount_point.c_str(), 0755) != 0 && errno != EEXIST)
     return sys_error("mkdir proc views", mount_point);
   SG_TRY(state.record({Resource::Kind::kMount, mount_point}));
+  clock.lap("record-mount");
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return sys_error("socketpair for proc views");
@@ -549,6 +553,7 @@ Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe
     ::_exit(127);
   }
   theirs.reset();
+  clock.lap("fork");
   // Recorded before it mounts anything: it waits for this byte (and exits at EOF instead).
   auto start = process_start_time(paths.proc, pid);
   // Named by its mount point: a reader of the record tells it from the run's supervisor.
@@ -564,6 +569,7 @@ Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe
     ::waitpid(pid, nullptr, 0);
     return e;
   };
+  clock.lap("record-process");
   if (auto s = send_byte_with_fd(ours.get(), 'g', channel_theirs.get()); !s.ok())
     return failed(std::move(s).error().context_add("start proc views server"));
   channel_theirs.reset();
@@ -582,6 +588,7 @@ Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe
     return failed(logic_error("start proc views",
                               answer.empty() ? "the server exited before mounting" : answer,
                               mount_point));
+  clock.lap("exec-mount-ok");
   return channel_ours;
 }
 

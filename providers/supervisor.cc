@@ -318,6 +318,7 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
                                      RunState& state, const std::string& exe_path) {
   Supervisor s;
   s.isolate_ = config.isolate;
+  StepClock clock("supervisor", "start");
 
   // Everything the child touches is prepared here, before clone.
   SG_ASSIGN_OR_RETURN(auto control, make_control_pair());
@@ -349,16 +350,20 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   go.read.reset();
   start_error.write.reset();
   s.control_ = std::move(control.first);
+  clock.lap("clone");
 
   Resource proc{Resource::Kind::kProcess, "", s.process_.pid(),
                 process_start_time("/proc", s.process_.pid()).value_or(0)};
   SG_TRY(std::move(state.record(proc)).context("record supervisor process"));
+  clock.lap("record");
   if (config.isolate)
     SG_TRY(std::move(write_id_maps(s.process_.pid(), config.id_map_base)).context("map user ids"));
+  clock.lap("id-maps");
   // The child is parked on the go pipe: placed now, it execs inside the run's cgroups.
   for (const auto& dir : placement.cgroup_dirs)
     SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(s.process_.pid())))
                .context("place the run's supervisor in its cgroup"));
+  if (!placement.cgroup_dirs.empty()) clock.lap("place");
   SG_TRY(write_all(go.write.get(), "g"));
   go.write.reset();
 
@@ -379,6 +384,7 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
                                                ") after " + transport.message());
   };
   SG_TRY(configure(s, config, went_away));
+  clock.lap("exec-config-ready");
   return s;
 }
 
@@ -429,6 +435,9 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
   // A contained supervisor is not our child: its host pid comes with "ready" (the kernel adds
   // the sender's credentials for a receiver with SO_PASSCRED, translated into our namespace).
   if (s.contained_) s.contained_pid_ = reply->sender_pid;
+  if (auto steps = reply->body.find("setup_ms");
+      steps != reply->body.end() && steps->is_string() && spdlog::should_log(spdlog::level::debug))
+    spdlog::debug("supervisor set-up (ms): {}", excerpt(steps->get<std::string>(), 1024));
   if (reply->body.contains("landlock_missing")) {
     // Said once per process: the jail still runs, with one promise fewer.
     static std::atomic<bool> said{false};
