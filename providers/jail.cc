@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -74,6 +75,14 @@ Status make_mount_point(const std::string& host_source, const std::string& targe
   auto slash = target.rfind('/');
   SG_TRY(make_dirs(target.substr(0, slash), 0755));
   SG_ASSIGN_OR_RETURN(UniqueFd f, open_fd(target, O_CREAT | O_WRONLY, 0644));
+  return {};
+}
+
+// The run's own mount namespace (not made at clone: Supervisor::start's kNamespaceFlags say
+// why). Made from the run's user namespace, which then owns it: the host's mounts copied into
+// it are locked together with their flags (mount_namespaces(7)).
+Status step_mount_namespace() {
+  if (::unshare(CLONE_NEWNS) != 0) return sys_error("unshare the mount namespace");
   return {};
 }
 
@@ -317,6 +326,7 @@ Status assemble_jail(const JailConfig& c, const std::function<void(const char* s
   auto done = [&](const char* step) {
     if (lap) lap(step);
   };
+  SG_TRY(step_mount_namespace());
   SG_TRY(step_private_mounts());
   SG_TRY(step_root_tmpfs(root));
   done("root");

@@ -71,8 +71,14 @@ namespace {
 
 // CLONE_NEWCGROUP is not among them: the child unshares its cgroup namespace after it has been
 // placed, so that the namespace is rooted at the run's own cgroup, not at sandgate's.
+// CLONE_NEWNS neither: the supervisor makes its mount namespace when its config arrives
+// (assemble_jail), so that its exec overlaps with the start of the run's /proc views, whose
+// mount the jail binds (SupervisorConfig::before_config). Made from inside the new user
+// namespace, it is owned by it and the host's mounts in it are locked, as with CLONE_NEWNS
+// here; until then the supervisor, which has no capability in the host's user namespace,
+// cannot change a mount of the host's.
 constexpr uint64_t kNamespaceFlags =
-    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
 
 // The environment the supervisor process itself starts with: nothing of the host's except the
 // sanitizer settings a test build needs to behave the same in the child.
@@ -211,7 +217,7 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd
       supervisor_child(go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
   }
   if (pid < 0)
-    return sys_error("clone3", isolate ? "new user/mount/pid/net/ipc/uts/cgroup namespaces" : "");
+    return sys_error("clone3", isolate ? "new user/pid/net/ipc/uts namespaces" : "");
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
@@ -383,8 +389,13 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     return logic_error("start supervisor", "the supervisor exited during start-up (" + why +
                                                ") after " + transport.message());
   };
+  if (config.before_config) {
+    // Meanwhile the supervisor execs. A failure here ends it (ChildProcess kills and reaps).
+    SG_TRY(config.before_config(s.process_.pid()));
+    clock.lap("before-config");
+  }
   SG_TRY(configure(s, config, went_away));
-  clock.lap("exec-config-ready");
+  clock.lap("config-ready");
   return s;
 }
 
