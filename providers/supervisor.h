@@ -123,7 +123,8 @@ struct SupervisorConfig {
   // before its config is sent: waits for what the jail takes from the host's mount namespace
   // and that is made meanwhile (the run's /proc views, mounted by their server). The
   // supervisor makes its own mount namespace only when the config arrives (isolate), so it
-  // sees that mount. A failure ends the start. Host side only.
+  // sees that mount. A failure ends the start. Supervisor::start only (a container's runtime
+  // binds the views at launch: the podman provider waits for them before). Host side only.
   std::function<Status(pid_t supervisor)> before_config;
 };
 
