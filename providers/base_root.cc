@@ -43,6 +43,9 @@ Status copy_alternatives(const std::string& root) {
   if (!dir) return {};  // this host has none
   std::string target = root + kAlternatives;
   SG_TRY(make_dirs(target, 0755));
+  // Made relative to the directory: a host has hundreds of these links (490 here), and each
+  // symlink(2) by full path walked the whole run directory's path again.
+  SG_ASSIGN_OR_RETURN(UniqueFd target_dir, open_fd(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   DIR* d = ::fdopendir(dir.release());
   if (!d) return sys_error("opendir", kAlternatives);
   Status first;
@@ -52,8 +55,8 @@ Status copy_alternatives(const std::string& root) {
     ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
     if (n < 0) continue;  // removed meanwhile
     link[n] = 0;
-    std::string at = target + "/" + e->d_name;
-    if (::symlink(link, at.c_str()) != 0 && first.ok()) first = sys_error("symlink", at);
+    if (::symlinkat(link, target_dir.get(), e->d_name) != 0 && first.ok())
+      first = sys_error("symlink", target + "/" + e->d_name);
   }
   ::closedir(d);
   return first;

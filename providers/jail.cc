@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -74,6 +75,14 @@ Status make_mount_point(const std::string& host_source, const std::string& targe
   auto slash = target.rfind('/');
   SG_TRY(make_dirs(target.substr(0, slash), 0755));
   SG_ASSIGN_OR_RETURN(UniqueFd f, open_fd(target, O_CREAT | O_WRONLY, 0644));
+  return {};
+}
+
+// The run's own mount namespace (not made at clone: Supervisor::start's kNamespaceFlags say
+// why). Made from the run's user namespace, which then owns it: the host's mounts copied into
+// it are locked together with their flags (mount_namespaces(7)).
+Status step_mount_namespace() {
+  if (::unshare(CLONE_NEWNS) != 0) return sys_error("unshare the mount namespace");
   return {};
 }
 
@@ -312,28 +321,40 @@ Status step_loopback() {
 
 }  // namespace
 
-Status assemble_jail(const JailConfig& c) {
+Status assemble_jail(const JailConfig& c, const std::function<void(const char* step)>& lap) {
   const std::string& root = c.root_dir;
+  auto done = [&](const char* step) {
+    if (lap) lap(step);
+  };
+  SG_TRY(step_mount_namespace());
   SG_TRY(step_private_mounts());
   SG_TRY(step_root_tmpfs(root));
+  done("root");
   SG_TRY(step_base(root, c.base_paths));
+  done("base");
   SG_TRY(step_etc(root, c));
+  done("etc");
   SG_TRY(step_dev(root));
+  done("dev");
   SG_TRY(step_proc(root));
   SG_TRY(step_proc_masks(root));
   SG_TRY(step_proc_views(root, c));
+  done("proc");
   SG_TRY(step_tmp(root, c));
   SG_TRY(step_home(root, c));
   SG_TRY(step_workspace(root, c));
   SG_TRY(step_secrets(root, c));
   SG_TRY(step_extra_mounts(root, c));
+  done("binds");
   SG_TRY(step_pivot(root));
+  done("pivot");
   SG_TRY(step_uts(c));
   // A shared network (share_host_network) is the launcher's to configure, and not ours to
   // change: its loopback is whatever the launcher made it.
   if (c.new_network) {
     SG_TRY(step_loopback());
   }
+  done("uts-net");
   return {};
 }
 

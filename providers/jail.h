@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,10 @@
 namespace sandgate::providers {
 
 // Assembles the root filesystem and pivots into it, sets the host name, brings up loopback.
-// Runs in the supervisor (pid 1 of the run's namespaces) once, before any call.
-Status assemble_jail(const JailConfig& config);
+// Runs in the supervisor (pid 1 of the run's namespaces) once, before any call. `lap`, if
+// given, is called after each step with its name (the supervisor times its set-up with it).
+Status assemble_jail(const JailConfig& config,
+                     const std::function<void(const char* step)>& lap = {});
 
 // In a call's child, just before exec: drops every capability (bounding, ambient, inheritable,
 // permitted, effective), switches to uid/gid, sets no_new_privs. Async-signal-safety is not

@@ -187,11 +187,14 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
     std::vector<std::string> run_cgroup = run_cgroup_dirs(spec.placement.cgroup_dirs);
     recipe.before_start = [this, run_cgroup](const RunLayout& layout, SupervisorConfig& c,
                                              RunState& state) -> Status {
-      SG_ASSIGN_OR_RETURN(auto views, start_run_proc_views(options_.paths, options_.supervisor_exe,
+      // Started here, waited for while the supervisor execs (before_config): the two starts
+      // overlap instead of adding up.
+      SG_ASSIGN_OR_RETURN(auto begun, begin_run_proc_views(options_.paths, options_.supervisor_exe,
                                                            layout.run_dir, run_cgroup, state));
-      c.jail.proc_views_host = views.dir;
+      c.jail.proc_views_host = begun.views.dir;
+      c.before_config = [wait = std::move(begun.wait_mounted)](pid_t) { return wait(); };
       // The views server answers the calls' sysinfo(2) too (sysinfo_notify.h).
-      if (options_.answer_sysinfo) c.sysinfo_channel = views.sysinfo_channel;
+      if (options_.answer_sysinfo) c.sysinfo_channel = begun.views.sysinfo_channel;
       return {};
     };
   }

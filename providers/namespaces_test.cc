@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -23,6 +25,7 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "core/state.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/provider_fixture.h"
 
@@ -194,6 +197,87 @@ TEST_F(NamespacesTest, ProcViewsThatCannotStartFailTheRunByName) {
       << m;
   EXPECT_NE(m.find("--no-proc-views"), std::string::npos) << m;
   EXPECT_NE(m.find("SANDGATE_PROC_VIEWS=0"), std::string::npos) << m;
+}
+
+// A jail's supervisor, started by hand (the provider's own start without the provider):
+// Supervisor::start with a config for `root` and `workspace` (made here) and `before_config`.
+struct HandStartedSupervisor {
+  std::optional<RunState> state;
+  Result<providers::Supervisor> supervisor = logic_error("start", "not started");
+};
+HandStartedSupervisor start_jail_supervisor(
+    const providers::ProviderOptions& o, const std::string& dir,
+    std::function<Status(pid_t)> before_config) {
+  HandStartedSupervisor out;
+  auto state = RunState::create(o.paths, "hand-started", "namespaces");
+  EXPECT_TRUE(state.ok()) << state.error().message();
+  if (!state.ok()) return out;
+  out.state.emplace(std::move(state).value());
+  providers::SupervisorConfig c;
+  c.isolate = true;
+  c.id_map_base = o.id_map_base;
+  c.jail.root_dir = dir + "/root";
+  c.jail.workspace_host = dir + "/workspace";
+  EXPECT_TRUE(make_dirs(c.jail.root_dir, 0755).ok());
+  EXPECT_TRUE(make_dirs(c.jail.workspace_host, 0700).ok());
+  (void)::chown(c.jail.workspace_host.c_str(), o.id_map_base + c.jail.uid,
+                o.id_map_base + c.jail.gid);
+  c.base_env = {"PATH=/usr/bin:/bin"};
+  c.default_cwd = "/workspace";
+  c.before_config = std::move(before_config);
+  out.supervisor = providers::Supervisor::start(c, {}, *out.state, o.supervisor_exe);
+  return out;
+}
+
+std::string mount_namespace_of(pid_t pid) {
+  char link[256] = {};
+  std::string path = "/proc/" + std::to_string(pid) + "/ns/mnt";
+  ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+  return n > 0 ? std::string(link, static_cast<size_t>(n)) : "";
+}
+
+// The run's supervisor execs while its /proc views start (issue 15: the two starts added up):
+// Supervisor::start lets the supervisor go before it waits for them (before_config), and the
+// supervisor makes its own mount namespace only when its config comes, so that the views'
+// mount, made meanwhile in the host's, is there to bind.
+TEST_F(NamespacesTest, SupervisorExecsBeforeItsConfigAndMakesItsMountNamespaceAfter) {
+  SANDGATE_REQUIRE_ROOT();
+  const std::string ours = mount_namespace_of(::getpid());
+  pid_t seen = 0;
+  std::string then;
+  auto started = start_jail_supervisor(options_, tmp_ + "/hand", [&](pid_t supervisor) {
+    seen = supervisor;
+    then = mount_namespace_of(supervisor);
+    return Status{};
+  });
+  ASSERT_TRUE(started.supervisor.ok()) << started.supervisor.error().message();
+  EXPECT_EQ(seen, started.supervisor->pid()) << "before_config was not called with the supervisor";
+  EXPECT_EQ(then, ours) << "the supervisor had its own mount namespace before its config";
+  EXPECT_NE(mount_namespace_of(started.supervisor->pid()), ours)
+      << "the jail runs in the host's mount namespace";
+  EXPECT_TRUE(started.supervisor->stop().ok());
+  EXPECT_TRUE(release_resources(options_.paths, started.state->resources()).ok());
+  EXPECT_TRUE(started.state->finish().ok());
+}
+
+// Its twin: what before_config waits for failed (the views did not mount), so the start fails
+// with that error, and the supervisor, already let go, is gone with it.
+TEST_F(NamespacesTest, SupervisorStartEndsWhenWhatItWaitsForFails) {
+  SANDGATE_REQUIRE_ROOT();
+  pid_t seen = 0;
+  auto started = start_jail_supervisor(options_, tmp_ + "/hand", [&](pid_t supervisor) {
+    seen = supervisor;
+    return Status(logic_error("start proc views", "the server exited before mounting"));
+  });
+  ASSERT_FALSE(started.supervisor.ok());
+  EXPECT_NE(started.supervisor.error().message().find("the server exited before mounting"),
+            std::string::npos)
+      << started.supervisor.error().message();
+  ASSERT_GT(seen, 0);
+  EXPECT_NE(::kill(seen, 0), 0) << "the supervisor outlived its failed start";
+  ASSERT_TRUE(started.state);
+  EXPECT_TRUE(release_resources(options_.paths, started.state->resources()).ok());
+  EXPECT_TRUE(started.state->finish().ok());
 }
 
 // The views server is stopped with SIGTERM at destroy (release_resources) and by gc. sandgate

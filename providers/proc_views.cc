@@ -19,6 +19,7 @@
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "core/log.h"
 #include "core/process.h"
 #include "core/strings.h"
 
@@ -490,14 +491,27 @@ Status proc_views_supported(const HostPaths& paths) {
   return {};
 }
 
-Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe_in,
-                                  const std::string& mount_point,
-                                  const std::vector<std::string>& cgroup_dirs, RunState& state) {
+namespace {
+
+// What the server's child writes when its exec fails, followed by the errno in decimal.
+std::string exec_failed_prefix(const std::string& exe) {
+  return "error: exec the proc views server " + exe + ": errno ";
+}
+
+}  // namespace
+
+Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::string& exe_in,
+                                           const std::string& mount_point,
+                                           const std::vector<std::string>& cgroup_dirs,
+                                           RunState& state) {
+  StepClock clock("proc views", "begin");
   SG_TRY(proc_views_supported(paths));
+  clock.lap("check");
   const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
   if (::mkdir(mount_point.c_str(), 0755) != 0 && errno != EEXIST)
     return sys_error("mkdir proc views", mount_point);
   SG_TRY(state.record({Resource::Kind::kMount, mount_point}));
+  clock.lap("record-mount");
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return sys_error("socketpair for proc views");
@@ -516,7 +530,7 @@ Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   // A failed exec comes back by name on the socket (the launcher reads it as the answer).
-  const std::string exec_failed = "error: exec the proc views server " + exe + ": errno ";
+  const std::string exec_failed = exec_failed_prefix(exe);
   pid_t pid = ::fork();
   if (pid < 0) return sys_error("fork proc views server");
   if (pid == 0) {
@@ -549,6 +563,7 @@ Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe
     ::_exit(127);
   }
   theirs.reset();
+  clock.lap("fork");
   // Recorded before it mounts anything: it waits for this byte (and exits at EOF instead).
   auto start = process_start_time(paths.proc, pid);
   // Named by its mount point: a reader of the record tells it from the run's supervisor.
@@ -558,31 +573,58 @@ Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe
     ::waitpid(pid, nullptr, 0);
     return std::move(recorded).error();
   }
-  // A server that failed is ours to reap (its record then names a process that is gone).
-  auto failed = [&](Error e) -> Error {
+  clock.lap("record-process");
+  if (auto s = send_byte_with_fd(ours.get(), 'g', channel_theirs.get()); !s.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
+    return std::move(s).error().context_add("start proc views server");
+  }
+  StartingProcViews starting;
+  starting.pid_ = pid;
+  starting.answer_ = std::move(ours);
+  starting.channel_ = std::move(channel_ours);
+  starting.mount_point_ = mount_point;
+  starting.exe_ = exe;
+  return starting;
+}
+
+Status StartingProcViews::wait_mounted() {
+  if (!answer_) return logic_error("start proc views", "already waited for", mount_point_);
+  UniqueFd answer_fd = std::move(answer_);
+  // A server that failed is ours to reap (its record then names a process that is gone).
+  auto failed = [&](Error e) -> Error {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
     return e;
   };
-  if (auto s = send_byte_with_fd(ours.get(), 'g', channel_theirs.get()); !s.ok())
-    return failed(std::move(s).error().context_add("start proc views server"));
-  channel_theirs.reset();
   // Its answer: "ok", or the error that stopped it.
-  struct pollfd p = {ours.get(), POLLIN, 0};
-  int ready = ::poll(&p, 1, 10'000);
+  struct pollfd p = {answer_fd.get(), POLLIN, 0};
+  int ready;
+  while ((ready = ::poll(&p, 1, 10'000)) < 0 && errno == EINTR) {
+  }
   if (ready <= 0)
     return failed(logic_error("start proc views", "the server did not answer in 10 s"));
   char buf[512];
-  ssize_t n = ::read(ours.get(), buf, sizeof buf - 1);
+  ssize_t n = ::read(answer_fd.get(), buf, sizeof buf - 1);
   std::string answer = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  const std::string exec_failed = exec_failed_prefix(exe_);
   if (answer.rfind(exec_failed, 0) == 0)
     return failed(sys_error(std::atoi(answer.c_str() + exec_failed.size()),
-                            "start proc views: exec the server", exe));
+                            "start proc views: exec the server", exe_));
   if (answer.rfind("ok", 0) != 0)
     return failed(logic_error("start proc views",
                               answer.empty() ? "the server exited before mounting" : answer,
-                              mount_point));
-  return channel_ours;
+                              mount_point_));
+  return {};
+}
+
+Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe,
+                                  const std::string& mount_point,
+                                  const std::vector<std::string>& cgroup_dirs, RunState& state) {
+  SG_ASSIGN_OR_RETURN(StartingProcViews starting,
+                      begin_proc_views(paths, exe, mount_point, cgroup_dirs, state));
+  SG_TRY(starting.wait_mounted());
+  return starting.take_sysinfo_channel();
 }
 
 std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placement_dirs) {
@@ -595,17 +637,42 @@ std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placeme
   return out;
 }
 
+namespace {
+
+// Said when a run's views cannot be had, wherever that is found out.
+Error without_views_hint(Error e) {
+  return std::move(e).context_add(
+      "the run's /proc views (--no-proc-views or SANDGATE_PROC_VIEWS=0 runs without "
+      "them, and calls then read the host's /proc/meminfo, stat, loadavg, vmstat and "
+      "pressure)");
+}
+
+}  // namespace
+
+Result<BeginRunProcViews> begin_run_proc_views(const HostPaths& paths, const std::string& exe,
+                                               const std::string& run_dir,
+                                               const std::vector<std::string>& cgroup_dirs,
+                                               RunState& state) {
+  std::string dir = run_dir + "/proc-views";
+  auto begun = begin_proc_views(paths, exe, dir, cgroup_dirs, state);
+  if (!begun.ok()) return without_views_hint(std::move(begun).error());
+  auto starting = std::make_shared<StartingProcViews>(std::move(begun).value());
+  BeginRunProcViews out;
+  out.views = {dir, std::make_shared<UniqueFd>(starting->take_sysinfo_channel())};
+  out.wait_mounted = [starting]() -> Status {
+    if (auto s = starting->wait_mounted(); !s.ok()) return without_views_hint(std::move(s).error());
+    return {};
+  };
+  return out;
+}
+
 Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::string& exe,
                                           const std::string& run_dir,
                                           const std::vector<std::string>& cgroup_dirs,
                                           RunState& state) {
   std::string dir = run_dir + "/proc-views";
   auto started = start_proc_views(paths, exe, dir, cgroup_dirs, state);
-  if (!started.ok())
-    return std::move(started).error().context_add(
-        "the run's /proc views (--no-proc-views or SANDGATE_PROC_VIEWS=0 runs without "
-        "them, and calls then read the host's /proc/meminfo, stat, loadavg, vmstat and "
-        "pressure)");
+  if (!started.ok()) return without_views_hint(std::move(started).error());
   return RunProcViews{dir, std::make_shared<UniqueFd>(std::move(started).value())};
 }
 

@@ -231,6 +231,37 @@ Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe
                                   const std::string& mount_point,
                                   const std::vector<std::string>& cgroup_dirs, RunState& state);
 
+// start_proc_views() in two halves, so that the launcher can start the run's supervisor while
+// the server execs and mounts (together they were most of a run's create, one after the
+// other). begin_proc_views() returns once the server is recorded and let go; wait_mounted()
+// waits for its answer, exactly as start_proc_views() does (a server that failed is then
+// killed and reaped). Destroyed without a wait (the launcher failed first): the server is left
+// to the run's release, as its record says.
+class StartingProcViews {
+ public:
+  StartingProcViews(StartingProcViews&&) noexcept = default;
+  StartingProcViews& operator=(StartingProcViews&&) noexcept = default;
+  // Mounted at the mount point, or why not. Once only.
+  Status wait_mounted();
+  // The launcher's end of the run's sysinfo channel (as start_proc_views returns it).
+  UniqueFd take_sysinfo_channel() { return std::move(channel_); }
+
+ private:
+  friend Result<StartingProcViews> begin_proc_views(const HostPaths&, const std::string&,
+                                                    const std::string&,
+                                                    const std::vector<std::string>&, RunState&);
+  StartingProcViews() = default;
+  pid_t pid_ = -1;
+  UniqueFd answer_;   // the server's "ok" or error comes here
+  UniqueFd channel_;  // the sysinfo channel, launcher's end
+  std::string mount_point_;
+  std::string exe_;
+};
+Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::string& exe,
+                                           const std::string& mount_point,
+                                           const std::vector<std::string>& cgroup_dirs,
+                                           RunState& state);
+
 // A provider's run: its cgroup from the placement its supervisor (or container) gets, the
 // parent of each <run>/main directory (a placement elsewhere is taken as it is); none without
 // a placement (no controller: the views follow each reader's cgroup).
@@ -245,6 +276,16 @@ Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::str
                                           const std::string& run_dir,
                                           const std::vector<std::string>& cgroup_dirs,
                                           RunState& state);
+// The same in two halves (begin_proc_views): `wait_mounted` must be called, and succeed, before
+// anything binds the views (it says how to run without them when it fails).
+struct BeginRunProcViews {
+  RunProcViews views;
+  std::function<Status()> wait_mounted;
+};
+Result<BeginRunProcViews> begin_run_proc_views(const HostPaths& paths, const std::string& exe,
+                                               const std::string& run_dir,
+                                               const std::vector<std::string>& cgroup_dirs,
+                                               RunState& state);
 
 // Whether views can be served on this host, and why not: /dev/fuse and the kernel's fuse
 // filesystem (`sandgate doctor`'s "proc views" line).

@@ -71,8 +71,14 @@ namespace {
 
 // CLONE_NEWCGROUP is not among them: the child unshares its cgroup namespace after it has been
 // placed, so that the namespace is rooted at the run's own cgroup, not at sandgate's.
+// CLONE_NEWNS neither: the supervisor makes its mount namespace when its config arrives
+// (assemble_jail), so that its exec overlaps with the start of the run's /proc views, whose
+// mount the jail binds (SupervisorConfig::before_config). Made from inside the new user
+// namespace, it is owned by it and the host's mounts in it are locked, as with CLONE_NEWNS
+// here; until then the supervisor, which has no capability in the host's user namespace,
+// cannot change a mount of the host's.
 constexpr uint64_t kNamespaceFlags =
-    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
 
 // The environment the supervisor process itself starts with: nothing of the host's except the
 // sanitizer settings a test build needs to behave the same in the child.
@@ -211,7 +217,7 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd
       supervisor_child(go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
   }
   if (pid < 0)
-    return sys_error("clone3", isolate ? "new user/mount/pid/net/ipc/uts/cgroup namespaces" : "");
+    return sys_error("clone3", isolate ? "new user/pid/net/ipc/uts namespaces" : "");
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
@@ -318,6 +324,7 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
                                      RunState& state, const std::string& exe_path) {
   Supervisor s;
   s.isolate_ = config.isolate;
+  StepClock clock("supervisor", "start");
 
   // Everything the child touches is prepared here, before clone.
   SG_ASSIGN_OR_RETURN(auto control, make_control_pair());
@@ -349,16 +356,20 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   go.read.reset();
   start_error.write.reset();
   s.control_ = std::move(control.first);
+  clock.lap("clone");
 
   Resource proc{Resource::Kind::kProcess, "", s.process_.pid(),
                 process_start_time("/proc", s.process_.pid()).value_or(0)};
   SG_TRY(std::move(state.record(proc)).context("record supervisor process"));
+  clock.lap("record");
   if (config.isolate)
     SG_TRY(std::move(write_id_maps(s.process_.pid(), config.id_map_base)).context("map user ids"));
+  clock.lap("id-maps");
   // The child is parked on the go pipe: placed now, it execs inside the run's cgroups.
   for (const auto& dir : placement.cgroup_dirs)
     SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(s.process_.pid())))
                .context("place the run's supervisor in its cgroup"));
+  if (!placement.cgroup_dirs.empty()) clock.lap("place");
   SG_TRY(write_all(go.write.get(), "g"));
   go.write.reset();
 
@@ -378,7 +389,13 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     return logic_error("start supervisor", "the supervisor exited during start-up (" + why +
                                                ") after " + transport.message());
   };
+  if (config.before_config) {
+    // Meanwhile the supervisor execs. A failure here ends it (ChildProcess kills and reaps).
+    SG_TRY(config.before_config(s.process_.pid()));
+    clock.lap("before-config");
+  }
   SG_TRY(configure(s, config, went_away));
+  clock.lap("config-ready");
   return s;
 }
 
@@ -429,6 +446,9 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
   // A contained supervisor is not our child: its host pid comes with "ready" (the kernel adds
   // the sender's credentials for a receiver with SO_PASSCRED, translated into our namespace).
   if (s.contained_) s.contained_pid_ = reply->sender_pid;
+  if (auto steps = reply->body.find("setup_ms");
+      steps != reply->body.end() && steps->is_string() && spdlog::should_log(spdlog::level::debug))
+    spdlog::debug("supervisor set-up (ms): {}", excerpt(steps->get<std::string>(), 1024));
   if (reply->body.contains("landlock_missing")) {
     // Said once per process: the jail still runs, with one promise fewer.
     static std::atomic<bool> said{false};

@@ -119,6 +119,13 @@ struct SupervisorConfig {
   // sysinfo listener there. None: sysinfo(2) stays the kernel's. Host side only (an fd, sent
   // as one).
   std::shared_ptr<UniqueFd> sysinfo_channel;
+  // Called by Supervisor::start with the supervisor's pid once it has been let go to exec,
+  // before its config is sent: waits for what the jail takes from the host's mount namespace
+  // and that is made meanwhile (the run's /proc views, mounted by their server). The
+  // supervisor makes its own mount namespace only when the config arrives (isolate), so it
+  // sees that mount. A failure ends the start. Supervisor::start only (a container's runtime
+  // binds the views at launch: the podman provider waits for them before). Host side only.
+  std::function<Status(pid_t supervisor)> before_config;
 };
 
 Json to_json(const SupervisorConfig& c);

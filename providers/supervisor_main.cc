@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -93,6 +95,26 @@ size_t fds_of(const Json& exec) {
   ::_exit(127);
 }
 
+// The supervisor's own set-up, step by step ("root 0.05 base 0.21 ..." in ms): "ready" carries
+// it to the host, which logs it with the run's other steps at debug level. The one part of a
+// run's create the host cannot time from outside.
+class SetupClock {
+ public:
+  void lap(const char* step) {
+    auto now = std::chrono::steady_clock::now();
+    char ms[32];
+    std::snprintf(ms, sizeof ms, " %.2f",
+                  std::chrono::duration<double, std::milli>(now - last_).count());
+    steps_ += (steps_.empty() ? "" : " ") + std::string(step) + ms;
+    last_ = now;
+  }
+  const std::string& steps() const { return steps_; }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::string steps_;
+};
+
 class SupervisorLoop {
  public:
   SupervisorLoop(int control, SupervisorConfig config, UniqueFd seccomp_program,
@@ -138,9 +160,12 @@ int SupervisorLoop::run() {
   UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!config_.isolate) ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
+  SetupClock clock;
   if (config_.isolate || config_.contained) {
     // In a container the runtime assembled the root; the rest is the same for both.
-    Status s = config_.isolate ? assemble_jail(config_.jail) : Status{};
+    Status s = config_.isolate
+                   ? assemble_jail(config_.jail, [&](const char* step) { clock.lap(step); })
+                   : Status{};
     if (s.ok() && config_.jail.seccomp) {
       // Compiled once by the host for every run with these options, sealed, sent with the
       // config: reading it costs microseconds where compiling cost milliseconds.
@@ -153,8 +178,12 @@ int SupervisorLoop::run() {
       else
         s = std::move(program).error();
       seccomp_program_.reset();
+      clock.lap("seccomp");
     }
-    if (s.ok() && config_.jail.landlock) s = setup_landlock();
+    if (s.ok() && config_.jail.landlock) {
+      s = setup_landlock();
+      clock.lap("landlock");
+    }
     if (!s.ok()) {
       Json j = error_to_json(s.error());
       j["op"] = "error";
@@ -167,6 +196,7 @@ int SupervisorLoop::run() {
   Json ready = {{"op", "ready"}, {"landlock_abi", landlock_.valid() ? landlock_abi_ : 0}};
   if (landlock_scope_in_calls_) ready["landlock_scope"] = "call";
   if (!landlock_missing_.empty()) ready["landlock_missing"] = landlock_missing_;
+  if (!clock.steps().empty()) ready["setup_ms"] = clock.steps();
   if (!send_message(control_, ready).ok()) return 1;
 
   for (;;) {
