@@ -247,20 +247,36 @@ TEST_P(Curves, PeakWithin5PercentAndOnTimeBySelfReport) {
   SANDGATE_REQUIRE(f.has_value(), "MemAvailable below 600 MiB: cannot hold the curves");
   testing::TempDir dir;
   Segment s = curve(*f);
-  RunOutput r = run_load({"run", "--segment", write_segment(dir, s)}, "", nullptr, kGeneratorNice);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto a = Achieved::from_json(Json::parse(r.out));
-  ASSERT_TRUE(a.ok()) << a.error().message() << "\n" << r.out;
-  double ratio = static_cast<double>(a->achieved_peak_mem) / static_cast<double>(a->target_peak_mem);
-  int64_t late = a->achieved_peak_at_ms - a->target_peak_at_ms;
-  std::cout << GetParam() << " (scale " << *f << "): self-reported peak ratio " << ratio
-            << ", peak at " << a->achieved_peak_at_ms << " ms vs target " << a->target_peak_at_ms
-            << " ms (" << late << " ms), wall " << a->wall_ms << " ms, control thread waited "
-            << a->control_wait_ms << " ms for a CPU, touched " << a->behind_touch_ms
-            << " ms behind the curve\n";
+  // Up to three attempts, the next one only when the peak was missed and the machine's delay
+  // (a CPU wait and slow page faults, as the generator measured them) was at least the
+  // curve's whole hold of its peak: then the generator could not have reached it in time, the
+  // machine's doing. Seen beside `stress-ng --cpu 2`: the burst touched 1529 ms behind its
+  // curve, against a 1500 ms hold, and peaked at 91.6%. A miss without such a delay fails at
+  // once.
+  std::optional<Achieved> a;
+  double ratio = 0;
+  int64_t late = 0;
+  Window w{.late_ms = 0};
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    RunOutput r =
+        run_load({"run", "--segment", write_segment(dir, s)}, "", nullptr, kGeneratorNice);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto got = Achieved::from_json(Json::parse(r.out));
+    ASSERT_TRUE(got.ok()) << got.error().message() << "\n" << r.out;
+    a = std::move(got).value();
+    ratio = static_cast<double>(a->achieved_peak_mem) / static_cast<double>(a->target_peak_mem);
+    late = a->achieved_peak_at_ms - a->target_peak_at_ms;
+    w = on_time_window(s, a->target_peak_at_ms);
+    std::cout << GetParam() << " (scale " << *f << ", attempt " << attempt
+              << "): self-reported peak ratio " << ratio << ", peak at "
+              << a->achieved_peak_at_ms << " ms vs target " << a->target_peak_at_ms << " ms ("
+              << late << " ms), wall " << a->wall_ms << " ms, control thread waited "
+              << a->control_wait_ms << " ms for a CPU, touched " << a->behind_touch_ms
+              << " ms behind the curve\n";
+    if (std::abs(ratio - 1.0) <= 0.05 || machine_delay_ms(*a) < w.late_ms) break;
+  }
   RecordProperty("peak_ratio", std::to_string(ratio));
   RecordProperty("peak_late_ms", std::to_string(late));
-  Window w = on_time_window(s, a->target_peak_at_ms);
   EXPECT_EQ(a->mem_measure, "rss_statm");
   EXPECT_NEAR(ratio, 1.0, 0.05) << explain(*a, w);
   EXPECT_TRUE(on_time(static_cast<double>(late), w, *a)) << late << " ms late; " << explain(*a, w);
