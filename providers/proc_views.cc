@@ -670,10 +670,10 @@ Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::str
                                           const std::string& run_dir,
                                           const std::vector<std::string>& cgroup_dirs,
                                           RunState& state) {
-  std::string dir = run_dir + "/proc-views";
-  auto started = start_proc_views(paths, exe, dir, cgroup_dirs, state);
-  if (!started.ok()) return without_views_hint(std::move(started).error());
-  return RunProcViews{dir, std::make_shared<UniqueFd>(std::move(started).value())};
+  SG_ASSIGN_OR_RETURN(BeginRunProcViews begun,
+                      begin_run_proc_views(paths, exe, run_dir, cgroup_dirs, state));
+  SG_TRY(begun.wait_mounted());
+  return std::move(begun.views);
 }
 
 }  // namespace sandgate::providers
