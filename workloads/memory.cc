@@ -75,13 +75,32 @@ Status MemoryHolder::shrink(uint64_t goal) {
 }
 
 uint64_t self_rss_bytes() {
-  // statm is small and regenerated on each read: one pread at 0 on a kept fd would do, but a
-  // fresh open costs ~10 us and keeps this function stateless.
-  int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  // Kept open and re-read with pread. A fresh open allocates kernel memory (a struct file, the
+  // seq_file) charged to the caller's memory cgroup: a holder sampling itself every 20 ms in a
+  // full budget then invokes the OOM killer itself, and the kernel, once the call that filled
+  // the budget is dead, takes the holder (SessionTest.UnderASharedBudget... caught it, 2 runs
+  // in 16). Per thread, so no lock is held across a fork; reopened in a forked child, since
+  // /proc/self was resolved at open and the inherited fd reads the parent.
+  struct Statm {
+    int fd = -1;
+    pid_t owner = 0;
+    ~Statm() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  thread_local Statm statm;
+  const pid_t pid = ::getpid();
+  if (statm.fd >= 0 && statm.owner != pid) {
+    ::close(statm.fd);  // the parent's, inherited: closing it here leaves the parent's alone
+    statm.fd = -1;
+  }
+  if (statm.fd < 0) {
+    statm.fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (statm.fd < 0) return 0;
+    statm.owner = pid;
+  }
   char buf[128];
-  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
+  ssize_t n = ::pread(statm.fd, buf, sizeof(buf) - 1, 0);
   if (n <= 0) return 0;
   buf[n] = '\0';
   unsigned long long size = 0, resident = 0;
