@@ -101,6 +101,15 @@ TEST(Plan, SpreadsMillicoresOverThreads) {
   EXPECT_DOUBLE_EQ(c.fraction, 1.0);
 }
 
+// ASan checks each of the holder's stores against its shadow, one byte per 8 bytes of memory,
+// and the shadow pages it reads become resident on this machine's kernel (6.18): 12 MiB more for
+// 96 MiB touched, which MADV_DONTNEED on the memory itself does not give back.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kShadowPerByte = 1.0 / 8;
+#else
+constexpr double kShadowPerByte = 0;
+#endif
+
 TEST(MemoryHolder, GrowsAndShrinksResidentMemory) {
   auto h = MemoryHolder::reserve(128 * kMiB);
   ASSERT_TRUE(h.ok()) << h.error().message();
@@ -109,10 +118,11 @@ TEST(MemoryHolder, GrowsAndShrinksResidentMemory) {
   while (h->touched() < 96 * kMiB) h->grow(96 * kMiB, 16 * kMiB);
   uint64_t grown = self_rss_bytes();
   // Other threads of the test binary allocate a little: allow 8 MiB either way.
-  EXPECT_NEAR(static_cast<double>(grown - before), 96.0 * kMiB, 8.0 * kMiB);
+  const double shadow = 96.0 * kMiB * kShadowPerByte;
+  EXPECT_NEAR(static_cast<double>(grown - before), 96.0 * kMiB + shadow, 8.0 * kMiB);
   ASSERT_TRUE(h->shrink(16 * kMiB).ok());
   EXPECT_EQ(h->touched(), 16 * kMiB);
-  EXPECT_NEAR(static_cast<double>(self_rss_bytes()) - before, 16.0 * kMiB, 8.0 * kMiB);
+  EXPECT_NEAR(static_cast<double>(self_rss_bytes()) - before, 16.0 * kMiB + shadow, 8.0 * kMiB);
   EXPECT_EQ(h->grow(1ull << 40, 1ull << 40), 128 * kMiB - 16 * kMiB);  // clamped to capacity
 }
 
