@@ -267,6 +267,19 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   if (auto s = b.set_limits(run->tenant_, tenant_limits); !s.ok())
     return fail(std::move(s).error().context_add("tenant " + tenant));
 
+  if (p.mode == PolicyMode::kPerCall) {
+    // The tighter of the tenant's budget and the root's limit.
+    const auto& tenant_budget = t->second.memory_budget;
+    const auto& root_budget = options_.root_memory_budget;
+    if (tenant_budget && (!root_budget || tenant_budget->value <= root_budget->value)) {
+      run->budget_ = MemoryBudget{run->tenant_, tenant_budget->value};
+    } else if (root_budget) {
+      auto root_cg = b.create(options_.root, nullptr);  // there already: the tenant is in it
+      if (!root_cg.ok()) return fail(std::move(root_cg).error().context_add("the root's budget"));
+      run->budget_ = MemoryBudget{*root_cg, root_budget->value};
+    }
+  }
+
   clock.lap("tenant");
   auto run_cg = b.create(tenant_rel + "/" + run_id, &*run->state_);
   if (!run_cg.ok()) return fail(std::move(run_cg).error());
@@ -365,7 +378,8 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   call->ladder_ =
       std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
-  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), UniqueFd(), call->start_);
+  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), UniqueFd(), call->start_,
+                  run.budget_);
   return call;
 }
 

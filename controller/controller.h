@@ -51,6 +51,10 @@ struct ControllerOptions {
   std::unique_ptr<CgroupBackend> backend;
   // Null: the backend itself. Tests pass a recording fake.
   Actuator* actuator = nullptr;
+  // The memory limit whoever made `root` set on it (the replay's host budget): every run's
+  // calls count against it, and the ladder's budget rule watches it (or the tenant's
+  // memory_budget, if smaller). None: the root has no limit of sandgate's.
+  std::optional<Bytes> root_memory_budget;
 };
 
 class Controller;
@@ -73,6 +77,8 @@ class RunScope {
   std::string run_id_, tenant_name_;
   std::string io_device_;
   Cgroup tenant_, run_, main_;
+  // What the run's calls count against for the budget rule (per-call mode), if anything.
+  std::optional<MemoryBudget> budget_;
   Placement main_placement_;
   uint64_t trigger_key_ = 0;  // the run's pressure trigger in the monitor (0: none)
   void wait_settled();        // until pending_ is 0

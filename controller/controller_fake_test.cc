@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -43,6 +44,11 @@ class ControllerFakeTest : public ::testing::Test {
 
   // Makes the controller; `backend_` points at its FakeBackend afterwards.
   std::unique_ptr<Controller> make(CgroupFeatures features = FakeBackend::all_features()) {
+    return make_with([](ControllerOptions&) {}, features);
+  }
+  // The same, with `edit` changing the options last.
+  std::unique_ptr<Controller> make_with(const std::function<void(ControllerOptions&)>& edit,
+                                        CgroupFeatures features = FakeBackend::all_features()) {
     ControllerOptions o;
     o.paths.state_dir = tmp_ / "state";
     o.paths.work_dir = tmp_ / "work";
@@ -55,6 +61,7 @@ class ControllerFakeTest : public ::testing::Test {
     backend_ = backend.get();
     o.backend = std::move(backend);
     o.actuator = &actuator_;
+    edit(o);
     paths_ = o.paths;
     auto c = Controller::create(std::move(o));
     EXPECT_TRUE(c.ok()) << c.error().message();
@@ -716,6 +723,96 @@ TEST_F(ControllerFakeTest, TheMonitorDrivesTheCallsLadderThroughTheActuator) {
   EXPECT_GT(o.observed.throttled_for, Duration(0));
   EXPECT_GE(o.observed.samples, 2);
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// Two compile calls in a tenant whose 8GiB budget is 7.5GiB full: the one growing and not the
+// largest is frozen, the largest runs on. `root_budget`: the root's limit, if any.
+class ControllerBudgetTest : public ControllerFakeTest {
+ protected:
+  // Starts both calls with their usage scripted; returns {largest, growing} cgroups.
+  void start_two_calls(Controller& c, const std::string& budget_rel) {
+    auto run = c.begin_run("t1", "r1");
+    ASSERT_TRUE(run.ok()) << run.error().message();
+    run_ = std::move(run).value();
+    Usage full, big, growing1, growing2;
+    full.memory_current = MiB(7680).value;
+    backend_->script(budget_rel, {full});
+    auto a = c.begin_call(*run_, "compile", {"make"});
+    ASSERT_TRUE(a.ok()) << a.error().message();
+    big.memory_current = GiB(1).value;  // half its 2GiB grant: no throttle
+    backend_->script((*a)->cgroup().rel, {big});
+    auto b = c.begin_call(*run_, "compile", {"make", "-j2"});
+    ASSERT_TRUE(b.ok()) << b.error().message();
+    growing1.memory_current = MiB(100).value;
+    growing2.memory_current = MiB(300).value;
+    backend_->script((*b)->cgroup().rel, {growing1, growing2});
+    largest_ = std::move(a).value();
+    growing_ = std::move(b).value();
+  }
+  bool wait_for_freeze() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (actuator_.count(ActuatorCall::Op::kFreeze) == 0 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(ms(5));
+    return actuator_.count(ActuatorCall::Op::kFreeze) > 0;
+  }
+  void end(Controller& c) {
+    c.end_call(std::move(largest_), exited(0));
+    c.end_call(std::move(growing_), exited(0));
+    ASSERT_TRUE(c.end_run(std::move(run_)).ok());
+  }
+  std::unique_ptr<RunScope> run_;
+  std::unique_ptr<CallScope> largest_, growing_;
+};
+
+TEST_F(ControllerBudgetTest, TheCallGrowingInAFullTenantBudgetIsFrozenAndTheLargestRunsOn) {
+  policy_.ladder.sample_interval = ms(5);
+  auto c = make();
+  ASSERT_TRUE(c);
+  start_two_calls(*c, "sgtest/t1");
+  ASSERT_TRUE(wait_for_freeze());
+  auto freezes = actuator_.calls(ActuatorCall::Op::kFreeze);
+  ASSERT_EQ(freezes.size(), 1u);
+  EXPECT_EQ(freezes[0].cgroup, growing_->cgroup().rel);
+  EXPECT_TRUE(freezes[0].frozen);
+  CallOutcome o = c->end_call(std::move(growing_), exited(0));
+  ASSERT_FALSE(o.observed.actions.empty());
+  EXPECT_EQ(o.observed.actions[0].action, "freeze");
+  EXPECT_THAT(o.observed.actions[0].reason, HasSubstr("memory budget sgtest/t1 at 7.50GiB of 8GiB"));
+  CallOutcome big = c->end_call(std::move(largest_), exited(0));
+  EXPECT_TRUE(big.observed.actions.empty());
+  ASSERT_TRUE(c->end_run(std::move(run_)).ok());
+}
+
+TEST_F(ControllerBudgetTest, TheRootsBudgetIsWatchedWhenItIsTighterThanTheTenants) {
+  policy_.ladder.sample_interval = ms(5);
+  // The root limited below the tenant's 8GiB: the root is the budget.
+  auto c = make_with([](ControllerOptions& o) { o.root_memory_budget = MiB(7800); });
+  ASSERT_TRUE(c);
+  start_two_calls(*c, "sgtest");
+  ASSERT_TRUE(wait_for_freeze());
+  auto freezes = actuator_.calls(ActuatorCall::Op::kFreeze);
+  ASSERT_EQ(freezes.size(), 1u);
+  EXPECT_EQ(freezes[0].cgroup, growing_->cgroup().rel);
+  end(*c);
+}
+
+TEST_F(ControllerBudgetTest, AStaticPolicyNeverActsOnTheBudget) {
+  Grant run;
+  run.memory_max = GiB(4);
+  policy_ = static_policy(run);
+  policy_.tenants["t1"] = TenantPolicy{300, GiB(8)};
+  policy_.ladder.sample_interval = ms(5);
+  auto c = make();
+  ASSERT_TRUE(c);
+  start_two_calls(*c, "sgtest/t1");
+  // The growing call has been sampled growing many times over (its script ends at 300MiB
+  // after two reads, at 5ms apart): a rule that would act has acted by now.
+  auto deadline = std::chrono::steady_clock::now() + ms(300);
+  while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(ms(5));
+  EXPECT_GE(c->monitor().samples(), 4u);
+  EXPECT_EQ(actuator_.count(ActuatorCall::Op::kFreeze), 0u);
+  end(*c);
 }
 
 // A run-queue meter whose call waits `ms_per_s` milliseconds per second of real time.

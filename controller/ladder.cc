@@ -249,6 +249,10 @@ void Ladder::step(const LadderInput& in) {
   }
   last_pids_refused_ = u.pids_max_events;
 
+  if (state_ == State::kFrozen && frozen_for_budget_) {
+    step_frozen_for_budget(in);
+    return;
+  }
   if (state_ == State::kFrozen) {
     if (in.host_memory_psi && *in.host_memory_psi < settings_.thaw_host_psi) {
       (void)actuator_.freeze(cgroup_, false);
@@ -262,6 +266,8 @@ void Ladder::step(const LadderInput& in) {
     }
     return;
   }
+
+  if (freeze_for_budget(in)) return;
 
   // Host under pressure: the largest call is frozen while it clears (bounded).
   if (features_.freeze && in.largest_active_call && in.host_memory_psi &&
@@ -288,6 +294,52 @@ void Ladder::step(const LadderInput& in) {
   step_net(in);
 }
 
+bool Ladder::freeze_for_budget(const LadderInput& in) {
+  const double at = settings_.freeze_budget_at;
+  if (at <= 0 || !features_.freeze || !in.budget) return false;
+  const BudgetSignal& b = *in.budget;
+  if (b.largest || !b.growing || static_cast<double>(b.used) < at * static_cast<double>(b.limit))
+    return false;
+  if (auto s = actuator_.freeze(cgroup_, true); !s.ok()) {
+    spdlog::warn("ladder: freeze {}: {}", cgroup_.rel, s.error().message());
+    return false;
+  }
+  frozen_since_ = in.now;
+  frozen_for_budget_ = true;
+  state_ = State::kFrozen;
+  record("freeze", in.now,
+         "memory budget " + b.name + " at " + human_bytes({b.used}) + " of " +
+             format_bytes(Bytes{b.limit}) + " (" +
+             std::to_string(std::lround(100.0 * static_cast<double>(b.used) /
+                                        static_cast<double>(b.limit))) +
+             "%), and this call is growing but is not the largest in it");
+  return true;
+}
+
+void Ladder::step_frozen_for_budget(const LadderInput& in) {
+  std::string why;
+  if (in.budget) {
+    const BudgetSignal& b = *in.budget;
+    if (static_cast<double>(b.used) <
+        settings_.thaw_budget_at * static_cast<double>(b.limit))
+      why = "memory budget " + b.name + " down to " + human_bytes({b.used});
+    else if (b.largest)
+      why = "now the largest call in memory budget " + b.name;
+  }
+  if (!why.empty()) {
+    (void)actuator_.freeze(cgroup_, false);
+    obs_.frozen_for += in.now - frozen_since_;
+    frozen_for_budget_ = false;
+    state_ = throttled_ ? State::kThrottled : State::kNormal;
+    record("thaw", in.now, why);
+  } else if (in.now - frozen_since_ >= settings_.budget_freeze_max) {
+    frozen_for_budget_ = false;
+    cancel(in.now, Termination::kCancelled,
+           "its memory budget stayed full for " + format_duration(settings_.budget_freeze_max) +
+               " after freezing it");
+  }
+}
+
 void Ladder::finish(Duration now) {
   if (squeezed_) obs_.throttled_for += now - throttled_since_;
   squeezed_ = runq_throttled_ = net_throttled_ = false;
@@ -296,6 +348,7 @@ void Ladder::finish(Duration now) {
     (void)actuator_.freeze(cgroup_, false);
   }
   throttled_ = false;
+  frozen_for_budget_ = false;
 }
 
 }  // namespace sandgate::controller

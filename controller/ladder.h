@@ -53,6 +53,16 @@ struct NetSignal {
   double bytes_per_s() const { return bytes_out_per_s + bytes_in_per_s; }
 };
 
+// The memory budget a call counts against (LadderSettings::freeze_budget_at), as the monitor
+// read it at this sample.
+struct BudgetSignal {
+  std::string name;   // the budget's cgroup, for the reason
+  uint64_t used = 0;  // bytes charged to it now
+  uint64_t limit = 0;
+  bool largest = false;  // this call holds the most memory of the budget's active calls
+  bool growing = false;  // this call's memory rose since the monitor's previous sample
+};
+
 // What the ladder sees at one step.
 struct LadderInput {
   Duration now{0};                      // since the call started
@@ -65,6 +75,9 @@ struct LadderInput {
   // Set by the monitor when the call has a network meter and its rate over a window is known
   // (the peak is recorded whether or not the network rule is on); nullopt: no network view.
   std::optional<NetSignal> net;
+  // Set by the monitor when the call counts against a memory budget (per-call mode) and the
+  // budget could be read at this sample.
+  std::optional<BudgetSignal> budget;
 };
 
 class Ladder {
@@ -90,6 +103,11 @@ class Ladder {
   void unthrottle(const LadderInput& in);
   void step_runq(const LadderInput& in);
   void step_net(const LadderInput& in);
+  // The budget rule: freezes this call if its budget is nearly full and it is one of the calls
+  // filling it; true if it did.
+  bool freeze_for_budget(const LadderInput& in);
+  // Frozen by the budget rule: thaws, or cancels once budget_freeze_max has passed.
+  void step_frozen_for_budget(const LadderInput& in);
   // The CPU squeeze shared by the memory, run-queue and network throttles: applied when the
   // first of them starts, given back when the last ends.
   bool squeeze(Duration now, Limits* applied);
@@ -110,6 +128,7 @@ class Ladder {
   bool throttled_ = false;       // by memory
   bool runq_throttled_ = false;  // by other calls' run-queue delay
   bool net_throttled_ = false;   // by its own network rate
+  bool frozen_for_budget_ = false;  // frozen by the budget rule (else by host pressure)
   bool squeezed_ = false;        // the CPU squeeze is on (for any of the three)
   Duration runq_since_{0}, net_since_{0};
   // Counters seen at the previous step, to turn totals into events.

@@ -794,5 +794,118 @@ TEST_F(LadderNetTest, DisabledLadderNeverThrottlesForTheNetwork) {
   EXPECT_EQ(actuator_.size(), 0u);
 }
 
+// --- the memory budget -----------------------------------------------------------------------
+
+class LadderBudgetTest : public LadderTest {
+ protected:
+  static constexpr uint64_t kBudget = 1000 * kMiB;
+  // One step with the monitor's view of the budget: `used_mib` of 1000 MiB charged to it.
+  void budget_step(int64_t at_ms, uint64_t used_mib, bool largest, bool growing,
+                   std::optional<double> host_psi = std::nullopt) {
+    LadderInput in;
+    in.now = ms(at_ms);
+    in.usage = memory(100 * kMiB);
+    in.host_memory_psi = host_psi;
+    in.largest_active_call = largest;
+    in.budget = BudgetSignal{"sgtest", used_mib * kMiB, kBudget, largest, growing};
+    ladder().step(in);
+  }
+};
+
+TEST_F(LadderBudgetTest, FreezesAGrowingCallThatIsNotTheLargestWhenTheBudgetIsNearlyFull) {
+  budget_step(0, 899, false, true);  // below 90%: nothing
+  EXPECT_TRUE(obs().actions.empty());
+  budget_step(20, 900, false, true);  // at 90%
+  ASSERT_EQ(action_names(), std::vector<std::string>{"freeze"});
+  auto freezes = actuator_.calls(Op::kFreeze);
+  ASSERT_EQ(freezes.size(), 1u);
+  EXPECT_TRUE(freezes[0].frozen);
+  EXPECT_EQ(freezes[0].cgroup, cg_.rel);
+  EXPECT_THAT(obs().actions[0].reason, HasSubstr("memory budget sgtest at 900MiB of 1000MiB (90%)"));
+  EXPECT_THAT(obs().actions[0].reason, HasSubstr("not the largest"));
+}
+
+TEST_F(LadderBudgetTest, TheLargestCallAndACallNotGrowingRunOn) {
+  budget_step(0, 990, true, true);    // the largest: it runs on and finishes
+  budget_step(20, 990, false, false);  // not growing: not what fills the budget
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_EQ(actuator_.count(Op::kFreeze), 0u);
+}
+
+TEST_F(LadderBudgetTest, RuleOffLayoutWithoutFreezeOrNoBudgetViewMeansNoAction) {
+  settings_.freeze_budget_at = 0;
+  budget_step(0, 999, false, true);
+  EXPECT_TRUE(obs().actions.empty());
+  ladder_.reset();
+  settings_ = LadderSettings{};
+  features_.freeze = false;
+  budget_step(0, 999, false, true);
+  EXPECT_TRUE(obs().actions.empty());
+  ladder_.reset();
+  features_.freeze = true;
+  step(0, memory(100 * kMiB), std::nullopt, false);  // no budget signal at all
+  EXPECT_TRUE(obs().actions.empty());
+  EXPECT_EQ(actuator_.count(Op::kFreeze), 0u);
+}
+
+TEST_F(LadderBudgetTest, ThawsOnceTheBudgetFallsBelowThawBudgetAt) {
+  budget_step(0, 950, false, true);
+  budget_step(500, 751, false, false);  // 75.1%: still frozen
+  EXPECT_EQ(action_names(), std::vector<std::string>{"freeze"});
+  budget_step(1000, 749, false, false);
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"freeze", "thaw"}));
+  EXPECT_THAT(obs().actions[1].reason, HasSubstr("down to 749MiB"));
+  auto freezes = actuator_.calls(Op::kFreeze);
+  ASSERT_EQ(freezes.size(), 2u);
+  EXPECT_FALSE(freezes[1].frozen);
+  EXPECT_EQ(obs().frozen_for, ms(1000));
+  // Frozen by the budget, not by host pressure: high host pressure alone does not thaw or
+  // cancel it, and once thawed it may be frozen again.
+  budget_step(1100, 950, false, true);
+  EXPECT_EQ(action_names(), (std::vector<std::string>{"freeze", "thaw", "freeze"}));
+}
+
+TEST_F(LadderBudgetTest, ThawsOnceItIsTheLargestInTheBudget) {
+  budget_step(0, 950, false, true);
+  budget_step(300, 950, true, false);  // the largest ended its burst elsewhere: this one is now
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"freeze", "thaw"}));
+  EXPECT_THAT(obs().actions[1].reason, HasSubstr("now the largest call"));
+}
+
+TEST_F(LadderBudgetTest, HostPressureDoesNotEndABudgetFreezeAndFreezeMaxDoesNotApply) {
+  budget_step(0, 950, false, true);
+  // Host pressure gone (it would thaw a host-pressure freeze) and well past freeze_max (2s).
+  budget_step(5000, 950, false, false, 0.0);
+  EXPECT_EQ(action_names(), std::vector<std::string>{"freeze"});
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+}
+
+TEST_F(LadderBudgetTest, CancelsWhenStillFrozenAfterBudgetFreezeMax) {
+  settings_.budget_freeze_max = ms(3000);
+  budget_step(100, 950, false, true);
+  budget_step(3099, 950, false, false);
+  EXPECT_FALSE(obs().cancelled_by_ladder);
+  budget_step(3100, 950, false, false);
+  EXPECT_TRUE(obs().cancelled_by_ladder);
+  EXPECT_EQ(obs().ladder_termination, Termination::kCancelled);
+  EXPECT_THAT(obs().ladder_reason, HasSubstr("memory budget stayed full for 3s"));
+  ASSERT_EQ(action_names(), (std::vector<std::string>{"freeze", "cancel"}));
+  auto calls = actuator_.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[1].op, Op::kFreeze);  // thawed before SIGTERM
+  EXPECT_FALSE(calls[1].frozen);
+  EXPECT_EQ(calls[2].op, Op::kSignal);
+  EXPECT_EQ(obs().frozen_for, ms(3000));
+}
+
+TEST_F(LadderBudgetTest, AMissingBudgetSampleKeepsTheFreeze) {
+  budget_step(0, 950, false, true);
+  step(200, memory(100 * kMiB), std::nullopt, false);  // the budget could not be read
+  EXPECT_EQ(action_names(), std::vector<std::string>{"freeze"});
+  ladder().finish(ms(400));
+  EXPECT_EQ(obs().frozen_for, ms(400));
+  EXPECT_EQ(actuator_.count(Op::kFreeze), 2u);  // finish thaws
+}
+
 }  // namespace
 }  // namespace sandgate::controller

@@ -63,13 +63,27 @@ std::optional<std::chrono::nanoseconds> Monitor::cpu_time() const {
 }
 
 void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trigger,
-                    std::chrono::steady_clock::time_point start) {
+                    std::chrono::steady_clock::time_point start,
+                    const std::optional<MemoryBudget>& budget) {
   // The reader opens nothing until the monitor thread's first sample.
   auto reader = backend_.usage_reader(cg);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    watched_[id] = Watched{
-        cg, ladder, std::move(trigger), start, std::move(reader), 0, nullptr, {}, nullptr, {}};
+    Watched w;
+    w.cg = cg;
+    w.ladder = ladder;
+    w.trigger = std::move(trigger);
+    w.start = start;
+    w.reader = std::move(reader);
+    if (budget) {
+      w.budget = budget->cg.rel;
+      Budget& b = budgets_[w.budget];
+      if (b.refs++ == 0) {
+        b.budget = *budget;
+        b.reader = backend_.usage_reader(budget->cg);
+      }
+    }
+    watched_[id] = std::move(w);
   }
   uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof one);
@@ -98,6 +112,10 @@ void Monitor::unwatch(uint64_t id) {
   if (it == watched_.end()) return;
   meter = std::move(it->second.meter);
   net_meter = std::move(it->second.net_meter);
+  if (!it->second.budget.empty()) {
+    auto b = budgets_.find(it->second.budget);
+    if (b != budgets_.end() && --b->second.refs == 0) budgets_.erase(b);
+  }
   watched_.erase(it);
 }
 
@@ -167,6 +185,22 @@ void Monitor::sample_all() {
     largest = std::max(largest, u->memory_current);
     usages.emplace_back(&w, std::move(u).value());
   }
+  // The budget rule's view: each budget's charge, read once, and its largest call.
+  struct BudgetRead {
+    std::optional<uint64_t> used;
+    uint64_t largest = 0;
+  };
+  std::map<std::string, BudgetRead> budget_reads;
+  for (auto& [key, b] : budgets_) {
+    auto u = b.reader->read(false);
+    if (u.ok())
+      budget_reads[key].used = u->memory_current;
+    else
+      spdlog::debug("monitor: budget {}: {}", key, u.error().message());
+  }
+  for (auto& [w, u] : usages)
+    if (!w->budget.empty())
+      budget_reads[w->budget].largest = std::max(budget_reads[w->budget].largest, u.memory_current);
   // The run-queue rule: every call's CPU rate and (measured calls') run-queue delay rate over
   // the window, from the points kept for it.
   struct Rates {
@@ -203,6 +237,15 @@ void Monitor::sample_all() {
     in.host_memory_psi = host_psi;
     in.largest_active_call = u.memory_current == largest;
     in.net = net_signal(*w, u, now);
+    if (!w->budget.empty()) {
+      const BudgetRead& r = budget_reads[w->budget];
+      if (r.used) {
+        const MemoryBudget& b = budgets_.at(w->budget).budget;
+        in.budget = BudgetSignal{w->budget, *r.used, b.limit, u.memory_current == r.largest,
+                                 w->last_memory && u.memory_current > *w->last_memory};
+      }
+    }
+    w->last_memory = u.memory_current;
     in.usage = std::move(u);
     if (rates[i].cpu_cores) {
       RunqSignal sig;

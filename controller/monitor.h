@@ -21,6 +21,11 @@
 // gets, at each step, its own rates over the window, out and in apart (the rule compares their
 // sum), and its CPU use over the same window (LadderInput::net). They are read whenever a
 // meter is set, the rule on or off: the outcome's peak network rate comes from them.
+//
+// Memory budgets: a call watched with a MemoryBudget (the controller's tenant budget or root
+// limit, per-call mode) has its ladder told, at each step, how full the budget is (read once
+// per sample for all its calls), whether this call is the largest of the budget's active calls
+// and whether it grew since its previous sample (LadderInput::budget).
 #pragma once
 
 #include <atomic>
@@ -42,6 +47,13 @@
 
 namespace sandgate::controller {
 
+// A cgroup with a memory limit that several calls count against (a tenant's budget, the
+// controller root's): the budget rule's view (LadderSettings::freeze_budget_at).
+struct MemoryBudget {
+  Cgroup cg;
+  uint64_t limit = 0;
+};
+
 class Monitor {
  public:
   // A call's samples 0, N, 2N, ... are full reads (100 ms at the 20 ms default interval).
@@ -56,8 +68,11 @@ class Monitor {
   Monitor& operator=(const Monitor&) = delete;
 
   // Starts watching a call. `ladder` must outlive unwatch(id). `trigger` may be invalid.
+  // `budget`: the memory budget the call counts against, read once per sample for all of its
+  // calls (LadderInput::budget); none: the call's ladder gets no budget view.
   void watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trigger,
-             std::chrono::steady_clock::time_point start);
+             std::chrono::steady_clock::time_point start,
+             const std::optional<MemoryBudget>& budget = std::nullopt);
   // Stops watching; after it returns the monitor no longer touches the ladder or the meter.
   void unwatch(uint64_t id);
   // The call `id` (watched) is measured by `meter` from now on; owned until unwatch(id).
@@ -94,7 +109,7 @@ class Monitor {
   };
   struct Watched {
     Cgroup cg;
-    Ladder* ladder;
+    Ladder* ladder = nullptr;
     UniqueFd trigger;
     std::chrono::steady_clock::time_point start;
     std::unique_ptr<UsageReader> reader;  // owned; closed on unwatch
@@ -103,6 +118,14 @@ class Monitor {
     std::deque<RunqPoint> history;        // the last runq_window of samples (rule on only)
     std::unique_ptr<NetMeter> net_meter;  // null: network bytes not measured
     std::deque<NetPoint> net_history;     // the last net_window of samples (metered calls)
+    std::string budget;                   // key of budgets_, "" if none
+    std::optional<uint64_t> last_memory;  // memory.current at the previous sample
+  };
+  // A budget watched for as long as one of its calls is (refs).
+  struct Budget {
+    MemoryBudget budget;
+    std::unique_ptr<UsageReader> reader;
+    size_t refs = 0;
   };
   // The call's network view over the window (after adding this sample's point), or nullopt.
   std::optional<NetSignal> net_signal(Watched& w, const Usage& u,
@@ -120,6 +143,7 @@ class Monitor {
   Duration net_window_;
   std::mutex mu_;
   std::map<uint64_t, Watched> watched_;
+  std::map<std::string, Budget> budgets_;  // by the budget cgroup's rel
   UniqueFd host_psi_;  // <proc>/pressure/memory
   UniqueFd wake_;  // eventfd: the set of watched calls changed, or stop
   short trigger_events_;

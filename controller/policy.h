@@ -83,6 +83,18 @@ struct LadderSettings {
   // Thaw when host pressure falls below this; cancel if still frozen after freeze_max.
   double thaw_host_psi = 10.0;
   Duration freeze_max = std::chrono::seconds(2);
+  // The budget rule (per-call mode only): when the memory charged to the budget a call counts
+  // against (its tenant's memory_budget, or ControllerOptions::root_memory_budget, whichever
+  // is smaller) reaches freeze_budget_at of it, every call in that budget that grew since the
+  // monitor's previous sample and is not the largest in it is frozen. The largest runs on and
+  // finishes, instead of the kernel's OOM killer taking it or another one when the budget
+  // fills (AgentCgroup's point: agents' bursts are short, and taken in turn they fit where
+  // taken together they do not). A frozen call thaws once the budget falls below
+  // thaw_budget_at, or once it is the largest in it; still frozen after budget_freeze_max it
+  // is cancelled. 0: off.
+  double freeze_budget_at = 0.9;
+  double thaw_budget_at = 0.75;
+  Duration budget_freeze_max = std::chrono::seconds(30);
   // Cancel = SIGTERM to the call's tree; kill after this grace period.
   Duration cancel_grace = std::chrono::milliseconds(500);
   // PSI trigger on the call's memory pressure: stall within window wakes the monitor early.

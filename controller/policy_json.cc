@@ -334,7 +334,8 @@ class Parser {
     SG_TRY(keys(
         j, path,
         {"enabled", "sample_interval", "throttle_at", "throttle_cpu_fraction", "freeze_host_psi",
-         "thaw_host_psi", "freeze_max", "cancel_grace", "psi_trigger_stall", "psi_trigger_window",
+         "thaw_host_psi", "freeze_max", "freeze_budget_at", "thaw_budget_at",
+         "budget_freeze_max", "cancel_grace", "psi_trigger_stall", "psi_trigger_window",
          "runq_throttle_ms_per_s", "runq_window", "net_throttle_bytes_per_s", "net_window"}));
     LadderSettings l;
     auto at = [&](const char* k) { return child(path, k); };
@@ -367,6 +368,22 @@ class Parser {
     if (j.contains("freeze_max")) {
       SG_ASSIGN_OR_RETURN(l.freeze_max, duration(j["freeze_max"], at("freeze_max")));
       if (l.freeze_max <= Duration(0)) return fail(at("freeze_max"), "must be greater than 0");
+    }
+    if (j.contains("freeze_budget_at")) {
+      SG_ASSIGN_OR_RETURN(l.freeze_budget_at,
+                          number(j["freeze_budget_at"], at("freeze_budget_at"), 0, 1, false,
+                                 "a fraction of the memory budget in [0, 1] like 0.9 (0: off)"));
+    }
+    if (j.contains("thaw_budget_at")) {
+      SG_ASSIGN_OR_RETURN(l.thaw_budget_at,
+                          number(j["thaw_budget_at"], at("thaw_budget_at"), 0, 1, false,
+                                 "a fraction of the memory budget in [0, 1) like 0.75"));
+    }
+    if (j.contains("budget_freeze_max")) {
+      SG_ASSIGN_OR_RETURN(l.budget_freeze_max,
+                          duration(j["budget_freeze_max"], at("budget_freeze_max")));
+      if (l.budget_freeze_max <= Duration(0))
+        return fail(at("budget_freeze_max"), "must be greater than 0");
     }
     if (j.contains("cancel_grace")) {
       SG_ASSIGN_OR_RETURN(l.cancel_grace, duration(j["cancel_grace"], at("cancel_grace")));
@@ -419,6 +436,10 @@ class Parser {
       return fail_sentence(at("thaw_host_psi") + " (" + Json(l.thaw_host_psi).dump() +
                            ") must be below freeze_host_psi (" + Json(l.freeze_host_psi).dump() +
                            ")");
+    if (l.freeze_budget_at > 0 && l.thaw_budget_at >= l.freeze_budget_at)
+      return fail_sentence(at("thaw_budget_at") + " (" + Json(l.thaw_budget_at).dump() +
+                           ") must be below freeze_budget_at (" +
+                           Json(l.freeze_budget_at).dump() + ")");
     if (l.psi_trigger_window < kPsiWindowMin || l.psi_trigger_window > kPsiWindowMax)
       return fail(at("psi_trigger_window"),
                   "must be from 500ms to 10s (the kernel's PSI trigger window), got " +
@@ -687,6 +708,9 @@ Json to_json(const Policy& p) {
       {"freeze_host_psi", l.freeze_host_psi},
       {"thaw_host_psi", l.thaw_host_psi},
       {"freeze_max", format_duration(l.freeze_max)},
+      {"freeze_budget_at", l.freeze_budget_at},
+      {"thaw_budget_at", l.thaw_budget_at},
+      {"budget_freeze_max", format_duration(l.budget_freeze_max)},
       {"cancel_grace", format_duration(l.cancel_grace)},
       {"psi_trigger_stall", format_duration(l.psi_trigger_stall)},
       {"psi_trigger_window", format_duration(l.psi_trigger_window)},

@@ -54,6 +54,9 @@ void ExpectSamePolicy(const Policy& a, const Policy& b) {
   EXPECT_EQ(la.freeze_host_psi, lb.freeze_host_psi);
   EXPECT_EQ(la.thaw_host_psi, lb.thaw_host_psi);
   EXPECT_EQ(la.freeze_max, lb.freeze_max);
+  EXPECT_EQ(la.freeze_budget_at, lb.freeze_budget_at);
+  EXPECT_EQ(la.thaw_budget_at, lb.thaw_budget_at);
+  EXPECT_EQ(la.budget_freeze_max, lb.budget_freeze_max);
   EXPECT_EQ(la.cancel_grace, lb.cancel_grace);
   EXPECT_EQ(la.psi_trigger_stall, lb.psi_trigger_stall);
   EXPECT_EQ(la.psi_trigger_window, lb.psi_trigger_window);
@@ -149,6 +152,9 @@ TEST(DefaultPolicy, SizesForASmallHost) {
   EXPECT_EQ(p.ladder.freeze_host_psi, l.freeze_host_psi);
   EXPECT_EQ(p.ladder.thaw_host_psi, l.thaw_host_psi);
   EXPECT_EQ(p.ladder.freeze_max, l.freeze_max);
+  EXPECT_EQ(p.ladder.freeze_budget_at, l.freeze_budget_at);
+  EXPECT_EQ(p.ladder.thaw_budget_at, l.thaw_budget_at);
+  EXPECT_EQ(p.ladder.budget_freeze_max, l.budget_freeze_max);
   EXPECT_EQ(p.ladder.cancel_grace, l.cancel_grace);
   EXPECT_EQ(p.ladder.psi_trigger_stall, l.psi_trigger_stall);
   EXPECT_EQ(p.ladder.psi_trigger_window, l.psi_trigger_window);
@@ -656,6 +662,12 @@ TEST(PolicyErrors, EveryKindNamesThePathAndWhatWasExpected) {
        "ladder.throttle_cpu_fraction: expected a fraction of the granted cores in (0, 1]"},
       {"thaw above freeze", [](Json& j) { j["ladder"]["thaw_host_psi"] = 50; },
        "ladder.thaw_host_psi (50.0) must be below freeze_host_psi (40.0)"},
+      {"budget thaw above freeze", [](Json& j) { j["ladder"]["thaw_budget_at"] = 0.95; },
+       "ladder.thaw_budget_at (0.95) must be below freeze_budget_at (0.9)"},
+      {"budget fraction above one", [](Json& j) { j["ladder"]["freeze_budget_at"] = 1.5; },
+       "ladder.freeze_budget_at: expected a fraction of the memory budget in [0, 1]"},
+      {"budget freeze max zero", [](Json& j) { j["ladder"]["budget_freeze_max"] = "0s"; },
+       "ladder.budget_freeze_max: must be greater than 0"},
       {"psi window too short", [](Json& j) { j["ladder"]["psi_trigger_window"] = "100ms"; },
        "ladder.psi_trigger_window: must be from 500ms to 10s"},
       {"psi stall longer than window", [](Json& j) { j["ladder"]["psi_trigger_stall"] = "3s"; },
@@ -1012,6 +1024,19 @@ TEST(ChooseIntent, PolicyRulesAreTriedInOrder) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->intent, "search");
   EXPECT_EQ(c->because, "rule /make/");
+}
+
+TEST(PolicyFile, TheBudgetRuleTurnedOffNeedsNoThawBelowIt) {
+  auto p = parse_text(R"({
+    "schema_version": 1,
+    "intents": {"compile": {}, "test": {}, "install": {}, "search": {}, "edit": {}, "run": {},
+                "default": {}},
+    "ladder": {"freeze_budget_at": 0, "thaw_budget_at": 0.5, "budget_freeze_max": "1m"}
+  })");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->ladder.freeze_budget_at, 0);
+  EXPECT_EQ(p->ladder.thaw_budget_at, 0.5);
+  EXPECT_EQ(p->ladder.budget_freeze_max, std::chrono::minutes(1));
 }
 
 }  // namespace

@@ -1038,11 +1038,15 @@ struct Stack {
   std::unique_ptr<providers::Provider> provider;
 };
 
+// `root_budget`: the limit the pass set on `root` (an enforced host budget), which the
+// per-call policy's ladder then watches.
 Result<Stack> make_stack(const providers::Registry& registry, const controller::Policy& policy,
-                         const ExperimentOptions& options, const std::string& root) {
+                         const ExperimentOptions& options, const std::string& root,
+                         std::optional<Bytes> root_budget = std::nullopt) {
   controller::ControllerOptions copts;
   copts.paths = options.provider_options.paths;
   copts.root = root;
+  copts.root_memory_budget = root_budget;
   copts.policy = with_victim_tenant(policy, options.victim_tenant);
   if (options.cgroup_backend) copts.backend = options.cgroup_backend();
   Stack s;
@@ -1080,7 +1084,10 @@ Result<PolicyPass> run_policy_pass(const providers::Registry& registry, const Po
     root = options.cgroup_root + "/budget-" + std::to_string(::getpid()) + "-" +
            std::to_string(serial++);
   }
-  SG_ASSIGN_OR_RETURN(Stack stack, make_stack(registry, policy.policy, options, root));
+  SG_ASSIGN_OR_RETURN(Stack stack,
+                      make_stack(registry, policy.policy, options, root,
+                                 options.enforce_budget ? std::optional(Bytes{budget})
+                                                        : std::nullopt));
   // Checked once here, so that a provider the policy disqualifies ends the pass with its
   // reasons instead of being scored as runs that could not start.
   SG_TRY(providers::check_requirements(*stack.provider,

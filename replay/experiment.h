@@ -13,7 +13,8 @@
 // - host peak memory (MemTotal - MemAvailable, sampled) against the host budget; with the budget
 //   enforced (ExperimentOptions::enforce_budget) every run and the victim live under one budget
 //   cgroup limited to it, and its OOM kills (memory.oom_control / memory.events oom_kill) are
-//   the host-level OOM kills;
+//   the host-level OOM kills; a per-call policy's ladder watches that cgroup (the budget
+//   rule, LadderSettings::freeze_budget_at) and freezes the calls filling it in turn;
 // - reserved vs used memory in GiB-seconds: used = the integral of each run's cgroup memory;
 //   reserved = static: the run limit for the run's whole life; per-call: each call's memory
 //   grant for its wall time plus what the run's main cgroup (its resident baseline) used;
