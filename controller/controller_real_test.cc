@@ -1,14 +1,18 @@
 // The controller's work off a call's critical path, against this host's real cgroups (root; a
 // hybrid or cgroup2 host): the spare cgroup made ahead of each call, the reaper removing an
 // ended call's cgroup after its outcome, a call's leftovers killed before its outcome, and
-// `sandgate gc` finding the spare and an unreaped call cgroup after a kill -9.
+// `sandgate gc` finding the spare and an unreaped call cgroup after a kill -9; the budget rule
+// freezing, on the kernel's own figures, a call that fills a shared budget.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller/cgroup_layout.h"
@@ -140,6 +144,119 @@ TEST_F(ControllerRealTest, ProcessesACallLeftAreDeadWhenItsOutcomeIsReturned) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   EXPECT_TRUE(none_exist(placed));
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// A child placed in `call` that, once told to, touches `start_mib` MiB and then one more MiB
+// every 20 ms up to `end_mib`, and then waits to be killed. Returns its pid; `go` starts it.
+pid_t memory_child(const CallScope& call, uint64_t start_mib, uint64_t end_mib, UniqueFd* go) {
+  auto p = make_pipe();
+  if (!p.ok()) return -1;
+  pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    // Only async-signal-safe calls: the parent has threads.
+    p->write.reset();
+    char c;
+    if (::read(p->read.get(), &c, 1) != 1) ::_exit(1);
+    const size_t mib = 1 << 20;
+    auto* mem = static_cast<volatile char*>(
+        ::mmap(nullptr, end_mib * mib, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (mem == MAP_FAILED) ::_exit(2);
+    for (uint64_t m = 0; m < end_mib; ++m) {
+      for (size_t off = 0; off < mib; off += 4096) mem[m * mib + off] = 1;
+      if (m >= start_mib) {
+        struct timespec ts{0, 20 * 1000 * 1000};
+        ::nanosleep(&ts, nullptr);
+      }
+    }
+    ::pause();
+    ::_exit(0);
+  }
+  p->read.reset();
+  for (const auto& d : call.placement().cgroup_dirs)
+    if (!write_file(d + "/cgroup.procs", std::to_string(child)).ok()) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      return -1;
+    }
+  *go = std::move(p->write);
+  return child;
+}
+
+// The budget rule on the kernel's figures: the root's charge read from its memory controller,
+// the freeze written to cgroup.freeze. A call holding 160 MiB and one growing to 150 MiB under a
+// 256 MiB budget (nothing else is in the test's root; an ASan build adds an eighth to each for
+// the shadow its stores read): once the budget is 90% full, the growing call, not the largest,
+// is frozen, some 40-70 MiB in, and stops growing; the largest is never touched.
+TEST_F(ControllerRealTest, TheCallGrowingIntoAFullBudgetIsFrozenAndTheLargestRunsOn) {
+  ControllerOptions o;
+  o.paths = paths_;
+  o.root = root_;
+  o.policy = default_policy();
+  o.root_memory_budget = MiB(256);
+  auto made = Controller::create(std::move(o));
+  ASSERT_TRUE(made.ok()) << made.error().message();
+  auto& c = *made;
+  auto run = c->begin_run("default", "rbudget");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto big = c->begin_call(**run, "compile", {"hold"});
+  ASSERT_TRUE(big.ok()) << big.error().message();
+  auto grower = c->begin_call(**run, "compile", {"grow"});
+  ASSERT_TRUE(grower.ok()) << grower.error().message();
+  UniqueFd go_big, go_grower;
+  pid_t big_pid = memory_child(**big, 160, 160, &go_big);
+  ASSERT_GT(big_pid, 0);
+  pid_t grower_pid = memory_child(**grower, 0, 150, &go_grower);
+  ASSERT_GT(grower_pid, 0);
+  auto reap = [&] {
+    for (pid_t p : {big_pid, grower_pid}) {
+      ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+  };
+  // The largest first, all at once; then the grower, a MiB per 20 ms.
+  ASSERT_EQ(::write(go_big.get(), "g", 1), 1);
+  auto& backend = c->backend();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto u = backend.read_usage((*big)->cgroup());
+    if (u.ok() && u->memory_current >= MiB(160).value) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(::write(go_grower.get(), "g", 1), 1);
+  // Started: past the few MiB a fresh process has.
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto u = backend.read_usage((*grower)->cgroup());
+    if (u.ok() && u->memory_current >= MiB(10).value) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Frozen: its memory stops short of 150 MiB and stays there for a second.
+  uint64_t last = 0;
+  int steady = 0;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && steady < 25) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    auto u = backend.read_usage((*grower)->cgroup());
+    if (!u.ok()) continue;
+    // Within 1 MiB: a v1 memory cgroup's charge moves by the kernel's per-CPU batches (64
+    // pages) while nothing in it runs.
+    const uint64_t moved =
+        u->memory_current > last ? u->memory_current - last : last - u->memory_current;
+    steady = moved < MiB(1).value ? steady + 1 : 0;
+    last = u->memory_current;
+  }
+  CallOutcome grown = c->end_call(std::move(grower).value(), ExecResult{});
+  CallOutcome held = c->end_call(std::move(big).value(), ExecResult{});
+  reap();
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+  EXPECT_GE(steady, 25) << "the grower never stopped growing";
+  EXPECT_LT(last, MiB(140).value) << "the grower was not stopped before its end";
+  ASSERT_FALSE(grown.observed.actions.empty()) << to_json(grown, false).dump(2);
+  EXPECT_EQ(grown.observed.actions[0].action, "freeze");
+  EXPECT_THAT(grown.observed.actions[0].reason, ::testing::HasSubstr("memory budget " + root_));
+  EXPECT_GT(grown.observed.frozen_for, Duration(0));
+  EXPECT_TRUE(held.observed.actions.empty()) << to_json(held, false).dump(2);
 }
 
 // kill -9 of the process that holds a run with a spare cgroup and a call still open: every
