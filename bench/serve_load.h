@@ -10,9 +10,11 @@
 //                it got (observed.samples counts the monitor's samples plus one last read at
 //                the end), against the policy's 20 ms; lag = interval - 20 ms
 //   rss, fds     the server's resident set (/proc/PID/statm) and open descriptors
-//                (/proc/PID/fd) every 100 ms, with the calls completed by then; a leak shows as
-//                a slope, fitted by least squares over the calls after the warm-up (the first
-//                10%: allocator arenas and per-thread caches grow once)
+//                (/proc/PID/fd) every 100 ms, with the calls completed and the runs open by
+//                then; a leak shows as a slope, fitted by least squares over the calls after
+//                the warm-up (the first 10%: allocator arenas and per-thread caches grow once)
+//                while every run is open (descriptors follow the runs open: a fit across the
+//                ramp-up measured how fast runs were created)
 //
 // The calls are the traces' calls as shapes: each keeps its intent, and its duration (divided
 // by `time_scale`, clamped to [min_call, max_call]) is spent in `sleep` inside the namespaces
@@ -30,6 +32,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -60,6 +63,7 @@ struct ServeLoadSample {
   double calls = 0;  // completed by then
   double rss_kib = 0;
   double fds = 0;
+  int open_runs = 0;  // created and not yet destroyed, by then
 };
 
 struct ServeLoadResult {
@@ -76,16 +80,21 @@ struct ServeLoadResult {
   // The first sample after the warm-up: what the server opens once (the monitor's host PSI
   // file, a connection's first buffers) is open by then.
   double fds_warm = 0, rss_warm_kib = 0;
+  // What the server's descriptors lead to ("socket:[..]", a path), sorted: in the first sample
+  // and once every run was destroyed. What the second has more of is what stayed open.
+  std::vector<std::string> fd_targets_first, fd_targets_last;
   int server_exit = -1;  // the server's exit code after end of input (0 expected)
   std::string error;     // the benchmark itself could not run
 };
 
-// Least-squares slope of y over x for the samples with x >= from.
-inline double fitted_slope(const std::vector<ServeLoadSample>& s, double from,
+// Least-squares slope of y over x for the samples with x >= from and `open_runs` runs open
+// (the server's descriptors follow how many runs are open: a fit across the ramp-up or the
+// end, when runs open and close, measures that, not a leak).
+inline double fitted_slope(const std::vector<ServeLoadSample>& s, double from, int open_runs,
                            double ServeLoadSample::*y) {
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (const auto& p : s) {
-    if (p.calls < from) continue;
+    if (p.calls < from || p.open_runs != open_runs) continue;
     n += 1;
     sx += p.calls;
     sy += p.*y;
@@ -136,6 +145,37 @@ inline double resident_kib(pid_t pid) {
   return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1024.0;
 }
 
+// "socket:[123]" -> "socket", "anon_inode:[eventfd]" stays, a path stays: sorted.
+inline std::vector<std::string> fd_targets(pid_t pid) {
+  std::vector<std::string> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      char buf[512];
+      ssize_t n = ::readlink((dir + "/" + e->d_name).c_str(), buf, sizeof buf - 1);
+      if (n < 0) continue;
+      std::string t(buf, static_cast<size_t>(n));
+      for (const char* kind : {"socket:[", "pipe:[", "pidfd:["})
+        if (t.rfind(kind, 0) == 0) t = std::string(kind).substr(0, std::strlen(kind) - 2);
+      out.push_back(t);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+inline int count_dir_entries(const std::string& dir) {
+  int n = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (struct dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
 inline double open_fds(pid_t pid) {
   double n = 0;
   if (DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
@@ -169,7 +209,7 @@ inline ServeLoadResult run_serve_load(const ServeLoadOptions& o) {
     return res;
   }
   const pid_t pid = server->pid();
-  std::atomic<int> claimed{0}, done{0};
+  std::atomic<int> claimed{0}, done{0}, open_runs{0};
   std::atomic<bool> stop_sampling{false};
   std::mutex mu;  // res.lost_examples, res.interval_ms, res.lost, res.runs_failed
   auto lose = [&](const std::string& why) {
@@ -179,9 +219,11 @@ inline ServeLoadResult run_serve_load(const ServeLoadOptions& o) {
   };
   std::thread sampler([&] {
     while (!stop_sampling.load()) {
-      ServeLoadSample s{static_cast<double>(done.load()), resident_kib(pid), open_fds(pid)};
+      ServeLoadSample s{static_cast<double>(done.load()), resident_kib(pid), open_fds(pid),
+                        open_runs.load()};
       if (s.rss_kib > 0) {
         std::lock_guard lock(mu);
+        if (res.samples.empty()) res.fd_targets_first = fd_targets(pid);
         res.samples.push_back(s);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -200,6 +242,7 @@ inline ServeLoadResult run_serve_load(const ServeLoadOptions& o) {
         auto created = client->create(create);
         if (created.ok()) {
           env = created->env;
+          open_runs.fetch_add(1);
         } else {
           std::lock_guard lock(mu);
           ++res.runs_failed;
@@ -243,6 +286,7 @@ inline ServeLoadResult run_serve_load(const ServeLoadOptions& o) {
       }
       if (!env.empty()) {
         if (auto s = client->destroy(env); !s.ok()) lose("destroy: " + s.error().message());
+        open_runs.fetch_sub(1);
       }
     });
   }
@@ -251,8 +295,15 @@ inline ServeLoadResult run_serve_load(const ServeLoadOptions& o) {
   stop_sampling = true;
   sampler.join();
   res.calls_done = done.load();
+  // The server answers a destroy before it has removed the run (session/server.cc: up to four
+  // are removed after their answer): wait until no run record is left, so that the last
+  // sample sees what the server keeps, not what it is still taking down.
+  for (int i = 0; i < 300 && count_dir_entries(o.tmp_dir + "/state/runs") > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // One more, every run destroyed and every client gone: where the server ends up.
-  res.samples.push_back({static_cast<double>(res.calls_done), resident_kib(pid), open_fds(pid)});
+  res.samples.push_back(
+      {static_cast<double>(res.calls_done), resident_kib(pid), open_fds(pid), open_runs.load()});
+  res.fd_targets_last = fd_targets(pid);
   // SIGTERM: serve destroys what is still open and exits 128+15 (cli/serve.cc).
   (void)server->signal(SIGTERM);
   auto st = server->wait_for(std::chrono::seconds(60));
@@ -274,8 +325,9 @@ inline ServeLoadResult run_serve_load(const ServeLoadOptions& o) {
     res.rss_warm_kib = s.rss_kib;
     break;
   }
-  res.rss_slope_kib_per_1000 = 1000 * fitted_slope(res.samples, warm, &ServeLoadSample::rss_kib);
-  res.fd_slope_per_1000 = 1000 * fitted_slope(res.samples, warm, &ServeLoadSample::fds);
+  res.rss_slope_kib_per_1000 =
+      1000 * fitted_slope(res.samples, warm, o.runs, &ServeLoadSample::rss_kib);
+  res.fd_slope_per_1000 = 1000 * fitted_slope(res.samples, warm, o.runs, &ServeLoadSample::fds);
   return res;
 }
 
