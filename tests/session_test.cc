@@ -34,6 +34,7 @@
 #include "core/test_temp_dir.h"
 #include "providers/microvm.h"
 #include "providers/podman.h"
+#include "providers/proc_views.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
@@ -1319,20 +1320,36 @@ TEST_F(SessionTest, UnderASharedBudgetTheCallIsKilledNotTheRunsResidentProcess) 
   ASSERT_GE(held, MiB(90).value) << "the resident holder never held its 96MiB";
   // The budget: what the tenant holds now (the supervisor, the holder) plus 32MiB, so a call
   // of 60MiB (within its own 64MiB grant) outgrows it when it holds about half of the
-  // holder's memory: the holder is the biggest process of the budget by far.
+  // holder's memory: the holder is the biggest process of the budget by far. Page cache that
+  // nothing maps is left out of "holds": the kernel reclaims it before it kills, so counted
+  // in, it would give the call that much more room (on a fresh machine the tenant may carry
+  // tens of MiB of it, from the binaries its processes read first).
   auto tenant = backend.create(root_ + "/small", nullptr);
   ASSERT_TRUE(tenant.ok()) << tenant.error().message();
-  auto base = backend.read_usage(*tenant);
+  const std::string tenant_memory =
+      tenant->dirs.count("memory") ? tenant->dirs.at("memory") : tenant->dirs.at("unified");
+  auto tenant_stat = [&] {
+    auto t = read_file(tenant_memory + "/memory.stat", 1 << 16);
+    return "the tenant's memory.stat:\n" + (t.ok() ? *t : t.error().message());
+  };
+  auto base = providers::read_memory(tenant_memory);
   ASSERT_TRUE(base.ok()) << base.error().message();
+  const uint64_t unmapped_cache = base->file - std::min(base->file, base->shmem + base->mapped);
   controller::Limits budget;
-  budget.memory_max = Bytes{base->memory_current + MiB(32).value};
-  ASSERT_TRUE(backend.set_limits(*tenant, budget).ok());
+  budget.memory_max = Bytes{base->usage - std::min(base->usage, unmapped_cache) + MiB(32).value};
+  auto set = backend.set_limits(*tenant, budget);
+  ASSERT_TRUE(set.ok()) << set.error().message() << "\n" << tenant_stat();
+  const std::string before_text = tenant_stat();
 
   auto o = call({kTry, "alloc", "60"}, "test");
-  EXPECT_EQ(o.termination, Termination::kMemoryLimit) << controller::to_json(o, false).dump(2);
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit)
+      << controller::to_json(o, false).dump(2) << "\nbefore the call, " << before_text
+      << "\nafter it, " << tenant_stat();
   auto after = backend.read_usage(main);
   ASSERT_TRUE(after.ok()) << after.error().message();
-  EXPECT_EQ(after->memory_events.oom_kill, 0u) << "the kernel OOM-killed a resident process";
+  EXPECT_EQ(after->memory_events.oom_kill, 0u)
+      << "the kernel OOM-killed a resident process; before the call, " << before_text
+      << "\nafter it, " << tenant_stat();
   EXPECT_GE(after->memory_current, before->memory_current + MiB(90).value)
       << "the resident holder's memory is gone";
   EXPECT_TRUE(process_exists(supervisor()));
