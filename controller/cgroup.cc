@@ -19,6 +19,7 @@
 #include "controller/cgroup_v1.h"
 #include "controller/cgroup_v2.h"
 #include "core/log.h"
+#include "core/strings.h"
 
 namespace sandgate::controller {
 
@@ -177,6 +178,39 @@ Result<std::string> make_cgroup_dirs(const std::string& mount, const std::string
     if (end == std::string::npos) return parent.path();
     start = end + 1;
   }
+}
+
+Result<std::vector<std::string>> make_cgroup_dirs_in(const std::vector<std::string>& mounts,
+                                                     const std::string& rel, RunState* state) {
+  SG_TRY(check_rel(rel));
+  // Parents first within a mount: release_resources removes in the reverse order.
+  std::vector<Resource> recorded;
+  if (state) {
+    for (const auto& mount : mounts) {
+      std::string path = mount;
+      for (std::string_view name : split(rel, '/')) {
+        path += "/" + std::string(name);
+        if (::access(path.c_str(), F_OK) != 0) recorded.push_back({Resource::Kind::kCgroup, path});
+      }
+    }
+    if (!recorded.empty())
+      SG_TRY(std::move(state->record_all(recorded)).context("recording cgroup " + rel));
+  }
+  std::vector<std::string> out;
+  for (const auto& mount : mounts) {
+    auto dir = make_cgroup_dirs(mount, rel, nullptr);
+    if (!dir.ok()) {
+      if (state) {
+        std::vector<Resource> unmade;
+        for (const auto& r : recorded)
+          if (::access(r.path.c_str(), F_OK) != 0) unmade.push_back(r);
+        (void)state->forget_all(unmade);
+      }
+      return std::move(dir).error();
+    }
+    out.push_back(std::move(dir).value());
+  }
+  return out;
 }
 
 std::vector<std::string> distinct_dirs(const Cgroup& cg) {

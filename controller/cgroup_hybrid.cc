@@ -19,11 +19,9 @@ HybridBackend::HybridBackend(const CgroupLayout& layout, KernelVersion kernel)
 Result<Cgroup> HybridBackend::create(const std::string& rel, RunState* state) {
   Cgroup cg;
   cg.rel = rel;
-  SG_TRY(v1_.create(rel, state, cg));
-  // No controller is enabled on the unified mount, so no subtree_control to write.
-  SG_ASSIGN_OR_RETURN(cg.dirs["unified"],
-                      std::move(make_cgroup_dirs(unified_mount_, rel, state))
-                          .context("creating cgroup " + rel + " in " + unified_mount_));
+  // No controller is enabled on the unified mount, so no subtree_control to write: it is
+  // made as the v1 hierarchies are, in the same record.
+  SG_TRY(v1_.create(rel, state, cg, {{"unified", unified_mount_}}));
   return cg;
 }
 

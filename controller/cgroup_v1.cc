@@ -29,21 +29,25 @@ V1Hierarchies::V1Hierarchies(const CgroupLayout& layout, bool with_freezer) {
   }
 }
 
-Status V1Hierarchies::create(const std::string& rel, RunState* state, Cgroup& cg) const {
+Status V1Hierarchies::create(const std::string& rel, RunState* state, Cgroup& cg,
+                             const std::map<std::string, std::string>& more) const {
   if (mounts_.empty())
     return logic_error("create cgroup", "no v1 memory, cpu, cpuacct, pids or blkio hierarchy",
                        rel);
+  std::map<std::string, std::string> all = mounts_;
+  all.insert(more.begin(), more.end());
   // Comounted controllers share a mount: make the directory once, name it for each.
-  std::map<std::string, std::string> made;  // mount -> directory
-  for (const auto& [hierarchy, mount] : mounts_) {
-    auto it = made.find(mount);
-    if (it == made.end()) {
-      SG_ASSIGN_OR_RETURN(std::string dir,
-                          std::move(make_cgroup_dirs(mount, rel, state))
-                              .context("creating cgroup " + rel + " in v1 " + hierarchy));
-      it = made.emplace(mount, dir).first;
-    }
-    cg.dirs[hierarchy] = it->second;
+  std::vector<std::string> distinct;
+  for (const auto& [hierarchy, mount] : all)
+    if (std::find(distinct.begin(), distinct.end(), mount) == distinct.end())
+      distinct.push_back(mount);
+  SG_ASSIGN_OR_RETURN(std::vector<std::string> dirs,
+                      std::move(make_cgroup_dirs_in(distinct, rel, state))
+                          .context("creating cgroup " + rel));
+  for (const auto& [hierarchy, mount] : all) {
+    size_t i = static_cast<size_t>(
+        std::find(distinct.begin(), distinct.end(), mount) - distinct.begin());
+    cg.dirs[hierarchy] = dirs[i];
   }
   return {};
 }

@@ -28,8 +28,11 @@ class V1Hierarchies {
   const std::map<std::string, std::string>& mounts() const { return mounts_; }
   bool has(const std::string& hierarchy) const { return mounts_.count(hierarchy) > 0; }
 
-  // Makes `rel` in each distinct mount and fills cg.dirs for every hierarchy.
-  Status create(const std::string& rel, RunState* state, Cgroup& cg) const;
+  // Makes `rel` in each distinct mount, and in the mounts of `more` (hierarchy -> mount: the
+  // hybrid layout's unified one), recorded in `state` in one write, and fills cg.dirs for
+  // every hierarchy.
+  Status create(const std::string& rel, RunState* state, Cgroup& cg,
+                const std::map<std::string, std::string>& more = {}) const;
   // memory_max, cpu_cores, cpu_weight, pids_max, io_read_bps / io_write_bps (blkio.throttle.
   // read_bps_device / write_bps_device "MAJ:MIN N" for io_device); memory_high is an error
   // naming it (v1 has no soft limit the kernel throttles at). Every field is checked before
