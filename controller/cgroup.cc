@@ -87,6 +87,11 @@ class ReadUsageEachTime final : public UsageReader {
 
 }  // namespace
 
+Result<UniqueFd> CgroupBackend::memory_threshold_eventfd(const Cgroup& cg, uint64_t) {
+  return sys_error(EOPNOTSUPP, "memory threshold",
+                   cg.rel + ": this layout has no memory usage threshold notification");
+}
+
 Status CgroupBackend::attach(const Cgroup& cg, pid_t pid) {
   for (const auto& dir : placement(cg).cgroup_dirs)
     SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(pid))).context("attach"));

@@ -130,6 +130,12 @@ class CgroupBackend {
   // cgroup.event_control).
   virtual Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                                    Duration window) = 0;
+  // An eventfd that polls readable (POLLIN) each time `cg`'s memory charge crosses `bytes`,
+  // up or down: v1's memory.usage_in_bytes threshold through cgroup.event_control
+  // (Documentation/admin-guide/cgroup-v1/memory.rst, "Memory thresholds"); the kernel checks
+  // it every 128 page charges, so about every 512 KiB. cgroup v2 has no such notification:
+  // this default answers EOPNOTSUPP, and the charge is read at each sample only.
+  virtual Result<UniqueFd> memory_threshold_eventfd(const Cgroup& cg, uint64_t bytes);
   // A reader of `cg`'s counters (see UsageReader); it opens nothing until its first read, so
   // this cannot fail, and it must not outlive the backend. This default calls read_usage on
   // every read (full or not), so a fake backend needs nothing more.

@@ -78,6 +78,10 @@ Placement HybridBackend::placement(const Cgroup& cg) const {
   return {distinct_dirs(cg)};
 }
 
+Result<UniqueFd> HybridBackend::memory_threshold_eventfd(const Cgroup& cg, uint64_t bytes) {
+  return v1_.usage_threshold_eventfd(cg, bytes);
+}
+
 Result<UniqueFd> HybridBackend::memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                                         Duration window) {
   SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "unified", "memory pressure trigger"));

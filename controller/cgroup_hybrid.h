@@ -28,6 +28,7 @@ class HybridBackend final : public CgroupBackend {
   Placement placement(const Cgroup& cg) const override;
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                            Duration window) override;
+  Result<UniqueFd> memory_threshold_eventfd(const Cgroup& cg, uint64_t bytes) override;
 
  private:
   // The files read_usage and usage_reader read: V1Hierarchies' counters and the unified

@@ -166,6 +166,20 @@ Result<UniqueFd> V1Hierarchies::pressure_level_eventfd(const Cgroup& cg) const {
   return efd;
 }
 
+Result<UniqueFd> V1Hierarchies::usage_threshold_eventfd(const Cgroup& cg, uint64_t bytes) const {
+  SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "memory", "memory threshold"));
+  SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
+  UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!efd) return sys_error("eventfd");
+  // As for pressure_level: the registration holds the eventfd; closing it unregisters.
+  SG_ASSIGN_OR_RETURN(UniqueFd usage, d.openat("memory.usage_in_bytes", O_RDONLY));
+  SG_TRY(std::move(d.write("cgroup.event_control", std::to_string(efd.get()) + " " +
+                                                       std::to_string(usage.get()) + " " +
+                                                       std::to_string(bytes)))
+             .context("registering a memory.usage_in_bytes threshold"));
+  return efd;
+}
+
 Status V1Hierarchies::freezer_freeze(const Cgroup& cg, bool frozen) const {
   SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "freezer", "freeze"));
   SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
@@ -250,6 +264,10 @@ Result<std::vector<pid_t>> V1Backend::procs(const Cgroup& cg) const {
 Status V1Backend::remove(const Cgroup& cg) { return remove_cgroup(*this, cg); }
 
 Placement V1Backend::placement(const Cgroup& cg) const { return {distinct_dirs(cg)}; }
+
+Result<UniqueFd> V1Backend::memory_threshold_eventfd(const Cgroup& cg, uint64_t bytes) {
+  return v1_.usage_threshold_eventfd(cg, bytes);
+}
 
 Result<UniqueFd> V1Backend::memory_pressure_trigger(const Cgroup& cg, Duration, Duration) {
   return v1_.pressure_level_eventfd(cg);

@@ -47,6 +47,9 @@ class V1Hierarchies {
   // An eventfd registered for memory.pressure_level "medium" through cgroup.event_control
   // (Documentation/admin-guide/cgroup-v1/memory.rst, "Memory Pressure").
   Result<UniqueFd> pressure_level_eventfd(const Cgroup& cg) const;
+  // An eventfd registered for a memory.usage_in_bytes threshold of `bytes` through
+  // cgroup.event_control (CgroupBackend::memory_threshold_eventfd).
+  Result<UniqueFd> usage_threshold_eventfd(const Cgroup& cg, uint64_t bytes) const;
   // freezer.state FROZEN / THAWED, polled (bounded) until the state is reached. Thawing
   // thaws the whole subtree, so a killed task below can exit.
   Status freezer_freeze(const Cgroup& cg, bool frozen) const;
@@ -74,6 +77,7 @@ class V1Backend final : public CgroupBackend {
   // `stall` and `window` cannot be expressed in v1: the kernel decides "medium" itself.
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                            Duration window) override;
+  Result<UniqueFd> memory_threshold_eventfd(const Cgroup& cg, uint64_t bytes) override;
 
  private:
   // The files read_usage and usage_reader read: V1Hierarchies' counters.

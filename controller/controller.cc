@@ -278,6 +278,11 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
       if (!root_cg.ok()) return fail(std::move(root_cg).error().context_add("the root's budget"));
       run->budget_ = MemoryBudget{*root_cg, root_budget->value};
     }
+    // The monitor samples the moment the budget fills to the rule's threshold, not up to an
+    // interval later: two bursts that start within one interval both got through before.
+    if (run->budget_ && p.ladder.freeze_budget_at > 0)
+      run->budget_->wake_at =
+          static_cast<uint64_t>(static_cast<double>(run->budget_->limit) * p.ladder.freeze_budget_at);
   }
 
   clock.lap("tenant");

@@ -184,38 +184,46 @@ pid_t memory_child(const CallScope& call, uint64_t start_mib, uint64_t end_mib, 
 }
 
 // The budget rule on the kernel's figures: the root's charge read from its memory controller,
-// the freeze written to cgroup.freeze. A call holding 160 MiB and one growing to 150 MiB under a
-// 256 MiB budget (nothing else is in the test's root; an ASan build adds an eighth to each for
-// the shadow its stores read): once the budget is 90% full, the growing call, not the largest,
-// is frozen, some 40-70 MiB in, and stops growing; the largest is never touched.
-TEST_F(ControllerRealTest, TheCallGrowingIntoAFullBudgetIsFrozenAndTheLargestRunsOn) {
+// the freeze written to cgroup.freeze. A call holding 160 MiB and one growing to 150 MiB (a MiB
+// per 20 ms) under a 256 MiB budget (nothing else is in the test's root; an ASan build adds an
+// eighth to each for the shadow its stores read): once the budget is 90% full, the growing
+// call, not the largest, is frozen, some 40-70 MiB in, and stops growing; the largest is never
+// touched. `interval`: the monitor's sampling interval.
+struct BudgetGrowth {
+  bool started = false;
+  int steady = 0;     // 40 ms polls in a row the grower's charge moved by under 1 MiB
+  uint64_t last = 0;  // the grower's charge at the end
+  CallOutcome grown, held;
+  uint64_t budget_wakeups = 0;
+};
+BudgetGrowth grow_into_a_full_budget(const HostPaths& paths, const std::string& root,
+                                     Duration interval) {
+  BudgetGrowth out;
   ControllerOptions o;
-  o.paths = paths_;
-  o.root = root_;
+  o.paths = paths;
+  o.root = root;
   o.policy = default_policy();
+  o.policy.ladder.sample_interval = interval;
   o.root_memory_budget = MiB(256);
   auto made = Controller::create(std::move(o));
-  ASSERT_TRUE(made.ok()) << made.error().message();
+  EXPECT_TRUE(made.ok()) << made.error().message();
+  if (!made.ok()) return out;
   auto& c = *made;
   auto run = c->begin_run("default", "rbudget");
-  ASSERT_TRUE(run.ok()) << run.error().message();
+  EXPECT_TRUE(run.ok()) << run.error().message();
+  if (!run.ok()) return out;
   auto big = c->begin_call(**run, "compile", {"hold"});
-  ASSERT_TRUE(big.ok()) << big.error().message();
   auto grower = c->begin_call(**run, "compile", {"grow"});
-  ASSERT_TRUE(grower.ok()) << grower.error().message();
+  EXPECT_TRUE(big.ok() && grower.ok());
+  if (!big.ok() || !grower.ok()) return out;
   UniqueFd go_big, go_grower;
   pid_t big_pid = memory_child(**big, 160, 160, &go_big);
-  ASSERT_GT(big_pid, 0);
   pid_t grower_pid = memory_child(**grower, 0, 150, &go_grower);
-  ASSERT_GT(grower_pid, 0);
-  auto reap = [&] {
-    for (pid_t p : {big_pid, grower_pid}) {
-      ::kill(p, SIGKILL);
-      ::waitpid(p, nullptr, 0);
-    }
-  };
-  // The largest first, all at once; then the grower, a MiB per 20 ms.
-  ASSERT_EQ(::write(go_big.get(), "g", 1), 1);
+  EXPECT_GT(big_pid, 0);
+  EXPECT_GT(grower_pid, 0);
+  if (big_pid <= 0 || grower_pid <= 0) return out;
+  // The largest first, all at once; then the grower.
+  EXPECT_EQ(::write(go_big.get(), "g", 1), 1);
   auto& backend = c->backend();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -223,40 +231,69 @@ TEST_F(ControllerRealTest, TheCallGrowingIntoAFullBudgetIsFrozenAndTheLargestRun
     if (u.ok() && u->memory_current >= MiB(160).value) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ASSERT_EQ(::write(go_grower.get(), "g", 1), 1);
+  EXPECT_EQ(::write(go_grower.get(), "g", 1), 1);
   // Started: past the few MiB a fresh process has.
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (std::chrono::steady_clock::now() < deadline && !out.started) {
     auto u = backend.read_usage((*grower)->cgroup());
-    if (u.ok() && u->memory_current >= MiB(10).value) break;
+    out.started = u.ok() && u->memory_current >= MiB(10).value;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // Frozen: its memory stops short of 150 MiB and stays there for a second.
-  uint64_t last = 0;
-  int steady = 0;
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline && steady < 25) {
+  while (std::chrono::steady_clock::now() < deadline && out.steady < 25) {
     std::this_thread::sleep_for(std::chrono::milliseconds(40));
     auto u = backend.read_usage((*grower)->cgroup());
     if (!u.ok()) continue;
     // Within 1 MiB: a v1 memory cgroup's charge moves by the kernel's per-CPU batches (64
     // pages) while nothing in it runs.
     const uint64_t moved =
-        u->memory_current > last ? u->memory_current - last : last - u->memory_current;
-    steady = moved < MiB(1).value ? steady + 1 : 0;
-    last = u->memory_current;
+        u->memory_current > out.last ? u->memory_current - out.last : out.last - u->memory_current;
+    out.steady = moved < MiB(1).value ? out.steady + 1 : 0;
+    out.last = u->memory_current;
   }
-  CallOutcome grown = c->end_call(std::move(grower).value(), ExecResult{});
-  CallOutcome held = c->end_call(std::move(big).value(), ExecResult{});
-  reap();
-  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
-  EXPECT_GE(steady, 25) << "the grower never stopped growing";
-  EXPECT_LT(last, MiB(140).value) << "the grower was not stopped before its end";
-  ASSERT_FALSE(grown.observed.actions.empty()) << to_json(grown, false).dump(2);
-  EXPECT_EQ(grown.observed.actions[0].action, "freeze");
-  EXPECT_THAT(grown.observed.actions[0].reason, ::testing::HasSubstr("memory budget " + root_));
-  EXPECT_GT(grown.observed.frozen_for, Duration(0));
-  EXPECT_TRUE(held.observed.actions.empty()) << to_json(held, false).dump(2);
+  out.budget_wakeups = c->monitor().budget_wakeups();
+  out.grown = c->end_call(std::move(grower).value(), ExecResult{});
+  out.held = c->end_call(std::move(big).value(), ExecResult{});
+  for (pid_t p : {big_pid, grower_pid}) {
+    ::kill(p, SIGKILL);
+    ::waitpid(p, nullptr, 0);
+  }
+  EXPECT_TRUE(c->end_run(std::move(run).value()).ok());
+  return out;
+}
+
+TEST_F(ControllerRealTest, TheCallGrowingIntoAFullBudgetIsFrozenAndTheLargestRunsOn) {
+  BudgetGrowth g = grow_into_a_full_budget(paths_, root_, std::chrono::milliseconds(20));
+  ASSERT_TRUE(g.started) << "the grower never started";
+  EXPECT_GE(g.steady, 25) << "the grower never stopped growing";
+  EXPECT_LT(g.last, MiB(140).value) << "the grower was not stopped before its end";
+  ASSERT_FALSE(g.grown.observed.actions.empty()) << to_json(g.grown, false).dump(2);
+  EXPECT_EQ(g.grown.observed.actions[0].action, "freeze");
+  EXPECT_THAT(g.grown.observed.actions[0].reason, ::testing::HasSubstr("memory budget " + root_));
+  EXPECT_GT(g.grown.observed.frozen_for, Duration(0));
+  EXPECT_TRUE(g.held.observed.actions.empty()) << to_json(g.held, false).dump(2);
+}
+
+// The same with the monitor sampling every 30 s: nothing would look before the grower has
+// taken its 150 MiB (3 s), but the budget's threshold (v1's memory.usage_in_bytes threshold
+// at 90% of the budget) wakes the monitor the moment the budget fills, and the grower is
+// frozen as early as at a 20 ms interval. Pure v2 has no usage threshold: the rule waits for
+// the next sample there.
+TEST_F(ControllerRealTest, AFillingBudgetWakesTheMonitorBetweenSamples) {
+  auto layout = detect_cgroup_layout("/proc/self/mountinfo");
+  SANDGATE_REQUIRE(layout.ok() && !layout->v1_mounts.empty() && layout->v1_mounts.count("memory"),
+                   "needs the v1 memory controller (its usage thresholds); pure v2 has none");
+  BudgetGrowth g = grow_into_a_full_budget(paths_, root_, std::chrono::seconds(30));
+  ASSERT_TRUE(g.started) << "the grower never started";
+  EXPECT_GE(g.budget_wakeups, 1u) << "the budget's threshold never woke the monitor";
+  EXPECT_GE(g.steady, 25) << "the grower never stopped growing";
+  EXPECT_LT(g.last, MiB(140).value) << "the grower was not stopped before its end";
+  ASSERT_FALSE(g.grown.observed.actions.empty()) << to_json(g.grown, false).dump(2);
+  EXPECT_EQ(g.grown.observed.actions[0].action, "freeze");
+  EXPECT_LT(g.grown.observed.actions[0].at, std::chrono::seconds(20))
+      << "frozen at a sample, not at the wake-up";
+  EXPECT_TRUE(g.held.observed.actions.empty()) << to_json(g.held, false).dump(2);
 }
 
 // kill -9 of the process that holds a run with a spare cgroup and a call still open: every

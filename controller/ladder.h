@@ -60,7 +60,8 @@ struct BudgetSignal {
   uint64_t used = 0;  // bytes charged to it now
   uint64_t limit = 0;
   bool largest = false;  // this call holds the most memory of the budget's active calls
-  bool growing = false;  // this call's memory rose since the monitor's previous sample
+  bool growing = false;  // this call's memory rose since the monitor's previous sample (since
+                         // its start, 0 charged, at its first)
 };
 
 // What the ladder sees at one step.

@@ -241,8 +241,11 @@ void Monitor::sample_all() {
       const BudgetRead& r = budget_reads[w->budget];
       if (r.used) {
         const MemoryBudget& b = budgets_.at(w->budget).budget;
+        // A call's cgroup starts with nothing charged: its first sample compares against 0
+        // (with a long interval, or woken by the budget, that sample may be the one that sees
+        // the budget full).
         in.budget = BudgetSignal{w->budget, *r.used, b.limit, u.memory_current == r.largest,
-                                 w->last_memory && u.memory_current > *w->last_memory};
+                                 u.memory_current > w->last_memory.value_or(0)};
       }
     }
     w->last_memory = u.memory_current;
@@ -277,6 +280,24 @@ void Monitor::loop() {
       for (auto& [key, t] : triggers_)
         if (t.valid()) fds.push_back({t.get(), trigger_events_, 0});
     }
+    // Last in the set: each budget's threshold eventfd, registered here, off the calls' path,
+    // when its first call is watched (a cgroup.event_control write).
+    const size_t budgets_from = fds.size();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [key, b] : budgets_) {
+        if (b.budget.wake_at > 0 && !b.wake_tried) {
+          b.wake_tried = true;
+          auto fd = backend_.memory_threshold_eventfd(b.budget.cg, b.budget.wake_at);
+          if (fd.ok())
+            b.wake = std::move(fd).value();
+          else
+            spdlog::debug("monitor: budget {}: sampled at each interval only: {}", key,
+                          fd.error().message());
+        }
+        if (b.wake.valid()) fds.push_back({b.wake.get(), POLLIN, 0});
+      }
+    }
     bool idle;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -289,13 +310,24 @@ void Monitor::loop() {
     }
     int r = ::poll(fds.data(), fds.size(), timeout_ms);
     if (stop_) break;
-    bool triggered = false;
+    bool triggered = false, budget_crossed = false;
     if (r > 0) {
       if (fds[0].revents) {
         uint64_t v;
         (void)!::read(wake_.get(), &v, sizeof v);
       }
-      for (size_t i = 1; i < fds.size(); ++i) {
+      for (size_t i = budgets_from; i < fds.size(); ++i) {
+        if (fds[i].revents & POLLIN) {
+          budget_crossed = true;
+          uint64_t v;
+          (void)!::read(fds[i].fd, &v, sizeof v);
+        } else if (fds[i].revents) {
+          std::lock_guard<std::mutex> lock(mu_);
+          for (auto& [key, b] : budgets_)
+            if (b.wake.get() == fds[i].fd) b.wake.reset();
+        }
+      }
+      for (size_t i = 1; i < budgets_from; ++i) {
         if (fds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) {
           // The cgroup went away under the trigger: stop polling it, or poll would spin.
           std::lock_guard<std::mutex> lock(mu_);
@@ -315,7 +347,8 @@ void Monitor::loop() {
     }
     auto now = std::chrono::steady_clock::now();
     if (triggered) ++wakeups_;
-    if (triggered || now >= next) {
+    if (budget_crossed) ++budget_wakeups_;
+    if (triggered || budget_crossed || now >= next) {
       sample_all();
       next = now + interval_;
     } else if (idle) {

@@ -52,6 +52,10 @@ namespace sandgate::controller {
 struct MemoryBudget {
   Cgroup cg;
   uint64_t limit = 0;
+  // Wake the monitor for a sample the moment the charge crosses this many bytes (the rule's
+  // freeze threshold), rather than at the next interval, where the backend can
+  // (CgroupBackend::memory_threshold_eventfd); 0: never.
+  uint64_t wake_at = 0;
 };
 
 class Monitor {
@@ -89,6 +93,8 @@ class Monitor {
   // Samples taken and trigger wake-ups so far (for benchmarks and tests).
   uint64_t samples() const { return samples_.load(); }
   uint64_t trigger_wakeups() const { return wakeups_.load(); }
+  // Samples taken early because a budget's charge crossed its wake_at.
+  uint64_t budget_wakeups() const { return budget_wakeups_.load(); }
   // CPU time the monitor thread has used so far (its pthread CPU clock), for the benchmark
   // that holds the monitor to a share of one core; nullopt if the clock cannot be read.
   std::optional<std::chrono::nanoseconds> cpu_time() const;
@@ -126,6 +132,8 @@ class Monitor {
     MemoryBudget budget;
     std::unique_ptr<UsageReader> reader;
     size_t refs = 0;
+    UniqueFd wake;             // the threshold eventfd at budget.wake_at, once registered
+    bool wake_tried = false;   // registered (or failed to) by the monitor thread
   };
   // The call's network view over the window (after adding this sample's point), or nullopt.
   std::optional<NetSignal> net_signal(Watched& w, const Usage& u,
@@ -149,7 +157,7 @@ class Monitor {
   short trigger_events_;
   std::map<uint64_t, UniqueFd> triggers_;  // run triggers, under mu_
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> samples_{0}, wakeups_{0};
+  std::atomic<uint64_t> samples_{0}, wakeups_{0}, budget_wakeups_{0};
   std::thread thread_;
 };
 
