@@ -153,31 +153,33 @@ std::vector<CounterFile> V1Hierarchies::counter_files(const Cgroup& cg) const {
   return files;
 }
 
-Result<UniqueFd> V1Hierarchies::pressure_level_eventfd(const Cgroup& cg) const {
-  SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "memory", "memory pressure trigger"));
+namespace {
+
+// An eventfd registered through the memory cgroup's cgroup.event_control for `file` with
+// `argument` ("medium" for memory.pressure_level, a byte count for memory.usage_in_bytes).
+// The registration holds the eventfd, not `file`, which may close after; closing the eventfd
+// unregisters it.
+Result<UniqueFd> memory_event_fd(const Cgroup& cg, const char* file, const std::string& argument) {
+  SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "memory", std::string("notification on ") + file));
   SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
   UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!efd) return sys_error("eventfd");
-  // The registration holds the eventfd, not the pressure_level file: that may close after.
-  SG_ASSIGN_OR_RETURN(UniqueFd level, d.openat("memory.pressure_level", O_RDONLY));
+  SG_ASSIGN_OR_RETURN(UniqueFd watched, d.openat(file, O_RDONLY));
   SG_TRY(std::move(d.write("cgroup.event_control", std::to_string(efd.get()) + " " +
-                                                       std::to_string(level.get()) + " medium"))
-             .context("registering for memory.pressure_level"));
+                                                       std::to_string(watched.get()) + " " +
+                                                       argument))
+             .context(std::string("registering for ") + file));
   return efd;
 }
 
+}  // namespace
+
+Result<UniqueFd> V1Hierarchies::pressure_level_eventfd(const Cgroup& cg) const {
+  return memory_event_fd(cg, "memory.pressure_level", "medium");
+}
+
 Result<UniqueFd> V1Hierarchies::usage_threshold_eventfd(const Cgroup& cg, uint64_t bytes) const {
-  SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "memory", "memory threshold"));
-  SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
-  UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!efd) return sys_error("eventfd");
-  // As for pressure_level: the registration holds the eventfd; closing it unregisters.
-  SG_ASSIGN_OR_RETURN(UniqueFd usage, d.openat("memory.usage_in_bytes", O_RDONLY));
-  SG_TRY(std::move(d.write("cgroup.event_control", std::to_string(efd.get()) + " " +
-                                                       std::to_string(usage.get()) + " " +
-                                                       std::to_string(bytes)))
-             .context("registering a memory.usage_in_bytes threshold"));
-  return efd;
+  return memory_event_fd(cg, "memory.usage_in_bytes", std::to_string(bytes));
 }
 
 Status V1Hierarchies::freezer_freeze(const Cgroup& cg, bool frozen) const {
