@@ -4,13 +4,17 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/test_temp_dir.h"
 
@@ -318,6 +322,42 @@ TEST(FdPassing, AByteAndADescriptorArriveAsTheSendersOwn) {
   a.reset();
   EXPECT_EQ(receive_byte_with_fds(b.get(), byte, fds, 4), 0);
   EXPECT_TRUE(fds.empty());
+}
+
+// A client that waits for the socket's path and connects at once is never refused: the path
+// appears only once the socket listens (serve's clients wait for it this way). A spinning
+// client on the other core found the bind-to-listen window of the old order.
+TEST_F(FileTest, AUnixSocketsPathAppearsOnlyOnceItListens) {
+  const std::string path = tmp_.path() + "/serve.sock";
+  for (int i = 0; i < 200; ++i) {
+    int refused = 0;
+    std::thread client([&] {
+      while (::access(path.c_str(), F_OK) != 0) {
+      }
+      UniqueFd c(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      sockaddr_un addr = {};
+      addr.sun_family = AF_UNIX;
+      std::memcpy(addr.sun_path, path.c_str(), path.size());
+      if (::connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+        refused = errno;
+    });
+    auto listening = listen_unix(path);
+    client.join();
+    ASSERT_TRUE(listening.ok()) << listening.error().message();
+    ASSERT_EQ(refused, 0) << "attempt " << i << ": " << std::strerror(refused);
+    struct stat st;
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISSOCK(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    ASSERT_EQ(::unlink(path.c_str()), 0);
+  }
+  // Nothing but the socket was ever left in the directory: the temporary name is gone.
+  auto listening = listen_unix(path);
+  ASSERT_TRUE(listening.ok());
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(tmp_.path()))
+    names.push_back(e.path().filename());
+  EXPECT_THAT(names, ::testing::ElementsAre("serve.sock"));
 }
 
 }  // namespace
