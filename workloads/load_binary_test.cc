@@ -381,8 +381,12 @@ TEST(LoadBinary, ReportsTheTimeSpentTouchingMemoryAlreadyDue) {
   Segment ahead;  // nothing until 1 s, then 16 MiB: planned ahead at the generator's rate
   ahead.points = {{0, 0, 0, 0, 0}, {1000, 16 * kMiB, 0, 0, 0}};
   ahead.end_ms = 1200;
-  EXPECT_GT(run("due", due), 0.0);
-  EXPECT_EQ(run("ahead", ahead), 0.0);
+  // Ahead of time, touching is not late: a generator that counted all of its touching as late
+  // would report about an eighth of the due run's figure (16 of 128 MiB). Beside stress-ng the
+  // ahead run was 0.3 ms late once (a core taken away mid-touch), so not exactly zero.
+  const double due_ms = run("due", due);
+  EXPECT_GT(due_ms, 0.0);
+  EXPECT_LT(run("ahead", ahead), due_ms / 20);
 }
 
 TEST(LoadBinary, FanOutCpuAndIoTogether) {
