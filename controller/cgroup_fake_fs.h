@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "controller/cgroup.h"
+#include "controller/cgroup_internal.h"
 #include "controller/cgroup_layout.h"
 #include "core/fd.h"
 #include "core/files.h"
@@ -20,6 +21,9 @@
 #include "tests/support/privileged.h"
 
 namespace sandgate::controller::testing {
+
+// A kernel recent enough for every interface the backends use.
+inline constexpr cgroup_detail::KernelVersion kModern{6, 1};
 
 inline std::string testdata(const std::string& name) {
   return ::sandgate::testing::source_dir() + "/controller/testdata/" + name;

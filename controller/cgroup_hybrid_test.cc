@@ -19,9 +19,8 @@ namespace {
 
 using testing::FakeCgroupFs;
 using ::testing::HasSubstr;
+using testing::kModern;
 using ::testing::UnorderedElementsAre;
-
-constexpr cgroup_detail::KernelVersion kModern{6, 1};
 
 class HybridBackendTest : public ::testing::Test {
  protected:

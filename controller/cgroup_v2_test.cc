@@ -12,8 +12,7 @@ namespace {
 using ::testing::ElementsAre;
 using testing::FakeCgroupFs;
 using ::testing::HasSubstr;
-
-constexpr cgroup_detail::KernelVersion kModern{6, 1};
+using testing::kModern;
 
 const std::vector<std::string> kAll = {"cpuset", "cpu", "io", "memory", "hugetlb", "pids"};
 

@@ -30,7 +30,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::RecordingActuator;
 
-constexpr Duration ms(int64_t n) { return std::chrono::milliseconds(n); }
+using namespace std::chrono_literals;
 
 class ControllerFakeTest : public ::testing::Test {
  protected:
@@ -79,7 +79,7 @@ class ControllerFakeTest : public ::testing::Test {
   static ExecResult exited(int code) {
     ExecResult r;
     r.status = ExitStatus{true, code, 0};
-    r.wall = ms(42);
+    r.wall = 42ms;
     r.stdout_data = "hello\n";
     r.stdout_bytes = 6;
     return r;
@@ -307,7 +307,7 @@ TEST_F(ControllerFakeTest, EndCallRevokesTheGrantAndClassifiesFromTheFinalRead) 
   EXPECT_EQ(o.observed.peaks.memory_bytes, GiB(2).value);
   ASSERT_FALSE(o.observed.actions.empty());
   EXPECT_EQ(o.observed.actions.back().action, "oom_kill");
-  EXPECT_EQ(o.exec.wall, ms(42));  // the provider's result, carried whole
+  EXPECT_EQ(o.exec.wall, 42ms);  // the provider's result, carried whole
   EXPECT_EQ(o.exec.stdout_data, "hello\n");
   EXPECT_EQ(o.exec.stdout_bytes, 6u);
   EXPECT_GE(backend_->reads(rel), 1);
@@ -693,7 +693,7 @@ TEST_F(ControllerFakeTest, AbsentFreezeAndKillAreReported) {
 }
 
 TEST_F(ControllerFakeTest, TheMonitorDrivesTheCallsLadderThroughTheActuator) {
-  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.sample_interval = 5ms;
   auto c = make();
   ASSERT_TRUE(c);
   auto run = c->begin_run("t1", "r1");
@@ -710,7 +710,7 @@ TEST_F(ControllerFakeTest, TheMonitorDrivesTheCallsLadderThroughTheActuator) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (actuator_.count(ActuatorCall::Op::kSetLimits) == 0 &&
          std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(ms(5));
+    std::this_thread::sleep_for(5ms);
   auto squeezes = actuator_.calls(ActuatorCall::Op::kSetLimits);
   ASSERT_EQ(squeezes.size(), 1u);
   EXPECT_EQ(squeezes[0].cgroup, rel);
@@ -753,7 +753,7 @@ class ControllerBudgetTest : public ControllerFakeTest {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (actuator_.count(ActuatorCall::Op::kFreeze) == 0 &&
            std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(ms(5));
+      std::this_thread::sleep_for(5ms);
     return actuator_.count(ActuatorCall::Op::kFreeze) > 0;
   }
   // One freeze, of the growing call.
@@ -775,7 +775,7 @@ class ControllerBudgetTest : public ControllerFakeTest {
 };
 
 TEST_F(ControllerBudgetTest, TheCallGrowingInAFullTenantBudgetIsFrozenAndTheLargestRunsOn) {
-  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.sample_interval = 5ms;
   auto c = make();
   ASSERT_TRUE(c);
   start_two_calls(*c, "sgtest/t1");
@@ -790,7 +790,7 @@ TEST_F(ControllerBudgetTest, TheCallGrowingInAFullTenantBudgetIsFrozenAndTheLarg
 }
 
 TEST_F(ControllerBudgetTest, TheRootsBudgetIsWatchedWhenItIsTighterThanTheTenants) {
-  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.sample_interval = 5ms;
   // The root limited below the tenant's 8GiB: the root is the budget.
   auto c = make_with([](ControllerOptions& o) { o.root_memory_budget = MiB(7800); });
   ASSERT_TRUE(c);
@@ -807,14 +807,14 @@ TEST_F(ControllerBudgetTest, AStaticPolicyNeverActsOnTheBudget) {
   run.memory_max = GiB(4);
   policy_ = static_policy(run);
   policy_.tenants["t1"] = TenantPolicy{300, GiB(8)};
-  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.sample_interval = 5ms;
   auto c = make();
   ASSERT_TRUE(c);
   start_two_calls(*c, "sgtest/t1");
   // The growing call has been sampled growing many times over (its script ends at 300MiB
   // after two reads, at 5ms apart): a rule that would act has acted by now.
-  auto deadline = std::chrono::steady_clock::now() + ms(300);
-  while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(ms(5));
+  auto deadline = std::chrono::steady_clock::now() + 300ms;
+  while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
   EXPECT_GE(c->monitor().samples(), 4u);
   EXPECT_EQ(actuator_.count(ActuatorCall::Op::kFreeze), 0u);
   end(*c);
@@ -839,14 +839,14 @@ class SteadyRunqMeter : public RunqMeter {
 bool wait_for_limits(const RecordingActuator& a, size_t n) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (a.count(ActuatorCall::Op::kSetLimits) < n && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(ms(5));
+    std::this_thread::sleep_for(5ms);
   return a.count(ActuatorCall::Op::kSetLimits) >= n;
 }
 
 TEST_F(ControllerFakeTest, RunqDelayOfOneCallThrottlesTheCallUsingTheMostCpu) {
-  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.sample_interval = 5ms;
   policy_.ladder.runq_throttle_ms_per_s = 100;
-  policy_.ladder.runq_window = ms(100);
+  policy_.ladder.runq_window = 100ms;
   auto c = make();
   ASSERT_TRUE(c);
   auto r1 = c->begin_run("t1", "r1");
@@ -891,9 +891,9 @@ TEST_F(ControllerFakeTest, RunqDelayOfOneCallThrottlesTheCallUsingTheMostCpu) {
 
 // Its negative twin: the same two calls without run-queue meters (no tracer) are left alone.
 TEST_F(ControllerFakeTest, WithoutRunqMetersTheRuleNeverActs) {
-  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.sample_interval = 5ms;
   policy_.ladder.runq_throttle_ms_per_s = 100;
-  policy_.ladder.runq_window = ms(100);
+  policy_.ladder.runq_window = 100ms;
   auto c = make();
   ASSERT_TRUE(c);
   auto r1 = c->begin_run("t1", "r1");
@@ -905,8 +905,8 @@ TEST_F(ControllerFakeTest, WithoutRunqMetersTheRuleNeverActs) {
   backend_->burn_cpu((*hog)->cgroup().rel, 1.8);
   backend_->burn_cpu((*victim)->cgroup().rel, 0.1);
   // Several windows of samples.
-  auto until = std::chrono::steady_clock::now() + ms(400);
-  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(ms(10));
+  auto until = std::chrono::steady_clock::now() + 400ms;
+  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
   CallOutcome o = c->end_call(std::move(hog).value(), exited(0));
   EXPECT_TRUE(o.observed.actions.empty());
@@ -918,9 +918,9 @@ TEST_F(ControllerFakeTest, WithoutRunqMetersTheRuleNeverActs) {
 // A call waiting because its own CPU limit throttles it (its grant, or a squeeze) is not a
 // victim of the others: the hog beside it is left alone.
 TEST_F(ControllerFakeTest, ACallThrottledByItsOwnLimitDoesNotCountAsWaiting) {
-  policy_.ladder.sample_interval = ms(5);
+  policy_.ladder.sample_interval = 5ms;
   policy_.ladder.runq_throttle_ms_per_s = 100;
-  policy_.ladder.runq_window = ms(100);
+  policy_.ladder.runq_window = 100ms;
   auto c = make();
   ASSERT_TRUE(c);
   auto r1 = c->begin_run("t1", "r1");
@@ -933,8 +933,8 @@ TEST_F(ControllerFakeTest, ACallThrottledByItsOwnLimitDoesNotCountAsWaiting) {
   backend_->burn_cpu((*capped)->cgroup().rel, 1.0, /*throttled=*/0.5);
   c->measure_runq(**hog, std::make_unique<SteadyRunqMeter>(5));
   c->measure_runq(**capped, std::make_unique<SteadyRunqMeter>(500));
-  auto until = std::chrono::steady_clock::now() + ms(400);
-  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(ms(10));
+  auto until = std::chrono::steady_clock::now() + 400ms;
+  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
   CallOutcome o = c->end_call(std::move(hog).value(), exited(0));
   EXPECT_TRUE(o.observed.actions.empty());
@@ -967,9 +967,9 @@ class SteadyNetMeter : public NetMeter {
 class ControllerNetTest : public ControllerFakeTest {
  protected:
   ControllerNetTest() {
-    policy_.ladder.sample_interval = ms(5);
+    policy_.ladder.sample_interval = 5ms;
     policy_.ladder.net_throttle_bytes_per_s = 1 << 20;  // 1 MiB/s
-    policy_.ladder.net_window = ms(100);
+    policy_.ladder.net_window = 100ms;
   }
   // Waits (bounded, 20 s) for 40 more samples of the monitor: at least 195 ms apart at the
   // 5 ms interval, so the windows of 100 ms are spanned however busy the machine is.
@@ -977,7 +977,7 @@ class ControllerNetTest : public ControllerFakeTest {
     const uint64_t want = c.monitor().samples() + 40;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (c.monitor().samples() < want && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(ms(5));
+      std::this_thread::sleep_for(5ms);
     return c.monitor().samples() >= want;
   }
 };
@@ -1081,13 +1081,13 @@ TEST(MonitorRates, PerSecondOverAtLeastHalfTheWindow) {
   using std::chrono::steady_clock;
   auto t0 = steady_clock::time_point{} + std::chrono::hours(1);
   // 50ms of waiting in 250ms: 200ms per second, in ns per second.
-  auto r = rate_per_second(t0, 1'000'000, t0 + ms(250), 51'000'000, ms(500));
+  auto r = rate_per_second(t0, 1'000'000, t0 + 250ms, 51'000'000, 500ms);
   ASSERT_TRUE(r.has_value());
   EXPECT_DOUBLE_EQ(*r / 1e6, 200.0);
   // Less than half the window: no rate yet.
-  EXPECT_FALSE(rate_per_second(t0, 0, t0 + ms(249), 1, ms(500)).has_value());
+  EXPECT_FALSE(rate_per_second(t0, 0, t0 + 249ms, 1, 500ms).has_value());
   // A counter that went backwards (a reset) or no time: no rate.
-  EXPECT_FALSE(rate_per_second(t0, 10, t0 + ms(500), 5, ms(500)).has_value());
+  EXPECT_FALSE(rate_per_second(t0, 10, t0 + 500ms, 5, 500ms).has_value());
   EXPECT_FALSE(rate_per_second(t0, 0, t0, 5, Duration(0)).has_value());
 }
 

@@ -21,7 +21,7 @@ void classify_as(CallOutcome& o, bool timed_out, bool cancelled_by_caller) {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr Duration ms(int64_t n) { return std::chrono::milliseconds(n); }
+using namespace std::chrono_literals;
 
 ExitStatus exited(int code) { return ExitStatus{true, code, 0}; }
 ExitStatus signalled(int sig) { return ExitStatus{false, 0, sig}; }
@@ -36,7 +36,7 @@ CallOutcome outcome(ExitStatus exit) {
   o.grant.pids_max = 64;
   o.grant.timeout = std::chrono::seconds(10);
   o.exec.status = exit;
-  o.exec.wall = ms(1500);
+  o.exec.wall = 1500ms;
   return o;
 }
 
@@ -268,11 +268,11 @@ CallOutcome full_outcome() {
   o.observed.cpu_usage_us = 2'500'000;
   o.observed.cpu_throttled_us = 4'000;
   o.observed.pids_refused = 0;
-  o.observed.throttled_for = ms(250);
-  o.observed.frozen_for = ms(40);
+  o.observed.throttled_for = 250ms;
+  o.observed.frozen_for = 40ms;
   o.observed.samples = 77;
-  o.observed.actions = {{"throttle", ms(120), "memory 470MiB reached 90%"},
-                        {"unthrottle", ms(370), "memory back to 100MiB"}};
+  o.observed.actions = {{"throttle", 120ms, "memory 470MiB reached 90%"},
+                        {"unthrottle", 370ms, "memory back to 100MiB"}};
   o.exec.stdout_data = "out";
   o.exec.stderr_data = "err";
   o.exec.stdout_bytes = 3'000'000;  // as written by the call, kept or not

@@ -104,9 +104,9 @@ TEST(Dns, MalformedMessagesAreErrorsNeverLoops) {
   };
   for (const auto& c : cases) {
     auto m = parse_message(c.wire);
-    ASSERT_FALSE(m.ok()) << testing::PrintToString(c.wire);
+    ASSERT_FALSE(m.ok()) << ::testing::PrintToString(c.wire);
     EXPECT_NE(m.error().message().find(c.says), std::string::npos)
-        << testing::PrintToString(c.wire) << ": " << m.error().message();
+        << ::testing::PrintToString(c.wire) << ": " << m.error().message();
   }
 }
 

@@ -41,7 +41,7 @@ ProbeReport read_host_text(const std::string& attempt, const std::string& path) 
   return reached(attempt, {{"path", path}, {"digest", content_digest(r.data)}, {"bytes", r.bytes}});
 }
 
-ProbeReport proc_cmdline(const Params&) {
+ProbeReport host_cmdline(const Params&) {
   return read_host_text("read the host kernel's command line (/proc/cmdline)", "/proc/cmdline");
 }
 
@@ -62,7 +62,7 @@ ProbeReport kernel_release(const Params&) {
 }
 
 // Block device names in /proc/partitions and /proc/diskstats.
-ProbeReport block_devices(const Params&) {
+ProbeReport block_device_list(const Params&) {
   std::string attempt = "list the host's block devices (/proc/partitions, /proc/diskstats)";
   Json devices = Json::array();
   Json files = Json::object();
@@ -180,11 +180,12 @@ ProbeReport mountinfo_host_path(const Params& p) {
 
 Status register_disclosure_probes(Catalogue& c) {
   SG_TRY(
-      c.add({"disclosure.proc_cmdline", "read the host kernel's command line", {}, proc_cmdline}));
+      c.add({"disclosure.proc_cmdline", "read the host kernel's command line", {}, host_cmdline}));
   SG_TRY(c.add({"disclosure.proc_version", "read /proc/version", {}, proc_version}));
   SG_TRY(c.add({"disclosure.boot_id", "read the host's boot id", {}, boot_id}));
   SG_TRY(c.add({"disclosure.kernel_release", "uname(2) release and version", {}, kernel_release}));
-  SG_TRY(c.add({"disclosure.block_devices", "list the host's block devices", {}, block_devices}));
+  SG_TRY(
+      c.add({"disclosure.block_devices", "list the host's block devices", {}, block_device_list}));
   SG_TRY(
       c.add({"disclosure.meminfo", "the host's memory total instead of the run's", {}, meminfo}));
   SG_TRY(c.add({"disclosure.sysinfo",

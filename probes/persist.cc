@@ -202,7 +202,7 @@ std::vector<pid_t> linger_processes(const std::string& m) {
   return out;
 }
 
-ProbeReport plant(const Params& p) {
+ProbeReport plant_markers(const Params& p) {
   std::string attempt = "plant persistence markers and leave a detached process";
   auto m = marker(p);
   if (!m) return missing_param(attempt, "marker");
@@ -302,7 +302,7 @@ Status register_persist_probes(Catalogue& c) {
   SG_TRY(c.add({"persist.plant",
                 "write persistence markers and leave a detached process",
                 {"marker", "workspace", "home", "host_mntns", "linger_s"},
-                plant,
+                plant_markers,
                 true}));
   SG_TRY(c.add({"persist.find",
                 "find markers and processes an earlier run left",

@@ -78,7 +78,7 @@ Status make_mount_point(const std::string& host_source, const std::string& targe
   return {};
 }
 
-// The run's own mount namespace (not made at clone: Supervisor::start's kNamespaceFlags say
+// The run's own mount namespace (not made at clone: Supervisor::start's kCloneNamespaces say
 // why). Made from the run's user namespace, which then owns it: the host's mounts copied into
 // it are locked together with their flags (mount_namespaces(7)).
 Status step_mount_namespace() {

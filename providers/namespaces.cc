@@ -61,26 +61,6 @@ Status NamespacesProvider::available() const {
   return {};
 }
 
-namespace {
-
-bool has(const std::vector<Weakening>& list, Weakening w) {
-  return std::find(list.begin(), list.end(), w) != list.end();
-}
-
-// The launcher's home, as its environment names it (the self-test points HOME at a canary
-// home; the password database would name the real one).
-Result<std::string> launcher_home() {
-  const char* home = std::getenv("HOME");
-  if (!home || home[0] != '/' || std::string_view(home) == "/")
-    return logic_error("mount_home", "HOME must name an absolute directory other than /");
-  struct stat st;
-  if (::stat(home, &st) != 0) return sys_error("stat HOME", home);
-  if (!S_ISDIR(st.st_mode)) return logic_error("mount_home", "HOME is not a directory", home);
-  return std::string(home);
-}
-
-}  // namespace
-
 Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& requested) {
   if (!requested.image.empty())
     return logic_error("create environment",
@@ -91,8 +71,8 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
       check_weakenings_allowed(requested.weakenings, options_.self_test_weakenings, "namespaces"));
   // The run's own host id range, unless a test-only weakening shares one: shared_uid (that is
   // the weakening) and reuse_workspace (its shared workspace belongs to one fixed id).
-  const bool shared_ids = has(requested.weakenings, Weakening::kSharedUid) ||
-                          has(requested.weakenings, Weakening::kReuseWorkspace);
+  const bool shared_ids = weakened(requested.weakenings, Weakening::kSharedUid) ||
+                          weakened(requested.weakenings, Weakening::kReuseWorkspace);
   SG_ASSIGN_OR_RETURN(RunIds ids, assign_run_ids(options_, requested, shared_ids));
   EnvSpec spec = requested;
   spec.run_id = ids.run_id;
@@ -102,14 +82,14 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
                                                  std::to_string(spec.uid) + ")");
   const auto& weak = spec.weakenings;
   std::string home_host, shared_tmp;
-  if (has(weak, Weakening::kMountHome)) {
+  if (weakened(weak, Weakening::kMountHome)) {
     SG_ASSIGN_OR_RETURN(home_host, launcher_home());
   }
-  if (has(weak, Weakening::kShareTmp)) {
+  if (weakened(weak, Weakening::kShareTmp)) {
     SG_ASSIGN_OR_RETURN(shared_tmp, prepare_shared_dir(options_.paths, kSharedTmpDir, "", 0, 0, 01777));
   }
   SupervisedEnvironment::Recipe recipe;
-  if (has(weak, Weakening::kReuseWorkspace)) {
+  if (weakened(weak, Weakening::kReuseWorkspace)) {
     SG_ASSIGN_OR_RETURN(recipe.shared_workspace,
                         prepare_shared_dir(options_.paths, kSharedWorkspaceDir, spec.workspace_recipe,
                                            base + spec.uid, base + spec.gid, 0700));
@@ -130,7 +110,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
     c.id_map_base = base;
     // The run owns its user namespace, so the kernel's per-user counts are its own; shared_uid
     // keeps the old shape (owned by sandgate, host root, like every other such run).
-    c.run_owns_user_namespace = !has(weak, Weakening::kSharedUid);
+    c.run_owns_user_namespace = !weakened(weak, Weakening::kSharedUid);
     c.jail.root_dir = layout.root;
     c.jail.workspace_host = layout.workspace;
     c.jail.workspace = "/workspace";
@@ -144,7 +124,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
     c.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
                   "HOME=/home/sandbox", "USER=sandbox", "LOGNAME=sandbox", "SHELL=/bin/sh",
                   "TMPDIR=/tmp", "LANG=C.UTF-8", "SANDGATE_RUN_ID=" + layout.run_id};
-    if (has(weak, Weakening::kPassHostEnv)) {
+    if (weakened(weak, Weakening::kPassHostEnv)) {
       // Everything of the host's, under the jail's own essentials (a host PATH may name
       // directories the jail lacks).
       std::vector<std::string> host_env;
@@ -161,11 +141,11 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
       c.base_env = merge_env(std::move(c.base_env), {"HOME=" + home_host});
     }
     c.jail.tmp_host = shared_tmp;
-    c.jail.new_network = !has(weak, Weakening::kShareHostNetwork);
-    c.jail.drop_privileges = !has(weak, Weakening::kRootWithCaps);
-    c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
-    c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);
-    c.jail.landlock = !has(weak, Weakening::kNoLandlock);
+    c.jail.new_network = !weakened(weak, Weakening::kShareHostNetwork);
+    c.jail.drop_privileges = !weakened(weak, Weakening::kRootWithCaps);
+    c.jail.seccomp = !weakened(weak, Weakening::kNoSeccomp);
+    c.jail.seccomp_full_width_compare = weakened(weak, Weakening::kSeccompFullWidthCompare);
+    c.jail.landlock = !weakened(weak, Weakening::kNoLandlock);
     if (spec.network == NetworkMode::kAllowlist) {
       // The run's resolv.conf: empty until the network hook below knows the run's address.
       c.jail.resolv_conf_host = layout.run_dir + "/resolv.conf";

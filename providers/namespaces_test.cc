@@ -876,16 +876,6 @@ TEST_F(NamespacesTest, HostDirAppliesCallRlimitsToo) {
   expect_rlimits_hold(*env, SANDGATE_TRY_BINARY);
 }
 
-// The host uid that owns a process's user namespace (NS_GET_OWNER_UID), or -1.
-long userns_owner(pid_t pid) {
-  int fd = ::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  uid_t owner = 0;
-  long r = ::ioctl(fd, NS_GET_OWNER_UID, &owner);
-  ::close(fd);
-  return r == 0 ? static_cast<long>(owner) : -1;
-}
-
 pid_t supervisor_of(providers::Environment& env) {
   return dynamic_cast<providers::SupervisedEnvironment&>(env).supervisor_pid();
 }

@@ -61,10 +61,6 @@ std::string find_executable(const std::string& name) {
       .value_or("");
 }
 
-bool has(const std::vector<Weakening>& list, Weakening w) {
-  return std::find(list.begin(), list.end(), w) != list.end();
-}
-
 // One hardening step: its flags on `podman run`, and whether a weakening (self-test only)
 // switched it off, in which case it is not read back.
 struct Setting {
@@ -226,17 +222,6 @@ Result<std::string> supervisor_binary(const ProviderOptions& o) {
   char buf[PATH_MAX];
   if (!::realpath(exe.c_str(), buf)) return sys_error("realpath supervisor binary", exe);
   return std::string(buf);
-}
-
-// The launcher's home, as its environment names it (as in namespaces.cc).
-Result<std::string> launcher_home() {
-  const char* home = std::getenv("HOME");
-  if (!home || home[0] != '/' || std::string_view(home) == "/")
-    return logic_error("mount_home", "HOME must name an absolute directory other than /");
-  struct stat st;
-  if (::stat(home, &st) != 0) return sys_error("stat HOME", home);
-  if (!S_ISDIR(st.st_mode)) return logic_error("mount_home", "HOME is not a directory", home);
-  return std::string(home);
 }
 
 // ---- Read-back -------------------------------------------------------------------------------
@@ -831,8 +816,8 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   // does). Rootful, Podman creates the user namespace as root: the kernel's per-user counts
   // (inotify instances) are then charged to root in the host's namespace, shared by every
   // container. Rootless, the namespace is created by the range's first id, which owns it.
-  const bool shared_ids = has(spec.weakenings, Weakening::kSharedUid) ||
-                          has(spec.weakenings, Weakening::kReuseWorkspace);
+  const bool shared_ids = weakened(spec.weakenings, Weakening::kSharedUid) ||
+                          weakened(spec.weakenings, Weakening::kReuseWorkspace);
   SG_ASSIGN_OR_RETURN(RunIds ids, assign_run_ids(options_, spec, shared_ids));
   EnvSpec with_run_id = spec;
   with_run_id.run_id = ids.run_id;
@@ -851,15 +836,15 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   SG_ASSIGN_OR_RETURN(std::string exe, supervisor_binary(options_));
   const auto& weak = spec.weakenings;
   std::string home_host, shared_tmp;
-  if (has(weak, Weakening::kMountHome)) {
+  if (weakened(weak, Weakening::kMountHome)) {
     SG_ASSIGN_OR_RETURN(home_host, launcher_home());
   }
-  if (has(weak, Weakening::kShareTmp)) {
+  if (weakened(weak, Weakening::kShareTmp)) {
     SG_ASSIGN_OR_RETURN(shared_tmp,
                         prepare_shared_dir(options_.paths, kSharedTmpDir, "", 0, 0, 01777));
   }
   SupervisedEnvironment::Recipe recipe;
-  if (has(weak, Weakening::kReuseWorkspace)) {
+  if (weakened(weak, Weakening::kReuseWorkspace)) {
     SG_ASSIGN_OR_RETURN(
         recipe.shared_workspace,
         prepare_shared_dir(options_.paths, kSharedWorkspaceDir, spec.workspace_recipe,
@@ -881,7 +866,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   recipe.secrets_inside = kSecretsInside;
   recipe.supervisor_exe = exe;
 
-  const bool root_with_caps = has(weak, Weakening::kRootWithCaps);
+  const bool root_with_caps = weakened(weak, Weakening::kRootWithCaps);
   recipe.configure = [&](const RunLayout& layout) -> Result<SupervisorConfig> {
     SupervisorConfig c;
     c.contained = true;
@@ -897,7 +882,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
                   "TMPDIR=/tmp",
                   "LANG=C.UTF-8",
                   "SANDGATE_RUN_ID=" + layout.run_id};
-    if (has(weak, Weakening::kPassHostEnv)) {
+    if (weakened(weak, Weakening::kPassHostEnv)) {
       std::vector<std::string> host_env;
       for (char** e = environ; e && *e; ++e) host_env.emplace_back(*e);
       c.base_env = merge_env(std::move(host_env), c.base_env);
@@ -910,11 +895,11 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
       c.base_env = merge_env(std::move(c.base_env), {"HOME=" + home_host});
     }
     // --network none or the lab's namespace: the container's own; host: shared (Landlock's TCP).
-    c.jail.new_network = !has(weak, Weakening::kShareHostNetwork);
+    c.jail.new_network = !weakened(weak, Weakening::kShareHostNetwork);
     c.jail.drop_privileges = !root_with_caps;
-    c.jail.seccomp = !has(weak, Weakening::kNoSeccomp);
-    c.jail.seccomp_full_width_compare = has(weak, Weakening::kSeccompFullWidthCompare);
-    c.jail.landlock = !has(weak, Weakening::kNoLandlock);
+    c.jail.seccomp = !weakened(weak, Weakening::kNoSeccomp);
+    c.jail.seccomp_full_width_compare = weakened(weak, Weakening::kSeccompFullWidthCompare);
+    c.jail.landlock = !weakened(weak, Weakening::kNoLandlock);
     return c;
   };
 
@@ -970,7 +955,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     // the runtime runs in, sandgate's (in `probe`: the lab's). Not `ns:/proc/PID/ns/net`:
     // Podman then still sets its default net sysctls, which runc refuses outside a new
     // network namespace.
-    if (has(weak, Weakening::kShareHostNetwork)) network_mode = "host";
+    if (weakened(weak, Weakening::kShareHostNetwork)) network_mode = "host";
     std::string ids = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
     std::string map = "0:" + std::to_string(base) + ":65536";
     // Rootless: the user namespace Podman runs in is the run's (0..65535 onto base.., made by
@@ -984,7 +969,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
 
     auto& s = *settings;
     s = {
-        {"network", {"--network", network_mode}, has(weak, Weakening::kShareHostNetwork)},
+        {"network", {"--network", network_mode}, weakened(weak, Weakening::kShareHostNetwork)},
         {"cap-drop",
          root_with_caps ? std::vector<std::string>{"--cap-add", "ALL"}
                         : std::vector<std::string>{"--cap-drop", "ALL"},
@@ -994,10 +979,10 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
                         : std::vector<std::string>{"--security-opt", "no-new-privileges"},
          root_with_caps},
         {"seccomp",
-         has(weak, Weakening::kNoSeccomp)
+         weakened(weak, Weakening::kNoSeccomp)
              ? std::vector<std::string>{"--security-opt", "seccomp=unconfined"}
              : std::vector<std::string>{},
-         has(weak, Weakening::kNoSeccomp)},
+         weakened(weak, Weakening::kNoSeccomp)},
         {"read-only", {"--read-only"}},
         {"user", user_flags, root_with_caps},
         {"tmpfs",
@@ -1006,7 +991,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
           std::string(kHome) + ":rw,nosuid,nodev,mode=0700,U"},
          false},
         {"workspace", {"--volume", layout.workspace + ":" + kWorkspace + ":rw"}},
-        {"env", {}, has(weak, Weakening::kPassHostEnv)},
+        {"env", {}, weakened(weak, Weakening::kPassHostEnv)},
         {"pids-limit", limit_flags({"--pids-limit", std::to_string(pids)})},
         {"memory", limit_flags({"--memory", std::to_string(memory) + "b", "--memory-swap",
                                 std::to_string(memory) + "b"})},

@@ -55,16 +55,6 @@ bool container_exists(const std::string& name) {
   return r.ok() && r->status.exited && r->status.code == 0;
 }
 
-// The host uid owning a process's user namespace (NS_GET_OWNER_UID), or -1.
-long userns_owner(pid_t pid) {
-  int fd = ::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  uid_t owner = 0;
-  long r = ::ioctl(fd, NS_GET_OWNER_UID, &owner);
-  ::close(fd);
-  return r == 0 ? static_cast<long>(owner) : -1;
-}
-
 // Processes whose real uid lies in [first, first + 65536): the run's ids.
 std::vector<pid_t> processes_with_ids_from(uid_t first) {
   std::vector<pid_t> out;

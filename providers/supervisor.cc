@@ -77,7 +77,7 @@ namespace {
 // namespace, it is owned by it and the host's mounts in it are locked, as with CLONE_NEWNS
 // here; until then the supervisor, which has no capability in the host's user namespace,
 // cannot change a mount of the host's.
-constexpr uint64_t kNamespaceFlags =
+constexpr uint64_t kCloneNamespaces =
     CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
 
 // The environment the supervisor process itself starts with: nothing of the host's except the
@@ -342,7 +342,7 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
 
   uint64_t flags = 0;
   if (config.isolate) {
-    flags = kNamespaceFlags;
+    flags = kCloneNamespaces;
     // share_host_network (test-only weakening): the run stays in the launcher's network.
     if (!config.jail.new_network) flags &= ~static_cast<uint64_t>(CLONE_NEWNET);
   }

@@ -88,7 +88,7 @@ size_t fds_of(const Json& exec) {
   return in != exec.end() && in->is_boolean() && in->get<bool>() ? 3 : 2;
 }
 
-[[noreturn]] void child_fail(int fd, const char* step) {
+[[noreturn]] void call_child_fail(int fd, const char* step) {
   ChildError e = {errno, {}};
   std::strncpy(e.step, step, sizeof e.step - 1);
   (void)!::write(fd, &e, sizeof e);
@@ -458,11 +458,11 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int 
   sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
   ::prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
-  if (::setsid() < 0) child_fail(error_fd, "setsid");
+  if (::setsid() < 0) call_child_fail(error_fd, "setsid");
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0) child_fail(error_fd, "open /dev/null");
+  if (null_fd < 0) call_child_fail(error_fd, "open /dev/null");
   if (::dup2(in >= 0 ? in : null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
-    child_fail(error_fd, "dup2");
+    call_child_fail(error_fd, "dup2");
 
   // When memory runs out above the call (a run's or tenant's shared limit, the host), the
   // kernel must pick the call, not the supervisor that holds the run together nor the run's
@@ -502,14 +502,14 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int 
       merge_env(config_.base_env, body.value("env", std::vector<std::string>{}));
   std::string cwd = body.value("cwd", "");
   if (cwd.empty()) cwd = config_.default_cwd;
-  if (::chdir(cwd.c_str()) != 0) child_fail(error_fd, "chdir");
+  if (::chdir(cwd.c_str()) != 0) call_child_fail(error_fd, "chdir");
 
   // In a microVM's guest the supervisor is root of the guest: each call drops to the sandbox
   // user as in the jail.
   if ((config_.isolate || config_.guest) && config_.jail.drop_privileges) {
     if (auto s = drop_privileges(config_.jail.uid, config_.jail.gid); !s.ok()) {
       errno = s.error().err;
-      child_fail(error_fd, s.error().step.c_str());
+      call_child_fail(error_fd, s.error().step.c_str());
     }
   }
   // In a container the runtime already made us an unprivileged user with no capabilities (the
@@ -517,22 +517,22 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int 
   // runtime did, and Landlock below needs it.
   if (config_.contained && config_.jail.drop_privileges &&
       ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    child_fail(error_fd, "prctl PR_SET_NO_NEW_PRIVS");
+    call_child_fail(error_fd, "prctl PR_SET_NO_NEW_PRIVS");
   // No descriptor of the supervisor's may reach the call (the error pipe closes at exec).
   if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-    child_fail(error_fd, "close_range");
+    call_child_fail(error_fd, "close_range");
   // Before the seccomp filter (which need not allow landlock_restrict_self for this). From
   // here the oom_score_adj written above sticks: the call cannot open procfs files for writing.
   if (landlock_.valid()) {
     if (auto s = landlock::restrict_self(landlock_.get()); !s.ok()) {
       errno = s.error().err;
-      child_fail(error_fd, "landlock_restrict_self");
+      call_child_fail(error_fd, "landlock_restrict_self");
     }
   }
   if (seccomp_) {
     if (auto s = install_seccomp_program(*seccomp_); !s.ok()) {
       errno = s.error().err;
-      child_fail(error_fd, "install seccomp filter");
+      call_child_fail(error_fd, "install seccomp filter");
     }
     // The third program, last: from here this process's sysinfo(2) waits for the views server,
     // which holds the listener once it is sent. A call never starts with a sysinfo that nobody
@@ -541,11 +541,11 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int 
       auto listener = install_sysinfo_notify(*seccomp_);
       if (!listener.ok()) {
         errno = listener.error().err;
-        child_fail(error_fd, "install sysinfo notify filter");
+        call_child_fail(error_fd, "install sysinfo notify filter");
       }
       if (auto s = send_sysinfo_listener(sysinfo_channel_.get(), listener->get()); !s.ok()) {
         errno = s.error().err;
-        child_fail(error_fd, "send the sysinfo listener");
+        call_child_fail(error_fd, "send the sysinfo listener");
       }
     }
   }
@@ -556,7 +556,7 @@ void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int 
   envp.push_back(nullptr);
   environ = envp.data();  // execvp searches PATH from environ
   ::execvp(argv[0], argv.data());
-  child_fail(error_fd, "execve");
+  call_child_fail(error_fd, "execve");
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
 #include "core/files.h"
 #include "core/state.h"
 
@@ -26,6 +30,20 @@ constexpr WeakeningName kWeakeningNames[] = {
     {Weakening::kSharedUid, "shared_uid"},
 };
 }  // namespace
+
+bool weakened(const std::vector<Weakening>& list, Weakening w) {
+  return std::find(list.begin(), list.end(), w) != list.end();
+}
+
+Result<std::string> launcher_home() {
+  const char* home = std::getenv("HOME");
+  if (!home || home[0] != '/' || std::string_view(home) == "/")
+    return logic_error("mount_home", "HOME must name an absolute directory other than /");
+  struct stat st;
+  if (::stat(home, &st) != 0) return sys_error("stat HOME", home);
+  if (!S_ISDIR(st.st_mode)) return logic_error("mount_home", "HOME is not a directory", home);
+  return std::string(home);
+}
 
 std::string to_string(Weakening w) {
   for (const auto& n : kWeakeningNames)

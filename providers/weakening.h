@@ -58,6 +58,13 @@ enum class Weakening {
 std::string to_string(Weakening w);  // "mount_home", "pass_host_env", ...
 Result<Weakening> weakening_from_string(const std::string& name);
 std::vector<Weakening> all_weakenings();
+// Whether `list` carries `w`.
+bool weakened(const std::vector<Weakening>& list, Weakening w);
+
+// The directory mount_home binds: the launcher's home as its environment names it (the
+// self-test points HOME at a canary home; the password database would name the real one).
+// Absolute, not "/", an existing directory; otherwise an error at step "mount_home".
+Result<std::string> launcher_home();
 
 // Refuses a spec that carries weakenings unless `allowed` (ProviderOptions::self_test_weakenings);
 // the error names each weakening and the provider.

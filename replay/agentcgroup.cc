@@ -12,7 +12,7 @@
 namespace sandgate::replay {
 namespace {
 
-constexpr std::string_view kStep = "import agentcgroup";
+constexpr std::string_view kImportStep = "import agentcgroup";
 constexpr size_t kMaxFileBytes = size_t{256} << 20;
 
 class Line {
@@ -21,7 +21,7 @@ class Line {
 
   Error fail(std::string_view field, const std::string& what) const {
     // The field may carry a key from the input (an unknown one): quoted as an excerpt.
-    return logic_error(std::string(kStep), "field '" + excerpt(field) + "': " + what, where_);
+    return logic_error(std::string(kImportStep), "field '" + excerpt(field) + "': " + what, where_);
   }
   Status keys(const Json& j, std::string_view prefix,
               std::initializer_list<std::string_view> known) const {
@@ -112,7 +112,7 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
   Trace trace;
   size_t null_cpu = 0, negative_cpu = 0, nested = 0;
   std::vector<int64_t> intervals;
-  JsonLines lines(text, source_name, std::string(kStep));
+  JsonLines lines(text, source_name, std::string(kImportStep));
   for (;;) {
     SG_ASSIGN_OR_RETURN(std::optional<Json> next, lines.next());
     if (!next) break;
@@ -191,7 +191,7 @@ Result<Trace> parse_agentcgroup(std::string_view text, const std::string& source
     trace.samples.push_back(std::move(s));
   }
   if (trace.samples.empty()) {
-    return logic_error(std::string(kStep), "no samples (not an AgentCgroup run file?)",
+    return logic_error(std::string(kImportStep), "no samples (not an AgentCgroup run file?)",
                        source_name);
   }
 

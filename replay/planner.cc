@@ -15,7 +15,7 @@
 namespace sandgate::replay {
 namespace {
 
-constexpr std::string_view kStep = "plan capacity";
+constexpr std::string_view kPlanStep = "plan capacity";
 
 // The columns one trial adds up, each against its own capacity.
 enum Column {
@@ -232,21 +232,22 @@ std::vector<IntentUse> intent_uses(const std::vector<TraceProfile>& profiles,
 Result<Plan> plan_capacity(const std::vector<TraceProfile>& profiles, const PlanOptions& o,
                            const controller::Policy& policy) {
   const std::string& policy_name = policy.name;
-  if (profiles.empty()) return logic_error(std::string(kStep), "no traces");
-  if (o.host_memory_bytes == 0) return logic_error(std::string(kStep), "host memory must be > 0");
-  if (!(o.host_cpus > 0)) return logic_error(std::string(kStep), "host cpus must be > 0");
+  if (profiles.empty()) return logic_error(std::string(kPlanStep), "no traces");
+  if (o.host_memory_bytes == 0)
+    return logic_error(std::string(kPlanStep), "host memory must be > 0");
+  if (!(o.host_cpus > 0)) return logic_error(std::string(kPlanStep), "host cpus must be > 0");
   if (!(o.risk > 0 && o.risk < 1))
-    return logic_error(std::string(kStep), "risk must be between 0 and 1 (exclusive)");
+    return logic_error(std::string(kPlanStep), "risk must be between 0 and 1 (exclusive)");
   // The fit is the risk-quantile of the first N that exceeds the host: below ~10 trials past
   // the quantile it is mostly noise.
   if (o.trials * o.risk < 10) {
-    return logic_error(std::string(kStep),
+    return logic_error(std::string(kPlanStep),
                        "too few trials for risk " + std::to_string(o.risk) + ": use at least " +
                            std::to_string(static_cast<size_t>(std::ceil(10 / o.risk))));
   }
-  if (o.max_runs == 0) return logic_error(std::string(kStep), "max runs must be > 0");
+  if (o.max_runs == 0) return logic_error(std::string(kPlanStep), "max runs must be > 0");
   if (!(o.cpu_overcommit >= 1) || !std::isfinite(o.cpu_overcommit))
-    return logic_error(std::string(kStep), "cpu overcommit must be a finite ratio >= 1");
+    return logic_error(std::string(kPlanStep), "cpu overcommit must be a finite ratio >= 1");
 
   const double mem_cap = static_cast<double>(o.host_memory_bytes);
   const double cpu_cap = o.host_cpus * 1000;

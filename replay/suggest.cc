@@ -15,7 +15,7 @@
 namespace sandgate::replay {
 namespace {
 
-constexpr std::string_view kStep = "suggest policy";
+constexpr std::string_view kSuggestStep = "suggest policy";
 
 // A decimal number, or a percentage with `%`; nullopt when it is neither, or not finite.
 std::optional<double> fraction_or_percent(std::string_view text) {
@@ -75,14 +75,15 @@ Result<double> parse_headroom(std::string_view text) {
 
 Result<Suggestion> suggest_policy(const std::vector<std::pair<std::string, Trace>>& traces,
                                   const controller::Policy& base, const SuggestOptions& o) {
-  if (traces.empty()) return logic_error(std::string(kStep), "no traces to size on");
+  if (traces.empty()) return logic_error(std::string(kSuggestStep), "no traces to size on");
   if (!(o.quantile > 0 && o.quantile <= 1))
-    return logic_error(std::string(kStep), "the quantile must be in (0, 1]");
+    return logic_error(std::string(kSuggestStep), "the quantile must be in (0, 1]");
   if (!(o.headroom >= 0 && o.headroom <= 10))
-    return logic_error(std::string(kStep), "the headroom must be from 0 to 10 (1000%)");
-  if (o.min_calls == 0) return logic_error(std::string(kStep), "--min-calls must be at least 1");
+    return logic_error(std::string(kSuggestStep), "the headroom must be from 0 to 10 (1000%)");
+  if (o.min_calls == 0)
+    return logic_error(std::string(kSuggestStep), "--min-calls must be at least 1");
   if (base.mode != controller::PolicyMode::kPerCall)
-    return logic_error(std::string(kStep),
+    return logic_error(std::string(kSuggestStep),
                        "the base policy '" + excerpt(base.name) +
                            "' is in static mode: suggest sizes per-call grants; give a "
                            "per_call policy");
@@ -95,7 +96,8 @@ Result<Suggestion> suggest_policy(const std::vector<std::pair<std::string, Trace
   std::vector<CallUse> all;
   for (const auto& [name, trace] : traces) {
     if (trace.samples.empty())
-      return logic_error(std::string(kStep), "the trace has no samples, nothing to size on", name);
+      return logic_error(std::string(kSuggestStep), "the trace has no samples, nothing to size on",
+                         name);
     s.traces.push_back(name);
     const auto& u = trace.header.unmeasured;
     if (std::find(u.begin(), u.end(), "pids") != u.end()) ++pids_unmeasured;

@@ -11,6 +11,8 @@
 namespace sandgate::reports {
 namespace {
 
+using testing::error_of;
+
 Report bench_report() {
   Report r;
   r.job = "bench";
@@ -37,12 +39,6 @@ Report bench_report() {
                                 "",
                                 std::string("sandgate-try is not installed beside sandgate")}};
   return r;
-}
-
-std::string error_of(const Json& j) {
-  auto r = report_from_json(j);
-  EXPECT_FALSE(r.ok());
-  return r.ok() ? "" : r.error().message();
 }
 
 TEST(BenchModel, RoundTripsThroughJson) {

@@ -725,8 +725,6 @@ const FleetHost* host_named(const Fleet& f, const std::string& name) {
   return nullptr;
 }
 
-std::string md(std::string_view s, size_t max = 200) { return escape_markdown(s, max); }
-
 std::string md_value(const std::string& value) {
   return is_bad(value) ? "**" + md(value, 80) + "**" : md(value, 80);
 }

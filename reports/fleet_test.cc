@@ -12,6 +12,7 @@
 namespace sandgate::reports {
 namespace {
 
+using testing::count;
 using testing::hostile_report;
 using testing::hostile_text;
 using testing::real_report;
@@ -65,12 +66,6 @@ Fleet merged(std::vector<Report> reports, const MergeOptions& options = {}) {
   auto f = merge_reports(std::move(inputs), options);
   EXPECT_TRUE(f.ok()) << f.error().message();
   return f.ok() ? std::move(f).value() : Fleet{};
-}
-
-size_t count(const ProviderReport& p, probes::Verdict v) {
-  size_t n = 0;
-  for (const auto& pv : *p.probes) n += pv.verdict == v;
-  return n;
 }
 
 TEST(FleetClass, FollowsTheDoctorsFactsAndSaysWhatItDoesNotKnow) {
@@ -295,7 +290,7 @@ Fleet hostile_fleet() {
   return f;
 }
 
-void expect_inert(const std::string& out, const std::string& shown) {
+void expect_fleet_inert(const std::string& out, const std::string& shown) {
   std::string copy = out;
   EXPECT_EQ(make_valid_utf8(copy), 0u) << "invalid UTF-8";
   for (size_t i = 0; i < out.size(); ++i) {
@@ -316,7 +311,7 @@ void expect_inert(const std::string& out, const std::string& shown) {
 TEST(FleetMarkdown, HostileTextIsEscaped) {
   Fleet f = hostile_fleet();
   std::string out = render_fleet_markdown(f);
-  expect_inert(out, "\\\\x1b\\[31mRED");
+  expect_fleet_inert(out, "\\\\x1b\\[31mRED");
   EXPECT_EQ(out.find("[link]("), std::string::npos) << "a live link";
   // Every row of the matrix keeps its cells (host, class, each provider): no '|' from the text
   // opens another.
@@ -335,7 +330,7 @@ TEST(FleetMarkdown, HostileTextIsEscaped) {
 
 TEST(FleetHtml, HostileTextIsInertAndNothingIsFetched) {
   std::string out = render_fleet_html(hostile_fleet());
-  expect_inert(out, "\\x1b[31mRED");
+  expect_fleet_inert(out, "\\x1b[31mRED");
   EXPECT_NE(out.find("&lt;script&gt;"), std::string::npos);
   EXPECT_EQ(out.find("-->"), std::string::npos);
   std::regex fetch(R"((src|href|action|poster|data)\s*=\s*["']?\s*(https?:)?//)",
@@ -370,7 +365,7 @@ TEST(FleetJson, RoundTripsThroughItsReader) {
   ASSERT_TRUE(hostile_back.ok()) << hostile_back.error().message();
 }
 
-std::string error_of(const Json& j) {
+std::string fleet_error_of(const Json& j) {
   auto r = fleet_from_json(j);
   EXPECT_FALSE(r.ok());
   return r.ok() ? "" : r.error().message();
@@ -382,43 +377,45 @@ TEST(FleetJson, ErrorsNameTheField) {
   const Json good = to_json(merged({host_report("node-a"), b}));
   Json j = good;
   j["hosts"][1]["report"]["providers"][0]["qualified"] = "yes";
-  EXPECT_NE(error_of(j).find(
+  EXPECT_NE(fleet_error_of(j).find(
                 "hosts[1].report.providers[0].qualified: expected true or false, got \"yes\""),
             std::string::npos)
-      << error_of(j);
+      << fleet_error_of(j);
   j = good;
   j["hosts"][0]["colour"] = "red";
-  EXPECT_NE(error_of(j).find("hosts[0].colour: unknown field"), std::string::npos) << error_of(j);
+  EXPECT_NE(fleet_error_of(j).find("hosts[0].colour: unknown field"), std::string::npos)
+      << fleet_error_of(j);
   j = good;
   j["schema_version"] = 99;
-  EXPECT_NE(error_of(j).find("schema_version: this sandgate reads versions 1 to 1, got 99"),
+  EXPECT_NE(fleet_error_of(j).find("schema_version: this sandgate reads versions 1 to 1, got 99"),
             std::string::npos);
   j = good;
   j["hosts"][1]["name"] = "node-a";
-  EXPECT_NE(error_of(j).find("hosts[1].name: a second host named \"node-a\""), std::string::npos)
-      << error_of(j);
+  EXPECT_NE(fleet_error_of(j).find("hosts[1].name: a second host named \"node-a\""),
+            std::string::npos)
+      << fleet_error_of(j);
   j = good;
   j.erase("matrix");
-  EXPECT_NE(error_of(j).find("matrix: missing"), std::string::npos) << error_of(j);
+  EXPECT_NE(fleet_error_of(j).find("matrix: missing"), std::string::npos) << fleet_error_of(j);
   // A derived section edited by hand: named where it departs from the reports.
   j = good;
   j["classes"][0]["differences"][1]["hosts"][1]["value"] = "blocked (seccomp)";
-  EXPECT_NE(error_of(j).find("classes[0].differences[1].hosts[1].value: does not follow from "
-                             "the hosts' reports"),
+  EXPECT_NE(fleet_error_of(j).find("classes[0].differences[1].hosts[1].value: does not follow from "
+                                   "the hosts' reports"),
             std::string::npos)
-      << error_of(j);
+      << fleet_error_of(j);
   j = good;
   j["hosts"][0]["facts"]["kvm"] = true;
-  EXPECT_NE(error_of(j).find("hosts[0].facts.kvm: does not follow from report.host"),
+  EXPECT_NE(fleet_error_of(j).find("hosts[0].facts.kvm: does not follow from report.host"),
             std::string::npos)
-      << error_of(j);
+      << fleet_error_of(j);
   j = good;
   j["hosts"][0]["class"] = "pool-9";
-  EXPECT_NE(error_of(j).find("hosts[0].class: class_from is facts"), std::string::npos)
-      << error_of(j);
+  EXPECT_NE(fleet_error_of(j).find("hosts[0].class: class_from is facts"), std::string::npos)
+      << fleet_error_of(j);
   j = good;
   j["type"] = "sandgate-report";
-  EXPECT_NE(error_of(j).find("type: expected \"sandgate-fleet\""), std::string::npos);
+  EXPECT_NE(fleet_error_of(j).find("type: expected \"sandgate-fleet\""), std::string::npos);
 }
 
 // ---- The command line: the real binary.

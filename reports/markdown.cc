@@ -10,8 +10,6 @@
 namespace sandgate::reports {
 namespace {
 
-std::string md(std::string_view s, size_t max = 200) { return escape_markdown(s, max); }
-
 std::string opt_ms(const std::optional<double>& v) {
   return v ? fmt::format("{:.1f} ms", *v) : std::string("-");
 }

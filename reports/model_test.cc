@@ -13,6 +13,8 @@
 namespace sandgate::reports {
 namespace {
 
+using testing::count;
+using testing::error_of;
 using testing::fixture_dir;
 using testing::real_report;
 
@@ -22,12 +24,6 @@ const ProviderReport& provider(const Report& r, const std::string& name) {
   ADD_FAILURE() << "no provider " << name;
   static ProviderReport none;
   return none;
-}
-
-size_t count(const ProviderReport& p, probes::Verdict v) {
-  size_t n = 0;
-  for (const auto& pv : p.probes.value_or(std::vector<ProbeVerdict>{})) n += pv.verdict == v;
-  return n;
 }
 
 TEST(FromQualify, ReadsARealRunWithItsProbeFilesBesideIt) {
@@ -127,12 +123,6 @@ TEST(Model, LoadsTheModelFileItself) {
 }
 
 // Each broken field is named by its path.
-std::string error_of(const Json& j) {
-  auto r = report_from_json(j);
-  EXPECT_FALSE(r.ok());
-  return r.ok() ? "" : r.error().message();
-}
-
 TEST(Model, ErrorsNameTheField) {
   Json good = to_json(real_report());
   Json j = good;

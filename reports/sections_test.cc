@@ -16,6 +16,7 @@
 namespace sandgate::reports {
 namespace {
 
+using testing::error_of;
 using testing::hostile_text;
 using testing::synthetic_plan;
 using testing::synthetic_replay;
@@ -25,12 +26,6 @@ Report job(const std::string& name) {
   if (name == "replay") r.replay = synthetic_replay();
   if (name == "plan") r.plan = synthetic_plan();
   return r;
-}
-
-std::string error_of(const Json& j) {
-  auto r = report_from_json(j);
-  EXPECT_FALSE(r.ok());
-  return r.ok() ? "" : r.error().message();
 }
 
 size_t occurrences(const std::string& s, const std::string& what) {

@@ -20,6 +20,20 @@ inline std::string fixture_dir() {
   return ::sandgate::testing::source_dir() + "/reports/testdata/qualify-creds";
 }
 
+// The message of the error report_from_json gives for `j` (a failure if it gives none).
+inline std::string error_of(const Json& j) {
+  auto r = report_from_json(j);
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? "" : r.error().message();
+}
+
+// How many of a provider's probes have verdict `v`.
+inline size_t count(const ProviderReport& p, probes::Verdict v) {
+  size_t n = 0;
+  for (const auto& pv : p.probes.value_or(std::vector<ProbeVerdict>{})) n += pv.verdict == v;
+  return n;
+}
+
 inline Report real_report() {
   auto r = load_report(fixture_dir() + "/qualify.json");
   EXPECT_TRUE(r.ok()) << r.error().message();

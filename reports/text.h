@@ -41,5 +41,9 @@ std::string escape_markup(std::string_view text);
 // backslash-escaped. Characters that mean something only at the start of a line (# - + 1.)
 // are left alone, so the text stays readable in its raw form.
 std::string escape_markdown(std::string_view text, size_t max_bytes = 300);
+// A Markdown table cell or inline span: escaped, at most 200 bytes.
+inline std::string md(std::string_view text, size_t max_bytes = 200) {
+  return escape_markdown(text, max_bytes);
+}
 
 }  // namespace sandgate::reports

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,6 +111,16 @@ inline pid_t recorded_proc_views_server(const std::string& state_dir, const std:
     if (res.value("kind", "") == "process" && res.value("path", "").ends_with("/proc-views"))
       return res.value("pid", 0);
   return 0;
+}
+
+// The host uid that owns a process's user namespace (NS_GET_OWNER_UID), or -1.
+inline long userns_owner(pid_t pid) {
+  int fd = ::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  uid_t owner = 0;
+  long r = ::ioctl(fd, NS_GET_OWNER_UID, &owner);
+  ::close(fd);
+  return r == 0 ? static_cast<long>(owner) : -1;
 }
 
 inline bool process_exists(pid_t pid) {
