@@ -200,7 +200,9 @@ class SessionTest : public ProviderTest {
   size_t dirs = 0;
   pid_t started = 0;
   CallRequest r;
-  r.argv = {"cat", "/proc/self/cgroup"};
+  // As long as the first: it parks the process for the third call, which must say "parked"
+  // before this one ends to be in its outcome.
+  r.argv = {"sleep", "1"};
   r.intent = "test";
   r.on_started = [&](const controller::CallScope& scope, pid_t pid) {
     started = pid;
