@@ -6,7 +6,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace sandgate {
@@ -174,9 +176,12 @@ Result<UniqueFd> listen_unix(const std::string& path, int backlog) {
   // for the path to appear (as every caller of `serve` does) must never find a socket that is
   // bound but not yet listening, which refuses it (ECONNREFUSED: three of ten runs of the
   // load test, beside stress-ng). Where the temporary name would not fit, the path itself.
+  // The temporary name is this call's own (the process and a count): two threads listening in
+  // one directory at once must not unlink or rename each other's socket.
+  static std::atomic<uint64_t> calls{0};
   const size_t slash = path.rfind('/');
   std::string bound = path.substr(0, slash == std::string::npos ? 0 : slash + 1) + ".sg-" +
-                      std::to_string(::getpid()) + ".sock";
+                      std::to_string(::getpid()) + "-" + std::to_string(calls++) + ".sock";
   if (bound.size() >= sizeof addr.sun_path) bound = path;
   SG_ASSIGN_OR_RETURN(addr, unix_address(bound));
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
@@ -385,6 +386,52 @@ TEST_F(FileTest, AUnixSocketsPathIsRenamedIntoPlaceAlreadyPrivate) {
     p += sizeof(inotify_event) + e->len;
   }
   EXPECT_THAT(on_path, ::testing::ElementsAre("moved_to"));
+}
+
+// Threads of one process listening in one directory at once each get their own socket at their
+// own path: the temporary names are per call, not per process (with one name per process, one
+// thread unlinked or renamed another's socket, and its own rename then failed).
+TEST_F(FileTest, UnixSocketsListenedAtOnceInOneDirectoryStayApart) {
+  constexpr int kThreads = 4, kRounds = 50;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds && failures[t].empty(); ++i) {
+        const std::string path = tmp_.path() + "/s" + std::to_string(t) + ".sock";
+        auto listening = listen_unix(path);
+        if (!listening.ok()) {
+          failures[t] = "round " + std::to_string(i) + ": " + listening.error().message();
+          break;
+        }
+        // The socket at the path is the one returned: a client connected there is accepted
+        // on it.
+        UniqueFd c(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_un addr = {};
+        addr.sun_family = AF_UNIX;
+        std::memcpy(addr.sun_path, path.c_str(), path.size());
+        if (::connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+          failures[t] = "round " + std::to_string(i) + ": connect: " + std::strerror(errno);
+          break;
+        }
+        // Non-blocking: a connection queued on some other thread's socket fails here at once.
+        (void)::fcntl(listening->get(), F_SETFL, O_NONBLOCK);
+        UniqueFd accepted(::accept4(listening->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!accepted.valid()) {
+          failures[t] = "round " + std::to_string(i) + ": not accepted on the returned socket: " +
+                        std::strerror(errno);
+          break;
+        }
+        ::unlink(path.c_str());
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+  // No temporary name was left behind.
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(tmp_.path()))
+    left.push_back(e.path().filename());
+  EXPECT_THAT(left, ::testing::IsEmpty());
 }
 
 }  // namespace
