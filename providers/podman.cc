@@ -903,22 +903,26 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     return c;
   };
 
-  // The run's own /proc views (proc_views.h), started before `podman run` (the server and its
-  // mount recorded like the jail's, so destroy and gc stop and detach them), of the run's
-  // cgroup: the container and every call are placed below it. Only the files runc binds
-  // (kPodmanProcViewFiles); /proc/pressure/* stay the kernel's.
+  // The run's own /proc views (proc_views.h), of the run's cgroup: the container and every call
+  // are placed below it. Only the files runc binds (kPodmanProcViewFiles); /proc/pressure/* stay
+  // the kernel's. The server (and its mount) is recorded like the jail's, so destroy and gc stop
+  // and detach them. Started here and waited for at the end of the launch recipe, just before
+  // `podman run` needs the files: the server's exec and mount overlap the root's assembly
+  // instead of adding to it.
   auto views_dir = std::make_shared<std::string>();
+  auto views_mounted = std::make_shared<std::function<Status()>>();
   if (options_.proc_views && proc_views_enabled_by_environment()) {
     std::vector<std::string> run_cgroup = run_cgroup_dirs(spec.placement.cgroup_dirs);
-    recipe.before_start = [this, exe, run_cgroup, views_dir](const RunLayout& layout,
-                                                             SupervisorConfig& c,
-                                                             RunState& state) -> Status {
+    recipe.before_start = [this, exe, run_cgroup, views_dir, views_mounted](
+                              const RunLayout& layout, SupervisorConfig& c,
+                              RunState& state) -> Status {
       SG_ASSIGN_OR_RETURN(
-          auto views, start_run_proc_views(options_.paths, exe, layout.run_dir, run_cgroup, state));
-      *views_dir = views.dir;
+          auto begun, begin_run_proc_views(options_.paths, exe, layout.run_dir, run_cgroup, state));
+      *views_dir = begun.views.dir;
+      *views_mounted = std::move(begun.wait_mounted);
       // The server answers the calls' sysinfo(2) as for the jail (sysinfo_notify.h): the
       // channel goes to the supervisor with its config, over the control socket runc passes.
-      if (options_.answer_sysinfo) c.sysinfo_channel = views.sysinfo_channel;
+      if (options_.answer_sysinfo) c.sysinfo_channel = begun.views.sysinfo_channel;
       return {};
     };
   }
@@ -930,15 +934,18 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
   auto expected = std::make_shared<Expected>();
   recipe.launch = [&, settings, expected](const RunLayout& layout,
                                           RunState& state) -> Result<ContainedLaunch> {
+    StepClock clock("run " + layout.run_id, "podman launch");
     std::vector<std::string> volumes;
     if (spec.image.empty()) {
       // Read-only in the container, a few KiB: 4 MiB is ample.
       SG_TRY(mount_scratch_tmpfs(layout.root, 0, 0, 0755, 4 << 20, state));
+      clock.lap("root-tmpfs");
       SG_ASSIGN_OR_RETURN(volumes,
                           assemble_rootfs(layout.root, spec.uid, spec.gid, spec.base_paths));
       std::vector<BindMount> extra = spec.readonly_mounts;
       if (!home_host.empty()) extra.push_back({home_host, home_host});
       SG_TRY(make_mount_points(layout.root, extra));
+      clock.lap("root");
     }
     std::string name = "sandgate-" + layout.run_id;
     // Without a placement (no controller), a parent of the run's own rather than Podman's
@@ -1126,6 +1133,13 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
     // own Podman storage: killing its processes and removing the run directory removes it.
     if (!rootless)
       SG_TRY(record_runtime_cgroups(paths, rel, spec.placement.empty(), name, state));
+    clock.lap("argv+record");
+    // The views must be mounted before Podman looks for them: until then the mount point is an
+    // empty directory, and the run would fail on the missing files.
+    if (*views_mounted) {
+      SG_TRY((*views_mounted)());
+      clock.lap("wait-views");
+    }
     launch.argv = std::move(argv);
     launch.foreground_output = layout.run_dir + "/runtime.log";
     if (stop_grace) launch.stop_grace = *stop_grace;

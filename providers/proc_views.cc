@@ -510,8 +510,6 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
   const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
   if (::mkdir(mount_point.c_str(), 0755) != 0 && errno != EEXIST)
     return sys_error("mkdir proc views", mount_point);
-  SG_TRY(state.record({Resource::Kind::kMount, mount_point}));
-  clock.lap("record-mount");
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return sys_error("socketpair for proc views");
@@ -564,16 +562,18 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
   }
   theirs.reset();
   clock.lap("fork");
-  // Recorded before it mounts anything: it waits for this byte (and exits at EOF instead).
+  // The server and the mount it will make, recorded in one write before it mounts anything: it
+  // waits for this byte (and exits at EOF instead).
   auto start = process_start_time(paths.proc, pid);
   // Named by its mount point: a reader of the record tells it from the run's supervisor.
-  Status recorded = state.record({Resource::Kind::kProcess, mount_point, pid, start.value_or(0)});
+  Status recorded = state.record_all({{Resource::Kind::kMount, mount_point},
+                                      {Resource::Kind::kProcess, mount_point, pid, start.value_or(0)}});
   if (!recorded.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     return std::move(recorded).error();
   }
-  clock.lap("record-process");
+  clock.lap("record");
   if (auto s = send_byte_with_fd(ours.get(), 'g', channel_theirs.get()); !s.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
@@ -618,15 +618,6 @@ Status StartingProcViews::wait_mounted() {
   return {};
 }
 
-Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe,
-                                  const std::string& mount_point,
-                                  const std::vector<std::string>& cgroup_dirs, RunState& state) {
-  SG_ASSIGN_OR_RETURN(StartingProcViews starting,
-                      begin_proc_views(paths, exe, mount_point, cgroup_dirs, state));
-  SG_TRY(starting.wait_mounted());
-  return starting.take_sysinfo_channel();
-}
-
 std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placement_dirs) {
   std::vector<std::string> out;
   for (const auto& dir : placement_dirs) {
@@ -664,16 +655,6 @@ Result<BeginRunProcViews> begin_run_proc_views(const HostPaths& paths, const std
     return {};
   };
   return out;
-}
-
-Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::string& exe,
-                                          const std::string& run_dir,
-                                          const std::vector<std::string>& cgroup_dirs,
-                                          RunState& state) {
-  SG_ASSIGN_OR_RETURN(BeginRunProcViews begun,
-                      begin_run_proc_views(paths, exe, run_dir, cgroup_dirs, state));
-  SG_TRY(begun.wait_mounted());
-  return std::move(begun.views);
 }
 
 }  // namespace sandgate::providers

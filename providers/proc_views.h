@@ -217,33 +217,28 @@ Result<std::string> read_pressure(const std::vector<std::string>& dirs, const st
 std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_cgroup,
                               std::string_view controller);
 
-// Host side: starts a run's views, each piece recorded in `state` before it is made (the mount
-// point, then the server's process, which mounts only once it is recorded: a server whose
-// launcher died before recording it exits unmounted). Waits until the filesystem is mounted at
-// `mount_point` (an empty directory is made there). `cgroup_dirs`: the run's cgroup, one
-// directory per hierarchy; empty (a run without a cgroup of its own, as in the providers' own
-// tests): each view follows the cgroup of the process that reads it. `exe`: a binary whose
-// main calls maybe_run_supervisor() (ProviderOptions::supervisor_exe; empty: this one).
-// Released with the run (release_resources): the server is stopped, the mount detached.
-// Returns the launcher's end of the run's sysinfo channel (sysinfo_notify.h): the calls'
-// listeners sent there are answered by the server.
-Result<UniqueFd> start_proc_views(const HostPaths& paths, const std::string& exe,
-                                  const std::string& mount_point,
-                                  const std::vector<std::string>& cgroup_dirs, RunState& state);
-
-// start_proc_views() in two halves, so that the launcher can start the run's supervisor while
-// the server execs and mounts (together they were most of a run's create, one after the
-// other). begin_proc_views() returns once the server is recorded and let go; wait_mounted()
-// waits for its answer, exactly as start_proc_views() does (a server that failed is then
-// killed and reaped). Destroyed without a wait (the launcher failed first): the server is left
-// to the run's release, as its record says.
+// Host side: starts a run's views in two halves, so that the launcher can go on starting the
+// run (the supervisor's exec, a container's root) while the server execs and mounts: one after
+// the other, they were most of a run's create. begin_proc_views() makes the mount point (an
+// empty directory), forks the server, records it and the mount it will make in one write, and
+// lets it go: it mounts only once it is recorded, so a server whose launcher died before
+// recording it exits unmounted. wait_mounted() waits until the filesystem is mounted at
+// `mount_point` (a server that failed is then killed and reaped). Destroyed without a wait
+// (the launcher failed first): the server is left to the run's release, as its record says.
+// `cgroup_dirs`: the run's cgroup, one directory per hierarchy; empty (a run without a cgroup
+// of its own, as in the providers' own tests): each view follows the cgroup of the process
+// that reads it. `exe`: a binary whose main calls maybe_run_supervisor()
+// (ProviderOptions::supervisor_exe; empty: this one). Released with the run
+// (release_resources): the server is stopped, the mount detached. take_sysinfo_channel() gives
+// the launcher's end of the run's sysinfo channel (sysinfo_notify.h): the calls' listeners
+// sent there are answered by the server.
 class StartingProcViews {
  public:
   StartingProcViews(StartingProcViews&&) noexcept = default;
   StartingProcViews& operator=(StartingProcViews&&) noexcept = default;
   // Mounted at the mount point, or why not. Once only.
   Status wait_mounted();
-  // The launcher's end of the run's sysinfo channel (as start_proc_views returns it).
+  // The launcher's end of the run's sysinfo channel.
   UniqueFd take_sysinfo_channel() { return std::move(channel_); }
 
  private:
@@ -266,18 +261,13 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
 // parent of each <run>/main directory (a placement elsewhere is taken as it is); none without
 // a placement (no controller: the views follow each reader's cgroup).
 std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placement_dirs);
-// start_proc_views() at <run_dir>/proc-views for a provider's run; an error says how to run
-// without them.
+// begin_proc_views() at <run_dir>/proc-views for a provider's run: `wait_mounted` must be
+// called, and succeed, before anything binds the views (its error, as begin's, says how to run
+// without them).
 struct RunProcViews {
   std::string dir;                            // the views' mount point
   std::shared_ptr<UniqueFd> sysinfo_channel;  // the launcher's end (SupervisorConfig)
 };
-Result<RunProcViews> start_run_proc_views(const HostPaths& paths, const std::string& exe,
-                                          const std::string& run_dir,
-                                          const std::vector<std::string>& cgroup_dirs,
-                                          RunState& state);
-// The same in two halves (begin_proc_views): `wait_mounted` must be called, and succeed, before
-// anything binds the views (it says how to run without them when it fails).
 struct BeginRunProcViews {
   RunProcViews views;
   std::function<Status()> wait_mounted;

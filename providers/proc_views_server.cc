@@ -1,5 +1,5 @@
 // The per-run /proc views server (proc_views.h): a read-only FUSE filesystem of eight files,
-// each generated at open from the run's cgroup. Started by start_proc_views() as
+// each generated at open from the run's cgroup. Started by begin_proc_views() as
 //   EXE --sandgate-proc-views MOUNT_POINT CONTROL_FD [CGROUP_DIR...]
 // It waits for one byte on CONTROL_FD (the launcher has recorded it; EOF: exit unmounted),
 // which may carry the run's sysinfo channel (sysinfo_notify.h), mounts, answers "ok" (or the

@@ -15,7 +15,7 @@
 // cgroupfs reads for its calls. And it sits in the host's pid namespace, so a notification's
 // pid is a host pid (the kernel translates it for the receiver) that reader_dirs() reads as is.
 //
-// The channel: a SOCK_SEQPACKET pair made by start_proc_views; the supervisor holds one end and
+// The channel: a SOCK_SEQPACKET pair made by begin_proc_views; the supervisor holds one end and
 // each call's child inherits it, sends its listener (one byte and SCM_RIGHTS), and execs (the
 // end is close-on-exec, so no call ever holds it).
 #pragma once
