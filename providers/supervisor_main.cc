@@ -360,6 +360,16 @@ void SupervisorLoop::parked_child(uint64_t id, int sock, int go, int error_fd) {
   // Parked, it must not outlive the supervisor (on the host there is no pid namespace to end
   // it); call_child clears this before the call runs.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  // A call's oom_score_adj from the start (a resident process never starts in a parked one): a
+  // fresh fork counts the supervisor's resident pages as its own, so at the supervisor's value
+  // it ranked with the supervisor and above the run's resident processes. Its fork can meet a
+  // shared budget's OOM (the call that started it filling the budget); the kernel's next pick
+  // is then this process, which holds nothing of the run's, not the supervisor or a resident
+  // process (seen beside stress-ng: a parked process taken at the supervisor's value).
+  if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+    (void)!::write(fd, kCallOomScoreAdj, sizeof kCallOomScoreAdj - 1);
+    ::close(fd);
+  }
   if (!send_message(control_, {{"op", "parked"}, {"id", id}}, {}, ::getpid()).ok()) ::_exit(127);
   auto msg = recv_message(sock);
   // Not used: the run ended or moved on.

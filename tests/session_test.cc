@@ -185,6 +185,10 @@ class SessionTest : public ProviderTest {
   ASSERT_EQ(first.termination, Termination::kExited) << controller::to_json(first).dump(2);
   const pid_t parked = first.exec.parked_next_pid;
   ASSERT_GT(parked, 0) << "the first call parked no process for the next";
+  // Already the OOM killer's first choice, as a call is: never ranked with the supervisor.
+  auto adj = read_file("/proc/" + std::to_string(parked) + "/oom_score_adj");
+  ASSERT_TRUE(adj.ok()) << adj.error().message();
+  EXPECT_EQ(*adj, "1000\n") << "the parked process's oom_score_adj";
   // The reaper places it off the call's path; wait for it (a call that came first would start
   // as before, which the provider test covers).
   const std::string next_cgroup = "/" + session_->run_id() + "/call-2";
@@ -1358,9 +1362,16 @@ TEST_F(SessionTest, UnderASharedBudgetTheCallIsKilledNotTheRunsResidentProcess) 
       << "\nafter it, " << tenant_stat();
   auto after = backend.read_usage(main);
   ASSERT_TRUE(after.ok()) << after.error().message();
-  EXPECT_EQ(after->memory_events.oom_kill, 0u)
-      << "the kernel OOM-killed a resident process; before the call, " << before_text
+  // Of the run's main cgroup the kernel may take only the process parked for the next call,
+  // forked there as the call starts: its fork can meet the call's OOM, and at a call's
+  // oom_score_adj it is the next pick (seen once in a suite beside stress-ng). Never the
+  // resident holder (its memory is still held) nor the supervisor.
+  EXPECT_LE(after->memory_events.oom_kill, 1u)
+      << "the kernel OOM-killed more than the parked process; before the call, " << before_text
       << "\nafter it, " << tenant_stat();
+  if (after->memory_events.oom_kill == 1 && o.exec.parked_next_pid > 0)
+    EXPECT_FALSE(process_exists(o.exec.parked_next_pid))
+        << "a process of the run's main cgroup was OOM-killed, and it was not the parked one";
   EXPECT_GE(after->memory_current, before->memory_current + MiB(90).value)
       << "the resident holder's memory is gone";
   EXPECT_TRUE(process_exists(supervisor()));
