@@ -1,8 +1,8 @@
 #include "core/fd.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
@@ -418,8 +418,8 @@ TEST_F(FileTest, UnixSocketsListenedAtOnceInOneDirectoryStayApart) {
         (void)::fcntl(listening->get(), F_SETFL, O_NONBLOCK);
         UniqueFd accepted(::accept4(listening->get(), nullptr, nullptr, SOCK_CLOEXEC));
         if (!accepted.valid()) {
-          failures[t] = "round " + std::to_string(i) + ": not accepted on the returned socket: " +
-                        std::strerror(errno);
+          failures[t] = "round " + std::to_string(i) +
+                        ": not accepted on the returned socket: " + std::strerror(errno);
           break;
         }
         ::unlink(path.c_str());

@@ -566,8 +566,9 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
   // waits for this byte (and exits at EOF instead).
   auto start = process_start_time(paths.proc, pid);
   // Named by its mount point: a reader of the record tells it from the run's supervisor.
-  Status recorded = state.record_all({{Resource::Kind::kMount, mount_point},
-                                      {Resource::Kind::kProcess, mount_point, pid, start.value_or(0)}});
+  Status recorded =
+      state.record_all({{Resource::Kind::kMount, mount_point},
+                        {Resource::Kind::kProcess, mount_point, pid, start.value_or(0)}});
   if (!recorded.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
