@@ -3,6 +3,13 @@
 //
 //   BM_BareForkExec                 fork+exec /bin/true and wait: the floor
 //   BM_Bwrap                        the same /bin/true in a bubblewrap sandbox: the baseline
+//   BM_SupervisorBinaryStart        fork+exec the run's supervisor binary, which exits at once
+//                                   without its arguments: what starting it costs every run
+//                                   (twice: the supervisor and its /proc views server), as a
+//                                   ratio to BM_BareForkExec
+//   BM_SandgateBinaryStart          fork+exec `sandgate` with no subcommand (it says one is
+//                                   required and exits 2): what a command (a client of
+//                                   `serve`, say) pays before it does anything
 //   BM_NamespacesCreateExecDestroy  a whole namespaces run for one call: the subject
 //   BM_NamespacesExecOnly           one more call in a run that already exists
 //   BM_HostDirCreateExecDestroy     host_dir (no isolation): the run bookkeeping alone
@@ -34,6 +41,7 @@
 // and work directories under a fresh temporary directory, removed at the end; if the process
 // is killed, `sandgate gc --state-dir <tmp>/state` cleans up after it.
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,9 +87,10 @@ struct BenchContext {
 BenchContext* g_context = nullptr;
 
 // Runs argv on the host and waits; false (with the benchmark marked as failed) unless it
-// exited 0.
-bool run_host(benchmark::State& state, const std::vector<std::string>& argv) {
-  auto child = spawn(argv);
+// exited with `expect`.
+bool run_host(benchmark::State& state, const std::vector<std::string>& argv, int expect = 0,
+              const SpawnOptions& options = {}) {
+  auto child = spawn(argv, options);
   if (!child.ok()) {
     state.SkipWithError(("spawn " + argv[0] + ": " + child.error().message()).c_str());
     return false;
@@ -91,7 +100,7 @@ bool run_host(benchmark::State& state, const std::vector<std::string>& argv) {
     state.SkipWithError(("wait " + argv[0] + ": " + status.error().message()).c_str());
     return false;
   }
-  if (!status->exited || status->code != 0) {
+  if (!status->exited || status->code != expect) {
     state.SkipWithError((argv[0] + " ended with " + status->describe()).c_str());
     return false;
   }
@@ -168,6 +177,20 @@ void create_exec_destroy(benchmark::State& state, const std::string& provider_na
 void BM_BareForkExec(benchmark::State& state) {
   for (auto _ : state) {
     if (!run_host(state, {"/bin/true"})) break;
+  }
+}
+
+void BM_SupervisorBinaryStart(benchmark::State& state) {
+  // Without the supervisor's arguments it exits 2 before doing anything (cli/supervisor_main.cc).
+  for (auto _ : state) {
+    if (!run_host(state, {SANDGATE_SUPERVISOR}, 2)) break;
+  }
+}
+
+void BM_SandgateBinaryStart(benchmark::State& state) {
+  UniqueFd null(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  for (auto _ : state) {
+    if (!run_host(state, {SANDGATE_BIN}, 2, {.out_fd = null.get()})) break;
   }
 }
 
@@ -250,6 +273,8 @@ void configure(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_BareForkExec)->Apply(configure);
 BENCHMARK(BM_Bwrap)->Apply(configure);
+BENCHMARK(BM_SupervisorBinaryStart)->Apply(configure);
+BENCHMARK(BM_SandgateBinaryStart)->Apply(configure);
 BENCHMARK(BM_NamespacesCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesExecOnly)->Apply(configure);
 BENCHMARK(BM_HostDirCreateExecDestroy)->Apply(configure);
@@ -266,6 +291,8 @@ BENCHMARK(BM_NamespacesWorkspaceFsCreateExecDestroy)->Apply(configure);
 bool print_summary(const RunCollector& runs, std::ostream& out) {
   const char* names[] = {"BM_BareForkExec",
                          "BM_Bwrap",
+                         "BM_SupervisorBinaryStart",
+                         "BM_SandgateBinaryStart",
                          "BM_NamespacesCreateExecDestroy",
                          "BM_NamespacesExecOnly",
                          "BM_HostDirCreateExecDestroy",
@@ -300,6 +327,8 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
   ratio("namespaces exec-only/bwrap", "BM_NamespacesExecOnly", "BM_Bwrap");
   ratio("namespaces exec-only/bare", "BM_NamespacesExecOnly", "BM_BareForkExec");
   ratio("bwrap/bare", "BM_Bwrap", "BM_BareForkExec");
+  ratio("supervisor binary start/bare", "BM_SupervisorBinaryStart", "BM_BareForkExec");
+  ratio("sandgate binary start/bare", "BM_SandgateBinaryStart", "BM_BareForkExec");
   ratio("host_dir/bare    (create+exec+destroy)", "BM_HostDirCreateExecDestroy", "BM_BareForkExec");
   ratio("landlock/no landlock (create+exec+destroy)", "BM_NamespacesCreateExecDestroy",
         "BM_NamespacesNoLandlockCreateExecDestroy");
