@@ -190,6 +190,11 @@ class Environment {
   // pid, or 0 where the provider cannot park (the next call then starts as usual). A process
   // parked already is returned again. Precondition: not concurrent with exec.
   virtual Result<pid_t> park() { return pid_t{0}; }
+  // The process a call parked for the next one (ExecResult::parked_next_pid) when the word of it
+  // came only after that call had ended: its host pid once it is here, else 0. Never waits.
+  // Asked before each call, so that a run of short calls on a busy host keeps starting calls
+  // in parked processes instead of dropping each one that parked late.
+  virtual pid_t take_late_parked() { return 0; }
   // Whether the run can still take a call, checked without blocking or running anything: an
   // error naming what went away (its supervisor was killed, its wall clock ran out). For a run
   // made ahead and kept idle until it is handed out (session/run_pool.h).

@@ -402,6 +402,11 @@ Result<pid_t> SupervisedEnvironment::park() {
   return supervisor_->park();
 }
 
+pid_t SupervisedEnvironment::take_late_parked() {
+  if (destroyed_ || timed_out_ || !supervisor_) return 0;
+  return supervisor_->take_late_parked();
+}
+
 Status SupervisedEnvironment::alive() const {
   if (destroyed_) return logic_error("alive", "the environment was destroyed", layout_.run_id);
   if (timed_out_ || std::chrono::steady_clock::now() >= deadline_)

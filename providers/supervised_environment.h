@@ -105,6 +105,7 @@ class SupervisedEnvironment : public Environment {
   uid_t host_id_base() const override { return id_base_; }
   std::string dns_address() const override { return dns_address_; }
   Result<pid_t> park() override;
+  pid_t take_late_parked() override;
   Status alive() const override;
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
   Status destroy() override;

@@ -738,6 +738,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   if (call.park_next && !parked_) {
     park_next = next_call_++;
     request["park_next"] = *park_next;
+    late_park_.reset();
   }
   // The caller's stdin, if it gives one, travels as a third descriptor.
   std::vector<int> fds = {out.write.get(), err.write.get()};
@@ -833,6 +834,12 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
         if (op == "parked" && msg->sender_pid > 0) parked_ = Parked{*park_next, msg->sender_pid};
         continue;
       }
+      if (late_park_ && ev->id == *late_park_) {
+        // The late word of a park an earlier call asked for (take_late_parked was not asked).
+        late_park_.reset();
+        if (op == "parked" && msg->sender_pid > 0) parked_ = Parked{ev->id, msg->sender_pid};
+        continue;
+      }
       if (ev->id != id) continue;
       if (op == "started") {
         result.host_pid = msg->sender_pid;
@@ -892,8 +899,10 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   }
   result.wall = std::chrono::steady_clock::now() - start;
   // The process parked for the next call: made while this one ran, or one parked before that
-  // this call did not start in (it was not yet placed), still waiting.
+  // this call did not start in (it was not yet placed), still waiting. A word still to come is
+  // taken before the next call (take_late_parked), not waited for here.
   if (call.park_next && parked_) result.parked_next_pid = parked_->host_pid;
+  if (park_next && !parked_) late_park_ = *park_next;
   // What the call wrote before it exited is in the pipes; a background process still holding
   // them must not keep the call open, so read what is there and stop.
   if (out_open)
@@ -910,6 +919,7 @@ Result<pid_t> Supervisor::park() {
   if (parked_) return parked_->host_pid;
   uint64_t id = next_call_++;
   SG_TRY(send_message(control_.get(), {{"op", "park"}, {"id", id}}));
+  late_park_.reset();  // replaced by this one
   // Between calls nothing else is said on the socket; a bound all the same (a fork, a message).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
@@ -934,6 +944,31 @@ Result<pid_t> Supervisor::park() {
     e.context.push_back("park the next call's process");
     return e;
   }
+}
+
+pid_t Supervisor::take_late_parked() {
+  while (late_park_ && control_.valid()) {
+    struct pollfd fd = {control_.get(), POLLIN, 0};
+    if (::poll(&fd, 1, 0) <= 0 || !(fd.revents & POLLIN)) return 0;
+    // Between calls the supervisor says nothing else but late words about calls that ended; a
+    // socket that fails here fails the next call's exchange too, which says why.
+    auto msg = recv_message(control_.get());
+    if (!msg.ok()) return 0;
+    auto ev = read_supervisor_event(msg->body);
+    if (!ev.ok()) {
+      // The sandbox misbehaving, as during a call: the run's supervisor is stopped, and the
+      // next call says so.
+      spdlog::warn("the run's supervisor between calls: {}", ev.error().message());
+      (void)stop();
+      return 0;
+    }
+    if (ev->id != *late_park_) continue;
+    late_park_.reset();
+    if (ev->op != "parked" || msg->sender_pid <= 0) return 0;  // it could not park
+    parked_ = Parked{ev->id, msg->sender_pid};
+    return msg->sender_pid;
+  }
+  return 0;
 }
 
 Status Supervisor::reachable() const {

@@ -211,6 +211,10 @@ class Supervisor {
   Result<ExecResult> exec(const Call& call, const Placement& placement);
   // Parks the next call's process now (Environment::park): its host pid. One at a time.
   Result<pid_t> park();
+  // The process a call parked for the next one whose "parked" came only after that call had
+  // ended (a short call on a busy host): its host pid once the word is here, else 0. Never
+  // waits (Environment::take_late_parked).
+  pid_t take_late_parked();
 
   // Ends the run: every process of it is killed and reaped. Idempotent.
   Status stop();
@@ -247,6 +251,10 @@ class Supervisor {
     pid_t host_pid;
   };
   std::optional<Parked> parked_;
+  // The id of a park asked for with a call that ended before its "parked" came. Cleared when
+  // the word is taken, and when another park is asked for (the supervisor then replaces the
+  // parked process, so the word, if it comes, names one that is gone).
+  std::optional<uint64_t> late_park_;
   // A foreground runtime (ContainedLaunch::foreground_output) and its output file.
   ChildProcess runtime_;
   std::string runtime_output_;

@@ -106,5 +106,94 @@ TEST(ProtocolTest, ConfigRoundTrips) {
   EXPECT_FALSE(bad.ok());
 }
 
+// The host's side of parking, against a scripted supervisor on the other end of the control
+// socket (Supervisor::attach): what it says is queued before the host reads it, so the order
+// of the words is exact. The pid it names is this process's (SCM_CREDENTIALS allows that
+// without privilege); nothing here acts on it.
+class LateParkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pair = make_control_pair();
+    ASSERT_TRUE(pair.ok()) << pair.error().message();
+    peer_ = std::move(pair->second);
+    say({{"op", "ready"}});
+    auto s = Supervisor::attach(SupervisorConfig{}, std::move(pair->first));
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    supervisor_.emplace(std::move(s).value());
+    EXPECT_EQ(heard()["op"], "config");
+    call_.argv = {"/bin/true"};
+    call_.park_next = true;
+  }
+  void say(const Json& body) { ASSERT_TRUE(send_message(peer_.get(), body, {}, me_).ok()); }
+  Json heard() {
+    auto m = recv_message(peer_.get());
+    EXPECT_TRUE(m.ok()) << m.error().message();
+    return m.ok() ? m->body : Json();
+  }
+  // Runs a call that exits at once (call id `id`); what the host asked for.
+  Json exited_call(uint64_t id, const Placement& placement = {}) {
+    say({{"op", "exited"}, {"id", id}, {"wait_status", 0}});
+    auto r = supervisor_->exec(call_, placement);
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    if (r.ok()) last_parked_next_ = r->parked_next_pid;
+    return heard();
+  }
+
+  const pid_t me_ = ::getpid();
+  UniqueFd peer_;
+  std::optional<Supervisor> supervisor_;
+  Call call_;
+  pid_t last_parked_next_ = -1;
+};
+
+TEST_F(LateParkTest, AParkedWordThatComesAfterItsCallEndedIsTakenBeforeTheNextCall) {
+  // Call 1 asks for the next call's process (park 2) and ends before the word of it.
+  Json asked = exited_call(1);
+  EXPECT_EQ(asked["park_next"], 2);
+  EXPECT_EQ(last_parked_next_, 0);
+  EXPECT_EQ(supervisor_->take_late_parked(), 0);           // not come yet: not waited for
+  say({{"op", "exited"}, {"id", 1}, {"wait_status", 0}});  // a late word of another kind
+  say({{"op", "parked"}, {"id", 2}});
+  EXPECT_EQ(supervisor_->take_late_parked(), me_);
+  EXPECT_EQ(supervisor_->take_late_parked(), 0);  // taken once
+  // The next call, placed in it by the controller, starts there (the supervisor is told which
+  // parked process), and asks for the one after.
+  Placement placed;
+  placed.placed_pid = me_;
+  asked = exited_call(3, placed);
+  EXPECT_EQ(asked["parked"], 2);
+  EXPECT_EQ(asked["park_next"], 4);
+}
+
+TEST_F(LateParkTest, ALateWordOfAParkReplacedSinceIsNotTaken) {
+  EXPECT_EQ(exited_call(1)["park_next"], 2);
+  // The next call comes before the word: it asks for a park of its own, and the supervisor
+  // replaces the process of park 2, so that word, when it comes, names one that is gone.
+  say({{"op", "parked"}, {"id", 2}});
+  Json asked = exited_call(3);
+  EXPECT_FALSE(asked.contains("parked"));
+  EXPECT_EQ(asked["park_next"], 4);
+  EXPECT_EQ(last_parked_next_, 0);
+  EXPECT_EQ(supervisor_->take_late_parked(), 0);
+  say({{"op", "parked"}, {"id", 4}});
+  EXPECT_EQ(supervisor_->take_late_parked(), me_);
+}
+
+TEST_F(LateParkTest, AParkThatFailedLateLeavesNothingParked) {
+  EXPECT_EQ(exited_call(1)["park_next"], 2);
+  say({{"op", "park_failed"}, {"id", 2}, {"errno", 12}, {"step", "fork"}});
+  EXPECT_EQ(supervisor_->take_late_parked(), 0);
+  // Nothing parked: the next call asks again.
+  EXPECT_EQ(exited_call(3)["park_next"], 4);
+}
+
+TEST_F(LateParkTest, AWordThatCannotBeReadBetweenCallsStopsTheRunsSupervisor) {
+  EXPECT_EQ(exited_call(1)["park_next"], 2);
+  say({{"op", 5}, {"id", 2}});
+  EXPECT_EQ(supervisor_->take_late_parked(), 0);
+  EXPECT_FALSE(supervisor_->running());
+  EXPECT_FALSE(supervisor_->exec(call_, {}).ok());
+}
+
 }  // namespace
 }  // namespace sandgate::providers

@@ -264,6 +264,11 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   // guest gives the call a cgroup there, applies them and watches it
   // (controller/guest_control.h). Its observation comes back for the outcome.
   const bool inside = provider_info_.capabilities.count(Capability::kKernelSeparate) > 0;
+  // A process the last call parked for this one whose word came after that call ended: the
+  // reaper places it in a spare, this call's if it gets there before begin_call takes the
+  // spare, else the next call's. Without this it was dropped, and replaced by a fresh park.
+  if (parking_)
+    if (pid_t late = env_->take_late_parked(); late > 0) controller_.adopt_parked(*run_, late);
   SG_ASSIGN_OR_RETURN(auto scope,
                       controller_.begin_call(*run_, request.intent, request.argv,
                                              inside ? controller::CallHost::kGuest
