@@ -189,6 +189,10 @@ void BM_SupervisorBinaryStart(benchmark::State& state) {
 
 void BM_SandgateBinaryStart(benchmark::State& state) {
   UniqueFd null(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  if (!null.valid()) {
+    state.SkipWithError("open /dev/null for sandgate's usage message");
+    return;
+  }
   for (auto _ : state) {
     if (!run_host(state, {SANDGATE_BIN}, 2, {.out_fd = null.get()})) break;
   }

@@ -193,7 +193,8 @@ class Environment {
   // The process a call parked for the next one (ExecResult::parked_next_pid) when the word of it
   // came only after that call had ended: its host pid once it is here, else 0. Never waits.
   // Asked before each call, so that a run of short calls on a busy host keeps starting calls
-  // in parked processes instead of dropping each one that parked late.
+  // in parked processes instead of dropping each one that parked late. Precondition: not
+  // concurrent with exec.
   virtual pid_t take_late_parked() { return 0; }
   // Whether the run can still take a call, checked without blocking or running anything: an
   // error naming what went away (its supervisor was killed, its wall clock ran out). For a run

@@ -187,6 +187,22 @@ TEST_F(LateParkTest, AParkThatFailedLateLeavesNothingParked) {
   EXPECT_EQ(exited_call(3)["park_next"], 4);
 }
 
+TEST_F(LateParkTest, ALateWordThatComesDuringACallThatParksNothingIsKept) {
+  EXPECT_EQ(exited_call(1)["park_next"], 2);
+  // A call that asks for no park (a caller that does not park) hears the word while it runs.
+  call_.park_next = false;
+  say({{"op", "parked"}, {"id", 2}});
+  Json asked = exited_call(3);
+  EXPECT_FALSE(asked.contains("park_next"));
+  EXPECT_EQ(supervisor_->take_late_parked(), 0);  // heard already, not waited for again
+  // The process is parked all the same: the next call placed in it starts there.
+  call_.park_next = true;
+  Placement placed;
+  placed.placed_pid = me_;
+  asked = exited_call(4, placed);
+  EXPECT_EQ(asked["parked"], 2);
+}
+
 TEST_F(LateParkTest, AWordThatCannotBeReadBetweenCallsStopsTheRunsSupervisor) {
   EXPECT_EQ(exited_call(1)["park_next"], 2);
   say({{"op", 5}, {"id", 2}});
