@@ -453,10 +453,12 @@ std::vector<CounterFile> pids_counter_files(const char* hierarchy) {
   return {
       {hierarchy, "pids.current", Tier::kEveryRead, false,
        [](std::string_view t, Usage& u) { return parse_u64_into(t, u.pids_current); }},
+      // pids.current falls when a parent outside reaps an exited task: read every time.
       {hierarchy, "pids.events", Tier::kEveryRead, false,
        [](std::string_view t, Usage& u) {
          return parse_flat_keyed_into(t, {{"max", &u.pids_max_events}});
-       }},
+       },
+       Moves::kOnlyWhenItsTasksRun},  // a fork refused: a task of the cgroup forked
   };
 }
 
@@ -539,14 +541,21 @@ Status CounterReader::open() {
   std::vector<OpenFile> opened;
   opened.reserve(files.size());
   for (const auto& f : files) {
+    if (f.tier == Tier::kNotSampled) continue;
     std::string path;
     SG_ASSIGN_OR_RETURN(UniqueFd fd, dirs.open(f, path));
     // An absent file stays absent for the cgroup's life (kernel version, PSI off).
     if (fd.valid()) opened.push_back({f, std::move(path), std::move(fd)});
   }
   files_ = std::move(opened);
+  has_clock_ = std::any_of(files_.begin(), files_.end(),
+                           [](const OpenFile& f) { return f.file.moves == Moves::kCpuClock; });
   opened_ = true;
   return {};
+}
+
+Status CounterReader::read_file(OpenFile& f, Usage& u) {
+  return read_counter(f.fd.get(), f.file, f.path, buf_, u);
 }
 
 Result<Usage> CounterReader::read(bool full) {
@@ -566,14 +575,21 @@ Result<Usage> CounterReader::read(bool full) {
       return read_counters(cg_, files);
     }
   }
-  // The fields a partial read skips come from a full read, never from a zeroed Usage.
-  if (!last_full_) full = true;
-  Usage u = full ? Usage{} : *last_full_;
-  for (const auto& f : files_) {
-    if (!full && f.file.tier == Tier::kFullOnly) continue;
-    SG_TRY(read_counter(f.fd.get(), f.file, f.path, buf_, u));
+  // The fields a read skips keep their last values (the first read is full), never zero.
+  if (!last_) full = true;
+  Usage u = last_.value_or(Usage{});
+  auto wanted = [full](const OpenFile& f) { return full || f.file.tier == Tier::kEveryRead; };
+  // The CPU clock first, with everything else that moves at any time; then the files only the
+  // cgroup's own tasks move, each unless the clock stands where it stood at its last read.
+  for (auto& f : files_)
+    if (wanted(f) && f.file.moves != Moves::kOnlyWhenItsTasksRun) SG_TRY(read_file(f, u));
+  for (auto& f : files_) {
+    if (!wanted(f) || f.file.moves != Moves::kOnlyWhenItsTasksRun) continue;
+    if (has_clock_ && f.read_at_cpu_us == u.cpu_usage_us) continue;
+    SG_TRY(read_file(f, u));
+    f.read_at_cpu_us = u.cpu_usage_us;
   }
-  if (full) last_full_ = u;
+  last_ = u;
   return u;
 }
 

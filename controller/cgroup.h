@@ -80,12 +80,15 @@ struct Cgroup {
 // reader keeps the control files open and re-reads them with pread at offset 0 (cgroupfs files
 // regenerate their text on each read from offset 0), so a sample costs no path lookup.
 //
-// read(true) reads every counter, as CgroupBackend::read_usage does. read(false) reads only
+// read(true) reads every counter CgroupBackend::read_usage does but the cgroup's own pressure
+// (memory_pressure and cpu_pressure stay unset: no sample acts on them). read(false) reads only
 // what the ladder acts on at every step: memory_current, memory_events.oom_kill, cpu_usage_us
 // (the peak-rate window needs a fresh value at every step), pids_current and pids_max_events;
-// a backend may refresh more where they share a file (v2 memory.events, cpu.stat). Every other
+// a backend may refresh more where they share a file (v2 memory.events, cpu.stat), and may
+// leave pids_max_events and v1's oom_kill as they were while the cgroup's CPU time has not
+// moved (only its own tasks move them: cgroup_detail::Moves). Every other
 // field keeps the value of the last full read, never zero: cpu throttling on v1,
-// memory.failcnt, pressure, and memory_peak (a high-water mark the kernel keeps, so a full read
+// memory.failcnt and memory_peak (a high-water mark the kernel keeps, so a full read
 // now and then and the last one at the end of a call miss nothing; memory_current covers the
 // samples between). The first read is always a full one. Once the cgroup is
 // removed, reads fail with ENOENT or ENODEV (cgroup_detail::is_gone). Not thread-safe: one

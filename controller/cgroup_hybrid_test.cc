@@ -224,13 +224,15 @@ TEST_F(HybridBackendTest, ReadUsageTakesCountersFromV1AndPressureFromUnified) {
   EXPECT_DOUBLE_EQ(u->cpu_pressure->some.avg10, 12.50);
 }
 
-TEST_F(HybridBackendTest, UsageReaderReadsPressureOnlyOnFullReads) {
+// The monitor's reader: the throttling comes with full reads only; the cgroup's own pressure,
+// which no sample acts on, is left to read_usage (two reads fewer per call every 100 ms).
+TEST_F(HybridBackendTest, UsageReaderReadsThrottlingOnFullReadsAndLeavesPressureToReadUsage) {
   Cgroup cg = make_call(backend_);
   auto reader = backend_.usage_reader(cg);
   auto first = reader->read(/*full=*/true);
   ASSERT_TRUE(first.ok()) << first.error().message();
-  ASSERT_TRUE(first->memory_pressure.has_value());
-  EXPECT_EQ(first->memory_pressure->some.total_us, 2875401u);
+  EXPECT_FALSE(first->memory_pressure.has_value());
+  EXPECT_FALSE(first->cpu_pressure.has_value());
   EXPECT_EQ(first->cpu_throttled_us, 1234567u);
 
   const std::string unified = cg.dirs.at("unified"), memory = cg.dirs.at("memory");
@@ -240,39 +242,41 @@ TEST_F(HybridBackendTest, UsageReaderReadsPressureOnlyOnFullReads) {
   fs_.write_abs(cg.dirs.at("cpu") + "/cpu.stat", "nr_throttled 40\nthrottled_time 2000000000\n");
   fs_.write_abs(memory + "/memory.usage_in_bytes", "50331648\n");
   fs_.write_abs(memory + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n");
+  // An OOM kill is the act of a task that ran: its CPU clock moved too.
+  fs_.write_abs(cg.dirs.at("cpuacct") + "/cpuacct.usage", "99000000000\n");
 
   auto partial = reader->read(false);
   ASSERT_TRUE(partial.ok()) << partial.error().message();
   EXPECT_EQ(partial->memory_current, 50331648u);
   EXPECT_EQ(partial->memory_events.oom_kill, 4u);
-  // The last full read's pressure and throttling, not unset or zero.
-  ASSERT_TRUE(partial->memory_pressure.has_value());
-  EXPECT_EQ(partial->memory_pressure->some.total_us, 2875401u);
-  ASSERT_TRUE(partial->cpu_pressure.has_value());
-  EXPECT_DOUBLE_EQ(partial->cpu_pressure->some.avg10, 12.50);
-  EXPECT_EQ(partial->cpu_throttled_us, 1234567u);
+  EXPECT_EQ(partial->cpu_throttled_us, 1234567u);  // the last full read's, not zero
+  EXPECT_FALSE(partial->memory_pressure.has_value());
 
   auto full = reader->read(true);
   ASSERT_TRUE(full.ok()) << full.error().message();
-  ASSERT_TRUE(full->memory_pressure.has_value());
-  EXPECT_EQ(full->memory_pressure->some.total_us, 3000000u);
-  EXPECT_DOUBLE_EQ(full->memory_pressure->some.avg10, 9.00);
   EXPECT_EQ(full->cpu_throttled_us, 2000000u);
   EXPECT_EQ(full->memory_current, 50331648u);
+  EXPECT_FALSE(full->memory_pressure.has_value());
+  EXPECT_FALSE(full->cpu_pressure.has_value());
+
+  auto once = backend_.read_usage(cg);
+  ASSERT_TRUE(once.ok()) << once.error().message();
+  ASSERT_TRUE(once->memory_pressure.has_value());
+  EXPECT_EQ(once->memory_pressure->some.total_us, 3000000u);
+  EXPECT_DOUBLE_EQ(once->memory_pressure->some.avg10, 9.00);
+  ASSERT_TRUE(once->cpu_pressure.has_value());
+  EXPECT_EQ(once->cpu_throttled_us, full->cpu_throttled_us);
 }
 
-TEST_F(HybridBackendTest, UsageReaderWithoutPsiLeavesPressureUnset) {
+TEST_F(HybridBackendTest, ReadUsageWithoutPsiLeavesPressureUnset) {
   Cgroup cg = make_call(backend_);
   for (const char* f : {"memory.pressure", "cpu.pressure"})
     ASSERT_EQ(::unlink((cg.dirs.at("unified") + "/" + f).c_str()), 0);
-  auto reader = backend_.usage_reader(cg);
-  for (bool full : {true, false, true}) {
-    auto u = reader->read(full);
-    ASSERT_TRUE(u.ok()) << u.error().message();
-    EXPECT_FALSE(u->memory_pressure.has_value());
-    EXPECT_FALSE(u->cpu_pressure.has_value());
-    EXPECT_EQ(u->memory_current, 33554432u);
-  }
+  auto u = backend_.read_usage(cg);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_FALSE(u->memory_pressure.has_value());
+  EXPECT_FALSE(u->cpu_pressure.has_value());
+  EXPECT_EQ(u->memory_current, 33554432u);
 }
 
 TEST_F(HybridBackendTest, FreezeUsesTheUnifiedCgroupFreeze) {

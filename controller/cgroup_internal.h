@@ -127,8 +127,23 @@ uint64_t value_or_zero(const std::map<std::string, uint64_t>& m, const std::stri
 // CgroupBackend::read_usage, and CounterReader keeps it open for CgroupBackend::usage_reader.
 // The three backends differ only in their lists.
 
-// Which reads of a UsageReader read a file: every one, or only full ones.
-enum class Tier { kEveryRead, kFullOnly };
+// Which reads of a UsageReader read a file: every one, only full ones, or none: what no sample
+// acts on (the cgroup's own pressure: the replay compares read_usage before and after a call;
+// the ladder acts on the host's). read_usage reads them all.
+enum class Tier { kEveryRead, kFullOnly, kNotSampled };
+
+// What moves a file's counters, for a CounterReader that may skip it.
+enum class Moves {
+  kAnytime,  // the kernel or other processes may change it at any moment: read per its tier
+  // The cgroup's CPU time (v1 cpuacct.usage, v2 cpu.stat): the clock the next kind is gated
+  // on. Read per its tier, like kAnytime.
+  kCpuClock,
+  // Only an action of one of the cgroup's own tasks, which runs them (a fork refused at
+  // pids.max, an OOM kill in a v1 charge path, a quota used up): skipped while the cgroup's
+  // CPU time stands where it stood at the file's last read. Such a change is seen at most one
+  // sample late (the time a task runs is accounted at the next tick or switch).
+  kOnlyWhenItsTasksRun,
+};
 
 struct CounterFile {
   const char* hierarchy;  // key of Cgroup::dirs
@@ -139,6 +154,7 @@ struct CounterFile {
   bool may_be_absent;
   // The file's whole text into the fields it holds; the error is given the file's path.
   Status (*parse)(std::string_view text, Usage& usage);
+  Moves moves = Moves::kAnytime;
 };
 
 // The counter files of a cgroup; may read the cgroup (v2: its cgroup.controllers).
@@ -149,9 +165,11 @@ Result<Usage> read_counters(const Cgroup& cg, const std::vector<CounterFile>& fi
 
 // The UsageReader of every backend: on its first read it lists and opens the files (each
 // directory opened once) and keeps them open; each read preads the files its tier needs from
-// offset 0 into the last full Usage. When the process is out of file descriptors (EMFILE,
-// ENFILE) it falls back to read_counters, full every time, rather than leave the call
-// unwatched.
+// offset 0 into the last Usage, except the kOnlyWhenItsTasksRun files while the cgroup's CPU
+// clock has not moved since their last read (an idle call, the usual state of an agent's
+// calls, costs the monitor fewer reads; none are skipped when the cgroup has no kCpuClock
+// file). When the process is out of file descriptors (EMFILE, ENFILE) it falls back to
+// read_counters, full every time, rather than leave the call unwatched.
 class CounterReader final : public UsageReader {
  public:
   CounterReader(Cgroup cg, CounterFileList list);
@@ -162,15 +180,18 @@ class CounterReader final : public UsageReader {
     CounterFile file;
     std::string path;
     UniqueFd fd;
+    std::optional<uint64_t> read_at_cpu_us;  // the CPU clock when last read (gated files)
   };
   Status open();
+  Status read_file(OpenFile& f, Usage& u);
 
   Cgroup cg_;
   CounterFileList list_;
   std::vector<OpenFile> files_;
   bool opened_ = false;
-  bool warned_ = false;  // about running out of file descriptors
-  std::optional<Usage> last_full_;
+  bool has_clock_ = false;  // a kCpuClock file is open: the gated files may be skipped
+  bool warned_ = false;     // about running out of file descriptors
+  std::optional<Usage> last_;
   std::string buf_;
 };
 

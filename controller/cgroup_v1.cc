@@ -32,8 +32,7 @@ V1Hierarchies::V1Hierarchies(const CgroupLayout& layout, bool with_freezer) {
 Status V1Hierarchies::create(const std::string& rel, RunState* state, Cgroup& cg,
                              const std::map<std::string, std::string>& more) const {
   if (mounts_.empty())
-    return logic_error("create cgroup", "no v1 memory, cpu, cpuacct, pids or blkio hierarchy",
-                       rel);
+    return logic_error("create cgroup", "no v1 memory, cpu, cpuacct, pids or blkio hierarchy", rel);
   std::map<std::string, std::string> all = mounts_;
   all.insert(more.begin(), more.end());
   // Comounted controllers share a mount: make the directory once, name it for each.
@@ -41,12 +40,12 @@ Status V1Hierarchies::create(const std::string& rel, RunState* state, Cgroup& cg
   for (const auto& [hierarchy, mount] : all)
     if (std::find(distinct.begin(), distinct.end(), mount) == distinct.end())
       distinct.push_back(mount);
-  SG_ASSIGN_OR_RETURN(std::vector<std::string> dirs,
-                      std::move(make_cgroup_dirs_in(distinct, rel, state))
-                          .context("creating cgroup " + rel));
+  SG_ASSIGN_OR_RETURN(
+      std::vector<std::string> dirs,
+      std::move(make_cgroup_dirs_in(distinct, rel, state)).context("creating cgroup " + rel));
   for (const auto& [hierarchy, mount] : all) {
-    size_t i = static_cast<size_t>(
-        std::find(distinct.begin(), distinct.end(), mount) - distinct.begin());
+    size_t i =
+        static_cast<size_t>(std::find(distinct.begin(), distinct.end(), mount) - distinct.begin());
     cg.dirs[hierarchy] = dirs[i];
   }
   return {};
@@ -127,10 +126,14 @@ std::vector<CounterFile> V1Hierarchies::counter_files(const Cgroup& cg) const {
       // failcnt: how often the usage hit the limit, the nearest v1 has to memory.events "max".
       {"memory", "memory.failcnt", Tier::kFullOnly, false,
        [](std::string_view t, Usage& u) { return parse_u64_into(t, u.memory_events.max); }},
+      // A v1 memcg OOM kill happens in the charge path of one of the cgroup's tasks (a limit
+      // written below the usage is refused, not enforced by killing).
       {"memory", "memory.oom_control", Tier::kEveryRead, false,
        [](std::string_view t, Usage& u) {
          return parse_flat_keyed_into(t, {{"oom_kill", &u.memory_events.oom_kill}});  // 4.13
-       }},
+       },
+       Moves::kOnlyWhenItsTasksRun},
+      // Throttled: the cgroup's tasks used up their quota.
       {"cpu", "cpu.stat", Tier::kFullOnly, false,
        [](std::string_view t, Usage& u) -> Status {
          uint64_t throttled_ns = 0;
@@ -138,13 +141,15 @@ std::vector<CounterFile> V1Hierarchies::counter_files(const Cgroup& cg) const {
              t, {{"nr_throttled", &u.cpu_nr_throttled}, {"throttled_time", &throttled_ns}}));
          u.cpu_throttled_us = throttled_ns / 1000;
          return {};
-       }},
+       },
+       Moves::kOnlyWhenItsTasksRun},
       {"cpuacct", "cpuacct.usage", Tier::kEveryRead, false,
        [](std::string_view t, Usage& u) -> Status {
          SG_ASSIGN_OR_RETURN(uint64_t ns, parse_u64(t));
          u.cpu_usage_us = ns / 1000;
          return {};
-       }},
+       },
+       Moves::kCpuClock},
   };
   std::vector<CounterFile> files(std::begin(kFiles), std::end(kFiles));
   for (const auto& f : pids_counter_files("pids")) files.push_back(f);
@@ -160,15 +165,16 @@ namespace {
 // The registration holds the eventfd, not `file`, which may close after; closing the eventfd
 // unregisters it.
 Result<UniqueFd> memory_event_fd(const Cgroup& cg, const char* file, const std::string& argument) {
-  SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "memory", std::string("notification on ") + file));
+  SG_ASSIGN_OR_RETURN(std::string dir,
+                      dir_of(cg, "memory", std::string("notification on ") + file));
   SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
   UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!efd) return sys_error("eventfd");
   SG_ASSIGN_OR_RETURN(UniqueFd watched, d.openat(file, O_RDONLY));
-  SG_TRY(std::move(d.write("cgroup.event_control", std::to_string(efd.get()) + " " +
-                                                       std::to_string(watched.get()) + " " +
-                                                       argument))
-             .context(std::string("registering for ") + file));
+  SG_TRY(
+      std::move(d.write("cgroup.event_control", std::to_string(efd.get()) + " " +
+                                                    std::to_string(watched.get()) + " " + argument))
+          .context(std::string("registering for ") + file));
   return efd;
 }
 

@@ -300,6 +300,66 @@ TEST_F(V1BackendTest, UsageReaderSeesNewValuesAndPartialReadsKeepFullOnlyOnes) {
   EXPECT_EQ(once->memory_peak, full->memory_peak);
 }
 
+// An idle call, the usual state of an agent's calls: while its CPU time stands still, a read
+// skips the counters only its own tasks can move, and reads them again once it moves.
+TEST_F(V1BackendTest, UsageReaderSkipsWhatOnlyTheTasksMoveWhileTheCpuClockStandsStill) {
+  Cgroup cg = make_call(backend_);
+  auto reader = backend_.usage_reader(cg);
+  auto first = reader->read(true);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  auto put = [&](const char* h, const char* f, const std::string& text) {
+    fs_.write_abs(cg.dirs.at(h) + "/" + f, text);
+  };
+  // Moved by others (a reclaim, a parent reaping): read; moved by the tasks: not, since the
+  // clock has not moved. (The fake can do what the kernel cannot, which shows the skip.)
+  put("memory", "memory.usage_in_bytes", "50331648\n");
+  put("pids", "pids.current", "1\n");
+  put("memory", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+  put("pids", "pids.events", "max 8\n");
+  put("cpu", "cpu.stat", "nr_periods 500\nnr_throttled 40\nthrottled_time 2000000000\n");
+  for (bool full : {false, true}) {
+    auto idle = reader->read(full);
+    ASSERT_TRUE(idle.ok()) << idle.error().message();
+    EXPECT_EQ(idle->memory_current, 50331648u);
+    EXPECT_EQ(idle->pids_current, 1u);
+    EXPECT_EQ(idle->memory_events.oom_kill, first->memory_events.oom_kill);
+    EXPECT_EQ(idle->pids_max_events, first->pids_max_events);
+    EXPECT_EQ(idle->cpu_nr_throttled, first->cpu_nr_throttled);
+  }
+  // The clock moves: a partial read reads the every-read ones, a full read the others too.
+  put("cpuacct", "cpuacct.usage", "99000000000\n");
+  auto moved = reader->read(false);
+  ASSERT_TRUE(moved.ok()) << moved.error().message();
+  EXPECT_EQ(moved->cpu_usage_us, 99000000u);
+  EXPECT_EQ(moved->memory_events.oom_kill, 3u);
+  EXPECT_EQ(moved->pids_max_events, 8u);
+  EXPECT_EQ(moved->cpu_nr_throttled, first->cpu_nr_throttled);  // full reads only
+  auto full = reader->read(true);
+  ASSERT_TRUE(full.ok()) << full.error().message();
+  EXPECT_EQ(full->cpu_nr_throttled, 40u);
+  EXPECT_EQ(full->pids_max_events, 8u);
+}
+
+TEST_F(V1BackendTest, UsageReaderWithoutACpuClockSkipsNothing) {
+  FakeCgroupFs fs;
+  CgroupLayout layout = fs.v1_layout();
+  layout.v1_mounts.erase("cpuacct");
+  V1Backend backend(layout);
+  auto cg = backend.create("c", nullptr);
+  ASSERT_TRUE(cg.ok()) << cg.error().message();
+  fs.populate(*cg);
+  auto reader = backend.usage_reader(*cg);
+  ASSERT_TRUE(reader->read(true).ok());
+  fs.write_abs(cg->dirs.at("pids") + "/pids.events", "max 8\n");
+  fs.write_abs(cg->dirs.at("memory") + "/memory.oom_control",
+               "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+  auto u = reader->read(false);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_EQ(u->cpu_usage_us, 0u);
+  EXPECT_EQ(u->pids_max_events, 8u);
+  EXPECT_EQ(u->memory_events.oom_kill, 3u);
+}
+
 TEST_F(V1BackendTest, UsageReaderKeepsItsFilesOpen) {
   Cgroup cg = make_call(backend_);
   auto reader = backend_.usage_reader(cg);

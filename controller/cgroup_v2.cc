@@ -145,12 +145,12 @@ Result<UniqueFd> pressure_trigger(const std::string& dir, const std::string& fil
 
 std::vector<CounterFile> pressure_files() {
   return {
-      {"unified", "memory.pressure", Tier::kFullOnly, true,
+      {"unified", "memory.pressure", Tier::kNotSampled, true,
        [](std::string_view t, Usage& u) -> Status {
          SG_ASSIGN_OR_RETURN(u.memory_pressure, parse_pressure(t));
          return {};
        }},
-      {"unified", "cpu.pressure", Tier::kFullOnly, true,
+      {"unified", "cpu.pressure", Tier::kNotSampled, true,
        [](std::string_view t, Usage& u) -> Status {
          SG_ASSIGN_OR_RETURN(u.cpu_pressure, parse_pressure(t));
          return {};
@@ -250,13 +250,16 @@ Result<std::vector<CounterFile>> V2Backend::counter_files(const Cgroup& cg) cons
               t, {{"high", &e.high}, {"max", &e.max}, {"oom", &e.oom}, {"oom_kill", &e.oom_kill}});
         }}},
       // cpu.stat is always there (usage); the throttling keys only with the cpu controller.
+      // memory.events stays ungated: v2 charges socket buffers in softirq, and a memory.max
+      // written below the usage OOM-kills in the writer's context.
       {nullptr,
        {"unified", "cpu.stat", Tier::kEveryRead, false,
         [](std::string_view t, Usage& u) {
           return parse_flat_keyed_into(t, {{"usage_usec", &u.cpu_usage_us},
                                            {"throttled_usec", &u.cpu_throttled_us},
                                            {"nr_throttled", &u.cpu_nr_throttled}});
-        }}},
+        },
+        Moves::kCpuClock}},
   };
   SG_ASSIGN_OR_RETURN(std::string dir, dir_of(cg, "unified", "read_usage"));
   SG_ASSIGN_OR_RETURN(DirFd d, DirFd::open(dir));
