@@ -281,8 +281,8 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
     // The monitor samples the moment the budget fills to the rule's threshold, not up to an
     // interval later: two bursts that start within one interval both got through before.
     if (run->budget_ && p.ladder.freeze_budget_at > 0)
-      run->budget_->wake_at =
-          static_cast<uint64_t>(static_cast<double>(run->budget_->limit) * p.ladder.freeze_budget_at);
+      run->budget_->wake_at = static_cast<uint64_t>(static_cast<double>(run->budget_->limit) *
+                                                    p.ladder.freeze_budget_at);
   }
 
   clock.lap("tenant");
@@ -383,8 +383,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   call->ladder_ =
       std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
-  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), UniqueFd(), call->start_,
-                  run.budget_);
+  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), call->start_, run.budget_);
   return call;
 }
 

@@ -57,8 +57,8 @@ class Fields {
     auto it = j_.find(key);
     if (it == j_.end()) return fallback;
     if (!it->is_boolean())
-      return logic_error(step_, std::string(key) + ": expected true or false, got " +
-                                    describe_json(*it));
+      return logic_error(step_,
+                         std::string(key) + ": expected true or false, got " + describe_json(*it));
     return it->get<bool>();
   }
   // A string, cut at kMaxGuestText bytes on a character boundary (parse_json took only valid
@@ -67,8 +67,8 @@ class Fields {
     auto it = where.find(key);
     if (it == where.end()) return std::string();
     if (!it->is_string())
-      return logic_error(step_, std::string(key) + ": expected a string, got " +
-                                    describe_json(*it));
+      return logic_error(step_,
+                         std::string(key) + ": expected a string, got " + describe_json(*it));
     const auto& s = it->get_ref<const std::string&>();
     return s.substr(0, utf8_safe_cut(s, kMaxGuestText));
   }
@@ -224,7 +224,9 @@ Result<CallObservation> guest_observation_from_json(const Json& j) {
 
 GuestCalls::GuestCalls(std::unique_ptr<CgroupBackend> backend, HostPaths paths,
                        std::string calls_rel)
-    : backend_(std::move(backend)), paths_(std::move(paths)), calls_rel_(std::move(calls_rel)),
+    : backend_(std::move(backend)),
+      paths_(std::move(paths)),
+      calls_rel_(std::move(calls_rel)),
       actuator_(*backend_) {
   reaper_ = std::thread([this] { reaper_loop(); });
 }
@@ -282,8 +284,7 @@ Status GuestCalls::begin(uint64_t call, const Json& control) {
     (void)backend_->remove(cg);
     return std::move(s).error().context_add("the call's grant inside the guest");
   }
-  if (!monitor_)
-    monitor_ = std::make_unique<Monitor>(*backend_, paths_, c.ladder.sample_interval);
+  if (!monitor_) monitor_ = std::make_unique<Monitor>(*backend_, paths_, c.ladder.sample_interval);
   Call& entry = calls_[call];
   entry.cg = cg;
   entry.ladder =
@@ -297,7 +298,7 @@ Status GuestCalls::place(uint64_t call, pid_t pid) {
   Call& c = it->second;
   SG_TRY(backend_->attach(c.cg, pid));
   c.start = std::chrono::steady_clock::now();
-  monitor_->watch(call, c.cg, c.ladder.get(), UniqueFd(), c.start);
+  monitor_->watch(call, c.cg, c.ladder.get(), c.start);
   c.watched = true;
   return {};
 }

@@ -1,12 +1,14 @@
 #include "controller/monitor.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "core/host_features.h"
@@ -39,9 +41,19 @@ Monitor::Monitor(CgroupBackend& backend, HostPaths paths, Duration interval, Dur
       runq_window_(runq_window),
       net_window_(net_window),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      epoll_(::epoll_create1(EPOLL_CLOEXEC)),
       // A PSI trigger file always polls readable (DEFAULT_POLLMASK); only POLLPRI means it
       // fired (kernel/sched/psi.c psi_trigger_poll). A v1 pressure_level eventfd is POLLIN.
-      trigger_events_(backend.features().psi_triggers ? POLLPRI : POLLIN) {
+      trigger_events_(backend.features().psi_triggers ? EPOLLPRI : EPOLLIN) {
+  // Without either the monitor cannot wait: say so at once rather than sample nothing.
+  if (!wake_.valid() || !epoll_.valid())
+    spdlog::error("monitor: no eventfd or epoll instance ({}): calls are not watched",
+                  std::strerror(errno));
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;
+  if (epoll_.valid() && ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0)
+    spdlog::error("monitor: epoll_ctl of its wake-up eventfd: {}", std::strerror(errno));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -62,7 +74,7 @@ std::optional<std::chrono::nanoseconds> Monitor::cpu_time() const {
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
-void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trigger,
+void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder,
                     std::chrono::steady_clock::time_point start,
                     const std::optional<MemoryBudget>& budget) {
   // The reader opens nothing until the monitor thread's first sample.
@@ -72,7 +84,6 @@ void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trig
     Watched w;
     w.cg = cg;
     w.ladder = ladder;
-    w.trigger = std::move(trigger);
     w.start = start;
     w.reader = std::move(reader);
     if (budget) {
@@ -89,18 +100,46 @@ void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trig
   (void)!::write(wake_.get(), &one, sizeof one);
 }
 
-void Monitor::add_trigger(uint64_t key, UniqueFd trigger) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    triggers_[key] = std::move(trigger);
+uint64_t Monitor::add_source(int fd, uint32_t events, Source source) {
+  uint64_t token = next_token_++;
+  struct epoll_event ev {};
+  ev.events = events;
+  ev.data.u64 = token;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    spdlog::debug("monitor: epoll_ctl: {}: sampled at each interval only", std::strerror(errno));
+    return 0;
   }
-  uint64_t one = 1;
-  (void)!::write(wake_.get(), &one, sizeof one);
+  sources_[token] = std::move(source);
+  return token;
+}
+
+void Monitor::drop_source(int fd, uint64_t& token) {
+  if (token == 0) return;
+  (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  sources_.erase(token);
+  token = 0;
+}
+
+void Monitor::add_trigger(uint64_t key, UniqueFd trigger) {
+  // A trigger wakes the monitor by itself; no need to wake it now.
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = triggers_.find(key);
+  if (it != triggers_.end()) {
+    drop_source(it->second.fd.get(), it->second.token);
+    triggers_.erase(it);
+  }
+  if (!trigger.valid()) return;
+  RunTrigger& t = triggers_[key];
+  t.token = add_source(trigger.get(), trigger_events_, Source{key, ""});
+  t.fd = std::move(trigger);
 }
 
 void Monitor::remove_trigger(uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
-  triggers_.erase(key);
+  auto it = triggers_.find(key);
+  if (it == triggers_.end()) return;
+  drop_source(it->second.fd.get(), it->second.token);
+  triggers_.erase(it);
 }
 
 void Monitor::unwatch(uint64_t id) {
@@ -114,7 +153,10 @@ void Monitor::unwatch(uint64_t id) {
   net_meter = std::move(it->second.net_meter);
   if (!it->second.budget.empty()) {
     auto b = budgets_.find(it->second.budget);
-    if (b != budgets_.end() && --b->second.refs == 0) budgets_.erase(b);
+    if (b != budgets_.end() && --b->second.refs == 0) {
+      drop_source(b->second.wake.get(), b->second.wake_token);
+      budgets_.erase(b);
+    }
   }
   watched_.erase(it);
 }
@@ -267,37 +309,62 @@ void Monitor::sample_all() {
   samples_ += usages.size();
 }
 
+void Monitor::register_budget_wakes() {
+  // Each budget's threshold eventfd is registered here, off the calls' path, when its first
+  // call is watched (a cgroup.event_control write).
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, b] : budgets_) {
+    if (b.budget.wake_at == 0 || b.wake_tried) continue;
+    b.wake_tried = true;
+    auto fd = backend_.memory_threshold_eventfd(b.budget.cg, b.budget.wake_at);
+    if (!fd.ok()) {
+      spdlog::debug("monitor: budget {}: sampled at each interval only: {}", key,
+                    fd.error().message());
+      continue;
+    }
+    b.wake = std::move(fd).value();
+    b.wake_token = add_source(b.wake.get(), EPOLLIN, Source{std::nullopt, key});
+  }
+}
+
+void Monitor::on_event(uint64_t token, uint32_t events, bool& triggered, bool& budget_crossed) {
+  auto it = sources_.find(token);
+  if (it == sources_.end()) return;  // dropped since epoll_wait returned
+  const Source source = it->second;
+  if (!source.budget.empty()) {
+    auto b = budgets_.find(source.budget);
+    if (b == budgets_.end()) return;
+    if (events & EPOLLIN) {
+      budget_crossed = true;
+      uint64_t v;
+      (void)!::read(b->second.wake.get(), &v, sizeof v);
+    } else {
+      drop_source(b->second.wake.get(), b->second.wake_token);
+      b->second.wake.reset();
+    }
+    return;
+  }
+  auto t = triggers_.find(*source.run_trigger);
+  if (t == triggers_.end()) return;
+  if (events & (EPOLLERR | EPOLLHUP)) {
+    // The cgroup went away under the trigger: stop polling it, or epoll_wait would spin.
+    drop_source(t->second.fd.get(), t->second.token);
+    t->second.fd.reset();
+    return;
+  }
+  if (events & trigger_events_) {
+    triggered = true;
+    // A v1 eventfd must be drained; a PSI trigger fd has nothing to read.
+    uint64_t v;
+    (void)!::read(t->second.fd.get(), &v, sizeof v);
+  }
+}
+
 void Monitor::loop() {
   auto next = std::chrono::steady_clock::now();
-  std::vector<struct pollfd> fds;
+  struct epoll_event events[16];
   while (!stop_) {
-    fds.clear();
-    fds.push_back({wake_.get(), POLLIN, 0});
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [id, w] : watched_)
-        if (w.trigger.valid()) fds.push_back({w.trigger.get(), trigger_events_, 0});
-      for (auto& [key, t] : triggers_)
-        if (t.valid()) fds.push_back({t.get(), trigger_events_, 0});
-    }
-    // Last in the set: each budget's threshold eventfd, registered here, off the calls' path,
-    // when its first call is watched (a cgroup.event_control write).
-    const size_t budgets_from = fds.size();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [key, b] : budgets_) {
-        if (b.budget.wake_at > 0 && !b.wake_tried) {
-          b.wake_tried = true;
-          auto fd = backend_.memory_threshold_eventfd(b.budget.cg, b.budget.wake_at);
-          if (fd.ok())
-            b.wake = std::move(fd).value();
-          else
-            spdlog::debug("monitor: budget {}: sampled at each interval only: {}", key,
-                          fd.error().message());
-        }
-        if (b.wake.valid()) fds.push_back({b.wake.get(), POLLIN, 0});
-      }
-    }
+    register_budget_wakes();
     bool idle;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -305,45 +372,26 @@ void Monitor::loop() {
     }
     int timeout_ms = -1;
     if (!idle) {
-      auto left = std::chrono::duration_cast<std::chrono::microseconds>(next - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+          next - std::chrono::steady_clock::now());
       timeout_ms = static_cast<int>(std::max<int64_t>(0, (left.count() + 999) / 1000));
     }
-    int r = ::poll(fds.data(), fds.size(), timeout_ms);
+    int n = ::epoll_wait(epoll_.get(), events, std::size(events), timeout_ms);
     if (stop_) break;
+    if (n < 0 && errno != EINTR) {
+      // Not expected (EBADF without an epoll instance): sample at each interval regardless.
+      n = 0;
+      if (timeout_ms != 0) std::this_thread::sleep_for(interval_);
+    }
     bool triggered = false, budget_crossed = false;
-    if (r > 0) {
-      if (fds[0].revents) {
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == 0) {
         uint64_t v;
         (void)!::read(wake_.get(), &v, sizeof v);
+        continue;
       }
-      for (size_t i = budgets_from; i < fds.size(); ++i) {
-        if (fds[i].revents & POLLIN) {
-          budget_crossed = true;
-          uint64_t v;
-          (void)!::read(fds[i].fd, &v, sizeof v);
-        } else if (fds[i].revents) {
-          std::lock_guard<std::mutex> lock(mu_);
-          for (auto& [key, b] : budgets_)
-            if (b.wake.get() == fds[i].fd) b.wake.reset();
-        }
-      }
-      for (size_t i = 1; i < budgets_from; ++i) {
-        if (fds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) {
-          // The cgroup went away under the trigger: stop polling it, or poll would spin.
-          std::lock_guard<std::mutex> lock(mu_);
-          for (auto& [id, w] : watched_)
-            if (w.trigger.get() == fds[i].fd) w.trigger.reset();
-          for (auto& [key, t] : triggers_)
-            if (t.get() == fds[i].fd) t.reset();
-          continue;
-        }
-        if (fds[i].revents & trigger_events_) {
-          triggered = true;
-          // A v1 eventfd must be drained; a PSI trigger fd has nothing to read.
-          uint64_t v;
-          (void)!::read(fds[i].fd, &v, sizeof v);
-        }
-      }
+      std::lock_guard<std::mutex> lock(mu_);
+      on_event(events[i].data.u64, events[i].events, triggered, budget_crossed);
     }
     auto now = std::chrono::steady_clock::now();
     if (triggered) ++wakeups_;

@@ -1,7 +1,8 @@
 // The burst monitor (docs/DESIGN.md idea 5): one thread samples every active call's cgroup at a
-// short interval (20 ms by default), and is woken early by each call's memory-pressure trigger
-// (a PSI trigger on v2/unified, memory.pressure_level on v1). Each sample is handed to the
-// call's ladder together with the host's memory pressure.
+// short interval (20 ms by default), and is woken early by each run's memory-pressure trigger
+// (a PSI trigger on v2/unified, memory.pressure_level on v1) and each budget's threshold. Each
+// sample is handed to the call's ladder together with the host's memory pressure. It waits in
+// epoll_wait, each trigger registered once, so that a wake-up costs nothing per trigger.
 //
 // Each watched call has its own UsageReader (CgroupBackend::usage_reader), which keeps the
 // cgroup's control files open: a sample is a few preads, no path lookup. Every
@@ -71,10 +72,10 @@ class Monitor {
   Monitor(const Monitor&) = delete;
   Monitor& operator=(const Monitor&) = delete;
 
-  // Starts watching a call. `ladder` must outlive unwatch(id). `trigger` may be invalid.
+  // Starts watching a call. `ladder` must outlive unwatch(id).
   // `budget`: the memory budget the call counts against, read once per sample for all of its
   // calls (LadderInput::budget); none: the call's ladder gets no budget view.
-  void watch(uint64_t id, const Cgroup& cg, Ladder* ladder, UniqueFd trigger,
+  void watch(uint64_t id, const Cgroup& cg, Ladder* ladder,
              std::chrono::steady_clock::time_point start,
              const std::optional<MemoryBudget>& budget = std::nullopt);
   // Stops watching; after it returns the monitor no longer touches the ladder or the meter.
@@ -116,7 +117,6 @@ class Monitor {
   struct Watched {
     Cgroup cg;
     Ladder* ladder = nullptr;
-    UniqueFd trigger;
     std::chrono::steady_clock::time_point start;
     std::unique_ptr<UsageReader> reader;  // owned; closed on unwatch
     uint64_t reads = 0;                   // reads attempted, to pace the full ones
@@ -132,9 +132,29 @@ class Monitor {
     MemoryBudget budget;
     std::unique_ptr<UsageReader> reader;
     size_t refs = 0;
-    UniqueFd wake;             // the threshold eventfd at budget.wake_at, once registered
-    bool wake_tried = false;   // registered (or failed to) by the monitor thread
+    UniqueFd wake;            // the threshold eventfd at budget.wake_at, once registered
+    uint64_t wake_token = 0;  // its registration in epoll_, 0: none
+    bool wake_tried = false;  // registered (or failed to) by the monitor thread
   };
+  struct RunTrigger {
+    UniqueFd fd;
+    uint64_t token = 0;  // its registration in epoll_, 0: none
+  };
+  // What an epoll event's token stands for: a run's trigger (key) or a budget's threshold
+  // eventfd (budget). A token outlives nothing: an event whose token is gone is ignored, so a
+  // descriptor number reused after a close is never mistaken for the old one.
+  struct Source {
+    std::optional<uint64_t> run_trigger;  // key of triggers_
+    std::string budget;                   // key of budgets_, or ""
+  };
+  // Registers `fd` in epoll_ for `events` (under mu_); 0 if epoll_ctl failed (then the source
+  // is only sampled at each interval).
+  uint64_t add_source(int fd, uint32_t events, Source source);
+  // Unregisters it (under mu_), before its descriptor is closed.
+  void drop_source(int fd, uint64_t& token);
+  // One epoll event of a source (under mu_): sets `triggered` or `budget_crossed`.
+  void on_event(uint64_t token, uint32_t events, bool& triggered, bool& budget_crossed);
+  void register_budget_wakes();
   // The call's network view over the window (after adding this sample's point), or nullopt.
   std::optional<NetSignal> net_signal(Watched& w, const Usage& u,
                                       std::chrono::steady_clock::time_point now);
@@ -152,10 +172,13 @@ class Monitor {
   std::mutex mu_;
   std::map<uint64_t, Watched> watched_;
   std::map<std::string, Budget> budgets_;  // by the budget cgroup's rel
-  UniqueFd host_psi_;  // <proc>/pressure/memory
-  UniqueFd wake_;  // eventfd: the set of watched calls changed, or stop
-  short trigger_events_;
-  std::map<uint64_t, UniqueFd> triggers_;  // run triggers, under mu_
+  UniqueFd host_psi_;                      // <proc>/pressure/memory
+  UniqueFd wake_;   // eventfd: the set of watched calls changed, or stop (token 0)
+  UniqueFd epoll_;  // wake_, the run triggers, the budgets' threshold eventfds
+  uint32_t trigger_events_;
+  std::map<uint64_t, RunTrigger> triggers_;  // run triggers, under mu_
+  std::map<uint64_t, Source> sources_;       // by token, under mu_
+  uint64_t next_token_ = 1;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> samples_{0}, wakeups_{0}, budget_wakeups_{0};
   std::thread thread_;
