@@ -343,8 +343,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
     }
     RunScope* r = &run;
     if (unused) defer(run, [this, r, cg = *unused] { remove_call_cgroup(*r, cg); });
-    if (auto u = b.read_usage(run.run_); u.ok())
-      call->run_oom_kills_before_ = u->memory_events.oom_kill;
+    if (auto kills = run_oom_kills(run)) call->run_oom_kills_before_ = *kills;
     call->start_ = std::chrono::steady_clock::now();
     return call;
   }
@@ -378,13 +377,22 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
     remove_call_cgroup(run, call->cg_);
     return std::move(s).error().context_add("grant for " + call->id_ + " (" + choice.intent + ")");
   }
-  if (auto u = b.read_usage(run.run_); u.ok())
-    call->run_oom_kills_before_ = u->memory_events.oom_kill;
+  if (auto kills = run_oom_kills(run)) call->run_oom_kills_before_ = *kills;
   call->ladder_ =
       std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
   monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), call->start_, run.budget_);
   return call;
+}
+
+std::optional<uint64_t> Controller::run_oom_kills(RunScope& run) {
+  std::lock_guard lock(run.reader_mu_);
+  if (!run.reader_) run.reader_ = options_.backend->usage_reader(run.run_);
+  // A partial read has them (UsageReader): a kill is an act of a task that ran, so the run's
+  // CPU clock has moved by the time its call has ended.
+  auto u = run.reader_->read(/*full=*/false);
+  if (!u.ok()) return std::nullopt;
+  return u->memory_events.oom_kill;
 }
 
 void Controller::measure_runq(const CallScope& call, std::unique_ptr<RunqMeter> meter) {
@@ -416,9 +424,9 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
   if (on_host) call->ladder_->finish(now);
   uint64_t run_oom_kills = 0;
   if (call->run_) {
-    if (auto u = b.read_usage(call->run_->run_);
-        u.ok() && u->memory_events.oom_kill > call->run_oom_kills_before_)
-      run_oom_kills = u->memory_events.oom_kill - call->run_oom_kills_before_;
+    if (auto kills = this->run_oom_kills(*call->run_);
+        kills && *kills > call->run_oom_kills_before_)
+      run_oom_kills = *kills - call->run_oom_kills_before_;
   }
   clock.lap("read-run");
 
@@ -465,6 +473,10 @@ Status Controller::end_run(std::unique_ptr<RunScope> run) {
   }
   settle(*run);  // the reaper is done with this run: nothing of it outlives end_run
   clock.lap("settle");
+  {
+    std::lock_guard lock(run->reader_mu_);
+    run->reader_.reset();  // its files closed before the cgroup goes
+  }
   std::lock_guard tenants(tenants_mu_);
   Status first = options_.backend->remove(run->run_);
   clock.lap("remove");

@@ -81,7 +81,11 @@ class RunScope {
   std::optional<MemoryBudget> budget_;
   Placement main_placement_;
   uint64_t trigger_key_ = 0;  // the run's pressure trigger in the monitor (0: none)
-  void wait_settled();        // until pending_ is 0
+  // The run cgroup's counters kept open, read around each call for its OOM kills (a partial
+  // read is a few preads; read_usage opened every file by path, twice on each call's path).
+  std::mutex reader_mu_;
+  std::unique_ptr<UsageReader> reader_;  // made at the first read
+  void wait_settled();                   // until pending_ is 0
   // Shared with the reaper thread, under mu_: the run record (one writer at a time: its
   // temporary file is per process), the call numbers and the spare. The reaper holds mu_
   // while it places the parked process, the kernel's slow step (an RCU grace period on v1).
@@ -101,7 +105,7 @@ class RunScope {
   std::mutex pending_mu_;
   std::condition_variable settled_;  // pending_ reached 0
   int pending_ = 0;                  // reaper jobs of this run not yet finished
-  bool closing_ = false;         // end_run began: no more spares
+  bool closing_ = false;             // end_run began: no more spares
 };
 
 // Where a call's processes live. kCgroup: on this host, in a cgroup of the call's own that the
@@ -209,6 +213,9 @@ class Controller {
   void make_spare(RunScope& run);
   void place_parked(RunScope& run, pid_t pid);
   void remove_call_cgroup(RunScope& run, const Cgroup& cg);
+  // The OOM kills counted in the run's cgroup so far (through run.reader_); nullopt if it
+  // could not be read.
+  std::optional<uint64_t> run_oom_kills(RunScope& run);
   void reaper_loop();
 
   ControllerOptions options_;

@@ -322,6 +322,31 @@ TEST_F(ControllerFakeTest, EndCallRevokesTheGrantAndClassifiesFromTheFinalRead) 
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+// A static policy's one limit is the run's: a kill the kernel counted at the run while the call
+// ran (and not in the call's own cgroup) is still the call's memory limit. The run's counter is
+// read before the call and after it, through the run's reader kept open.
+TEST_F(ControllerFakeTest, AKillCountedAtTheRunWhileTheCallRanIsItsMemoryLimit) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  Usage before, after;
+  before.memory_events.oom_kill = 2;  // kills of earlier calls
+  after.memory_events.oom_kill = 3;
+  backend_->script("sgtest/t1/r1", {before, after});
+  auto call = c->begin_call(**run, "test", {"pytest"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  ExecResult killed = exited(0);
+  killed.status = ExitStatus{false, 0, 9};
+  CallOutcome o = c->end_call(std::move(call).value(), killed);
+  EXPECT_EQ(o.observed.oom_kills, 0u);
+  EXPECT_EQ(o.observed.run_oom_kills, 1u);
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit);
+  EXPECT_THAT(o.reason, HasSubstr("shared memory limit"));
+  c->settle(**run);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 // A microVM's call lived in the guest: what the guest's ladder saw replaces the host's view of
 // the call's (empty) host cgroup, but the run's OOM kills stay the host's own count.
 TEST_F(ControllerFakeTest, EndCallTakesWhatTheGuestObservedAndStillRevokesTheHostCgroup) {
@@ -521,9 +546,8 @@ TEST_F(ControllerFakeTest, AnEndingCallDoesNotWaitForTheParkedProcessBeingPlaced
   c->adopt_parked(**run, 4242);
   entered.get_future().wait();  // the reaper is inside the attach, holding the run's lock
 
-  auto ended = std::async(std::launch::async, [&] {
-    return c->end_call(std::move(call).value(), exited(0));
-  });
+  auto ended = std::async(std::launch::async,
+                          [&] { return c->end_call(std::move(call).value(), exited(0)); });
   bool returned = ended.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
   release.set_value();
   EXPECT_TRUE(returned) << "end_call waited for the parked process's placement";
@@ -783,7 +807,8 @@ TEST_F(ControllerBudgetTest, TheCallGrowingInAFullTenantBudgetIsFrozenAndTheLarg
   CallOutcome o = c->end_call(std::move(growing_), exited(0));
   ASSERT_FALSE(o.observed.actions.empty());
   EXPECT_EQ(o.observed.actions[0].action, "freeze");
-  EXPECT_THAT(o.observed.actions[0].reason, HasSubstr("memory budget sgtest/t1 at 7.50GiB of 8GiB"));
+  EXPECT_THAT(o.observed.actions[0].reason,
+              HasSubstr("memory budget sgtest/t1 at 7.50GiB of 8GiB"));
   CallOutcome big = c->end_call(std::move(largest_), exited(0));
   EXPECT_TRUE(big.observed.actions.empty());
   ASSERT_TRUE(c->end_run(std::move(run_)).ok());
