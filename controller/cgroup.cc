@@ -583,12 +583,17 @@ Result<Usage> CounterReader::read(bool full) {
   // cgroup's own tasks move, each unless the clock stands where it stood at its last read.
   for (auto& f : files_)
     if (wanted(f) && f.file.moves != Moves::kOnlyWhenItsTasksRun) SG_TRY(read_file(f, u));
+  // A file counts as read at this clock only once the whole read has succeeded: a read that
+  // fails halfway keeps last_, and a file marked read in it would be skipped next time with
+  // the value that read dropped.
+  std::vector<OpenFile*> read_now;
   for (auto& f : files_) {
     if (!wanted(f) || f.file.moves != Moves::kOnlyWhenItsTasksRun) continue;
     if (has_clock_ && f.read_at_cpu_us == u.cpu_usage_us) continue;
     SG_TRY(read_file(f, u));
-    f.read_at_cpu_us = u.cpu_usage_us;
+    read_now.push_back(&f);
   }
+  for (auto* f : read_now) f->read_at_cpu_us = u.cpu_usage_us;
   last_ = u;
   return u;
 }

@@ -30,6 +30,11 @@ class V1BackendTest : public ::testing::Test {
   std::string file(const Cgroup& cg, const std::string& hierarchy, const std::string& name) {
     return FakeCgroupFs::read_abs(cg.dirs.at(hierarchy) + "/" + name);
   }
+  // What the kernel would show next in a counter file of the fake tree.
+  void put(const Cgroup& cg, const std::string& hierarchy, const std::string& name,
+           const std::string& text) {
+    fs_.write_abs(cg.dirs.at(hierarchy) + "/" + name, text);
+  }
 
   FakeCgroupFs fs_;
   CgroupLayout layout_ = fs_.v1_layout();
@@ -260,17 +265,14 @@ TEST_F(V1BackendTest, UsageReaderSeesNewValuesAndPartialReadsKeepFullOnlyOnes) {
   EXPECT_EQ(first->cpu_nr_throttled, 37u);
   EXPECT_EQ(first->cpu_throttled_us, 1234567u);
 
-  auto put = [&](const char* h, const char* f, const std::string& text) {
-    fs_.write_abs(cg.dirs.at(h) + "/" + f, text);
-  };
-  put("memory", "memory.usage_in_bytes", "50331648\n");
-  put("memory", "memory.max_usage_in_bytes", "83886080\n");
-  put("memory", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
-  put("memory", "memory.failcnt", "6\n");
-  put("cpuacct", "cpuacct.usage", "99000000000\n");
-  put("cpu", "cpu.stat", "nr_periods 500\nnr_throttled 40\nthrottled_time 2000000000\n");
-  put("pids", "pids.current", "5\n");
-  put("pids", "pids.events", "max 8\n");
+  put(cg, "memory", "memory.usage_in_bytes", "50331648\n");
+  put(cg, "memory", "memory.max_usage_in_bytes", "83886080\n");
+  put(cg, "memory", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+  put(cg, "memory", "memory.failcnt", "6\n");
+  put(cg, "cpuacct", "cpuacct.usage", "99000000000\n");
+  put(cg, "cpu", "cpu.stat", "nr_periods 500\nnr_throttled 40\nthrottled_time 2000000000\n");
+  put(cg, "pids", "pids.current", "5\n");
+  put(cg, "pids", "pids.events", "max 8\n");
 
   auto partial = reader->read(false);
   ASSERT_TRUE(partial.ok()) << partial.error().message();
@@ -307,16 +309,13 @@ TEST_F(V1BackendTest, UsageReaderSkipsWhatOnlyTheTasksMoveWhileTheCpuClockStands
   auto reader = backend_.usage_reader(cg);
   auto first = reader->read(true);
   ASSERT_TRUE(first.ok()) << first.error().message();
-  auto put = [&](const char* h, const char* f, const std::string& text) {
-    fs_.write_abs(cg.dirs.at(h) + "/" + f, text);
-  };
   // Moved by others (a reclaim, a parent reaping): read; moved by the tasks: not, since the
   // clock has not moved. (The fake can do what the kernel cannot, which shows the skip.)
-  put("memory", "memory.usage_in_bytes", "50331648\n");
-  put("pids", "pids.current", "1\n");
-  put("memory", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
-  put("pids", "pids.events", "max 8\n");
-  put("cpu", "cpu.stat", "nr_periods 500\nnr_throttled 40\nthrottled_time 2000000000\n");
+  put(cg, "memory", "memory.usage_in_bytes", "50331648\n");
+  put(cg, "pids", "pids.current", "1\n");
+  put(cg, "memory", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+  put(cg, "pids", "pids.events", "max 8\n");
+  put(cg, "cpu", "cpu.stat", "nr_periods 500\nnr_throttled 40\nthrottled_time 2000000000\n");
   for (bool full : {false, true}) {
     auto idle = reader->read(full);
     ASSERT_TRUE(idle.ok()) << idle.error().message();
@@ -327,7 +326,7 @@ TEST_F(V1BackendTest, UsageReaderSkipsWhatOnlyTheTasksMoveWhileTheCpuClockStands
     EXPECT_EQ(idle->cpu_nr_throttled, first->cpu_nr_throttled);
   }
   // The clock moves: a partial read reads the every-read ones, a full read the others too.
-  put("cpuacct", "cpuacct.usage", "99000000000\n");
+  put(cg, "cpuacct", "cpuacct.usage", "99000000000\n");
   auto moved = reader->read(false);
   ASSERT_TRUE(moved.ok()) << moved.error().message();
   EXPECT_EQ(moved->cpu_usage_us, 99000000u);
@@ -338,6 +337,25 @@ TEST_F(V1BackendTest, UsageReaderSkipsWhatOnlyTheTasksMoveWhileTheCpuClockStands
   ASSERT_TRUE(full.ok()) << full.error().message();
   EXPECT_EQ(full->cpu_nr_throttled, 40u);
   EXPECT_EQ(full->pids_max_events, 8u);
+}
+
+// A read that fails halfway returns no figures: a counter it read before the failure must be
+// read again next time, not skipped as read at this clock with the value that read dropped.
+TEST_F(V1BackendTest, UsageReaderRereadsWhatAFailedReadReadBeforeItFailed) {
+  Cgroup cg = make_call(backend_);
+  auto reader = backend_.usage_reader(cg);
+  auto first = reader->read(true);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  ASSERT_NE(first->memory_events.oom_kill, 3u);
+  put(cg, "cpuacct", "cpuacct.usage", "99000000000\n");
+  put(cg, "memory", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+  put(cg, "pids", "pids.events", "max eight\n");  // read after memory.oom_control, and fails
+  EXPECT_FALSE(reader->read(false).ok());
+  put(cg, "pids", "pids.events", "max 8\n");  // the clock has not moved since
+  auto next = reader->read(false);
+  ASSERT_TRUE(next.ok()) << next.error().message();
+  EXPECT_EQ(next->memory_events.oom_kill, 3u);
+  EXPECT_EQ(next->pids_max_events, 8u);
 }
 
 TEST_F(V1BackendTest, UsageReaderWithoutACpuClockSkipsNothing) {
