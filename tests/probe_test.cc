@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <iostream>
 #include <map>
@@ -26,6 +27,11 @@
 #include "providers/weakening.h"
 #include "tests/support/cgroup_dirs.h"
 #include "tests/support/provider_fixture.h"
+
+namespace sandgate::providers {
+// The weakening's name where GoogleTest prints a test's parameter (ctest's list, failures).
+void PrintTo(Weakening w, std::ostream* os) { *os << to_string(w); }
+}  // namespace sandgate::providers
 
 namespace sandgate::testing {
 namespace {
@@ -450,35 +456,38 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
 }
 
 // Each weakening must be flagged exposed by every probe its plan names (probes/plan.cc: the
-// probes that test directly what it opens), not merely by something.
-TEST_F(ProbeSuiteTest, SelfTestCatchesEveryWeakening) {
+// probes that test directly what it opens), not merely by something. One test per weakening,
+// each a whole probe run (about 10 s), so that a parallel ctest spreads them.
+class ProbeSelfTest : public ProbeSuiteTest,
+                      public ::testing::WithParamInterface<providers::Weakening> {};
+
+TEST_P(ProbeSelfTest, CatchesTheWeakening) {
   SANDGATE_REQUIRE_ROOT();
+  const providers::Weakening w = GetParam();
   auto s = suite();
   ASSERT_TRUE(s);
   auto p = provider("namespaces", /*weakenings=*/true);
   ASSERT_TRUE(p);
-  for (auto w : providers::all_weakenings()) {
-    SCOPED_TRACE(providers::to_string(w));
-    auto expected = probes::probes_catching(w);
-    EXPECT_FALSE(expected.empty()) << "no probe is planned to catch it (probes/plan.cc)";
-    auto run = s->run(*p, {w});
-    EXPECT_TRUE(providers::remove_shared_dirs(options_.paths).ok());
-    ASSERT_TRUE(run.ok()) << run.error().message();
-    EXPECT_FALSE(run->exposed().empty()) << "was not caught";
-    auto m = by_id(*run);
-    for (const auto& id : expected) {
-      ASSERT_TRUE(m.count(id)) << id << " did not run";
-      EXPECT_EQ(probes::to_string(m[id]->verdict), "exposed")
-          << "not caught by " << id << ": " << m[id]->why;
-    }
-    std::string also;
-    for (const auto* j : run->exposed())
-      if (std::find(expected.begin(), expected.end(), j->id) == expected.end()) also += " " + j->id;
-    if (!also.empty()) std::cout << providers::to_string(w) << " also flagged by:" << also << "\n";
-    // The layers the weakening leaves still hold what each holds alone (probes/plan.cc).
-    for (const auto& line : probes::missing_holders(w, p->capabilities(), run->judgements))
-      ADD_FAILURE() << "not held: " << line;
-    if (w != providers::Weakening::kSeccompFullWidthCompare) continue;
+  auto expected = probes::probes_catching(w);
+  EXPECT_FALSE(expected.empty()) << "no probe is planned to catch it (probes/plan.cc)";
+  auto run = s->run(*p, {w});
+  EXPECT_TRUE(providers::remove_shared_dirs(options_.paths).ok());
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  EXPECT_FALSE(run->exposed().empty()) << "was not caught";
+  auto m = by_id(*run);
+  for (const auto& id : expected) {
+    ASSERT_TRUE(m.count(id)) << id << " did not run";
+    EXPECT_EQ(probes::to_string(m[id]->verdict), "exposed")
+        << "not caught by " << id << ": " << m[id]->why;
+  }
+  std::string also;
+  for (const auto* j : run->exposed())
+    if (std::find(expected.begin(), expected.end(), j->id) == expected.end()) also += " " + j->id;
+  if (!also.empty()) std::cout << providers::to_string(w) << " also flagged by:" << also << "\n";
+  // The layers the weakening leaves still hold what each holds alone (probes/plan.cc).
+  for (const auto& line : probes::missing_holders(w, p->capabilities(), run->judgements))
+    ADD_FAILURE() << "not held: " << line;
+  if (w == providers::Weakening::kSeccompFullWidthCompare) {
     // Caught by the twin with a high bit set: the plain call is still refused by the filter.
     for (const auto& id : expected) {
       ASSERT_TRUE(m[id]->sandbox.has_value()) << id;
@@ -489,6 +498,16 @@ TEST_F(ProbeSuiteTest, SelfTestCatchesEveryWeakening) {
   }
   ASSERT_TRUE(s->close().ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Every, ProbeSelfTest, ::testing::ValuesIn(providers::all_weakenings()),
+                         [](const ::testing::TestParamInfo<providers::Weakening>& info) {
+                           std::string name = providers::to_string(info.param);
+                           std::replace_if(
+                               name.begin(), name.end(),
+                               [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
+                               '_');
+                           return name;
+                         });
 
 // The ids of every probe sandgate-probe has (`sandgate-probe list`).
 std::set<std::string> catalogue_ids() {
