@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <iostream>
 #include <map>
 #include <set>
@@ -457,7 +457,7 @@ TEST_F(ProbeSuiteTest, HostDirIsExposedOnEveryBoundaryItOpens) {
 
 // Each weakening must be flagged exposed by every probe its plan names (probes/plan.cc: the
 // probes that test directly what it opens), not merely by something. One test per weakening,
-// each a whole probe run (about 10 s), so that a parallel ctest spreads them.
+// each a whole probe run (15-20 s here), so that a parallel ctest spreads them.
 class ProbeSelfTest : public ProbeSuiteTest,
                       public ::testing::WithParamInterface<providers::Weakening> {};
 
