@@ -51,6 +51,7 @@ class ControllerFakeTest : public ::testing::Test {
                                         CgroupFeatures features = FakeBackend::all_features()) {
     ControllerOptions o;
     o.paths.state_dir = tmp_ / "state";
+    o.paths.id_range_dir = tmp_ / "id-ranges";
     o.paths.work_dir = tmp_ / "work";
     // No host pressure file: the ladder never sees host PSI, so it never freezes.
     o.paths.proc = tmp_ / "proc";

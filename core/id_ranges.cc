@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <filesystem>
 #include <limits>
 
 #include "core/fd.h"
@@ -18,8 +19,6 @@
 namespace sandgate {
 
 namespace {
-
-std::string range_dir(const HostPaths& paths) { return paths.state_dir + "/id-ranges"; }
 
 bool parse_u64(std::string_view s, uint64_t& out) {
   if (s.empty() || s.size() > 19) return false;
@@ -35,6 +34,40 @@ std::string lock_run_id(const std::string& lock_path, Json* whole = nullptr) {
   if (it == j->end() || !it->is_string()) return "";
   if (whole) *whole = *j;
   return it->get<std::string>();
+}
+
+// The state directory whose record owns a lock. Locks written before the lock directory was
+// host-wide have none; they lay in <state_dir>/id-ranges, so their state directory is the lock
+// directory's parent.
+std::string lock_state_dir(const Json& lock, const std::string& lock_dir) {
+  if (auto it = lock.find("state_dir"); it != lock.end() && it->is_string())
+    return it->get<std::string>();
+  auto slash = lock_dir.find_last_of('/');
+  return slash == std::string::npos ? "." : lock_dir.substr(0, slash);
+}
+
+// A state directory as locks name it: absolute, so that a process in another working directory
+// finds the record.
+std::string absolute_dir(const std::string& dir) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(dir, ec);
+  return ec ? dir : abs.lexically_normal().string();
+}
+
+// The lock files of the lock directory (temporary files included), or an error appended.
+std::vector<std::string> lock_names(const std::string& dir, std::vector<std::string>* errors) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) {
+    if (errno != ENOENT && errors) errors->push_back(sys_error("opendir", dir).message());
+    return names;
+  }
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  return names;
 }
 
 }  // namespace
@@ -86,7 +119,7 @@ IdRangeLease::~IdRangeLease() {
 
 Result<IdRangeLease> acquire_id_range(const HostPaths& paths, const IdPool& pool,
                                       const std::string& run_id) {
-  std::string dir = range_dir(paths);
+  const std::string& dir = paths.id_range_dir;
   SG_TRY(make_dirs(dir, 0700));
   pid_t me = ::getpid();
   unsigned long long start = process_start_time(paths.proc, me).value_or(0);
@@ -96,10 +129,13 @@ Result<IdRangeLease> acquire_id_range(const HostPaths& paths, const IdPool& pool
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd.valid()) return sys_error("create id range lock", tmp);
-    std::string text =
-        Json{{"run_id", run_id}, {"owner_pid", me}, {"owner_start", start}, {"count", kIdRangeSize}}
-            .dump() +
-        "\n";
+    std::string text = Json{{"run_id", run_id},
+                            {"state_dir", absolute_dir(paths.state_dir)},
+                            {"owner_pid", me},
+                            {"owner_start", start},
+                            {"count", kIdRangeSize}}
+                           .dump() +
+                       "\n";
     if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
       Error e = sys_error("write id range lock", tmp);
       ::unlink(tmp.c_str());
@@ -125,9 +161,10 @@ Result<IdRangeLease> acquire_id_range(const HostPaths& paths, const IdPool& pool
     }
   }
   ::unlink(tmp.c_str());
-  return sys_error(EAGAIN, "take a host id range",
-                   "every range of the pool " + to_string(pool) + " is held (" + dir +
-                       "); `sandgate gc` reclaims those of dead runs");
+  return sys_error(
+      EAGAIN, "take a host id range",
+      "every range of the pool " + to_string(pool) + " is held (" + dir +
+          "); `sandgate gc` reclaims those of dead runs, `--id-pool` names another pool");
 }
 
 Status release_id_range(const std::string& lock_path, const std::string& run_id) {
@@ -145,21 +182,9 @@ Status release_id_range(const std::string& lock_path, const std::string& run_id)
 }
 
 int reclaim_orphan_id_ranges(const HostPaths& paths, std::vector<std::string>& errors) {
-  std::string dir = range_dir(paths);
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) {
-    if (errno != ENOENT) errors.push_back(sys_error("opendir", dir).message());
-    return 0;
-  }
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n == "." || n == "..") continue;
-    names.push_back(n);
-  }
-  ::closedir(d);
+  const std::string& dir = paths.id_range_dir;
   int removed = 0;
-  for (const auto& n : names) {
+  for (const auto& n : lock_names(dir, &errors)) {
     std::string path = dir + "/" + n;
     Json j;
     std::string run_id = lock_run_id(path, &j);
@@ -172,8 +197,10 @@ int reclaim_orphan_id_ranges(const HostPaths& paths, std::vector<std::string>& e
     unsigned long long owner_start = j.value("owner_start", 0ULL);
     auto now = process_start_time(paths.proc, owner);
     if (owner > 0 && now && *now == owner_start) continue;  // its run is still being made
-    // A record names it: gc's release of that record removes it, after the run's processes.
-    if (::access((paths.state_dir + "/runs/" + run_id + ".json").c_str(), F_OK) == 0) continue;
+    // A record names it: gc's release of that record (in whichever state directory holds it)
+    // removes it, after the run's processes.
+    std::string record = lock_state_dir(j, dir) + "/runs/" + run_id + ".json";
+    if (::access(record.c_str(), F_OK) == 0) continue;
     // A temporary file of a dead owner, or a lock it never recorded.
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       errors.push_back(sys_error("remove id range lock", path).message());
@@ -182,6 +209,18 @@ int reclaim_orphan_id_ranges(const HostPaths& paths, std::vector<std::string>& e
     if (!n.starts_with(".tmp-")) ++removed;
   }
   return removed;
+}
+
+std::vector<std::string> id_range_locks_of(const HostPaths& paths) {
+  std::vector<std::string> held;
+  for (const auto& n : lock_names(paths.id_range_dir, nullptr)) {
+    std::string path = paths.id_range_dir + "/" + n;
+    Json j;
+    if (lock_run_id(path, &j).empty()) continue;
+    if (absolute_dir(lock_state_dir(j, paths.id_range_dir)) == absolute_dir(paths.state_dir))
+      held.push_back(path);
+  }
+  return held;
 }
 
 }  // namespace sandgate

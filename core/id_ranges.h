@@ -8,13 +8,16 @@
 // in every other run. So each run gets its own block of kIdRangeSize host ids from a pool, as
 // Podman's --userns=auto does.
 //
-// A range is held by a lock file, <state_dir>/id-ranges/<first>.lock, made with link(2) from a
-// complete temporary file (atomic and exclusive: two sandgate processes sharing the state
-// directory never get the same range, and no reader ever sees a half-written lock). It names
-// the run and the process that took it. The run records it in its state record
-// (Resource::Kind::kIdRange) and releases it last, after its processes and files are gone;
-// `sandgate gc` releases it with the rest of a dead run's record, and removes a lock whose
-// owner died before recording it (reclaim_orphan_id_ranges).
+// A range is held by a lock file, <id_range_dir>/<first>.lock, made with link(2) from a
+// complete temporary file (atomic and exclusive: two sandgate processes never get the same
+// range, and no reader ever sees a half-written lock). The lock directory is host-wide
+// (HostPaths::id_range_dir), not under the state directory: two sandgate processes with state
+// directories of their own (two users, two test processes) still draw host ids that the kernel
+// counts together. A lock names the run, the state directory that records it and the process
+// that took it. The run records it in its state record (Resource::Kind::kIdRange) and releases
+// it last, after its processes and files are gone; `sandgate gc` releases it with the rest of
+// a dead run's record, and removes a lock whose owner died before recording it
+// (reclaim_orphan_id_ranges).
 #pragma once
 
 #include <sys/types.h>
@@ -75,9 +78,13 @@ Result<IdRangeLease> acquire_id_range(const HostPaths& paths, const IdPool& pool
 // this one's was removed stays). ENOENT is success.
 Status release_id_range(const std::string& lock_path, const std::string& run_id);
 
-// gc: removes each lock whose owner process is gone and whose run has no record left (the
-// owner died between taking the range and recording it). Returns how many; errors are
-// appended.
+// gc: removes each lock whose owner process is gone and whose run has no record left in the
+// state directory the lock names (the owner died between taking the range and recording it,
+// or its state directory is gone). Returns how many; errors are appended.
 int reclaim_orphan_id_ranges(const HostPaths& paths, std::vector<std::string>& errors);
+
+// The locks in paths.id_range_dir taken for runs of paths.state_dir (for checks that a state
+// directory's runs left no range behind).
+std::vector<std::string> id_range_locks_of(const HostPaths& paths);
 
 }  // namespace sandgate

@@ -27,14 +27,18 @@ class IdRangesTest : public ::testing::Test {
   void SetUp() override {
     paths_.state_dir = tmp_ / "state";
     paths_.work_dir = tmp_ / "work";
+    paths_.id_range_dir = tmp_ / "id-ranges";
   }
   // Takes a range in a child that then dies without releasing it (as after kill -9).
   uid_t acquire_in_dead_process(const std::string& run_id) {
+    return acquire_in_dead_process(paths_, run_id);
+  }
+  uid_t acquire_in_dead_process(const HostPaths& paths, const std::string& run_id) {
     int fds[2];
     EXPECT_EQ(::pipe(fds), 0);
     pid_t pid = ::fork();
     if (pid == 0) {
-      auto lease = acquire_id_range(paths_, pool_, run_id);
+      auto lease = acquire_id_range(paths, pool_, run_id);
       uid_t first = lease.ok() ? lease->first() : 0;
       (void)!::write(fds[1], &first, sizeof first);
       ::_exit(0);  // no destructor: the lock stays, its owner is gone
@@ -47,8 +51,19 @@ class IdRangesTest : public ::testing::Test {
     ::waitpid(pid, &status, 0);
     return first;
   }
+  // Records `run_id` as a run of `paths` whose owner has died (a crashed run's record).
+  void record_dead_run(const HostPaths& paths, const std::string& run_id, uid_t first) {
+    auto st = RunState::create(paths, run_id, "test",
+                               {{Resource::Kind::kIdRange, lock(first), 0, 0, run_id}});
+    ASSERT_TRUE(st.ok()) << st.error().message();
+    std::string record = paths.state_dir + "/runs/" + run_id + ".json";
+    auto j = read_json_file(record);
+    ASSERT_TRUE(j.ok());
+    (*j)["owner_pid"] = 0;
+    ASSERT_TRUE(write_json_file_atomic(record, *j).ok());
+  }
   std::string lock(uid_t first) const {
-    return paths_.state_dir + "/id-ranges/" + std::to_string(first) + ".lock";
+    return paths_.id_range_dir + "/" + std::to_string(first) + ".lock";
   }
 
   testing::TempDir tmp_;
@@ -184,16 +199,7 @@ TEST_F(IdRangesTest, GcReclaimsTheRangesOfDeadRunsOnly) {
   // A dead run whose record names its range (gc releases it with the record).
   uid_t recorded = acquire_in_dead_process("rdead");
   ASSERT_NE(recorded, 0u);
-  {
-    auto st = RunState::create(paths_, "rdead", "test",
-                               {{Resource::Kind::kIdRange, lock(recorded), 0, 0, "rdead"}});
-    ASSERT_TRUE(st.ok());
-    // Rewrite the owner as a dead process: the record is a crashed run's.
-    auto j = read_json_file(paths_.state_dir + "/runs/rdead.json");
-    ASSERT_TRUE(j.ok());
-    (*j)["owner_pid"] = 0;
-    ASSERT_TRUE(write_json_file_atomic(paths_.state_dir + "/runs/rdead.json", *j).ok());
-  }
+  record_dead_run(paths_, "rdead", recorded);
   // A live run's range (this process).
   auto live = acquire_id_range(paths_, pool_, "rlive");
   ASSERT_TRUE(live.ok());
@@ -205,6 +211,59 @@ TEST_F(IdRangesTest, GcReclaimsTheRangesOfDeadRunsOnly) {
   EXPECT_FALSE(exists(lock(orphan)));
   EXPECT_FALSE(exists(lock(recorded)));
   EXPECT_TRUE(exists(live->lock_path()));
+}
+
+// The ids are the host's: two sandgate processes with state directories of their own (two test
+// processes, two users) draw from one host-wide set of locks, or the kernel's per-user counts
+// couple their runs.
+TEST_F(IdRangesTest, TwoStateDirectoriesNeverShareARange) {
+  HostPaths other = paths_;
+  other.state_dir = tmp_ / "other-state";
+  auto a = acquire_id_range(paths_, pool_, "ra");
+  auto b = acquire_id_range(other, pool_, "rb");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->first(), b->first());
+  EXPECT_EQ(id_range_locks_of(paths_), std::vector<std::string>{a->lock_path()});
+  EXPECT_EQ(id_range_locks_of(other), std::vector<std::string>{b->lock_path()});
+}
+
+// gc in one state directory leaves a dead run's range that another state directory's record
+// names (that directory's gc releases it with the record), and reclaims an unrecorded one
+// whatever state directory its owner used.
+TEST_F(IdRangesTest, GcLooksForTheRecordInTheLocksOwnStateDirectory) {
+  HostPaths other = paths_;
+  other.state_dir = tmp_ / "other-state";
+  uid_t theirs = acquire_in_dead_process(other, "rtheirs");
+  ASSERT_NE(theirs, 0u);
+  record_dead_run(other, "rtheirs", theirs);
+  uid_t orphan = acquire_in_dead_process(other, "rorphan");
+  ASSERT_NE(orphan, 0u);
+
+  auto mine = collect_garbage(paths_);
+  EXPECT_TRUE(mine.errors.empty()) << mine.errors.front();
+  EXPECT_EQ(mine.id_ranges_reclaimed, 1);
+  EXPECT_TRUE(exists(lock(theirs))) << "the other directory's record owns it";
+  EXPECT_FALSE(exists(lock(orphan)));
+
+  auto theirs_gc = collect_garbage(other);
+  EXPECT_TRUE(theirs_gc.errors.empty()) << theirs_gc.errors.front();
+  EXPECT_EQ(theirs_gc.runs_removed, 1);
+  EXPECT_FALSE(exists(lock(theirs)));
+}
+
+// A lock written before the lock directory was host-wide names no state directory; it lay in
+// <state_dir>/id-ranges, so its record is looked for in the lock directory's parent.
+TEST_F(IdRangesTest, ALockWithoutStateDirBelongsToTheLockDirectorysParent) {
+  HostPaths legacy = paths_;
+  legacy.id_range_dir = paths_.state_dir + "/id-ranges";
+  ASSERT_TRUE(make_dirs(legacy.id_range_dir, 0700).ok());
+  std::string path = legacy.id_range_dir + "/3000000.lock";
+  ASSERT_TRUE(write_json_file_atomic(path, Json{{"run_id", "rold"}, {"owner_pid", 0}}).ok());
+  ASSERT_TRUE(RunState::create(legacy, "rold", "test", {}).ok());
+  EXPECT_EQ(id_range_locks_of(legacy), std::vector<std::string>{path});
+  std::vector<std::string> errors;
+  EXPECT_EQ(reclaim_orphan_id_ranges(legacy, errors), 0) << "its record is still there";
+  EXPECT_TRUE(exists(path));
 }
 
 }  // namespace

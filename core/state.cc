@@ -469,7 +469,12 @@ GcReport collect_garbage(const HostPaths& paths) {
   std::string dir = paths.state_dir + "/runs";
   DIR* d = ::opendir(dir.c_str());
   if (!d) {
-    if (errno != ENOENT) report.errors.push_back(sys_error("opendir", dir).message());
+    if (errno != ENOENT) {
+      report.errors.push_back(sys_error("opendir", dir).message());
+      return report;
+    }
+    // No run was ever recorded here; the host-wide id range locks may still hold orphans.
+    report.id_ranges_reclaimed = reclaim_orphan_id_ranges(paths, report.errors);
     return report;
   }
   std::vector<std::string> files, stale_tmp;

@@ -47,6 +47,7 @@ class StateTest : public ::testing::Test {
  protected:
   void SetUp() override {
     paths_.state_dir = tmp_ / "state";
+    paths_.id_range_dir = tmp_ / "id-ranges";  // gc looks there: this test's own
     paths_.work_dir = tmp_ / "work";
     ASSERT_TRUE(make_dirs(paths_.work_dir).ok());
   }

@@ -893,11 +893,9 @@ TEST_F(NamespacesTest, EachRunHasItsOwnHostIdsAndOwnsItsUserNamespace) {
   for (uid_t base : {base_a, base_b}) {
     EXPECT_GE(base, options_.id_pool.first);
     EXPECT_EQ((base - options_.id_pool.first) % kIdRangeSize, 0u);
-    EXPECT_EQ(
-        ::access(
-            (options_.paths.state_dir + "/id-ranges/" + std::to_string(base) + ".lock").c_str(),
-            F_OK),
-        0);
+    EXPECT_EQ(::access((options_.paths.id_range_dir + "/" + std::to_string(base) + ".lock").c_str(),
+                       F_OK),
+              0);
   }
   EXPECT_EQ(userns_owner(supervisor_of(*a)), static_cast<long>(base_a));
   EXPECT_EQ(userns_owner(supervisor_of(*b)), static_cast<long>(base_b));
@@ -913,11 +911,9 @@ TEST_F(NamespacesTest, EachRunHasItsOwnHostIdsAndOwnsItsUserNamespace) {
   ASSERT_TRUE(record.ok());
   EXPECT_NE(record->find("\"id_range\""), std::string::npos) << *record;
   ASSERT_TRUE(a->destroy().ok());
-  EXPECT_NE(
-      ::access(
-          (options_.paths.state_dir + "/id-ranges/" + std::to_string(base_a) + ".lock").c_str(),
-          F_OK),
-      0);
+  EXPECT_NE(::access((options_.paths.id_range_dir + "/" + std::to_string(base_a) + ".lock").c_str(),
+                     F_OK),
+            0);
   ASSERT_TRUE(b->destroy().ok());
 }
 
@@ -937,7 +933,7 @@ TEST_F(NamespacesTest, SharedUidWeakeningKeepsTheOldSharedIds) {
   EXPECT_EQ((*a)->host_id_base(), options_.id_map_base);
   EXPECT_EQ((*b)->host_id_base(), options_.id_map_base);
   EXPECT_EQ(userns_owner(supervisor_of(**a)), 0);
-  EXPECT_EQ(count_entries(options_.paths.state_dir + "/id-ranges"), 0u) << "no range is taken";
+  EXPECT_THAT(id_range_locks_of(options_.paths), ::testing::IsEmpty()) << "no range is taken";
   EXPECT_TRUE((*a)->destroy().ok());
   EXPECT_TRUE((*b)->destroy().ok());
 }

@@ -149,6 +149,7 @@ class PassTest : public ::testing::Test {
     });
     options_.provider = "fake";
     options_.provider_options.paths.state_dir = tmp_ / "state";
+    options_.provider_options.paths.id_range_dir = tmp_ / "id-ranges";
     options_.provider_options.paths.work_dir = tmp_ / "work";
     options_.provider_options.paths.proc = tmp_ / "proc";
     options_.provider_options.paths.cgroup = tmp_ / "cgroup";

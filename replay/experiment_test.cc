@@ -245,6 +245,7 @@ TenantWeights tenant_weights(const PolicyChoice& choice) {
   std::string tenant = ExperimentOptions{}.victim_tenant;
   controller::ControllerOptions o;
   o.paths.state_dir = tmp / "state";
+  o.paths.id_range_dir = tmp / "id-ranges";
   o.paths.work_dir = tmp / "work";
   o.paths.proc = tmp / "proc";
   o.paths.cgroup = tmp / "cgroup";

@@ -74,6 +74,30 @@ def mountinfo():
     return out
 
 
+# The host-wide lock directory of host id ranges (core/host_paths.h): sandgate's runs take
+# their ranges there whatever their state directory; a lock names the state directory whose
+# record owns it.
+ID_RANGE_DIR = "/run/sandgate/id-ranges"
+
+
+def id_range_locks_of(state_dir):
+    held = []
+    try:
+        names = os.listdir(ID_RANGE_DIR)
+    except FileNotFoundError:
+        return held
+    for n in names:
+        path = os.path.join(ID_RANGE_DIR, n)
+        try:
+            with open(path) as f:
+                lock = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if os.path.abspath(lock.get("state_dir", "")) == os.path.abspath(state_dir):
+            held.append(path)
+    return held
+
+
 def cgroup_mounts():
     return sorted({mp for mp, fs in mountinfo() if fs in ("cgroup", "cgroup2")})
 
@@ -373,6 +397,7 @@ class Chaos:
         for n in os.listdir(self.state) if os.path.isdir(self.state) else []:
             if n not in holders:
                 found.append("state file " + n)
+        found += ["id range lock " + p for p in id_range_locks_of(self.state)]
         for n in os.listdir(self.work) if os.path.isdir(self.work) else []:
             found.append("workspace " + os.path.join(self.work, n))
         for n in os.listdir(self.tmpdir):

@@ -2,6 +2,7 @@
 // nothing exposed, host_dir (the bypass cable) is exposed on every boundary it opens, the
 // self-test's weakenings are each caught, and nothing is left behind (netns, cgroups, processes,
 // files, run records).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "core/files.h"
+#include "core/id_ranges.h"
 #include "core/mounts.h"
 #include "core/process.h"
 #include "ebpf/egress.h"
@@ -53,7 +55,7 @@ class ProbeSuiteTest : public ::testing::Test {
     EXPECT_EQ(count_entries(options_.paths.state_dir + "/runs"), 0u) << "a run record was left";
     EXPECT_EQ(count_entries(options_.paths.state_dir + "/netns"), 0u) << "a lab namespace was left";
     EXPECT_EQ(count_entries(options_.paths.work_dir), 0u) << "a run directory was left";
-    EXPECT_EQ(count_entries(options_.paths.state_dir + "/id-ranges"), 0u) << "an id range was left";
+    EXPECT_THAT(id_range_locks_of(options_.paths), ::testing::IsEmpty()) << "an id range was left";
     expect_no_cgroup_left(options_.cgroup_root);  // every hierarchy of this host's layout
     if (!marker_.empty()) {
       EXPECT_TRUE(probes::marked_processes("/proc", marker_, {::getpid()}).empty())

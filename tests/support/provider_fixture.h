@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <linux/nsfs.h>
 #include <sys/ioctl.h>
@@ -20,6 +21,7 @@
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "core/id_ranges.h"
 #include "core/json.h"
 #include "core/process.h"
 #include "providers/registry.h"
@@ -152,7 +154,7 @@ class ProviderTest : public ::testing::Test {
     // Nothing may be left by any run: no record, no run directory.
     EXPECT_EQ(count_entries(options_.paths.state_dir + "/runs"), 0u) << "a run record was left";
     EXPECT_EQ(count_entries(options_.paths.work_dir), 0u) << "a run directory was left";
-    EXPECT_EQ(count_entries(options_.paths.state_dir + "/id-ranges"), 0u) << "an id range was left";
+    EXPECT_THAT(id_range_locks_of(options_.paths), ::testing::IsEmpty()) << "an id range was left";
     (void)remove_tree(tmp_);
   }
 
