@@ -175,7 +175,9 @@ int main(int argc, char** argv) {
                  "exists, env SANDGATE_PROVIDERS_CONFIG); then --provider external:N");
   app.add_option("--id-pool", g.id_pool,
                  "host ids runs are given, FIRST:RANGES: each run maps its users onto its own "
-                 "65536 ids from this pool (default 2000000:1024, env SANDGATE_ID_POOL)");
+                 "65536 ids from this pool (default 2000000:1024, env SANDGATE_ID_POOL); "
+                 "each range is held by a lock in /run/sandgate/id-ranges, one directory for "
+                 "the whole host whatever --state-dir says (the ids are the host's)");
   app.add_option("--podman-mode", g.podman_mode,
                  "how the podman provider runs Podman: rootless (as each run's own host id, in "
                  "a user namespace that id owns: nothing the kernel counts per user is shared "

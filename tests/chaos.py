@@ -93,7 +93,9 @@ def id_range_locks_of(state_dir):
                 lock = json.load(f)
         except (OSError, ValueError):
             continue
-        if os.path.abspath(lock.get("state_dir", "")) == os.path.abspath(state_dir):
+        # A lock that names no state directory (older, or not sandgate's) is nobody's here.
+        owner = lock.get("state_dir") if isinstance(lock, dict) else None
+        if owner and os.path.abspath(owner) == os.path.abspath(state_dir):
             held.append(path)
     return held
 
