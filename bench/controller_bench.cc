@@ -233,6 +233,42 @@ void BM_CallTrue(benchmark::State& state, bool with_call_scope, bool paced = fal
       state.SkipWithError(("destroy environment: " + st.error().message()).c_str());
 }
 
+// What begin_call adds to find a call's room (Controller::lower_to_room): the limit and the
+// charge of the run's cgroup and of its budget's (here the tenant's), the two files of each.
+// memory.stat is read only when they say the grant may not fit, which a roomy host never does.
+void BM_MemoryRoom(benchmark::State& state) {
+  auto policy = controller::default_policy();
+  controller::TenantPolicy budgeted;
+  budgeted.memory_budget = GiB(8);
+  policy.tenants["budgeted"] = budgeted;
+  auto stack = make_stack(state, policy);
+  if (!stack) return;
+  providers::EnvSpec spec;
+  spec.tenant = "budgeted";
+  auto run = open_session(state, *stack, spec);
+  if (!run) return;
+  auto& backend = stack->controller->backend();
+  const controller::Cgroup run_cg = run->run().cgroup();
+  auto tenant_cg = backend.create(run_cg.rel.substr(0, run_cg.rel.rfind('/')), nullptr);
+  if (!tenant_cg.ok()) {
+    state.SkipWithError(("tenant cgroup: " + tenant_cg.error().message()).c_str());
+  } else {
+    for (auto _ : state) {
+      for (const auto* cg : {&run_cg, &*tenant_cg}) {
+        auto room = backend.memory_room(*cg, false);
+        if (!room.ok() || !room->limit) {
+          state.SkipWithError(("memory room of " + cg->rel + ": " +
+                               (room.ok() ? "no limit" : room.error().message()))
+                                  .c_str());
+          break;
+        }
+        benchmark::DoNotOptimize(room->charged);
+      }
+    }
+  }
+  close_session(state, run);
+}
+
 // ---- 2. Reaction ----------------------------------------------------------------------------
 
 void BM_Reaction(benchmark::State& state, milliseconds sample_interval) {
@@ -461,6 +497,7 @@ BENCHMARK_CAPTURE(BM_CallTrue, session_call_paced_unparked, true, true, false)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(40);
+BENCHMARK(BM_MemoryRoom)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Reaction, sample_20ms, milliseconds(20))
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
@@ -529,6 +566,13 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
                   what, *x, *y, *x - *y, *x / *y);
     out << line;
   }
+
+  if (!failed("BM_MemoryRoom") && !sc_failed)
+    if (auto room = runs.median_ms("BM_MemoryRoom"); room && a && *a > 0) {
+      std::snprintf(line, sizeof line, "  %-34s %9.3f ms   %.1f%% of RunSession::call\n",
+                    "of which the room check (2 cgroups)", *room, 100.0 * *room / *a);
+      out << line;
+    }
 
   out << "2. reaction, burst crossing 0.5 x 1GiB -> first ladder action\n";
   const std::string r20 = "BM_Reaction/sample_20ms", r1s = "BM_Reaction/sample_1s";

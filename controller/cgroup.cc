@@ -92,6 +92,38 @@ Result<UniqueFd> CgroupBackend::memory_threshold_eventfd(const Cgroup& cg, uint6
                    cg.rel + ": this layout has no memory usage threshold notification");
 }
 
+Result<MemoryRoom> CgroupBackend::memory_room(const Cgroup& cg, bool with_reclaimable) const {
+  // v1's "no limit" is PAGE_COUNTER_MAX pages, rounded down to a page: anything this large is
+  // none.
+  constexpr uint64_t kV1Unlimited = uint64_t{1} << 62;
+  const bool v1 = cg.dirs.count("memory") != 0;
+  auto dir = cg.dirs.find(v1 ? "memory" : "unified");
+  if (dir == cg.dirs.end())
+    return logic_error("memory room", cg.rel + ": in no hierarchy with a memory controller");
+  auto read = [&](const char* name) {
+    return std::move(read_file(dir->second + "/" + name, 1 << 16)).context("memory room");
+  };
+  MemoryRoom room;
+  SG_ASSIGN_OR_RETURN(std::string limit, read(v1 ? "memory.limit_in_bytes" : "memory.max"));
+  if (!(!v1 && limit.rfind("max", 0) == 0)) {
+    SG_ASSIGN_OR_RETURN(uint64_t l, cgroup_detail::parse_u64(limit));
+    if (!(v1 && l >= kV1Unlimited)) room.limit = l;
+  }
+  SG_ASSIGN_OR_RETURN(std::string charged, read(v1 ? "memory.usage_in_bytes" : "memory.current"));
+  SG_ASSIGN_OR_RETURN(room.charged, cgroup_detail::parse_u64(charged));
+  if (with_reclaimable) {
+    SG_ASSIGN_OR_RETURN(std::string stat, read("memory.stat"));
+    // v1's total_* keys count the whole subtree, as usage_in_bytes does; v2's keys always do.
+    uint64_t inactive = 0, active = 0, mapped = 0;
+    SG_TRY(cgroup_detail::parse_flat_keyed_into(
+        stat, {{v1 ? "total_inactive_file" : "inactive_file", &inactive},
+               {v1 ? "total_active_file" : "active_file", &active},
+               {v1 ? "total_mapped_file" : "file_mapped", &mapped}}));
+    room.reclaimable = inactive + active - std::min(inactive + active, mapped);
+  }
+  return room;
+}
+
 Status CgroupBackend::attach(const Cgroup& cg, pid_t pid) {
   for (const auto& dir : placement(cg).cgroup_dirs)
     SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(pid))).context("attach"));

@@ -56,6 +56,15 @@ struct Usage {
   std::optional<Pressure> cpu_pressure;
 };
 
+// How much more memory a cgroup's limit lets its processes charge (CgroupBackend::memory_room).
+struct MemoryRoom {
+  std::optional<uint64_t> limit;  // none: no limit of its own (v2 "max", v1 the maximum)
+  uint64_t charged = 0;           // memory.current / memory.usage_in_bytes
+  // Page cache nothing maps, which the kernel reclaims before it OOM-kills: the file LRU less
+  // what is mapped (memory.stat). Read only when asked for (memory_room's with_reclaimable).
+  uint64_t reclaimable = 0;
+};
+
 // What this layout can do, answered before anything is created.
 struct CgroupFeatures {
   bool memory_high = false;   // a soft limit the kernel throttles at (v2 only)
@@ -139,6 +148,11 @@ class CgroupBackend {
   // it every 128 page charges, so about every 512 KiB. cgroup v2 has no such notification:
   // this default answers EOPNOTSUPP, and the charge is read at each sample only.
   virtual Result<UniqueFd> memory_threshold_eventfd(const Cgroup& cg, uint64_t bytes);
+  // `cg`'s memory limit and charge, and with `with_reclaimable` also the page cache the kernel
+  // would reclaim before it OOM-kills (memory.stat: a longer file, read only when needed).
+  // The default reads the v1 memory hierarchy's files where the cgroup has one, else the
+  // unified hierarchy's.
+  virtual Result<MemoryRoom> memory_room(const Cgroup& cg, bool with_reclaimable) const;
   // A reader of `cg`'s counters (see UsageReader); it opens nothing until its first read, so
   // this cannot fail, and it must not outlive the backend. This default calls read_usage on
   // every read (full or not), so a fake backend needs nothing more.

@@ -467,6 +467,26 @@ TEST_P(RealCgroupTest, MemoryTouchedByTheChildIsCounted) {
   EXPECT_GE(u.pids_current, 1u);
 }
 
+// The room a limit leaves, from the kernel's files: none without a limit, the limit as set,
+// the child's touched memory in the charge; anonymous memory is never reclaimable.
+TEST_P(RealCgroupTest, MemoryRoomIsTheLimitAndTheChargeTheKernelReports) {
+  Cgroup cg = make("call-1");
+  auto unlimited = backend_->memory_room(cg, false);
+  ASSERT_TRUE(unlimited.ok()) << unlimited.error().message();
+  EXPECT_FALSE(unlimited->limit) << *unlimited->limit;
+  Limits l;
+  l.memory_max = MiB(64);
+  ASSERT_TRUE(backend_->set_limits(cg, l).ok());
+  BlockedChild* c = spawn_in(cg, Action::kTouch, 32);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->report(std::chrono::seconds(10)), 't');
+  auto room = backend_->memory_room(cg, true);
+  ASSERT_TRUE(room.ok()) << room.error().message();
+  EXPECT_EQ(room->limit, MiB(64).value);
+  EXPECT_GE(room->charged, MiB(32).value);
+  EXPECT_LE(room->reclaimable, room->charged - MiB(32).value);
+}
+
 // The monitor's reader on the kernel's own files: opened once, re-read with pread, it sees the
 // counters move; once the cgroup is removed, its reads fail as gone (ENOENT / ENODEV).
 TEST_P(RealCgroupTest, AUsageReaderSeesMemoryGrowWhileTheChildTouchesIt) {

@@ -373,16 +373,75 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   call->placement_.placed_pid = placed_pid;
   // The grant is written before the call's first process is placed: writing limit files is
   // cheap, and a fresh cgroup has no limit of its own to leave behind.
-  if (auto s = b.set_limits(call->cg_, call_limits(call->grant_, run.io_device_)); !s.ok()) {
+  Limits limits = call_limits(call->grant_, run.io_device_);
+  Grant effective = call->grant_;  // what the ladder measures the call against
+  if (p.mode == PolicyMode::kPerCall) {
+    if (auto lowered = lower_to_room(run, limits.memory_max)) {
+      limits.memory_max = effective.memory_max = lowered->limit;
+      if (limits.memory_high && limits.memory_high->value > lowered->limit.value)
+        limits.memory_high = effective.memory_high = lowered->limit;
+      call->memory_lowered_ = std::move(lowered);
+    }
+  }
+  if (auto s = b.set_limits(call->cg_, limits); !s.ok()) {
     remove_call_cgroup(run, call->cg_);
     return std::move(s).error().context_add("grant for " + call->id_ + " (" + choice.intent + ")");
   }
   if (auto kills = run_oom_kills(run)) call->run_oom_kills_before_ = *kills;
   call->ladder_ =
-      std::make_unique<Ladder>(p.ladder, call->grant_, b.features(), call->cg_, *actuator_);
+      std::make_unique<Ladder>(p.ladder, effective, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
   monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), call->start_, run.budget_);
   return call;
+}
+
+// A call's limit is lowered to what its run's ceiling and its budget have left (less a
+// margin), rather than leaving the kernel to OOM-kill at the shared limit. Ordered by
+// oom_score_adj, the kernel does pick the call first there, but not only the call: a victim
+// that exits hides itself from the OOM killer (MMF_OOM_SKIP) before the pages it is freeing
+// are uncharged (exit_mmap frees them in one batch, after), and a charge by another process
+// of the budget in that window finds it still full and takes the next pick: the run's parked
+// process, then a resident one (seen: an agent's 96 MiB holder killed 5 ms after the call
+// that filled the budget). With its own limit at the room, the call's OOM stays inside its
+// own cgroup, where only its processes are candidates.
+//
+// The room counts as free: what the limit leaves, the page cache nothing maps (the kernel
+// reclaims it first) and what the controller's running calls under it hold (calls contend
+// for a budget through the budget rule, which freezes all but the largest, not through
+// limits set by who came first). The margin is left for the run's other processes: the
+// supervisor forks the next call's process, resident processes fault their pages back in.
+std::optional<MemoryLowered> Controller::lower_to_room(RunScope& run,
+                                                       std::optional<Bytes> want) const {
+  constexpr uint64_t kMinMargin = uint64_t{8} << 20;
+  constexpr uint64_t kMinLimit = uint64_t{4} << 20;  // enough to exec something and fail
+  const Policy& p = options_.policy;
+  std::vector<const Cgroup*> shared;
+  if (p.run.memory_max) shared.push_back(&run.run_);
+  if (run.budget_) shared.push_back(&run.budget_->cg);
+  std::optional<MemoryLowered> lowered;
+  for (const Cgroup* cg : shared) {
+    const uint64_t limit = lowered ? lowered->limit.value : want ? want->value : UINT64_MAX;
+    const uint64_t calls = monitor_->calls_charge(cg->rel);
+    auto free_in = [&](const MemoryRoom& r) {
+      const uint64_t used = r.charged - std::min(r.charged, calls + r.reclaimable);
+      return *r.limit - std::min(*r.limit, used);
+    };
+    // The limit and charge first (two short files); memory.stat only when they say it may not fit.
+    auto room = options_.backend->memory_room(*cg, /*with_reclaimable=*/false);
+    if (!room.ok()) {
+      spdlog::debug("memory room of {}: {}", cg->rel, room.error().message());
+      continue;
+    }
+    if (!room->limit) continue;
+    const uint64_t margin = std::max(kMinMargin, *room->limit / 32);
+    if (free_in(*room) >= margin && free_in(*room) - margin >= limit) continue;
+    if (auto full = options_.backend->memory_room(*cg, true); full.ok() && full->limit)
+      room = std::move(full);
+    const uint64_t free = free_in(*room);
+    const uint64_t fits = std::max(kMinLimit, free - std::min(free, margin));
+    if (fits < limit) lowered = MemoryLowered{Bytes{fits}, cg->rel};
+  }
+  return lowered;
 }
 
 std::optional<uint64_t> Controller::run_oom_kills(RunScope& run) {
@@ -435,6 +494,7 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
   o.argv = call->argv_;
   o.intent = call->intent_;
   o.grant = call->grant_;
+  o.memory_lowered = call->memory_lowered_;
   if (observed_inside)
     o.observed = std::move(*observed_inside);
   else if (on_host)

@@ -141,6 +141,7 @@ class CallScope {
   std::chrono::steady_clock::time_point start_;
   RunScope* run_ = nullptr;
   uint64_t run_oom_kills_before_ = 0;
+  std::optional<MemoryLowered> memory_lowered_;  // the grant's memory limit lowered to a room
 };
 
 class Controller {
@@ -213,6 +214,10 @@ class Controller {
   void make_spare(RunScope& run);
   void place_parked(RunScope& run, pid_t pid);
   void remove_call_cgroup(RunScope& run, const Cgroup& cg);
+  // The memory limit below `want` (none: unlimited) that a call of `run` starting now must
+  // have so that it alone cannot fill its run's ceiling or its budget; nullopt when `want`
+  // fits in both (see begin_call).
+  std::optional<MemoryLowered> lower_to_room(RunScope& run, std::optional<Bytes> want) const;
   // The OOM kills counted in the run's cgroup so far (through run.reader_); nullopt if it
   // could not be read.
   std::optional<uint64_t> run_oom_kills(RunScope& run);

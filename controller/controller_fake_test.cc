@@ -280,6 +280,153 @@ TEST_F(ControllerFakeTest, StaticPolicyGrantsNoPerCallLimits) {
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+// A shared limit above the call (the tenant's budget here) with less room left than the
+// call's grant: the call's cgroup gets the room, less a margin for the run's other processes
+// (a 32nd of the limit, at least 8MiB), so that an OOM stays inside the call's own cgroup.
+// Page cache nothing maps counts as room: the kernel reclaims it before it kills.
+TEST_F(ControllerFakeTest, ACallsLimitIsLoweredToTheRoomItsBudgetHasLeft) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  backend_->set_room("sgtest/t1", MemoryRoom{GiB(8).value, GiB(7).value, MiB(200).value});
+  auto call = c->begin_call(**run, "compile", {"make", "-j4"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  // 8GiB - (7GiB - 200MiB) = 1224MiB free, less 256MiB (8GiB / 32).
+  auto l = backend_->limits_of("sgtest/t1/r1/call-1");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].memory_max, MiB(968));
+  EXPECT_EQ(l[0].memory_high, MiB(968));  // the grant's 1.5GiB would be above it
+  EXPECT_EQ(l[0].cpu_cores,
+            default_policy().intents.at("compile").cpu_cores);  // the rest as granted
+  EXPECT_EQ((*call)->grant().memory_max, GiB(2));  // the intent's grant is still what it was
+
+  Usage oom;
+  oom.memory_peak = MiB(968).value;
+  oom.memory_events.oom_kill = 1;
+  backend_->script("sgtest/t1/r1/call-1", {oom});
+  CallOutcome o = c->end_call(std::move(call).value(), exited(137));
+  ASSERT_TRUE(o.memory_lowered);
+  EXPECT_EQ(*o.memory_lowered, (MemoryLowered{MiB(968), "sgtest/t1"}));
+  EXPECT_EQ(o.termination, Termination::kMemoryLimit);
+  EXPECT_THAT(o.reason, HasSubstr("968MiB left in sgtest/t1's shared memory limit"));
+  EXPECT_THAT(o.reason, HasSubstr("its grant: 2GiB"));
+  Json j = to_json(o, false);
+  EXPECT_EQ(j["memory_lowered"]["limit_bytes"], MiB(968).value);
+  EXPECT_EQ(j["memory_lowered"]["within"], "sgtest/t1");
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// The tighter of the run's ceiling and the budget: here the run's.
+TEST_F(ControllerFakeTest, TheRunCeilingsRoomLowersTheLimitWhenItIsTheTighter) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  backend_->set_room("sgtest/t1", MemoryRoom{GiB(8).value, GiB(7).value, 0});
+  backend_->set_room("sgtest/t1/r1", MemoryRoom{GiB(4).value, MiB(3584).value, 0});
+  auto call = c->begin_call(**run, "compile", {"make"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  // The run's: 512MiB free, less 128MiB (4GiB / 32); the tenant's 1GiB - 256MiB is looser.
+  auto l = backend_->limits_of("sgtest/t1/r1/call-1");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].memory_max, MiB(384));
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  EXPECT_EQ(o.memory_lowered, (MemoryLowered{MiB(384), "sgtest/t1/r1"}));
+  EXPECT_EQ(o.termination, Termination::kExited);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// A grant that fits is written as it is, and memory.stat is not read: the limit and the
+// charge say so.
+TEST_F(ControllerFakeTest, AGrantThatFitsItsBudgetsRoomIsWrittenAsItIs) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  backend_->set_room("sgtest/t1", MemoryRoom{GiB(8).value, GiB(1).value, GiB(1).value});
+  backend_->set_room("sgtest/t1/r1", MemoryRoom{GiB(4).value, MiB(100).value, 0});
+  auto call = c->begin_call(**run, "compile", {"make"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  auto l = backend_->limits_of("sgtest/t1/r1/call-1");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].memory_max, GiB(2));
+  EXPECT_EQ(backend_->room_reads("sgtest/t1", false), 1);
+  EXPECT_EQ(backend_->room_reads("sgtest/t1", true), 0);
+  EXPECT_EQ(backend_->room_reads("sgtest/t1/r1", true), 0);
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  EXPECT_FALSE(o.memory_lowered);
+  EXPECT_FALSE(to_json(o, false).contains("memory_lowered"));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// 6GiB charged of 8GiB leaves less than the 2GiB grant and its 256MiB margin, but 2GiB of it
+// is page cache nothing maps: read from memory.stat, it makes room.
+TEST_F(ControllerFakeTest, PageCacheNothingMapsCountsAsRoom) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  backend_->set_room("sgtest/t1", MemoryRoom{GiB(8).value, GiB(6).value, GiB(2).value});
+  auto call = c->begin_call(**run, "compile", {"make"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  EXPECT_EQ(backend_->room_reads("sgtest/t1", true), 1);
+  EXPECT_EQ(backend_->limits_of("sgtest/t1/r1/call-1").at(0).memory_max, GiB(2));
+  CallOutcome o = c->end_call(std::move(call).value(), exited(0));
+  EXPECT_FALSE(o.memory_lowered);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// What the controller's running calls hold counts as room: calls contend for a budget through
+// the budget rule (all but the largest frozen), not through limits set by who came first.
+TEST_F(ControllerFakeTest, WhatRunningCallsHoldCountsAsRoomForTheNext) {
+  policy_.ladder.sample_interval = 5ms;
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  backend_->set_room("sgtest/t1", MemoryRoom{GiB(8).value, GiB(7).value, 0});
+  auto first = c->begin_call(**run, "search", {"rg", "x"});
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  Usage big;
+  big.memory_current = MiB(3072).value;
+  backend_->script("sgtest/t1/r1/call-1", {big});
+  // A read that began after the script: the monitor holds its lock until that sample is kept.
+  const int before = backend_->reads("sgtest/t1/r1/call-1");
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (backend_->reads("sgtest/t1/r1/call-1") <= before &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_GT(backend_->reads("sgtest/t1/r1/call-1"), before) << "the monitor never sampled it";
+  // 1GiB free, plus the first call's 3GiB: the 2GiB grant fits.
+  auto second = c->begin_call(**run, "compile", {"make"});
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  EXPECT_EQ(backend_->limits_of("sgtest/t1/r1/call-2").at(0).memory_max, GiB(2));
+  EXPECT_FALSE(c->end_call(std::move(second).value(), exited(0)).memory_lowered);
+  (void)c->end_call(std::move(first).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
+// Static mode has one limit, the run's, and no per-call limit to lower.
+TEST_F(ControllerFakeTest, AStaticPolicyNeverLowersACallsLimit) {
+  Grant ceiling;
+  ceiling.memory_max = GiB(2);
+  policy_ = static_policy(ceiling);
+  policy_.tenants["t1"] = TenantPolicy{300, GiB(8)};
+  policy_.ladder.sample_interval = std::chrono::hours(1);
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  backend_->set_room("sgtest/t1", MemoryRoom{GiB(8).value, GiB(8).value, 0});
+  backend_->set_room("sgtest/t1/r1", MemoryRoom{GiB(2).value, GiB(2).value, 0});
+  auto call = c->begin_call(**run, "compile", {"make"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  EXPECT_EQ(backend_->limits_of("sgtest/t1/r1/call-1").at(0), Limits{});
+  EXPECT_FALSE(c->end_call(std::move(call).value(), exited(0)).memory_lowered);
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 TEST_F(ControllerFakeTest, EndCallRevokesTheGrantAndClassifiesFromTheFinalRead) {
   auto c = make();
   ASSERT_TRUE(c);

@@ -144,6 +144,18 @@ class FakeBackend : public CgroupBackend {
     attach_fails_ = fails;
   }
 
+  // What set_room scripted for `cg` (reclaimable only when asked for), else ENOENT as the real
+  // backends' would be on the fake mount.
+  Result<MemoryRoom> memory_room(const Cgroup& cg, bool with_reclaimable) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++room_reads_[{cg.rel, with_reclaimable}];
+    auto it = rooms_.find(cg.rel);
+    if (it == rooms_.end()) return sys_error(ENOENT, "fake memory_room", cg.rel);
+    MemoryRoom r = it->second;
+    if (!with_reclaimable) r.reclaimable = 0;
+    return r;
+  }
+
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration, Duration) override {
     return sys_error(ENOTSUP, "fake memory_pressure_trigger", cg.rel);
   }
@@ -170,6 +182,17 @@ class FakeBackend : public CgroupBackend {
   void burn_cpu(const std::string& rel, double cores, double throttled = 0) {
     std::lock_guard<std::mutex> lock(mu_);
     burning_[rel] = {std::chrono::steady_clock::now(), cores, throttled};
+  }
+  // memory_room(rel) answers `room` from now on.
+  void set_room(const std::string& rel, MemoryRoom room) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rooms_[rel] = room;
+  }
+  // How often memory_room(rel, with_reclaimable) was asked.
+  int room_reads(const std::string& rel, bool with_reclaimable) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = room_reads_.find({rel, with_reclaimable});
+    return it == room_reads_.end() ? 0 : it->second;
   }
   // procs(rel) answers `pids` until rel is removed.
   void set_procs(const std::string& rel, std::vector<pid_t> pids) {
@@ -232,6 +255,8 @@ class FakeBackend : public CgroupBackend {
   std::vector<std::pair<std::string, Limits>> limit_calls_;
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;
+  std::map<std::string, MemoryRoom> rooms_;
+  mutable std::map<std::pair<std::string, bool>, int> room_reads_;
   std::function<void(const std::string&)> read_hook_;
   std::function<void(const std::string&, pid_t)> attach_hook_;
   std::map<std::string, std::vector<pid_t>> procs_;

@@ -161,6 +161,15 @@ void Monitor::unwatch(uint64_t id) {
   watched_.erase(it);
 }
 
+uint64_t Monitor::calls_charge(const std::string& ancestor) const {
+  const std::string prefix = ancestor + "/";
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t sum = 0;
+  for (const auto& [id, w] : watched_)
+    if (w.cg.rel.compare(0, prefix.size(), prefix) == 0) sum += w.last_memory.value_or(0);
+  return sum;
+}
+
 void Monitor::set_net_meter(uint64_t id, std::unique_ptr<NetMeter> meter) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = watched_.find(id);

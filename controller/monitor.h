@@ -91,6 +91,10 @@ class Monitor {
   void add_trigger(uint64_t key, UniqueFd trigger);
   void remove_trigger(uint64_t key);
 
+  // The memory charged to the watched calls whose cgroups lie under `ancestor` (a cgroup's
+  // rel), as of each call's latest sample (0 before its first).
+  uint64_t calls_charge(const std::string& ancestor) const;
+
   // Samples taken and trigger wake-ups so far (for benchmarks and tests).
   uint64_t samples() const { return samples_.load(); }
   uint64_t trigger_wakeups() const { return wakeups_.load(); }
@@ -169,7 +173,7 @@ class Monitor {
   Duration interval_;
   Duration runq_window_;
   Duration net_window_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<uint64_t, Watched> watched_;
   std::map<std::string, Budget> budgets_;  // by the budget cgroup's rel
   UniqueFd host_psi_;                      // <proc>/pressure/memory

@@ -25,6 +25,18 @@ void classify(CallOutcome& o) {
     return;
   }
   std::string limit = o.grant.memory_max ? format_bytes(*o.grant.memory_max) : "the run's limit";
+  if (seen.oom_kills > 0 && o.memory_lowered) {
+    const MemoryLowered& l = *o.memory_lowered;
+    o.termination = Termination::kMemoryLimit;
+    o.reason = "the call used all of the " + format_bytes(l.limit) + " left in " + l.within +
+               "'s shared memory limit when it started (its grant: " + limit + "; peak " +
+               human_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
+    o.retry = RetryAdvice::kRetryWithSmallerScope;
+    o.advice =
+        "the memory it shares with other work was nearly used up: do less in one call, or "
+        "retry once the run's or tenant's other work holds less";
+    return;
+  }
   if (seen.oom_kills > 0) {
     // The kernel killed inside this call's cgroup: whatever the exit status says, this is it.
     o.termination = Termination::kMemoryLimit;
@@ -143,6 +155,8 @@ Json to_json(const CallOutcome& o, bool with_output) {
       {"retry", to_string(o.retry)},
       {"advice", o.advice},
   };
+  if (const auto& l = o.memory_lowered)
+    j["memory_lowered"] = {{"limit_bytes", l->limit.value}, {"within", l->within}};
   if (o.observed.traced) j["observed"].update(to_json(*o.observed.traced));
   if (!o.observed.egress.empty() || o.observed.egress_not_kept) {
     Json egress = Json::array();

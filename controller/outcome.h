@@ -75,11 +75,21 @@ struct CallObservation {
   std::optional<NetBytes> net;
 };
 
+// A call's memory limit set below its grant: when it started, a shared limit above it (its
+// run's ceiling, its budget) had less room left than the grant (Controller::begin_call). In
+// JSON: memory_lowered = {limit_bytes, within}.
+struct MemoryLowered {
+  Bytes limit;         // the memory limit the call's cgroup had
+  std::string within;  // the cgroup whose room it was ("sandgate/small")
+  bool operator==(const MemoryLowered&) const = default;
+};
+
 struct CallOutcome {
   std::string call_id;
   std::vector<std::string> argv;
   IntentChoice intent;
   Grant grant;
+  std::optional<MemoryLowered> memory_lowered;
   CallObservation observed;
   ExecResult exec;      // what the provider returned: exit status, wall time, output
   Termination termination = Termination::kExited;
