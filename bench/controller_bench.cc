@@ -254,7 +254,8 @@ void BM_MemoryRoom(benchmark::State& state) {
     state.SkipWithError(("tenant cgroup: " + tenant_cg.error().message()).c_str());
   } else {
     for (auto _ : state) {
-      for (const auto* cg : {&run_cg, &*tenant_cg}) {
+      for (const controller::Cgroup* cg :
+           {&run_cg, static_cast<const controller::Cgroup*>(&*tenant_cg)}) {
         auto room = backend.memory_room(*cg, false);
         if (!room.ok() || !room->limit) {
           state.SkipWithError(("memory room of " + cg->rel + ": " +
