@@ -139,6 +139,41 @@ def pidns(pid):
         return None
 
 
+def ns_pid(pid):
+    """The pid in its own pid namespace (the last NSpid field); None when gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def namespace_init(ns):
+    """(pid, start) of the init of pid namespace `ns` (a /proc/<pid>/ns/pid link), or None."""
+    for pid in all_pids():
+        if pidns(pid) == ns and ns_pid(pid) == 1:
+            st = start_time(pid)
+            if st:
+                return (pid, st[0])
+    return None
+
+
+def live_run_namespaces(seen):
+    """The runs' pid namespaces seen that still exist. A namespace's inode number is reused once
+    it is gone (its init died, and the kernel killed the rest), so a process found in a
+    namespace of that number whose init is not the one seen is another run's: a test beside this
+    one (seen at ctest -j2: another test's supervisor killed as a leftover of ours)."""
+    live = set()
+    for ns in seen["pidns"] - {OWN_PIDNS}:
+        init = seen.get("inits", {}).get(ns)
+        if init is None or (alive(*init) and pidns(init[0]) == ns):
+            live.add(ns)
+    return live
+
+
 def host_links():
     return set(os.listdir("/sys/class/net"))
 
@@ -308,8 +343,9 @@ class Chaos:
                 ns = pidns(pid)
                 # Only a run's own pid namespace: a recorded process on the host (the probes'
                 # canary sentinel, record's driver) is in this test's, which holds everything.
-                if ns and ns != OWN_PIDNS:
+                if ns and ns != OWN_PIDNS and ns not in seen["pidns"]:
                     seen["pidns"].add(ns)
+                    seen.setdefault("inits", {})[ns] = namespace_init(ns)
 
     def call_pids(self):
         pids = []
@@ -410,6 +446,7 @@ class Chaos:
             for l in sorted(host_links() - self.baseline_links):
                 found.append("network link " + l)
         tok = token.encode()
+        runs_ns = live_run_namespaces(seen)
         for pid in all_pids():
             if pid == os.getpid():
                 continue
@@ -418,7 +455,7 @@ class Chaos:
                 if st and not st[1]:
                     found.append("process %d carrying the token: %s" % (
                         pid, b" ".join(cmdline(pid)).decode(errors="replace")[:200]))
-            elif pidns(pid) in seen["pidns"] - {OWN_PIDNS}:
+            elif pidns(pid) in runs_ns:
                 st = start_time(pid)
                 if st and not st[1]:
                     found.append("process %d in a run's pid namespace: %s" % (
@@ -434,7 +471,7 @@ class Chaos:
     def clean(self, token, seen):
         """After a finding: removes what was left, so the next iteration starts clean."""
         tok = token.encode()
-        runs_ns = seen["pidns"] - {OWN_PIDNS}  # never this test's own namespace (the host's)
+        runs_ns = live_run_namespaces(seen)  # never this test's own namespace (the host's)
         for pid in all_pids():
             if pid in (1, os.getpid(), os.getppid()):
                 continue
