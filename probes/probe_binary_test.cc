@@ -158,9 +158,10 @@ std::vector<pid_t> processes_with(const std::string& needle) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(in)), {});
-    if (cmd.find(needle) != std::string::npos) out.push_back(std::stoi(name));
+    // A process may exit between the listing and the read (ESRCH): not one of ours then. An
+    // istreambuf_iterator threw on that, seen when tests beside this one ended processes.
+    auto cmd = read_file(e.path() / "cmdline", 1 << 16);
+    if (cmd.ok() && cmd->find(needle) != std::string::npos) out.push_back(std::stoi(name));
   }
   return out;
 }
@@ -467,9 +468,9 @@ TEST_F(NativeProbeTest, NativeRunLeavesNothingBehind) {
   // cmdline has NULs: look for the marker as its own argument next to "linger".
   bool lingering = false;
   for (pid_t pid : processes_with(marker_)) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(in)), {});
-    if (cmd.find(std::string("linger\0", 7) + marker_) != std::string::npos) lingering = true;
+    auto cmd = read_file("/proc/" + std::to_string(pid) + "/cmdline", 1 << 16);  // may be gone
+    if (cmd.ok() && cmd->find(std::string("linger\0", 7) + marker_) != std::string::npos)
+      lingering = true;
   }
   EXPECT_FALSE(lingering) << "the detached process outlived cleanup";
   BinaryRun after = probe({"run", "--id", "persist.find"});
