@@ -25,27 +25,25 @@ void classify(CallOutcome& o) {
     return;
   }
   std::string limit = o.grant.memory_max ? format_bytes(*o.grant.memory_max) : "the run's limit";
-  if (seen.oom_kills > 0 && o.memory_lowered) {
-    const MemoryLowered& l = *o.memory_lowered;
-    o.termination = Termination::kMemoryLimit;
-    o.reason = "the call used all of the " + format_bytes(l.limit) + " left in " + l.within +
-               "'s shared memory limit when it started (its grant: " + limit + "; peak " +
-               human_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
-    o.retry = RetryAdvice::kRetryWithSmallerScope;
-    o.advice =
-        "the memory it shares with other work was nearly used up: do less in one call, or "
-        "retry once the run's or tenant's other work holds less";
-    return;
-  }
   if (seen.oom_kills > 0) {
     // The kernel killed inside this call's cgroup: whatever the exit status says, this is it.
     o.termination = Termination::kMemoryLimit;
-    o.reason = "the call used all of its " + limit + " memory grant (peak " +
-               human_bytes({seen.peaks.memory_bytes}) + ") and the kernel OOM-killed it";
     o.retry = RetryAdvice::kRetryWithSmallerScope;
-    o.advice =
-        "do less in one call (fewer parallel jobs, a smaller input, one test file at a "
-        "time) or declare an intent with a larger memory grant";
+    const std::string peak = human_bytes({seen.peaks.memory_bytes});
+    if (const auto& l = o.memory_lowered) {  // its limit was the room a shared limit had left
+      o.reason = "the call used all of the " + format_bytes(l->limit) + " left in " + l->within +
+                 "'s shared memory limit when it started (its grant: " + limit + "; peak " + peak +
+                 ") and the kernel OOM-killed it";
+      o.advice =
+          "the memory it shares with other work was nearly used up: do less in one call, or "
+          "retry once the run's or tenant's other work holds less";
+    } else {
+      o.reason = "the call used all of its " + limit + " memory grant (peak " + peak +
+                 ") and the kernel OOM-killed it";
+      o.advice =
+          "do less in one call (fewer parallel jobs, a smaller input, one test file at a "
+          "time) or declare an intent with a larger memory grant";
+    }
     return;
   }
   if (seen.run_oom_kills > 0 && !exit.exited && exit.signal == SIGKILL) {
