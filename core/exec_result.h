@@ -35,6 +35,13 @@ struct StartFailure {
   std::string describe() const;  // "execve: No such file or directory (ENOENT)"
 };
 
+// What a run holds outside its calls, as its kernel counts it: the memory of its supervisor and
+// resident processes (the agent's own memory, a hold), and the OOM kills among the residents.
+struct ResidentUsage {
+  uint64_t memory_bytes = 0;
+  uint64_t oom_kills = 0;
+};
+
 struct ExecResult {
   ExitStatus status;
   Duration wall{0};
@@ -52,6 +59,8 @@ struct ExecResult {
   // inside the guest observed of its cgroup (core/guest_call_control.h), as the guest sent it:
   // hostile data, decoded and bounded by controller/guest_control.h. Null: nothing came.
   Json guest_observation;
+  // A call under a kernel of its own: what the run held outside its calls when it ended.
+  std::optional<ResidentUsage> guest_resident;
 };
 
 // The status a shell gives a command that could not be started (ENOENT: 127, else 126).

@@ -12,7 +12,9 @@
 // written and watched by the controller's own v2 backend, monitor and ladder running here
 // (core/guest_call_control.h, controller/guest_control.h); when it ends, what they observed
 // travels back with "exited" (the host's outcome is built from it), and whatever it left in
-// the cgroup is killed.
+// the cgroup is killed. A resident process of the run (Call::resident: the agent's own memory,
+// a server that detaches) goes to /main instead and outlives its exec; every "exited" carries
+// what /agent and /main hold and the OOM kills in /main ("guest_resident").
 //
 // At "shutdown" (or when the host goes away) every other process is killed, the workspace is
 // synced and unmounted, and the guest powers off: the host reads the image back afterwards.
@@ -29,8 +31,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -45,6 +49,8 @@ namespace {
 
 constexpr char kNewRoot[] = "/newroot";
 constexpr char kCallsCgroup[] = "/sys/fs/cgroup/calls";
+constexpr char kMainCgroup[] = "/sys/fs/cgroup/main";
+constexpr char kAgentCgroup[] = "/sys/fs/cgroup/agent";
 
 int g_port = -1;  // the virtio-serial port, once open: setup errors are told to the host
 
@@ -233,6 +239,19 @@ std::string cgroup_stat(const std::string& dir, const std::string& file, const s
   return text->substr(at + key.size() + 1, end - at - key.size() - 1);
 }
 
+uint64_t cgroup_number(const std::string& dir, const std::string& file, const std::string& key) {
+  std::string text = cgroup_stat(dir, file, key);
+  return text.empty() ? 0 : std::strtoull(text.c_str(), nullptr, 10);
+}
+
+// What the run holds outside its calls, as the guest's kernel counts it (core/exec_result.h,
+// ResidentUsage): the agent with its supervisor, and the run's resident processes.
+Json resident_usage() {
+  return {{"memory_bytes", cgroup_number(kAgentCgroup, "memory.current", "") +
+                               cgroup_number(kMainCgroup, "memory.current", "")},
+          {"oom_kills", cgroup_number(kMainCgroup, "memory.events", "oom_kill")}};
+}
+
 }  // namespace
 
 int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_control) {
@@ -304,9 +323,11 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
   do_mount(".", "/", nullptr, MS_MOVE);
   if (::chroot(".") != 0 || ::chdir("/") != 0) fail(sys_error("chroot", kNewRoot));
 
-  // Pure cgroup v2: the agent's supervisor in /agent, each call in /calls/call-<id>.
+  // Pure cgroup v2: the agent's supervisor in /agent, the run's resident processes
+  // (Call::resident) in /main, each call in /calls/call-<id>.
   check(write_file("/sys/fs/cgroup/cgroup.subtree_control", "+cpu +memory +pids +io"));
   check(make_dirs("/sys/fs/cgroup/agent", 0755));
+  check(make_dirs(kMainCgroup, 0755));
   check(make_dirs(kCallsCgroup, 0755));
   check(
       write_file(std::string(kCallsCgroup) + "/cgroup.subtree_control", "+cpu +memory +pids +io"));
@@ -339,6 +360,7 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
 
   std::map<uint64_t, bool> host_wants_go;      // by call id: the host parks it itself
   std::map<uint64_t, std::string> refused;     // by call id: why it cannot run as granted
+  std::set<uint64_t> resident;                 // by call id: a process of the run, not a call
   GuestBridgeHooks hooks;
   int control = pair->first.get();
   auto call_dir = [](uint64_t id) {
@@ -349,6 +371,13 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
     uint64_t id = body.value("id", uint64_t{0});
     host_wants_go[id] = body.value("wait_for_go", false);
     body["wait_for_go"] = true;  // parked until it is in its own cgroup
+    if (body.value("resident", false)) {
+      // It outlives the exec (a hold, a server that detaches): /main, never a call's cgroup,
+      // whose leftovers are killed when the call ends.
+      resident.insert(id);
+      body.erase("guest_control");
+      return;
+    }
     Json grant;
     if (auto g = body.find("guest_control"); g != body.end()) {
       grant = std::move(*g);
@@ -371,7 +400,9 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
       body["guest_pid"] = sender;
       body["guest_cgroup"] = calls ? calls->cgroup_of(id) : "/calls/call-" + std::to_string(id);
       Status placed;
-      if (auto r = refused.find(id); r != refused.end())
+      if (resident.count(id))
+        placed = write_file(std::string(kMainCgroup) + "/cgroup.procs", std::to_string(sender));
+      else if (auto r = refused.find(id); r != refused.end())
         placed = logic_error("grant the call's cgroup", r->second, call_dir(id));
       else if (calls)
         placed = calls->place(id, sender);
@@ -385,7 +416,10 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
         (void)send_message(control, {{"op", "go"}, {"id", id}});
       }
     } else if (op == "exited" || op == "exec_failed") {
-      if (calls) {
+      body["guest_resident"] = resident_usage();
+      if (resident.erase(id)) {
+        // A resident process's own exit; what it started lives on in /main.
+      } else if (calls) {
         // Its last reading, its leftovers killed, its cgroup removed.
         Json seen = calls->end(id);
         if (!seen.is_null()) body["guest_observation"] = std::move(seen);

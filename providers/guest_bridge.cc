@@ -134,26 +134,34 @@ HostBridgeResult run_host_bridge(UniqueFd supervisor, UniqueFd serial, int stop_
         return result;
       }
       if (!msg->fds.empty()) {
-        const bool streams_out = msg->body.value("op", "") == "exec";
+        // An exec's descriptors are its stdout and stderr (pipes the guest makes) and, when it
+        // says "stdin", its stdin last: a file whose whole content travels as a blob.
+        const bool exec = msg->body.value("op", "") == "exec";
+        const size_t outputs =
+            exec ? msg->fds.size() - (msg->body.value("stdin", false) ? 1 : 0) : 0;
         Json chans = Json::array();
-        for (auto& fd : msg->fds) {
+        for (size_t i = 0; i < msg->fds.size(); ++i) {
           uint32_t c = next_channel++;
-          chans.push_back(c);
-          if (streams_out) {
-            streams[c] = std::move(fd);
-          } else {
-            auto bytes = read_whole(fd.get());
-            if (!bytes.ok()) {
-              result.why = bytes.error().message();
-              return result;
-            }
-            if (!write_frame(serial.get(), {FrameType::kBlob, c, *bytes}).ok()) {
-              result.why = "the serial stream closed";
-              return result;
-            }
+          if (i < outputs) {
+            chans.push_back(c);
+            streams[c] = std::move(msg->fds[i]);
+            continue;
           }
+          auto bytes = read_whole(msg->fds[i].get());
+          if (!bytes.ok()) {
+            result.why = bytes.error().message();
+            return result;
+          }
+          if (!write_frame(serial.get(), {FrameType::kBlob, c, *bytes}).ok()) {
+            result.why = "the serial stream closed";
+            return result;
+          }
+          if (exec)
+            msg->body["_stdin_blob"] = c;
+          else
+            chans.push_back(c);
         }
-        msg->body[streams_out ? "_streams" : "_blobs"] = chans;
+        msg->body[exec ? "_streams" : "_blobs"] = chans;
       }
       if (!write_frame(serial.get(), {FrameType::kMessage, 0, dump_json(msg->body)}).ok()) {
         result.why = "the serial stream closed";
@@ -273,6 +281,8 @@ std::string run_guest_bridge(int supervisor, int serial, const GuestBridgeHooks&
           UniqueFd mem(::memfd_create("sandgate-blob", MFD_CLOEXEC | MFD_ALLOW_SEALING));
           if (!mem.valid() || !write_all(mem.get(), f.payload).ok()) return "memfd for a blob";
           ::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+          // Read from its start by whoever gets it (a call's stdin reads where the offset is).
+          ::lseek(mem.get(), 0, SEEK_SET);
           blobs[f.channel] = std::move(mem);
           continue;
         }
@@ -297,8 +307,17 @@ std::string run_guest_bridge(int supervisor, int serial, const GuestBridgeHooks&
           keep.push_back(std::move(pipe->write));
           streams[c] = Stream{std::move(pipe->read), call};
         }
+        // An exec's stdin comes after its stdout and stderr.
+        if (auto in = body->find("_stdin_blob"); in != body->end() && in->is_number_unsigned()) {
+          if (auto it = blobs.find(in->get<uint32_t>()); it != blobs.end()) {
+            pass.push_back(it->second.get());
+            keep.push_back(std::move(it->second));
+            blobs.erase(it);
+          }
+        }
         body->erase("_blobs");
         body->erase("_streams");
+        body->erase("_stdin_blob");
         std::string op = body->value("op", "");
         if (hooks.to_supervisor) hooks.to_supervisor(*body);
         if (!send_message(supervisor, *body, pass).ok()) return "the supervisor's socket closed";

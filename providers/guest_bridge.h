@@ -12,7 +12,8 @@
 //   kMessage  a message body (JSON text); "_streams" lists the channels of the pipes it carried
 //             (exec: stdout, stderr; the guest makes pipes, the host gets their bytes), and
 //             "_blobs" the channels of whole files it carried (config: the sealed seccomp
-//             program, sent before as kBlob frames)
+//             program, sent before as kBlob frames); "_stdin_blob" the channel of an exec's
+//             stdin, a file the host had (a memfd, a regular file), carried whole as a kBlob
 //   kData     bytes a call wrote on a stream channel (guest -> host)
 //   kEof      the stream channel is closed
 //   kBlob     a file's whole content (host -> guest), delivered as a memfd with the message

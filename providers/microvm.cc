@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -539,15 +540,56 @@ Result<ExecResult> MicrovmEnvironment::exec(const Call& call, const Placement&) 
   // so on_started is not called (ExecResult::host_pid is QEMU's).
   Call bounded = call;
   bounded.on_started = nullptr;
-  // A host descriptor cannot cross into the guest (the bridge carries bytes, not terminals):
-  // the call's stdin stays the guest's /dev/null.
-  bounded.stdin_fd = -1;
+  // A host descriptor cannot cross into the guest (the bridge carries bytes, not terminals): a
+  // file's content can, whole.
+  if (call.stdin_fd >= 0) {
+    struct stat st {};
+    if (::fstat(call.stdin_fd, &st) != 0) return sys_error("fstat the call's stdin");
+    if (!S_ISREG(st.st_mode))
+      bounded.stdin_fd = -1;  // a terminal or a pipe: the guest's /dev/null
+    else if (static_cast<uint64_t>(st.st_size) > kMaxStdinBytes)
+      return logic_error("exec", "the call's stdin is " + std::to_string(st.st_size) +
+                                     " bytes; a microVM's guest takes at most " +
+                                     std::to_string(kMaxStdinBytes));
+  }
   if (deadline_ != std::chrono::steady_clock::time_point::max()) {
     auto left = std::chrono::duration_cast<Duration>(deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) return logic_error("exec", "the run's wall-clock timeout has expired");
     if (bounded.timeout.count() == 0 || left < bounded.timeout) bounded.timeout = left;
   }
-  return supervisor_->exec(bounded, Placement{});
+  auto result = supervisor_->exec(bounded, Placement{});
+  if (result.ok() && result->guest_resident) guest_resident_ = result->guest_resident;
+  return result;
+}
+
+Status MicrovmEnvironment::put_file(const std::string& name, std::string_view data) {
+  SG_TRY(check_put_name(name));
+  if (data.size() > kMaxStdinBytes)
+    return logic_error("put a file in the guest", std::to_string(data.size()) + " bytes; at most " +
+                                                      std::to_string(kMaxStdinBytes));
+  UniqueFd mem(::memfd_create("sandgate-put", MFD_CLOEXEC));
+  if (!mem.valid()) return sys_error("memfd_create");
+  SG_TRY(write_all(mem.get(), data));
+  Call put;
+  // The name travels as an argument, never inside the script.
+  put.argv = {"/bin/sh", "-c", "cat > \"$1.put\" && mv -f \"$1.put\" \"$1\"", "put", name};
+  put.stdin_fd = mem.get();
+  put.resident = true;  // no call's cgroup, no grant: the run's own bookkeeping
+  SG_ASSIGN_OR_RETURN(auto r, exec(put, {}));
+  if (!r.status.exited || r.status.code != 0)
+    return logic_error("put a file in the guest",
+                       name + ": " + r.status.describe() + ": " + r.stderr_data);
+  return {};
+}
+
+std::optional<ResidentUsage> MicrovmEnvironment::guest_resident_usage() {
+  if (!guest_resident_ && supervisor_ && !stopped_ && !destroyed_) {
+    Call ask;
+    ask.argv = {"/bin/true"};
+    ask.resident = true;
+    (void)exec(ask, {});
+  }
+  return guest_resident_;
 }
 
 Status MicrovmEnvironment::power_off(Duration grace) {

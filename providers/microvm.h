@@ -89,6 +89,8 @@ class MicrovmProvider : public Provider {
 
 class MicrovmEnvironment : public Environment {
  public:
+  // The largest stdin a call can carry into the guest (one bridge frame).
+  static constexpr size_t kMaxStdinBytes = 1 << 20;
   ~MicrovmEnvironment() override;
 
   const std::string& run_id() const override { return state_.run_id(); }
@@ -96,7 +98,15 @@ class MicrovmEnvironment : public Environment {
   std::string workspace_host_path() const override { return run_dir_ + "/workspace"; }
   std::string workspace_path() const override { return "/workspace"; }
   WorkspaceInfo workspace_info() const override;
+  // A call's stdin reaches the guest when it is a file (a memfd, a regular file) of at most
+  // kMaxStdinBytes, carried whole; any other (a terminal, a pipe) stays the guest's /dev/null.
   Result<ExecResult> exec(const Call& call, const Placement& placement) override;
+  // Written in the guest by a resident exec: `cat` from the content as its stdin into a file
+  // of its own, renamed over `name`, as the sandbox user.
+  Status put_file(const std::string& name, std::string_view data) override;
+  // From the guest's cgroups /agent and /main, as the last exec's end reported them; asked
+  // with a resident `true` when no exec has ended yet.
+  std::optional<ResidentUsage> guest_resident_usage() override;
   Status destroy() override;
   Status settle_workspace() override { return read_back(); }
   // The tmpfs on the host that holds the secrets' image (for checks that another run cannot
@@ -133,6 +143,7 @@ class MicrovmEnvironment : public Environment {
   Duration boot_time_{0};
   std::string machine_;
   pid_t qemu_pid_ = -1;
+  std::optional<ResidentUsage> guest_resident_;  // as the last exec's end reported it
   ChildProcess qemu_;
   std::optional<Supervisor> supervisor_;
   UniqueFd bridge_stop_;  // eventfd

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,10 +15,12 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <thread>
 
 #include "core/state.h"
 #include "providers/guest_bridge.h"
 #include "providers/guest_image.h"
+#include "providers/supervisor_protocol.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::testing {
@@ -55,6 +60,81 @@ TEST(GuestBridgeFrames, MalformedFramesAreErrorsNotCrashes) {
   auto f = huge.next();
   ASSERT_FALSE(f.ok()) << "a payload above the limit must be refused before it is buffered";
   EXPECT_NE(f.error().message().find("too large"), std::string::npos);
+}
+
+// As a call's stdin reads it: from the descriptor's offset on.
+std::string read_to_end(int fd) {
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+// Both bridges over a socketpair, no guest: an exec's stdin (a memfd on the host) reaches the
+// guest's supervisor as a third descriptor, after stdout and stderr, with the whole content.
+TEST(GuestBridgeStdin, AFileStdinCrossesWholeAfterTheOutputs) {
+  auto host_pair = providers::make_control_pair();   // host Supervisor <-> host bridge
+  auto guest_pair = providers::make_control_pair();  // guest bridge <-> guest supervisor
+  ASSERT_TRUE(host_pair.ok() && guest_pair.ok());
+  int serial[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, serial), 0);
+  UniqueFd serial_host(serial[0]), serial_guest(serial[1]);
+  UniqueFd stop(::eventfd(0, EFD_CLOEXEC));
+  std::thread host([&] {
+    providers::run_host_bridge(std::move(host_pair->second), std::move(serial_host), stop.get(),
+                               {});
+  });
+  std::string guest_why;
+  std::thread guest([&] {
+    guest_why = providers::run_guest_bridge(guest_pair->first.get(), serial_guest.get(), {});
+  });
+
+  auto pipe_out = make_pipe(O_CLOEXEC);
+  auto pipe_err = make_pipe(O_CLOEXEC);
+  ASSERT_TRUE(pipe_out.ok() && pipe_err.ok());
+  UniqueFd mem(::memfd_create("stdin", MFD_CLOEXEC));
+  std::string content(300000, 'q');
+  content += "the end\n";
+  ASSERT_TRUE(write_all(mem.get(), content).ok());
+  const int sup = host_pair->first.get();
+  const int guest_sup = guest_pair->second.get();
+  ASSERT_TRUE(providers::send_message(sup, {{"op", "exec"}, {"id", 1}, {"stdin", true}},
+                                      {pipe_out->write.get(), pipe_err->write.get(), mem.get()})
+                  .ok());
+  auto got = providers::recv_message(guest_sup);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  EXPECT_EQ(got->body.value("op", ""), "exec");
+  EXPECT_FALSE(got->body.contains("_stdin_blob")) << "the bridge's own field stays the bridge's";
+  ASSERT_EQ(got->fds.size(), 3u);
+  struct stat st {};
+  ASSERT_EQ(::fstat(got->fds[2].get(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "stdin is the memfd";
+  EXPECT_EQ(read_to_end(got->fds[2].get()), content);
+  for (int i : {0, 1}) {
+    ASSERT_EQ(::fstat(got->fds[i].get(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "output " << i << " is a pipe the guest made";
+  }
+  // What the call writes on its stdout reaches the host's pipe.
+  ASSERT_TRUE(write_all(got->fds[0].get(), "out").ok());
+  got->fds.clear();
+  char buf[8] = {};
+  ASSERT_EQ(::read(pipe_out->read.get(), buf, 3), 3);
+  EXPECT_EQ(std::string(buf, 3), "out");
+
+  // Without stdin an exec carries its two outputs only.
+  ASSERT_TRUE(providers::send_message(sup, {{"op", "exec"}, {"id", 2}},
+                                      {pipe_out->write.get(), pipe_err->write.get()})
+                  .ok());
+  auto plain = providers::recv_message(guest_sup);
+  ASSERT_TRUE(plain.ok()) << plain.error().message();
+  EXPECT_EQ(plain->fds.size(), 2u);
+
+  ASSERT_TRUE(providers::send_message(sup, {{"op", "shutdown"}}).ok());
+  guest.join();
+  EXPECT_EQ(guest_why, "the host said shutdown");
+  uint64_t one = 1;
+  ASSERT_EQ(::write(stop.get(), &one, sizeof one), 8);
+  host.join();
 }
 
 TEST(GuestImage, CpioEntriesAreFourByteAligned) {
@@ -238,6 +318,80 @@ TEST_F(MicrovmTest, CallsRunInTheGuestAsTheSandboxUserInTheirOwnCgroup) {
   EXPECT_TRUE(process_exists(qemu));
   ASSERT_TRUE(env->destroy().ok());
   EXPECT_FALSE(process_exists(qemu)) << "QEMU outlived destroy";
+}
+
+// What a replay needs of a run while it runs (replay/replayer.h): files put into the guest's
+// workspace, a file's content as a call's stdin, resident processes that outlive their exec
+// in the guest's /main, and what those hold as the guest's kernel counts it.
+TEST_F(MicrovmTest, FilesArePutResidentsLiveInMainAndTheGuestCountsTheirMemory) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(ready(), why_not());
+  auto env = boot();
+  ASSERT_TRUE(env);
+
+  // Before any exec, the guest is asked (a resident `true`).
+  auto before = env->guest_resident_usage();
+  ASSERT_TRUE(before.has_value()) << "the guest reports what /agent and /main hold";
+  EXPECT_GT(before->memory_bytes, 0u) << "the agent's supervisor holds some memory";
+  EXPECT_EQ(before->oom_kills, 0u);
+
+  ASSERT_TRUE(env->put_file("level", "123\n").ok());
+  ASSERT_TRUE(env->put_file("level", "4567\n").ok());
+  auto put = sh(*env, "cat /workspace/level; stat -c '%u %a' /workspace/level; ls -a /workspace");
+  EXPECT_EQ(put.stdout_data.rfind("4567\n10001 644\n", 0), 0u) << put.stdout_data;
+  EXPECT_EQ(put.stdout_data.find(".put"), std::string::npos) << "no temporary left";
+  auto bad = env->put_file("../etc/x", "1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("one file name"), std::string::npos);
+
+  // A memfd as stdin crosses whole; a pipe stays the guest's /dev/null; too much is refused.
+  UniqueFd mem(::memfd_create("stdin", MFD_CLOEXEC));
+  std::string content(200000, 'z');
+  ASSERT_TRUE(write_all(mem.get(), content + "\n").ok());
+  providers::Call wc;
+  wc.argv = {"wc", "-c"};
+  wc.stdin_fd = mem.get();
+  auto counted = env->exec(wc, {});
+  ASSERT_TRUE(counted.ok()) << counted.error().message();
+  EXPECT_EQ(counted->stdout_data, "200001\n");
+  auto pipe = make_pipe(O_CLOEXEC);
+  ASSERT_TRUE(pipe.ok());
+  ASSERT_TRUE(write_all(pipe->write.get(), "not carried").ok());
+  wc.stdin_fd = pipe->read.get();
+  auto from_pipe = env->exec(wc, {});
+  ASSERT_TRUE(from_pipe.ok()) << from_pipe.error().message();
+  EXPECT_EQ(from_pipe->stdout_data, "0\n");
+  UniqueFd big(::memfd_create("big", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(big.get(), (1 << 20) + 1), 0);
+  wc.stdin_fd = big.get();
+  auto refused = env->exec(wc, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("at most 1048576"), std::string::npos)
+      << refused.error().message();
+
+  // A resident process that detaches lives on in /main; a call's leftovers do not.
+  providers::Call resident;
+  resident.argv = {"sh", "-c",
+                   "(exec python3 -c 'import time; b = bytearray(40 << 20); time.sleep(600)' "
+                   "</dev/null >/dev/null 2>&1 &)"};
+  resident.resident = true;
+  auto started = env->exec(resident, {});
+  ASSERT_TRUE(started.ok()) << started.error().message();
+  EXPECT_EQ(started->status.code, 0) << started->stderr_data;
+  auto leftover = sh(*env, "(sleep 600 </dev/null >/dev/null 2>&1 &); echo left");
+  EXPECT_EQ(leftover.stdout_data, "left\n");
+  auto procs = sh(*env,
+                  "sleep 1; for p in $(cat /sys/fs/cgroup/main/cgroup.procs); do "
+                  "tr '\\0' ' ' < /proc/$p/cmdline; echo; done; "
+                  "pgrep -x sleep >/dev/null && echo sleep-lives || echo sleep-gone");
+  EXPECT_NE(procs.stdout_data.find("bytearray"), std::string::npos) << procs.stdout_data;
+  EXPECT_NE(procs.stdout_data.find("sleep-gone"), std::string::npos) << procs.stdout_data;
+  auto after = env->guest_resident_usage();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_GE(after->memory_bytes, before->memory_bytes + (40u << 20))
+      << "the resident's 40 MiB, as the guest counts it";
+  EXPECT_EQ(after->oom_kills, 0u);
+  ASSERT_TRUE(env->destroy().ok());
 }
 
 TEST_F(MicrovmTest, WorkspaceIsReadBackAfterTheGuestStopsAndDestroyLeavesNothing) {

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/fd.h"
 
@@ -16,6 +18,39 @@ Status check_requirements(const Provider& provider, const std::vector<Capability
   for (auto c : missing) list += (list.empty() ? "" : ", ") + to_string(c);
   return logic_error("check provider requirements",
                      "provider " + display_name(provider.info()) + " is disqualified: it lacks " + list);
+}
+
+Status check_put_name(const std::string& name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
+      name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
+    return logic_error("put a file in the workspace",
+                       "'" + name + "' must be one file name in the workspace, not a path");
+  return {};
+}
+
+// The workspace is the run's: whatever is in it may be the sandbox's doing, a link placed to
+// make root write elsewhere among it. Nothing here follows one: the workspace is opened
+// without following its last component, the new content goes to a file created there
+// exclusively under a name of its own, and rename() replaces `name` itself (a link there
+// included) without following it.
+Status Environment::put_file(const std::string& name, std::string_view data) {
+  SG_TRY(check_put_name(name));
+  const std::string dir_path = workspace_host_path();
+  UniqueFd dir(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return sys_error("open the workspace", dir_path);
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = "." + name + ".sandgate-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(counter.fetch_add(1));
+  UniqueFd fd(
+      ::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return sys_error("create", dir_path + "/" + tmp);
+  Status written = write_all(fd.get(), data);
+  if (written.ok() && ::fchmod(fd.get(), 0644) != 0) written = sys_error("chmod", tmp);
+  fd.reset();
+  if (written.ok() && ::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0)
+    written = sys_error("rename into place", dir_path + "/" + name);
+  if (!written.ok()) ::unlinkat(dir.get(), tmp.c_str(), 0);
+  return written;
 }
 
 BindMount parse_bind_mount(const std::string& spec) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/capability.h"
@@ -49,6 +50,8 @@ struct Secret {
 inline constexpr size_t kMaxSecretBytes = 1 << 20;
 // Checks a secret's name (the error names the rule).
 Status check_secret_name(const std::string& name);
+// Environment::put_file's name: one file name (no '/', not "." or "..").
+Status check_put_name(const std::string& name);
 // "NAME=FILE" (--secret): FILE is read here, by sandgate (a regular file, at most
 // kMaxSecretBytes); its contents never pass through a command line or an environment.
 Result<Secret> read_secret(const std::string& name, const std::string& file);
@@ -126,8 +129,8 @@ struct Call {
   size_t output_limit = 1 << 20;  // per stream; the rest is counted, not kept
   int cancel_fd = -1;             // readable: cancel the call (e.g. a signalfd for SIGINT)
   // The call's stdin (e.g. the terminal end of a pty the host made), where a descriptor can be
-  // passed in (host_dir, namespaces, podman; not into a microVM's guest); -1: /dev/null. The
-  // caller keeps it open until exec returns.
+  // passed in (host_dir, namespaces, podman; into a microVM's guest only a file's content, up
+  // to 1 MiB); -1: /dev/null. The caller keeps it open until exec returns.
   int stdin_fd = -1;
   ProcessLimits rlimits;
   // Called with (1 or 2, bytes) as output arrives, for streaming; capture happens regardless.
@@ -200,6 +203,17 @@ class Environment {
   // error naming what went away (its supervisor was killed, its wall clock ran out). For a run
   // made ahead and kept idle until it is handed out (session/run_pool.h).
   virtual Status alive() const { return {}; }
+  // Writes `data` as the file `name` in the workspace, replacing it whole (a reader sees the
+  // old content or the new, never a part): how the host hands a run its inputs while it runs
+  // (a replay's segments and held level). `name` is relative, without `.` or `..`
+  // components. Here: written on the host at workspace_host_path(); a microVM writes it in its
+  // guest with a resident exec (no host directory is shared into it).
+  // Precondition: not concurrent with exec.
+  virtual Status put_file(const std::string& name, std::string_view data);
+  // What the run holds outside its calls where its kernel is not the host's (a microVM's
+  // guest): as of the end of its last exec (Call::resident ones included). nullopt: the run's
+  // processes are in the host's cgroups; read those (RunSession::resident_usage).
+  virtual std::optional<ResidentUsage> guest_resident_usage() { return std::nullopt; }
   // Runs a call to completion. Precondition: not called concurrently on one environment.
   virtual Result<ExecResult> exec(const Call& call, const Placement& placement) = 0;
   // Kills every process of the run, removes its workspace and record. Idempotent; also done

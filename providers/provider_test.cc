@@ -1,6 +1,10 @@
 #include "providers/provider.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "providers/host_dir.h"
 #include "providers/microvm.h"
@@ -121,6 +125,90 @@ TEST(EnvAllowlistTest, PassesOnlyWhatIsNamed) {
 TEST(EnvAllowlistTest, MergeOverridesByName) {
   auto merged = merge_env({"A=1", "B=2", "AB=3"}, {"A=9", "C=4"});
   EXPECT_EQ(merged, (std::vector<std::string>{"B=2", "AB=3", "A=9", "C=4"}));
+}
+
+// Environment::put_file's default, on a directory standing for a workspace: the sandbox owns
+// the workspace, so a link it planted must never make the host write through it.
+class DirEnvironment : public Environment {
+ public:
+  explicit DirEnvironment(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& run_id() const override { return id_; }
+  std::string workspace_host_path() const override { return dir_; }
+  std::string workspace_path() const override { return "/workspace"; }
+  Result<ExecResult> exec(const Call&, const Placement&) override { return ExecResult{}; }
+  Status destroy() override { return {}; }
+
+ private:
+  std::string dir_, id_ = "r-test";
+};
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (auto* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+class PutFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sandgate-put-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    ws_ = root_ + "/ws";
+    ASSERT_EQ(::mkdir(ws_.c_str(), 0755), 0);
+  }
+  void TearDown() override { (void)remove_tree(root_); }
+  std::string root_, ws_;
+};
+
+TEST_F(PutFileTest, ReplacesTheFileWholeAndLeavesNoTemporary) {
+  DirEnvironment env(ws_);
+  ASSERT_TRUE(env.put_file("level", "1\n").ok());
+  ASSERT_TRUE(env.put_file("level", "22\n").ok());
+  auto text = read_file(ws_ + "/level");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "22\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((ws_ + "/level").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u) << "readable by the sandbox user";
+  EXPECT_EQ(entries(ws_), std::vector<std::string>{"level"}) << "only the file itself";
+}
+
+TEST_F(PutFileTest, ALinkPlantedAtTheNameIsReplacedNotFollowed) {
+  DirEnvironment env(ws_);
+  const std::string outside = root_ + "/outside";
+  ASSERT_TRUE(write_file(outside, "host's\n", O_WRONLY | O_CREAT | O_CLOEXEC, 0644).ok());
+  ASSERT_EQ(::symlink(outside.c_str(), (ws_ + "/level").c_str()), 0);
+  ASSERT_TRUE(env.put_file("level", "7\n").ok());
+  EXPECT_EQ(*read_file(outside), "host's\n") << "the host wrote through the sandbox's link";
+  struct stat st {};
+  ASSERT_EQ(::lstat((ws_ + "/level").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(*read_file(ws_ + "/level"), "7\n");
+}
+
+TEST_F(PutFileTest, AWorkspaceThatIsALinkIsRefused) {
+  const std::string elsewhere = root_ + "/elsewhere";
+  ASSERT_EQ(::mkdir(elsewhere.c_str(), 0755), 0);
+  ASSERT_EQ(::rmdir(ws_.c_str()), 0);
+  ASSERT_EQ(::symlink(elsewhere.c_str(), ws_.c_str()), 0);
+  DirEnvironment env(ws_);
+  EXPECT_FALSE(env.put_file("level", "1\n").ok());
+  EXPECT_TRUE(entries(elsewhere).empty());
+}
+
+TEST_F(PutFileTest, NamesThatAreNotOneFileNameAreRefused) {
+  DirEnvironment env(ws_);
+  for (const std::string bad : {"", ".", "..", "a/b", "../x", "/etc/passwd"}) {
+    auto s = env.put_file(bad, "x");
+    ASSERT_FALSE(s.ok()) << "accepted '" << bad << "'";
+    EXPECT_NE(s.error().message().find("one file name"), std::string::npos) << s.error().message();
+  }
+  EXPECT_FALSE(::access((root_ + "/x").c_str(), F_OK) == 0);
 }
 
 }  // namespace

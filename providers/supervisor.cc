@@ -894,6 +894,13 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
         // What the controller's part inside a microVM's guest saw of the call's cgroup.
         if (auto g = msg->body.find("guest_observation"); g != msg->body.end())
           result.guest_observation = std::move(*g);
+        // And what the run held outside its calls there; a malformed one is not a figure.
+        if (auto g = msg->body.find("guest_resident"); g != msg->body.end() && g->is_object()) {
+          auto m = g->find("memory_bytes");
+          auto k = g->find("oom_kills");
+          if (m != g->end() && m->is_number_unsigned() && k != g->end() && k->is_number_unsigned())
+            result.guest_resident = ResidentUsage{m->get<uint64_t>(), k->get<uint64_t>()};
+        }
       }
     }
   }

@@ -49,13 +49,6 @@ bool unmeasured(const Trace& t, const std::string& field) {
          t.header.unmeasured.end();
 }
 
-Status write_atomically(const std::string& path, std::string_view text) {
-  std::string tmp = path + ".tmp";
-  SG_TRY(write_file(tmp, text, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("rename", path);
-  return {};
-}
-
 }  // namespace
 
 workloads::Segment fit_segment(const workloads::Segment& segment, double overhead_ms) {
@@ -254,7 +247,6 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
   }
   session::RunSession& run = **opened;
   out.run_id = run.run_id();
-  const std::string ws_host = run.workspace_host_path();
   const std::string ws = run.workspace_path();
   const controller::Cgroup run_cg = run.run().cgroup();
   if (observer.opened) observer.opened(plan.name, run_cg, main_cgroup_of(run_cg));
@@ -262,7 +254,7 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
   // What the run holds before any replay process (its supervisor): the trace's levels count
   // the recorded run's own supervisor, so the hold makes up only the rest.
   uint64_t offset = 0;
-  if (auto u = controller.backend().read_usage(run_cg); u.ok()) offset = u->memory_current;
+  if (auto u = run.resident_usage(); u.ok()) offset = u->memory_bytes;
   auto held = [&](uint64_t level) { return level > offset ? level - offset : 0; };
   auto stopped = [&] { return options.stop && options.stop->load(); };
   auto fail = [&](const std::string& what) {
@@ -270,13 +262,17 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
     spdlog::warn("replay {}: {}", plan.name, what);
   };
 
-  const std::string level_file = ws_host + "/hold.level";
+  // The run's inputs are files in its workspace, put there by the environment (on a microVM,
+  // inside its guest): the held level, which the hold process follows, and each call's
+  // segment, put while the call before it is done so that it is not on the call's path.
+  const std::string level_file = "hold.level";
+  const std::string segment_file = "segment.json";
   uint64_t first_level = plan.hold.empty() ? 0 : plan.hold.front().bytes;
-  if (auto s = write_atomically(level_file, std::to_string(held(first_level)) + "\n"); !s.ok()) {
+  if (auto s = run.put_file(level_file, std::to_string(held(first_level)) + "\n"); !s.ok()) {
     fail(s.error().message());
   } else {
     providers::Call hold;
-    hold.argv = {kLoadInside, "hold", "--follow", ws + "/hold.level", "--detach"};
+    hold.argv = {kLoadInside, "hold", "--follow", ws + "/" + level_file, "--detach"};
     // A resident process of the run (its main cgroup), not a call: it must outlive every call.
     auto r = run.run_resident(hold);
     if (!r.ok())
@@ -313,7 +309,7 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
          ++h) {
       sleep_until(at(static_cast<double>(plan.hold[h].at_ms)));
       if (plan.hold[h].bytes == last_written) continue;
-      if (auto s = write_atomically(level_file, std::to_string(held(plan.hold[h].bytes)) + "\n");
+      if (auto s = run.put_file(level_file, std::to_string(held(plan.hold[h].bytes)) + "\n");
           !s.ok())
         spdlog::warn("replay {}: {}", plan.name, s.error().message());
       last_written = plan.hold[h].bytes;
@@ -327,16 +323,24 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
   // previous calls (smoothed); otherwise every call would end late by the overhead.
   double overhead_ms = 0;
   bool have_overhead = false;
-  const controller::Cgroup main_cg = main_cgroup_of(run_cg);
+  // The segment of call `i`, fitted to the overhead measured so far; the error, if any.
+  auto put_segment = [&](size_t i) -> std::string {
+    if (i >= plan.calls.size()) return "";
+    workloads::Segment seg = fit_segment(plan.calls[i].segment, overhead_ms);
+    seg.workdir = ws;
+    auto s = run.put_file(segment_file, dump_json(seg.to_json()));
+    return s.ok() ? "" : s.error().message();
+  };
+  std::string segment_error = out.error.empty() ? put_segment(0) : "";
   size_t index = 0;
   for (const auto& call : plan.calls) {
     if (!out.error.empty() || stopped()) break;
     advance_until(static_cast<double>(call.start_ms));
     if (stopped()) break;
     // The hold stands for the agent's own resident memory: when the kernel OOM-killed it, the
-    // agent is gone and the rest of its calls would never have been made.
-    if (auto u = controller.backend().read_usage(main_cg);
-        u.ok() && u->memory_events.oom_kill > 0) {
+    // agent is gone and the rest of its calls would never have been made. (On a microVM the
+    // guest's count is as of its last exec's end.)
+    if (auto u = run.resident_usage(); u.ok() && u->oom_kills > 0) {
       out.agent_killed = true;
       fail("the run's resident process (its hold) was OOM-killed: the agent is gone, " +
            std::to_string(plan.calls.size() - index) + " call(s) not replayed");
@@ -351,14 +355,11 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
     rc.planned_end_ms = static_cast<double>(call.end_ms);
     rc.target_peak_bytes = call.target_peak_bytes();
     rc.burst_onset_ms = call.burst_onset_ms();
-    const std::string seg_name = "seg-" + call.id + ".json";
-    workloads::Segment seg = fit_segment(call.segment, overhead_ms);
-    seg.workdir = ws;
-    if (auto s = write_atomically(ws_host + "/" + seg_name, dump_json(seg.to_json())); !s.ok()) {
-      rc.error = s.error().message();
+    if (!segment_error.empty()) {
+      rc.error = segment_error;
     } else {
       session::CallRequest req;
-      req.argv = {kLoadInside, "run", "--segment", ws + "/" + seg_name};
+      req.argv = {kLoadInside, "run", "--segment", ws + "/" + segment_file};
       req.intent = call.intent;
       // Measured as the recorder measures a call: from the request to the outcome, host side.
       auto requested = Clock::now();
@@ -383,8 +384,8 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
         rc.outcome.exec.stdout_data.clear();
         rc.outcome.exec.stderr_data.clear();
       }
-      ::unlink((ws_host + "/" + seg_name).c_str());
     }
+    segment_error = put_segment(index);  // the next call's, while this run is idle
     if (observer.call_done) observer.call_done(rc);
     out.calls.push_back(std::move(rc));
   }
@@ -392,8 +393,7 @@ ReplayedRun replay_run(controller::Controller& controller, providers::Provider& 
     advance_until(static_cast<double>(plan.duration_ms));
     // Killed after its last call, while it held the run's level to the trace's end: the agent
     // did not live to the end either.
-    if (auto u = controller.backend().read_usage(main_cg);
-        u.ok() && u->memory_events.oom_kill > 0) {
+    if (auto u = run.resident_usage(); u.ok() && u->oom_kills > 0) {
       out.agent_killed = true;
       fail("the run's resident process (its hold) was OOM-killed after the run's last call");
     }

@@ -387,6 +387,19 @@ Result<ExecResult> RunSession::run_resident(const providers::Call& call) {
   return env_->exec(resident, run_->main_placement());
 }
 
+Status RunSession::put_file(const std::string& name, std::string_view data) {
+  if (closed_) return logic_error("put a file in the workspace", "the run is closed", run_id_);
+  return env_->put_file(name, data);
+}
+
+Result<ResidentUsage> RunSession::resident_usage() {
+  if (closed_) return logic_error("read the run's resident usage", "the run is closed", run_id_);
+  if (auto guest = env_->guest_resident_usage()) return *guest;
+  SG_ASSIGN_OR_RETURN(auto run, controller_.backend().read_usage(run_->cgroup()));
+  SG_ASSIGN_OR_RETURN(auto main, controller_.backend().read_usage(run_->main_cgroup()));
+  return ResidentUsage{run.memory_current, main.memory_events.oom_kill};
+}
+
 Status RunSession::alive() const {
   if (closed_ || !env_) return logic_error("alive", "the run was closed", run_id_);
   return env_->alive();

@@ -97,6 +97,15 @@ class RunSession {
   // never concurrently with another call or resident process of the same session.
   Result<ExecResult> run_resident(const providers::Call& call);
 
+  // Writes `data` as the file `name` in the workspace (providers::Environment::put_file): a
+  // replay's segments and held level, handed to a run while it runs, whatever its provider.
+  Status put_file(const std::string& name, std::string_view data);
+
+  // What the run holds outside its calls, read with no call running, and the OOM kills among
+  // its resident processes, as the run's kernel counts them: the host's <run> and <run>/main,
+  // or a microVM guest's own cgroups (as of its last exec's end).
+  Result<ResidentUsage> resident_usage();
+
   // What the run hands back before it ends (session/export.h): the commits at the workspace's
   // HEAD as a branch of the recipe's repository, and/or a copy of the final workspace. Call
   // between the last call and close(); whatever it leaves out is destroyed by close().
