@@ -118,6 +118,27 @@ Status write_file(const std::string& path, std::string_view data, int flags, mod
   return std::move(write_all(fd.get(), data)).context("writing " + path);
 }
 
+Status replace_file_in(const std::string& dir_path, const std::string& name,
+                       std::string_view data) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    return logic_error("replace a file", "'" + name + "' is not one file name", dir_path);
+  UniqueFd dir(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return sys_error("open the directory", dir_path);
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = "." + name + ".sandgate-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(counter.fetch_add(1));
+  UniqueFd fd(
+      ::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return sys_error("create", dir_path + "/" + tmp);
+  Status written = write_all(fd.get(), data);
+  if (written.ok() && ::fchmod(fd.get(), 0644) != 0) written = sys_error("chmod", tmp);
+  fd.reset();
+  if (written.ok() && ::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0)
+    written = sys_error("rename into place", dir_path + "/" + name);
+  if (!written.ok()) ::unlinkat(dir.get(), tmp.c_str(), 0);
+  return written;
+}
+
 Result<DirFd> DirFd::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return sys_error("open directory", path);

@@ -57,6 +57,13 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes = 16 << 
 Status write_file(const std::string& path, std::string_view data, int flags = O_WRONLY | O_CLOEXEC,
                   mode_t mode = 0644);
 
+// Replaces `name` in `dir` with a file holding `data` (mode 0644), where the directory's
+// content may be another's doing (a run's workspace, written by root from the host): nothing
+// is followed. `dir` is opened O_NOFOLLOW, the data goes to a file created there exclusively
+// under a name of its own, and rename(2) replaces `name` itself, a link there included.
+// `name` must be one file name (no '/'). A reader sees the old content or the new, never part.
+Status replace_file_in(const std::string& dir, const std::string& name, std::string_view data);
+
 // Reads a file a user named as input (a trace, a policy, a data file to import). It must be a
 // regular file: a FIFO, a socket or a device would block forever or never end, so each is
 // refused with a message saying what it is, before anything is read. A file larger than

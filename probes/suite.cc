@@ -172,10 +172,10 @@ std::vector<std::string> crossrun_params(const Json& ready,
 }
 
 // Files in run A's workspace the host writes to drive its holder (crossrun.cc): the end of
-// its inotify hold, and the start of its burst.
+// its inotify hold, the start of its burst, its release. The workspace is the run's: a link
+// planted at the name is replaced, never followed (as root, it could create a host file).
 void signal_holder(const std::string& workspace_a, const std::string& marker, const char* what) {
-  (void)write_file(workspace_a + "/sandgate-crossrun-" + marker + "." + what, "",
-                   O_WRONLY | O_CREAT | O_CLOEXEC);
+  (void)replace_file_in(workspace_a, "sandgate-crossrun-" + marker + "." + what, "");
 }
 
 // What run A's holder saw of B: a touch is host-side evidence against B's probes.
@@ -604,7 +604,6 @@ class Suite::Context {
     SG_ASSIGN_OR_RETURN(auto b, open_run());
     const std::string m = s_.marker();
     std::string ready_file = a->workspace_host_path() + "/sandgate-crossrun-" + m + ".ready.json";
-    std::string release_file = a->workspace_host_path() + "/sandgate-crossrun-" + m + ".release";
     // Run A's holder, a resident process of run A, in a thread: it returns when released.
     Result<ExecResult> a_result = logic_error("crossrun", "run A did not run");
     std::thread holder([&] {
@@ -641,7 +640,7 @@ class Suite::Context {
       if (reports.ok()) r = find_report(*reports, l->id);
       out.push_back(judge(l->id, r, host, reports.ok() ? "" : reports.error().message()));
     }
-    (void)write_file(release_file, "", O_WRONLY | O_CREAT | O_CLOEXEC);
+    signal_holder(a->workspace_host_path(), m, "release");
     holder.join();
     // Run A's own account of who touched its objects: the host-side witness of the whole
     // boundary (a connection, a signal, an attach, a message taken).
@@ -885,8 +884,7 @@ Status Suite::run_baseline() {
       }
       if (st.ok()) st = run_native(ids, pb);
     }
-    (void)write_file(ws_a + "/sandgate-crossrun-" + c.marker() + ".release", "",
-                     O_WRONLY | O_CREAT | O_CLOEXEC);
+    signal_holder(ws_a, c.marker(), "release");
     holder.join();
     if (!ready.ok()) return std::move(ready).error();
     SG_TRY(std::move(st));

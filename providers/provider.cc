@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "core/fd.h"
 
@@ -29,28 +28,10 @@ Status check_put_name(const std::string& name) {
 }
 
 // The workspace is the run's: whatever is in it may be the sandbox's doing, a link placed to
-// make root write elsewhere among it. Nothing here follows one: the workspace is opened
-// without following its last component, the new content goes to a file created there
-// exclusively under a name of its own, and rename() replaces `name` itself (a link there
-// included) without following it.
+// make root write elsewhere. replace_file_in follows none.
 Status Environment::put_file(const std::string& name, std::string_view data) {
   SG_TRY(check_put_name(name));
-  const std::string dir_path = workspace_host_path();
-  UniqueFd dir(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir.valid()) return sys_error("open the workspace", dir_path);
-  static std::atomic<unsigned> counter{0};
-  const std::string tmp = "." + name + ".sandgate-" + std::to_string(::getpid()) + "-" +
-                          std::to_string(counter.fetch_add(1));
-  UniqueFd fd(
-      ::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return sys_error("create", dir_path + "/" + tmp);
-  Status written = write_all(fd.get(), data);
-  if (written.ok() && ::fchmod(fd.get(), 0644) != 0) written = sys_error("chmod", tmp);
-  fd.reset();
-  if (written.ok() && ::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0)
-    written = sys_error("rename into place", dir_path + "/" + name);
-  if (!written.ok()) ::unlinkat(dir.get(), tmp.c_str(), 0);
-  return written;
+  return replace_file_in(workspace_host_path(), name, data);
 }
 
 BindMount parse_bind_mount(const std::string& spec) {
