@@ -94,7 +94,8 @@ std::string join_ids(const Json& ids) {
 }
 
 Json report_json(const std::vector<probes::ProviderRun>& runs, const probes::Suite& suite,
-                 double wall_s, const Json& matrix, const Json& missing, const Json& not_held) {
+                 double wall_s, const Json& matrix, const Json& missing, const Json& not_held,
+                 const Json& not_applicable) {
   Json j = {{"schema_version", probes::kReportSchemaVersion},
             {"marker", suite.marker()},
             {"baseline_ms", to_millis(suite.baseline_wall())},
@@ -107,6 +108,8 @@ Json report_json(const std::vector<probes::ProviderRun>& runs, const probes::Sui
   if (!missing.is_null()) j["mutation_missing"] = missing;
   // Per weakening, the probes its plan expects the remaining layers to hold that they did not.
   if (!not_held.is_null()) j["mutation_not_held"] = not_held;
+  // The weakenings the provider does not take (ProviderInfo::only_weakenings): not run.
+  if (!not_applicable.empty()) j["mutation_not_applicable"] = not_applicable;
   return j;
 }
 
@@ -167,6 +170,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
 
   std::vector<probes::ProviderRun> runs;
   Json matrix, missing, not_held;
+  Json not_applicable = Json::array();  // self-test: weakenings the provider does not take
   bool failed = false;
   if (!a.self_test) {
     providers::ProviderOptions po = g.provider_options();
@@ -196,7 +200,14 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     for (const auto* j : runs.back().failing()) hard.push_back(j->id);
     matrix["hardened"] = hard;
     if (!hard.empty()) failed = true;
+    const auto honoured = providers::honoured_weakenings((*provider)->info());
     for (auto w : providers::all_weakenings()) {
+      if (!providers::weakened(honoured, w)) {
+        // Refused by this provider (a microVM's guest has none of the jail's settings): not
+        // a weakening it can be given, so nothing to catch.
+        not_applicable.push_back(providers::to_string(w));
+        continue;
+      }
       progress.line("sandgate probe: self-test: weakened with " + providers::to_string(w));
       auto run = (*suite)->run(**provider, {w});
       (void)providers::remove_shared_dirs(po.paths);
@@ -214,8 +225,8 @@ int run_probe(Globals& g, const ProbeArgs& a) {
       missing[providers::to_string(w)] = not_caught;
       // And the layers that stay must still hold what the plan says each holds alone.
       Json unheld = Json::array();
-      for (const auto& line :
-           probes::missing_holders(w, (*provider)->capabilities(), runs.back().judgements))
+      for (const auto& line : probes::missing_holders(
+               w, (*provider)->capabilities(), runs.back().judgements, runs.back().landlock_abi))
         unheld.push_back(line);
       not_held[providers::to_string(w)] = unheld;
       if (caught.empty() || !not_caught.empty() || !unheld.empty()) failed = true;
@@ -244,20 +255,23 @@ int run_probe(Globals& g, const ProbeArgs& a) {
       if (unheld && !unheld->empty())
         table.row({"", "", "expected still blocked: " + join_ids(*unheld)});
     }
+    for (const auto& name : not_applicable)
+      table.row({name.get<std::string>(), "n/a", "not a weakening this provider takes"});
     std::cout << table.render();
   }
   std::printf("baseline %.1fs, total %.1fs\n", to_seconds((*suite)->baseline_wall()), wall_s);
   if (!a.report.empty()) {
     auto model = reports::from_probe_report(
-        report_json(runs, **suite, wall_s, matrix, missing, not_held), doctor_report(g));
+        report_json(runs, **suite, wall_s, matrix, missing, not_held, not_applicable),
+        doctor_report(g));
     if (!model.ok()) return fail(std::move(model).error().context_add("building the report"));
     if (auto s = make_dirs(a.report, 0755); !s.ok()) return fail(s.error());
     if (auto s = reports::write_all_formats(*model, a.report); !s.ok())
       return fail(std::move(s).error().context_add("writing the report"));
   }
   if (!a.json.empty()) {
-    auto s = write_json_file_atomic(a.json,
-                                    report_json(runs, **suite, wall_s, matrix, missing, not_held));
+    auto s = write_json_file_atomic(
+        a.json, report_json(runs, **suite, wall_s, matrix, missing, not_held, not_applicable));
     if (!s.ok()) return fail(s.error());
   }
   if (auto s = (*suite)->close(); !s.ok())

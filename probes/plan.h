@@ -59,12 +59,16 @@ struct Holder {
   Layer layer;
 };
 // The holders of `w` for a provider that declares `declared` (a holder by a layer the provider
-// does not declare, such as landlock on a kernel without it, is not expected).
-std::vector<Holder> probes_holding(providers::Weakening w, const CapabilitySet& declared);
+// does not declare, such as landlock on a kernel without it, is not expected), whose calls'
+// kernel has Landlock ABI `landlock_abi` (-1: unknown, every Landlock holder expected): a
+// Landlock holder needs the ABI of its rule (TCP connect: 4, the abstract socket scope: 6).
+std::vector<Holder> probes_holding(providers::Weakening w, const CapabilitySet& declared,
+                                   int landlock_abi = -1);
 // The holders of `w` in `judgements` that were not blocked by their layer, each with what
 // happened instead ("net.metadata_v4_get: blocked by namespace, expected landlock").
 std::vector<std::string> missing_holders(providers::Weakening w, const CapabilitySet& declared,
-                                         const std::vector<Judgement>& judgements);
+                                         const std::vector<Judgement>& judgements,
+                                         int landlock_abi = -1);
 
 // What to change when `id` is exposed (or warned about), in a sentence or two: the probe's own
 // advice when it has one, else its boundary's, else general advice. Shown as the SARIF rule's

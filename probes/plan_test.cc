@@ -44,6 +44,41 @@ TEST(Plan, HoldersAreRealProbesAndLandlockOnesNeedTheCapability) {
             probes_catching(providers::Weakening::kNoLandlock));
 }
 
+// A Landlock holder needs the ABI of its rule in the kernel the calls run under: TCP connect
+// rules came with ABI 4, the abstract socket scope with 6. A microVM's guest on Debian 12's
+// 6.1 kernel has ABI 2, and holds none of them once it has a network device.
+TEST(Plan, LandlockHoldersNeedTheAbiOfTheirRule) {
+  const CapabilitySet with = {Capability::kProcLandlock};
+  auto ids = [&](int abi) {
+    std::set<std::string> out;
+    for (const auto& h : probes_holding(providers::Weakening::kShareHostNetwork, with, abi))
+      out.insert(h.id);
+    return out;
+  };
+  const std::set<std::string> tcp = {"net.metadata_v4_get", "net.production_tcp",
+                                     "net.registry_other_port"};
+  std::set<std::string> all = tcp;
+  all.insert("crossrun.abstract_socket");
+  EXPECT_EQ(ids(-1), all) << "unknown ABI: every holder expected";
+  EXPECT_EQ(ids(7), all);
+  EXPECT_EQ(ids(6), all);
+  EXPECT_EQ(ids(5), tcp);
+  EXPECT_EQ(ids(4), tcp);
+  EXPECT_TRUE(ids(3).empty());
+  EXPECT_TRUE(ids(2).empty());
+  EXPECT_TRUE(ids(0).empty()) << "no Landlock at all";
+  // The other layers' holders do not depend on it.
+  EXPECT_EQ(probes_holding(providers::Weakening::kNoLandlock, with, 0).size(),
+            probes_holding(providers::Weakening::kNoLandlock, with, 7).size());
+  // And missing_holders applies it: with ABI 2 an exposed TCP probe is not a missing holder.
+  Judgement exposed;
+  exposed.id = "net.production_tcp";
+  exposed.verdict = Verdict::kExposed;
+  EXPECT_TRUE(missing_holders(providers::Weakening::kShareHostNetwork, with, {exposed}, 2).empty());
+  EXPECT_FALSE(
+      missing_holders(providers::Weakening::kShareHostNetwork, with, {exposed}, 7).empty());
+}
+
 Judgement judged(const std::string& id, Verdict v) {
   Judgement j;
   j.id = id;

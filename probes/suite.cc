@@ -237,6 +237,7 @@ Json ProviderRun::to_json() const {
   if (!egress_allow.empty()) j["network"] = {{"mode", "allowlist"}, {"allow", egress_allow}};
   if (!base_paths.empty()) j["base_paths"] = base_paths;
   if (workspace_size != 0) j["workspace_size"] = workspace_size;
+  if (landlock_abi >= 0) j["landlock_abi"] = landlock_abi;
   Json list = Json::array();
   for (const auto& v : judgements) list.push_back(v.to_json());
   j["judgements"] = list;
@@ -385,6 +386,7 @@ class Suite::Context {
     if (s_.selected("crossrun")) SG_TRY(run_crossrun(out.judgements));
     if (s_.selected("persist")) SG_TRY(run_persist(out.judgements));
     if (s_.selected("resource")) SG_TRY(run_resource(out.judgements));
+    out.landlock_abi = landlock_abi_;
     return {};
   }
 
@@ -433,7 +435,9 @@ class Suite::Context {
       if (!dns.ok()) return std::move(dns).error();
       options.dns_upstream = *dns;
     }
-    return session::RunSession::open(*controller_, provider_, spec(), options);
+    auto run = session::RunSession::open(*controller_, provider_, spec(), options);
+    if (run.ok() && (*run)->landlock_abi() >= 0) landlock_abi_ = (*run)->landlock_abi();
+    return run;
   }
 
   // Parameters every probe gets, with the workspace and the setuid helper as it sees them.
@@ -526,6 +530,9 @@ class Suite::Context {
                                         const std::vector<std::string>& extra,
                                         const std::string& intent = "probe", int stdin_fd = -1) {
     auto p = params(run.workspace_path());
+    // The suite runs in the lab: a run whose routes all end in the launcher's namespace (a
+    // guest's tap there) can only reach the lab's decoys, though they are not local to it.
+    if (run.routes_end_in_launcher()) p.push_back("lab_routed=1");
     p.insert(p.end(), extra.begin(), extra.end());
     SG_ASSIGN_OR_RETURN(auto called,
                         call_probe(run, probe_argv(probe_, ids, p), intent, stdin_fd));
@@ -783,6 +790,7 @@ class Suite::Context {
   std::vector<std::string> traced_ids_;
   std::optional<uint64_t> memory_grant_;  // the last call's memory grant in bytes, if any
   std::vector<EgressRule> resolved_;  // addresses the run's resolver admitted (allowlist)
+  int landlock_abi_ = -1;             // of the kernel the runs' calls run under (-1: unknown)
   std::unique_ptr<controller::Controller> controller_;
   size_t step_ = 0, steps_ = 0;  // boundaries run so far, and selected
 };

@@ -79,6 +79,7 @@ struct ProviderRun {
   std::vector<std::string> egress_allow;  // the allowlist it ran with (texts); empty: --net none
   std::vector<std::string> base_paths;    // the narrowed base it ran with; empty: the default
   uint64_t workspace_size = 0;            // its workspace filesystem's size; 0: none
+  int landlock_abi = -1;  // of the kernel its calls ran under (Environment::landlock_abi)
   std::vector<Judgement> judgements;
   Duration wall{0};
 

@@ -18,11 +18,17 @@
 //
 // At "shutdown" (or when the host goes away) every other process is killed, the workspace is
 // synced and unmounted, and the guest powers off: the host reads the image back afterwards.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -252,6 +258,65 @@ Json resident_usage() {
           {"oom_kills", cgroup_number(kMainCgroup, "memory.events", "oom_kill")}};
 }
 
+// The network device of a guest that has one (share_host_network, test-only): its driver
+// loaded, the first interface but lo given `cidr` (a /30) and up, the default route through
+// `gateway` (the host's end of the tap). Plain ioctls: no netlink library in /init.
+void configure_network(const std::string& spec) {
+  size_t comma = spec.find(',');
+  size_t slash = spec.find('/');
+  if (comma == std::string::npos || slash == std::string::npos || slash > comma)
+    fail(logic_error("network", "net= wants ADDRESS/PREFIX,GATEWAY", spec));
+  std::string address = spec.substr(0, slash);
+  int prefix = std::atoi(spec.substr(slash + 1, comma - slash - 1).c_str());
+  std::string gateway = spec.substr(comma + 1);
+  struct in_addr addr {
+  }, gw{};
+  if (prefix < 1 || prefix > 32 || ::inet_pton(AF_INET, address.c_str(), &addr) != 1 ||
+      ::inet_pton(AF_INET, gateway.c_str(), &gw) != 1)
+    fail(logic_error("network", "net= wants ADDRESS/PREFIX,GATEWAY", spec));
+  for (const char* m : {"failover.ko", "net_failover.ko", "virtio_net.ko"})
+    load_module_file(std::string("/sandgate/modules/") + m);
+  std::string ifname;
+  for (int i = 0; i < 3000 && ifname.empty(); ++i) {
+    if (DIR* d = ::opendir("/sys/class/net")) {
+      while (auto* e = ::readdir(d))
+        if (e->d_name[0] != '.' && std::strcmp(e->d_name, "lo") != 0) ifname = e->d_name;
+      ::closedir(d);
+    }
+    if (ifname.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (ifname.empty()) fail(logic_error("network", "no network device after 30 s"));
+  int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) fail(sys_error("socket"));
+  auto set = [&](unsigned long request, in_addr_t value, const char* what) {
+    struct ifreq ifr {};
+    std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+    auto* sin = reinterpret_cast<struct sockaddr_in*>(&ifr.ifr_addr);
+    sin->sin_family = AF_INET;
+    sin->sin_addr.s_addr = value;
+    if (::ioctl(sock, request, &ifr) != 0) fail(sys_error(what, ifname));
+  };
+  set(SIOCSIFADDR, addr.s_addr, "set the address of");
+  set(SIOCSIFNETMASK, htonl(prefix == 32 ? 0xFFFFFFFFu : ~((1u << (32 - prefix)) - 1)),
+      "set the netmask of");
+  for (const std::string& name : {std::string("lo"), ifname}) {
+    struct ifreq ifr {};
+    std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+    if (::ioctl(sock, SIOCGIFFLAGS, &ifr) != 0) fail(sys_error("SIOCGIFFLAGS", name));
+    ifr.ifr_flags |= IFF_UP;
+    if (::ioctl(sock, SIOCSIFFLAGS, &ifr) != 0) fail(sys_error("bring up", name));
+  }
+  struct rtentry route {};
+  auto* dst = reinterpret_cast<struct sockaddr_in*>(&route.rt_dst);
+  auto* mask = reinterpret_cast<struct sockaddr_in*>(&route.rt_genmask);
+  auto* via = reinterpret_cast<struct sockaddr_in*>(&route.rt_gateway);
+  dst->sin_family = mask->sin_family = via->sin_family = AF_INET;
+  via->sin_addr = gw;
+  route.rt_flags = RTF_UP | RTF_GATEWAY;
+  if (::ioctl(sock, SIOCADDRT, &route) != 0) fail(sys_error("add the default route via", gateway));
+  ::close(sock);
+}
+
 }  // namespace
 
 int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_control) {
@@ -259,11 +324,13 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
   gid_t gid = 10001;
   bool binds = false;    // a disk, sandgate-ro, holds read-only binds
   bool secrets = false;  // a disk, sandgate-sec, holds the run's secrets
+  std::string network;   // ADDRESS/PREFIX,GATEWAY: a network device (share_host_network)
   for (int i = 2; i < argc; ++i) {
     if (std::strncmp(argv[i], "uid=", 4) == 0) uid = static_cast<uid_t>(std::atoi(argv[i] + 4));
     if (std::strncmp(argv[i], "gid=", 4) == 0) gid = static_cast<gid_t>(std::atoi(argv[i] + 4));
     if (std::strcmp(argv[i], "binds=1") == 0) binds = true;
     if (std::strcmp(argv[i], "secrets=1") == 0) secrets = true;
+    if (std::strncmp(argv[i], "net=", 4) == 0) network = argv[i] + 4;
   }
   if (::getpid() != 1) {
     std::fprintf(stderr, "the guest agent runs only as pid 1 of a microVM\n");
@@ -282,6 +349,7 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
   do_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC);
   load_modules();
+  if (!network.empty()) configure_network(network);
   std::string port_dev = wait_for_device("/sys/class/virtio-ports", "name", "sandgate");
   g_port = ::open(port_dev.c_str(), O_RDWR | O_CLOEXEC);
   if (g_port < 0) fail(sys_error("open the agent's port", port_dev));

@@ -146,7 +146,10 @@ std::vector<std::string> guest_module_names() {
 }
 
 std::vector<std::string> guest_optional_module_names() {
-  return {"kernel/fs/overlayfs/overlay.ko"};
+  // overlay: a root with read-only binds; the network device's driver and what it needs, in
+  // load order: a guest with a network device (share_host_network, test-only).
+  return {"kernel/fs/overlayfs/overlay.ko", "kernel/net/core/failover.ko",
+          "kernel/drivers/net/net_failover.ko", "kernel/drivers/net/virtio_net.ko"};
 }
 
 std::string guest_cache_dir() {

@@ -1,9 +1,15 @@
 // The microvm provider (see microvm.h for the design).
 #include "providers/microvm.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -20,6 +26,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #if defined(__x86_64__)
@@ -162,6 +169,73 @@ std::optional<uint64_t> host_tsc_khz() {
 #endif
 }
 
+// The guest's network device for share_host_network (test-only): a tap in the launcher's
+// network namespace (in `sandgate probe`, the lab's), its own /30 there, and the guest's
+// address and gateway for the agent. Not persistent: it goes with its last descriptor (QEMU's
+// and ours), so no crash leaves it behind.
+struct GuestTap {
+  UniqueFd fd;
+  std::string name;
+  std::string guest_cidr;  // "203.0.113.130/30"
+  std::string gateway;     // the tap's own address, "203.0.113.129"
+};
+
+Status set_ipv4(int sock, const std::string& ifname, unsigned long request, in_addr_t addr) {
+  struct ifreq ifr {};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  auto* sin = reinterpret_cast<struct sockaddr_in*>(&ifr.ifr_addr);
+  sin->sin_family = AF_INET;
+  sin->sin_addr.s_addr = addr;
+  if (::ioctl(sock, request, &ifr) != 0) return sys_error("configure the guest's tap", ifname);
+  return {};
+}
+
+// The /30s of 203.0.113.128/26 (TEST-NET-3, the lab's range; never the machine's own), the
+// first one no interface of this namespace holds yet.
+Result<GuestTap> make_guest_tap() {
+  static std::mutex mu;  // two runs of this process picking at once
+  std::lock_guard lock(mu);
+  GuestTap tap;
+  tap.fd = UniqueFd(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
+  if (!tap.fd.valid()) return sys_error("open /dev/net/tun for the guest's network");
+  struct ifreq ifr {};
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+  std::strncpy(ifr.ifr_name, "sgvm%d", IFNAMSIZ - 1);
+  if (::ioctl(tap.fd.get(), TUNSETIFF, &ifr) != 0) return sys_error("make the guest's tap");
+  tap.name = ifr.ifr_name;
+  std::set<in_addr_t> taken;
+  struct ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return sys_error("getifaddrs");
+  for (auto* a = list; a; a = a->ifa_next)
+    if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET)
+      taken.insert(reinterpret_cast<struct sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr);
+  ::freeifaddrs(list);
+  std::optional<uint32_t> base;
+  for (uint32_t net = 0xCB007180; net < 0xCB0071C0; net += 4)  // 203.0.113.128 .. .188
+    if (!taken.count(htonl(net + 1)) && !taken.count(htonl(net + 2))) {
+      base = net;
+      break;
+    }
+  if (!base) return logic_error("guest network", "no free /30 left in 203.0.113.128/26");
+  UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return sys_error("socket");
+  SG_TRY(set_ipv4(sock.get(), tap.name, SIOCSIFADDR, htonl(*base + 1)));
+  SG_TRY(set_ipv4(sock.get(), tap.name, SIOCSIFNETMASK, htonl(0xFFFFFFFC)));
+  std::strncpy(ifr.ifr_name, tap.name.c_str(), IFNAMSIZ - 1);
+  if (::ioctl(sock.get(), SIOCGIFFLAGS, &ifr) != 0) return sys_error("SIOCGIFFLAGS", tap.name);
+  ifr.ifr_flags |= IFF_UP;
+  if (::ioctl(sock.get(), SIOCSIFFLAGS, &ifr) != 0) return sys_error("bring up", tap.name);
+  auto dotted = [](uint32_t host_order) {
+    struct in_addr a = {};
+    a.s_addr = htonl(host_order);
+    char buf[INET_ADDRSTRLEN];
+    return std::string(::inet_ntop(AF_INET, &a, buf, sizeof buf));
+  };
+  tap.gateway = dotted(*base + 1);
+  tap.guest_cidr = dotted(*base + 2) + "/30";
+  return tap;
+}
+
 }  // namespace
 
 MicrovmHost microvm_host(const HostPaths& paths, const KvmCheckResult* kvm) {
@@ -196,7 +270,8 @@ const ProviderInfo& MicrovmProvider::static_info() {
        Capability::kNetNone, Capability::kCredsScrubbedEnv, Capability::kProcPidNs,
        Capability::kProcSeccomp, Capability::kProcNoNewPrivs, Capability::kProcNoCaps,
        Capability::kIpcIsolated, Capability::kEphemeralWorkspace, Capability::kProcLandlock},
-      /*opt_in=*/true};
+      /*opt_in=*/true,
+      /*only_weakenings=*/{Weakening::kShareHostNetwork}};
   return info;
 }
 
@@ -216,7 +291,15 @@ Result<std::unique_ptr<Environment>> MicrovmProvider::create(const EnvSpec& spec
 
 Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const EnvSpec& spec) {
   SG_TRY(available());
-  SG_TRY(check_weakenings_allowed(spec.weakenings, false, "microvm"));
+  // The one weakening a guest takes: share_host_network, a network device on the launcher's
+  // network. The others are settings of the host's jail, which the guest does not have.
+  for (auto w : spec.weakenings)
+    if (!weakened(static_info().only_weakenings, w))
+      return logic_error("create environment",
+                         "the microvm provider has no test-only weakening " + to_string(w) +
+                             " (only share_host_network: a network device on the launcher's "
+                             "network)");
+  SG_TRY(check_weakenings_allowed(spec.weakenings, options_.self_test_weakenings, "microvm"));
   SG_TRY(refuse_allowlist("microvm", spec.network));
   if (!spec.image.empty())
     return logic_error("create environment",
@@ -367,9 +450,18 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
       // (no clocksource watchdog, which would have nothing to compare with).
       cmdline += " tsc_early_khz=" + std::to_string(*tsc_khz) + " tsc=reliable no_timer_check";
     }
+    // No network device, but for share_host_network (test-only): a tap on the launcher's.
+    std::optional<GuestTap> tap;
+    if (weakened(spec.weakenings, Weakening::kShareHostNetwork)) {
+      auto made = make_guest_tap();
+      if (!made.ok()) return fail(made.error());
+      tap = std::move(made).value();
+      env->tap_name_ = tap->name;
+    }
     cmdline += " -- " + std::string(kGuestAgentArg) + " uid=" + std::to_string(spec.uid) +
                " gid=" + std::to_string(spec.gid) + (binds ? " binds=1" : "") +
-               (secrets ? " secrets=1" : "");
+               (secrets ? " secrets=1" : "") +
+               (tap ? " net=" + tap->guest_cidr + "," + tap->gateway : "");
     // Under TCG, the microvm machine (the biggest cut: qboot instead of SeaBIOS, no legacy
     // PCI/ISA devices to probe, no ACPI interpreter work for a PC's DSDT). pcie=on gives it
     // a PCIe host bridge for the same devices as on pc: virtio-serial-pci and the two NVMe
@@ -427,6 +519,11 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
                                    "/secrets.squashfs,if=none,id=sec,format=raw,readonly=on",
                                "-device", "nvme,drive=sec,serial=sandgate-sec"});
     }
+    if (tap) {
+      // QEMU gets the tap as its descriptor 3 (kTapFd below).
+      argv.insert(argv.end(), {"-netdev", "tap,id=net0,fd=3", "-device",
+                               "virtio-net-pci,netdev=net0,mac=52:54:00:53:47:01"});
+    }
     if (accel == "kvm") argv.insert(argv.begin() + 3, {"-cpu", "host"});
 
     // Prepared before fork: the child only waits for "go" and execs.
@@ -440,6 +537,7 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
     auto go = make_pipe(O_CLOEXEC);
     if (!go.ok()) return fail(go.error());
     int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    const int tap_fd = tap ? tap->fd.get() : -1;
     auto start = std::chrono::steady_clock::now();
     pid_t pid = ::fork();
     if (pid < 0) return fail(sys_error("fork QEMU"));
@@ -452,7 +550,12 @@ Result<std::unique_ptr<MicrovmEnvironment>> MicrovmProvider::create_vm(const Env
       ::dup2(null_fd, 0);
       ::dup2(null_fd, 1);
       ::dup2(null_fd, 2);
-      syscall(SYS_close_range, 3, ~0U, 0);
+      // dup2 clears close-on-exec on the copy; a tap that is 3 already keeps its flag.
+      if (tap_fd == 3)
+        ::fcntl(3, F_SETFD, 0);
+      else if (tap_fd >= 0)
+        ::dup2(tap_fd, 3);
+      syscall(SYS_close_range, tap_fd >= 0 ? 4 : 3, ~0U, 0);
       ::execve(cargv[0], cargv.data(), cenv.data());
       ::_exit(127);
     }

@@ -107,6 +107,11 @@ class MicrovmEnvironment : public Environment {
   // From the guest's cgroups /agent and /main, as the last exec's end reported them; asked
   // with a resident `true` when no exec has ended yet.
   std::optional<ResidentUsage> guest_resident_usage() override;
+  // share_host_network: the guest's one device is a tap in the launcher's namespace.
+  bool routes_end_in_launcher() const override { return !tap_name_.empty(); }
+  // The guest kernel's, which its supervisor built the calls' ruleset for.
+  int landlock_abi() const override { return supervisor_ ? supervisor_->landlock_abi() : -1; }
+  const std::string& tap_name() const { return tap_name_; }
   Status destroy() override;
   Status settle_workspace() override { return read_back(); }
   // The tmpfs on the host that holds the secrets' image (for checks that another run cannot
@@ -144,6 +149,7 @@ class MicrovmEnvironment : public Environment {
   std::string machine_;
   pid_t qemu_pid_ = -1;
   std::optional<ResidentUsage> guest_resident_;  // as the last exec's end reported it
+  std::string tap_name_;  // the guest's network device's host end (share_host_network)
   ChildProcess qemu_;
   std::optional<Supervisor> supervisor_;
   UniqueFd bridge_stop_;  // eventfd

@@ -3,7 +3,12 @@
 // here), so the checks of a running guest share one test.
 #include "providers/microvm.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -392,6 +397,94 @@ TEST_F(MicrovmTest, FilesArePutResidentsLiveInMainAndTheGuestCountsTheirMemory) 
       << "the resident's 40 MiB, as the guest counts it";
   EXPECT_EQ(after->oom_kills, 0u);
   ASSERT_TRUE(env->destroy().ok());
+}
+
+// share_host_network (test-only), the one weakening a guest takes: a network device on the
+// launcher's network. Here the launcher is a thread in a network namespace of the test's own
+// (nothing leaves it), with a decoy address on its loopback, as `sandgate probe`'s lab has.
+// What the guest sends reaches the decoy; the tap goes with the guest.
+TEST_F(MicrovmTest, ShareHostNetworkIsATapOnTheLaunchersNetworkAndGoesWithTheGuest) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(ready(), why_not());
+  providers::EnvSpec spec;
+  spec.weakenings = {providers::Weakening::kShareHostNetwork};
+  {
+    providers::MicrovmProvider plain(options_);
+    auto refused = plain.create(spec);
+    ASSERT_FALSE(refused.ok()) << "a weakening outside the self-test";
+    EXPECT_NE(refused.error().message().find("--self-test"), std::string::npos)
+        << refused.error().message();
+  }
+  options_.self_test_weakenings = true;
+  {
+    providers::MicrovmProvider p(options_);
+    providers::EnvSpec other;
+    other.weakenings = {providers::Weakening::kNoSeccomp};
+    auto refused = p.create(other);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("no test-only weakening no_seccomp"),
+              std::string::npos)
+        << refused.error().message();
+  }
+
+  std::string failure, seen, tap_after, received;
+  std::thread lab([&] {
+    auto step = [&](bool ok, const std::string& what) {
+      if (!ok && failure.empty()) failure = what + ": " + std::strerror(errno);
+      return ok;
+    };
+    if (!step(::unshare(CLONE_NEWNET) == 0, "unshare(CLONE_NEWNET)")) return;
+    auto ip = run_command({"ip", "link", "set", "lo", "up"});
+    auto addr = run_command({"ip", "addr", "add", "203.0.113.10/32", "dev", "lo"});
+    if (!step(ip.ok() && addr.ok() && ip->status.code == 0 && addr->status.code == 0,
+              "ip on the test's namespace"))
+      return;
+    UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct sockaddr_in at {};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(4443);
+    ::inet_pton(AF_INET, "203.0.113.10", &at.sin_addr);
+    int one = 1;
+    ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (!step(::bind(listener.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) == 0 &&
+                  ::listen(listener.get(), 4) == 0,
+              "listen on the decoy"))
+      return;
+    auto env = boot(spec);
+    if (!env) return;
+    auto net = sh(*env, "ls /sys/class/net");
+    seen = net.stdout_data;
+    // The guest connects to the decoy and says hello; the decoy reads it.
+    std::thread accept([&] {
+      struct pollfd pfd {
+        listener.get(), POLLIN, 0
+      };
+      if (::poll(&pfd, 1, 60000) != 1) return;
+      UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      char buf[64] = {};
+      ssize_t n = conn.valid() ? ::recv(conn.get(), buf, sizeof buf - 1, MSG_WAITALL) : -1;
+      if (n > 0) received.assign(buf, static_cast<size_t>(n));
+    });
+    auto hello = sh(*env,
+                    "python3 -c \"import socket; s = socket.create_connection(('203.0.113.10', "
+                    "4443), timeout=30); s.sendall(b'hello from the guest'); s.close()\"");
+    accept.join();
+    if (hello.status.code != 0) failure = "the guest's connect: " + hello.stderr_data;
+    std::string tap;
+    for (auto* list = ::if_nameindex(); list; list = nullptr) {
+      for (auto* i = list; i->if_index; ++i)
+        if (std::string(i->if_name).rfind("sgvm", 0) == 0) tap = i->if_name;
+      ::if_freenameindex(list);
+    }
+    if (tap.empty() && failure.empty()) failure = "no sgvm tap in the launcher's namespace";
+    (void)env->destroy();
+    if (!tap.empty() && ::if_nametoindex(tap.c_str()) != 0) tap_after = tap;
+  });
+  lab.join();
+  ASSERT_EQ(failure, "");
+  EXPECT_EQ(seen, "eth0\nlo\n");
+  EXPECT_EQ(received, "hello from the guest");
+  EXPECT_EQ(tap_after, "") << "the tap outlived its guest";
 }
 
 TEST_F(MicrovmTest, WorkspaceIsReadBackAfterTheGuestStopsAndDestroyLeavesNothing) {

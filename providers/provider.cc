@@ -34,6 +34,10 @@ Status Environment::put_file(const std::string& name, std::string_view data) {
   return replace_file_in(workspace_host_path(), name, data);
 }
 
+std::vector<Weakening> honoured_weakenings(const ProviderInfo& info) {
+  return info.only_weakenings.empty() ? all_weakenings() : info.only_weakenings;
+}
+
 BindMount parse_bind_mount(const std::string& spec) {
   auto colon = spec.find(':');
   if (colon == std::string::npos) return {spec, spec};

@@ -210,6 +210,14 @@ class Environment {
   // guest with a resident exec (no host directory is shared into it).
   // Precondition: not concurrent with exec.
   virtual Status put_file(const std::string& name, std::string_view data);
+  // Whether every route the run's calls have ends in the launcher's network namespace (in
+  // `sandgate probe`, the lab, which has no route off the machine): a microVM whose one network
+  // device is a tap there (share_host_network). The probes then send to decoys that are not
+  // local to them (lab_routed=1). Default: no such guarantee.
+  virtual bool routes_end_in_launcher() const { return false; }
+  // The Landlock ABI of the kernel the calls run under, as far as the calls' ruleset uses it
+  // (0: no Landlock); -1: unknown (host_dir, external providers).
+  virtual int landlock_abi() const { return -1; }
   // What the run holds outside its calls where its kernel is not the host's (a microVM's
   // guest): as of the end of its last exec (Call::resident ones included). nullopt: the run's
   // processes are in the host's cgroups; read those (RunSession::resident_usage).
@@ -237,9 +245,15 @@ struct ProviderInfo {
   bool unsafe = false;  // offers no isolation; needs an explicit flag and is marked in reports
   CapabilitySet capabilities;
   // Not among the providers `qualify` takes by default (name it with --provider): microvm,
-  // which boots a VM per run and does not yet run the probe suite or the replay.
+  // which boots a VM per run.
   bool opt_in = false;
+  // The test-only weakenings it honours, where it does not honour every one (microvm: only
+  // share_host_network); `probe --self-test` runs these and lists the others as not
+  // applicable. Empty: every weakening.
+  std::vector<Weakening> only_weakenings = {};
 };
+// The weakenings `info`'s provider honours (ProviderInfo::only_weakenings, else all).
+std::vector<Weakening> honoured_weakenings(const ProviderInfo& info);
 
 // How a provider is constructed: host paths and the explicit unsafe opt-in.
 struct ProviderOptions {

@@ -111,6 +111,7 @@ class SupervisedEnvironment : public Environment {
   Status destroy() override;
 
   pid_t supervisor_pid() const { return supervisor_ ? supervisor_->pid() : -1; }
+  int landlock_abi() const override { return supervisor_ ? supervisor_->landlock_abi() : -1; }
   // A foreground runtime's pid while it runs (ContainedLaunch::foreground_output); -1: none.
   pid_t runtime_pid() const { return supervisor_ ? supervisor_->runtime_pid() : -1; }
   const RunLayout& layout() const { return layout_; }

@@ -446,6 +446,7 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
   // A contained supervisor is not our child: its host pid comes with "ready" (the kernel adds
   // the sender's credentials for a receiver with SO_PASSCRED, translated into our namespace).
   if (s.contained_) s.contained_pid_ = reply->sender_pid;
+  s.landlock_abi_ = ev->landlock_abi;
   if (auto steps = reply->body.find("setup_ms");
       steps != reply->body.end() && steps->is_string() && spdlog::should_log(spdlog::level::debug))
     spdlog::debug("supervisor set-up (ms): {}", excerpt(steps->get<std::string>(), 1024));

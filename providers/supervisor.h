@@ -220,6 +220,8 @@ class Supervisor {
   Status stop();
 
   pid_t pid() const { return contained_ ? contained_pid_ : process_.pid(); }
+  // The Landlock ABI the calls' ruleset was built for, as "ready" said (0: no Landlock).
+  int landlock_abi() const { return landlock_abi_; }
   // A foreground runtime's pid while it runs (our child); -1: none.
   pid_t runtime_pid() const { return runtime_.pid(); }
   // How the foreground runtime ended, once stop() has waited for it; nullopt before, or none.
@@ -242,6 +244,7 @@ class Supervisor {
   bool isolate_ = false;
   bool contained_ = false;
   pid_t contained_pid_ = -1;  // host pid of a contained supervisor (not our child)
+  int landlock_abi_ = 0;
   ChildProcess process_;
   UniqueFd control_;
   uint64_t next_call_ = 1;

@@ -156,6 +156,11 @@ Result<SupervisorEvent> read_supervisor_event(const Json& body) {
       return bad("field 'in_parked': expected true or false, got " + describe_json(*ip));
     ev.in_parked = ip->get<bool>();
   }
+  if (auto la = body.find("landlock_abi"); la != body.end()) {
+    if (!la->is_number_integer() || la->get<int64_t>() < 0 || la->get<int64_t>() > 1000)
+      return bad("field 'landlock_abi': expected an ABI version, got " + describe_json(*la));
+    ev.landlock_abi = la->get<int>();
+  }
   if (auto lm = body.find("landlock_missing"); lm != body.end()) {
     if (!lm->is_string())
       return bad("field 'landlock_missing': expected a string, got " + describe_json(*lm));

@@ -73,6 +73,7 @@ struct SupervisorEvent {
   bool in_child = false;         // exec_failed: the call's own failure to start
   bool in_parked = false;        // started: in the process parked ahead (Supervisor::park)
   std::string landlock_missing;  // ready: why the jail has no Landlock ("" when it has)
+  int landlock_abi = 0;          // ready: the Landlock ABI the calls' ruleset was built for
   Error error;                   // error, exec_failed, park_failed
 };
 Result<SupervisorEvent> read_supervisor_event(const Json& body);

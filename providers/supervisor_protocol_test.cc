@@ -57,11 +57,13 @@ TEST(ProtocolTest, ErrorsKeepStepPathAndErrno) {
 // uncaught nlohmann type_error from value() in the host's call loop, which ended sandgate
 // (found by tests/fuzz/supervisor_fuzz.cc; inputs in tests/fuzz/crashes/supervisor/).
 TEST(ProtocolTest, SupervisorEventsOfTheWrongShapeAreErrorsNotExceptions) {
-  for (const char* text : {R"({"op":5})", R"({"op":"exited","id":"7"})", R"({"op":"exited","id":-1})",
-                           R"({"op":"exited","id":7,"wait_status":"0"})",
-                           R"({"op":"exited","id":7,"wait_status":1e300})",
-                           R"({"op":"exec_failed","id":7,"in_child":1})",
-                           R"({"op":"ready","landlock_missing":[]})", "[]", "null", R"("ready")"}) {
+  for (const char* text :
+       {R"({"op":5})", R"({"op":"exited","id":"7"})", R"({"op":"exited","id":-1})",
+        R"({"op":"exited","id":7,"wait_status":"0"})",
+        R"({"op":"exited","id":7,"wait_status":1e300})",
+        R"({"op":"exec_failed","id":7,"in_child":1})", R"({"op":"ready","landlock_missing":[]})",
+        R"({"op":"ready","landlock_abi":"7"})", R"({"op":"ready","landlock_abi":-1})",
+        R"({"op":"ready","landlock_abi":1e9})", "[]", "null", R"("ready")"}) {
     Json j = Json::parse(text);
     Result<SupervisorEvent> ev = Error{};
     EXPECT_NO_THROW(ev = read_supervisor_event(j)) << text;
@@ -71,6 +73,9 @@ TEST(ProtocolTest, SupervisorEventsOfTheWrongShapeAreErrorsNotExceptions) {
 }
 
 TEST(ProtocolTest, SupervisorEventsReadTheirFields) {
+  auto ready = read_supervisor_event(Json::parse(R"({"op":"ready","landlock_abi":7})"));
+  ASSERT_TRUE(ready.ok()) << ready.error().message();
+  EXPECT_EQ(ready->landlock_abi, 7);
   auto exited = read_supervisor_event(Json::parse(R"({"op":"exited","id":7,"wait_status":256})"));
   ASSERT_TRUE(exited.ok()) << exited.error().message();
   EXPECT_EQ(exited->op, "exited");

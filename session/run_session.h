@@ -106,6 +106,11 @@ class RunSession {
   // or a microVM guest's own cgroups (as of its last exec's end).
   Result<ResidentUsage> resident_usage();
 
+  // providers::Environment::routes_end_in_launcher.
+  bool routes_end_in_launcher() const { return env_ && env_->routes_end_in_launcher(); }
+  // providers::Environment::landlock_abi (-1: unknown).
+  int landlock_abi() const { return env_ ? env_->landlock_abi() : -1; }
+
   // What the run hands back before it ends (session/export.h): the commits at the workspace's
   // HEAD as a branch of the recipe's repository, and/or a copy of the final workspace. Call
   // between the last call and close(); whatever it leaves out is destroyed by close().
