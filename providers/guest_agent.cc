@@ -269,8 +269,8 @@ void configure_network(const std::string& spec) {
   std::string address = spec.substr(0, slash);
   int prefix = std::atoi(spec.substr(slash + 1, comma - slash - 1).c_str());
   std::string gateway = spec.substr(comma + 1);
-  struct in_addr addr {
-  }, gw{};
+  struct in_addr addr = {};
+  struct in_addr gw = {};
   if (prefix < 1 || prefix > 32 || ::inet_pton(AF_INET, address.c_str(), &addr) != 1 ||
       ::inet_pton(AF_INET, gateway.c_str(), &gw) != 1)
     fail(logic_error("network", "net= wants ADDRESS/PREFIX,GATEWAY", spec));
@@ -349,10 +349,11 @@ int run_guest_agent(int argc, char** argv, const GuestCallControlFactory& guest_
   do_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
   do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC);
   load_modules();
-  if (!network.empty()) configure_network(network);
   std::string port_dev = wait_for_device("/sys/class/virtio-ports", "name", "sandgate");
   g_port = ::open(port_dev.c_str(), O_RDWR | O_CLOEXEC);
   if (g_port < 0) fail(sys_error("open the agent's port", port_dev));
+  // After the port: a network that cannot be set up is told to the host.
+  if (!network.empty()) configure_network(network);
   std::string base_dev = wait_for_device("/sys/class/nvme", "serial", "sandgate-base");
   std::string ws_dev = wait_for_device("/sys/class/nvme", "serial", "sandgate-ws");
   std::string ro_dev = binds ? wait_for_device("/sys/class/nvme", "serial", "sandgate-ro") : "";

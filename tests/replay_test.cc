@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <iostream>
 
@@ -265,9 +266,10 @@ TEST_F(ReplayTest, ReplayOfAShortRealTraceIsFaithfulAndLeavesNothing) {
 
 // The same trace replayed in a microVM (issue 14): the segments and the held level are put into
 // the guest's workspace, the hold lives in the guest's /main, each call's grant and figures are
-// the guest's. Checked: every call completes, none is lost, and the calls' memory as the
-// guest's cgroups saw it and as sandgate-load saw it are both reported. The figures are
-// printed, not held to the 5% of the namespaces test: under TCG the guest is slow.
+// the guest's. Checked: every call completes, none is lost, and the burst's peak as the guest's
+// call cgroup saw it agrees with what sandgate-load made (a host-side figure, QEMU's memory,
+// would not). How close both come to the trace is printed, not held: under TCG on a busy host
+// the guest cannot keep the trace's pace (alone 0.1-0.3% off; beside the suite once 77%).
 TEST_F(ReplayTest, ReplaysInAMicrovmWithTheGuestsFigures) {
   SANDGATE_REQUIRE_ROOT();
   auto vm = providers::microvm_host(options_.paths);
@@ -295,10 +297,8 @@ TEST_F(ReplayTest, ReplaysInAMicrovmWithTheGuestsFigures) {
   double self = f["memory_peak_rel_error_self"]["max"].get<double>();
   std::cerr << "[ microvm  ] memory peak error (the guest's cgroup, max) " << host << ", self "
             << self << "; end error p95 " << f["end_abs_error_ms"]["p95"] << " ms\n";
-  // The guest's figure is its call cgroup's peak, so it tracks what sandgate-load made: a
-  // host-side figure (QEMU's memory) or none at all would be far off.
-  EXPECT_LT(host, 0.5);
-  EXPECT_LT(self, 0.5);
+  // The guest's figure is its call cgroup's peak, so it tracks what sandgate-load made.
+  EXPECT_LT(std::abs(host - self), 0.05) << "the guest's cgroup and sandgate-load disagree";
   const Json& calls = (*parsed)["runs"]["default"][0]["calls"];
   ASSERT_EQ(calls.size(), recorded->calls.size());
   for (const auto& c : calls) {
