@@ -471,14 +471,16 @@ TEST_F(ReplayTest, ReportHasTheReplaySectionAndItsTimeline) {
   ASSERT_EQ(t.calls.size(), recorded->calls.size());
   EXPECT_EQ(t.calls[2].intent, "test");
   // Sampled every 100 ms over a replay of about 5 s: dozens of points, none before the run was
-  // ready, and the 300 MB burst shows in them.
+  // ready, and the 300 MB burst shows in them: outside it the trace never holds more than
+  // 3 MB. Not its full height: beside stress-ng and two other tests the starved generator had
+  // reached 175 MB when a sample was taken (how close it comes is ReplayOfAShortRealTrace's).
   EXPECT_GE(t.samples.size(), 20u);
   uint64_t peak = 0;
   for (const auto& s : t.samples) {
     EXPECT_GE(s.t_ms, 0);
     peak = std::max(peak, s.memory_bytes);
   }
-  EXPECT_GE(peak, 200'000'000u);
+  EXPECT_GE(peak, 100'000'000u);
   std::ifstream in(dir + "/report.html");
   std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(html.find("<svg id=\"burst-timeline-1\""), std::string::npos);
