@@ -187,7 +187,7 @@ int run_probe(Globals& g, const ProbeArgs& a) {
     // The only place ProviderOptions::self_test_weakenings is ever set.
     providers::ProviderOptions po = g.provider_options();
     po.self_test_weakenings = true;
-    // The jail unless --provider names another provider that honours the weakenings (podman).
+    // The jail unless --provider names another provider that honours weakenings (podman, microvm).
     auto provider = g.registry.create(a.provider.empty() ? "namespaces" : a.provider, po);
     if (!provider.ok()) return fail(provider.error());
     auto hardened = (*suite)->run(**provider);
@@ -293,6 +293,8 @@ void add_probe_command(CLI::App& app, Globals& g) {
       "                                  probe its plan names, and the layers it leaves must\n"
       "                                  still block what each holds alone: probes/plan.cc)\n"
       "  sandgate probe --self-test --provider podman   (the same weakenings as Podman flags)\n"
+      "  sandgate probe --self-test --provider microvm  (share_host_network only: a tap on the\n"
+      "                                  lab; the others are listed n/a)\n"
       "Each probe runs natively first (the baseline) inside a fresh lab network namespace with\n"
       "decoys; canaries (tokens, a home, host files, a sentinel process) are removed afterwards.\n"
       "Verdicts: blocked (by which layer), exposed (with the evidence), inconclusive (why).\n"
