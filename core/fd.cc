@@ -139,6 +139,31 @@ Status replace_file_in(const std::string& dir_path, const std::string& name,
   return written;
 }
 
+Result<std::optional<std::string>> read_file_in(const std::string& dir_path,
+                                                const std::string& name, size_t max_bytes) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    return logic_error("read a file", "'" + name + "' is not one file name", dir_path);
+  const std::string path = dir_path + "/" + name;
+  UniqueFd dir(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return sys_error("open the directory", dir_path);
+  UniqueFd fd(
+      ::openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    if (errno == ELOOP) return logic_error("read a file", "is a symbolic link, not followed", path);
+    return sys_error("open", path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat", path);
+  if (!S_ISREG(st.st_mode))
+    return logic_error("read a file", "is " + file_kind(st.st_mode) + ", not a regular file", path);
+  SG_ASSIGN_OR_RETURN(std::string text,
+                      std::move(read_all(fd.get(), max_bytes + 1)).context("reading " + path));
+  if (text.size() > max_bytes)
+    return logic_error("read a file", "more than " + std::to_string(max_bytes) + " bytes", path);
+  return std::optional<std::string>(std::move(text));
+}
+
 Result<DirFd> DirFd::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return sys_error("open directory", path);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -63,6 +64,12 @@ Status write_file(const std::string& path, std::string_view data, int flags = O_
 // under a name of its own, and rename(2) replaces `name` itself, a link there included.
 // `name` must be one file name (no '/'). A reader sees the old content or the new, never part.
 Status replace_file_in(const std::string& dir, const std::string& name, std::string_view data);
+// Reads `name` in `dir` where the directory's content may be another's doing, as
+// replace_file_in writes there: `dir` is opened O_NOFOLLOW and `name` is opened O_NOFOLLOW and
+// O_NONBLOCK below it; anything but a regular file (a link, a FIFO) is an error, as is a file
+// of more than max_bytes. nullopt: there is no such file (yet).
+Result<std::optional<std::string>> read_file_in(const std::string& dir, const std::string& name,
+                                                size_t max_bytes);
 
 // Reads a file a user named as input (a trace, a policy, a data file to import). It must be a
 // regular file: a FIFO, a socket or a device would block forever or never end, so each is

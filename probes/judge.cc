@@ -237,8 +237,10 @@ bool refused_by_landlock(const ProbeReport& r, const ProviderFacts& f) {
   return false;
 }
 
-Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
-                     const std::optional<ProbeReport>& baseline) {
+namespace {
+
+Layer layer_in_one_kernel(const ProbeReport& r, const ProviderFacts& f,
+                          const std::optional<ProbeReport>& baseline) {
   const std::string& e = r.errno_name;
   if (r.boundary == "resource") return Layer::kLimit;
   if (!kernel_refusal(r).empty()) return Layer::kKernel;
@@ -276,6 +278,19 @@ Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
   return boundary_default(r, f);
 }
 
+}  // namespace
+
+// Which layer refused: as in a sandbox under the host's kernel, but where the run has a kernel
+// of its own (kernel.separate: a microVM) what a namespace would hide is simply not in the
+// run's kernel: the host's and other runs' processes, cgroups, keyrings, IPC objects and network.
+Layer blocking_layer(const ProbeReport& r, const ProviderFacts& f,
+                     const std::optional<ProbeReport>& baseline) {
+  Layer l = layer_in_one_kernel(r, f, baseline);
+  if (l == Layer::kNamespace && f.capabilities.count(Capability::kKernelSeparate))
+    return Layer::kKernel;
+  return l;
+}
+
 std::string blocking_reason(const ProbeReport& r, Layer layer) {
   std::string what = r.errno_name.empty() ? to_string(r.result) : r.errno_name;
   std::string sc = probe_syscall(r);
@@ -296,8 +311,13 @@ std::string blocking_reason(const ProbeReport& r, Layer layer) {
     case Layer::kEnvironment: why = what + ": the launching environment did not pass"; break;
     case Layer::kKernel:
       // The probe's own account of the kernel's setting says it all; its detail repeats it.
-      return what + ": refused by the kernel itself, not by the sandbox (" + kernel_refusal(r) +
-             ")";
+      if (!kernel_refusal(r).empty())
+        return what + ": refused by the kernel itself, not by the sandbox (" + kernel_refusal(r) +
+               ")";
+      why = what +
+            ": not in the run's own kernel (the host's and other runs' processes and "
+            "kernel objects are not there)";
+      break;
     case Layer::kNone: why = what; break;
   }
   if (!r.detail.empty()) why += " — " + r.detail;
@@ -354,7 +374,13 @@ Judgement judge_probe(const std::optional<ProbeReport>& baseline, const ProbeRep
                       "a resource probe needs the controller's outcome (judge_resource)");
       case Witness::kHostView:
         // Rule 1 did not fire: what it read is not the host's. A file's view is a mount over
-        // it; sysinfo(2)'s own answer comes from the syscall filter's listener.
+        // it; sysinfo(2)'s own answer comes from the syscall filter's listener; a run with a
+        // kernel of its own read that kernel's.
+        if (facts.capabilities.count(Capability::kKernelSeparate))
+          return decide(j, Verdict::kBlocked,
+                        "it read its own kernel's, not the host's" +
+                            (evidence.empty() ? "" : ": " + evidence),
+                        Layer::kKernel);
         return decide(
             j, Verdict::kBlocked,
             "it read a view of its own, not the host's" + (evidence.empty() ? "" : ": " + evidence),

@@ -65,8 +65,10 @@ enum class Layer {
   kEgress,       // an egress policy dropped the traffic (the provider has one)
   kLimit,        // a resource limit (cgroup, rlimit, the controller's deadline)
   kEnvironment,  // the launching environment was scrubbed (variables did not pass)
-  kKernel,       // the host kernel's own setting refuses it to every unprivileged caller,
-                 // sandboxed or not (dev.tty.legacy_tiocsti = 0): not the sandbox's doing
+  kKernel,       // a kernel refuses it by itself: the host kernel's own setting refuses it
+                 // to every unprivileged caller, sandboxed or not (dev.tty.legacy_tiocsti = 0),
+                 // or, for a run with a kernel of its own (kernel.separate), the thing is not
+                 // in that kernel at all (where a jail's namespace would hide it)
 };
 std::string to_string(Layer l);  // "namespace", "seccomp", ...
 

@@ -358,6 +358,28 @@ TEST(JudgeLayers, AbsentTokenIsEnvironment) {
   file.evidence = {{"path", "/var/tmp/home/.ssh/id_ed25519"}};
   EXPECT_EQ(blocking_layer(file, namespaces_facts()), Layer::kMount);
 }
+// A run with a kernel of its own (a microVM declares kernel.separate): what a jail's namespace
+// hides is not in the run's kernel at all, and the layer and the reason say so. Other layers
+// stay what they are (a path's absence is the mount's, a refusal of the filter the filter's).
+TEST(JudgeLayers, WithAKernelOfItsOwnTheNamespacesPartIsTheKernels) {
+  ProviderFacts vm;
+  vm.capabilities = {Capability::kKernelSeparate, Capability::kNetNone, Capability::kProcPidNs};
+  auto gone = report("crossrun.see_processes", ProbeResult::kNotFound, "ESRCH");
+  EXPECT_EQ(blocking_layer(gone, namespaces_facts()), Layer::kNamespace);
+  EXPECT_EQ(blocking_layer(gone, vm), Layer::kKernel);
+  auto j = judge(gone, Witness::kSelf, {}, vm);
+  EXPECT_EQ(j.verdict, Verdict::kBlocked) << j.why;
+  EXPECT_EQ(to_string(j.layer), "kernel");
+  EXPECT_NE(j.why.find("not in the run's own kernel"), std::string::npos) << j.why;
+  EXPECT_EQ(j.why.find("not by the sandbox"), std::string::npos) << j.why;
+  auto unreachable = report("net.metadata_v4_get", ProbeResult::kDenied, "ENETUNREACH");
+  EXPECT_EQ(blocking_layer(unreachable, namespaces_facts()), Layer::kNamespace);
+  EXPECT_EQ(blocking_layer(unreachable, vm), Layer::kKernel);
+  auto file = report("fs.read_host_canary", ProbeResult::kNotFound, "ENOENT", "read /var/tmp/x");
+  EXPECT_EQ(blocking_layer(file, vm), Layer::kMount);
+  EXPECT_EQ(blocking_layer(report("proc.x", ProbeResult::kDenied, "EACCES"), vm),
+            Layer::kPermissions);
+}
 // TIOCSTI under dev.tty.legacy_tiocsti = 0: the kernel answers EIO to every caller without
 // CAP_SYS_ADMIN, so the refusal is the kernel's, not the sandbox's, and the reason says so. The
 // same probe refused by the filter first (EPERM) is the filter's, whatever the setting.
@@ -703,6 +725,22 @@ TEST(JudgeHostView, AViewOfItsOwnIsBlockedByTheMount) {  // the negative twin
                       Witness::kHostView);
   EXPECT_EQ(masked.verdict, Verdict::kBlocked);
   EXPECT_EQ(masked.layer, Layer::kMount);
+}
+// With a kernel of its own the run read that kernel's boot id, sysinfo and files: the kernel's
+// doing, not a mount's or the filter's. The host's own bytes are exposed all the same.
+TEST(JudgeHostView, AKernelOfItsOwnReadsItsOwnKernels) {
+  ProviderFacts vm;
+  vm.capabilities = {Capability::kKernelSeparate};
+  for (const char* id : {"disclosure.boot_id", "disclosure.sysinfo"}) {
+    auto j = judge(reached(id), Witness::kHostView, {}, vm);
+    EXPECT_EQ(j.verdict, Verdict::kBlocked) << id;
+    EXPECT_EQ(j.layer, Layer::kKernel) << id;
+    EXPECT_NE(j.why.find("its own kernel's, not the host's"), std::string::npos) << j.why;
+  }
+  HostEvidence host;
+  host.disclosed = {"/proc/sys/kernel/random/boot_id (the same bytes: digest 0123)"};
+  EXPECT_EQ(judge(reached("disclosure.boot_id"), Witness::kHostView, host, vm).verdict,
+            Verdict::kExposed);
 }
 
 // sysinfo(2)'s own answer comes from the filter's listener, not a mount (issue 16); the host's

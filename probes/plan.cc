@@ -423,6 +423,9 @@ std::vector<std::string> probes_testing(Capability c) {
       {Capability::kIpcIsolated,
        {"crossrun.sysv_shm", "crossrun.sysv_msg", "crossrun.dev_shm_canary"}},
       {Capability::kEphemeralWorkspace, {"persist.find"}},
+      // Every process under the host's kernel reads its boot id: a run that does has no kernel
+      // of its own, whatever it declares.
+      {Capability::kKernelSeparate, {"disclosure.boot_id"}},
       {Capability::kLimitsPerCall,
        {"resource.memory", "resource.fork_bomb", "resource.cpu_spin", "resource.wall_clock",
         "resource.fd_exhaust", "resource.disk_fill"}},

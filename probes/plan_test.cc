@@ -121,5 +121,19 @@ TEST(Plan, ContradictionsAreDeclaredCapabilitiesWithAnExposedProbe) {
   EXPECT_TRUE(contradicted_capabilities({}, js).empty());
 }
 
+// A run that reads the host's boot id runs under the host's kernel: a provider declaring a
+// kernel of its own (which names the layer its refusals get, judge.h) is contradicted by it.
+TEST(Plan, AKernelOfItsOwnIsContradictedByTheHostsBootId) {
+  EXPECT_EQ(probes_testing(Capability::kKernelSeparate),
+            (std::vector<std::string>{"disclosure.boot_id"}));
+  auto k = contradicted_capabilities({Capability::kKernelSeparate},
+                                     {judged("disclosure.boot_id", Verdict::kExposed)});
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_EQ(k[0].capability, Capability::kKernelSeparate);
+  EXPECT_TRUE(contradicted_capabilities({Capability::kKernelSeparate},
+                                        {judged("disclosure.boot_id", Verdict::kBlocked)})
+                  .empty());
+}
+
 }  // namespace
 }  // namespace sandgate::probes

@@ -178,6 +178,113 @@ void signal_holder(const std::string& workspace_a, const std::string& marker, co
   (void)replace_file_in(workspace_a, "sandgate-crossrun-" + marker + "." + what, "");
 }
 
+// Run A's crossrun.plant: a resident process of run A that holds its canaries, listeners and
+// SysV objects while run B's probes run, driven through files in A's workspace (crossrun.cc):
+// its ready file, the host's signals (burst, inotify-release, release), and its report.
+//
+// Where the host sees A's workspace live, the holder is an exec of A's in a thread here; its
+// ready file is read and the signals written on the host, nothing followed; its report is its
+// stdout. A microVM's run takes one exec at a time and its workspace is in its guest: there the
+// holder detaches (a resident process lives on in its run), every file is read or written by
+// an exec of A's, and the holder's stdout goes to a file of its own, renamed into place when
+// it ends.
+class CrossrunHolder {
+ public:
+  CrossrunHolder(session::RunSession& a, const std::string& marker)
+      : a_(a),
+        live_(a.workspace_live_on_host()),
+        marker_(marker),
+        name_("sandgate-crossrun-" + marker) {}
+  ~CrossrunHolder() {
+    if (started_ && !released_) signal("release");
+    if (thread_.joinable()) thread_.join();
+  }
+  CrossrunHolder(const CrossrunHolder&) = delete;
+  CrossrunHolder& operator=(const CrossrunHolder&) = delete;
+
+  // How long it holds at most: it ends when released. A guest's probes take seconds each under
+  // TCG, so it waits longer there.
+  std::string hold_param() const { return live_ ? "hold_ms=20000" : "hold_ms=600000"; }
+
+  void start(std::vector<std::string> argv) {
+    started_ = true;
+    providers::Call c;
+    if (live_) {
+      c.argv = std::move(argv);
+      thread_ = std::thread([this, c] { result_ = a_.run_resident(c); });
+      return;
+    }
+    c.argv = {"/bin/sh", "-c",
+              "(\"$@\" </dev/null >\"$0.tmp\" 2>/dev/null; mv -f \"$0.tmp\" \"$0\") "
+              "</dev/null >/dev/null 2>&1 &",
+              report_name()};
+    c.argv.insert(c.argv.end(), argv.begin(), argv.end());
+    auto r = a_.run_resident(c);
+    if (!r.ok())
+      result_ = std::move(r).error();
+    else if (!r->status.exited || r->status.code != 0)
+      result_ = logic_error("start run A's holder", r->status.describe() + ": " + r->stderr_data);
+  }
+
+  // Its ready file, once it holds everything.
+  Result<Json> wait_ready() {
+    const auto timeout = live_ ? std::chrono::seconds(10) : std::chrono::seconds(180);
+    const auto deadline = steady_clock::now() + timeout;
+    const std::string ready = name_ + ".ready.json";
+    while (steady_clock::now() < deadline) {
+      if (!live_ && !result_.ok()) return result_.error();
+      SG_ASSIGN_OR_RETURN(auto text, a_.get_file(ready, 1 << 20));
+      if (text) return parse_json(*text, "run A's " + ready);
+      if (!live_) {  // a holder that ended early has left its report
+        SG_ASSIGN_OR_RETURN(auto report, a_.get_file(report_name(), 1 << 20));
+        if (report)
+          return logic_error("wait for run A", "its holder ended before it was ready", *report);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(live_ ? 5 : 100));
+    }
+    return logic_error("wait for run A", "no ready file after " + format_duration(timeout),
+                       name_ + ".ready.json");
+  }
+
+  // One of the holder's signals: an empty file of that name in A's workspace.
+  void signal(const char* what) {
+    if (!started_) return;
+    if (std::string_view(what) == "release") released_ = true;
+    if (live_)
+      signal_holder(a_.workspace_host_path(), marker_, what);
+    else
+      (void)a_.put_file(name_ + "." + what, "");
+  }
+
+  // What it printed, once released: its reports.
+  Result<std::string> report() {
+    if (live_) {
+      if (thread_.joinable()) thread_.join();
+      if (!result_.ok()) return result_.error();
+      return result_->stdout_data;
+    }
+    if (!result_.ok()) return result_.error();
+    const auto deadline = steady_clock::now() + std::chrono::seconds(120);
+    while (steady_clock::now() < deadline) {
+      SG_ASSIGN_OR_RETURN(auto text, a_.get_file(report_name(), 4 << 20));
+      if (text) return std::move(*text);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return logic_error("wait for run A's holder", "no report 120 s after its release",
+                       report_name());
+  }
+
+ private:
+  std::string report_name() const { return name_ + ".report"; }
+
+  session::RunSession& a_;
+  const bool live_;
+  const std::string marker_, name_;
+  bool started_ = false, released_ = false;
+  std::thread thread_;
+  Result<ExecResult> result_ = ExecResult{};
+};
+
 // What run A's holder saw of B: a touch is host-side evidence against B's probes.
 std::vector<std::string> crossrun_touches(const ProbeReport& plant) {
   std::vector<std::string> out;
@@ -524,6 +631,13 @@ class Suite::Context {
     return j;
   }
 
+  // What keeps one run's processes and kernel objects from another's and the host's: the
+  // run's namespaces, or a kernel of its own (judge.h, Layer::kKernel).
+  Layer isolating_layer() const {
+    return facts_.capabilities.count(Capability::kKernelSeparate) ? Layer::kKernel
+                                                                  : Layer::kNamespace;
+  }
+
   // One call of the probe binary; the reports it printed.
   Result<std::vector<ProbeReport>> call(session::RunSession& run,
                                         const std::vector<std::string>& ids,
@@ -610,63 +724,58 @@ class Suite::Context {
     SG_ASSIGN_OR_RETURN(auto a, open_run());
     SG_ASSIGN_OR_RETURN(auto b, open_run());
     const std::string m = s_.marker();
-    std::string ready_file = a->workspace_host_path() + "/sandgate-crossrun-" + m + ".ready.json";
-    // Run A's holder, a resident process of run A, in a thread: it returns when released.
-    Result<ExecResult> a_result = logic_error("crossrun", "run A did not run");
-    std::thread holder([&] {
-      providers::Call c;
+    Result<std::string> a_stdout = logic_error("crossrun", "run A did not run");
+    {
+      CrossrunHolder holder(*a, m);
       auto p = params(a->workspace_path());
-      p.push_back("hold_ms=20000");
+      p.push_back(holder.hold_param());
       p.push_back("hold_inotify=1");
-      c.argv = probe_argv(probe_, {"crossrun.plant"}, p);
-      a_result = a->run_resident(c);
-    });
-    auto ready = wait_for_json(ready_file, std::chrono::seconds(10));
-    std::vector<std::string> extra;
-    if (ready.ok()) extra = crossrun_params(*ready, a->workspace_host_path());
-    extra.push_back("other_secrets=" + a->secrets_host_path());
-    for (const Listed* l : s_.probes_of("crossrun")) {
-      if (l->id == "crossrun.plant") continue;
-      // A bursts about a second after this, while B watches.
-      if (l->id == "crossrun.load_side_channel")
-        signal_holder(a->workspace_host_path(), m, "burst");
-      Window w = open_window();
-      auto reports =
-          ready.ok() ? call(*b, {l->id}, extra) : Result<std::vector<ProbeReport>>(ready.error());
-      // A's inotify hold starves whoever shares its uid's count: it ends as soon as it is seen.
-      if (l->id == "crossrun.user_inotify")
-        signal_holder(a->workspace_host_path(), m, "inotify-release");
-      HostEvidence host = close_window(w);
-      if (l->id == "crossrun.load_side_channel")
-        host.notes.push_back(
-            "/proc/loadavg, /proc/stat and /proc/pressure/* count the whole kernel unless the "
-            "provider gives each run its own view of them (the per-run /proc views of the "
-            "namespaces jail, and of podman but for /proc/pressure/*) or its own kernel (a "
-            "microVM)");
-      std::optional<ProbeReport> r;
-      if (reports.ok()) r = find_report(*reports, l->id);
-      out.push_back(judge(l->id, r, host, reports.ok() ? "" : reports.error().message()));
+      holder.start(probe_argv(probe_, {"crossrun.plant"}, p));
+      auto ready = holder.wait_ready();
+      std::vector<std::string> extra;
+      if (ready.ok()) extra = crossrun_params(*ready, a->workspace_host_path());
+      extra.push_back("other_secrets=" + a->secrets_host_path());
+      for (const Listed* l : s_.probes_of("crossrun")) {
+        if (l->id == "crossrun.plant") continue;
+        // A bursts about a second after this, while B watches.
+        if (l->id == "crossrun.load_side_channel") holder.signal("burst");
+        Window w = open_window();
+        auto reports =
+            ready.ok() ? call(*b, {l->id}, extra) : Result<std::vector<ProbeReport>>(ready.error());
+        // A's inotify hold starves whoever shares its uid's count: it ends as soon as it is seen.
+        if (l->id == "crossrun.user_inotify") holder.signal("inotify-release");
+        HostEvidence host = close_window(w);
+        if (l->id == "crossrun.load_side_channel")
+          host.notes.push_back(
+              "/proc/loadavg, /proc/stat and /proc/pressure/* count the whole kernel unless the "
+              "provider gives each run its own view of them (the per-run /proc views of the "
+              "namespaces jail, and of podman but for /proc/pressure/*) or its own kernel (a "
+              "microVM)");
+        std::optional<ProbeReport> r;
+        if (reports.ok()) r = find_report(*reports, l->id);
+        out.push_back(judge(l->id, r, host, reports.ok() ? "" : reports.error().message()));
+      }
+      holder.signal("release");
+      a_stdout = holder.report();
     }
-    signal_holder(a->workspace_host_path(), m, "release");
-    holder.join();
     // Run A's own account of who touched its objects: the host-side witness of the whole
     // boundary (a connection, a signal, an attach, a message taken).
     HostEvidence touched;
     std::optional<ProbeReport> plant;
-    if (a_result.ok()) {
-      auto reports = parse_reports(a_result->stdout_data, "crossrun.plant");
+    if (a_stdout.ok()) {
+      auto reports = parse_reports(*a_stdout, "crossrun.plant");
       if (reports.ok()) plant = find_report(*reports, "crossrun.plant");
     }
     if (plant) touched.other_run = crossrun_touches(*plant);
     Judgement j =
         judge_host_check("crossrun.plant", "crossrun",
                          "run A holds canaries, listeners and SysV objects while run B runs",
-                         touched, Layer::kNamespace, "run A saw nobody touch what it held");
+                         touched, isolating_layer(), "run A saw nobody touch what it held");
     if (!plant) {
       j.verdict = Verdict::kInconclusive;
       j.layer = Layer::kNone;
       j.why = "run A's holder did not report" +
-              (a_result.ok() ? "" : ": " + a_result.error().message());
+              (a_stdout.ok() ? "" : ": " + a_stdout.error().message());
     }
     j.sandbox = plant;
     out.push_back(std::move(j));
@@ -717,7 +826,7 @@ class Suite::Context {
     out.push_back(judge_host_check(
         "persist.after_destroy", "persist",
         "after destroy: no process, cgroup, marker or secret left on the host", after,
-        Layer::kNamespace, "the run's processes, cgroups and files went with it"));
+        isolating_layer(), "the run's processes, cgroups and files went with it"));
     // Left by an unsafe provider: removed before the next look.
     (void)run_command(
         {s_.options_.probe_binary, "cleanup", "--param", "marker=" + m, "--param", "home=" + home});

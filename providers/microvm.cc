@@ -685,6 +685,24 @@ Status MicrovmEnvironment::put_file(const std::string& name, std::string_view da
   return {};
 }
 
+Result<std::optional<std::string>> MicrovmEnvironment::get_file(const std::string& name,
+                                                                size_t max_bytes) {
+  SG_TRY(check_put_name(name));
+  Call get;
+  get.argv = {"/bin/sh", "-c", "[ -f \"$1\" ] || exit 3; exec cat -- \"$1\"", "get", name};
+  get.resident = true;
+  get.output_limit = max_bytes;
+  SG_ASSIGN_OR_RETURN(auto r, exec(get, {}));
+  if (r.status.exited && r.status.code == 3) return std::optional<std::string>();
+  if (!r.status.exited || r.status.code != 0)
+    return logic_error("read a file in the guest",
+                       name + ": " + r.status.describe() + ": " + r.stderr_data);
+  if (r.stdout_truncated)
+    return logic_error("read a file in the guest",
+                       name + ": more than " + std::to_string(max_bytes) + " bytes");
+  return std::optional<std::string>(std::move(r.stdout_data));
+}
+
 std::optional<ResidentUsage> MicrovmEnvironment::guest_resident_usage() {
   if (!guest_resident_ && supervisor_ && !stopped_ && !destroyed_) {
     Call ask;

@@ -104,6 +104,9 @@ class MicrovmEnvironment : public Environment {
   // Written in the guest by a resident exec: `cat` from the content as its stdin into a file
   // of its own, renamed over `name`, as the sandbox user.
   Status put_file(const std::string& name, std::string_view data) override;
+  // A resident exec of `cat` in the guest; exit 3 from its test: no such file.
+  Result<std::optional<std::string>> get_file(const std::string& name, size_t max_bytes) override;
+  bool workspace_live_on_host() const override { return false; }
   // From the guest's cgroups /agent and /main, as the last exec's end reported them; asked
   // with a resident `true` when no exec has ended yet.
   std::optional<ResidentUsage> guest_resident_usage() override;

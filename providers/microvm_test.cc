@@ -348,6 +348,16 @@ TEST_F(MicrovmTest, FilesArePutResidentsLiveInMainAndTheGuestCountsTheirMemory) 
   auto bad = env->put_file("../etc/x", "1");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("one file name"), std::string::npos);
+  // And read back from the guest: what the run wrote there, no file, too much.
+  auto got = env->get_file("level", 1024);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(**got, "4567\n");
+  auto none = env->get_file("nothing-here", 1024);
+  ASSERT_TRUE(none.ok()) << none.error().message();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_FALSE(env->get_file("level", 2).ok()) << "more than max_bytes is an error, not cut";
+  EXPECT_FALSE(env->workspace_live_on_host());
 
   // A memfd as stdin crosses whole; a pipe stays the guest's /dev/null; too much is refused.
   UniqueFd mem(::memfd_create("stdin", MFD_CLOEXEC));

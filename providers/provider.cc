@@ -22,7 +22,7 @@ Status check_requirements(const Provider& provider, const std::vector<Capability
 Status check_put_name(const std::string& name) {
   if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
       name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
-    return logic_error("put a file in the workspace",
+    return logic_error("name a file in the workspace",
                        "'" + name + "' must be one file name in the workspace, not a path");
   return {};
 }
@@ -32,6 +32,12 @@ Status check_put_name(const std::string& name) {
 Status Environment::put_file(const std::string& name, std::string_view data) {
   SG_TRY(check_put_name(name));
   return replace_file_in(workspace_host_path(), name, data);
+}
+
+Result<std::optional<std::string>> Environment::get_file(const std::string& name,
+                                                         size_t max_bytes) {
+  SG_TRY(check_put_name(name));
+  return read_file_in(workspace_host_path(), name, max_bytes);
 }
 
 std::vector<Weakening> honoured_weakenings(const ProviderInfo& info) {

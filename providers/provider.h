@@ -210,6 +210,16 @@ class Environment {
   // guest with a resident exec (no host directory is shared into it).
   // Precondition: not concurrent with exec.
   virtual Status put_file(const std::string& name, std::string_view data);
+  // Reads the file `name` of the workspace (named as for put_file), at most max_bytes: how the
+  // host reads what a run hands back while it runs (the probe suite's crossrun holder's ready
+  // file and report). nullopt: no such file yet. Here: read at workspace_host_path(), never
+  // through a link (read_file_in); a microVM reads it in its guest with a resident exec.
+  // Precondition: not concurrent with exec where the workspace is not live on the host.
+  virtual Result<std::optional<std::string>> get_file(const std::string& name, size_t max_bytes);
+  // Whether workspace_host_path() shows the run's writes as they happen, so that get_file and
+  // put_file run nothing in the run and may go on beside an exec. A microVM's workspace is a
+  // disk image of its guest's, read back at the end (settle_workspace): false.
+  virtual bool workspace_live_on_host() const { return true; }
   // Whether every route the run's calls have ends in the launcher's network namespace (in
   // `sandgate probe`, the lab, which has no route off the machine): a microVM whose one network
   // device is a tap there (share_host_network). The probes then send to decoys that are not

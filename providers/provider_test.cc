@@ -211,5 +211,32 @@ TEST_F(PutFileTest, NamesThatAreNotOneFileNameAreRefused) {
   EXPECT_FALSE(::access((root_ + "/x").c_str(), F_OK) == 0);
 }
 
+// get_file's default reads what the run wrote, and never through what it planted: a link (to a
+// host file root may read), a FIFO (an open that would wait for ever), a file too big.
+TEST_F(PutFileTest, GetFileReadsTheRunsFileAndNothingItPlanted) {
+  DirEnvironment env(ws_);
+  auto none = env.get_file("ready.json", 1024);
+  ASSERT_TRUE(none.ok()) << none.error().message();
+  EXPECT_FALSE(none->has_value()) << "no file yet is not an error";
+  ASSERT_TRUE(env.put_file("ready.json", "{\"port\": 1}").ok());
+  auto got = env.get_file("ready.json", 1024);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ(**got, "{\"port\": 1}");
+  EXPECT_FALSE(env.get_file("ready.json", 4).ok()) << "more than max_bytes is an error, not cut";
+
+  const std::string secret = root_ + "/host-secret";
+  ASSERT_TRUE(write_file(secret, "host's\n", O_WRONLY | O_CREAT | O_CLOEXEC, 0600).ok());
+  ASSERT_EQ(::symlink(secret.c_str(), (ws_ + "/linked").c_str()), 0);
+  auto linked = env.get_file("linked", 1024);
+  ASSERT_FALSE(linked.ok()) << "read through the run's link";
+  EXPECT_NE(linked.error().message().find("symbolic link"), std::string::npos)
+      << linked.error().message();
+  ASSERT_EQ(::mkfifo((ws_ + "/fifo").c_str(), 0644), 0);
+  auto fifo = env.get_file("fifo", 1024);
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.error().message().find("FIFO"), std::string::npos) << fifo.error().message();
+  EXPECT_FALSE(env.get_file("../host-secret", 1024).ok());
+}
+
 }  // namespace
 }  // namespace sandgate::providers

@@ -392,6 +392,11 @@ Status RunSession::put_file(const std::string& name, std::string_view data) {
   return env_->put_file(name, data);
 }
 
+Result<std::optional<std::string>> RunSession::get_file(const std::string& name, size_t max_bytes) {
+  if (closed_) return logic_error("read a file in the workspace", "the run is closed", run_id_);
+  return env_->get_file(name, max_bytes);
+}
+
 Result<ResidentUsage> RunSession::resident_usage() {
   if (closed_) return logic_error("read the run's resident usage", "the run is closed", run_id_);
   if (auto guest = env_->guest_resident_usage()) return *guest;

@@ -100,6 +100,11 @@ class RunSession {
   // Writes `data` as the file `name` in the workspace (providers::Environment::put_file): a
   // replay's segments and held level, handed to a run while it runs, whatever its provider.
   Status put_file(const std::string& name, std::string_view data);
+  // Reads the workspace file `name`, at most max_bytes (providers::Environment::get_file);
+  // nullopt: no such file yet. Beside a resident process only where workspace_live_on_host().
+  Result<std::optional<std::string>> get_file(const std::string& name, size_t max_bytes);
+  // providers::Environment::workspace_live_on_host.
+  bool workspace_live_on_host() const { return !env_ || env_->workspace_live_on_host(); }
 
   // What the run holds outside its calls, read with no call running, and the OOM kills among
   // its resident processes, as the run's kernel counts them: the host's <run> and <run>/main,

@@ -495,6 +495,54 @@ TEST_F(ProbeSuiteTest, MicrovmWithATapOnTheLabIsCaughtByTheNetProbes) {
   ASSERT_TRUE(s->close().ok());
 }
 
+// Crossrun on microvm: run A's holder detaches in A's guest (A takes one exec at a time and the
+// host cannot see its workspace live), its ready file is read and its signals written by execs
+// of A's, and its report comes back from a file of A's workspace. Every probe of the boundary
+// then has A's parameters and a verdict, and A's own account (crossrun.plant) says nobody
+// touched what it held: two kernels share nothing of it.
+TEST_F(ProbeSuiteTest, MicrovmCrossrunHasRunAsHolderAndAVerdictForEveryProbe) {
+  SANDGATE_REQUIRE_ROOT();
+  auto vm = providers::microvm_host(options_.paths);
+  SANDGATE_REQUIRE(vm.ready.ok(), "microvm provider: " +
+                                      (vm.ready.ok() ? std::string() : vm.ready.error().message()));
+  options_.only = {"crossrun"};
+  auto s = suite();
+  ASSERT_TRUE(s);
+  providers::ProviderOptions o;
+  o.paths = options_.paths;
+  o.supervisor_exe = SANDGATE_SUPERVISOR_BIN;
+  auto p = registry_.create("microvm", o);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  auto run = s->run(**p, {});
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto m = by_id(*run);
+  size_t seen = 0;
+  for (const auto& j : run->judgements) {
+    if (j.id.rfind("crossrun.", 0) != 0) continue;
+    ++seen;
+    EXPECT_NE(j.verdict, probes::Verdict::kInconclusive) << j.id << ": " << j.why;
+    EXPECT_NE(j.verdict, probes::Verdict::kExposed) << j.id << ": " << j.why;
+  }
+  EXPECT_GE(seen, 10u) << "the boundary's probes";
+  ASSERT_TRUE(m.count("crossrun.plant"));
+  ASSERT_TRUE(m["crossrun.plant"]->sandbox.has_value()) << m["crossrun.plant"]->why;
+  // A held its objects while B ran: its listener's port and SysV keys reached B's parameters.
+  ASSERT_TRUE(m.count("crossrun.loopback_port") && m["crossrun.loopback_port"]->sandbox);
+  EXPECT_NE(m["crossrun.loopback_port"]->sandbox->result, probes::ProbeResult::kError)
+      << m["crossrun.loopback_port"]->why;
+  EXPECT_NE(m["crossrun.loopback_port"]->sandbox->result, probes::ProbeResult::kReached)
+      << m["crossrun.loopback_port"]->why;
+  const Json& ev = m["crossrun.plant"]->sandbox->evidence;
+  EXPECT_TRUE(ev.contains("observed")) << ev.dump();
+  // Not a namespace's doing: A's processes and objects are in another kernel (judge.h).
+  for (const char* id : {"crossrun.plant", "crossrun.see_processes", "crossrun.signal_process",
+                         "crossrun.sysv_shm", "crossrun.loopback_port"}) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(probes::to_string(m[id]->layer), "kernel") << id << ": " << m[id]->why;
+  }
+  ASSERT_TRUE(s->close().ok());
+}
+
 // Each weakening must be flagged exposed by every probe its plan names (probes/plan.cc: the
 // probes that test directly what it opens), not merely by something. One test per weakening,
 // each a whole probe run (15-20 s here), so that a parallel ctest spreads them.
