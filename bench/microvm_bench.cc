@@ -5,6 +5,8 @@
 //   BM_MicrovmExecOnly          one call of /bin/true in a live guest through the whole path:
 //                               host Supervisor, bridge, virtio-serial, agent, the guest's
 //                               supervisor (fork, per-call cgroup, drop, seccomp, exec)
+//   BM_MicrovmExecAfterIdle     the same call after 300 ms of idle (untimed), as an agent's calls
+//                               come (a burst, then the model thinks)
 //   BM_MicrovmBareExecInGuest   the baseline: /bin/true forked and exec'd by a shell inside the
 //                               same guest (50 per call; the iteration time is that call's wall
 //                               time over 50, so the one call's own overhead is amortised)
@@ -22,6 +24,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "bench/bench_support.h"
 #include "core/files.h"
@@ -129,6 +132,22 @@ void BM_MicrovmExecOnly(benchmark::State& state) {
   state.SetLabel(env->accel());
 }
 
+// A call after the run was idle for a while, as an agent's calls come (a burst, then the
+// model thinks): whatever the guest would do ahead of a call has had time to. Only the call
+// is timed.
+void BM_MicrovmExecAfterIdle(benchmark::State& state) {
+  MicrovmEnvironment* env = ensure_live(state);
+  if (!env) return;
+  for (auto _ : state) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto t0 = std::chrono::steady_clock::now();
+    if (!exec_ok(state, *env, {"/bin/true"})) break;
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  state.SetLabel(env->accel());
+}
+
 void BM_MicrovmBareExecInGuest(benchmark::State& state) {
   MicrovmEnvironment* env = ensure_live(state);
   if (!env) return;
@@ -153,11 +172,12 @@ BENCHMARK(BM_MicrovmBootToFirstExec)
     ->Iterations(1)
     ->Repetitions(3);
 BENCHMARK(BM_MicrovmExecOnly)->Apply(configure);
+BENCHMARK(BM_MicrovmExecAfterIdle)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(30);
 BENCHMARK(BM_MicrovmBareExecInGuest)->Unit(benchmark::kMillisecond)->UseManualTime();
 
 bool print_summary(const RunCollector& runs, std::ostream& out) {
   const char* names[] = {"BM_MicrovmBootToFirstExec", "BM_MicrovmExecOnly",
-                         "BM_MicrovmBareExecInGuest"};
+                         "BM_MicrovmExecAfterIdle", "BM_MicrovmBareExecInGuest"};
   char line[256];
   out << "\nmicrovm_bench summary (median real time per iteration, this run; accel "
       << (g_accel.empty() ? "?" : g_accel) << ")\n";
@@ -185,6 +205,15 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
     std::snprintf(line, sizeof line,
                   "  per call (%s): sandgate %.3f ms, bare exec in the guest %.3f ms, added %.3f ms"
                   "  goal < 2 ms: %s\n",
+                  g_accel.c_str(), a, b, a - b, a - b < 2.0 ? "met" : "NOT met");
+    out << line;
+  }
+  if (ok("BM_MicrovmExecAfterIdle") && ok("BM_MicrovmBareExecInGuest")) {
+    double a = *runs.median_ms("BM_MicrovmExecAfterIdle"),
+           b = *runs.median_ms("BM_MicrovmBareExecInGuest");
+    std::snprintf(line, sizeof line,
+                  "  per call after 300 ms idle (%s): sandgate %.3f ms, bare exec %.3f ms, added "
+                  "%.3f ms  goal < 2 ms: %s\n",
                   g_accel.c_str(), a, b, a - b, a - b < 2.0 ? "met" : "NOT met");
     out << line;
   }

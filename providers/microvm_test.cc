@@ -292,6 +292,9 @@ TEST_F(MicrovmTest, CallsRunInTheGuestAsTheSandboxUserInTheirOwnCgroup) {
   auto v1 =
       run(*env, {"sh", "-c", "grep -c cgroup2 /proc/mounts; grep -c ' cgroup ' /proc/mounts"});
   EXPECT_EQ(v1.stdout_data, "1\n0\n");
+  // favordynmods: moving a call's process into its cgroup waits for no RCU grace period.
+  auto mount = sh(*env, "grep ' /sys/fs/cgroup ' /proc/mounts");
+  EXPECT_NE(mount.stdout_data.find("favordynmods"), std::string::npos) << mount.stdout_data;
 
   // No network device, the base read-only, the workspace writable, /tmp private.
   auto net = run(*env, {"ls", "/sys/class/net"});
