@@ -390,7 +390,8 @@ TEST_F(MicrovmTest, FilesArePutResidentsLiveInMainAndTheGuestCountsTheirMemory) 
   // A resident process that detaches lives on in /main; a call's leftovers do not.
   providers::Call resident;
   resident.argv = {"sh", "-c",
-                   "(exec python3 -c 'import time; b = bytearray(40 << 20); time.sleep(600)' "
+                   "(exec python3 -c 'import time; b = bytearray(40 << 20); "
+                   "open(\"/tmp/held\", \"w\").close(); time.sleep(600)' "
                    "</dev/null >/dev/null 2>&1 &)"};
   resident.resident = true;
   auto started = env->exec(resident, {});
@@ -399,7 +400,8 @@ TEST_F(MicrovmTest, FilesArePutResidentsLiveInMainAndTheGuestCountsTheirMemory) 
   auto leftover = sh(*env, "(sleep 600 </dev/null >/dev/null 2>&1 &); echo left");
   EXPECT_EQ(leftover.stdout_data, "left\n");
   auto procs = sh(*env,
-                  "sleep 1; for p in $(cat /sys/fs/cgroup/main/cgroup.procs); do "
+                  "i=0; while [ ! -e /tmp/held ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); "
+                  "done; sleep 1; for p in $(cat /sys/fs/cgroup/main/cgroup.procs); do "
                   "tr '\\0' ' ' < /proc/$p/cmdline; echo; done; "
                   "pgrep -x sleep >/dev/null && echo sleep-lives || echo sleep-gone");
   EXPECT_NE(procs.stdout_data.find("bytearray"), std::string::npos) << procs.stdout_data;
