@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include "providers/supervisor.h"
 
 namespace sandgate::providers {
@@ -43,6 +45,34 @@ TEST(ProtocolTest, OversizedMessageRefused) {
   auto s = send_message(pair->first.get(), {{"argv", std::string(kMaxMessage + 1, 'a')}});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message().find("exceeds the limit"), std::string::npos);
+}
+
+// recv_message keeps one buffer per thread and never clears it: each message is its own bytes
+// only, whatever a longer one before it left there, and each thread reads into its own.
+TEST(ProtocolTest, AShortMessageAfterALongOneIsItsOwnBytesOnly) {
+  auto pair = make_control_pair();
+  ASSERT_TRUE(pair.ok());
+  const std::string long_text(kMaxMessage - 64, 'a');
+  ASSERT_TRUE(send_message(pair->first.get(), {{"argv", long_text}}).ok());
+  ASSERT_TRUE(send_message(pair->first.get(), {{"id", 1}}).ok());
+  auto first = recv_message(pair->second.get());
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  EXPECT_EQ(first->body["argv"], long_text);
+  auto second = recv_message(pair->second.get());
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  EXPECT_EQ(second->body, Json({{"id", 1}}));
+  // Another thread at the same time: its own buffer, its own message.
+  auto other = make_control_pair();
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(send_message(other->first.get(), {{"argv", std::string(1000, 'b')}}).ok());
+  ASSERT_TRUE(send_message(pair->first.get(), {{"id", 2}}).ok());
+  Result<Message> theirs = logic_error("recv", "not run");
+  std::thread t([&] { theirs = recv_message(other->second.get()); });
+  auto mine = recv_message(pair->second.get());
+  t.join();
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  EXPECT_EQ(mine->body, Json({{"id", 2}}));
+  EXPECT_EQ(theirs->body["argv"], std::string(1000, 'b'));
 }
 
 TEST(ProtocolTest, ErrorsKeepStepPathAndErrno) {
