@@ -38,30 +38,6 @@ bool under(const std::string& path, const std::string& dir) {
                          path[dir.size()] == '/');
 }
 
-Status copy_alternatives(const std::string& root) {
-  UniqueFd dir(::open(kAlternatives, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir) return {};  // this host has none
-  std::string target = root + kAlternatives;
-  SG_TRY(make_dirs(target, 0755));
-  // Made relative to the directory: a host has hundreds of these links (490 here), and each
-  // symlink(2) by full path walked the whole run directory's path again.
-  SG_ASSIGN_OR_RETURN(UniqueFd target_dir, open_fd(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  DIR* d = ::fdopendir(dir.release());
-  if (!d) return sys_error("opendir", kAlternatives);
-  Status first;
-  while (struct dirent* e = ::readdir(d)) {
-    if (e->d_type != DT_LNK) continue;  // links only; DT_UNKNOWN is not checked further
-    char link[PATH_MAX];
-    ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
-    if (n < 0) continue;  // removed meanwhile
-    link[n] = 0;
-    if (::symlinkat(link, target_dir.get(), e->d_name) != 0 && first.ok())
-      first = sys_error("symlink", target + "/" + e->d_name);
-  }
-  ::closedir(d);
-  return first;
-}
-
 }  // namespace
 
 std::vector<std::string> default_base_dirs() {
@@ -168,8 +144,32 @@ Result<std::vector<std::string>> make_base_tree(const std::string& root,
   return exposed;
 }
 
+Status copy_alternatives(const std::string& root) {
+  UniqueFd dir(::open(kAlternatives, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return {};  // this host has none
+  std::string target = root + kAlternatives;
+  SG_TRY(make_dirs(target, 0755));
+  // Made relative to the directory: a host has hundreds of these links (490 here), and each
+  // symlink(2) by full path walked the whole run directory's path again.
+  SG_ASSIGN_OR_RETURN(UniqueFd target_dir, open_fd(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* d = ::fdopendir(dir.release());
+  if (!d) return sys_error("opendir", kAlternatives);
+  Status first;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_type != DT_LNK) continue;  // links only; DT_UNKNOWN is not checked further
+    char link[PATH_MAX];
+    ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
+    if (n < 0) continue;  // removed meanwhile
+    link[n] = 0;
+    if (::symlinkat(link, target_dir.get(), e->d_name) != 0 && first.ok())
+      first = sys_error("symlink", target + "/" + e->d_name);
+  }
+  ::closedir(d);
+  return first;
+}
+
 Result<std::vector<std::string>> make_base_etc(const std::string& root, uid_t uid, gid_t gid,
-                                               const std::string& home) {
+                                               const std::string& home, Alternatives alternatives) {
   std::string etc = root + "/etc";
   SG_TRY(make_dirs(etc, 0755));
   std::string u = std::to_string(uid), g = std::to_string(gid);
@@ -182,7 +182,11 @@ Result<std::vector<std::string>> make_base_etc(const std::string& root, uid_t ui
                        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
   SG_TRY(write_new(etc + "/group", "root:x:0:\nsandbox:x:" + g + ":\nnogroup:x:65534:\n"));
   SG_TRY(write_new(etc + "/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"));
-  SG_TRY(copy_alternatives(root));
+  if (alternatives == Alternatives::kCopy) {
+    SG_TRY(copy_alternatives(root));
+  } else if (::access(kAlternatives, F_OK) == 0) {
+    SG_TRY(make_dirs(etc + "/alternatives", 0755));
+  }
   std::vector<std::string> files;
   for (const char* path : kEtcBinds) {
     struct stat st;

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -124,6 +126,30 @@ TEST(BaseEtc, AlternativesAreCopiedLinkByLinkNeverBound) {
   auto passwd = read_file(tmp / "etc/passwd");
   ASSERT_TRUE(passwd.ok());
   EXPECT_THAT(*passwd, HasSubstr("sandbox:x:10001:10001"));
+}
+
+// A provider that copies the links later (Podman, while its runtime starts) gets the directory
+// empty, and copy_alternatives then fills it with every link of the host's, target for target.
+TEST(BaseEtc, AlternativesLeftEmptyAreCopiedLater) {
+  if (!is_dir("/etc/alternatives")) GTEST_SKIP() << "this host has no /etc/alternatives";
+  testing::TempDir tmp;
+  auto files = make_base_etc(tmp.path(), 10001, 10001, "/home/sandbox", Alternatives::kLeaveEmpty);
+  ASSERT_TRUE(files.ok()) << files.error().message();
+  ASSERT_TRUE(is_dir(tmp / "etc/alternatives"));
+  auto entries = [](const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.is_symlink())
+        out.push_back(e.path().filename().string() + " -> " +
+                      std::filesystem::read_symlink(e.path()).string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_TRUE(entries(tmp / "etc/alternatives").empty());
+  ASSERT_TRUE(copy_alternatives(tmp.path()).ok());
+  auto host = entries("/etc/alternatives");
+  EXPECT_FALSE(host.empty());
+  EXPECT_EQ(entries(tmp / "etc/alternatives"), host);
 }
 
 }  // namespace

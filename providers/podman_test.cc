@@ -244,6 +244,25 @@ TEST_F(PodmanTest, CreateExecDestroyLeavesNothing) {
   EXPECT_GT(hierarchies, 0u) << "no cgroup hierarchy was checked";
 }
 
+// The assembled root's alternatives links are copied while Podman starts the container
+// (ContainedLaunch::while_starting): the run's first call already sees every one of the host's,
+// with its target.
+TEST_F(PodmanTest, TheFirstCallSeesEveryAlternativesLink) {
+  REQUIRE_PODMAN();
+  SANDGATE_REQUIRE(::access("/etc/alternatives", F_OK) == 0, "this host has no /etc/alternatives");
+  const std::string list =
+      "cd /etc/alternatives && for f in *; do [ -L \"$f\" ] && echo \"$f $(readlink \"$f\")\"; "
+      "done";
+  auto host = run_command({"/bin/sh", "-c", list}, std::chrono::seconds(30), 1 << 20);
+  ASSERT_TRUE(host.ok()) << host.error().message();
+  ASSERT_NE(host->output, "");
+  auto env = make_env(*podman_);
+  ASSERT_TRUE(env);
+  auto r = sh(*env, list);
+  EXPECT_EQ(r.stdout_data, host->output) << r.stderr_data;
+  ASSERT_TRUE(env->destroy().ok());
+}
+
 TEST_F(PodmanTest, ACallSeesTheRunsOwnProcViews) {
   REQUIRE_PODMAN();
   expect_own_proc_views();
@@ -702,6 +721,44 @@ TEST(ContainedLaunchTest, ARuntimeThatNeverStartsTheSupervisorIsKilledAtTheStart
   for (int i = 0; i < 100 && !dead(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_TRUE(dead()) << "the runtime's child " << sleeper << " outlived the timeout";
+  if (!dead()) ::kill(sleeper, SIGKILL);  // this test's own child's child, by recorded pid
+}
+
+// What the launch does while the runtime starts (the assembled root's alternatives links) can
+// fail: the start fails with its error at once, and the runtime's whole session is killed.
+TEST(ContainedLaunchTest, AFailureWhileTheRuntimeStartsKillsItsSession) {
+  TempDir dir;
+  std::string pid_file = dir / "sleeper.pid";
+  providers::ContainedLaunch launch;
+  launch.argv = {"/bin/sh", "-c", "sleep 600 & echo $! >" + pid_file + "; wait"};
+  launch.foreground_output = dir / "runtime.log";
+  launch.start_timeout = std::chrono::seconds(60);
+  launch.while_starting = [&]() -> Status {
+    // The runtime has started: its sleeper is there before the failure.
+    for (int i = 0; i < 200 && ::access(pid_file.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return sys_error(ENOSPC, "symlink", "/root/etc/alternatives/awk");
+  };
+  auto began = std::chrono::steady_clock::now();
+  auto s = providers::Supervisor::start_contained(providers::SupervisorConfig{}, launch);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().err, ENOSPC) << s.error().message();
+  EXPECT_NE(s.error().message().find("etc/alternatives/awk"), std::string::npos)
+      << s.error().message();
+  // Not at the start timeout: at once (a wide margin on a busy machine).
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(30));
+  auto pid_text = read_file(pid_file);
+  ASSERT_TRUE(pid_text.ok()) << "the runtime never started its sleeper";
+  const pid_t sleeper = std::stoi(*pid_text);
+  auto dead = [&] {
+    auto stat = read_file("/proc/" + std::to_string(sleeper) + "/stat");
+    if (!stat.ok()) return true;
+    auto close = stat->rfind(')');
+    return close != std::string::npos && stat->substr(close + 2, 1) == "Z";
+  };
+  for (int i = 0; i < 100 && !dead(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(dead()) << "the runtime's child " << sleeper << " outlived the failed start";
   if (!dead()) ::kill(sleeper, SIGKILL);  // this test's own child's child, by recorded pid
 }
 

@@ -634,6 +634,13 @@ Result<Supervisor> Supervisor::start_contained(const SupervisorConfig& config,
     while (!output.empty() && output.back() == '\n') output.pop_back();
     if (!st.exited || st.code != 0) return runtime_failed(st, output);
   }
+  if (launch.while_starting) {
+    if (auto done = launch.while_starting(); !done.ok()) {
+      if (s.runtime_.running()) ::kill(-s.runtime_.pid(), SIGKILL);
+      s.runtime_.kill_and_reap();
+      return std::move(done).error().context_add("start the contained supervisor");
+    }
+  }
   auto ran = std::chrono::steady_clock::now();
   auto went_away = [&](const Error& transport) -> Error {
     return logic_error(

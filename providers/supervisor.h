@@ -169,6 +169,11 @@ struct ContainedLaunch {
   // left to the provider's own removal (`podman rm --force`, from the run's record). Podman's
   // removal takes 0.05-0.3 s here; the margin is for a loaded host.
   std::chrono::milliseconds stop_grace = std::chrono::seconds(60);
+  // Run once the runtime has been started, before start_contained waits for the supervisor:
+  // what the run needs only by its first call, done while the runtime spends its few hundred
+  // ms starting the container rather than before (the assembled root's alternatives links).
+  // An error kills the runtime's session and fails the start.
+  std::function<Status()> while_starting;
 };
 
 // How a foreground runtime ended (ContainedLaunch::foreground_output).
