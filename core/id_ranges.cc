@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <csignal>
 #include <filesystem>
 #include <limits>
 
@@ -188,6 +189,18 @@ int reclaim_orphan_id_ranges(const HostPaths& paths, std::vector<std::string>& e
     std::string path = dir + "/" + n;
     Json j;
     std::string run_id = lock_run_id(path, &j);
+    if (run_id.empty() && n.starts_with(".tmp-")) {
+      // A writer's own file before link(2) puts it in place (acquire_id_range), still empty
+      // or half written: its writer was killed between open and write, or is writing now.
+      // Its name ends with the writer's pid: gone, the file is removed; alive, left to it.
+      pid_t writer = 0;
+      const std::string tail = n.substr(n.rfind('-') + 1);
+      std::from_chars(tail.data(), tail.data() + tail.size(), writer);
+      if (writer > 0 && (::kill(writer, 0) == 0 || errno != ESRCH)) continue;
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+        errors.push_back(sys_error("remove id range lock", path).message());
+      continue;
+    }
     if (run_id.empty()) {
       errors.push_back(
           logic_error("read id range lock", "not a lock sandgate wrote", path).message());

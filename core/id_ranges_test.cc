@@ -1,5 +1,6 @@
 #include "core/id_ranges.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 
 #include <set>
 
+#include "core/fd.h"
 #include "core/files.h"
 #include "core/state.h"
 #include "core/test_temp_dir.h"
@@ -211,6 +213,27 @@ TEST_F(IdRangesTest, GcReclaimsTheRangesOfDeadRunsOnly) {
   EXPECT_FALSE(exists(lock(orphan)));
   EXPECT_FALSE(exists(lock(recorded)));
   EXPECT_TRUE(exists(live->lock_path()));
+}
+
+// A writer killed between creating its temporary lock file and writing it (a chaos kill of a
+// serve whose other run was taking a range) leaves an empty `.tmp-RUN-PID`: gc removes it once
+// that pid is gone, and leaves a live writer's alone, without an error for either.
+TEST_F(IdRangesTest, GcRemovesAnEmptyTemporaryLockOfADeadWriterOnly) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const std::string dead = paths_.id_range_dir + "/.tmp-rkilled-" + std::to_string(child);
+  const std::string alive = paths_.id_range_dir + "/.tmp-rwriting-" + std::to_string(::getpid());
+  ASSERT_TRUE(make_dirs(paths_.id_range_dir, 0700).ok());
+  for (const auto& f : {dead, alive})
+    ASSERT_TRUE(write_file(f, "", O_WRONLY | O_CREAT | O_TRUNC).ok());
+  auto report = collect_garbage(paths_);
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+  EXPECT_EQ(report.id_ranges_reclaimed, 0) << "a temporary file is no range";
+  EXPECT_FALSE(exists(dead)) << "the dead writer's file stayed";
+  EXPECT_TRUE(exists(alive)) << "a live writer's file was removed under it";
+  ::unlink(alive.c_str());
 }
 
 // The ids are the host's: two sandgate processes with state directories of their own (two test
