@@ -655,6 +655,24 @@ TEST_F(PodmanCgroupTest, CrashThenGcLeavesNothing) {
   }
 }
 
+// The runtime's child whose pid it wrote to `pid_file` is dead within 5 s (gone, or a zombie
+// waiting for its reaper); otherwise killed, by that recorded pid, and the test fails.
+void expect_runtime_child_dies(const std::string& pid_file, const std::string& after) {
+  auto pid_text = read_file(pid_file);
+  ASSERT_TRUE(pid_text.ok()) << "the runtime never started its sleeper";
+  const pid_t sleeper = std::stoi(*pid_text);
+  auto dead = [&] {
+    auto stat = read_file("/proc/" + std::to_string(sleeper) + "/stat");
+    if (!stat.ok()) return true;
+    auto close = stat->rfind(')');
+    return close != std::string::npos && stat->substr(close + 2, 1) == "Z";
+  };
+  for (int i = 0; i < 100 && !dead(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(dead()) << "the runtime's child " << sleeper << " outlived " << after;
+  if (!dead()) ::kill(sleeper, SIGKILL);  // this test's own child's child, by recorded pid
+}
+
 // A step of the runtime's start that fails before its exec comes back as {errno, step} on the
 // start channel, not as a bare exit status (the rootless launch path: an environment, cgroups
 // or a namespace owner).
@@ -708,20 +726,7 @@ TEST(ContainedLaunchTest, ARuntimeThatNeverStartsTheSupervisorIsKilledAtTheStart
   // Not before the timeout; a wide margin after it on a busy machine.
   EXPECT_GE(took, std::chrono::seconds(2));
   EXPECT_LT(took, std::chrono::seconds(30));
-  auto pid_text = read_file(pid_file);
-  ASSERT_TRUE(pid_text.ok()) << "the runtime never started its sleeper";
-  pid_t sleeper = std::stoi(*pid_text);
-  // Gone, or a zombie waiting for its reaper: dead either way.
-  auto dead = [&] {
-    auto stat = read_file("/proc/" + std::to_string(sleeper) + "/stat");
-    if (!stat.ok()) return true;
-    auto close = stat->rfind(')');
-    return close != std::string::npos && stat->substr(close + 2, 1) == "Z";
-  };
-  for (int i = 0; i < 100 && !dead(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_TRUE(dead()) << "the runtime's child " << sleeper << " outlived the timeout";
-  if (!dead()) ::kill(sleeper, SIGKILL);  // this test's own child's child, by recorded pid
+  expect_runtime_child_dies(pid_file, "the timeout");
 }
 
 // What the launch does while the runtime starts (the assembled root's alternatives links) can
@@ -747,19 +752,7 @@ TEST(ContainedLaunchTest, AFailureWhileTheRuntimeStartsKillsItsSession) {
       << s.error().message();
   // Not at the start timeout: at once (a wide margin on a busy machine).
   EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(30));
-  auto pid_text = read_file(pid_file);
-  ASSERT_TRUE(pid_text.ok()) << "the runtime never started its sleeper";
-  const pid_t sleeper = std::stoi(*pid_text);
-  auto dead = [&] {
-    auto stat = read_file("/proc/" + std::to_string(sleeper) + "/stat");
-    if (!stat.ok()) return true;
-    auto close = stat->rfind(')');
-    return close != std::string::npos && stat->substr(close + 2, 1) == "Z";
-  };
-  for (int i = 0; i < 100 && !dead(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_TRUE(dead()) << "the runtime's child " << sleeper << " outlived the failed start";
-  if (!dead()) ::kill(sleeper, SIGKILL);  // this test's own child's child, by recorded pid
+  expect_runtime_child_dies(pid_file, "the failed start");
 }
 
 // Another thread allocating all the while (as the controller's reaper does when it makes a
