@@ -1354,6 +1354,9 @@ TEST_F(SessionTest, UnderASharedBudgetTheCallIsKilledNotTheRunsResidentProcess) 
     held = holder_rss();
   }
   ASSERT_GE(held, MiB(96).value) << "the resident holder never held its 96MiB";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const uint64_t last = std::exchange(held, holder_rss());
+  ASSERT_LT(held, last + KiB(256).value) << "the resident holder never stopped growing";
   // The budget: what the tenant holds now (the supervisor, the holder) plus 32MiB, so a call
   // of 60MiB (within its own 64MiB grant) outgrows it when it holds about half of the
   // holder's memory: the holder is the biggest process of the budget by far. Page cache that
