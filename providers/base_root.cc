@@ -4,11 +4,16 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
+#include <linux/mount.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
+#include <optional>
 
 #include "core/fd.h"
 #include "core/files.h"
@@ -23,7 +28,8 @@ constexpr const char* kBasePaths[] = {"/usr",   "/bin",   "/sbin",  "/lib",
 // cache).
 constexpr const char* kEtcBinds[] = {"/etc/ld.so.cache"};
 // The alternatives links (awk, editor, ...): copied link by link, never bound, so that nothing
-// but links of the host's directory is seen.
+// but links of the host's directory is seen (into each run's root, or once into a mount of
+// their own: shared_alternatives_mount).
 constexpr char kAlternatives[] = "/etc/alternatives";
 // Paths the jail makes its own: a base entry may not be or lie under one.
 constexpr const char* kReserved[] = {"/etc", "/proc", "/sys",     "/dev",
@@ -144,14 +150,14 @@ Result<std::vector<std::string>> make_base_tree(const std::string& root,
   return exposed;
 }
 
-Status copy_alternatives(const std::string& root) {
+namespace {
+
+// The symlinks of the host's /etc/alternatives, made in the directory `target` (`name` for
+// errors). Made relative to the directory: a host has hundreds of these links (490 here), and
+// each symlink(2) by full path walked the whole run directory's path again.
+Status copy_alternative_links(int target, const std::string& name) {
   UniqueFd dir(::open(kAlternatives, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return {};  // this host has none
-  std::string target = root + kAlternatives;
-  SG_TRY(make_dirs(target, 0755));
-  // Made relative to the directory: a host has hundreds of these links (490 here), and each
-  // symlink(2) by full path walked the whole run directory's path again.
-  SG_ASSIGN_OR_RETURN(UniqueFd target_dir, open_fd(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   DIR* d = ::fdopendir(dir.release());
   if (!d) return sys_error("opendir", kAlternatives);
   Status first;
@@ -161,11 +167,93 @@ Status copy_alternatives(const std::string& root) {
     ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
     if (n < 0) continue;  // removed meanwhile
     link[n] = 0;
-    if (::symlinkat(link, target_dir.get(), e->d_name) != 0 && first.ok())
-      first = sys_error("symlink", target + "/" + e->d_name);
+    if (::symlinkat(link, target, e->d_name) != 0 && first.ok())
+      first = sys_error("symlink", name + "/" + e->d_name);
   }
   ::closedir(d);
   return first;
+}
+
+long fsconfig_(int fd, unsigned cmd, const char* key, const void* value) {
+  return ::syscall(SYS_fsconfig, fd, cmd, key, value, 0);
+}
+
+Result<UniqueFd> make_alternatives_mount() {
+  const std::string what = std::string("the shared copy of ") + kAlternatives;
+  UniqueFd fs(static_cast<int>(::syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC)));
+  if (!fs) return sys_error("fsopen tmpfs", what);
+  if (fsconfig_(fs.get(), FSCONFIG_SET_STRING, "mode", "0755") != 0 ||
+      fsconfig_(fs.get(), FSCONFIG_SET_STRING, "size", "1m") != 0 ||
+      fsconfig_(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr) != 0)
+    return sys_error("create a tmpfs", what);
+  UniqueFd mount(
+      static_cast<int>(::syscall(SYS_fsmount, fs.get(), FSMOUNT_CLOEXEC,
+                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)));
+  if (!mount) return sys_error("fsmount tmpfs", what);
+  SG_TRY(copy_alternative_links(mount.get(), what));
+  // The superblock read-only, then the mount.
+  UniqueFd pick(
+      static_cast<int>(::syscall(SYS_fspick, mount.get(), "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC)));
+  if (!pick || fsconfig_(pick.get(), FSCONFIG_SET_FLAG, "ro", nullptr) != 0 ||
+      fsconfig_(pick.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr) != 0)
+    return sys_error("make the tmpfs read-only", what);
+  struct mount_attr attr {};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (::syscall(SYS_mount_setattr, mount.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+    return sys_error("mount_setattr read-only", what);
+  // What every run will do with it: a kernel before 6.15 refuses to clone a detached mount.
+  UniqueFd clone(static_cast<int>(::syscall(SYS_open_tree, mount.get(), "",
+                                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)));
+  if (!clone) return sys_error("open_tree: clone a mount attached nowhere (Linux 6.15)", what);
+  return mount;
+}
+
+}  // namespace
+
+Status copy_alternatives(const std::string& root) {
+  if (::access(kAlternatives, F_OK) != 0) return {};  // this host has none
+  std::string target = root + kAlternatives;
+  SG_TRY(make_dirs(target, 0755));
+  SG_ASSIGN_OR_RETURN(UniqueFd target_dir, open_fd(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  return copy_alternative_links(target_dir.get(), target);
+}
+
+Result<std::shared_ptr<const UniqueFd>> shared_alternatives_mount() {
+  struct stat st;
+  if (::stat(kAlternatives, &st) != 0 || !S_ISDIR(st.st_mode))
+    return std::shared_ptr<const UniqueFd>();
+  static std::mutex mu;
+  static std::shared_ptr<const UniqueFd> made;
+  static struct stat made_of {};
+  static std::optional<Error> cannot;
+  std::lock_guard lock(mu);
+  if (cannot) return *cannot;
+  auto same = [&](const struct stat& a) {
+    return a.st_dev == st.st_dev && a.st_ino == st.st_ino &&
+           a.st_mtim.tv_sec == st.st_mtim.tv_sec && a.st_mtim.tv_nsec == st.st_mtim.tv_nsec &&
+           a.st_ctim.tv_sec == st.st_ctim.tv_sec && a.st_ctim.tv_nsec == st.st_ctim.tv_nsec;
+  };
+  if (made && same(made_of)) return made;
+  auto mount = make_alternatives_mount();
+  if (!mount.ok()) {
+    spdlog::info("{}: each run copies the links instead", mount.error().message());
+    cannot = std::move(mount).error();
+    return *cannot;
+  }
+  made = std::make_shared<const UniqueFd>(std::move(mount).value());
+  made_of = st;
+  return made;
+}
+
+Status attach_shared_alternatives(int mount, const std::string& root) {
+  std::string target = root + kAlternatives;
+  UniqueFd clone(static_cast<int>(
+      ::syscall(SYS_open_tree, mount, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)));
+  if (!clone) return sys_error("open_tree: clone the shared alternatives", target);
+  if (::syscall(SYS_move_mount, clone.get(), "", AT_FDCWD, target.c_str(),
+                MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return sys_error("move_mount the shared alternatives", target);
+  return {};
 }
 
 Result<std::vector<std::string>> make_base_etc(const std::string& root, uid_t uid, gid_t gid,

@@ -2,12 +2,20 @@
 // the trees made for the default and a narrowed base, on this host's own directories.
 #include "providers/base_root.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <limits.h>
+#include <linux/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,6 +23,7 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/test_temp_dir.h"
+#include "tests/support/privileged.h"
 
 namespace sandgate::providers {
 namespace {
@@ -150,6 +159,70 @@ TEST(BaseEtc, AlternativesLeftEmptyAreCopiedLater) {
   auto host = entries("/etc/alternatives");
   EXPECT_FALSE(host.empty());
   EXPECT_EQ(entries(tmp / "etc/alternatives"), host);
+}
+
+// The links copied once into a mount of their own that every jail attaches a clone of: made
+// once per process, with exactly the host's links, and read-only down to its superblock, so
+// that a run's root that clears its clone's read-only flag still cannot change what every other
+// run sees.
+TEST(SharedAlternatives, OneReadOnlyMountWithExactlyTheHostsLinks) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(is_dir("/etc/alternatives"), "this host has no /etc/alternatives");
+  auto shared = shared_alternatives_mount();
+  ASSERT_TRUE(shared.ok()) << shared.error().message();
+  ASSERT_TRUE(*shared && (*shared)->valid());
+  auto again = shared_alternatives_mount();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), shared->get()) << "made once while the host's directory is unchanged";
+  const int mount = (*shared)->get();
+
+  std::vector<std::string> links, others;
+  {
+    int fd = ::openat(mount, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    DIR* d = ::fdopendir(fd);
+    ASSERT_NE(d, nullptr);
+    while (struct dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      char target[PATH_MAX];
+      ssize_t len = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target - 1);
+      if (len < 0) {
+        others.push_back(n);
+        continue;
+      }
+      links.push_back(n + " -> " + std::string(target, static_cast<size_t>(len)));
+    }
+    ::closedir(d);
+  }
+  std::sort(links.begin(), links.end());
+  std::vector<std::string> host;
+  for (const auto& e : std::filesystem::directory_iterator("/etc/alternatives"))
+    if (e.is_symlink())
+      host.push_back(e.path().filename().string() + " -> " +
+                     std::filesystem::read_symlink(e.path()).string());
+  std::sort(host.begin(), host.end());
+  EXPECT_FALSE(host.empty());
+  EXPECT_EQ(links, host);
+  EXPECT_TRUE(others.empty()) << "links only: " << others.front();
+
+  struct statvfs vfs;
+  ASSERT_EQ(::fstatvfs(mount, &vfs), 0);
+  EXPECT_EQ(vfs.f_flag & (ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC),
+            ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC);
+  EXPECT_NE(::symlinkat("/etc/shadow", mount, "planted"), 0);
+  EXPECT_EQ(errno, EROFS);
+  // A clone (what a jail attaches) with the mount's own read-only flag cleared is still
+  // read-only: the superblock is.
+  UniqueFd clone(static_cast<int>(
+      ::syscall(SYS_open_tree, mount, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)));
+  ASSERT_TRUE(clone.valid()) << std::strerror(errno);
+  struct mount_attr attr {};
+  attr.attr_clr = MOUNT_ATTR_RDONLY;
+  ASSERT_EQ(::syscall(SYS_mount_setattr, clone.get(), "", AT_EMPTY_PATH, &attr, sizeof attr), 0)
+      << std::strerror(errno);
+  EXPECT_NE(::symlinkat("/etc/shadow", clone.get(), "planted"), 0);
+  EXPECT_EQ(errno, EROFS);
 }
 
 }  // namespace

@@ -103,8 +103,13 @@ Status step_base(const std::string& root, const std::vector<std::string>& base_p
   return {};
 }
 
-Status step_etc(const std::string& root, const JailConfig& c) {
-  SG_ASSIGN_OR_RETURN(auto files, make_base_etc(root, c.uid, c.gid, c.home));
+Status step_etc(const std::string& root, const JailConfig& c, int alternatives) {
+  SG_ASSIGN_OR_RETURN(auto files, make_base_etc(root, c.uid, c.gid, c.home,
+                                                alternatives >= 0 ? Alternatives::kLeaveEmpty
+                                                                  : Alternatives::kCopy));
+  // The same links either way; the copy only where the shared mount cannot be attached.
+  if (alternatives >= 0 && !attach_shared_alternatives(alternatives, root).ok())
+    SG_TRY(copy_alternatives(root));
   for (const auto& file : files) SG_TRY(bind_readonly(file, root + file));
   std::string etc = root + "/etc";
   SG_TRY(write_file(etc + "/hosts", "127.0.0.1 localhost " + c.hostname + "\n::1 localhost\n",
@@ -321,7 +326,8 @@ Status step_loopback() {
 
 }  // namespace
 
-Status assemble_jail(const JailConfig& c, const std::function<void(const char* step)>& lap) {
+Status assemble_jail(const JailConfig& c, int alternatives,
+                     const std::function<void(const char* step)>& lap) {
   const std::string& root = c.root_dir;
   auto done = [&](const char* step) {
     if (lap) lap(step);
@@ -332,7 +338,7 @@ Status assemble_jail(const JailConfig& c, const std::function<void(const char* s
   done("root");
   SG_TRY(step_base(root, c.base_paths));
   done("base");
-  SG_TRY(step_etc(root, c));
+  SG_TRY(step_etc(root, c, alternatives));
   done("etc");
   SG_TRY(step_dev(root));
   done("dev");

@@ -17,9 +17,12 @@
 namespace sandgate::providers {
 
 // Assembles the root filesystem and pivots into it, sets the host name, brings up loopback.
-// Runs in the supervisor (pid 1 of the run's namespaces) once, before any call. `lap`, if
-// given, is called after each step with its name (the supervisor times its set-up with it).
-Status assemble_jail(const JailConfig& config,
+// Runs in the supervisor (pid 1 of the run's namespaces) once, before any call.
+// `alternatives`: the host's shared_alternatives_mount (base_root.h), which the host sent with
+// the config; a clone of it is attached at /etc/alternatives (should that fail, and where there
+// is none, -1, the links are copied). `lap`, if given, is called after each step with its name
+// (the supervisor times its set-up with it).
+Status assemble_jail(const JailConfig& config, int alternatives = -1,
                      const std::function<void(const char* step)>& lap = {});
 
 // In a call's child, just before exec: drops every capability (bounding, ambient, inheritable,

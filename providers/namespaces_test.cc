@@ -25,7 +25,9 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "core/process.h"
 #include "core/state.h"
+#include "providers/base_root.h"
 #include "providers/proc_views.h"
 #include "providers/supervised_environment.h"
 #include "tests/support/provider_fixture.h"
@@ -86,6 +88,35 @@ TEST_F(NamespacesTest, RecipeIsCopiedAndOwnedByTheSandboxUser) {
   ASSERT_EQ(::stat((env->workspace_host_path() + "/src/new").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, env->host_id_base() + 10001);
   EXPECT_GE(env->host_id_base(), options_.id_pool.first) << "the run's own range, from the pool";
+}
+
+// The jail's /etc/alternatives is a clone of the one mount the host process made
+// (shared_alternatives_mount), not a copy: a read-only tmpfs of its own in the run, with every
+// link of the host's, target for target, and nothing can be added to it.
+TEST_F(NamespacesTest, AlternativesAreAReadOnlyCloneOfTheSharedMountWithEveryHostLink) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_REQUIRE(::access("/etc/alternatives", F_OK) == 0, "this host has no /etc/alternatives");
+  auto shared = providers::shared_alternatives_mount();
+  SANDGATE_REQUIRE(shared.ok(), "no shared alternatives mount on this kernel: " +
+                                    (shared.ok() ? std::string() : shared.error().message()));
+  const std::string list =
+      "cd /etc/alternatives && for f in *; do [ -L \"$f\" ] && echo \"$f $(readlink \"$f\")\"; "
+      "done";
+  auto host = run_command({"/bin/sh", "-c", list}, std::chrono::seconds(30), 1 << 20);
+  ASSERT_TRUE(host.ok()) << host.error().message();
+  ASSERT_NE(host->output, "");
+  auto env = make_env(*ns_, {});
+  ASSERT_TRUE(env);
+  // Mount point, mount options, filesystem type, superblock options.
+  auto r =
+      sh(*env, "awk '$5 == \"/etc/alternatives\" {print $6, $(NF-2), $NF}' /proc/self/mountinfo");
+  EXPECT_EQ(r.stdout_data.substr(0, r.stdout_data.find(',')), "ro") << r.stdout_data;
+  EXPECT_NE(r.stdout_data.find("nosuid,nodev,noexec"), std::string::npos) << r.stdout_data;
+  EXPECT_NE(r.stdout_data.find(" tmpfs ro,"), std::string::npos) << r.stdout_data;
+  EXPECT_EQ(sh(*env, list).stdout_data, host->output);
+  auto planted = sh(*env, "ln -s /etc/shadow /etc/alternatives/planted 2>&1");
+  EXPECT_NE(planted.stdout_data.find("Read-only"), std::string::npos) << planted.stdout_data;
+  ASSERT_TRUE(env->destroy().ok());
 }
 
 TEST_F(NamespacesTest, ReadonlyMountIsVisibleAndReadOnly) {

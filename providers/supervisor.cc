@@ -27,6 +27,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "providers/base_root.h"
 #include "providers/seccomp_policy.h"
 #include "providers/supervisor_protocol.h"
 
@@ -415,6 +416,16 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
     if (config.sysinfo_channel && config.sysinfo_channel->valid()) {
       fds.push_back(config.sysinfo_channel->get());
       named.push_back("sysinfo_channel");
+    }
+  }
+  // The jail attaches a clone of it where it would copy the links (base_root.h); without it
+  // (an older kernel), it copies them.
+  std::shared_ptr<const UniqueFd> alternatives;
+  if (config.isolate) {
+    if (auto shared = shared_alternatives_mount(); shared.ok() && *shared) {
+      alternatives = std::move(shared).value();
+      fds.push_back(alternatives->get());
+      named.push_back("alternatives");
     }
   }
   if (auto sent = send_message(

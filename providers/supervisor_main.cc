@@ -118,11 +118,12 @@ class SetupClock {
 class SupervisorLoop {
  public:
   SupervisorLoop(int control, SupervisorConfig config, UniqueFd seccomp_program,
-                 UniqueFd sysinfo_channel)
+                 UniqueFd sysinfo_channel, UniqueFd alternatives)
       : control_(control),
         config_(std::move(config)),
         seccomp_program_(std::move(seccomp_program)),
-        sysinfo_channel_(std::move(sysinfo_channel)) {}
+        sysinfo_channel_(std::move(sysinfo_channel)),
+        alternatives_(std::move(alternatives)) {}
 
   int run();
 
@@ -144,6 +145,7 @@ class SupervisorLoop {
   // The run's sysinfo channel (sysinfo_notify.h): each call's child sends its listener there.
   // Invalid: the calls' sysinfo(2) is the kernel's.
   UniqueFd sysinfo_channel_;
+  UniqueFd alternatives_;  // the host's shared /etc/alternatives (base_root.h), until assembled
   UniqueFd landlock_;                      // the calls' ruleset (jail.h), built once
   int landlock_abi_ = 0;
   std::string landlock_missing_;          // why there is none (this kernel lacks Landlock)
@@ -163,9 +165,10 @@ int SupervisorLoop::run() {
   SetupClock clock;
   if (config_.isolate || config_.contained) {
     // In a container the runtime assembled the root; the rest is the same for both.
-    Status s = config_.isolate
-                   ? assemble_jail(config_.jail, [&](const char* step) { clock.lap(step); })
-                   : Status{};
+    Status s = config_.isolate ? assemble_jail(config_.jail, alternatives_.get(),
+                                               [&](const char* step) { clock.lap(step); })
+                               : Status{};
+    alternatives_.reset();  // attached (or copied): no call's process may hold it
     if (s.ok() && config_.jail.seccomp) {
       // Compiled once by the host for every run with these options, sealed, sent with the
       // config: reading it costs microseconds where compiling cost milliseconds.
@@ -597,9 +600,9 @@ int serve_supervisor(int control) {
     return 2;
   }
   // The fds the host attached, by the names the message gives them in order (Supervisor::
-  // configure): the compiled seccomp filter, when the jail installs one, and the run's sysinfo
-  // channel.
-  UniqueFd program, sysinfo_channel;
+  // configure): the compiled seccomp filter, when the jail installs one, the run's sysinfo
+  // channel, and the shared /etc/alternatives mount for the jail to attach.
+  UniqueFd program, sysinfo_channel, alternatives;
   const Json names = msg->body.value("fds", Json::array());
   for (size_t i = 0; i < msg->fds.size(); ++i) {
     std::string name = i < names.size() && names[i].is_string() ? names[i].get<std::string>()
@@ -608,9 +611,11 @@ int serve_supervisor(int control) {
       program = std::move(msg->fds[i]);
     else if (name == "sysinfo_channel")
       sysinfo_channel = std::move(msg->fds[i]);
+    else if (name == "alternatives")
+      alternatives = std::move(msg->fds[i]);
   }
   SupervisorLoop loop(control, std::move(config).value(), std::move(program),
-                      std::move(sysinfo_channel));
+                      std::move(sysinfo_channel), std::move(alternatives));
   int rc = loop.run();
   ::_exit(rc);
 }
