@@ -28,6 +28,11 @@
 //   BM_NamespacesNoProcViewsExecOnly
 //                                   one more call without the views (and so without the
 //                                   listener either)
+//   BM_RecordRewrite                one rewrite of a run record (RunState::save: written, then
+//                                   exchanged with the old file, which is removed), several of
+//                                   which every run makes
+//   BM_RecordRenameOver             the same bytes renamed over the old file: the baseline (on
+//                                   ext4, auto_da_alloc starts writeback inside that rename)
 //   BM_NamespacesWorkspaceFsCreateExecDestroy
 //                                   the subject with --workspace-size 1GiB (an ext4 image on a
 //                                   loop device per run): the cost of the workspace filesystem,
@@ -46,6 +51,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -60,6 +66,7 @@
 #include "core/files.h"
 #include "core/host_features.h"
 #include "core/host_paths.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/process.h"
 #include "providers/provider.h"
@@ -269,6 +276,57 @@ void BM_HostDirCreateExecDestroy(benchmark::State& state) {
   create_exec_destroy(state, "host_dir");
 }
 
+// What a run record looks like (RunState::save): a run with the resources of a namespaces run.
+Json record_like() {
+  Json resources = Json::array();
+  for (const char* kind : {"directory", "id_range", "cgroup", "cgroup", "process", "process"})
+    resources.push_back({{"kind", kind},
+                         {"path", g_context->paths.work_dir + "/rmxb6eh629w1b/something"},
+                         {"pid", 12345},
+                         {"start_time", 1234567}});
+  return {{"schema_version", 1}, {"run_id", "rmxb6eh629w1b"}, {"provider", "namespaces"},
+          {"owner_pid", 1234},   {"owner_start", 1234567},    {"resources", resources}};
+}
+
+// One rewrite of a run record as RunState does it (write_json_file_atomic, kCrashSafe: the new
+// file exchanged with the old, which is then removed), in the state directory.
+void BM_RecordRewrite(benchmark::State& state) {
+  const std::string path = g_context->paths.state_dir + "/bench-record.json";
+  if (auto s = make_dirs(g_context->paths.state_dir, 0755); !s.ok()) {
+    state.SkipWithError(s.error().message().c_str());
+    return;
+  }
+  const Json record = record_like();
+  for (auto _ : state) {
+    if (auto s = write_json_file_atomic(path, record, Durability::kCrashSafe); !s.ok()) {
+      state.SkipWithError(s.error().message().c_str());
+      break;
+    }
+  }
+  ::unlink(path.c_str());
+}
+
+// The baseline: the same bytes written to a temporary file renamed over the old one (as every
+// rewrite did before), which on ext4 (auto_da_alloc) starts the new file's writeback inside
+// rename(2).
+void BM_RecordRenameOver(benchmark::State& state) {
+  const std::string path = g_context->paths.state_dir + "/bench-record-renamed.json";
+  if (auto s = make_dirs(g_context->paths.state_dir, 0755); !s.ok()) {
+    state.SkipWithError(s.error().message().c_str());
+    return;
+  }
+  const std::string tmp = path + ".tmp";
+  const std::string text = dump_json(record_like(), 2) + "\n";
+  for (auto _ : state) {
+    auto s = write_file(tmp, text, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (!s.ok() || std::rename(tmp.c_str(), path.c_str()) != 0) {
+      state.SkipWithError(s.ok() ? "rename" : s.error().message().c_str());
+      break;
+    }
+  }
+  ::unlink(path.c_str());
+}
+
 // Repetitions, min time and aggregates-only are defaults given as flags (see main), not fixed
 // here, so that --benchmark_repetitions and --benchmark_min_time still work on the command line.
 void configure(benchmark::internal::Benchmark* b) {
@@ -282,6 +340,8 @@ BENCHMARK(BM_SandgateBinaryStart)->Apply(configure);
 BENCHMARK(BM_NamespacesCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesExecOnly)->Apply(configure);
 BENCHMARK(BM_HostDirCreateExecDestroy)->Apply(configure);
+BENCHMARK(BM_RecordRewrite)->Apply(configure);
+BENCHMARK(BM_RecordRenameOver)->Apply(configure);
 BENCHMARK(BM_NamespacesNoLandlockCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesNoLandlockExecOnly)->Apply(configure);
 BENCHMARK(BM_NamespacesNoProcViewsCreateExecDestroy)->Apply(configure);
@@ -346,6 +406,7 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
         "BM_NamespacesNoProcViewsExecOnly");
   ratio("workspace fs/host dir (create+exec+destroy)", "BM_NamespacesWorkspaceFsCreateExecDestroy",
         "BM_NamespacesCreateExecDestroy");
+  ratio("run record rewrite: exchange/rename over", "BM_RecordRewrite", "BM_RecordRenameOver");
   auto ns = runs.median_ms("BM_NamespacesCreateExecDestroy"), bw = runs.median_ms("BM_Bwrap");
   if (ns && bw && !runs.failed("BM_NamespacesCreateExecDestroy") && !runs.failed("BM_Bwrap"))
     out << "goal (namespaces no slower than bwrap): " << (*ns <= *bw ? "met" : "NOT met") << "\n";

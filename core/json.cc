@@ -1,5 +1,7 @@
 #include "core/json.h"
 
+#include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE
 #include <unistd.h>
 
 #include <cstdio>
@@ -117,6 +119,16 @@ Status write_json_file_atomic(const std::string& path, const Json& value, Durabi
   SG_TRY(std::move(write_all(fd.get(), dump_json(value, 2) + "\n")).context("writing " + tmp));
   if (durability == Durability::kSynced && ::fsync(fd.get()) != 0) return sys_error("fsync", tmp);
   fd.reset();
+  if (durability == Durability::kCrashSafe) {
+    // Exchanged with the old file rather than renamed over it: ext4 (auto_da_alloc) starts
+    // writing back a file renamed over another inside rename(2), which took 0.3 ms at the
+    // median and seconds beside a busy disk (a run rewrites its record about six times). The
+    // old content, now at `tmp`, is removed with it. A writer killed in between leaves it for
+    // gc, as one killed before the rename.
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) return {};
+    // The first write (nothing to exchange with), or a filesystem without exchange.
+    if (errno != ENOENT && errno != EINVAL) return sys_error("renameat2 RENAME_EXCHANGE", tmp);
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("rename", tmp);
   remove_tmp.cancel();
   return {};

@@ -58,9 +58,12 @@ Result<Json> parse_json(std::string_view text, const std::string& source);
 Result<Json> read_json_file(const std::string& path);
 enum class Durability {
   kSynced,     // fsync before rename: survives a power loss (reports)
-  kCrashSafe,  // rename only: survives a crash of this process, not of the machine (run records)
+  kCrashSafe,  // no fsync, the old file exchanged (renameat2 RENAME_EXCHANGE) and removed:
+               // survives a crash of this process, not of the machine (run records), where a
+               // power loss may leave the file empty
 };
-// Writes path atomically (temporary file in the same directory, [fsync,] rename).
+// Writes path atomically (temporary file <path>.tmp.<pid> in the same directory, [fsync,]
+// rename or exchange).
 Status write_json_file_atomic(const std::string& path, const Json& value,
                               Durability durability = Durability::kSynced);
 

@@ -1,10 +1,12 @@
 #include "core/json.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -131,6 +133,31 @@ TEST_F(JsonFileTest, WriteAtomicReplacesTheOldContent) {
   auto back = read_json_file(path);
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ((*back)["v"], 2);
+}
+
+// A run record's rewrite (kCrashSafe) exchanges the new file with the old one and removes the
+// old: only the new content is left, under the record's name, also on the first write (nothing
+// to exchange with). A reader that opened the old record still reads it whole.
+TEST_F(JsonFileTest, CrashSafeRewriteLeavesOnlyTheNewContent) {
+  std::string path = tmp_ / "run.json";
+  ASSERT_TRUE(write_json_file_atomic(path, Json{{"v", 1}}, Durability::kCrashSafe).ok());
+  EXPECT_THAT(list_dir(tmp_.path()), ElementsAre("run.json"));
+  UniqueFd old(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(old.valid());
+  for (int v = 2; v <= 3; ++v) {
+    Status s = write_json_file_atomic(path, Json{{"v", v}}, Durability::kCrashSafe);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    EXPECT_THAT(list_dir(tmp_.path()), ElementsAre("run.json")) << "the old content is removed";
+    auto back = read_json_file(path);
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_EQ((*back)["v"], v);
+  }
+  char buf[64] = {};
+  ASSERT_GT(::pread(old.get(), buf, sizeof buf - 1, 0), 0);
+  EXPECT_EQ(parse_json(buf, "old")->value("v", 0), 1);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 TEST_F(JsonFileTest, FailedRenameLeavesNoTemporaryFile) {

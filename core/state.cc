@@ -481,10 +481,12 @@ GcReport collect_garbage(const HostPaths& paths) {
   while (struct dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
     if (n.size() > 5 && n.ends_with(".json")) files.push_back(dir + "/" + n);
-    // A record being rewritten is <record>.tmp.<writer pid> until it is renamed into place
-    // (write_json_file_atomic); a writer killed in between leaves it (the chaos test found
-    // one after a kill -9 of serve). Its content is never more than the record's next state,
-    // whose new resource was not made yet, so it goes once its writer is gone.
+    // A record being rewritten is <record>.tmp.<writer pid> until it is exchanged into place
+    // (write_json_file_atomic), and the old record is that file until it is removed; a writer
+    // killed in between leaves it (the chaos test found one after a kill -9 of serve). Its
+    // content is the record's next state, whose new resource was not made yet, or its last
+    // but one, whose resources the record in place names or no longer has: it goes once its
+    // writer is gone.
     if (auto at = n.find(".json.tmp."); at != std::string::npos) {
       pid_t writer = static_cast<pid_t>(std::strtol(n.c_str() + at + 10, nullptr, 10));
       if (writer > 0 && ::kill(writer, 0) != 0 && errno == ESRCH)
@@ -497,6 +499,16 @@ GcReport collect_garbage(const HostPaths& paths) {
   }
   for (const auto& file : files) {
     ++report.runs_seen;
+    // Records are not synced (kCrashSafe): after a power loss one may be empty. Its run's
+    // processes, mounts and cgroups went with the machine; its run directory is an orphan,
+    // removed below once the record is gone.
+    if (struct stat st; ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) {
+      if (::unlink(file.c_str()) == 0) {
+        spdlog::info("gc: removed the empty record {} (a power loss)", file);
+        ++report.runs_removed;
+      }
+      continue;
+    }
     auto j = read_json_file(file);
     if (!j.ok()) {
       report.errors.push_back(j.error().message());

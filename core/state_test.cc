@@ -327,6 +327,23 @@ TEST_F(StateTest, GcRemovesARecordTemporaryWhoseWriterIsGone) {
   EXPECT_TRUE(exists(live)) << "its writer is alive (this test): it may still be renamed";
 }
 
+// Records are not synced: after a power loss one may be empty. gc removes it (its processes,
+// mounts and cgroups went with the machine), and with it gone the run's directory is an orphan
+// and goes too. Before, the empty record was an error for ever, and it kept the directory.
+TEST_F(StateTest, GcRemovesAnEmptyRecordLeftByAPowerLossAndThenItsDirectory) {
+  ASSERT_TRUE(make_dirs(paths_.state_dir + "/runs").ok());
+  ASSERT_TRUE(write_file(record_path("rpower"), "", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC).ok());
+  std::string dir = paths_.work_dir + "/rpower";
+  ASSERT_TRUE(make_dirs(dir + "/workspace").ok());
+
+  GcReport r = collect_garbage(paths_);
+  EXPECT_THAT(r.errors, IsEmpty());
+  EXPECT_EQ(r.runs_removed, 1);
+  EXPECT_FALSE(exists(record_path("rpower")));
+  EXPECT_EQ(r.orphans_removed, 1);
+  EXPECT_FALSE(exists(dir));
+}
+
 TEST_F(StateTest, GcLeavesALiveRunAlone) {
   std::string dir = paths_.work_dir + "/rlive";
   ASSERT_TRUE(make_dirs(dir).ok());
