@@ -25,7 +25,6 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/json.h"
-#include "core/process.h"
 #include "core/state.h"
 #include "providers/base_root.h"
 #include "providers/proc_views.h"
@@ -99,12 +98,8 @@ TEST_F(NamespacesTest, AlternativesAreAReadOnlyCloneOfTheSharedMountWithEveryHos
   auto shared = providers::shared_alternatives_mount();
   SANDGATE_REQUIRE(shared.ok(), "no shared alternatives mount on this kernel: " +
                                     (shared.ok() ? std::string() : shared.error().message()));
-  const std::string list =
-      "cd /etc/alternatives && for f in *; do [ -L \"$f\" ] && echo \"$f $(readlink \"$f\")\"; "
-      "done";
-  auto host = run_command({"/bin/sh", "-c", list}, std::chrono::seconds(30), 1 << 20);
-  ASSERT_TRUE(host.ok()) << host.error().message();
-  ASSERT_NE(host->output, "");
+  const std::string host = host_alternatives();
+  ASSERT_NE(host, "");
   auto env = make_env(*ns_, {});
   ASSERT_TRUE(env);
   // Mount point, mount options, filesystem type, superblock options.
@@ -113,7 +108,7 @@ TEST_F(NamespacesTest, AlternativesAreAReadOnlyCloneOfTheSharedMountWithEveryHos
   EXPECT_EQ(r.stdout_data.substr(0, r.stdout_data.find(',')), "ro") << r.stdout_data;
   EXPECT_NE(r.stdout_data.find("nosuid,nodev,noexec"), std::string::npos) << r.stdout_data;
   EXPECT_NE(r.stdout_data.find(" tmpfs ro,"), std::string::npos) << r.stdout_data;
-  EXPECT_EQ(sh(*env, list).stdout_data, host->output);
+  EXPECT_EQ(sh(*env, kListAlternatives).stdout_data, host);
   auto planted = sh(*env, "ln -s /etc/shadow /etc/alternatives/planted 2>&1");
   EXPECT_NE(planted.stdout_data.find("Read-only"), std::string::npos) << planted.stdout_data;
   ASSERT_TRUE(env->destroy().ok());

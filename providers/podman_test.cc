@@ -250,16 +250,12 @@ TEST_F(PodmanTest, CreateExecDestroyLeavesNothing) {
 TEST_F(PodmanTest, TheFirstCallSeesEveryAlternativesLink) {
   REQUIRE_PODMAN();
   SANDGATE_REQUIRE(::access("/etc/alternatives", F_OK) == 0, "this host has no /etc/alternatives");
-  const std::string list =
-      "cd /etc/alternatives && for f in *; do [ -L \"$f\" ] && echo \"$f $(readlink \"$f\")\"; "
-      "done";
-  auto host = run_command({"/bin/sh", "-c", list}, std::chrono::seconds(30), 1 << 20);
-  ASSERT_TRUE(host.ok()) << host.error().message();
-  ASSERT_NE(host->output, "");
+  const std::string host = host_alternatives();
+  ASSERT_NE(host, "");
   auto env = make_env(*podman_);
   ASSERT_TRUE(env);
-  auto r = sh(*env, list);
-  EXPECT_EQ(r.stdout_data, host->output) << r.stderr_data;
+  auto r = sh(*env, kListAlternatives);
+  EXPECT_EQ(r.stdout_data, host) << r.stderr_data;
   ASSERT_TRUE(env->destroy().ok());
 }
 

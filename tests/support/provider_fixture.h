@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -73,6 +74,19 @@ inline std::set<pid_t> pids_with_argument(const std::string& arg) {
 }
 
 // The parent of `pid` (/proc/<pid>/stat, after the command name in parentheses); 0 if gone.
+// A shell line that lists /etc/alternatives' links, one "name target" per line; and the host's
+// own list by the same line, which a run's list must equal (its links are copied or cloned from
+// the host's). "" with a test failure when the host's cannot be listed.
+inline constexpr char kListAlternatives[] =
+    "cd /etc/alternatives && for f in *; do [ -L \"$f\" ] && echo \"$f $(readlink \"$f\")\"; done";
+inline std::string host_alternatives() {
+  auto host = run_command({"/bin/sh", "-c", kListAlternatives}, std::chrono::seconds(30), 1 << 20);
+  EXPECT_TRUE(host.ok()) << host.error().message();
+  if (!host.ok()) return "";
+  EXPECT_NE(host->output, "");
+  return host->output;
+}
+
 inline pid_t parent_of(pid_t pid) {
   auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
   if (!stat.ok()) return 0;
