@@ -17,6 +17,7 @@
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "providers/mount_api.h"
 
 namespace sandgate::providers {
 namespace {
@@ -174,13 +175,9 @@ Status copy_alternative_links(int target, const std::string& name) {
   return first;
 }
 
-long fsconfig_(int fd, unsigned cmd, const char* key, const void* value) {
-  return ::syscall(SYS_fsconfig, fd, cmd, key, value, 0);
-}
-
 Result<UniqueFd> make_alternatives_mount() {
   const std::string what = std::string("the shared copy of ") + kAlternatives;
-  UniqueFd fs(static_cast<int>(::syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC)));
+  UniqueFd fs(static_cast<int>(fsopen_("tmpfs", FSOPEN_CLOEXEC)));
   if (!fs) return sys_error("fsopen tmpfs", what);
   if (fsconfig_(fs.get(), FSCONFIG_SET_STRING, "mode", "0755") != 0 ||
       fsconfig_(fs.get(), FSCONFIG_SET_STRING, "size", "1m") != 0 ||

@@ -21,6 +21,7 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/process.h"
+#include "providers/mount_api.h"
 
 namespace sandgate::providers {
 
@@ -127,11 +128,6 @@ Result<RecipeSurvey> survey_recipe(const std::string& recipe, uint64_t max_entri
 }
 
 namespace {
-
-long fsopen_(const char* name, unsigned flags) { return syscall(SYS_fsopen, name, flags); }
-long fsconfig_(int fd, unsigned cmd, const char* key, const void* value, int aux) {
-  return syscall(SYS_fsconfig, fd, cmd, key, value, aux);
-}
 
 // A user namespace that maps exactly one uid and one gid, `from` (the recipe's owner on disk) to
 // `to` (the sandbox user on the host), for an idmapped mount (mount_setattr(2) MOUNT_ATTR_IDMAP,
