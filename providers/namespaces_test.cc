@@ -368,6 +368,78 @@ TEST_F(NamespacesTest, ProcViewsServerTakesSigtermFromALauncherThatBlocksIt) {
   EXPECT_FALSE(process_exists(server));
 }
 
+// Where a process's stack is (its line of /proc/PID/maps): randomised at each exec, whether the
+// program is position-independent or not.
+std::string stack_at(pid_t pid) {
+  auto maps = read_file("/proc/" + std::to_string(pid) + "/maps", 1 << 20);
+  if (!maps.ok()) return "";
+  auto at = maps->find("[stack]");
+  if (at == std::string::npos) return "";
+  auto line = maps->rfind('\n', at);
+  line = line == std::string::npos ? 0 : line + 1;
+  return maps->substr(line, maps->find('-', line) - line);
+}
+
+// From a process's second run on, the next run's views server is started while a run starts
+// (proc_views.cc: the spare), so that its exec and loading are not on the next create's path:
+// the next run's recorded server is that process, mounted for it, and a new spare waits. Each
+// is an exec of its own (its own address layout), and a spare that died while it waited is not
+// handed to a run: the run gets a fresh server and works.
+TEST_F(NamespacesTest, NextRunsProcViewsServerIsStartedAheadAndServesOnlyThatRun) {
+  SANDGATE_REQUIRE_ROOT();
+  auto read_meminfo = [](providers::Environment& env) {
+    providers::Call call;
+    call.argv = {"sh", "-c",
+                 "head -1 /proc/meminfo; grep -c ' /proc/meminfo .* fuse' /proc/self/mountinfo"};
+    auto r = env.exec(call, {});
+    return r.ok() ? r->stdout_data : r.error().message();
+  };
+  pid_t spare = -1;
+  for (int i = 0; i < 2; ++i) {  // two runs: a spare from the second on, whatever ran before
+    auto env = make_env(*ns_);
+    ASSERT_TRUE(env);
+    spare = providers::proc_views_spare_pid();
+    ASSERT_TRUE(env->destroy().ok());
+  }
+  ASSERT_GT(spare, 0) << "no spare server after two runs";
+  EXPECT_EQ(parent_of(spare), ::getpid());
+  const std::string spare_stack = stack_at(spare);
+  ASSERT_NE(spare_stack, "");
+
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  const pid_t server = recorded_proc_views_server(options_.paths.state_dir, env->run_id());
+  EXPECT_EQ(server, spare) << "the run's server is not the spare started ahead";
+  std::string out = read_meminfo(*env);
+  EXPECT_TRUE(out.starts_with("MemTotal:") && out.ends_with("\n1\n")) << out;
+  const pid_t next = providers::proc_views_spare_pid();
+  ASSERT_GT(next, 0) << "no spare for the run after";
+  EXPECT_NE(next, server);
+  EXPECT_NE(stack_at(next), spare_stack) << "the spare is not an exec of its own";
+  ASSERT_TRUE(env->destroy().ok());
+  EXPECT_FALSE(process_exists(server));
+  EXPECT_TRUE(process_exists(next)) << "a run's destroy stopped the next run's spare";
+
+  // A spare that died while it waited (a zombie of ours until it is dropped): the next run
+  // starts a fresh server instead, and the dead one is reaped.
+  ASSERT_EQ(::kill(next, SIGKILL), 0);
+  auto zombie = [&] {
+    auto stat = read_file("/proc/" + std::to_string(next) + "/stat", 4096);
+    return stat.ok() && stat->find(") Z ") != std::string::npos;
+  };
+  for (int i = 0; i < 1000 && !zombie(); ++i) ::usleep(10000);
+  ASSERT_TRUE(zombie()) << "the spare outlived SIGKILL";
+  auto after = make_env(*ns_);
+  ASSERT_TRUE(after);
+  const pid_t fresh = recorded_proc_views_server(options_.paths.state_dir, after->run_id());
+  EXPECT_GT(fresh, 0);
+  EXPECT_NE(fresh, next);
+  EXPECT_FALSE(process_exists(next)) << "the dead spare was not reaped";
+  out = read_meminfo(*after);
+  EXPECT_TRUE(out.starts_with("MemTotal:") && out.ends_with("\n1\n")) << out;
+  ASSERT_TRUE(after->destroy().ok());
+}
+
 // A number "key=N" of sandgate-try's sysinfo line; -1 when absent.
 long long sysinfo_field(const std::string& line, const std::string& key) {
   auto at = line.find(" " + key + "=");

@@ -16,12 +16,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <optional>
 
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/process.h"
 #include "core/strings.h"
+#include "providers/supervisor_protocol.h"
 
 namespace sandgate::providers {
 namespace {
@@ -498,35 +501,29 @@ std::string exec_failed_prefix(const std::string& exe) {
   return "error: exec the proc views server " + exe + ": errno ";
 }
 
-}  // namespace
+// A server forked and exec'd that waits for its go (proc_views_server.cc): no mount, no run
+// yet, so nothing to record; it exits when `control` is closed.
+struct WaitingServer {
+  pid_t pid = -1;
+  UniqueFd control;  // ours: the go goes out here, the answer comes back
+  std::string exe;
+};
 
-Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::string& exe_in,
-                                           const std::string& mount_point,
-                                           const std::vector<std::string>& cgroup_dirs,
-                                           RunState& state) {
-  StepClock clock("proc views", "begin");
-  SG_TRY(proc_views_supported(paths));
-  clock.lap("check");
-  const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
-  if (::mkdir(mount_point.c_str(), 0755) != 0 && errno != EEXIST)
-    return sys_error("mkdir proc views", mount_point);
+void discard(WaitingServer& server) {
+  server.control.reset();
+  ::kill(server.pid, SIGKILL);
+  ::waitpid(server.pid, nullptr, 0);
+}
+
+Result<WaitingServer> start_server(const std::string& exe) {
   int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return sys_error("socketpair for proc views");
   UniqueFd ours(sv[0]), theirs(sv[1]);
-  // The run's sysinfo channel (sysinfo_notify.h): the server's end goes with the go byte.
-  int channel[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0)
-    return sys_error("socketpair for the sysinfo channel");
-  UniqueFd channel_ours(channel[0]), channel_theirs(channel[1]);
   // Everything the child needs, made before fork: after it, only async-signal-safe calls (the
   // launcher may have threads).
-  const std::string fd_arg = "3";
-  std::vector<std::string> args = {exe, kProcViewsArg, mount_point, fd_arg};
-  args.insert(args.end(), cgroup_dirs.begin(), cgroup_dirs.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::string exe_arg = exe, mode_arg = kProcViewsArg, fd_arg = "3";
+  char* argv[] = {exe_arg.data(), mode_arg.data(), fd_arg.data(), nullptr};
   // A failed exec comes back by name on the socket (the launcher reads it as the answer).
   const std::string exec_failed = exec_failed_prefix(exe);
   pid_t pid = ::fork();
@@ -542,7 +539,7 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
     // dup2 onto itself would keep close-on-exec: clear it then.
     if (theirs.get() == 3 ? ::fcntl(3, F_SETFD, 0) != 0 : ::dup2(theirs.get(), 3) < 0) ::_exit(127);
     ::syscall(SYS_close_range, 4, ~0U, 0);
-    ::execv(exe.c_str(), argv.data());
+    ::execv(exe_arg.c_str(), argv);
     int err = errno;
     char digits[12];
     int n = 0;
@@ -554,35 +551,112 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
     for (char c : exec_failed)
       if (len < sizeof msg - 16) msg[len++] = c;
     while (n > 0) msg[len++] = digits[--n];
-    // After the go byte: the launcher reads the answer only once it has recorded us.
-    char go;
-    (void)!::read(3, &go, 1);
+    // After the go: the launcher reads the answer only once it has recorded us.
+    char go[1];
+    (void)!::read(3, go, sizeof go);
     (void)!::write(3, msg, len);
     ::_exit(127);
   }
-  theirs.reset();
-  clock.lap("fork");
+  return WaitingServer{pid, std::move(ours), exe};
+}
+
+// The spare (start_proc_views_spare). Never destroyed: at the process's exit the kernel closes
+// our end, and the spare exits.
+struct Spare {
+  std::mutex mutex;
+  std::optional<WaitingServer> server;
+  int mounted = 0;  // servers of this process that mounted
+};
+Spare& spare() {
+  static Spare* s = new Spare;
+  return *s;
+}
+
+// Still waiting for its go: nothing to read and no hang-up (a spare never writes first).
+bool still_waiting(const WaitingServer& server) {
+  struct pollfd p = {server.control.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+// A server for `exe`: the spare when it is one and still waits, otherwise a fresh one.
+Result<WaitingServer> take_server(const std::string& exe) {
+  Spare& s = spare();
+  std::optional<WaitingServer> taken;
+  {
+    std::lock_guard lock(s.mutex);
+    taken.swap(s.server);
+  }
+  if (taken && taken->exe == exe && still_waiting(*taken)) return std::move(*taken);
+  if (taken) discard(*taken);
+  return start_server(exe);
+}
+
+void count_mounted() {
+  Spare& s = spare();
+  std::lock_guard lock(s.mutex);
+  ++s.mounted;
+}
+
+}  // namespace
+
+void start_proc_views_spare(const std::string& exe_in) {
+  const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
+  Spare& s = spare();
+  std::lock_guard lock(s.mutex);
+  if (s.mounted < 2 || s.server) return;
+  auto started = start_server(exe);
+  if (!started.ok()) {
+    spdlog::debug("proc views: no spare server: {}", started.error().message());
+    return;
+  }
+  spdlog::debug("proc views: spare server {} started for the next run", started->pid);
+  s.server = std::move(started).value();
+}
+
+pid_t proc_views_spare_pid() {
+  Spare& s = spare();
+  std::lock_guard lock(s.mutex);
+  return s.server ? s.server->pid : -1;
+}
+
+Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::string& exe_in,
+                                           const std::string& mount_point,
+                                           const std::vector<std::string>& cgroup_dirs,
+                                           RunState& state) {
+  StepClock clock("proc views", "begin");
+  SG_TRY(proc_views_supported(paths));
+  clock.lap("check");
+  const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
+  if (::mkdir(mount_point.c_str(), 0755) != 0 && errno != EEXIST)
+    return sys_error("mkdir proc views", mount_point);
+  // The run's sysinfo channel (sysinfo_notify.h): the server's end goes with the go.
+  int channel[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0)
+    return sys_error("socketpair for the sysinfo channel");
+  UniqueFd channel_ours(channel[0]), channel_theirs(channel[1]);
+  SG_ASSIGN_OR_RETURN(WaitingServer server, take_server(exe));
+  const pid_t pid = server.pid;
+  clock.lap("server");
   // The server and the mount it will make, recorded in one write before it mounts anything: it
-  // waits for this byte (and exits at EOF instead).
+  // mounts only once it has its go (and exits at EOF instead).
   auto start = process_start_time(paths.proc, pid);
   // Named by its mount point: a reader of the record tells it from the run's supervisor.
   Status recorded =
       state.record_all({{Resource::Kind::kMount, mount_point},
                         {Resource::Kind::kProcess, mount_point, pid, start.value_or(0)}});
   if (!recorded.ok()) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
+    discard(server);
     return std::move(recorded).error();
   }
   clock.lap("record");
-  if (auto s = send_byte_with_fd(ours.get(), 'g', channel_theirs.get()); !s.ok()) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
+  Json go = {{"op", "go"}, {"mount_point", mount_point}, {"cgroup_dirs", cgroup_dirs}};
+  if (auto s = send_message(server.control.get(), go, {channel_theirs.get()}); !s.ok()) {
+    discard(server);
     return std::move(s).error().context_add("start proc views server");
   }
   StartingProcViews starting;
   starting.pid_ = pid;
-  starting.answer_ = std::move(ours);
+  starting.answer_ = std::move(server.control);
   starting.channel_ = std::move(channel_ours);
   starting.mount_point_ = mount_point;
   starting.exe_ = exe;
@@ -616,6 +690,7 @@ Status StartingProcViews::wait_mounted() {
     return failed(logic_error("start proc views",
                               answer.empty() ? "the server exited before mounting" : answer,
                               mount_point_));
+  count_mounted();
   return {};
 }
 

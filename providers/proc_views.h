@@ -218,17 +218,18 @@ std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_
                               std::string_view controller);
 
 // Host side: starts a run's views in two halves, so that the launcher can go on starting the
-// run (the supervisor's exec, a container's root) while the server execs and mounts: one after
-// the other, they were most of a run's create. begin_proc_views() makes the mount point (an
-// empty directory), forks the server, records it and the mount it will make in one write, and
-// lets it go: it mounts only once it is recorded, so a server whose launcher died before
-// recording it exits unmounted. wait_mounted() waits until the filesystem is mounted at
-// `mount_point` (a server that failed is then killed and reaped). Destroyed without a wait
-// (the launcher failed first): the server is left to the run's release, as its record says.
-// `cgroup_dirs`: the run's cgroup, one directory per hierarchy; empty (a run without a cgroup
-// of its own, as in the providers' own tests): each view follows the cgroup of the process
-// that reads it. `exe`: a binary whose main calls maybe_run_supervisor()
-// (ProviderOptions::supervisor_exe; empty: this one). Released with the run
+// run (the supervisor's exec, a container's root) while the server mounts: one after the other,
+// they were most of a run's create. begin_proc_views() makes the mount point (an empty
+// directory), takes a server (the spare started during the previous run when there is one,
+// otherwise a fresh fork and exec), records it and the mount it will make in one write, and
+// lets it go with the mount point and the cgroup: it mounts only once it is recorded, so a
+// server whose launcher died before recording it exits unmounted.
+// wait_mounted() waits until the filesystem is mounted at `mount_point` (a server that failed is
+// then killed and reaped). Destroyed without a wait (the launcher failed first): the server is left
+// to the run's release, as its record says. `cgroup_dirs`: the run's cgroup, one directory per
+// hierarchy; empty (a run without a cgroup of its own, as in the providers' own tests): each view
+// follows the cgroup of the process that reads it. `exe`: a binary whose main calls
+// maybe_run_supervisor() (ProviderOptions::supervisor_exe; empty: this one). Released with the run
 // (release_resources): the server is stopped, the mount detached. take_sysinfo_channel() gives
 // the launcher's end of the run's sysinfo channel (sysinfo_notify.h): the calls' listeners
 // sent there are answered by the server.
@@ -256,6 +257,18 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
                                            const std::string& mount_point,
                                            const std::vector<std::string>& cgroup_dirs,
                                            RunState& state);
+
+// The next run's server, started ahead (the spare): its exec, dynamic loading and
+// initialisation (4-6 ms on a 2-core VM) then overlap a run instead of holding up the next
+// one's create. Called by a provider once a run with views is ready; does something only in a
+// process whose servers have mounted twice already, and so will likely start more (serve,
+// replay, the probe suite, qualify, benchmarks; not a one-run `sandgate exec`, which would pay
+// for a spare it never uses), and when no spare waits. One per process, for `exe` (as
+// begin_proc_views's); it exits with the process. Each server is still an exec of its own,
+// with its own address layout (it parses FUSE requests from the run's code), for one run.
+void start_proc_views_spare(const std::string& exe);
+// The spare's pid, -1 when none waits (for tests).
+pid_t proc_views_spare_pid();
 
 // A provider's run: its cgroup from the placement its supervisor (or container) gets, the
 // parent of each <run>/main directory (a placement elsewhere is taken as it is); none without

@@ -1,9 +1,10 @@
 // The per-run /proc views server (proc_views.h): a read-only FUSE filesystem of eight files,
-// each generated at open from the run's cgroup. Started by begin_proc_views() as
-//   EXE --sandgate-proc-views MOUNT_POINT CONTROL_FD [CGROUP_DIR...]
-// It waits for one byte on CONTROL_FD (the launcher has recorded it; EOF: exit unmounted),
-// which may carry the run's sysinfo channel (sysinfo_notify.h), mounts, answers "ok" (or the
-// error), and serves until SIGTERM or until the mount is gone.
+// each generated at open from the run's cgroup. Started by the launcher (proc_views.cc) as
+//   EXE --sandgate-proc-views CONTROL_FD
+// ahead of the run that will use it, possibly: it loads and initialises, then waits for its go
+// on CONTROL_FD (a SOCK_SEQPACKET socket; EOF: exit unmounted), which names the mount point and
+// the run's cgroup and may carry the run's sysinfo channel (sysinfo_notify.h); mounts, answers
+// "ok" (or the error), and serves until SIGTERM or until the mount is gone.
 // Single-threaded: a read is a few small cgroup files; the loop also samples the run's load
 // every 5 s, as the kernel's own load average does, and answers each call's sysinfo(2) that
 // the jail's filter hands to it (the listeners come over the sysinfo channel), with the numbers
@@ -18,12 +19,14 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/fd.h"
 #include "core/strings.h"
 #include "providers/proc_views.h"
+#include "providers/supervisor_protocol.h"
 #include "providers/sysinfo_notify.h"
 
 namespace sandgate::providers {
@@ -270,13 +273,33 @@ Result<struct sysinfo> sysinfo_for(pid_t pid) {
                       seen_by(in_run, sample->tasks), age_s());
 }
 
-// The go byte, and the run's sysinfo channel when the launcher sends one with it.
-bool receive_go(int control, UniqueFd& channel) {
-  char go;
-  std::vector<UniqueFd> fds;
-  if (receive_byte_with_fds(control, go, fds, 1) != 1) return false;
-  if (!fds.empty()) channel = std::move(fds.front());
-  return true;
+// The go: the launcher has recorded us and says where to mount and for which cgroup (one
+// directory per hierarchy; none: each view follows its reader's cgroup), with the run's sysinfo
+// channel when it sends one. Nothing at end of stream (the launcher died, or dropped us unused)
+// or for a message that is not a go.
+struct Go {
+  std::string mount_point;
+  std::vector<std::string> run_dirs;
+  UniqueFd sysinfo_channel;
+};
+std::optional<Go> receive_go(int control) {
+  auto msg = recv_message(control);
+  if (!msg.ok()) return std::nullopt;
+  const Json& body = msg->body;
+  if (!body.is_object() || !body.contains("op") || body["op"] != "go") return std::nullopt;
+  Go go;
+  const auto mount_point = body.find("mount_point");
+  if (mount_point == body.end() || !mount_point->is_string()) return std::nullopt;
+  go.mount_point = mount_point->get<std::string>();
+  if (const auto dirs = body.find("cgroup_dirs"); dirs != body.end()) {
+    if (!dirs->is_array()) return std::nullopt;
+    for (const auto& d : *dirs) {
+      if (!d.is_string()) return std::nullopt;
+      go.run_dirs.push_back(d.get<std::string>());
+    }
+  }
+  if (!msg->fds.empty()) go.sysinfo_channel = std::move(msg->fds.front());
+  return go;
 }
 
 uint64_t host_mem_total_kb(const std::string& proc) {
@@ -291,13 +314,12 @@ uint64_t host_mem_total_kb(const std::string& proc) {
 std::string proc_views_library_version() { return fuse_pkgversion(); }
 
 int run_proc_views_server(int argc, char** argv) {
-  if (argc < 4) return 2;
-  const std::string mount_point = argv[2];
-  const int control = std::atoi(argv[3]);
+  if (argc != 3) return 2;
+  const int control = std::atoi(argv[2]);
+  auto answer = [&](const std::string& s) { (void)!::write(control, s.data(), s.size()); };
+  // What does not depend on the run first: a server started ahead of its run has done it by
+  // the time it is told where to mount.
   Views views;
-  for (int i = 4; i < argc; ++i) views.run_dirs.push_back(argv[i]);
-  // The hierarchies do not change under a run: not an access() per hierarchy per read.
-  for (const auto& run : views.run_dirs) views.run_controllers.push_back(controller_of(run));
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   views.host_cpus = cpus > 0 ? static_cast<int>(cpus) : 1;
   views.host_mem_kb = host_mem_total_kb(views.proc);
@@ -306,12 +328,6 @@ int run_proc_views_server(int argc, char** argv) {
   // Only the keys: the view has the kernel's layout, none of the host's numbers.
   if (auto vm = read_file(views.proc + "/vmstat", 1 << 16); vm.ok())
     views.vmstat_keys = vmstat_keys(*vm);
-  g_views = &views;
-  auto answer = [&](const std::string& s) { (void)!::write(control, s.data(), s.size()); };
-  UniqueFd sysinfo_channel;  // invalid: the launcher sent none, nothing here answers sysinfo
-  if (!receive_go(control, sysinfo_channel)) return 1;  // the launcher died before recording us
-  std::vector<UniqueFd> listeners;  // one per call, until its last process is gone
-
   struct fuse_operations ops = {};
   ops.getattr = op_getattr;
   ops.readdir = op_readdir;
@@ -327,10 +343,22 @@ int run_proc_views_server(int argc, char** argv) {
   struct fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(fargv));
   struct fuse* f = fuse_new(&args, &ops, sizeof ops, nullptr);
   fuse_opt_free_args(&args);
+
+  auto go = receive_go(control);
+  // The launcher died before recording us, or dropped us unused: nothing to flush or unmount
+  // (and no exit handlers: a sanitizer's leak scan would report what fuse_new holds).
+  if (!go) ::_exit(1);
   if (!f) {
     answer("error: fuse_new failed");
     return 1;
   }
+  views.run_dirs = std::move(go->run_dirs);
+  // The hierarchies do not change under a run: not an access() per hierarchy per read.
+  for (const auto& run : views.run_dirs) views.run_controllers.push_back(controller_of(run));
+  g_views = &views;
+  UniqueFd sysinfo_channel = std::move(go->sysinfo_channel);  // invalid: none, no sysinfo here
+  std::vector<UniqueFd> listeners;  // one per call, until its last process is gone
+  const std::string& mount_point = go->mount_point;
   if (fuse_mount(f, mount_point.c_str()) != 0) {
     answer("error: mount the proc views at " + mount_point + " failed");
     fuse_destroy(f);

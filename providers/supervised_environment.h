@@ -90,6 +90,9 @@ class SupervisedEnvironment : public Environment {
     // the provider forgets what the runtime removed itself (a container it removed need not be
     // removed again). Kept with the environment.
     std::function<Status(const RuntimeExit&, RunState& state)> runtime_exited;
+    // Called at the end of a successful create: work for the provider's next run that should
+    // overlap this run rather than a start (the next run's /proc views server).
+    std::function<void()> ready;
   };
 
   static Result<std::unique_ptr<SupervisedEnvironment>> create(const HostPaths& paths,
