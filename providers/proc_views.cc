@@ -613,6 +613,16 @@ void start_proc_views_spare(const std::string& exe_in) {
   s.server = std::move(started).value();
 }
 
+void drop_proc_views_spare() {
+  std::optional<WaitingServer> dropped;
+  {
+    Spare& s = spare();
+    std::lock_guard lock(s.mutex);
+    dropped.swap(s.server);
+  }
+  if (dropped) discard(*dropped);
+}
+
 pid_t proc_views_spare_pid() {
   Spare& s = spare();
   std::lock_guard lock(s.mutex);

@@ -269,6 +269,9 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
 void start_proc_views_spare(const std::string& exe);
 // The spare's pid, -1 when none waits (for tests).
 pid_t proc_views_spare_pid();
+// Stops the spare, if one waits: for a test that counts the process's descriptors (the spare's
+// socket is no run's).
+void drop_proc_views_spare();
 
 // A provider's run: its cgroup from the placement its supervisor (or container) gets, the
 // parent of each <run>/main directory (a placement elsewhere is taken as it is); none without
