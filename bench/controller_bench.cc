@@ -13,6 +13,8 @@
 //                                  (removing its cgroup, making the next one's, placing the
 //                                  process parked for it) is done by the time the next call
 //                                  comes, so this is the critical path alone
+//     BM_CallTruePaired             a paced session call and a paced env exec in turns: the
+//                                  median of the pairs' differences (the goal's figure)
 //     BM_CallTrue/session_call_paced_unparked
 //                                  the same without a parked process (RunOptions::park_ahead
 //                                  off): each call's process is moved into its cgroups on the
@@ -231,6 +233,76 @@ void BM_CallTrue(benchmark::State& state, bool with_call_scope, bool paced = fal
   if (bare)
     if (auto st = bare->destroy(); !st.ok() && !state.error_occurred())
       state.SkipWithError(("destroy environment: " + st.error().message()).c_str());
+}
+
+// A session's call and a bare environment's exec in turns, one pair per iteration, paced as an
+// agent's calls come: the two halves of a pair are a few ms apart, so the load of the other
+// sessions on a 2-core VM (which moved the separate benchmarks' medians by 2-3 ms between
+// invocations) mostly cancels in each pair's difference. Counters: the medians of the pairs'
+// differences (added_ms) and of each side.
+void BM_CallTruePaired(benchmark::State& state) {
+  auto stack = make_stack(state, controller::default_policy());
+  if (!stack) return;
+  auto run = open_session(state, *stack, {}, /*park_ahead=*/true);
+  if (!run) return;
+  auto env = stack->provider->create({});
+  if (!env.ok()) {
+    state.SkipWithError(("create environment: " + env.error().message()).c_str());
+    close_session(state, run);
+    return;
+  }
+  std::unique_ptr<providers::Environment> bare = std::move(env).value();
+  session::CallRequest request;
+  request.argv = {"/bin/true"};
+  providers::Call call;
+  call.argv = {"/bin/true"};
+  std::vector<double> call_ms, exec_ms, added_ms;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  for (auto _ : state) {
+    // Alternately first, so that neither side always follows the other.
+    const bool call_first = call_ms.size() % 2 == 0;
+    double c = 0, e = 0;
+    bool ok = true;
+    for (int side = 0; side < 2 && ok; ++side) {
+      state.PauseTiming();
+      std::this_thread::sleep_for(kPace);
+      state.ResumeTiming();
+      auto t0 = Clock::now();
+      if ((side == 0) == call_first) {
+        auto o = run->call(request);
+        if (!o.ok()) {
+          state.SkipWithError(("RunSession::call: " + o.error().message()).c_str());
+          ok = false;
+        } else {
+          ok = check_true(state, "RunSession::call", o->exec.status, o->exec.stderr_data);
+        }
+        c = ms_since(t0);
+      } else {
+        auto r = bare->exec(call, Placement{});
+        if (!r.ok()) {
+          state.SkipWithError(("Environment::exec: " + r.error().message()).c_str());
+          ok = false;
+        } else {
+          ok = check_true(state, "Environment::exec", r->status, r->stderr_data);
+        }
+        e = ms_since(t0);
+      }
+    }
+    if (!ok) break;
+    call_ms.push_back(c);
+    exec_ms.push_back(e);
+    added_ms.push_back(c - e);
+  }
+  if (!added_ms.empty()) {
+    state.counters["added_ms"] = stats::median(added_ms);
+    state.counters["call_ms"] = stats::median(call_ms);
+    state.counters["exec_ms"] = stats::median(exec_ms);
+  }
+  close_session(state, run);
+  if (auto st = bare->destroy(); !st.ok() && !state.error_occurred())
+    state.SkipWithError(("destroy environment: " + st.error().message()).c_str());
 }
 
 // What begin_call adds to find a call's room (Controller::lower_to_room): the limit and the
@@ -498,6 +570,8 @@ BENCHMARK_CAPTURE(BM_CallTrue, session_call_paced_unparked, true, true, false)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(40);
+// 60 pairs of 2 paced calls each (about 13 s).
+BENCHMARK(BM_CallTruePaired)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(60);
 BENCHMARK(BM_MemoryRoom)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Reaction, sample_20ms, milliseconds(20))
     ->Unit(benchmark::kMillisecond)
@@ -566,6 +640,20 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
                   "%.2fx\n",
                   what, *x, *y, *x - *y, *x / *y);
     out << line;
+  }
+
+  // In pairs (BM_CallTruePaired): the figure the goal is judged on, when it ran.
+  if (const std::string pr = "BM_CallTruePaired"; !failed(pr)) {
+    auto added = runs.counter(pr, "added_ms"), x = runs.counter(pr, "call_ms"),
+         y = runs.counter(pr, "exec_ms");
+    if (added && x && y && *y > 0) {
+      std::snprintf(line, sizeof line,
+                    "  per-call median, %-12s call %7.3f ms  exec %7.3f ms  added %7.3f ms  ratio "
+                    "%.2fx\n",
+                    "in pairs", *x, *y, *added, *x / *y);
+      out << line;
+      out << "  goal (under 1 ms added, in pairs): " << (*added < 1.0 ? "met" : "NOT met") << "\n";
+    }
   }
 
   if (!failed("BM_MemoryRoom") && !sc_failed)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "controller/cgroup_layout.h"
+#include "core/defer.h"
 #include "core/log.h"
 
 namespace sandgate::controller {
@@ -69,8 +70,14 @@ void Controller::settle(RunScope& run) { run.wait_settled(); }
 
 void Controller::make_spare(RunScope& run) {
   std::lock_guard lock(run.mu_);
+  make_spare_locked(run);
+}
+
+void Controller::make_spare_locked(RunScope& run) {
   if (run.closing_ || run.spare_ || !run.state_) return;
   std::string id = "call-" + std::to_string(run.next_call_++);
+  StepClock clock("run " + run.run_id_, "make_spare");
+  Defer lap([&] { clock.lap("create"); });
   // Recorded in the run record before each mkdir (CgroupBackend::create), like every cgroup:
   // a crash with a spare made leaves nothing `sandgate gc` cannot find.
   auto cg = options_.backend->create(run.run_.rel + "/" + id, &*run.state_);
@@ -95,7 +102,13 @@ void Controller::place_parked(RunScope& run, pid_t pid) {
   // kernel's slow step (an RCU grace period on a hybrid host); a call that begins meanwhile
   // waits for it, which costs it no more than placing its own process would.
   std::lock_guard lock(run.mu_);
-  if (run.closing_ || !run.spare_ || run.placed_parked_ == pid) return;
+  if (run.placed_parked_ == pid) return;
+  // The call that parked it has ended (the provider reports a parked process with the call's
+  // end, or later): its spare may not be made yet.
+  make_spare_locked(run);
+  if (run.closing_ || !run.spare_) return;
+  StepClock clock("run " + run.run_id_, "place_parked");
+  Defer lap([&] { clock.lap("attach"); });
   if (auto s = options_.backend->attach(*run.spare_, pid); !s.ok()) {
     // Gone (used by a call, or killed): the next call's process is placed by its provider.
     spdlog::debug("run {}: parked process {} not placed ahead: {}", run.run_id_, pid,
@@ -318,6 +331,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
                                                           const std::vector<std::string>& argv,
                                                           CallHost host) {
   const Policy& p = options_.policy;
+  StepClock clock("run " + run.run_id_, "begin_call");
   SG_ASSIGN_OR_RETURN(IntentChoice choice, choose_intent(p, intent, argv));
   auto call = std::make_unique<CallScope>();
   call->serial_ = next_serial_++;
@@ -364,11 +378,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
       SG_ASSIGN_OR_RETURN(call->cg_, b.create(run.run_.rel + "/" + call->id_, &*run.state_));
     }
   }
-  // The next call's, while this one runs: ahead of any removal still queued, which nothing
-  // waits for.
-  RunScope* r = &run;
-  defer(
-      run, [this, r] { make_spare(*r); }, /*first=*/true);
+  clock.lap("cgroup");
   call->placement_ = b.placement(call->cg_);
   call->placement_.placed_pid = placed_pid;
   // The grant is written before the call's first process is placed: writing limit files is
@@ -383,15 +393,19 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
       call->memory_lowered_ = std::move(lowered);
     }
   }
+  clock.lap("room");
   if (auto s = b.set_limits(call->cg_, limits); !s.ok()) {
     remove_call_cgroup(run, call->cg_);
     return std::move(s).error().context_add("grant for " + call->id_ + " (" + choice.intent + ")");
   }
+  clock.lap("limits");
   if (auto kills = run_oom_kills(run)) call->run_oom_kills_before_ = *kills;
+  clock.lap("oom-kills");
   call->ladder_ =
       std::make_unique<Ladder>(p.ladder, effective, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
   monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), call->start_, run.budget_);
+  clock.lap("watch");
   return call;
 }
 
@@ -520,6 +534,11 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
     RunScope* r = call->run_;
     defer(*r, [this, r, cg = call->cg_] { remove_call_cgroup(*r, cg); });
   }
+  // The next call's cgroup, once this one has ended (with the process it parked, if it did:
+  // adopt_parked), ahead of the removal, which nothing waits for.
+  if (RunScope* r = call->run_)
+    defer(
+        *r, [this, r] { make_spare(*r); }, /*first=*/true);
   return o;
 }
 

@@ -212,6 +212,7 @@ class Controller {
   void defer(RunScope& run, std::function<void()> job, bool first = false);
   // Reaper jobs: make the run's next spare cgroup; remove an ended call's cgroup.
   void make_spare(RunScope& run);
+  void make_spare_locked(RunScope& run);  // with run.mu_ held
   void place_parked(RunScope& run, pid_t pid);
   void remove_call_cgroup(RunScope& run, const Cgroup& cg);
   // The memory limit below `want` (none: unlimited) that a call of `run` starting now must

@@ -105,15 +105,14 @@ TEST_F(ControllerRealTest, CallTakesTheSpareAndItsCgroupIsRemovedAfterTheOutcome
       EXPECT_EQ(std::stoull(*l), default_policy().intents.at("test").memory_max->value);
     }
   }
+  (void)c->end_call(std::move(call).value(), ExecResult{});
   c->settle(**run);
-  // The next call's spare exists while this call runs, in every hierarchy the run is in.
+  EXPECT_TRUE(none_exist(placed));
+  // The next call's spare exists once this call has ended, in every hierarchy the run is in.
   for (const auto& d : placed.cgroup_dirs) {
     std::string next = d.substr(0, d.rfind('/')) + "/call-2";
     EXPECT_EQ(::access(next.c_str(), F_OK), 0) << next;
   }
-  (void)c->end_call(std::move(call).value(), ExecResult{});
-  c->settle(**run);
-  EXPECT_TRUE(none_exist(placed));
   auto record = read_file(paths_.state_dir + "/runs/rspare-cgroups.json");
   ASSERT_TRUE(record.ok());
   for (const auto& d : placed.cgroup_dirs)
@@ -314,9 +313,13 @@ TEST_F(ControllerRealTest, GcRemovesTheSpareAndTheOpenCallsCgroupsAfterKill9) {
     if (c.ok()) {
       auto run = (*c)->begin_run("default", "rkilled");
       if (run.ok()) {
+        // Two calls at once: the first takes the run's spare (call-1), the second makes its
+        // own (call-2); once the first ends, the next call's spare is made (call-3).
+        auto first = (*c)->begin_call(**run, "test", {"true"});
         auto call = (*c)->begin_call(**run, "test", {"true"});
-        (*c)->settle(**run);  // the next call's spare is made
-        if (call.ok()) said = "ok";
+        if (first.ok()) (void)(*c)->end_call(std::move(first).value(), ExecResult{});
+        (*c)->settle(**run);
+        if (first.ok() && call.ok()) said = "ok";
         (void)!::write(ready->write.get(), said.data(), said.size());
         ready->write.reset();
         ::pause();  // killed here, the run and its call open
@@ -332,7 +335,7 @@ TEST_F(ControllerRealTest, GcRemovesTheSpareAndTheOpenCallsCgroupsAfterKill9) {
   std::string run_rel = root_ + "/default/rkilled";
   std::vector<std::string> left_before;
   for (const auto& m : mounts())
-    for (const char* sub : {"/call-1", "/call-2"})
+    for (const char* sub : {"/call-1", "/call-2", "/call-3"})
       if (::access((m + "/" + run_rel + sub).c_str(), F_OK) == 0)
         left_before.push_back(m + "/" + run_rel + sub);
   ::kill(pid, SIGKILL);
@@ -340,8 +343,11 @@ TEST_F(ControllerRealTest, GcRemovesTheSpareAndTheOpenCallsCgroupsAfterKill9) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(made) << "the child could not make its run and call";
   // The open call's and the spare's cgroups, in the unified mount at least.
-  EXPECT_THAT(left_before, ::testing::Contains(layout_.unified_mount + "/" + run_rel + "/call-1"));
   EXPECT_THAT(left_before, ::testing::Contains(layout_.unified_mount + "/" + run_rel + "/call-2"));
+  EXPECT_THAT(left_before, ::testing::Contains(layout_.unified_mount + "/" + run_rel + "/call-3"));
+  EXPECT_THAT(left_before, ::testing::Not(::testing::Contains(layout_.unified_mount + "/" +
+                                                              run_rel + "/call-1")))
+      << "the ended call's cgroup was not removed";
   auto report = collect_garbage(paths_);
   EXPECT_TRUE(report.errors.empty()) << report.errors.front();
   EXPECT_EQ(report.runs_removed, 1);
