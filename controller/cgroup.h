@@ -106,6 +106,9 @@ class UsageReader {
  public:
   virtual ~UsageReader() = default;
   virtual Result<Usage> read(bool full) = 0;
+  // Opens now what the first read would (a spare cgroup's reader, off the call's path), so
+  // that even a call's first and last reads are preads. A reader that opens nothing: a no-op.
+  virtual Status prepare() { return {}; }
 };
 
 class CgroupBackend {

@@ -174,6 +174,7 @@ class CounterReader final : public UsageReader {
  public:
   CounterReader(Cgroup cg, CounterFileList list);
   Result<Usage> read(bool full) override;
+  Status prepare() override { return opened_ ? Status{} : open(); }
 
  private:
   struct OpenFile {

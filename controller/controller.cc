@@ -89,6 +89,11 @@ void Controller::make_spare_locked(RunScope& run) {
   }
   run.spare_ = std::move(cg).value();
   run.spare_id_ = std::move(id);
+  // Its counter files opened now too: the call's first and last reads are then preads.
+  run.spare_reader_ = options_.backend->usage_reader(*run.spare_);
+  if (auto s = run.spare_reader_->prepare(); !s.ok())
+    spdlog::debug("run {}: the next call's counters not opened ahead: {}", run.run_id_,
+                  s.error().message());
 }
 
 void Controller::adopt_parked(RunScope& run, pid_t pid) {
@@ -351,6 +356,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
         call->id_ = std::move(run.spare_id_);
         unused = std::move(run.spare_);
         run.spare_.reset();
+        run.spare_reader_.reset();
       } else {
         call->id_ = "call-" + std::to_string(run.next_call_++);
       }
@@ -362,6 +368,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
     return call;
   }
   pid_t placed_pid = 0;  // the run's parked process, already in the spare (adopt_parked)
+  std::unique_ptr<UsageReader> reader;  // the spare's, files open
   {
     // The spare made ahead when there is one (the usual case); else made here, on the call's
     // critical path (the first call of a run that came before its spare was made, or a spare
@@ -370,6 +377,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
     if (run.spare_) {
       call->cg_ = std::move(*run.spare_);
       call->id_ = std::move(run.spare_id_);
+      reader = std::move(run.spare_reader_);
       placed_pid = run.spare_parked_;
       run.spare_.reset();
       run.spare_parked_ = 0;
@@ -404,7 +412,8 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
   call->ladder_ =
       std::make_unique<Ladder>(p.ladder, effective, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
-  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), call->start_, run.budget_);
+  monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), call->start_, run.budget_,
+                  std::move(reader));
   clock.lap("watch");
   return call;
 }
@@ -480,13 +489,14 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
                                  std::optional<CallObservation> observed_inside) {
   StepClock clock("run " + (call->run_ ? call->run_->run_id_ : std::string("-")), "end_call");
   const bool on_host = call->ladder_ != nullptr;  // else CallHost::kGuest: nothing here to read
-  if (on_host) monitor_->unwatch(call->serial_);
+  std::unique_ptr<UsageReader> reader;            // the monitor's, for the last read (files open)
+  if (on_host) reader = monitor_->unwatch(call->serial_);
   clock.lap("unwatch");
   CgroupBackend& b = *options_.backend;
   auto now = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - call->start_);
   // One last read: the kernel's counters (OOM kills, refused forks, peaks) as the call left them.
   if (on_host) {
-    if (auto u = b.read_usage(call->cg_); u.ok()) {
+    if (auto u = reader ? reader->read(true) : b.read_usage(call->cg_); u.ok()) {
       LadderInput in;
       in.now = now;
       in.usage = std::move(u).value();
@@ -549,6 +559,7 @@ Status Controller::end_run(std::unique_ptr<RunScope> run) {
   {
     std::lock_guard lock(run->mu_);
     run->closing_ = true;  // a spare job still queued makes nothing
+    run->spare_reader_.reset();
   }
   settle(*run);  // the reaper is done with this run: nothing of it outlives end_run
   clock.lap("settle");

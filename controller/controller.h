@@ -93,6 +93,7 @@ class RunScope {
   std::optional<RunState> state_;
   int next_call_ = 1;
   std::optional<Cgroup> spare_;  // the next call's cgroup, made ahead, no limits written yet
+  std::unique_ptr<UsageReader> spare_reader_;  // its reader, files open (may be null)
   std::string spare_id_;         // its call id ("call-<n>")
   pid_t spare_parked_ = 0;       // the run's parked process, in spare_ already (adopt_parked)
   // The last parked process placed in a spare: never placed again. A call that came before it

@@ -606,6 +606,38 @@ TEST_F(ControllerFakeTest, EachCallTakesTheSpareMadeAheadAndTheNextOneIsMadeOnce
   EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
 }
 
+// The spare's counter files are opened when the spare is made, off the call's path, and that
+// reader goes with the call to the monitor and back: the call's last read (end_call) is
+// through it, not a read of every file by path (0.15-0.3 ms on this VM, now 0.05).
+TEST_F(ControllerFakeTest, TheSparesReaderIsPreparedAheadAndReadsTheCallsLastCounters) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  c->settle(**run);
+  EXPECT_THAT(backend_->ops(), Contains("prepare sgtest/t1/r1/call-1"));
+  auto call = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  auto through_reader = [&] {
+    int n = 0;
+    for (const auto& op : backend_->ops())
+      if (op == "read sgtest/t1/r1/call-1 prepared") ++n;
+    return n;
+  };
+  const int reads_before = backend_->reads("sgtest/t1/r1/call-1");
+  const int through_before = through_reader();
+  (void)c->end_call(std::move(call).value(), exited(0));
+  // Every read of the call's counters (the monitor's, if it sampled, and end_call's) went
+  // through the prepared reader: none by path (each reader read is one read_usage here).
+  const int reads = backend_->reads("sgtest/t1/r1/call-1") - reads_before;
+  EXPECT_GE(reads, 1) << "end_call read nothing";
+  EXPECT_EQ(through_reader() - through_before, reads);
+  // The next spare's, prepared once the call ended.
+  c->settle(**run);
+  EXPECT_THAT(backend_->ops(), Contains("prepare sgtest/t1/r1/call-2"));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 // The run's parked process goes into the spare off the call's path, and the call that takes
 // the spare is told it is there (Placement::placed_pid); one the backend could not move is not
 // named, so the provider places the call's process itself.

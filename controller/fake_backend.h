@@ -71,6 +71,33 @@ class FakeBackend : public CgroupBackend {
     return ok_status();
   }
 
+  // A reader that answers as read_usage does; ops: "prepare REL" when it is prepared, and
+  // "read REL prepared" or "read REL" for each read through it.
+  std::unique_ptr<UsageReader> usage_reader(const Cgroup& cg) const override {
+    struct Reader final : UsageReader {
+      const FakeBackend* backend;
+      Cgroup cg;
+      bool prepared = false;
+      Result<Usage> read(bool) override {
+        {
+          std::lock_guard lock(backend->mu_);
+          backend->ops_.push_back("read " + cg.rel + (prepared ? " prepared" : ""));
+        }
+        return backend->read_usage(cg);
+      }
+      Status prepare() override {
+        std::lock_guard lock(backend->mu_);
+        backend->ops_.push_back("prepare " + cg.rel);
+        prepared = true;
+        return ok_status();
+      }
+    };
+    auto r = std::make_unique<Reader>();
+    r->backend = this;
+    r->cg = cg;
+    return r;
+  }
+
   Result<Usage> read_usage(const Cgroup& cg) const override {
     if (read_hook_) read_hook_(cg.rel);  // outside the lock: the hook may call back in
     std::lock_guard<std::mutex> lock(mu_);
@@ -251,7 +278,8 @@ class FakeBackend : public CgroupBackend {
   CgroupLayoutKind kind_;
   mutable std::mutex mu_;
   std::set<std::string> existing_;
-  std::vector<std::string> created_, removed_, ops_;
+  std::vector<std::string> created_, removed_;
+  mutable std::vector<std::string> ops_;  // usage_reader()'s readers log theirs too
   std::vector<std::pair<std::string, Limits>> limit_calls_;
   mutable std::map<std::string, std::deque<Usage>> scripts_;
   mutable std::map<std::string, int> reads_;

@@ -76,9 +76,10 @@ std::optional<std::chrono::nanoseconds> Monitor::cpu_time() const {
 
 void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder,
                     std::chrono::steady_clock::time_point start,
-                    const std::optional<MemoryBudget>& budget) {
-  // The reader opens nothing until the monitor thread's first sample.
-  auto reader = backend_.usage_reader(cg);
+                    const std::optional<MemoryBudget>& budget,
+                    std::unique_ptr<UsageReader> reader) {
+  // A reader of the monitor's own opens nothing until the monitor thread's first sample.
+  if (!reader) reader = backend_.usage_reader(cg);
   {
     std::lock_guard<std::mutex> lock(mu_);
     Watched w;
@@ -142,15 +143,17 @@ void Monitor::remove_trigger(uint64_t key) {
   triggers_.erase(it);
 }
 
-void Monitor::unwatch(uint64_t id) {
+std::unique_ptr<UsageReader> Monitor::unwatch(uint64_t id) {
   // Destroyed outside the lock (declared before it).
   std::unique_ptr<RunqMeter> meter;
   std::unique_ptr<NetMeter> net_meter;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = watched_.find(id);
-  if (it == watched_.end()) return;
+  if (it == watched_.end()) return nullptr;
   meter = std::move(it->second.meter);
   net_meter = std::move(it->second.net_meter);
+  // Read under mu_ only (sample_all): once out of the map it is the caller's alone.
+  std::unique_ptr<UsageReader> reader = std::move(it->second.reader);
   if (!it->second.budget.empty()) {
     auto b = budgets_.find(it->second.budget);
     if (b != budgets_.end() && --b->second.refs == 0) {
@@ -159,6 +162,7 @@ void Monitor::unwatch(uint64_t id) {
     }
   }
   watched_.erase(it);
+  return reader;
 }
 
 uint64_t Monitor::calls_charge(const std::string& ancestor) const {

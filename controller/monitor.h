@@ -75,11 +75,15 @@ class Monitor {
   // Starts watching a call. `ladder` must outlive unwatch(id).
   // `budget`: the memory budget the call counts against, read once per sample for all of its
   // calls (LadderInput::budget); none: the call's ladder gets no budget view.
+  // `reader`: the call cgroup's reader when the caller has one (prepared ahead); none: the
+  // monitor makes its own.
   void watch(uint64_t id, const Cgroup& cg, Ladder* ladder,
              std::chrono::steady_clock::time_point start,
-             const std::optional<MemoryBudget>& budget = std::nullopt);
+             const std::optional<MemoryBudget>& budget = std::nullopt,
+             std::unique_ptr<UsageReader> reader = nullptr);
   // Stops watching; after it returns the monitor no longer touches the ladder or the meter.
-  void unwatch(uint64_t id);
+  // Gives back the call's reader, for the caller's last read (null if `id` was not watched).
+  std::unique_ptr<UsageReader> unwatch(uint64_t id);
   // The call `id` (watched) is measured by `meter` from now on; owned until unwatch(id).
   void set_runq_meter(uint64_t id, std::unique_ptr<RunqMeter> meter);
   // The call `id` (watched) has its network bytes read through `meter` from now on; owned
