@@ -26,6 +26,7 @@
 #include "core/files.h"
 #include "core/json.h"
 #include "core/state.h"
+#include "core/strings.h"
 #include "providers/base_root.h"
 #include "providers/proc_views.h"
 #include "providers/supervised_environment.h"
@@ -403,6 +404,17 @@ TEST_F(NamespacesTest, NextRunsProcViewsServerIsStartedAheadAndServesOnlyThatRun
   }
   ASSERT_GT(spare, 0) << "no spare server after two runs";
   EXPECT_EQ(parent_of(spare), ::getpid());
+  // Nothing of the host's environment (a token there would outlive the run that started it):
+  // PATH, and the sanitizer and log settings a test build passes on.
+  auto environ_text = read_file("/proc/" + std::to_string(spare) + "/environ", 1 << 16);
+  ASSERT_TRUE(environ_text.ok());
+  const std::set<std::string> allowed = {"PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+                                         "SANDGATE_LOG"};
+  for (std::string_view var : split(*environ_text, '\0'))
+    if (!var.empty()) {
+      EXPECT_TRUE(allowed.count(std::string(var.substr(0, var.find('='))))) << var;
+    }
+  EXPECT_NE(environ_text->find("PATH="), std::string::npos) << *environ_text;
   const std::string spare_stack = stack_at(spare);
   ASSERT_NE(spare_stack, "");
 

@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/process.h"
 #include "core/strings.h"
+#include "providers/supervisor.h"
 #include "providers/supervisor_protocol.h"
 
 namespace sandgate::providers {
@@ -524,6 +525,12 @@ Result<WaitingServer> start_server(const std::string& exe) {
   // launcher may have threads).
   std::string exe_arg = exe, mode_arg = kProcViewsArg, fd_arg = "3";
   char* argv[] = {exe_arg.data(), mode_arg.data(), fd_arg.data(), nullptr};
+  // Not the host's environment: the server may wait for a run long after the variables of the
+  // run that started it (and it parses what the run's code sends it).
+  std::vector<std::string> env_s = supervisor_env();
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
   // A failed exec comes back by name on the socket (the launcher reads it as the answer).
   const std::string exec_failed = exec_failed_prefix(exe);
   pid_t pid = ::fork();
@@ -539,7 +546,7 @@ Result<WaitingServer> start_server(const std::string& exe) {
     // dup2 onto itself would keep close-on-exec: clear it then.
     if (theirs.get() == 3 ? ::fcntl(3, F_SETFD, 0) != 0 : ::dup2(theirs.get(), 3) < 0) ::_exit(127);
     ::syscall(SYS_close_range, 4, ~0U, 0);
-    ::execv(exe_arg.c_str(), argv);
+    ::execve(exe_arg.c_str(), argv, envp.data());
     int err = errno;
     char digits[12];
     int n = 0;

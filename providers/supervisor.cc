@@ -68,6 +68,13 @@ std::vector<std::string> merge_env(std::vector<std::string> base,
   return base;
 }
 
+std::vector<std::string> supervisor_env() {
+  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "SANDGATE_LOG"})
+    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
+  return env;
+}
+
 namespace {
 
 // CLONE_NEWCGROUP is not among them: the child unshares its cgroup namespace after it has been
@@ -80,15 +87,6 @@ namespace {
 // cannot change a mount of the host's.
 constexpr uint64_t kCloneNamespaces =
     CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
-
-// The environment the supervisor process itself starts with: nothing of the host's except the
-// sanitizer settings a test build needs to behave the same in the child.
-std::vector<std::string> supervisor_env() {
-  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "SANDGATE_LOG"})
-    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
-  return env;
-}
 
 Status write_id_maps(pid_t pid, uid_t base) {
   std::string map = "0 " + std::to_string(base) + " 65536\n";

@@ -92,6 +92,12 @@ struct JailConfig {
   bool landlock = true;  // false (no_landlock): no Landlock ruleset, no Landlock scope
 };
 
+// The environment the processes of sandgate's own binary on a run's side start with (the
+// supervisor, the /proc views server): nothing of the host's (its tokens, the agent's
+// variables) except PATH and the sanitizer and log settings a test build needs to behave the
+// same in the child.
+std::vector<std::string> supervisor_env();
+
 struct SupervisorConfig {
   bool isolate = false;  // new namespaces + jail; false: calls run on the host as they are
   // Started by a container runtime (podman provider), which made the namespaces, the root
