@@ -484,7 +484,10 @@ Status parse_flat_keyed_into(std::string_view text,
 std::vector<CounterFile> pids_counter_files(const char* hierarchy) {
   return {
       {hierarchy, "pids.current", Tier::kEveryRead, false,
-       [](std::string_view t, Usage& u) { return parse_u64_into(t, u.pids_current); }},
+       [](std::string_view t, Usage& u) {
+         u.pids_counted = true;
+         return parse_u64_into(t, u.pids_current);
+       }},
       // pids.current falls when a parent outside reaps an exited task: read every time.
       {hierarchy, "pids.events", Tier::kEveryRead, false,
        [](std::string_view t, Usage& u) {

@@ -50,6 +50,7 @@ struct Usage {
   uint64_t cpu_throttled_us = 0;  // v2 cpu.stat throttled_usec; v1 cpu.stat throttled_time / 1000
   uint64_t cpu_nr_throttled = 0;
   uint64_t pids_current = 0;
+  bool pids_counted = false;  // pids.current was read (a layout without pids leaves it false)
   uint64_t pids_max_events = 0;             // pids.events "max": forks refused at pids.max
   MemoryEvents memory_events;               // v2 memory.events; v1 memory.oom_control + failcnt
   std::optional<Pressure> memory_pressure;  // v2 / unified memory.pressure (parse_pressure)

@@ -464,6 +464,7 @@ TEST_P(RealCgroupTest, MemoryTouchedByTheChildIsCounted) {
     ASSERT_TRUE(u.memory_peak.has_value());
     EXPECT_GE(*u.memory_peak, u.memory_current);
   }
+  EXPECT_TRUE(u.pids_counted);
   EXPECT_GE(u.pids_current, 1u);
 }
 

@@ -234,6 +234,7 @@ TEST_F(V1BackendTest, ReadUsageParsesEveryCounter) {
   EXPECT_EQ(u->cpu_usage_us, 98765432u);     // cpuacct.usage 98765432109 ns
   EXPECT_EQ(u->cpu_throttled_us, 1234567u);  // throttled_time 1234567890 ns
   EXPECT_EQ(u->cpu_nr_throttled, 37u);
+  EXPECT_TRUE(u->pids_counted);
   EXPECT_EQ(u->pids_current, 3u);
   EXPECT_EQ(u->pids_max_events, 7u);
   EXPECT_FALSE(u->memory_pressure.has_value());

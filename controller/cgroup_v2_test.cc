@@ -204,6 +204,16 @@ TEST_F(V2BackendTest, BadCpuValuesAreErrorsNamingTheField) {
   EXPECT_THAT(s.error().message(), HasSubstr("cpu_weight"));
 }
 
+// Without the pids controller a read cannot say how many tasks the cgroup has: pids_counted
+// stays false, so a zero there is not taken for "empty" (Controller::end_call).
+TEST_F(V2BackendTest, ReadUsageWithoutThePidsControllerDoesNotCountTasks) {
+  Cgroup cg = make_call({"cpu", "io", "memory"});
+  auto u = backend_.read_usage(cg);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_FALSE(u->pids_counted);
+  EXPECT_EQ(u->memory_current, 41943040u);  // the rest is read as before
+}
+
 TEST_F(V2BackendTest, ReadUsageParsesEveryCounter) {
   Cgroup cg = make_call();
   auto u = backend_.read_usage(cg);
@@ -213,6 +223,7 @@ TEST_F(V2BackendTest, ReadUsageParsesEveryCounter) {
   EXPECT_EQ(u->cpu_usage_us, 4511234u);
   EXPECT_EQ(u->cpu_throttled_us, 987654u);
   EXPECT_EQ(u->cpu_nr_throttled, 45u);
+  EXPECT_TRUE(u->pids_counted);
   EXPECT_EQ(u->pids_current, 4u);
   EXPECT_EQ(u->pids_max_events, 9u);
   EXPECT_EQ(u->memory_events.high, 12u);

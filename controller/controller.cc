@@ -495,8 +495,13 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
   CgroupBackend& b = *options_.backend;
   auto now = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - call->start_);
   // One last read: the kernel's counters (OOM kills, refused forks, peaks) as the call left them.
+  // It also tells whether the call left any task: pids.current counts every task of the
+  // cgroup, threads and unreaped zombies included, and nothing can enter an empty one (a task
+  // enters by a fork inside it, or placed by us, and the next call's goes to the spare).
+  bool left_no_task = false;
   if (on_host) {
     if (auto u = reader ? reader->read(true) : b.read_usage(call->cg_); u.ok()) {
+      left_no_task = u->pids_counted && u->pids_current == 0;
       LadderInput in;
       in.now = now;
       in.usage = std::move(u).value();
@@ -530,11 +535,16 @@ CallOutcome Controller::end_call(std::unique_ptr<CallScope> call, ExecResult res
 
   // Revoke the grant: nothing the call started survives it. What is still in the call's
   // cgroup is killed now, before the outcome is returned; an empty cgroup (the usual case) is
-  // removed by the reaper after it, off the call's critical path.
+  // removed by the reaper after it, off the call's critical path. The last read's pids.current
+  // answers "empty" without listing every hierarchy's cgroup.procs (0.16-0.21 ms on hybrid);
+  // a process a cut-short placement left in some hierarchies only is the removal's to kill.
   clock.lap("classify");
-  auto left = b.procs(call->cg_);
-  bool empty = left.ok() && left->empty();
-  clock.lap("procs");
+  bool empty = left_no_task;
+  if (!empty) {
+    auto left = b.procs(call->cg_);
+    empty = left.ok() && left->empty();
+    clock.lap("procs");
+  }
   if (!call->run_) {
     if (auto s = b.remove(call->cg_); !s.ok())
       spdlog::warn("revoking {}: {}", call->cg_.rel, s.error().message());

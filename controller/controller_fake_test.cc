@@ -757,6 +757,38 @@ TEST_F(ControllerFakeTest, ACallWithProcessesLeftIsRemovedBeforeItsOutcomeIsRetu
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+// The last read's pids.current says whether the call left a task: zero (the usual case) needs
+// no listing of cgroup.procs on the call's path; a task left is listed and killed at once.
+TEST_F(ControllerFakeTest, ACallsLastReadOfNoTasksSparesTheListingAndATaskLeftIsKilledAtOnce) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  Usage none, one;
+  none.pids_counted = one.pids_counted = true;
+  one.pids_current = 1;
+
+  auto call = c->begin_call(**run, "test", {"true"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  const std::string quiet = (*call)->cgroup().rel;
+  backend_->script(quiet, {none});
+  (void)c->end_call(std::move(call).value(), exited(0));
+  EXPECT_THAT(backend_->ops(), Not(Contains("procs " + quiet)));
+  c->settle(**run);
+  EXPECT_FALSE(backend_->exists(quiet)) << "the reaper did not remove the call's cgroup";
+
+  call = c->begin_call(**run, "test", {"daemonize"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  const std::string busy = (*call)->cgroup().rel;
+  backend_->script(busy, {one});
+  backend_->set_procs(busy, {4242});
+  (void)c->end_call(std::move(call).value(), exited(0));
+  EXPECT_THAT(backend_->ops(), Contains("procs " + busy));
+  EXPECT_THAT(backend_->removed(), Contains(busy));  // before end_call returned
+  EXPECT_FALSE(backend_->exists(busy));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 TEST_F(ControllerFakeTest, EndRunWaitsForTheReaperAndNothingOfTheRunOutlivesIt) {
   auto c = make();
   ASSERT_TRUE(c);

@@ -130,9 +130,10 @@ class FakeBackend : public CgroupBackend {
     ops_.push_back("signal " + std::to_string(sig) + " " + cg.rel);
     return ok_status();
   }
-  // None, unless set_procs said otherwise; remove() empties a cgroup.
+  // None, unless set_procs said otherwise; remove() empties a cgroup. Recorded as "procs REL".
   Result<std::vector<pid_t>> procs(const Cgroup& cg) const override {
     std::lock_guard<std::mutex> lock(mu_);
+    ops_.push_back("procs " + cg.rel);
     auto it = procs_.find(cg.rel);
     return it == procs_.end() ? std::vector<pid_t>{} : it->second;
   }
