@@ -167,7 +167,14 @@ bool is_zombie(const HostPaths& paths, pid_t pid) {
 Status kill_recorded_process(const HostPaths& paths, const Resource& r) {
   auto now = process_start_time(paths.proc, r.pid);
   // Gone, or the pid now names another process: nothing of ours to kill.
-  if (!now || *now != r.start_time || is_zombie(paths, r.pid)) return {};
+  if (!now || *now != r.start_time) return {};
+  if (is_zombie(paths, r.pid)) {
+    // Exited already (signalled early, signal_recorded_process, or by itself): reaped here if
+    // it is our child, else it is its parent's or init's to reap.
+    int status;
+    ::waitpid(r.pid, &status, WNOHANG);
+    return {};
+  }
   // A process that leads its own process group (record's driver, started in one of its own)
   // is killed with its group: what it started is ours too, and would otherwise outlive it
   // (the chaos test found record's driver's calls still running after gc). A group id cannot
@@ -211,6 +218,21 @@ Status kill_recorded_process(const HostPaths& paths, const Resource& r) {
   }
   return logic_error("kill", "process still present after SIGKILL", std::to_string(r.pid));
 }
+
+}  // namespace
+
+void signal_recorded_process(const HostPaths& paths, const Resource& r, int sig) {
+  if (r.kind != Resource::Kind::kProcess || r.pid <= 0) return;
+  // Through a pidfd opened before the check: the signal reaches the process checked, even if
+  // it exits and its pid is taken again in between.
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, r.pid, 0)));
+  if (!pidfd) return;
+  auto now = process_start_time(paths.proc, r.pid);
+  if (!now || *now != r.start_time || is_zombie(paths, r.pid)) return;
+  ::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0);
+}
+
+namespace {
 
 // A container named in a record: removed with its runtime's state and cgroups. Gone already is
 // fine (--ignore).

@@ -77,9 +77,14 @@ Json to_json(const Resource& r);
 Result<Resource> resource_from_json(const Json& j);
 
 // Undoes resources, most intrusive first: containers, processes, mounts, namespaces, cgroups,
-// loop devices, directories and marked files, id ranges.
+// loop devices, directories and marked files, id ranges. A recorded process that already
+// exited is reaped when it is this process's child.
 // Keeps going after a failure and returns the first one.
 Status release_resources(const HostPaths& paths, std::vector<Resource> resources);
+
+// Sends `sig` to the process `r` (a kProcess) records, if it still is that process (the same
+// start time) and has not exited; no wait. release_resources still waits for it (and reaps it).
+void signal_recorded_process(const HostPaths& paths, const Resource& r, int sig);
 
 class RunState {
  public:

@@ -202,6 +202,29 @@ TEST_F(StateTest, ReleaseResourcesRemovesDirectoriesAndKillsProcesses) {
   EXPECT_FALSE(alive(child.pid()));
 }
 
+// A recorded child that exited before the release (stopped early by signal_recorded_process,
+// or dead by itself) is reaped, not left a zombie of the long-lived launcher (`serve`).
+TEST_F(StateTest, ReleaseResourcesReapsARecordedChildThatAlreadyExited) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto start = process_start_time("/proc", pid);
+  ASSERT_TRUE(start.has_value());
+  const Resource r{Resource::Kind::kProcess, "", pid, *start};
+  signal_recorded_process(paths_, r, SIGTERM);
+  siginfo_t info = {};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);  // a zombie now
+  EXPECT_EQ(info.si_status, SIGTERM);
+  signal_recorded_process(paths_, r, SIGKILL);  // a zombie is not signalled: nothing happens
+  ASSERT_TRUE(release_resources(paths_, {r}).ok());
+  errno = 0;
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1) << "the zombie was not reaped";
+  EXPECT_EQ(errno, ECHILD);
+}
+
 TEST_F(StateTest, ReleaseResourcesUnmountsBeforeRemovingDirectories) {
   SANDGATE_REQUIRE_ROOT();
   // Recorded in creation order: the directory, then a mount inside it. Removing the

@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "core/fd.h"
 #include "core/files.h"
@@ -709,6 +710,15 @@ Status StartingProcViews::wait_mounted() {
                               mount_point_));
   count_mounted();
   return {};
+}
+
+void stop_proc_views_servers(const HostPaths& paths, const std::vector<Resource>& resources) {
+  std::set<std::string> mounts;
+  for (const auto& r : resources)
+    if (r.kind == Resource::Kind::kMount) mounts.insert(r.path);
+  for (const auto& r : resources)
+    if (r.kind == Resource::Kind::kProcess && !r.path.empty() && mounts.count(r.path))
+      signal_recorded_process(paths, r, SIGTERM);
 }
 
 std::vector<std::string> run_cgroup_dirs(const std::vector<std::string>& placement_dirs) {

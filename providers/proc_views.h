@@ -273,6 +273,13 @@ pid_t proc_views_spare_pid();
 // socket is no run's).
 void drop_proc_views_spare();
 
+// Stops, without waiting, each views server `resources` records (a process recorded under the
+// mount point it serves, as begin_proc_views records it). A run's destroy does this first:
+// nothing reads the views once the run's processes are gone, and the server's exit (its
+// unmount, its exit) then overlaps the supervisor's and a container runtime's teardown instead
+// of following it. release_resources still waits for it and reaps it.
+void stop_proc_views_servers(const HostPaths& paths, const std::vector<Resource>& resources);
+
 // A provider's run: its cgroup from the placement its supervisor (or container) gets, the
 // parent of each <run>/main directory (a placement elsewhere is taken as it is); none without
 // a placement (no controller: the views follow each reader's cgroup).

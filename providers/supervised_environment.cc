@@ -16,6 +16,7 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "providers/proc_views.h"
 
 namespace sandgate::providers {
 namespace {
@@ -446,6 +447,7 @@ Status SupervisedEnvironment::destroy() {
   destroyed_ = true;
   StepClock clock("run " + layout_.run_id, "destroy");
   Status first;
+  stop_proc_views_servers(paths_, state_.resources());  // released (reaped) below
   if (supervisor_) {
     first = supervisor_->stop();
     if (supervisor_->runtime_exit() && runtime_exited_) {
