@@ -190,14 +190,25 @@ class CliTest : public ProviderTest {
     pid_t daemon = 0;
     if (!daemon_token.empty()) {
       // The daemon's own forks (each `sleep`) carry the token until they exec: the daemon is
-      // the one whose parent does not.
-      std::set<pid_t> found;
-      for (int i = 0; i < 500 && (found = topmost(pids_with_argument(daemon_token))).size() != 1;
-           ++i)
+      // the one whose parent does not. One scan of /proc is not a snapshot: it can pass the
+      // daemon's pid while that process still execs its way to the token (it is the command's
+      // forked subshell, then setsid, then sh) and reach the pid of the daemon's first fork
+      // after it has the token, and that fork alone looks topmost. So the same single pid must
+      // come out of two scans 20 ms apart (a fork execs `sleep` within that, and loses the token).
+      std::set<pid_t> found, again;
+      for (int i = 0; i < 500; ++i) {
+        found = topmost(pids_with_argument(daemon_token));
+        if (found.size() == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          again = topmost(pids_with_argument(daemon_token));
+          if (again == found) break;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
       // Not found, the survival check below would prove nothing.
-      ASSERT_EQ(found.size(), 1u) << "no single process carries " << daemon_token
-                                  << " in /proc: the command's daemon was not found";
+      ASSERT_TRUE(found.size() == 1 && again == found)
+          << "no single process carries " << daemon_token
+          << " in /proc in two scans: the command's daemon was not found";
       daemon = *found.begin();
       // Inside a pid namespace of its own, the run's daemon is in the supervisor's.
       if (!same_pid_namespace(sup, ::getpid())) {
