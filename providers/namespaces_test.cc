@@ -773,6 +773,61 @@ TEST_F(NamespacesTest, AParkedProcessPlacedAheadIsTheCallsAndNeedsNoPlacementWri
   EXPECT_NE(::kill(*third, 0), 0) << "a parked process outlived its run";
 }
 
+// A process parked while no call runs restricts itself at once (sandbox user, no capabilities,
+// no_new_privs, Landlock, the seccomp programs), off the next call's path; the call that then
+// starts in it is restricted exactly as one the supervisor forks for it.
+TEST_F(NamespacesTest, AParkedProcessIsRestrictedAheadAndItsCallAsAForkedOne) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string unified = "/sys/fs/cgroup/unified";
+  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
+                   "needs a writable cgroup2 mount at " + unified);
+  std::string cg = unified + "/sandgate-test-prepared-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
+  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  // The lines of /proc/PID/status that say what a process may do.
+  auto restrictions = [](const std::string& status) {
+    std::string kept;
+    for (const auto& line : split(status, '\n'))
+      for (const char* key : {"Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:",
+                              "CapAmb:", "NoNewPrivs:", "Seccomp:", "Seccomp_filters:"})
+        if (line.rfind(key, 0) == 0) kept += std::string(line) + "\n";
+    return kept;
+  };
+  auto parked = env->park();
+  ASSERT_TRUE(parked.ok()) << parked.error().message();
+  const std::string status_path = "/proc/" + std::to_string(*parked) + "/status";
+  std::string seen;
+  for (int i = 0; i < 500; ++i) {  // up to 5 s: it is told at once, and needs about 1 ms
+    auto status = read_file(status_path, 1 << 16);
+    ASSERT_TRUE(status.ok()) << "the parked process went away: " << status.error().message();
+    seen = restrictions(*status);
+    if (seen.find("Seccomp:\t2") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(seen.find("Seccomp:\t2"), std::string::npos) << "not restricted while parked:\n"
+                                                         << seen;
+  EXPECT_NE(seen.find("NoNewPrivs:\t1"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("CapEff:\t0000000000000000"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("CapBnd:\t0000000000000000"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("Uid:\t0\t"), std::string::npos) << "still root:\n" << seen;
+
+  ASSERT_TRUE(write_file(cg + "/cgroup.procs", std::to_string(*parked)).ok());
+  providers::Call call;
+  call.argv = {"cat", "/proc/self/status"};
+  auto in_parked = env->exec(call, Placement{{cg + "/missing"}, *parked});
+  ASSERT_TRUE(in_parked.ok()) << in_parked.error().message();
+  EXPECT_EQ(in_parked->host_pid, *parked);
+  auto forked = env->exec(call, Placement{{cg}});
+  ASSERT_TRUE(forked.ok()) << forked.error().message();
+  EXPECT_NE(forked->host_pid, *parked);
+  const std::string a = restrictions(in_parked->stdout_data), b = restrictions(forked->stdout_data);
+  EXPECT_NE(a.find("Seccomp:\t2"), std::string::npos) << a;
+  EXPECT_EQ(a, b) << "a call in the parked process is restricted otherwise than a forked one";
+  ASSERT_TRUE(env->destroy().ok());
+}
+
 // Nothing to look at before it execs (no on_started): the host does not send "go", the
 // supervisor releases the call in the process placed ahead (go_if_parked). Were it to wait for
 // a "go" anyway, the call would hang until its timeout.
