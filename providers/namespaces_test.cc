@@ -60,6 +60,17 @@ std::string memory_cgroup_of_self(bool* is_root) {
   return dir;
 }
 
+// `cg`: a cgroup2 directory of the test's own, /sys/fs/cgroup/unified/NAME-<pid>, removed when
+// the test ends (empty by then: its run is destroyed). Without a writable cgroup2 mount the
+// test skips, or fails under SANDGATE_MUST_WORK=1.
+#define SANDGATE_TEST_CGROUP(cg, name)                                                    \
+  SANDGATE_REQUIRE(::access("/sys/fs/cgroup/unified/cgroup.procs", W_OK) == 0,            \
+                   "needs a writable cgroup2 mount at /sys/fs/cgroup/unified");           \
+  const std::string cg =                                                                  \
+      std::string("/sys/fs/cgroup/unified/") + (name) + "-" + std::to_string(::getpid()); \
+  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);                                                \
+  Defer remove_##cg([&] { ::rmdir(cg.c_str()); })
+
 class NamespacesTest : public ProviderTest {
  protected:
   void SetUp() override {
@@ -680,12 +691,7 @@ TEST_F(NamespacesTest, ProcShowsOnlyTheRun) {
 
 TEST_F(NamespacesTest, CallsAreParkedUntilPlacedInTheirCgroup) {
   SANDGATE_REQUIRE_ROOT();
-  std::string unified = "/sys/fs/cgroup/unified";
-  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
-                   "needs a writable cgroup2 mount at " + unified);
-  std::string cg = unified + "/sandgate-test-" + std::to_string(::getpid());
-  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
-  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  SANDGATE_TEST_CGROUP(cg, "sandgate-test");
   auto env = make_env(*ns_);
   ASSERT_TRUE(env);
   providers::Call call;
@@ -712,12 +718,7 @@ TEST_F(NamespacesTest, CallsAreParkedUntilPlacedInTheirCgroup) {
 // placement does not name it, starts as before, placed by the provider.
 TEST_F(NamespacesTest, AParkedProcessPlacedAheadIsTheCallsAndNeedsNoPlacementWrite) {
   SANDGATE_REQUIRE_ROOT();
-  std::string unified = "/sys/fs/cgroup/unified";
-  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
-                   "needs a writable cgroup2 mount at " + unified);
-  std::string cg = unified + "/sandgate-test-park-" + std::to_string(::getpid());
-  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
-  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  SANDGATE_TEST_CGROUP(cg, "sandgate-test-park");
   const std::string shown = "sandgate-test-park-" + std::to_string(::getpid()) + "\n";
   auto env = make_env(*ns_);
   ASSERT_TRUE(env);
@@ -778,12 +779,7 @@ TEST_F(NamespacesTest, AParkedProcessPlacedAheadIsTheCallsAndNeedsNoPlacementWri
 // starts in it is restricted exactly as one the supervisor forks for it.
 TEST_F(NamespacesTest, AParkedProcessIsRestrictedAheadAndItsCallAsAForkedOne) {
   SANDGATE_REQUIRE_ROOT();
-  std::string unified = "/sys/fs/cgroup/unified";
-  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
-                   "needs a writable cgroup2 mount at " + unified);
-  std::string cg = unified + "/sandgate-test-prepared-" + std::to_string(::getpid());
-  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
-  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  SANDGATE_TEST_CGROUP(cg, "sandgate-test-prepared");
   auto env = make_env(*ns_);
   ASSERT_TRUE(env);
   // The lines of /proc/PID/status that say what a process may do.
@@ -833,12 +829,7 @@ TEST_F(NamespacesTest, AParkedProcessIsRestrictedAheadAndItsCallAsAForkedOne) {
 // a "go" anyway, the call would hang until its timeout.
 TEST_F(NamespacesTest, ACallPlacedAheadWithNothingWaitingIsReleasedByTheSupervisor) {
   SANDGATE_REQUIRE_ROOT();
-  std::string unified = "/sys/fs/cgroup/unified";
-  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
-                   "needs a writable cgroup2 mount at " + unified);
-  std::string cg = unified + "/sandgate-test-goparked-" + std::to_string(::getpid());
-  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
-  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  SANDGATE_TEST_CGROUP(cg, "sandgate-test-goparked");
   auto env = make_env(*ns_);
   ASSERT_TRUE(env);
   auto parked = env->park();
@@ -898,12 +889,7 @@ TEST_F(NamespacesTest, CallReadsTheStdinItIsGivenElseNothing) {
 
 TEST_F(NamespacesTest, SupervisorIsPlacedAndTheCgroupNamespaceRootedThere) {
   SANDGATE_REQUIRE_ROOT();
-  std::string unified = "/sys/fs/cgroup/unified";
-  SANDGATE_REQUIRE(::access((unified + "/cgroup.procs").c_str(), W_OK) == 0,
-                   "needs a writable cgroup2 mount at " + unified);
-  std::string cg = unified + "/sandgate-test-main-" + std::to_string(::getpid());
-  ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
-  Defer remove_cg([&] { ::rmdir(cg.c_str()); });
+  SANDGATE_TEST_CGROUP(cg, "sandgate-test-main");
   providers::EnvSpec spec;
   spec.placement = {{cg}};
   auto env = make_env(*ns_, spec);
