@@ -790,7 +790,7 @@ class Suite::Context {
     const std::string home = s_.canaries_->home();
     auto home_before = snapshot_tree(home);
     controller::Cgroup cgroup;
-    unsigned long long pidns = 0;
+    HeldPidns pidns;  // held until the look below: its number cannot be another run's
     std::string destroyed_secrets;
     {
       SG_ASSIGN_OR_RETURN(auto run, open_run());
@@ -798,8 +798,7 @@ class Suite::Context {
       destroyed_secrets = run->secrets_host_path();
       // The run's pid namespace, from its supervisor (the first process in its main cgroup).
       auto procs = controller_->backend().procs(run->run().main_cgroup());
-      if (procs.ok() && !procs->empty())
-        pidns = pidns_inode(s_.options_.paths.proc, procs->front());
+      if (procs.ok() && !procs->empty()) pidns = hold_pidns(s_.options_.paths.proc, procs->front());
       auto plant = call(*run, {"persist.plant"}, {"linger_s=30"});
       if (!plant.ok()) spdlog::warn("persist.plant: {}", plant.error().message());
       // .git/hooks and .git/config stay inside the workspace, so nothing on the host shows
@@ -812,7 +811,7 @@ class Suite::Context {
     HostEvidence after;
     std::set<pid_t> exclude = {::getpid(), s_.canaries_->sentinel_pid()};
     after.leftover_processes = marked_processes(s_.options_.paths.proc, m, exclude);
-    for (auto& p : processes_in_pidns(s_.options_.paths.proc, pidns))
+    for (auto& p : processes_in_pidns(s_.options_.paths.proc, pidns.inode))
       after.leftover_processes.push_back(p);
     after.leftover_cgroups = remaining_cgroups(cgroup);
     for (const char* dir : {"/tmp", "/var/tmp"})

@@ -114,6 +114,15 @@ unsigned long long pidns_inode(const std::string& proc, pid_t pid) {
   return st.st_ino;
 }
 
+HeldPidns hold_pidns(const std::string& proc, pid_t pid) {
+  HeldPidns held;
+  std::string path = proc + "/" + std::to_string(pid) + "/ns/pid";
+  held.fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (held.fd && ::fstat(held.fd.get(), &st) == 0) held.inode = st.st_ino;
+  return held;
+}
+
 std::vector<std::string> marked_processes(const std::string& proc, const std::string& marker,
                                           const std::set<pid_t>& exclude) {
   std::vector<std::string> out;

@@ -14,6 +14,7 @@
 #include "controller/cgroup.h"
 #include "controller/policy.h"
 #include "core/egress.h"
+#include "core/fd.h"
 #include "probes/lab/lab.h"
 #include "probes/probe_report.h"
 
@@ -43,6 +44,17 @@ std::vector<std::string> processes_in_pidns(const std::string& proc, unsigned lo
 
 // The inode of <proc>/<pid>/ns/pid (0 when unreadable).
 unsigned long long pidns_inode(const std::string& proc, pid_t pid);
+
+// The pid namespace of <proc>/<pid>, held open: its inode number stays its own until this is
+// destroyed. A namespace's number is freed with it and the kernel hands the lowest free one to
+// the next namespace made anywhere on the host, so a run's number read before its destroy, and
+// looked for after it, can name another run's namespace (seen: another test's fresh
+// supervisor reported as a process left behind). inode is 0 when it cannot be opened.
+struct HeldPidns {
+  UniqueFd fd;
+  unsigned long long inode = 0;
+};
+HeldPidns hold_pidns(const std::string& proc, pid_t pid);
 
 // Entries of `dir` (not recursive) whose name carries the marker: files a probe left there.
 std::vector<std::string> marked_entries(const std::string& dir, const std::string& marker);

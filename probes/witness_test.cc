@@ -5,13 +5,17 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/defer.h"
 #include "core/fd.h"
 #include "core/files.h"
 #include "probes/disclosure.h"
+#include "tests/support/privileged.h"
 
 namespace sandgate::probes {
 namespace {
@@ -447,6 +451,57 @@ TEST_F(WitnessTest, DisclosureOfTheWorkspacesHostPathInMountinfo) {
                                              {{"workspace", "/var/tmp/sandgate/r1/workspace"}}),
                            tmp_, "", host_paths);
   EXPECT_EQ(direct.disclosed.size(), 1u);
+}
+
+// A pid namespace of its own: a child unshares one and forks its pid 1, which waits. Returns
+// {child, its pid 1's host pid}; killing the pid 1 ends the namespace.
+std::pair<pid_t, pid_t> start_pidns() {
+  int p[2];
+  if (::pipe(p) != 0) return {-1, -1};
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(p[0]);
+    if (::unshare(CLONE_NEWPID) != 0) ::_exit(1);
+    pid_t init = ::fork();
+    if (init == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    (void)!::write(p[1], &init, sizeof init);
+    ::waitpid(init, nullptr, 0);
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  pid_t init = -1;
+  if (::read(p[0], &init, sizeof init) != sizeof init) init = -1;
+  ::close(p[0]);
+  return {child, init};
+}
+
+void end_pidns(std::pair<pid_t, pid_t> ns) {
+  if (ns.second > 0) ::kill(ns.second, SIGKILL);  // the test's own processes, by pid
+  if (ns.first > 0) ::waitpid(ns.first, nullptr, 0);
+}
+
+// The persist probe looks for the run's processes by its pid namespace's number after the run
+// is destroyed. The kernel gives a freed number to the next namespace made: held open, the
+// run's namespace keeps its own, and the namespaces made after it get others.
+TEST(HeldPidns, ItsNumberIsNotGivenToTheNamespacesMadeAfterIt) {
+  SANDGATE_REQUIRE_ROOT();
+  auto first = start_pidns();
+  ASSERT_GT(first.second, 0);
+  HeldPidns held = hold_pidns("/proc", first.second);
+  ASSERT_GT(held.inode, 0u);
+  end_pidns(first);
+  for (int i = 0; i < 5; ++i) {
+    auto next = start_pidns();
+    ASSERT_GT(next.second, 0);
+    unsigned long long inode = pidns_inode("/proc", next.second);
+    end_pidns(next);
+    ASSERT_GT(inode, 0u);
+    EXPECT_NE(inode, held.inode) << "a later namespace got the held one's number";
+    EXPECT_TRUE(processes_in_pidns("/proc", held.inode).empty());
+  }
 }
 
 }  // namespace
