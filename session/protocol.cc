@@ -18,7 +18,10 @@ Overloaded(Ts...) -> Overloaded<Ts...>;
 // The fields of one request object, read strictly: each error names the op and the field.
 class Fields {
  public:
-  Fields(const Json& j, std::string op) : j_(j), op_(std::move(op)) {}
+  // `nested`: an object inside a request ("create" of a one-call exec), which has no "id" or
+  // "op" of its own.
+  Fields(const Json& j, std::string op, bool nested = false)
+      : j_(j), op_(std::move(op)), nested_(nested) {}
 
   Error fail(const std::string& what) const { return logic_error("request", op_ + ": " + what); }
 
@@ -77,7 +80,7 @@ class Fields {
   // Every key must be one of `known` (plus "id" and "op").
   Status only(std::initializer_list<const char*> known) const {
     for (const auto& [key, value] : j_.items()) {
-      if (key == "id" || key == "op") continue;
+      if (!nested_ && (key == "id" || key == "op")) continue;
       bool ok = false;
       for (const char* k : known) ok = ok || key == k;
       if (ok) continue;
@@ -91,47 +94,93 @@ class Fields {
  private:
   const Json& j_;
   std::string op_;
+  bool nested_;
 };
+
+Result<CreateRequest> parse_create(const Fields& f) {
+  SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds", "recipe_mode",
+                 "workspace_size", "secrets", "image", "net", "allow"}));
+  CreateRequest r;
+  SG_ASSIGN_OR_RETURN(r.provider, f.string("provider", true));
+  SG_ASSIGN_OR_RETURN(r.workspace, f.string("workspace", false));
+  SG_ASSIGN_OR_RETURN(r.env, f.strings("env"));
+  SG_ASSIGN_OR_RETURN(auto tenant, f.optional_string("tenant"));
+  if (tenant && !tenant->empty()) r.tenant = *tenant;
+  SG_ASSIGN_OR_RETURN(auto timeout, f.optional_string("timeout"));
+  if (timeout && !timeout->empty()) {
+    auto d = parse_duration(*timeout);
+    if (!d.ok()) return f.fail("\"timeout\": " + d.error().message());
+    r.timeout = *d;
+  }
+  SG_ASSIGN_OR_RETURN(r.ro_binds, f.strings("ro_binds"));
+  SG_ASSIGN_OR_RETURN(r.image, f.string("image", false));
+  SG_ASSIGN_OR_RETURN(r.recipe_mode, f.string("recipe_mode", false));
+  if (!r.recipe_mode.empty() && !providers::parse_recipe_mode(r.recipe_mode).ok())
+    return f.fail("\"recipe_mode\" must be \"auto\", \"overlay\" or \"copy\", got \"" +
+                  r.recipe_mode + "\"");
+  SG_ASSIGN_OR_RETURN(r.workspace_size, f.string("workspace_size", false));
+  if (!r.workspace_size.empty()) {
+    auto size = parse_bytes(r.workspace_size);
+    if (!size.ok()) return f.fail("\"workspace_size\": " + size.error().message());
+  }
+  SG_ASSIGN_OR_RETURN(r.secrets, f.string_map("secrets"));
+  SG_ASSIGN_OR_RETURN(r.net, f.string("net", false));
+  if (!r.net.empty() && r.net != "none" && r.net != "allowlist")
+    return f.fail("\"net\" must be \"none\" or \"allowlist\", got \"" + excerpt(r.net) + "\"");
+  SG_ASSIGN_OR_RETURN(r.allow, f.strings("allow"));
+  return r;
+}
+
+// `with_env`: a destroy request; without, the "destroy" of a one-call exec (the run it made).
+Result<DestroyRequest> parse_destroy(const Fields& f, bool with_env) {
+  SG_TRY(with_env ? f.only({"env", "export_branch", "export_force", "export"})
+                  : f.only({"export_branch", "export_force", "export"}));
+  DestroyRequest r;
+  if (with_env) {
+    SG_ASSIGN_OR_RETURN(r.env, f.string("env", true));
+  }
+  SG_ASSIGN_OR_RETURN(r.export_branch, f.string("export_branch", false));
+  SG_ASSIGN_OR_RETURN(r.export_force, f.boolean("export_force"));
+  SG_ASSIGN_OR_RETURN(r.export_dir, f.string("export", false));
+  if (r.export_force && r.export_branch.empty())
+    return f.fail("\"export_force\" without \"export_branch\"");
+  return r;
+}
+
+// The object at `key` of a one-call exec ("create", "destroy"), read as its own request.
+Result<const Json*> nested_object(const Json& j, const char* key) {
+  const Json& v = j.at(key);
+  if (!v.is_object())
+    return logic_error(
+        "request", std::string("exec: \"") + key + "\" must be an object, got " + describe_json(v));
+  return &v;
+}
 
 Result<RequestBody> parse_body(const std::string& op, const Json& j) {
   Fields f(j, op);
   if (op == "create") {
-    SG_TRY(f.only({"provider", "workspace", "env", "tenant", "timeout", "ro_binds", "recipe_mode",
-                   "workspace_size", "secrets", "image", "net", "allow"}));
-    CreateRequest r;
-    SG_ASSIGN_OR_RETURN(r.provider, f.string("provider", true));
-    SG_ASSIGN_OR_RETURN(r.workspace, f.string("workspace", false));
-    SG_ASSIGN_OR_RETURN(r.env, f.strings("env"));
-    SG_ASSIGN_OR_RETURN(auto tenant, f.optional_string("tenant"));
-    if (tenant && !tenant->empty()) r.tenant = *tenant;
-    SG_ASSIGN_OR_RETURN(auto timeout, f.optional_string("timeout"));
-    if (timeout && !timeout->empty()) {
-      auto d = parse_duration(*timeout);
-      if (!d.ok()) return f.fail("\"timeout\": " + d.error().message());
-      r.timeout = *d;
-    }
-    SG_ASSIGN_OR_RETURN(r.ro_binds, f.strings("ro_binds"));
-    SG_ASSIGN_OR_RETURN(r.image, f.string("image", false));
-    SG_ASSIGN_OR_RETURN(r.recipe_mode, f.string("recipe_mode", false));
-    if (!r.recipe_mode.empty() && !providers::parse_recipe_mode(r.recipe_mode).ok())
-      return f.fail("\"recipe_mode\" must be \"auto\", \"overlay\" or \"copy\", got \"" +
-                    r.recipe_mode + "\"");
-    SG_ASSIGN_OR_RETURN(r.workspace_size, f.string("workspace_size", false));
-    if (!r.workspace_size.empty()) {
-      auto size = parse_bytes(r.workspace_size);
-      if (!size.ok()) return f.fail("\"workspace_size\": " + size.error().message());
-    }
-    SG_ASSIGN_OR_RETURN(r.secrets, f.string_map("secrets"));
-    SG_ASSIGN_OR_RETURN(r.net, f.string("net", false));
-    if (!r.net.empty() && r.net != "none" && r.net != "allowlist")
-      return f.fail("\"net\" must be \"none\" or \"allowlist\", got \"" + excerpt(r.net) + "\"");
-    SG_ASSIGN_OR_RETURN(r.allow, f.strings("allow"));
+    SG_ASSIGN_OR_RETURN(auto r, parse_create(f));
     return RequestBody(std::move(r));
   }
   if (op == "exec") {
-    SG_TRY(f.only({"env", "argv", "intent", "call_env", "cwd"}));
+    SG_TRY(f.only({"env", "argv", "intent", "call_env", "cwd", "create", "destroy"}));
     ExecRequest r;
-    SG_ASSIGN_OR_RETURN(r.env, f.string("env", true));
+    if (j.contains("create")) {
+      if (j.contains("env"))
+        return f.fail(
+            "\"env\" and \"create\" together (a call runs in a run it names or in one made for "
+            "it)");
+      SG_ASSIGN_OR_RETURN(const Json* c, nested_object(j, "create"));
+      SG_ASSIGN_OR_RETURN(r.create, parse_create(Fields(*c, "exec: \"create\"", true)));
+      if (j.contains("destroy")) {
+        SG_ASSIGN_OR_RETURN(const Json* d, nested_object(j, "destroy"));
+        SG_ASSIGN_OR_RETURN(r.destroy, parse_destroy(Fields(*d, "exec: \"destroy\"", true), false));
+      }
+    } else {
+      if (j.contains("destroy"))
+        return f.fail("\"destroy\" without \"create\" (destroy a named run with op destroy)");
+      SG_ASSIGN_OR_RETURN(r.env, f.string("env", true));
+    }
     SG_ASSIGN_OR_RETURN(r.argv, f.strings("argv"));
     if (r.argv.empty()) return f.fail("\"argv\" must name a command");
     SG_ASSIGN_OR_RETURN(auto intent, f.optional_string("intent"));
@@ -141,14 +190,7 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
     return RequestBody(std::move(r));
   }
   if (op == "destroy") {
-    SG_TRY(f.only({"env", "export_branch", "export_force", "export"}));
-    DestroyRequest r;
-    SG_ASSIGN_OR_RETURN(r.env, f.string("env", true));
-    SG_ASSIGN_OR_RETURN(r.export_branch, f.string("export_branch", false));
-    SG_ASSIGN_OR_RETURN(r.export_force, f.boolean("export_force"));
-    SG_ASSIGN_OR_RETURN(r.export_dir, f.string("export", false));
-    if (r.export_force && r.export_branch.empty())
-      return f.fail("\"export_force\" without \"export_branch\"");
+    SG_ASSIGN_OR_RETURN(auto r, parse_destroy(f, true));
     return RequestBody(std::move(r));
   }
   if (op == "list" || op == "providers" || op == "policy") {
@@ -158,6 +200,33 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
     return RequestBody(PolicyRequest{});
   }
   return logic_error("request", "unknown op '" + op + "' (create, exec, destroy, list, providers, policy)");
+}
+
+// A create's fields, into `j` (a create request, or the "create" of a one-call exec).
+void create_fields(const CreateRequest& c, Json& j) {
+  j["provider"] = c.provider;
+  if (!c.workspace.empty()) j["workspace"] = c.workspace;
+  if (!c.env.empty()) j["env"] = c.env;
+  j["tenant"] = c.tenant;
+  if (c.timeout) j["timeout"] = format_duration(*c.timeout);
+  if (!c.ro_binds.empty()) j["ro_binds"] = c.ro_binds;
+  if (!c.image.empty()) j["image"] = c.image;
+  if (!c.recipe_mode.empty()) j["recipe_mode"] = c.recipe_mode;
+  if (!c.workspace_size.empty()) j["workspace_size"] = c.workspace_size;
+  if (!c.secrets.empty()) {
+    Json secrets = Json::object();
+    for (const auto& [name, file] : c.secrets) secrets[name] = file;
+    j["secrets"] = secrets;
+  }
+  if (!c.net.empty()) j["net"] = c.net;
+  if (!c.allow.empty()) j["allow"] = c.allow;
+}
+
+// What a destroy exports, into `j` (its env is the caller's).
+void destroy_fields(const DestroyRequest& d, Json& j) {
+  if (!d.export_branch.empty()) j["export_branch"] = d.export_branch;
+  if (d.export_force) j["export_force"] = true;
+  if (!d.export_dir.empty()) j["export"] = d.export_dir;
 }
 
 }  // namespace
@@ -192,26 +261,15 @@ Result<Request> parse_request(const Json& j) {
 Json to_json(const Request& r) {
   Json j = {{"op", op_name(r.body)}};
   if (!r.id.is_null()) j["id"] = r.id;
-  std::visit(Overloaded{[&](const CreateRequest& c) {
-                          j["provider"] = c.provider;
-                          if (!c.workspace.empty()) j["workspace"] = c.workspace;
-                          if (!c.env.empty()) j["env"] = c.env;
-                          j["tenant"] = c.tenant;
-                          if (c.timeout) j["timeout"] = format_duration(*c.timeout);
-                          if (!c.ro_binds.empty()) j["ro_binds"] = c.ro_binds;
-                          if (!c.image.empty()) j["image"] = c.image;
-                          if (!c.recipe_mode.empty()) j["recipe_mode"] = c.recipe_mode;
-                          if (!c.workspace_size.empty()) j["workspace_size"] = c.workspace_size;
-                          if (!c.secrets.empty()) {
-                            Json secrets = Json::object();
-                            for (const auto& [name, file] : c.secrets) secrets[name] = file;
-                            j["secrets"] = secrets;
-                          }
-                          if (!c.net.empty()) j["net"] = c.net;
-                          if (!c.allow.empty()) j["allow"] = c.allow;
-                        },
+  std::visit(Overloaded{[&](const CreateRequest& c) { create_fields(c, j); },
                         [&](const ExecRequest& e) {
-                          j["env"] = e.env;
+                          if (e.create) {
+                            create_fields(*e.create, j["create"]);
+                            if (e.destroy)
+                              destroy_fields(*e.destroy, j["destroy"] = Json::object());
+                          } else {
+                            j["env"] = e.env;
+                          }
                           j["argv"] = e.argv;
                           if (e.intent) j["intent"] = *e.intent;
                           if (!e.call_env.empty()) j["call_env"] = e.call_env;
@@ -219,9 +277,7 @@ Json to_json(const Request& r) {
                         },
                         [&](const DestroyRequest& d) {
                           j["env"] = d.env;
-                          if (!d.export_branch.empty()) j["export_branch"] = d.export_branch;
-                          if (d.export_force) j["export_force"] = true;
-                          if (!d.export_dir.empty()) j["export"] = d.export_dir;
+                          destroy_fields(d, j);
                         },
                         [](const ListRequest&) {}, [](const ProvidersRequest&) {},
                         [](const PolicyRequest&) {}},

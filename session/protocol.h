@@ -10,6 +10,11 @@
 //    "call_env":["CC=clang"],"cwd":"/workspace/src"}
 //        -> {"id":2,"ok":true,"outcome":{...}}          (controller/outcome.h, to_json)
 //   {"id":3,"op":"destroy","env":"r...","export_branch":"agent/fix-1"}   -> {"id":3,"ok":true}
+//   {"id":4,"op":"exec","create":{"provider":"namespaces"},"argv":["true"],
+//    "destroy":{"export_branch":"agent/fix-2"}}
+//        -> {"id":4,"ok":true,"env":"r...","outcome":{...}}
+//   (a run made for this one call, as "create" asks, destroyed after it as "destroy" asks: the
+//   three requests above in one round trip; `exec --socket --provider` sends it)
 //   create also takes "recipe_mode" ("auto", "overlay", "copy"), "workspace_size" ("1GiB": the
 //   workspace on a filesystem of its own) and "secrets" ({"NAME":"FILE"}); its reply says
 //   "workspace_kind" and "workspace_note". destroy also takes "export_force" (true: replace an
@@ -57,13 +62,6 @@ struct CreateRequest {
   std::string net;
   std::vector<std::string> allow;  // entries as --allow takes them (core/egress.h)
 };
-struct ExecRequest {
-  std::string env;
-  std::vector<std::string> argv;
-  std::optional<std::string> intent;   // nullopt: inferred from argv
-  std::vector<std::string> call_env;   // NAME=VALUE for this call only
-  std::string cwd;
-};
 struct DestroyRequest {
   std::string env;
   // What the run hands back before it is destroyed (session/export.h): "export_branch" (the
@@ -73,6 +71,20 @@ struct DestroyRequest {
   std::string export_branch;
   bool export_force = false;
   std::string export_dir;
+};
+struct ExecRequest {
+  std::string env;  // "" with `create`
+  std::vector<std::string> argv;
+  std::optional<std::string> intent;  // nullopt: inferred from argv
+  std::vector<std::string> call_env;  // NAME=VALUE for this call only
+  std::string cwd;
+  // Instead of `env`: a run made for this call alone, as this create asks (from `serve
+  // --pool`'s runs when one is ready), and destroyed once the call has ended, as `destroy`
+  // asks (its `env` is empty: the run made). One round trip where create, exec and destroy
+  // take three; no process is parked for a next call. The reply adds "env" (the run's id,
+  // gone by then) and "pooled".
+  std::optional<CreateRequest> create;
+  std::optional<DestroyRequest> destroy;  // only with `create`; none: nothing exported
 };
 struct ListRequest {};
 struct ProvidersRequest {};

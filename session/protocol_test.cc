@@ -95,6 +95,64 @@ TEST(Protocol, TheRunContractRoundTrips) {
   EXPECT_EQ(db.export_dir, "/tmp/out");
 }
 
+// An exec with "create" (and "destroy"): one request for a run made for one call. Its create
+// and destroy are read as strictly as the requests they stand for, and may not be mixed with a
+// named run.
+TEST(Protocol, AOneCallExecCarriesItsCreateAndDestroy) {
+  ExecRequest e;
+  e.argv = {"make"};
+  e.intent = "compile";
+  e.create.emplace();
+  e.create->provider = "namespaces";
+  e.create->env = {"A=1"};
+  e.create->secrets = {{"T", "/t"}};
+  e.destroy = DestroyRequest{"", "agent/fix", true, ""};
+  auto back = std::get<ExecRequest>(round_trip({Json(1), e}).body);
+  EXPECT_EQ(back.env, "");
+  EXPECT_EQ(target_env(back), "") << "made on the control strand, like a create";
+  ASSERT_TRUE(back.create);
+  EXPECT_EQ(back.create->provider, "namespaces");
+  EXPECT_EQ(back.create->env, (std::vector<std::string>{"A=1"}));
+  EXPECT_EQ(back.create->secrets.size(), 1u);
+  ASSERT_TRUE(back.destroy);
+  EXPECT_EQ(back.destroy->export_branch, "agent/fix");
+  EXPECT_TRUE(back.destroy->export_force);
+  EXPECT_EQ(back.argv, e.argv);
+  EXPECT_EQ(back.intent, "compile");
+  e.destroy.reset();
+  EXPECT_FALSE(std::get<ExecRequest>(round_trip({Json(2), e}).body).destroy);
+  ExecRequest named{"r1", {"ls"}, std::nullopt, {}, ""};
+  EXPECT_FALSE(std::get<ExecRequest>(round_trip({Json(3), named}).body).create);
+
+  auto refuse = [](const std::string& line) {
+    auto r = parse_request(parse_json(line, "line").value());
+    EXPECT_FALSE(r.ok()) << line;
+    return r.ok() ? std::string() : r.error().message();
+  };
+  EXPECT_THAT(refuse(R"({"op":"exec","env":"r1","create":{"provider":"x"},"argv":["a"]})"),
+              HasSubstr("exec: \"env\" and \"create\" together"));
+  EXPECT_THAT(refuse(R"({"op":"exec","env":"r1","destroy":{},"argv":["a"]})"),
+              HasSubstr("exec: \"destroy\" without \"create\""));
+  EXPECT_THAT(refuse(R"({"op":"exec","create":"namespaces","argv":["a"]})"),
+              HasSubstr("exec: \"create\" must be an object, got \"namespaces\""));
+  EXPECT_THAT(refuse(R"({"op":"exec","create":{},"argv":["a"]})"),
+              HasSubstr("exec: \"create\": missing \"provider\""));
+  EXPECT_THAT(refuse(R"({"op":"exec","create":{"provider":"x","op":"create"},"argv":["a"]})"),
+              HasSubstr("exec: \"create\": unknown key \"op\""));
+  EXPECT_THAT(refuse(R"({"op":"exec","create":{"provider":"x","timeout":"soon"},"argv":["a"]})"),
+              HasSubstr("exec: \"create\": \"timeout\""));
+  EXPECT_THAT(
+      refuse(R"({"op":"exec","create":{"provider":"x"},"destroy":{"env":"r1"},"argv":["a"]})"),
+      HasSubstr(
+          "exec: \"destroy\": unknown key \"env\" (known: export_branch, export_force, export)"));
+  EXPECT_THAT(
+      refuse(
+          R"({"op":"exec","create":{"provider":"x"},"destroy":{"export_force":true},"argv":["a"]})"),
+      HasSubstr("\"export_force\" without \"export_branch\""));
+  EXPECT_THAT(refuse(R"({"op":"exec","create":{"provider":"x"},"argv":[]})"),
+              HasSubstr("exec: \"argv\" must name a command"));
+}
+
 TEST(Protocol, TheNetworkOfACreateRoundTripsAndABadModeIsNamed) {
   CreateRequest c;
   c.provider = "namespaces";

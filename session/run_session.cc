@@ -284,7 +284,7 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   call.cancel_fd = request.cancel_fd;
   call.stdin_fd = request.stdin_fd;
   call.on_output = request.on_output;
-  call.park_next = parking_;
+  call.park_next = parking_ && !request.last;
   if (inside)
     call.guest_control =
         controller::guest_control_to_json(scope->grant(), controller_.policy().ladder);

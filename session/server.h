@@ -88,7 +88,18 @@ class Server {
 
  private:
   struct Env;
+  // Where one request's reply line goes (submit's `reply`), shared by the strands that answer
+  // it.
+  struct Answer {
+    std::function<void(std::string)> reply;
+  };
   Json run(const Request& request);
+  // work(), or the request's error if it throws.
+  Json guarded(const Json& id, const std::function<Json()>& work);
+  // Sends the reply; the request is no longer pending.
+  void answered(Answer& answer, const Json& reply);
+  // An exec with `create`: create, exec and destroy as one request.
+  void one_call(const Request& req, const std::shared_ptr<Answer>& answer);
   Result<Json> create(const CreateRequest& r);
   // Opens a run as `r` asks with a provider from `providers` (made on first use): the control
   // strand's for creates made cold, the pool's on its own thread.
@@ -96,7 +107,8 @@ class Server {
       const CreateRequest& r,
       std::map<std::string, std::unique_ptr<providers::Provider>>& providers);
   Status network_of(const CreateRequest& r, providers::EnvSpec& spec) const;
-  Result<Json> exec(const ExecRequest& r);
+  // `last`: no call follows in this run (one_call), so none is prepared for.
+  Result<Json> exec(const ExecRequest& r, bool last = false);
   Result<Json> destroy(const DestroyRequest& r);
   Json list() const;
   Json providers_list() const;

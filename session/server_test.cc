@@ -121,6 +121,20 @@ TEST_F(ServerTest, ProvidersLackingThePolicysRequirementsAreDisqualified) {
   EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("has no unit"));
 }
 
+// An exec with "create" whose run cannot be made is answered once, with the create's error,
+// and nothing is made (the happy path, on a real provider: tests/session_test.cc).
+TEST_F(ServerTest, AOneCallExecWhoseRunCannotBeMadeIsOneError) {
+  Json r = ask(R"({"id":1,"op":"exec","create":{"provider":"qemu"},"argv":["true"]})");
+  EXPECT_EQ(r["id"], 1);
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("unknown provider 'qemu'"));
+  r = ask(R"({"id":2,"op":"exec","create":{"provider":"host_dir"},"argv":["true"]})");
+  EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("disqualified: it lacks fs.isolated"));
+  r = ask(R"({"id":3,"op":"list"})");
+  EXPECT_TRUE(r["envs"].empty()) << "nothing was made: " << dump_json(r);
+  server_->drain();
+}
+
 TEST_F(ServerTest, ListsProvidersPolicyAndEnvironments) {
   Json r = ask(R"({"op":"providers"})");
   ASSERT_EQ(r["ok"], true);

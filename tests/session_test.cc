@@ -1543,6 +1543,85 @@ TEST_F(SessionTest, ServerDoesNotMakeOneEnvironmentWaitForAnother) {
   server.close_all();
 }
 
+// An exec with "create" (what `exec --socket --provider` sends): the run is made for the call,
+// the call runs in it, and the run is destroyed, in one request. A call that fails is still
+// answered with its outcome and its run destroyed; "destroy" exports before the answer; nothing
+// of any of them is left (TearDown: no cgroup; here: no environment, record or directory).
+TEST_F(SessionTest, ServerRunsAOneCallExecInARunMadeAndDestroyedForIt) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(controller_);
+  session::ServerOptions options;
+  options.registry = &registry_;
+  options.provider_options = options_;
+  session::Server server(*controller_, std::move(options));
+  auto ask = [&](const Json& j) {
+    auto reply = parse_json(server.handle_line(dump_json(j)), "reply");
+    EXPECT_TRUE(reply.ok());
+    return reply.ok() ? *reply : Json();
+  };
+  const std::string before = session_->run_id();  // the fixture's own run, not the server's
+  Json r = ask(
+      {{"id", 1},
+       {"op", "exec"},
+       {"create", {{"provider", "namespaces"}, {"env", {"A=1"}}}},
+       {"argv",
+        {"sh", "-c", "echo \"$SANDGATE_RUN_ID $A\" > /workspace/f; cat /workspace/f; exit 3"}}});
+  ASSERT_EQ(r["ok"], true) << r.dump();
+  const std::string id = r.value("env", "");
+  ASSERT_FALSE(id.empty()) << r.dump();
+  EXPECT_NE(id, before);
+  EXPECT_EQ(r["outcome"].value("stdout", ""), id + " 1\n") << r.dump();
+  EXPECT_EQ(r["outcome"]["exit"]["code"], 3) << "the call's own exit, answered";
+  EXPECT_TRUE(ask({{"op", "list"}})["envs"].empty()) << "the run outlived its one call";
+
+  const std::string out = tmp_ + "/exported";
+  r = ask({{"id", 2},
+           {"op", "exec"},
+           {"create", {{"provider", "namespaces"}}},
+           {"destroy", {{"export", out}}},
+           {"argv", {"sh", "-c", "echo kept > /workspace/result"}}});
+  ASSERT_EQ(r["ok"], true) << r.dump();
+  auto kept = read_file(out + "/result");
+  EXPECT_TRUE(kept.ok() && *kept == "kept\n") << "exported before the answer";
+  const std::string second = r.value("env", "");
+
+  r = ask({{"id", 3}, {"op", "exec"}, {"create", {{"provider", "nope"}}}, {"argv", {"true"}}});
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_THAT(r.value("error", ""), ::testing::HasSubstr("unknown provider 'nope'"));
+  server.close_all();  // waits for the removals that follow the answers
+  for (const std::string& run : {id, second}) {
+    EXPECT_NE(::access((options_.paths.state_dir + "/runs/" + run + ".json").c_str(), F_OK), 0)
+        << run << "'s record is left";
+    EXPECT_NE(::access((options_.paths.state_dir + "/runs/" + run + "-cgroups.json").c_str(), F_OK),
+              0)
+        << run << "'s cgroup record is left";
+    EXPECT_NE(::access((options_.paths.work_dir + "/" + run).c_str(), F_OK), 0)
+        << run << "'s directory is left";
+  }
+}
+
+// A call that is the run's last (a one-call exec) parks no process for a next one: its fork,
+// restriction and placement would only take CPU from the call. The call before it does.
+TEST_F(SessionTest, ALastCallParksNoProcessForANextOne) {
+  SANDGATE_REQUIRE_ROOT();
+  open();
+  ASSERT_TRUE(session_);
+  // A second of sleep: long enough for a park to be reported within the call (see
+  // next_call_starts_in_the_parked_process).
+  auto first = call({"sleep", "1"}, "edit");
+  ASSERT_EQ(first.termination, Termination::kExited) << controller::to_json(first).dump(2);
+  EXPECT_GT(first.exec.parked_next_pid, 0) << "an ordinary call parks the next one's process";
+  CallRequest r;
+  r.argv = {"sleep", "1"};
+  r.intent = "edit";
+  r.last = true;
+  auto last = session_->call(r);
+  ASSERT_TRUE(last.ok()) << last.error().message();
+  EXPECT_EQ(last->termination, Termination::kExited) << controller::to_json(*last).dump(2);
+  EXPECT_EQ(last->exec.parked_next_pid, 0) << "the last call parked a process";
+}
+
 // The same run contract through the podman provider: the container lives in <run>/main, each
 // call in its own <run>/call-N with its grant, and nothing of the run (the runtime's conmon and
 // libpod cgroups included, in every hierarchy) is left after the run ends.
