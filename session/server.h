@@ -114,12 +114,17 @@ class Server {
   Json providers_list() const;
   std::shared_ptr<Env> find(const std::string& id) const;
   void reap_strands();
+  // A strand for a run being made (control strand only): the one made ahead, if any.
+  std::unique_ptr<Strand> take_strand();
 
   controller::Controller& controller_;
   ServerOptions options_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Env>> envs_;
   std::map<std::string, std::unique_ptr<providers::Provider>> providers_;  // control strand only
+  // The next run's strand, made ahead (take_strand); control strand only. Declared before
+  // control_, whose last tasks may make it.
+  std::unique_ptr<Strand> spare_strand_;
   std::unique_ptr<Strand> control_;
   std::vector<std::unique_ptr<Strand>> finished_;  // strands of destroyed environments
   // Removes destroyed runs after their destroy is answered.
