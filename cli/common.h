@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/basics.h"
 #include "controller/policy.h"
 #include "core/host_paths.h"
 #include "core/id_ranges.h"
@@ -13,10 +14,6 @@
 #include "providers/registry.h"
 
 namespace sandgate::cli {
-
-// Exit code of sandgate itself when it fails; exec passes the command's own status through,
-// and 128+N when sandgate was interrupted by signal N (the run is torn down first).
-inline constexpr int kExitError = 2;  // bad input, or sandgate could not do what was asked
 
 struct Globals {
   std::string state_dir;
@@ -48,9 +45,6 @@ std::string companion_binary(const std::string& name);
 // read strictly (errors name the field).
 Result<controller::Policy> load_policy_arg(const std::string& file);
 
-// "sandgate: error: <message>" on stderr; returns kExitError.
-int fail(const Error& e);
-int fail(const std::string& message);
 // --image NAME: only providers with images take one (podman); an error for any other.
 Status check_image_provider(const std::string& provider, const std::string& image);
 
@@ -59,8 +53,6 @@ Status check_image_provider(const std::string& provider, const std::string& imag
 // "policy base.allow[i]" or "--base-path[i]"). Empty: the provider's default base.
 Result<std::vector<std::string>> base_paths_arg(const std::vector<std::string>& policy_allow,
                                                 const std::vector<std::string>& cli_paths);
-// The --base-path option (repeatable) with its help, the same for every command that has it.
-void add_base_path_option(CLI::App* sub, std::vector<std::string>& paths);
 
 // The doctor's findings as JSON (what `sandgate doctor --json` prints); qualify embeds it.
 Json doctor_report(Globals& g);

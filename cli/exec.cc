@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "cli/exec_client.h"
 #include "cli/network.h"
 #include "cli/signals.h"
 #include "core/json.h"
@@ -20,32 +21,6 @@
 
 namespace sandgate::cli {
 namespace {
-
-struct ExecArgs {
-  std::string provider;
-  std::string image;        // --image (podman): a local image for the root filesystem
-  bool raw_output = false;  // copy control sequences to a terminal unchanged
-  std::string intent;
-  std::string policy;
-  std::string tenant = "default";
-  bool no_controller = false;
-  bool trace = false;  // --trace: the kernel's account of the call (eBPF)
-  NetArgs net;         // --net, --allow, --net-upstream
-  std::string workspace;
-  std::vector<std::string> env;
-  std::vector<std::string> ro_binds;
-  std::vector<std::string> base_paths;  // --base-path
-  std::string recipe_mode = "auto";
-  std::string workspace_size;        // --workspace-size: "" is the host's filesystem
-  std::vector<std::string> secrets;  // NAME=FILE
-  session::RunExport export_;        // --export-branch, --export-force, --export
-  std::string timeout;
-  bool json = false;
-  bool allow_unsafe_host = false;
-  std::string socket;  // client mode: the call goes to a `serve --socket` / `record` server
-  std::string run;     // client mode: the environment there (default $SANDGATE_RUN)
-  std::vector<std::string> command;
-};
 
 // --trace without --json: what the kernel saw, on stderr after the call's own output.
 void print_traced(const controller::CallOutcome& o) {
@@ -82,33 +57,6 @@ Json result_json(const providers::ProviderInfo& info, const std::string& run_id,
                           {"message", r.start_failure->describe()}};
   return j;
 }
-
-// Where a call's output goes: the caller's stdout and stderr, as it comes. A stream that is a
-// terminal gets it through TerminalText (its control sequences shown, not obeyed) unless
-// --raw-output; a pipe or a file gets the bytes unchanged.
-class OutputSink {
- public:
-  explicit OutputSink(bool raw) {
-    for (int fd : {1, 2}) filtered_[fd] = !raw && ::isatty(fd) == 1;
-  }
-  void write(int fd, std::string_view data) {
-    if (fd != 1 && fd != 2) return;
-    if (!filtered_[fd]) return put(fd, data);
-    put(fd, text_[fd].feed(data));
-  }
-  // The end of both streams: what a filter still held.
-  void finish() {
-    for (int fd : {1, 2})
-      if (filtered_[fd]) put(fd, text_[fd].finish());
-  }
-
- private:
-  static void put(int fd, std::string_view data) {
-    if (!data.empty()) (void)!::write(fd, data.data(), data.size());
-  }
-  bool filtered_[3] = {false, false, false};
-  TerminalText text_[3];
-};
 
 // Without the controller: the provider alone, no per-call cgroup or outcome.
 int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, const ExecArgs& a,
@@ -150,76 +98,6 @@ int exec_plain(providers::Provider& provider, const providers::EnvSpec& spec, co
   }
   if (result->timed_out) std::cerr << "sandgate: timed out; run " << run_id << " killed\n";
   return result->status.shell_code();
-}
-
-// `exec --socket PATH`: the call runs in an environment of a `sandgate serve --socket` or
-// `sandgate record` server, as a call with its intent; its output and outcome come back in the
-// reply. Without --run (or $SANDGATE_RUN) an environment is created for this one call and
-// destroyed after it, as plain `exec` does.
-int exec_client(const ExecArgs& a) {
-  auto client = session::Client::connect(a.socket);
-  if (!client.ok()) return fail(std::move(client).error().context_add("--socket"));
-
-  std::string run = a.run;
-  if (run.empty())
-    if (const char* v = std::getenv("SANDGATE_RUN")) run = v;
-  session::ExecRequest req;
-  req.argv = a.command;
-  if (!a.intent.empty()) req.intent = a.intent;
-  if (run.empty()) {
-    // A run made for this call and destroyed after it (exporting what it is told to), all in
-    // one request: three round trips were 2-3 ms of a warm call's ~20.
-    if (a.provider.empty())
-      return fail("exec --socket without --run or $SANDGATE_RUN needs --provider");
-    session::CreateRequest& create = req.create.emplace();
-    create.provider = a.provider;
-    create.env = a.env;
-    create.tenant = a.tenant;
-    create.workspace = a.workspace;
-    create.ro_binds = a.ro_binds;
-    create.recipe_mode = a.recipe_mode == "auto" ? "" : a.recipe_mode;
-    create.workspace_size = a.workspace_size;
-    for (const auto& arg : a.secrets) {
-      // The server reads FILE: it is on the same host (a unix socket).
-      auto eq = arg.find('=');
-      if (eq == std::string::npos) return fail("--secret '" + arg + "' is not NAME=FILE");
-      create.secrets.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
-    }
-    if (!a.timeout.empty()) {
-      auto t = parse_duration(a.timeout);
-      if (!t.ok()) return fail(std::move(t).error().context_add("--timeout"));
-      create.timeout = *t;
-    }
-    if (!a.export_.branch.empty() || !a.export_.directory.empty())
-      req.destroy =
-          session::DestroyRequest{"", a.export_.branch, a.export_.force, a.export_.directory};
-  } else if (!a.export_.branch.empty() || !a.export_.directory.empty()) {
-    return fail(
-        "--export-branch and --export apply when the run ends: pass them to the destroy of run " +
-        run);
-  } else {
-    req.env = run;
-  }
-  auto outcome = client->exec(req);
-  if (!outcome.ok()) return fail(outcome.error());
-  const Json& o = *outcome;
-  if (a.json) {
-    std::cout << dump_json(o, 2) << "\n";
-  } else {
-    OutputSink sink(a.raw_output);
-    sink.write(1, o.value("stdout", ""));
-    sink.write(2, o.value("stderr", ""));
-    sink.finish();
-    if (o.value("termination", "exited") != "exited")
-      std::cerr << "sandgate: " << o.value("termination", "") << ": " << o.value("reason", "")
-                << "\nsandgate: advice (" << o.value("retry", "") << "): " << o.value("advice", "")
-                << "\n";
-  }
-  const Json& exit = o["exit"];
-  if (exit.contains("code") && exit["code"].is_number_integer()) return exit["code"].get<int>();
-  if (exit.contains("signal") && exit["signal"].is_number_integer())
-    return 128 + exit["signal"].get<int>();
-  return kExitError;
 }
 
 int run_exec(Globals& g, const ExecArgs& a) {
@@ -363,95 +241,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
 
 void add_exec_command(CLI::App& app, Globals& g) {
   auto a = std::make_shared<ExecArgs>();
-  auto* sub = app.add_subcommand(
-      "exec",
-      "Run one command in a fresh environment and exit with its status.\n"
-      "  sandgate exec --provider namespaces -- sh -c 'id; ls /'\n"
-      "  sandgate exec --provider namespaces --workspace ./repo --intent compile --json -- make "
-      "-j2\n"
-      "  sandgate exec --socket \"$SANDGATE_SOCKET\" --intent search -- grep -rn TODO .\n"
-      "The command is a tool call: it runs in its own cgroup with the grant of its intent\n"
-      "(declared with --intent, else inferred from the command), is watched and degraded\n"
-      "gradually (throttle, freeze, cancel, kill), and ends with a structured outcome\n"
-      "(--json: \"outcome\"; otherwise a line on stderr when it did not simply exit).\n"
-      "The environment is destroyed afterwards: nothing it started or wrote survives, except\n"
-      "what is deliberately exported (--export-branch, --export). The run contract:\n"
-      "  in:   --workspace (a copy-on-write view of the recipe), --secret NAME=FILE\n"
-      "  out:  --export-branch NAME (commits into the recipe's repository), --export DIR\n"
-      "  sandgate exec --provider namespaces --workspace ./repo --export-branch agent/fix \\\n"
-      "      --secret GH_TOKEN=./token -- sh -c 'make test && git commit -qam fix'");
-  sub->add_option("--provider", a->provider,
-                  "isolation provider (see `sandgate providers`); required unless --socket");
-  sub->add_option("--image", a->image,
-                  "podman: a local image for the root filesystem (checked with `podman image\n"
-                  "exists`; no registry is contacted). Default: a root sandgate assembles from\n"
-                  "the host's /usr, read-only, with a generated /etc");
-  sub->add_option("--workspace", a->workspace,
-                  "the recipe: a directory the run gets as its fresh workspace, copy-on-write\n"
-                  "(the run's writes land in a layer of its own; this directory is never written)")
-      ->check(CLI::ExistingDirectory);
-  sub->add_option(
-         "--recipe-mode", a->recipe_mode,
-         "auto: a copy-on-write view where the host allows it, else a copy; overlay: a\n"
-         "view or an error saying why not; copy: file by file (--json says which was used)")
-      ->check(CLI::IsMember({"auto", "overlay", "copy"}))
-      ->capture_default_str();
-  sub->add_option(
-      "--workspace-size", a->workspace_size,
-      "SIZE (16MiB..16TiB, e.g. 2GiB): the workspace on a filesystem of its own, an ext4\n"
-      "image of SIZE in the run directory on a loop device (namespaces only). The run's\n"
-      "/proc/self/mountinfo then names no host path for it, and its writes stop at ENOSPC\n"
-      "at SIZE instead of filling the host's disk. Costs a few ms per run (README)");
-  sub->add_option(
-      "--secret", a->secrets,
-      "NAME=FILE: the run alone reads FILE's bytes at /run/secrets/NAME (memory only,\n"
-      "mode 0400, gone when the run ends; $SANDGATE_SECRETS_DIR names the directory).\n"
-      "sandgate reads FILE: the secret is never on a command line or in an environment\n"
-      "(repeatable)");
-  sub->add_option(
-      "--export-branch", a->export_.branch,
-      "NAME: when the command has run, bring the commit at the workspace's HEAD (and\n"
-      "its history) into the --workspace repository as branch NAME. Only objects\n"
-      "cross, fsck'ed; the workspace's git config and hooks are never used on the host.\n"
-      "An existing branch is refused unless --export-force");
-  sub->add_flag("--export-force", a->export_.force,
-                "let --export-branch replace an existing branch");
-  sub->add_option("--export", a->export_.directory,
-                  "DIR (absent or empty): copy the final workspace there (links not followed,\n"
-                  "FIFOs/sockets/devices left out). Everything not exported is destroyed");
-  sub->add_option(
-      "--env", a->env,
-      "NAME passes the host's value, NAME=VALUE sets one; nothing else passes (repeatable)");
-  sub->add_option("--ro-bind", a->ro_binds, "SRC[:DST] host path mounted read-only (repeatable)");
-  add_base_path_option(sub, a->base_paths);
-  sub->add_option("--timeout", a->timeout, "wall-clock limit for the run: 250ms, 30s, 5m");
-  sub->add_flag("--json", a->json, "print the result as JSON instead of streaming output");
-  sub->add_flag("--raw-output", a->raw_output,
-                "copy the call's output to a terminal unchanged; by default a terminal gets its\n"
-                "control sequences shown as text (\\x1b[2J), not obeyed: the sandbox's output\n"
-                "must not retitle the window, clear the screen or write the clipboard (OSC 52)");
-  sub->add_flag("--allow-unsafe-host", a->allow_unsafe_host,
-                "permit the host_dir provider, which runs the command with no isolation");
-  sub->add_option("--intent", a->intent,
-                  "compile, test, install, search, edit, run, default (or any the policy defines)");
-  sub->add_option("--policy", a->policy, "policy JSON file (default: the built-in policy)");
-  sub->add_option("--tenant", a->tenant, "tenant the run belongs to (a policy tenant)")
-      ->capture_default_str();
-  add_net_options(sub, a->net);
-  sub->add_flag("--trace", a->trace,
-                "trace the call with eBPF and report what the kernel saw it do: every exec,\n"
-                "connect/sendto (address, port, protocol, allowed/denied/failed) and open of a\n"
-                "sensitive path (credentials, /proc/*/environ, runtime sockets); --json: in\n"
-                "outcome.observed (execs, connects, sensitive_opens)");
-  sub->add_flag("--no-controller", a->no_controller,
-                "no per-call cgroup, grant or outcome: the provider alone");
-  sub->add_option("--socket", a->socket,
-                  "client mode: send the call to a `sandgate serve --socket` or `sandgate record`\n"
-                  "server at PATH and print its output and outcome (--json: the outcome)");
-  sub->add_option("--run", a->run,
-                  "client mode: the server's environment to use (default $SANDGATE_RUN; none:\n"
-                  "one is created with --provider for this call and destroyed after it)");
-  sub->add_option("command", a->command, "the command and its arguments (after --)")->required();
+  CLI::App* sub = add_exec_subcommand(app, *a);
   sub->callback([&g, a] { g.exit_code = run_exec(g, *a); });
 }
 

@@ -71,13 +71,6 @@ Status load_external_providers(Globals& g) {
   return {};
 }
 
-int fail(const Error& e) { return fail(e.message()); }
-
-int fail(const std::string& message) {
-  std::cerr << "sandgate: error: " << message << "\n";
-  return kExitError;
-}
-
 Status check_image_provider(const std::string& provider, const std::string& image) {
   if (image.empty() || provider == "podman") return {};
   return logic_error("--image", "only the podman provider runs a container image, not " + provider);
@@ -91,30 +84,6 @@ Result<std::vector<std::string>> base_paths_arg(const std::vector<std::string>& 
   from_policy.insert(from_policy.end(), from_cli.begin(), from_cli.end());
   // Both resolved already: this only drops what one list's entries hold of the other's.
   return providers::resolve_base_paths(from_policy, "base");
-}
-
-// Every repeatable option takes one value each time it is given (`--env A --env B`), as the
-// help says. CLI11's default lets a vector option swallow the words after it, and then a `--`
-// right after one (`exec --env X=1 -- sh -c ...`) ended the option's words instead of the
-// options: `-c` was parsed as an option of sandgate's and refused.
-void one_value_per_occurrence(CLI::App& app) {
-  for (CLI::Option* opt : app.get_options())
-    if (opt->nonpositional()) opt->allow_extra_args(false);
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
-    one_value_per_occurrence(*sub);
-}
-
-void add_base_path_option(CLI::App* sub, std::vector<std::string>& paths) {
-  sub->add_option(
-      "--base-path", paths,
-      "PATH: narrow the read-only base (namespaces, podman without --image) to these host\n"
-      "paths, each bound read-only at its own place, instead of the host's whole /usr\n"
-      "(which shows a run every world-readable file there: /usr/local/etc/npmrc, SDK\n"
-      "properties). Repeatable; absolute, existing paths, or the preset 'minimal'\n"
-      "(/usr/bin, /usr/sbin, /usr/libexec, /usr/lib/x86_64-linux-gnu, /usr/lib64,\n"
-      "/usr/lib/python3*, /usr/lib/locale, /usr/share/perl5, /usr/share/zoneinfo,\n"
-      "/usr/local/bin, /usr/local/lib; a C toolchain adds /usr/lib/gcc and /usr/include).\n"
-      "Added to the policy's base.allow");
 }
 
 // Every subcommand, in the order `--help` lists them.

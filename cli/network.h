@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/net_options.h"
 #include "core/egress.h"
 #include "core/result.h"
 #include "ebpf/egress.h"
@@ -15,16 +16,6 @@
 #include "session/dns_resolver.h"
 
 namespace sandgate::cli {
-
-struct NetArgs {
-  std::string mode = "none";       // --net none|allowlist
-  std::vector<std::string> allow;  // --allow ENTRY (repeatable)
-  std::string upstream;            // --net-upstream NETNS
-  std::string dns_upstream;        // --dns-upstream ADDR[:PORT]
-};
-
-// Adds the four options to `sub`, with help that teaches the entry syntax.
-void add_net_options(CLI::App* sub, NetArgs& a);
 
 // Fills spec.network, spec.egress (the policy's entries, then --allow's) and
 // spec.upstream_netns; an error names the option and the entry.

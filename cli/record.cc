@@ -60,7 +60,10 @@ struct RecordArgs {
   std::vector<std::string> command;
 };
 
-std::string self_exe() {
+// The sandgate the agent's calls run: the front beside this binary (cli/front_main.cc), which
+// answers `exec --socket` without loading the full sandgate; this binary where there is none.
+std::string calls_binary() {
+  if (std::string front = companion_binary("sandgate"); !front.empty()) return front;
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "sandgate";
@@ -195,9 +198,10 @@ int run_record(Globals& g, const RecordArgs& a) {
 
   // CMD on the host, in a process group of its own (so an interrupt can end all of it), with
   // the socket named in its environment.
-  auto driver = spawn(a.command, {.env_set = {"SANDGATE_SOCKET=" + socket_path,
-                                              "SANDGATE_RUN=" + run_id, "SANDGATE_BIN=" + self_exe()},
-                                  .new_process_group = true});
+  auto driver =
+      spawn(a.command, {.env_set = {"SANDGATE_SOCKET=" + socket_path, "SANDGATE_RUN=" + run_id,
+                                    "SANDGATE_BIN=" + calls_binary()},
+                        .new_process_group = true});
   if (!driver.ok()) {
     stop_server();
     (void)recorder.finish();

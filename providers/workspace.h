@@ -21,17 +21,9 @@
 #include "core/fd.h"
 #include "core/result.h"
 #include "core/state.h"
+#include "providers/recipe_mode.h"
 
 namespace sandgate::providers {
-
-// How a recipe becomes a workspace (EnvSpec::recipe_mode).
-enum class RecipeMode {
-  kAuto,     // copy-on-write where possible, else a copy
-  kOverlay,  // copy-on-write or an error saying why not
-  kCopy,     // always a copy
-};
-std::string to_string(RecipeMode m);
-Result<RecipeMode> parse_recipe_mode(const std::string& s);
 
 // What a walk of the recipe found, without reading a file or stat'ing one: entry types come
 // from the directory listing (d_type), owners from the directories the walk opens anyway.

@@ -3,7 +3,7 @@
 #include <initializer_list>
 
 #include "core/strings.h"
-#include "providers/workspace.h"
+#include "providers/recipe_mode.h"
 
 namespace sandgate::session {
 namespace {

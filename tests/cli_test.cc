@@ -583,6 +583,55 @@ TEST_F(CliTest, ServeOnAUnixSocket) {
   // TearDown checks that no run record, directory or cgroup is left.
 }
 
+// `sandgate` is a front (cli/front_main.cc): it answers `exec --socket` itself and runs
+// sandgate-main, from beside itself, for every other command line. A copy of the front alone
+// in a directory shows which is which: the call through the server works with no sandgate-main
+// there; any other command (and exec's help, and a socket call it cannot parse) says it
+// cannot run sandgate-main, naming the path it looked for. Beside its sandgate-main, the same
+// command lines work, with the process's own pid (serve's pid is the one the test signals).
+TEST_F(CliTest, TheFrontAnswersSocketCallsItselfAndRunsTheFullSandgateForTheRest) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string path = tmp_ + "/serve.sock", alone = tmp_ + "/front";
+  ASSERT_EQ(::mkdir(alone.c_str(), 0755), 0);
+  auto copied = run_command({"cp", SANDGATE_BINARY, alone + "/sandgate"});
+  ASSERT_TRUE(copied.ok() && copied->status.code == 0);
+  auto server = serve_on(path);
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  auto front = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), alone + "/sandgate");
+    auto r = run_command(args, std::chrono::seconds(120));
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? *r : CommandResult{};
+  };
+  auto call = front({"exec", "--socket", path, "--provider", "namespaces", "--", "sh", "-c",
+                     "echo from the run; exit 3"});
+  EXPECT_EQ(call.status.shell_code(), 3) << call.output;
+  EXPECT_NE(call.output.find("from the run"), std::string::npos) << call.output;
+  const std::string missing = "cannot run " + alone + "/sandgate-main";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"doctor"},
+           {"exec", "--provider", "namespaces", "--", "true"},
+           {"exec", "--help"},
+           {"exec", "--socket", path, "--intent"},  // no value: refused by sandgate-main
+       }) {
+    auto r = front(args);
+    EXPECT_EQ(r.status.shell_code(), 2) << args[0] << ": " << r.output;
+    EXPECT_NE(r.output.find(missing), std::string::npos) << args[0] << ": " << r.output;
+  }
+  // Beside it, sandgate-main says the same command lines' answers.
+  auto help = sandgate({"exec", "--help"});
+  EXPECT_EQ(help.status.shell_code(), 0) << help.output;
+  EXPECT_NE(help.output.find("--socket"), std::string::npos) << help.output;
+  auto bad = sandgate({"exec", "--socket", path, "--intent"});
+  EXPECT_EQ(bad.status.shell_code(), 2) << bad.output;
+  EXPECT_NE(bad.output.find("--intent"), std::string::npos) << bad.output;
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st = server->wait_for(std::chrono::seconds(20));
+  ASSERT_TRUE(st.ok() && st->has_value())
+      << "serve (sandgate-main in the front's process) did not end on its pid's SIGTERM";
+  EXPECT_EQ((*st)->shell_code(), 128 + SIGTERM);
+}
+
 // A repeatable option right before `--` takes its one value, and the command after `--` keeps
 // its own dash arguments (CLI11's default let `--env X=1 -- sh -c ...` refuse `-c`).
 TEST_F(CliTest, ARepeatableOptionBeforeTheDoubleDashLeavesTheCommandItsDashArguments) {
