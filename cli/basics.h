@@ -24,4 +24,9 @@ void add_base_path_option(CLI::App* sub, std::vector<std::string>& paths);
 // Each option of `app` and its subcommands takes one value per occurrence (see basics.cc).
 void one_value_per_occurrence(CLI::App& app);
 
+// Before any thread exists, in either binary's main: SIGINT, SIGTERM and SIGHUP blocked (a
+// command takes them through a signalfd, cli/signals.h), SIGPIPE a handler that does nothing
+// (basics.cc says why).
+void set_up_signals();
+
 }  // namespace sandgate::cli

@@ -9,7 +9,6 @@
 // at ~25 us each on a small VM). The full sandgate cannot be static (libmnl has no archive in
 // Debian); this front links what a call needs (the protocol's client, CLI11, nlohmann/json)
 // statically and position-independent (ASLR kept), and starts like /bin/true.
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,16 +52,7 @@ int run_full(char** argv) {
 int main(int argc, char** argv) {
   using namespace sandgate::cli;
   if (!socket_call(argc, argv)) return run_full(argv);
-  // As sandgate-main's main sets them before any command (cli/main.cc says why): the same
-  // client behaves the same through either binary.
-  sigset_t interrupts;
-  sigemptyset(&interrupts);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&interrupts, sig);
-  sigprocmask(SIG_BLOCK, &interrupts, nullptr);
-  struct sigaction pipe_action = {};
-  pipe_action.sa_handler = [](int) {};
-  sigemptyset(&pipe_action.sa_mask);
-  sigaction(SIGPIPE, &pipe_action, nullptr);
+  set_up_signals();  // as sandgate-main does: the same client behaves the same in either
 
   CLI::App app{"sandgate"};
   app.require_subcommand(1);

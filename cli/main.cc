@@ -125,22 +125,7 @@ int main(int argc, char** argv) {
                                                           sandgate::controller::make_guest_calls))
     return *rc;
 
-  // SIGINT/SIGTERM/SIGHUP are taken through a signalfd (cli/signals.h) so that a run is torn
-  // down before exiting. Block them here, before any thread exists (the controller's monitor
-  // is one): a thread with them unblocked would take the default action and kill us mid-run.
-  sigset_t interrupts;
-  sigemptyset(&interrupts);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&interrupts, sig);
-  sigprocmask(SIG_BLOCK, &interrupts, nullptr);
-  // A write to a pipe whose reader died (a supervisor killed before it read its go byte, a
-  // call's pipe) is an EPIPE to handle, not the end of sandgate: the chaos test saw `serve`
-  // die of SIGPIPE when one run's supervisor was killed as it started, taking every other
-  // run of that server with it. A handler that does nothing, not SIG_IGN: a handler is reset
-  // to the default at exec, so the commands sandgate starts still get SIGPIPE as usual.
-  struct sigaction pipe_action = {};
-  pipe_action.sa_handler = [](int) {};
-  sigemptyset(&pipe_action.sa_mask);
-  sigaction(SIGPIPE, &pipe_action, nullptr);
+  sandgate::cli::set_up_signals();
 
   using namespace sandgate::cli;
   Globals g;
