@@ -42,6 +42,7 @@ namespace {
 
 using sandgate::testing::is_root;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 constexpr char kProbeInside[] = "/opt/sandgate-probe";
 
@@ -136,8 +137,10 @@ const std::map<std::string, std::pair<int, int>>& new_syscall_probes() {
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
-// Files named sandgate-* in the shared temporary directories (what a probe could leave).
-std::set<std::string> sandgate_leftovers() {
+// Files named sandgate-* carrying MARKER in the shared temporary directories (what this test's
+// probe could leave). Only this test's marker counts: ctest runs other tests that plant and
+// remove their own sandgate-* files at the same time.
+std::set<std::string> sandgate_leftovers(const std::string& marker) {
   std::set<std::string> out;
   for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"}) {
     DIR* d = ::opendir(dir);
@@ -145,8 +148,9 @@ std::set<std::string> sandgate_leftovers() {
       std::string n = e->d_name;
       if (n.find("sandgate-probe") != std::string::npos ||
           n.find("sandgate-persist") != std::string::npos ||
-          n.find("sandgate-crossrun") != std::string::npos)
-        out.insert(std::string(dir) + "/" + n);
+          n.find("sandgate-crossrun") != std::string::npos) {
+        if (n.find(marker) != std::string::npos) out.insert(std::string(dir) + "/" + n);
+      }
     }
     if (d) ::closedir(d);
   }
@@ -447,7 +451,7 @@ TEST_F(NativeProbeTest, NativeBaselineReachesEveryProbeThatCanWorkHere) {
 
 TEST_F(NativeProbeTest, NativeRunLeavesNothingBehind) {
   SANDGATE_REQUIRE_ROOT();
-  auto before = sandgate_leftovers();
+  ASSERT_THAT(sandgate_leftovers(marker_), IsEmpty());
   BinaryRun r = probe({"run"});
   ASSERT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_GT(parse_reports(r.out).size(), 60u);
@@ -475,7 +479,7 @@ TEST_F(NativeProbeTest, NativeRunLeavesNothingBehind) {
   EXPECT_FALSE(lingering) << "the detached process outlived cleanup";
   BinaryRun after = probe({"run", "--id", "persist.find"});
   EXPECT_EQ(parse_reports(after.out)["persist.find"].result, ProbeResult::kNotFound) << after.out;
-  EXPECT_EQ(sandgate_leftovers(), before);
+  EXPECT_THAT(sandgate_leftovers(marker_), IsEmpty());
   EXPECT_EQ(sandgate::testing::count_entries(dir_ + "/ws"), 0u);
   EXPECT_EQ(sandgate::testing::count_entries(dir_ + "/home"), 2u) << ".ssh and .aws only";
   for (const auto& e : std::filesystem::directory_iterator("/sys/fs/cgroup/memory"))
@@ -485,7 +489,7 @@ TEST_F(NativeProbeTest, NativeRunLeavesNothingBehind) {
 // Two runs on the host: B reaches every one of A's objects, A saw B, and A removes them all.
 TEST_F(NativeProbeTest, NativeCrossRunReachesEveryObjectAndCleansUp) {
   SANDGATE_REQUIRE_ROOT();
-  auto before = sandgate_leftovers();
+  ASSERT_THAT(sandgate_leftovers(marker_), IsEmpty());
   std::string ready = dir_ + "/ws/sandgate-crossrun-" + marker_ + ".ready.json";
   BinaryRun plant_run;
   pid_t a = ::fork();
@@ -522,7 +526,7 @@ TEST_F(NativeProbeTest, NativeCrossRunReachesEveryObjectAndCleansUp) {
   EXPECT_EQ(plant.evidence["observed"]["connections"].size(), 2u);
   EXPECT_GE(plant.evidence["observed"]["signals_received"].get<int>(), 1);
   EXPECT_EQ(plant.evidence["observed"]["msg_left"], 0);
-  EXPECT_EQ(sandgate_leftovers(), before);
+  EXPECT_THAT(sandgate_leftovers(marker_), IsEmpty());
   EXPECT_EQ(sandgate::testing::count_entries(dir_ + "/ws"), 0u);
 }
 
