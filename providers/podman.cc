@@ -192,13 +192,18 @@ Result<std::vector<std::string>> assemble_rootfs(const std::string& root, uid_t 
 
 // The supervisor's shared libraries and dynamic loader, as `ldd` lists them: an image has its
 // own userland, so the supervisor brings its own (bound read-only under /.sandgate/lib and
-// named by the loader's --library-path, which the calls it execs do not inherit).
+// named by the loader's --library-path, which the calls it execs do not inherit). None for a
+// static supervisor (the release build's): it is the entrypoint itself.
 struct SupervisorLibs {
   std::vector<std::string> files;  // host paths
-  std::string loader;              // host path of the dynamic loader
+  std::string loader;              // host path of the dynamic loader; empty: static
 };
 Result<SupervisorLibs> supervisor_libs(const std::string& exe) {
   SG_ASSIGN_OR_RETURN(auto res, run_command({"ldd", exe}));
+  // glibc's ldd: "statically linked" (static-pie, exit 0) or "not a dynamic executable" (exit 1).
+  if (res.output.find("statically linked") != std::string::npos ||
+      res.output.find("not a dynamic executable") != std::string::npos)
+    return SupervisorLibs{};
   if (!res.status.exited || res.status.code != 0)
     return logic_error("ldd", "cannot list the supervisor's libraries: " + res.output, exe);
   SupervisorLibs libs;
@@ -1126,8 +1131,12 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
       SG_ASSIGN_OR_RETURN(auto libs, supervisor_libs(exe));
       for (const auto& f : libs.files)
         argv.insert(argv.end(), {"--volume", f + ":/.sandgate/lib/" + base_name(f) + ":ro"});
-      argv.insert(argv.end(), {"--entrypoint", "/.sandgate/lib/" + base_name(libs.loader),
-                               spec.image, "--library-path", "/.sandgate/lib", kSupervisorInside});
+      if (libs.loader.empty())
+        argv.insert(argv.end(), {"--entrypoint", kSupervisorInside, spec.image});
+      else
+        argv.insert(argv.end(),
+                    {"--entrypoint", "/.sandgate/lib/" + base_name(libs.loader), spec.image,
+                     "--library-path", "/.sandgate/lib", kSupervisorInside});
     }
 
     // Recorded before they exist: the runtime's cgroups, then the container. Rootless, the
