@@ -931,7 +931,7 @@ Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& reque
       if (options_.answer_sysinfo) c.sysinfo_channel = begun.views.sysinfo_channel;
       return {};
     };
-    recipe.ready = [exe] { start_proc_views_spare(exe); };
+    recipe.stopping = [exe] { start_proc_views_spare(exe); };
   }
 
   const std::string dropped = dropped_setting_;

@@ -132,6 +132,7 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(con
       new SupervisedEnvironment(paths, std::move(state), layout));
   env->id_base_ = recipe.id_base;
   env->runtime_exited_ = recipe.runtime_exited;
+  env->stopping_ = recipe.stopping;
   env->workspace_inside_ =
       recipe.workspace_inside.empty() ? layout.workspace : recipe.workspace_inside;
   // From here on a failure must undo what was made: destroy() does, from the record.
@@ -449,6 +450,7 @@ Status SupervisedEnvironment::destroy() {
   Status first;
   stop_proc_views_servers(paths_, state_.resources());  // released (reaped) below
   if (supervisor_) {
+    if (stopping_) stopping_();
     first = supervisor_->stop();
     if (supervisor_->runtime_exit() && runtime_exited_) {
       if (auto s = runtime_exited_(*supervisor_->runtime_exit(), state_); !s.ok() && first.ok())

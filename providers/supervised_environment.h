@@ -93,6 +93,10 @@ class SupervisedEnvironment : public Environment {
     // Called at the end of a successful create: work for the provider's next run that should
     // overlap this run rather than a start (the next run's /proc views server).
     std::function<void()> ready;
+    // Called at destroy, before the run's supervisor is stopped: the same kind of work, for a
+    // provider whose runtime takes long to end a run (Podman's `run --rm`, ~0.1 s of removing
+    // its container), so that it overlaps that wait instead of the run's start and first call.
+    std::function<void()> stopping;
   };
 
   static Result<std::unique_ptr<SupervisedEnvironment>> create(const HostPaths& paths,
@@ -137,6 +141,7 @@ class SupervisedEnvironment : public Environment {
   std::string dns_address_;
   std::optional<Supervisor> supervisor_;
   std::function<Status(const RuntimeExit&, RunState& state)> runtime_exited_;
+  std::function<void()> stopping_;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   bool timed_out_ = false;
   bool destroyed_ = false;
