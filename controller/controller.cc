@@ -74,7 +74,7 @@ void Controller::make_spare(RunScope& run) {
 }
 
 void Controller::make_spare_locked(RunScope& run) {
-  if (run.closing_ || run.spare_ || !run.state_) return;
+  if (run.closing_ || run.last_call_ || run.spare_ || !run.state_) return;
   std::string id = "call-" + std::to_string(run.next_call_++);
   StepClock clock("run " + run.run_id_, "make_spare");
   Defer lap([&] { clock.lap("create"); });
@@ -94,6 +94,11 @@ void Controller::make_spare_locked(RunScope& run) {
   if (auto s = run.spare_reader_->prepare(); !s.ok())
     spdlog::debug("run {}: the next call's counters not opened ahead: {}", run.run_id_,
                   s.error().message());
+}
+
+void Controller::last_call(RunScope& run) {
+  std::lock_guard lock(run.mu_);
+  run.last_call_ = true;
 }
 
 void Controller::adopt_parked(RunScope& run, pid_t pid) {

@@ -107,6 +107,7 @@ class RunScope {
   std::condition_variable settled_;  // pending_ reached 0
   int pending_ = 0;                  // reaper jobs of this run not yet finished
   bool closing_ = false;             // end_run began: no more spares
+  bool last_call_ = false;           // under mu_: no call follows (Controller::last_call)
 };
 
 // Where a call's processes live. kCgroup: on this host, in a cgroup of the call's own that the
@@ -188,6 +189,10 @@ class Controller {
   // nothing. A process that is gone, or a spare not yet made or taken, changes nothing but
   // speed: the provider then places the call's process itself, as it would without.
   void adopt_parked(RunScope& run, pid_t pid);
+  // The next call is the run's last (a one-call run's, session/server.h): when it ends, no
+  // spare cgroup is made for a call that will not come (a mkdir per hierarchy beside the run's
+  // destroy, and its removal at end_run).
+  void last_call(RunScope& run);
   // Stops watching, reads the final counters, revokes the grant (kills anything left in the
   // call's cgroup and removes it) and classifies how the call ended. `observed_inside`: what
   // the controller's part inside a microVM's guest saw of the call (controller/guest_control.h),

@@ -606,6 +606,29 @@ TEST_F(ControllerFakeTest, EachCallTakesTheSpareMadeAheadAndTheNextOneIsMadeOnce
   EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
 }
 
+// A call announced as the run's last (a one-call run) takes the spare as any call, and no spare
+// is made after it: no cgroup for a call that will not come, beside the run's destroy.
+TEST_F(ControllerFakeTest, NoSpareIsMadeAfterTheLastCall) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  c->settle(**run);
+  ASSERT_TRUE(backend_->exists("sgtest/t1/r1/call-1"));
+  c->last_call(**run);
+  auto call = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(call.ok()) << call.error().message();
+  EXPECT_EQ((*call)->cgroup().rel, "sgtest/t1/r1/call-1") << "the last call takes the spare";
+  size_t made_before = backend_->created().size();
+  (void)c->end_call(std::move(call).value(), exited(0));
+  c->settle(**run);
+  EXPECT_EQ(backend_->created().size(), made_before) << "a spare was made after the last call";
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-2"));
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-1"));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+  EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
+}
+
 // The spare's counter files are opened when the spare is made, off the call's path, and that
 // reader goes with the call to the monitor and back: the call's last read (end_call) is
 // through it, not a read of every file by path (0.15-0.3 ms on this VM, now 0.05).

@@ -269,6 +269,7 @@ Result<controller::CallOutcome> RunSession::call(const CallRequest& request) {
   // spare, else the next call's. Without this it was dropped, and replaced by a fresh park.
   if (parking_)
     if (pid_t late = env_->take_late_parked(); late > 0) controller_.adopt_parked(*run_, late);
+  if (request.last) controller_.last_call(*run_);
   SG_ASSIGN_OR_RETURN(auto scope,
                       controller_.begin_call(*run_, request.intent, request.argv,
                                              inside ? controller::CallHost::kGuest

@@ -44,7 +44,8 @@ struct CallRequest {
   int stdin_fd = -1;                  // the call's stdin (providers::Call); -1: /dev/null
   size_t output_limit = 1 << 20;      // per stream kept in the outcome; the rest is counted
   // No call follows in this run (a one-call exec): no process is parked for a next one, whose
-  // fork, restriction and placement would take CPU from this call on a small host.
+  // fork, restriction and placement would take CPU from this call on a small host, and no
+  // cgroup is made ahead for it (Controller::last_call).
   bool last = false;
   std::function<void(int stream, std::string_view data)> on_output;
   // Called once the call's scope exists (intent, grant, cgroup) and its first process sits in
