@@ -600,31 +600,18 @@ TEST_F(ControllerFakeTest, EachCallTakesTheSpareMadeAheadAndTheNextOneIsMadeOnce
     EXPECT_FALSE(backend_->exists(rel));
     EXPECT_THAT(record_text("r1"), Not(HasSubstr(backend_->dir(rel) + "\"")));
   }
-  // end_run removes the spare with the run, and the record with them.
-  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
-  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-4"));
-  EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
-}
-
-// A call announced as the run's last (a one-call run) takes the spare as any call, and no spare
-// is made after it: no cgroup for a call that will not come, beside the run's destroy.
-TEST_F(ControllerFakeTest, NoSpareIsMadeAfterTheLastCall) {
-  auto c = make();
-  ASSERT_TRUE(c);
-  auto run = c->begin_run("t1", "r1");
-  ASSERT_TRUE(run.ok()) << run.error().message();
-  c->settle(**run);
-  ASSERT_TRUE(backend_->exists("sgtest/t1/r1/call-1"));
+  // A call announced as the run's last (a one-call run's, Controller::last_call) takes the
+  // spare as any call, and no spare is made after it: no cgroup for a call that will not come.
   c->last_call(**run);
-  auto call = c->begin_call(**run, "test", {"./run-tests.sh"});
-  ASSERT_TRUE(call.ok()) << call.error().message();
-  EXPECT_EQ((*call)->cgroup().rel, "sgtest/t1/r1/call-1") << "the last call takes the spare";
+  auto last = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(last.ok()) << last.error().message();
+  EXPECT_EQ((*last)->cgroup().rel, "sgtest/t1/r1/call-4") << "the last call takes the spare";
   size_t made_before = backend_->created().size();
-  (void)c->end_call(std::move(call).value(), exited(0));
+  (void)c->end_call(std::move(last).value(), exited(0));
   c->settle(**run);
   EXPECT_EQ(backend_->created().size(), made_before) << "a spare was made after the last call";
-  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-2"));
-  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-1"));
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-5"));
+  EXPECT_FALSE(backend_->exists("sgtest/t1/r1/call-4"));
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
   EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
 }
