@@ -98,11 +98,18 @@ CLI::App* add_exec_subcommand(CLI::App& app, ExecArgs& args) {
                 "no per-call cgroup, grant or outcome: the provider alone");
   sub->add_option("--socket", a->socket,
                   "client mode: send the call to a `sandgate serve --socket` or `sandgate record`\n"
-                  "server at PATH and print its output and outcome (--json: the outcome)");
+                  "server at PATH and print its output and outcome (--json: the outcome). The\n"
+                  "run's options go to the server's create; those the server decides (--policy,\n"
+                  "--trace, --no-controller, --base-path, --allow-unsafe-host, --net-upstream,\n"
+                  "--dns-upstream) are refused: give them to `serve`");
   sub->add_option("--run", a->run,
                   "client mode: the server's environment to use (default $SANDGATE_RUN; none:\n"
                   "one is created with --provider for this call and destroyed after it)");
   sub->add_option("command", a->command, "the command and its arguments (after --)")->required();
+  sub->parse_complete_callback([sub, a] {
+    for (const CLI::Option* o : sub->get_options())
+      if (o->count() > 0) a->given.insert(o->get_name());
+  });
   return sub;
 }
 
@@ -111,12 +118,33 @@ CLI::App* add_exec_subcommand(CLI::App& app, ExecArgs& args) {
 // reply. Without --run (or $SANDGATE_RUN) an environment is created for this one call and
 // destroyed after it, as plain `exec` does.
 int exec_client(const ExecArgs& a) {
-  auto client = session::Client::connect(a.socket);
-  if (!client.ok()) return fail(std::move(client).error().context_add("--socket"));
+  // What the server decides, not the client: said, not dropped.
+  for (const auto& [name, why] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"--policy", "the server's policy (serve --policy) grants its calls"},
+           {"--no-controller", "the server's controller places every call"},
+           {"--trace", "tracing is the server's (serve --trace)"},
+           {"--base-path", "the server's --base-path sets its runs' base"},
+           {"--allow-unsafe-host", "the server's operator allows host_dir (serve)"},
+           {"--net-upstream", "where a run's traffic goes is the server's (serve --net-upstream)"},
+           {"--dns-upstream", "which DNS server is asked is the server's (serve --dns-upstream)"}})
+    if (a.given.count(name))
+      return fail(std::string(name) + " does not apply with --socket: " + why);
 
   std::string run = a.run;
   if (run.empty())
     if (const char* v = std::getenv("SANDGATE_RUN")) run = v;
+  if (!run.empty()) {
+    // The run exists: what shapes a run went to its create.
+    for (const char* name :
+         {"--provider", "--image", "--workspace", "--recipe-mode", "--workspace-size", "--secret",
+          "--env", "--ro-bind", "--timeout", "--tenant", "--net", "--allow"})
+      if (a.given.count(name))
+        return fail(std::string(name) + " shapes a new run; run " + run +
+                    " exists (give it to its create, or leave out --run and $SANDGATE_RUN)");
+  }
+  auto client = session::Client::connect(a.socket);
+  if (!client.ok()) return fail(std::move(client).error().context_add("--socket"));
+
   session::ExecRequest req;
   req.argv = a.command;
   if (!a.intent.empty()) req.intent = a.intent;
@@ -127,6 +155,9 @@ int exec_client(const ExecArgs& a) {
       return fail("exec --socket without --run or $SANDGATE_RUN needs --provider");
     session::CreateRequest& create = req.create.emplace();
     create.provider = a.provider;
+    create.image = a.image;
+    if (a.given.count("--net")) create.net = a.net.mode;
+    create.allow = a.net.allow;
     create.env = a.env;
     create.tenant = a.tenant;
     create.workspace = a.workspace;

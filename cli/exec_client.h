@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,9 @@ struct ExecArgs {
   std::string socket;  // client mode: the call goes to a `serve --socket` / `record` server
   std::string run;     // client mode: the environment there (default $SANDGATE_RUN)
   std::vector<std::string> command;
+  // The options the command line gave, by name ("--policy"): exec_client refuses those a
+  // server's run does not take instead of dropping them.
+  std::set<std::string> given;
 };
 
 // The `exec` subcommand with every option it takes, bound to `args` (which must outlive the

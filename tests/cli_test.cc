@@ -1465,6 +1465,45 @@ TEST_F(CliTest, ServeRunContractThroughTheProtocol) {
   ASSERT_TRUE(st.ok() && st->has_value());
 }
 
+// `exec --socket` sends the run's options to the server's create (--image reaches the
+// namespaces provider, which refuses it by name) and refuses, before connecting, those the
+// server decides and those that shape a run that exists already: none is dropped unsaid.
+TEST_F(CliTest, ExecSocketForwardsTheRunsOptionsAndRefusesTheServersOwn) {
+  SANDGATE_REQUIRE_ROOT();
+  std::string path = tmp_ + "/serve.sock";
+  auto server = serve_on(path);
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  auto image = sandgate({"exec", "--socket", path, "--provider", "namespaces", "--image",
+                         "localhost/none", "--", "true"});
+  EXPECT_EQ(image.status.shell_code(), 2) << image.output;
+  EXPECT_NE(image.output.find("no images (--image is for podman)"), std::string::npos)
+      << image.output;
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--policy", tmp_ + "/p.json"},
+        {"--trace"},
+        {"--no-controller"},
+        {"--net-upstream", "x"}}) {
+    std::vector<std::string> argv = {"exec", "--socket", path, "--provider", "namespaces"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.end(), {"--", "true"});
+    auto r = sandgate(argv);
+    EXPECT_EQ(r.status.shell_code(), 2) << r.output;
+    EXPECT_NE(r.output.find(extra[0] + " does not apply with --socket"), std::string::npos)
+        << r.output;
+  }
+  auto shaped =
+      sandgate({"exec", "--socket", path, "--run", "r1", "--workspace", tmp_, "--", "true"});
+  EXPECT_EQ(shaped.status.shell_code(), 2) << shaped.output;
+  EXPECT_NE(shaped.output.find("--workspace shapes a new run; run r1 exists"), std::string::npos)
+      << shaped.output;
+  // The plain call still goes through.
+  auto ok = sandgate({"exec", "--socket", path, "--provider", "namespaces", "--", "true"});
+  EXPECT_EQ(ok.status.shell_code(), 0) << ok.output;
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st = server->wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(st.ok() && st->has_value());
+}
+
 // sandgate bench, kept short: two paired figures, 3 rounds each, into the report model, and
 // the gate of that report against itself passes. No timing is asserted: the figures are the
 // timing, the gate judges them.
