@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/basics.h"
+#include "cli/signals.h"
 #include "core/json.h"
 #include "core/units.h"
 #include "session/client.h"
@@ -101,7 +102,8 @@ CLI::App* add_exec_subcommand(CLI::App& app, ExecArgs& args) {
                   "server at PATH and print its output and outcome (--json: the outcome). The\n"
                   "run's options go to the server's create; those the server decides (--policy,\n"
                   "--trace, --no-controller, --base-path, --allow-unsafe-host, --net-upstream,\n"
-                  "--dns-upstream) are refused: give them to `serve`");
+                  "--dns-upstream) are refused: give them to `serve`. ^C cancels the call in the\n"
+                  "server (its outcome is shown; exit 130)");
   sub->add_option("--run", a->run,
                   "client mode: the server's environment to use (default $SANDGATE_RUN; none:\n"
                   "one is created with --provider for this call and destroyed after it)");
@@ -185,7 +187,10 @@ int exec_client(const ExecArgs& a) {
   } else {
     req.env = run;
   }
-  auto outcome = client->exec(req);
+  // ^C (or SIGTERM, SIGHUP) while the call runs: the server is asked to cancel it, and its
+  // outcome still comes back and is shown, as `exec` without a server does.
+  InterruptFd interrupt;
+  auto outcome = client->exec(req, interrupt.fd());
   if (!outcome.ok()) return fail(outcome.error());
   const Json& o = *outcome;
   if (a.json) {
@@ -199,6 +204,11 @@ int exec_client(const ExecArgs& a) {
       std::cerr << "sandgate: " << o.value("termination", "") << ": " << o.value("reason", "")
                 << "\nsandgate: advice (" << o.value("retry", "") << "): " << o.value("advice", "")
                 << "\n";
+  }
+  if (int sig = interrupt.pending(); sig && o.value("termination", "") == "cancelled") {
+    std::cerr << "sandgate: interrupted; the call was cancelled"
+              << (run.empty() ? " and its run destroyed\n" : " (run " + run + " goes on)\n");
+    return 128 + sig;
   }
   const Json& exit = o["exit"];
   if (exit.contains("code") && exit["code"].is_number_integer()) return exit["code"].get<int>();

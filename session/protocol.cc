@@ -156,6 +156,8 @@ Result<const Json*> nested_object(const Json& j, const char* key) {
   return &v;
 }
 
+constexpr const char* kOps = "create, exec, destroy, list, providers, policy, cancel";
+
 Result<RequestBody> parse_body(const std::string& op, const Json& j) {
   Fields f(j, op);
   if (op == "create") {
@@ -193,13 +195,14 @@ Result<RequestBody> parse_body(const std::string& op, const Json& j) {
     SG_ASSIGN_OR_RETURN(auto r, parse_destroy(f, true));
     return RequestBody(std::move(r));
   }
-  if (op == "list" || op == "providers" || op == "policy") {
+  if (op == "list" || op == "providers" || op == "policy" || op == "cancel") {
     SG_TRY(f.only({}));
     if (op == "list") return RequestBody(ListRequest{});
     if (op == "providers") return RequestBody(ProvidersRequest{});
+    if (op == "cancel") return RequestBody(CancelRequest{});
     return RequestBody(PolicyRequest{});
   }
-  return logic_error("request", "unknown op '" + op + "' (create, exec, destroy, list, providers, policy)");
+  return logic_error("request", "unknown op '" + op + "' (" + kOps + ")");
 }
 
 // A create's fields, into `j` (a create request, or the "create" of a one-call exec).
@@ -237,7 +240,8 @@ std::string op_name(const RequestBody& body) {
                                [](const DestroyRequest&) { return "destroy"; },
                                [](const ListRequest&) { return "list"; },
                                [](const ProvidersRequest&) { return "providers"; },
-                               [](const PolicyRequest&) { return "policy"; }},
+                               [](const PolicyRequest&) { return "policy"; },
+                               [](const CancelRequest&) { return "cancel"; }},
                     body);
 }
 
@@ -251,7 +255,8 @@ Result<Request> parse_request(const Json& j) {
   if (!j.is_object()) return logic_error("request", "a request is a JSON object, got " + describe_json(j));
   Request r;
   if (j.contains("id")) r.id = j.at("id");
-  if (!j.contains("op")) return logic_error("request", "missing \"op\" (create, exec, destroy, list, providers, policy)");
+  if (!j.contains("op"))
+    return logic_error("request", std::string("missing \"op\" (") + kOps + ")");
   if (!j.at("op").is_string())
     return logic_error("request", "\"op\" must be a string, got " + describe_json(j.at("op")));
   SG_ASSIGN_OR_RETURN(r.body, parse_body(j.at("op").get<std::string>(), j));
@@ -280,7 +285,7 @@ Json to_json(const Request& r) {
                           destroy_fields(d, j);
                         },
                         [](const ListRequest&) {}, [](const ProvidersRequest&) {},
-                        [](const PolicyRequest&) {}},
+                        [](const PolicyRequest&) {}, [](const CancelRequest&) {}},
              r.body);
   return j;
 }

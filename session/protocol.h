@@ -21,6 +21,9 @@
 //   existing branch) and "export" (a directory). A create answered by a run `serve --pool` made
 //   ahead says "pooled": true (and list, with a pool, says how many are ready: "pooled": N).
 //   {"op":"list"} -> "envs"   {"op":"providers"} -> "providers"   {"op":"policy"} -> "policy"
+//   {"op":"cancel"} -> {"ok":true}: every call this connection sent that is not answered yet
+//   is stopped and answered with its outcome (termination "cancelled"); later calls are not,
+//   once those answers are out. A client that goes away (the socket hung up) cancels the same.
 //   any failure: {"id":N,"ok":false,"error":"one line"}
 //
 // Parsing is strict, for the people who write orchestrators: an unknown op or key, a missing
@@ -89,9 +92,12 @@ struct ExecRequest {
 struct ListRequest {};
 struct ProvidersRequest {};
 struct PolicyRequest {};
+// Stops the calls this connection has sent and not yet seen answered (each is answered with
+// its outcome, "cancelled"); answered at once. What a client sends on ^C (`exec --socket`).
+struct CancelRequest {};
 
 using RequestBody = std::variant<CreateRequest, ExecRequest, DestroyRequest, ListRequest,
-                                 ProvidersRequest, PolicyRequest>;
+                                 ProvidersRequest, PolicyRequest, CancelRequest>;
 
 struct Request {
   Json id;  // echoed; null when the request had none
@@ -100,8 +106,8 @@ struct Request {
 
 // "create", "exec", ...
 std::string op_name(const RequestBody& body);
-// The environment a request acts on ("" for create, list, providers, policy): the server keeps
-// each environment's requests in order.
+// The environment a request acts on ("" for create, list, providers, policy, cancel): the server
+// keeps each environment's requests in order.
 std::string target_env(const RequestBody& body);
 
 // Strict parse of one request object.

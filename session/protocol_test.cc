@@ -40,8 +40,8 @@ TEST(Protocol, EveryRequestSurvivesTheWire) {
   EXPECT_FALSE(std::get<ExecRequest>(round_trip({Json(), inferred}).body).intent.has_value());
 
   EXPECT_EQ(std::get<DestroyRequest>(round_trip({Json(), DestroyRequest{"r1"}}).body).env, "r1");
-  for (RequestBody b :
-       {RequestBody(ListRequest{}), RequestBody(ProvidersRequest{}), RequestBody(PolicyRequest{})})
+  for (RequestBody b : {RequestBody(ListRequest{}), RequestBody(ProvidersRequest{}),
+                        RequestBody(PolicyRequest{}), RequestBody(CancelRequest{})})
     EXPECT_EQ(op_name(round_trip({Json(), b}).body), op_name(b));
   EXPECT_EQ(target_env(e), "r1");
   EXPECT_EQ(target_env(c), "");
@@ -56,6 +56,9 @@ TEST(Protocol, RefusalsNameTheOpAndTheField) {
   EXPECT_THAT(refuse("[]"), HasSubstr("a request is a JSON object, got an array"));
   EXPECT_THAT(refuse(R"({"op":3})"), HasSubstr("\"op\" must be a string, got 3"));
   EXPECT_THAT(refuse(R"({"op":"bake"})"), HasSubstr("unknown op 'bake'"));
+  EXPECT_THAT(refuse(R"({"op":"bake"})"), HasSubstr("policy, cancel)"));
+  // A cancel is the connection's: it names no run.
+  EXPECT_THAT(refuse(R"({"op":"cancel","env":"r1"})"), HasSubstr("cancel: unknown key \"env\""));
   EXPECT_THAT(refuse(R"({"op":"create"})"), HasSubstr("create: missing \"provider\""));
   EXPECT_THAT(refuse(R"({"op":"create","provider":"x","timeout":"soon"})"),
               HasSubstr("create: \"timeout\""));

@@ -1,9 +1,13 @@
 #include "session/server.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -44,6 +48,33 @@ Server::Server(controller::Controller& controller, ServerOptions options)
 
 Server::~Server() { close_all(); }
 
+Result<std::unique_ptr<Connection>> Connection::open(int server_cancel_fd) {
+  auto c = std::make_unique<Connection>();
+  c->event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!c->event_) return sys_error("eventfd for a connection's cancel");
+  c->set_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!c->set_) return sys_error("epoll_create1 for a connection's cancel");
+  for (int fd : {c->event_.get(), server_cancel_fd}) {
+    if (fd < 0) continue;
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(c->set_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+      return sys_error("epoll_ctl for a connection's cancel");
+  }
+  return c;
+}
+
+void Connection::cancel() {
+  uint64_t one = 1;
+  (void)!::write(event_.get(), &one, sizeof one);
+}
+
+void Connection::rearm() {
+  uint64_t count;
+  (void)!::read(event_.get(), &count, sizeof count);  // EAGAIN: it was not cancelled
+}
+
 namespace {
 // Destroyed runs waiting for removal after their answer, at most (see Server::destroy).
 constexpr size_t kMaxClosing = 4;
@@ -55,12 +86,23 @@ std::shared_ptr<Server::Env> Server::find(const std::string& id) const {
   return it == envs_.end() ? nullptr : it->second;
 }
 
-void Server::submit(const std::string& line, std::function<void(std::string)> reply) {
+void Server::submit(const std::string& line, std::function<void(std::string)> reply,
+                    Connection* connection) {
   auto parsed = parse_json(line, "request");
   Json id = parsed.ok() && parsed->is_object() && parsed->contains("id") ? parsed->at("id") : Json();
   if (!parsed.ok()) return reply(dump_json(reply_error(id, parsed.error().message())));
   auto request = parse_request(*parsed);
   if (!request.ok()) return reply(dump_json(reply_error(id, request.error().message())));
+  if (std::holds_alternative<CancelRequest>(request->body)) {
+    // Answered here, at once: the calls it stops are on their strands, and answer themselves.
+    if (!connection)
+      return reply(dump_json(reply_error(id,
+                                         "cancel: stops a connection's calls, and this "
+                                         "request came on none")));
+    connection->cancel();
+    return reply(dump_json(reply_ok(id, Json::object())));
+  }
+  const int cancel_fd = connection ? connection->cancel_fd() : options_.cancel_fd;
 
   {
     std::lock_guard lock(pending_mu_);
@@ -68,12 +110,14 @@ void Server::submit(const std::string& line, std::function<void(std::string)> re
   }
   auto answer = std::make_shared<Answer>(std::move(reply));
   if (auto* e = std::get_if<ExecRequest>(&request->body); e && e->create) {
-    control_->post([this, req = std::move(request).value(), answer] { one_call(req, answer); });
+    control_->post([this, req = std::move(request).value(), answer, cancel_fd] {
+      one_call(req, answer, cancel_fd);
+    });
     return;
   }
   std::string env = target_env(request->body);
-  auto task = [this, req = std::move(request).value(), answer] {
-    answered(*answer, guarded(req.id, [&] { return run(req); }));
+  auto task = [this, req = std::move(request).value(), answer, cancel_fd] {
+    answered(*answer, guarded(req.id, [&] { return run(req, cancel_fd); }));
   };
   if (env.empty()) {
     control_->post(std::move(task));
@@ -105,7 +149,7 @@ void Server::answered(Answer& answer, const Json& reply) {
 // A call in a run made for it: the run is made on the control strand like any create (from the
 // pool when one is ready); the call and the destroy then run on the run's own strand, and the
 // answer comes once the run is destroyed (its removal, as for destroy, after the answer).
-void Server::one_call(const Request& req, const std::shared_ptr<Answer>& answer) {
+void Server::one_call(const Request& req, const std::shared_ptr<Answer>& answer, int cancel_fd) {
   const ExecRequest& e = std::get<ExecRequest>(req.body);
   std::shared_ptr<Env> env;
   Json made = guarded(req.id, [&] {
@@ -115,11 +159,11 @@ void Server::one_call(const Request& req, const std::shared_ptr<Answer>& answer)
     return reply_ok(req.id, *std::move(created));
   });
   if (!env) return answered(*answer, made);  // not made: its error
-  auto call = [this, req, answer, env, made = std::move(made)] {
+  auto call = [this, req, answer, env, made = std::move(made), cancel_fd] {
     answered(*answer, guarded(req.id, [&] {
       ExecRequest r = std::get<ExecRequest>(req.body);
       r.env = made.at("env").get<std::string>();
-      auto outcome = exec(r, /*last=*/true);
+      auto outcome = exec(r, cancel_fd, /*last=*/true);
       DestroyRequest d = r.destroy.value_or(DestroyRequest{});
       d.env = r.env;
       auto destroyed = destroy(d);  // whatever the call did: nothing of the run is kept
@@ -185,16 +229,20 @@ void Server::close_all() {
   if (pool_) pool_->stop();
 }
 
-Json Server::run(const Request& request) {
+Json Server::run(const Request& request, int cancel_fd) {
   Result<Json> result = std::visit(
       [&](const auto& r) -> Result<Json> {
         using T = std::decay_t<decltype(r)>;
         if constexpr (std::is_same_v<T, CreateRequest>) return create(r);
-        else if constexpr (std::is_same_v<T, ExecRequest>) return exec(r);
+        else if constexpr (std::is_same_v<T, ExecRequest>)
+          return exec(r, cancel_fd);
         else if constexpr (std::is_same_v<T, DestroyRequest>) return destroy(r);
         else if constexpr (std::is_same_v<T, ListRequest>) return list();
         else if constexpr (std::is_same_v<T, ProvidersRequest>) return Json{{"providers", providers_list()}};
-        else return Json{{"policy", controller::to_json(controller_.policy())}};
+        else if constexpr (std::is_same_v<T, PolicyRequest>)
+          return Json{{"policy", controller::to_json(controller_.policy())}};
+        else
+          return logic_error("cancel", "answered where it is submitted");
       },
       request.body);
   if (!result.ok()) return reply_error(request.id, result.error().message());
@@ -324,7 +372,7 @@ std::unique_ptr<Strand> Server::take_strand() {
   return s;
 }
 
-Result<Json> Server::exec(const ExecRequest& r, bool last) {
+Result<Json> Server::exec(const ExecRequest& r, int cancel_fd, bool last) {
   auto env = find(r.env);
   if (!env) {
     if (options_.recorded_run)
@@ -336,7 +384,7 @@ Result<Json> Server::exec(const ExecRequest& r, bool last) {
   call.intent = r.intent;
   call.env = r.call_env;
   call.cwd = r.cwd;
-  call.cancel_fd = options_.cancel_fd;
+  call.cancel_fd = cancel_fd;
   call.last = last;
   std::string token = options_.before_call ? options_.before_call(r) : std::string();
   auto outcome = env->session->call(call);
@@ -390,7 +438,29 @@ Result<Json> Server::destroy(const DestroyRequest& r) {
   return Json::object();
 }
 
+namespace {
+
+// A socket whose peer has closed both ways (its process ended): not a pipe's end of input, nor
+// a socket the client only shut for writing while it waits for its answers.
+bool peer_gone(int fd) {
+  struct pollfd p = {fd, 0, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
+}
+
+bool is_socket(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+}  // namespace
+
 bool serve_stream(Server& server, int in, int out, int stop_fd) {
+  auto opened = Connection::open(server.cancel_fd());
+  if (!opened.ok()) {
+    spdlog::error("serve: {}", opened.error().message());
+    return true;
+  }
+  Connection& connection = **opened;
   LineReader reader(in);
   std::mutex write_mu;
   std::condition_variable answered;
@@ -399,8 +469,12 @@ bool serve_stream(Server& server, int in, int out, int stop_fd) {
   auto reply = [&](std::string line) {
     std::lock_guard lock(write_mu);
     line += '\n';
-    if (writable && !write_all(out, line).ok()) writable = false;  // the peer went away
-    --outstanding;
+    if (writable && !write_all(out, line).ok()) {
+      writable = false;  // the peer went away: no one waits for its other calls
+      connection.cancel();
+    }
+    // A cancel stops what was sent before it; once that is all answered, the next call runs.
+    if (--outstanding == 0 && writable) connection.rearm();
     answered.notify_all();
   };
   bool stopped = false;
@@ -419,11 +493,27 @@ bool serve_stream(Server& server, int in, int out, int stop_fd) {
       std::lock_guard lock(write_mu);
       ++outstanding;
     }
-    server.submit(**line, reply);
+    server.submit(**line, reply, &connection);
   }
-  // `out` must outlive every reply to this stream's requests.
+  // `out` (and `connection`) must outlive every reply to this stream's requests. A client
+  // whose process ended while its calls run (killed, its terminal closed) cancels them: on a
+  // socket, looked at every 100 ms while the answers are awaited.
+  const bool watch = in == out && is_socket(in);
   std::unique_lock lock(write_mu);
-  answered.wait(lock, [&] { return outstanding == 0; });
+  bool gone = false;
+  while (outstanding > 0) {
+    if (!watch || gone) {
+      answered.wait(lock, [&] { return outstanding == 0; });
+      break;
+    }
+    if (answered.wait_for(lock, std::chrono::milliseconds(100), [&] { return outstanding == 0; }))
+      break;
+    if (peer_gone(in)) {
+      gone = true;
+      writable = false;
+      connection.cancel();
+    }
+  }
   return !stopped;
 }
 

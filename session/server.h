@@ -24,6 +24,7 @@
 
 #include "controller/controller.h"
 #include "core/egress.h"
+#include "core/fd.h"
 #include "core/json.h"
 #include "providers/registry.h"
 #include "session/protocol.h"
@@ -33,6 +34,24 @@ namespace sandgate::session {
 
 class Strand;
 class RunPool;
+
+// One client's stream of requests (serve_stream): its `cancel`, or its hanging up, stops the
+// calls it sent and no one else's.
+class Connection {
+ public:
+  // `server_cancel_fd`: the server's own (ServerOptions::cancel_fd, -1: none), which stops
+  // this connection's calls too.
+  static Result<std::unique_ptr<Connection>> open(int server_cancel_fd);
+  // Readable once the connection or the server cancels: what its calls poll (an epoll set of
+  // the two, so that a provider polls one fd as before).
+  int cancel_fd() const { return set_.get(); }
+  void cancel();
+  // Not cancelled any more: when none of its calls is outstanding.
+  void rearm();
+
+ private:
+  UniqueFd event_, set_;
+};
 
 struct ServerOptions {
   const providers::Registry* registry = nullptr;
@@ -77,8 +96,12 @@ class Server {
 
   // Parses one request line and runs it on its strand; the reply line (no '\n') goes to
   // `reply`, possibly on another thread, after replies to later requests for other
-  // environments. Never throws; a malformed line is answered at once.
-  void submit(const std::string& line, std::function<void(std::string)> reply);
+  // environments. Never throws; a malformed line is answered at once. `connection` (null: none,
+  // and `cancel` is refused) is whose calls a `cancel` stops; it outlives the request.
+  void submit(const std::string& line, std::function<void(std::string)> reply,
+              Connection* connection = nullptr);
+  // The server's cancel_fd (ServerOptions), for the connections it serves.
+  int cancel_fd() const { return options_.cancel_fd; }
   // submit() and wait for the reply (tests, simple transports).
   std::string handle_line(const std::string& line);
   // Waits until every request submitted so far has been answered.
@@ -93,13 +116,14 @@ class Server {
   struct Answer {
     std::function<void(std::string)> reply;
   };
-  Json run(const Request& request);
+  // `cancel_fd`: what an exec polls to be stopped (its connection's, else the server's).
+  Json run(const Request& request, int cancel_fd);
   // work(), or the request's error if it throws.
   Json guarded(const Json& id, const std::function<Json()>& work);
   // Sends the reply; the request is no longer pending.
   void answered(Answer& answer, const Json& reply);
   // An exec with `create`: create, exec and destroy as one request.
-  void one_call(const Request& req, const std::shared_ptr<Answer>& answer);
+  void one_call(const Request& req, const std::shared_ptr<Answer>& answer, int cancel_fd);
   Result<Json> create(const CreateRequest& r);
   // Opens a run as `r` asks with a provider from `providers` (made on first use): the control
   // strand's for creates made cold, the pool's on its own thread.
@@ -108,7 +132,7 @@ class Server {
       std::map<std::string, std::unique_ptr<providers::Provider>>& providers);
   Status network_of(const CreateRequest& r, providers::EnvSpec& spec) const;
   // `last`: no call follows in this run (one_call), so none is prepared for.
-  Result<Json> exec(const ExecRequest& r, bool last = false);
+  Result<Json> exec(const ExecRequest& r, int cancel_fd, bool last = false);
   Result<Json> destroy(const DestroyRequest& r);
   Json list() const;
   Json providers_list() const;

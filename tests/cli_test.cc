@@ -1504,6 +1504,104 @@ TEST_F(CliTest, ExecSocketForwardsTheRunsOptionsAndRefusesTheServersOwn) {
   ASSERT_TRUE(st.ok() && st->has_value());
 }
 
+// ^C on `exec --socket` (SIGINT to the client) stops the call in the server: the client shows
+// the cancelled outcome and exits 128+2, and the call's processes are gone. A client that goes
+// away mid-call (its connection closed) stops its call the same. On a named run, a `cancel` on
+// the connection answers at once, the call it stops answers "cancelled", and the run then takes
+// the connection's next call. Nothing is timed: each wait is bounded at 30 s.
+TEST_F(CliTest, ExecSocketInterruptedOrGoneCancelsItsCall) {
+  SANDGATE_REQUIRE_ROOT();
+  const std::string path = tmp_ + "/serve.sock";
+  auto server = serve_on(path);
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  auto eventually = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 3000 && !done(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return done();
+  };
+  // The call's shell keeps `token` as its $0 (sleep is not its last command, so it is not
+  // exec'd away): the host finds the call by it (the client's own command line names it too).
+  pid_t client_pid = -1;
+  auto running = [&](const std::string& token) {
+    auto pids = pids_with_argument(token);
+    pids.erase(client_pid);
+    return !pids.empty();
+  };
+  auto long_call = [](const std::string& token) {
+    return std::vector<std::string>{"sh", "-c", "sleep 600; :", token};
+  };
+
+  // SIGINT to the client.
+  const std::string interrupted = daemon_token();
+  const std::string out_path = tmp_ + "/client.out";
+  UniqueFd out(::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  ASSERT_TRUE(out.valid());
+  std::vector<std::string> argv = {SANDGATE_BINARY, "exec",       "--socket", path,
+                                   "--provider",    "namespaces", "--"};
+  for (const auto& a : long_call(interrupted)) argv.push_back(a);
+  SpawnOptions options;
+  options.out_fd = out.get();
+  auto client = spawn(argv, options);
+  ASSERT_TRUE(client.ok()) << client.error().message();
+  client_pid = client->pid();
+  ASSERT_TRUE(eventually([&] { return running(interrupted); })) << "the call did not start";
+  ASSERT_TRUE(client->signal(SIGINT).ok());
+  auto ended = client->wait_for(std::chrono::seconds(30));
+  ASSERT_TRUE(ended.ok() && ended->has_value()) << "the client did not end after SIGINT";
+  EXPECT_EQ((*ended)->shell_code(), 128 + SIGINT) << (*ended)->describe();
+  EXPECT_TRUE((*ended)->exited) << "killed by its ^C instead of answering it: "
+                                << (*ended)->describe();
+  auto said = read_file(out_path, 1 << 20);
+  ASSERT_TRUE(said.ok());
+  EXPECT_NE(said->find("cancelled: the caller cancelled the call"), std::string::npos) << *said;
+  EXPECT_NE(said->find("interrupted; the call was cancelled and its run destroyed"),
+            std::string::npos)
+      << *said;
+  EXPECT_TRUE(eventually([&] { return !running(interrupted); })) << "the call outlived ^C";
+
+  // A client that goes away: its connection closes while the call runs.
+  const std::string gone = daemon_token();
+  {
+    ServeClient c;
+    ASSERT_TRUE(c.connect(path));
+    Json request = {{"id", 1},
+                    {"op", "exec"},
+                    {"create", {{"provider", "namespaces"}}},
+                    {"argv", long_call(gone)}};
+    ASSERT_TRUE(write_all(c.fd.get(), request.dump() + "\n").ok());
+    ASSERT_TRUE(eventually([&] { return running(gone); })) << "the call did not start";
+  }
+  EXPECT_TRUE(eventually([&] { return !running(gone); })) << "the call outlived its client";
+
+  // cancel on a named run's connection.
+  ServeClient c;
+  ASSERT_TRUE(c.connect(path));
+  Json created = c.ask({{"id", 1}, {"op", "create"}, {"provider", "namespaces"}});
+  ASSERT_EQ(created["ok"], true) << created.dump();
+  const std::string named = daemon_token();
+  Json call = {{"id", 2}, {"op", "exec"}, {"env", created["env"]}, {"argv", long_call(named)}};
+  ASSERT_TRUE(write_all(c.fd.get(), call.dump() + "\n").ok());
+  ASSERT_TRUE(eventually([&] { return running(named); })) << "the call did not start";
+  Json ack = c.ask({{"id", 3}, {"op", "cancel"}});
+  EXPECT_EQ(ack["id"], 3) << "a cancel is answered at once, before the call it stops";
+  EXPECT_EQ(ack["ok"], true) << ack.dump();
+  Json stopped = c.next();
+  EXPECT_EQ(stopped["id"], 2) << stopped.dump();
+  EXPECT_EQ(stopped["outcome"]["termination"], "cancelled") << stopped.dump();
+  EXPECT_FALSE(running(named));
+  Json next = c.ask(
+      {{"id", 5}, {"op", "exec"}, {"env", created["env"]}, {"argv", {"sh", "-c", "echo after"}}});
+  ASSERT_EQ(next["id"], 5) << next.dump();
+  EXPECT_EQ(next["outcome"]["termination"], "exited") << "a cancel outlived its calls";
+  EXPECT_EQ(next["outcome"]["stdout"], "after\n");
+  Json destroyed = c.ask({{"id", 6}, {"op", "destroy"}, {"env", created["env"]}});
+  EXPECT_EQ(destroyed["ok"], true) << destroyed.dump();
+
+  ASSERT_TRUE(server->signal(SIGTERM).ok());
+  auto st = server->wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(st.ok() && st->has_value());
+}
+
 // sandgate bench, kept short: two paired figures, 3 rounds each, into the report model, and
 // the gate of that report against itself passes. No timing is asserted: the figures are the
 // timing, the gate judges them.

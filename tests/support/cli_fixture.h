@@ -104,6 +104,10 @@ class CliTest : public ProviderTest {
     }
     Json ask(const Json& request) {
       EXPECT_TRUE(write_all(fd.get(), request.dump() + "\n").ok());
+      return next();
+    }
+    // The next reply, without sending anything (a reply to a request sent before).
+    Json next() {
       char chunk[65536];
       size_t nl;
       while ((nl = buffer.find('\n')) == std::string::npos) {
