@@ -177,7 +177,7 @@ Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& r
       if (options_.answer_sysinfo) c.sysinfo_channel = begun.views.sysinfo_channel;
       return {};
     };
-    recipe.ready = [exe = options_.supervisor_exe] { start_proc_views_spare(exe); };
+    recipe.stopping = [exe = options_.supervisor_exe] { start_proc_views_spare(exe); };
   }
   if (spec.network == NetworkMode::kAllowlist) {
     // Checked before anything is made: an allowlist needs somewhere to go and something in it.

@@ -392,11 +392,12 @@ std::string stack_at(pid_t pid) {
   return maps->substr(line, maps->find('-', line) - line);
 }
 
-// From a process's second run on, the next run's views server is started while a run starts
-// (proc_views.cc: the spare), so that its exec and loading are not on the next create's path:
-// the next run's recorded server is that process, mounted for it, and a new spare waits. Each
-// is an exec of its own (its own address layout), and a spare that died while it waited is not
-// handed to a run: the run gets a fresh server and works.
+// From a process's second run on, the next run's views server is started as a run is destroyed
+// (proc_views.cc: the spare), so that its exec and loading are not on the next create's path
+// nor beside a run's first call: the next run's recorded server is that process, mounted for
+// it, and a new spare waits after its destroy. Each is an exec of its own (its own address
+// layout), and a spare that died while it waited is not handed to a run: the run gets a fresh
+// server and works.
 TEST_F(NamespacesTest, NextRunsProcViewsServerIsStartedAheadAndServesOnlyThatRun) {
   SANDGATE_REQUIRE_ROOT();
   auto read_meminfo = [](providers::Environment& env) {
@@ -410,8 +411,8 @@ TEST_F(NamespacesTest, NextRunsProcViewsServerIsStartedAheadAndServesOnlyThatRun
   for (int i = 0; i < 2; ++i) {  // two runs: a spare from the second on, whatever ran before
     auto env = make_env(*ns_);
     ASSERT_TRUE(env);
-    spare = providers::proc_views_spare_pid();
     ASSERT_TRUE(env->destroy().ok());
+    spare = providers::proc_views_spare_pid();
   }
   ASSERT_GT(spare, 0) << "no spare server after two runs";
   EXPECT_EQ(parent_of(spare), ::getpid());
@@ -433,13 +434,14 @@ TEST_F(NamespacesTest, NextRunsProcViewsServerIsStartedAheadAndServesOnlyThatRun
   ASSERT_TRUE(env);
   const pid_t server = recorded_proc_views_server(options_.paths.state_dir, env->run_id());
   EXPECT_EQ(server, spare) << "the run's server is not the spare started ahead";
+  EXPECT_EQ(providers::proc_views_spare_pid(), -1) << "a spare started beside the run's calls";
   std::string out = read_meminfo(*env);
   EXPECT_TRUE(out.starts_with("MemTotal:") && out.ends_with("\n1\n")) << out;
+  ASSERT_TRUE(env->destroy().ok());
   const pid_t next = providers::proc_views_spare_pid();
   ASSERT_GT(next, 0) << "no spare for the run after";
   EXPECT_NE(next, server);
   EXPECT_NE(stack_at(next), spare_stack) << "the spare is not an exec of its own";
-  ASSERT_TRUE(env->destroy().ok());
   EXPECT_FALSE(process_exists(server));
   EXPECT_TRUE(process_exists(next)) << "a run's destroy stopped the next run's spare";
 

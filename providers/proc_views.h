@@ -260,7 +260,9 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
 
 // The next run's server, started ahead (the spare): its exec, dynamic loading and
 // initialisation (4-6 ms on a 2-core VM) then overlap a run instead of holding up the next
-// one's create. Called by a provider once a run with views is ready; does something only in a
+// one's create. Called by a provider as a run with views is destroyed (Recipe::stopping): not
+// once a run is ready, where its fork (of a large process) and exec took the cores from the
+// run's first call (a one-call `exec --socket` 7-9 ms slower); does something only in a
 // process whose servers have mounted twice already, and so will likely start more (serve,
 // replay, the probe suite, qualify, benchmarks; not a one-run `sandgate exec`, which would pay
 // for a spare it never uses), and when no spare waits. One per process, for `exe` (as

@@ -204,7 +204,6 @@ Result<std::unique_ptr<SupervisedEnvironment>> SupervisedEnvironment::create(con
     clock.lap("network");
   }
   if (spec.timeout.count() > 0) env->deadline_ = std::chrono::steady_clock::now() + spec.timeout;
-  if (recipe.ready) recipe.ready();
   return env;
 }
 

@@ -90,12 +90,11 @@ class SupervisedEnvironment : public Environment {
     // the provider forgets what the runtime removed itself (a container it removed need not be
     // removed again). Kept with the environment.
     std::function<Status(const RuntimeExit&, RunState& state)> runtime_exited;
-    // Called at the end of a successful create: work for the provider's next run that should
-    // overlap this run rather than a start (the next run's /proc views server).
-    std::function<void()> ready;
-    // Called at destroy, before the run's supervisor is stopped: the same kind of work, for a
-    // provider whose runtime takes long to end a run (Podman's `run --rm`, ~0.1 s of removing
-    // its container), so that it overlaps that wait instead of the run's start and first call.
+    // Called at destroy, before the run's supervisor is stopped: work for the provider's next
+    // run (the next run's /proc views server) that should overlap a run's end, not its start
+    // and first call (whose cores it took), nor the next run's create. A Podman run's end is
+    // long (`run --rm`, ~0.1 s of removing its container); a jail's comes after a served
+    // one-call run's answer.
     std::function<void()> stopping;
   };
 
