@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -105,7 +106,11 @@ struct StartError {
 
 // Both clone children below (raw system calls only): a failed step writes {errno, step} on
 // `error_fd` and exits.
-[[noreturn]] void child_fail(int error_fd, const char* step) {
+// Not instrumented: the supervisor's child runs them on a stack the sanitizer does not know,
+// sharing the launcher's memory (clone_supervisor).
+#define SANDGATE_CLONE_CHILD __attribute__((no_sanitize("address", "undefined")))
+
+SANDGATE_CLONE_CHILD [[noreturn]] void child_fail(int error_fd, const char* step) {
   StartError e = {static_cast<int>(errno), {}};
   for (size_t i = 0; step[i] && i + 1 < sizeof e.step; ++i) e.step[i] = step[i];
   syscall(SYS_write, error_fd, &e, sizeof e);
@@ -115,7 +120,7 @@ struct StartError {
 
 // Waits for the host's go. Our copy of the go pipe's write end is closed first, so that a host
 // that dies before its go gives EOF here and the child ends, instead of waiting on itself.
-void child_wait_for_go(int go_fd, int go_write_fd, int error_fd) {
+SANDGATE_CLONE_CHILD void child_wait_for_go(int go_fd, int go_write_fd, int error_fd) {
   syscall(SYS_close, go_write_fd);
   char byte;
   if (syscall(SYS_read, go_fd, &byte, 1) != 1) child_fail(error_fd, "wait for the host's go");
@@ -125,9 +130,9 @@ void child_wait_for_go(int go_fd, int go_write_fd, int error_fd) {
 // on memory prepared by the parent (no allocation, no locks, no glibc setxid broadcast). A
 // failed step writes {errno, step} on `error_fd` (close-on-exec: a successful exec closes it
 // with nothing written) and exits.
-[[noreturn]] void supervisor_child(int go_fd, int go_write_fd, int control_fd, int exe_fd,
-                                   int error_fd, bool isolate, char* const* argv,
-                                   char* const* envp) {
+SANDGATE_CLONE_CHILD [[noreturn]] void supervisor_child(int go_fd, int go_write_fd, int control_fd,
+                                                        int exe_fd, int error_fd, bool isolate,
+                                                        char* const* argv, char* const* envp) {
   auto fail = [error_fd](const char* step) { child_fail(error_fd, step); };
   child_wait_for_go(go_fd, go_write_fd, error_fd);
   if (isolate) {
@@ -192,16 +197,90 @@ class EffectiveIds {
   int dumpable_ = 1;
 };
 
+// The supervisor's child shares the launcher's memory (CLONE_VM) until it execs: a fork of a
+// large, many-threaded launcher (serve's sandgate-main) copied and write-protected every page
+// table of its heap and thread stacks, and each of the launcher's writes until the exec took a
+// copy-on-write fault: ~1.3 ms of a run's start, on the create's path. So the child reads
+// nothing of the launcher's: its stack, its arguments and every string it passes to execveat
+// are in this mapping, one per launching thread, reused once its last child has exec'd or been
+// reaped (Supervisor::start returns only then). What it writes is its own stack, and errno on a
+// failed step (it then exits, saying which step).
+struct ChildArena {
+  static constexpr size_t kSize = 256 * 1024;
+  char* base = nullptr;
+  ChildArena() {
+    void* m = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    base = m == MAP_FAILED ? nullptr : static_cast<char*>(m);
+  }
+  ~ChildArena() {
+    if (base) ::munmap(base, kSize);
+  }
+};
+
+struct SupervisorChildArgs {
+  int go_fd, go_write_fd, control_fd, exe_fd, error_fd;
+  bool isolate;
+  char** argv;
+  char** envp;
+};
+
+SANDGATE_CLONE_CHILD int supervisor_child_entry(void* p) {
+  const auto* a = static_cast<const SupervisorChildArgs*>(p);
+  supervisor_child(a->go_fd, a->go_write_fd, a->control_fd, a->exe_fd, a->error_fd, a->isolate,
+                   a->argv, a->envp);
+}
+
+// `args`, its argv and envp copied into the arena's low end (the stack grows down from its
+// top, 192 KiB above); null when they do not fit.
+SupervisorChildArgs* place_in_arena(ChildArena& arena, SupervisorChildArgs args, char* const* argv,
+                                    char* const* envp) {
+  constexpr size_t kDataSize = 64 * 1024;
+  size_t used = 0;
+  auto take = [&](size_t n, size_t align) -> char* {
+    used = (used + align - 1) / align * align;
+    if (used + n > kDataSize) return nullptr;
+    char* p = arena.base + used;
+    used += n;
+    return p;
+  };
+  auto copy_vector = [&](char* const* v) -> char** {
+    size_t n = 0;
+    while (v[n]) ++n;
+    auto** out = reinterpret_cast<char**>(take((n + 1) * sizeof(char*), alignof(char*)));
+    if (!out) return nullptr;
+    for (size_t i = 0; i < n; ++i) {
+      size_t len = std::strlen(v[i]) + 1;
+      char* s = take(len, 1);
+      if (!s) return nullptr;
+      std::memcpy(s, v[i], len);
+      out[i] = s;
+    }
+    out[n] = nullptr;
+    return out;
+  };
+  auto* placed =
+      reinterpret_cast<SupervisorChildArgs*>(take(sizeof args, alignof(SupervisorChildArgs)));
+  if (!placed) return nullptr;
+  args.argv = copy_vector(argv);
+  args.envp = copy_vector(envp);
+  if (!args.argv || !args.envp) return nullptr;
+  *placed = args;
+  return placed;
+}
+
 // `userns_owner` (not 0): the new user namespace is created as that host uid, which then owns
 // it (SupervisorConfig::run_owns_user_namespace).
 Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd, int control_fd,
                                       int exe_fd, int error_fd, bool isolate, uid_t userns_owner,
                                       char* const* argv, char* const* envp) {
+  thread_local ChildArena arena;
+  SupervisorChildArgs* args = nullptr;
+  if (arena.base)
+    args = place_in_arena(
+        arena, {go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, nullptr, nullptr}, argv,
+        envp);
   int pidfd = -1;
-  struct clone_args args = {};
-  args.flags = flags | CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
   long pid;
   {
     std::optional<EffectiveIds> as_owner;
@@ -211,12 +290,21 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd
         return sys_error(as_owner->error(), "take the run's host ids to create its user namespace",
                          std::to_string(userns_owner));
     }
-    pid = syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0)
-      supervisor_child(go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
+    if (args) {
+      pid = ::clone(supervisor_child_entry, arena.base + ChildArena::kSize,
+                    static_cast<int>(flags) | CLONE_VM | CLONE_PIDFD | SIGCHLD, args, &pidfd);
+    } else {
+      // Arguments too large for the arena (or no arena): a copy of the launcher, as fork.
+      struct clone_args cargs = {};
+      cargs.flags = flags | CLONE_PIDFD;
+      cargs.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+      cargs.exit_signal = SIGCHLD;
+      pid = syscall(SYS_clone3, &cargs, sizeof cargs);
+      if (pid == 0)
+        supervisor_child(go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
+    }
   }
-  if (pid < 0)
-    return sys_error("clone3", isolate ? "new user/pid/net/ipc/uts namespaces" : "");
+  if (pid < 0) return sys_error("clone", isolate ? "new user/pid/net/ipc/uts namespaces" : "");
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
 }
 
