@@ -251,7 +251,6 @@ class StartingProcViews {
   UniqueFd answer_;   // the server's "ok" or error comes here
   UniqueFd channel_;  // the sysinfo channel, launcher's end
   std::string mount_point_;
-  std::string exe_;
 };
 Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::string& exe,
                                            const std::string& mount_point,
