@@ -96,6 +96,8 @@ class Ladder {
 
   const CallObservation& observation() const { return obs_; }
   bool done() const { return state_ == State::kKilled; }
+  // The CPU squeeze is on (for memory, other calls' run-queue delay or the network).
+  bool squeezed() const { return squeezed_; }
 
  private:
   enum class State { kNormal, kThrottled, kFrozen, kCancelling, kKilled };

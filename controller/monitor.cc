@@ -277,7 +277,13 @@ void Monitor::sample_all() {
       const RunqPoint& first = h.front();
       if (auto c = rate_per_second(first.at, first.cpu_us, now, p.cpu_us, runq_window_))
         rates[i].cpu_cores = *c / 1e6;
-      const bool self_throttled = p.cpu_throttled_us > first.cpu_throttled_us;
+      // A call held to a CPU quota waits for its quota: its delay is not another call's doing.
+      // The kernel's count of throttled periods says so, but on v1 it is refreshed by full reads
+      // only (a squeezed hog's waits were once taken for a victim's, and the victim squeezed);
+      // the ladder's own squeeze, over the window, says so at once.
+      if (w->ladder && w->ladder->squeezed()) w->squeezed_at = now;
+      const bool self_throttled = p.cpu_throttled_us > first.cpu_throttled_us ||
+                                  (w->squeezed_at && *w->squeezed_at > now - runq_window_);
       if (first.runq_ns && p.runq_ns && !self_throttled)
         if (auto q = rate_per_second(first.at, *first.runq_ns, now, *p.runq_ns, runq_window_))
           rates[i].runq_ms_per_s = *q / 1e6;

@@ -130,6 +130,9 @@ class Monitor {
     uint64_t reads = 0;                   // reads attempted, to pace the full ones
     std::unique_ptr<RunqMeter> meter;     // null: run-queue delay not measured
     std::deque<RunqPoint> history;        // the last runq_window of samples (rule on only)
+    // The last sample at which its ladder squeezed it: its run-queue delay until a window after
+    // is its quota's, not other calls' doing.
+    std::optional<std::chrono::steady_clock::time_point> squeezed_at;
     std::unique_ptr<NetMeter> net_meter;  // null: network bytes not measured
     std::deque<NetPoint> net_history;     // the last net_window of samples (metered calls)
     std::string budget;                   // key of budgets_, "" if none
