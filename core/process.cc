@@ -204,8 +204,14 @@ Result<ChildProcess> spawn(const std::vector<std::string>& argv, const SpawnOpti
   cargv.push_back(nullptr);
   std::vector<std::string> env_s;
   std::vector<char*> cenv;
-  if (!o.env_set.empty()) {
-    env_s = merged_environment(o.env_set);
+  if (o.env || !o.env_set.empty()) {
+    env_s = o.env ? *o.env : merged_environment({});
+    for (const auto& x : o.env_set) {
+      std::string_view name = std::string_view(x).substr(0, x.find('=') + 1);
+      std::erase_if(env_s,
+                    [&](const std::string& e) { return std::string_view(e).starts_with(name); });
+      env_s.push_back(x);
+    }
     for (auto& e : env_s) cenv.push_back(e.data());
     cenv.push_back(nullptr);
   }
@@ -220,11 +226,15 @@ Result<ChildProcess> spawn(const std::vector<std::string>& argv, const SpawnOpti
   sigemptyset(&none);  // sandgate blocks SIGINT/SIGTERM for its signalfd; the child must not
   short flags = POSIX_SPAWN_SETSIGMASK;
   if (o.new_process_group) flags |= POSIX_SPAWN_SETPGROUP;  // group 0: its own
+  if (o.new_session) flags |= POSIX_SPAWN_SETSID;
   int e = posix_spawnattr_setflags(&attr, flags);
   if (e == 0) e = posix_spawnattr_setsigmask(&attr, &none);
   if (e == 0) e = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   if (e == 0 && o.out_fd >= 0) e = posix_spawn_file_actions_adddup2(&actions, o.out_fd, 1);
   if (e == 0 && o.out_fd >= 0) e = posix_spawn_file_actions_adddup2(&actions, o.out_fd, 2);
+  // A dup2 onto itself clears close-on-exec (glibc >= 2.29), as a passed descriptor needs.
+  if (e == 0 && o.pass_fd >= 0) e = posix_spawn_file_actions_adddup2(&actions, o.pass_fd, 3);
+  if (e == 0 && o.pass_fd >= 0) e = posix_spawn_file_actions_addclosefrom_np(&actions, 4);
   if (e != 0) return sys_error(e, "spawn", argv[0]);
   pid_t pid = -1;
   if (int err = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(),

@@ -63,9 +63,16 @@ class ChildProcess {
 struct SpawnOptions {
   int out_fd = -1;                     // stdout and stderr go here; -1: inherited
   std::vector<std::string> env_set;    // NAME=VALUE, replacing the inherited value of NAME
+  // The whole environment instead of sandgate's (env_set then adds to it).
+  std::optional<std::vector<std::string>> env;
   bool new_process_group = false;      // its own group, so a signal can reach all it starts
+  bool new_session = false;            // its own session: a terminal's ^C is not for it
+  // Becomes its fd 3, and no other descriptor above 2 reaches it (not even one a library
+  // opened without close-on-exec); -1: none.
+  int pass_fd = -1;
 };
-// Starts argv[0] (PATH is searched) with stdin from /dev/null and sandgate's environment.
+// Starts argv[0] (PATH is searched) with stdin from /dev/null and sandgate's environment, with
+// posix_spawn: no copy of sandgate's page tables (see process.cc).
 Result<ChildProcess> spawn(const std::vector<std::string>& argv, const SpawnOptions& options = {});
 
 struct CommandResult {

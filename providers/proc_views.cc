@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -21,7 +20,6 @@
 #include <optional>
 #include <set>
 
-#include "core/defer.h"
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/log.h"
@@ -514,46 +512,21 @@ void discard(WaitingServer& server) {
   ::waitpid(server.pid, nullptr, 0);
 }
 
-// posix_spawn, not fork: a fork of a large launcher (serve's sandgate-main) copied its page
-// tables and made its every write a copy-on-write fault until the exec (~1.5 ms of a cold
-// create); glibc's spawn shares the memory until the exec, and says why an exec failed.
 Result<WaitingServer> start_server(const std::string& exe) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return sys_error("socketpair for proc views");
   UniqueFd ours(sv[0]), theirs(sv[1]);
-  std::string exe_arg = exe, mode_arg = kProcViewsArg, fd_arg = "3";
-  char* argv[] = {exe_arg.data(), mode_arg.data(), fd_arg.data(), nullptr};
+  SpawnOptions options;
   // Not the host's environment: the server may wait for a run long after the variables of the
   // run that started it (and it parses what the run's code sends it).
-  std::vector<std::string> env_s = supervisor_env();
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  if (int e = posix_spawn_file_actions_init(&actions); e != 0)
-    return sys_error(e, "start proc views: spawn file actions");
-  Defer free_actions([&] { posix_spawn_file_actions_destroy(&actions); });
-  if (int e = posix_spawnattr_init(&attr); e != 0)
-    return sys_error(e, "start proc views: spawn attributes");
-  Defer free_attr([&] { posix_spawnattr_destroy(&attr); });
-  // The socket as fd 3 (a dup2 onto itself clears close-on-exec), nothing else of ours.
-  sigset_t none;
-  sigemptyset(&none);
-  int e = posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);
-  if (e == 0) e = posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-  // Its own session: a terminal's ^C is for sandgate, which then tears the run down. The
-  // launcher may block the signals it reads from a signalfd (cli/signals.cc), and the mask
-  // survives exec: the server must get the SIGTERM it is stopped with.
-  if (e == 0) e = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
-  if (e == 0) e = posix_spawnattr_setsigmask(&attr, &none);
-  if (e != 0) return sys_error(e, "start proc views: spawn settings");
-  pid_t pid = -1;
-  if (int err = posix_spawn(&pid, exe_arg.c_str(), &actions, &attr, argv, envp.data()); err != 0)
-    return sys_error(err, "start proc views: exec the server", exe);
-  return WaitingServer{pid, std::move(ours), exe};
+  options.env = supervisor_env();
+  // Its own session: a terminal's ^C is for sandgate, which then tears the run down.
+  options.new_session = true;
+  options.pass_fd = theirs.get();
+  auto child = spawn({exe, kProcViewsArg, "3"}, options);
+  if (!child.ok()) return sys_error(child.error().err, "start proc views: exec the server", exe);
+  return WaitingServer{child->release(), std::move(ours), exe};
 }
 
 // The spare (start_proc_views_spare). Never destroyed: at the process's exit the kernel closes

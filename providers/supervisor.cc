@@ -275,11 +275,15 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd
                                       int exe_fd, int error_fd, bool isolate, uid_t userns_owner,
                                       char* const* argv, char* const* envp) {
   thread_local ChildArena arena;
-  SupervisorChildArgs* args = nullptr;
-  if (arena.base)
-    args = place_in_arena(
-        arena, {go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, nullptr, nullptr}, argv,
-        envp);
+  if (!arena.base) return sys_error(ENOMEM, "map the supervisor child's stack");
+  SupervisorChildArgs* args = place_in_arena(
+      arena, {go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, nullptr, nullptr}, argv,
+      envp);
+  // Its environment is PATH and the sanitizer and log settings (supervisor_env).
+  if (!args)
+    return logic_error("start the run's supervisor",
+                       "its arguments and environment exceed 64 KiB (ASAN_OPTIONS, UBSAN_OPTIONS, "
+                       "LSAN_OPTIONS or SANDGATE_LOG too long?)");
   int pidfd = -1;
   long pid;
   {
@@ -290,19 +294,8 @@ Result<ChildProcess> clone_supervisor(uint64_t flags, int go_fd, int go_write_fd
         return sys_error(as_owner->error(), "take the run's host ids to create its user namespace",
                          std::to_string(userns_owner));
     }
-    if (args) {
-      pid = ::clone(supervisor_child_entry, arena.base + ChildArena::kSize,
-                    static_cast<int>(flags) | CLONE_VM | CLONE_PIDFD | SIGCHLD, args, &pidfd);
-    } else {
-      // Arguments too large for the arena (or no arena): a copy of the launcher, as fork.
-      struct clone_args cargs = {};
-      cargs.flags = flags | CLONE_PIDFD;
-      cargs.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-      cargs.exit_signal = SIGCHLD;
-      pid = syscall(SYS_clone3, &cargs, sizeof cargs);
-      if (pid == 0)
-        supervisor_child(go_fd, go_write_fd, control_fd, exe_fd, error_fd, isolate, argv, envp);
-    }
+    pid = ::clone(supervisor_child_entry, arena.base + ChildArena::kSize,
+                  static_cast<int>(flags) | CLONE_VM | CLONE_PIDFD | SIGCHLD, args, &pidfd);
   }
   if (pid < 0) return sys_error("clone", isolate ? "new user/pid/net/ipc/uts namespaces" : "");
   return ChildProcess(static_cast<pid_t>(pid), UniqueFd(pidfd));
