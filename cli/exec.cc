@@ -108,6 +108,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
   options.allow_unsafe_host = a.allow_unsafe_host;
   auto provider = g.registry.create(a.provider, options);
   if (!provider.ok()) return fail(provider.error());
+  // What the run shares with every run of its provider is made beside the set-up below
+  // (the controller, the run's cgroups and workspace) instead of in the run's create.
+  providers::WarmUp warm_up(**provider);
 
   providers::EnvSpec spec;
   spec.workspace_recipe = a.workspace;
@@ -155,6 +158,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
   StepClock clock("sandgate", "exec");  // SANDGATE_LOG=debug: the whole command, by step
   auto policy = load_policy_arg(a.policy);
   if (!policy.ok()) return fail(policy.error());
+  clock.lap("policy");
   controller::ControllerOptions copts;
   copts.paths = options.paths;
   copts.root = g.cgroup_root_name();

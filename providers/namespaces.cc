@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <string_view>
 
-#include <netinet/in.h>
-
 #include "core/fd.h"
 #include "core/log.h"
+#include "providers/base_root.h"
 #include "providers/egress_link.h"
 #include "providers/landlock.h"
 #include "providers/proc_views.h"
+#include "providers/seccomp_policy.h"
 #include "providers/supervised_environment.h"
 
 extern char** environ;
@@ -59,6 +59,11 @@ Status NamespacesProvider::available() const {
   if (max.ok() && std::atoi(max->c_str()) == 0)
     return logic_error("namespaces provider", "user namespaces are disabled (user.max_user_namespaces = 0)");
   return {};
+}
+
+void NamespacesProvider::warm_up() {
+  (void)compiled_seccomp_program_fd({});
+  (void)shared_alternatives_mount();
 }
 
 Result<std::unique_ptr<Environment>> NamespacesProvider::create(const EnvSpec& requested) {

@@ -25,6 +25,8 @@ class NamespacesProvider : public Provider {
   // Needs root (to map ids and assemble mounts) and user namespaces.
   Status available() const override;
   Result<std::unique_ptr<Environment>> create(const EnvSpec& spec) override;
+  // The default seccomp program and the shared /etc/alternatives mount.
+  void warm_up() override;
 
  private:
   NamespacesProvider(ProviderOptions options, int landlock_abi);

@@ -26,6 +26,7 @@
 #include "core/strings.h"
 #include "providers/base_root.h"
 #include "providers/proc_views.h"
+#include "providers/seccomp_policy.h"
 #include "providers/supervised_environment.h"
 
 extern char** environ;
@@ -800,6 +801,8 @@ Status PodmanProvider::available() const {
   if (!mode.ok()) return std::move(mode).error();
   return {};
 }
+
+void PodmanProvider::warm_up() { (void)compiled_seccomp_program_fd({}); }
 
 Result<std::unique_ptr<Environment>> PodmanProvider::create(const EnvSpec& requested) {
   EnvSpec with_image;

@@ -109,6 +109,8 @@ class PodmanProvider : public Provider {
   const ProviderInfo& info() const override { return static_info(); }
   Status available() const override;
   Result<std::unique_ptr<Environment>> create(const EnvSpec& spec) override;
+  // The default seccomp program (the contained supervisor installs it in each call).
+  void warm_up() override;
 
   // Test hook: the named setting's flags are left off `podman run`, so a test can show that
   // the read-back catches a setting the runtime did not apply ("network" becomes `--network

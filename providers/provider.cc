@@ -81,6 +81,10 @@ Result<Secret> parse_secret_arg(const std::string& arg) {
   return read_secret(arg.substr(0, eq), arg.substr(eq + 1));
 }
 
+WarmUp::WarmUp(Provider& provider) : thread_([&provider] { provider.warm_up(); }) {}
+
+WarmUp::~WarmUp() { thread_.join(); }
+
 std::string display_name(const ProviderInfo& info) {
   return info.unsafe ? info.name + " (UNSAFE: no isolation)" : info.name;
 }

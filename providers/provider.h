@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/capability.h"
@@ -310,6 +311,25 @@ class Provider {
   // Whether this host can run the provider now, and why not.
   virtual Status available() const = 0;
   virtual Result<std::unique_ptr<Environment>> create(const EnvSpec& spec) = 0;
+  // Prepares what every run of this provider in this process shares (the compiled seccomp
+  // program, the shared /etc/alternatives mount), which the first create would otherwise
+  // make on its critical path. A command about to create a run calls it in a thread beside
+  // its own set-up (WarmUp); create waits for what it needs. Thread-safe; a failure is left
+  // for create to meet and report.
+  virtual void warm_up() {}
+};
+
+// Runs provider.warm_up() in a thread of its own from construction, joined on destruction:
+// hold it for as long as the provider is used.
+class WarmUp {
+ public:
+  explicit WarmUp(Provider& provider);
+  ~WarmUp();
+  WarmUp(const WarmUp&) = delete;
+  WarmUp& operator=(const WarmUp&) = delete;
+
+ private:
+  std::thread thread_;
 };
 
 // Refuses a provider that lacks any required capability, naming all it lacks.

@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
+
 #include "providers/host_dir.h"
 #include "providers/microvm.h"
 #include "providers/namespaces.h"
@@ -26,6 +29,37 @@ TEST(CapabilityTest, NamesRoundTrip) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("unknown capability 'fs.isolatd'"), std::string::npos);
   EXPECT_NE(bad.error().message().find("fs.isolated"), std::string::npos) << "lists the known ones";
+}
+
+// WarmUp runs the provider's warm_up beside its caller and has it done once destroyed. A
+// warm_up run in the caller's own thread would wait out its 10 s for the caller's word, and
+// say it never came.
+TEST(WarmUpTest, RunsBesideTheCallerAndIsDoneWhenDestroyed) {
+  struct Slow : Provider {
+    const ProviderInfo& info() const override { return HostDirProvider::static_info(); }
+    Status available() const override { return {}; }
+    Result<std::unique_ptr<Environment>> create(const EnvSpec&) override {
+      return logic_error("create", "not this test's");
+    }
+    void warm_up() override {
+      std::unique_lock lock(mu);
+      heard = cv.wait_for(lock, std::chrono::seconds(10), [&] { return told; });
+      done = true;
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    bool told = false, heard = false, done = false;
+  };
+  Slow provider;
+  {
+    WarmUp warm(provider);
+    std::lock_guard lock(provider.mu);
+    provider.told = true;
+    provider.cv.notify_all();
+  }
+  std::lock_guard lock(provider.mu);
+  EXPECT_TRUE(provider.done) << "WarmUp returned before warm_up did";
+  EXPECT_TRUE(provider.heard) << "warm_up ran in the caller's thread";
 }
 
 TEST(RequirementsTest, ProviderLackingCapabilitiesIsRefusedWithTheList) {

@@ -482,6 +482,7 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
 Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
                              const std::function<Error(const Error&)>& went_away,
                              std::optional<std::chrono::steady_clock::time_point> deadline) {
+  StepClock clock("supervisor", "configure");
   // The fds, named in the message in the order they are attached.
   std::vector<int> fds;
   Json named = Json::array();
@@ -496,6 +497,7 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
       fds.push_back(config.sysinfo_channel->get());
       named.push_back("sysinfo_channel");
     }
+    clock.lap("seccomp");
   }
   // The jail attaches a clone of it where it would copy the links (base_root.h); without it
   // (an older kernel), it copies them.
@@ -506,11 +508,13 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
       fds.push_back(alternatives->get());
       named.push_back("alternatives");
     }
+    clock.lap("alternatives");
   }
   if (auto sent = send_message(
           s.control_.get(), {{"op", "config"}, {"config", to_json(config)}, {"fds", named}}, fds);
       !sent.ok())
     return went_away(sent.error());
+  clock.lap("send");
   if (deadline) {
     while (true) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -523,6 +527,7 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
     }
   }
   auto reply = recv_message(s.control_.get());
+  clock.lap("ready");
   if (!reply.ok()) return went_away(reply.error());
   auto ev = read_supervisor_event(reply->body);
   if (!ev.ok()) return std::move(ev).error().context_add("start supervisor");
