@@ -528,6 +528,18 @@ TEST_F(CliTest, ExecPassesExitStatusAndPrintsJson) {
   EXPECT_EQ((*hp)["unsafe"], true);
 }
 
+// `exec` has one call: it runs in a process of its own, with nothing parked beside it for a
+// call that will not come (a park is a round trip to the supervisor and a fork on the way).
+// The second of sleep leaves time for a park made while the call runs to show.
+TEST_F(CliTest, ExecsOneCallRunsWithNoProcessParkedBesideIt) {
+  SANDGATE_REQUIRE_ROOT();
+  auto r = sandgate({"exec", "--provider", "namespaces", "--", "sh", "-c",
+                     "sleep 1; for p in /proc/[0-9]*; do cat $p/comm; done"});
+  ASSERT_EQ(r.status.shell_code(), 0) << r.output;
+  // The run's supervisor (pid 1) and the call's shell; a parked process is a supervisor's fork.
+  EXPECT_EQ(r.output, "sandgate-superv\nsh\n");
+}
+
 TEST_F(CliTest, ExecReportsTheCallOutcome) {
   SANDGATE_REQUIRE_ROOT();
   auto j = sandgate({"exec", "--provider", "namespaces", "--intent", "search", "--json", "--", "sh",
