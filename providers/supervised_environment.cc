@@ -449,7 +449,10 @@ Status SupervisedEnvironment::destroy() {
   Status first;
   stop_proc_views_servers(paths_, state_.resources());  // released (reaped) below
   if (supervisor_) {
-    if (stopping_) stopping_();
+    if (stopping_) {
+      stopping_();
+      clock.lap("stopping");
+    }
     first = supervisor_->stop();
     if (supervisor_->runtime_exit() && runtime_exited_) {
       if (auto s = runtime_exited_(*supervisor_->runtime_exit(), state_); !s.ok() && first.ok())
