@@ -62,6 +62,8 @@ Status NamespacesProvider::available() const {
 }
 
 void NamespacesProvider::warm_up() {
+  // Without root no run is made, and the alternatives mount would fail and say so.
+  if (!available().ok()) return;
   (void)compiled_seccomp_program_fd({});
   (void)shared_alternatives_mount();
 }
