@@ -13,7 +13,10 @@ void init_logging(std::string_view level) {
     const char* env = std::getenv("SANDGATE_LOG");
     name = env ? env : "warn";
   }
-  auto logger = spdlog::stderr_color_st("sandgate");
+  // The thread-safe sink: serve's connections, the controller's reaper and monitor and a
+  // provider's warm-up (providers/provider.h) log from threads of their own, and the
+  // single-threaded sink formats each line in state of its own, unguarded.
+  auto logger = spdlog::stderr_color_mt("sandgate");
   logger->set_pattern("sandgate: %^%l%$: %v");
   auto lvl = spdlog::level::from_str(name);
   // from_str maps unknown names to "off"; treat that as a typo and keep warnings.
