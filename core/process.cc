@@ -177,17 +177,21 @@ Result<UniqueFd> pidfd_open(pid_t pid) {
 
 namespace {
 
-// The environment: this process's, with env_set's names replaced.
-std::vector<std::string> merged_environment(const std::vector<std::string>& env_set) {
-  std::vector<std::string> out;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view kv = *e;
-    auto name = kv.substr(0, kv.find('=') + 1);
-    bool replaced = false;
-    for (const auto& x : env_set) replaced |= std::string_view(x).substr(0, x.find('=') + 1) == name;
-    if (!replaced) out.emplace_back(kv);
+// base with env_set's names replaced: each NAME=VALUE removes every NAME= before it.
+std::vector<std::string> replaced_environment(std::vector<std::string> base,
+                                              const std::vector<std::string>& env_set) {
+  for (const auto& x : env_set) {
+    std::string_view name = std::string_view(x).substr(0, x.find('=') + 1);
+    std::erase_if(base,
+                  [&](const std::string& e) { return std::string_view(e).starts_with(name); });
+    base.push_back(x);
   }
-  out.insert(out.end(), env_set.begin(), env_set.end());
+  return base;
+}
+
+std::vector<std::string> this_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) out.emplace_back(*e);
   return out;
 }
 
@@ -205,13 +209,7 @@ Result<ChildProcess> spawn(const std::vector<std::string>& argv, const SpawnOpti
   std::vector<std::string> env_s;
   std::vector<char*> cenv;
   if (o.env || !o.env_set.empty()) {
-    env_s = o.env ? *o.env : merged_environment({});
-    for (const auto& x : o.env_set) {
-      std::string_view name = std::string_view(x).substr(0, x.find('=') + 1);
-      std::erase_if(env_s,
-                    [&](const std::string& e) { return std::string_view(e).starts_with(name); });
-      env_s.push_back(x);
-    }
+    env_s = replaced_environment(o.env ? *o.env : this_environment(), o.env_set);
     for (auto& e : env_s) cenv.push_back(e.data());
     cenv.push_back(nullptr);
   }

@@ -122,6 +122,15 @@ TEST(Spawn, EnvSetReplacesTheInheritedValue) {
   EXPECT_EQ(st->code, 0) << "the set value replaced the inherited one and the rest passed";
 }
 
+TEST(Spawn, AWholeEnvironmentIsAllTheChildSeesWithEnvSetOnTop) {
+  auto c = spawn({"/bin/sh", "-c", "test \"$A\" = 1 && test \"$B\" = 3 && test -z \"$HOME\""},
+                 {.env_set = {"B=3"}, .env = std::vector<std::string>{"A=1", "B=2", "B=2b"}});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto st = c->wait();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->code, 0) << "A kept, both B= replaced by env_set, nothing of sandgate's (HOME)";
+}
+
 TEST(Spawn, NewProcessGroupOnlyWhenAsked) {
   for (bool own : {false, true}) {
     auto c = spawn({"sleep", "5"}, {.new_process_group = own});
