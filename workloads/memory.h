@@ -1,4 +1,4 @@
-// Resident memory on demand: one anonymous reservation, touched page by page to grow and
+// Resident memory on demand: one anonymous reservation, populated and written to grow and
 // released with MADV_DONTNEED to shrink, so the process's RSS (and its cgroup's charge) follows
 // a target without malloc's caching in between.
 #pragma once
@@ -13,8 +13,8 @@ namespace sandgate::workloads {
 class MemoryHolder {
  public:
   // Reserves `max_bytes` of address space (MAP_NORESERVE: nothing is charged until touched),
-  // in 4 KiB pages as the recorded programs mostly had: huge pages were faster only when warm
-  // and ten times slower after an idle spell on a VM (memory.cc says why).
+  // in 4 KiB pages (MADV_NOHUGEPAGE) as the recorded programs mostly had: huge pages were
+  // faster only when warm and ten times slower after an idle spell on a VM (memory.cc says why).
   static Result<MemoryHolder> reserve(uint64_t max_bytes);
 
   MemoryHolder() = default;
@@ -27,11 +27,10 @@ class MemoryHolder {
   uint64_t capacity() const { return size_; }
   uint64_t touched() const { return touched_; }
 
-  // Touches at most `max_step` more bytes toward `goal` (clamped to the capacity) and returns
-  // how many it touched. Each page gets a non-zero byte: a zero-filled page could be merged or
-  // reclaimed as zero by the kernel (THP shrinker), and would then not stay resident.
-  // Running out of memory arrives as the OOM killer (or SIGBUS), not as a return value: it is
-  // the kernel's to deliver and is not hidden.
+  // Makes at most `max_step` more bytes toward `goal` (clamped to the capacity) resident and
+  // returns how many: populated by the kernel in one call (MADV_POPULATE_WRITE), or, where it
+  // refuses, written page by page. Running out of memory arrives as the OOM killer (or
+  // SIGBUS), not as a return value: it is the kernel's to deliver and is not hidden.
   uint64_t grow(uint64_t goal, uint64_t max_step);
   // Releases everything above `goal` (page-rounded down) with MADV_DONTNEED.
   Status shrink(uint64_t goal);
