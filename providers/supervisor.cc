@@ -803,6 +803,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   if (call.argv.empty()) return logic_error("exec", "empty command");
 
   ExecResult result;
+  StepClock clock("supervisor", "exec");  // SANDGATE_LOG=debug: a call's round trips
   // Only our read ends are non-blocking: the call writes to ordinary blocking pipes.
   SG_ASSIGN_OR_RETURN(Pipe out, make_pipe(O_CLOEXEC));
   SG_ASSIGN_OR_RETURN(Pipe err, make_pipe(O_CLOEXEC));
@@ -852,6 +853,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
   SG_TRY(send_message(control_.get(), request, fds));
   out.write.reset();
   err.write.reset();
+  clock.lap("send");
 
   auto start = std::chrono::steady_clock::now();
   auto deadline = std::chrono::steady_clock::time_point::max();
@@ -945,6 +947,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
       }
       if (ev->id != id) continue;
       if (op == "started") {
+        clock.lap("started");
         result.host_pid = msg->sender_pid;
         // A microVM's guest agent could not put the call in its cgroup there (or give it its
         // grant): the call was killed parked, as a host placement failure below.
@@ -975,8 +978,10 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
             return std::move(placed).error().context_add("place call in its cgroup");
           }
         }
+        clock.lap("place");
         if (call.on_started) call.on_started(result.host_pid);
         SG_TRY(send_message(control_.get(), {{"op", "go"}, {"id", id}}));
+        clock.lap("go");
       } else if (op == "exec_failed") {
         Error e = ev->error;
         if (!ev->in_child) {
@@ -1008,6 +1013,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
     }
   }
   result.wall = std::chrono::steady_clock::now() - start;
+  clock.lap("ended");
   // The process parked for the next call: made while this one ran, or one parked before that
   // this call did not start in (it was not yet placed), still waiting. A word still to come is
   // taken before the next call (take_late_parked), not waited for here.
@@ -1021,6 +1027,7 @@ Result<ExecResult> Supervisor::exec(const Call& call, const Placement& placement
     take(err.read.get(), result.stderr_data, result.stderr_bytes, result.stderr_truncated);
   finish_capture(result.stdout_data, result.stdout_truncated);
   finish_capture(result.stderr_data, result.stderr_truncated);
+  clock.lap("output");
   return result;
 }
 
