@@ -175,12 +175,9 @@ Result<UniqueFd> pidfd_open(pid_t pid) {
   return UniqueFd(fd);
 }
 
-namespace {
-
-// base with env_set's names replaced: each NAME=VALUE removes every NAME= before it.
-std::vector<std::string> replaced_environment(std::vector<std::string> base,
-                                              const std::vector<std::string>& env_set) {
-  for (const auto& x : env_set) {
+std::vector<std::string> merge_env(std::vector<std::string> base,
+                                   const std::vector<std::string>& overrides) {
+  for (const auto& x : overrides) {
     std::string_view name = std::string_view(x).substr(0, x.find('=') + 1);
     std::erase_if(base,
                   [&](const std::string& e) { return std::string_view(e).starts_with(name); });
@@ -188,6 +185,8 @@ std::vector<std::string> replaced_environment(std::vector<std::string> base,
   }
   return base;
 }
+
+namespace {
 
 std::vector<std::string> this_environment() {
   std::vector<std::string> out;
@@ -209,7 +208,7 @@ Result<ChildProcess> spawn(const std::vector<std::string>& argv, const SpawnOpti
   std::vector<std::string> env_s;
   std::vector<char*> cenv;
   if (o.env || !o.env_set.empty()) {
-    env_s = replaced_environment(o.env ? *o.env : this_environment(), o.env_set);
+    env_s = merge_env(o.env ? *o.env : this_environment(), o.env_set);
     for (auto& e : env_s) cenv.push_back(e.data());
     cenv.push_back(nullptr);
   }

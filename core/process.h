@@ -60,6 +60,11 @@ class ChildProcess {
   UniqueFd pidfd_;
 };
 
+// NAME=VALUE lists: entries of `overrides` replace same-named entries of `base` (getenv returns
+// the first match, so a duplicate would silently lose).
+std::vector<std::string> merge_env(std::vector<std::string> base,
+                                   const std::vector<std::string>& overrides);
+
 struct SpawnOptions {
   int out_fd = -1;                     // stdout and stderr go here; -1: inherited
   std::vector<std::string> env_set;    // NAME=VALUE, replacing the inherited value of NAME

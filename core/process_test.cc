@@ -111,6 +111,11 @@ TEST(Spawn, ExitCodes) {
   }
 }
 
+TEST(MergeEnv, OverridesByNameAndNotByPrefix) {
+  auto merged = merge_env({"A=1", "B=2", "AB=3", "A=dup"}, {"A=9", "C=4"});
+  EXPECT_EQ(merged, (std::vector<std::string>{"B=2", "AB=3", "A=9", "C=4"}));
+}
+
 TEST(Spawn, EnvSetReplacesTheInheritedValue) {
   ::setenv("SANDGATE_SPAWN_T", "inherited", 1);
   auto c = spawn({"sh", "-c", "test \"$SANDGATE_SPAWN_T\" = set && test \"$HOME\" = \"$H0\""},

@@ -156,11 +156,6 @@ TEST(EnvAllowlistTest, PassesOnlyWhatIsNamed) {
   }
 }
 
-TEST(EnvAllowlistTest, MergeOverridesByName) {
-  auto merged = merge_env({"A=1", "B=2", "AB=3"}, {"A=9", "C=4"});
-  EXPECT_EQ(merged, (std::vector<std::string>{"B=2", "AB=3", "A=9", "C=4"}));
-}
-
 // Environment::put_file's default, on a directory standing for a workspace: the sandbox owns
 // the workspace, so a link it planted must never make the host write through it.
 class DirEnvironment : public Environment {

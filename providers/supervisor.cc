@@ -59,16 +59,6 @@ Result<SupervisorConfig> supervisor_config_from_json(const Json& j) {
   }
 }
 
-std::vector<std::string> merge_env(std::vector<std::string> base,
-                                   const std::vector<std::string>& overrides) {
-  for (const auto& o : overrides) {
-    std::string key = o.substr(0, o.find('=') + 1);
-    std::erase_if(base, [&](const std::string& b) { return b.starts_with(key); });
-    base.push_back(o);
-  }
-  return base;
-}
-
 std::vector<std::string> supervisor_env() {
   std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "SANDGATE_LOG"})

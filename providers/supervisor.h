@@ -136,10 +136,6 @@ struct SupervisorConfig {
 
 Json to_json(const SupervisorConfig& c);
 
-// NAME=VALUE lists: entries of `overrides` replace same-named entries of `base` (getenv returns
-// the first match, so a duplicate would silently lose).
-std::vector<std::string> merge_env(std::vector<std::string> base,
-                                   const std::vector<std::string>& overrides);
 Result<SupervisorConfig> supervisor_config_from_json(const Json& j);
 
 // How a contained supervisor is started: `argv` (a container runtime's "run" command, which
