@@ -640,6 +640,78 @@ TEST_F(NamespacesTest, MissingCommandIsAStartFailureWithAShellsStatus) {
   EXPECT_EQ(sh(*env, "echo fine").stdout_data, "fine\n");
 }
 
+// A call's process searches the call's own PATH as execvp does (call_child.cc): an entry
+// whose file is not executable is passed over for a later one (EACCES only if none is), an
+// empty entry is the working directory, and a file exec refuses as no executable format (a
+// script without #!) runs under /bin/sh.
+TEST_F(NamespacesTest, CommandsAreSoughtOnTheCallsPathAndScriptsWithoutAnInterpreterRunInSh) {
+  SANDGATE_REQUIRE_ROOT();
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  ASSERT_EQ(sh(*env,
+               "mkdir -p /workspace/a /workspace/b && "
+               "printf 'echo a-tool' > /workspace/a/tool && "
+               "printf 'echo \"b-tool $*\"' > /workspace/b/tool && chmod +x /workspace/b/tool")
+                .status.code,
+            0);
+  auto call = [&](std::vector<std::string> argv, std::string path) {
+    providers::Call c;
+    c.argv = std::move(argv);
+    c.env = {"PATH=" + path};
+    c.cwd = "/workspace/b";
+    auto r = env->exec(c, {});
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? std::move(r).value() : ExecResult{};
+  };
+  auto r = call({"tool", "x", "y"}, "/no/such:/workspace/a:/workspace/b");
+  EXPECT_EQ(r.stdout_data, "b-tool x y\n") << "a's tool is not executable; b's is a script";
+  EXPECT_FALSE(r.start_failure.has_value());
+  r = call({"tool"}, "/workspace/a");
+  ASSERT_TRUE(r.start_failure.has_value());
+  EXPECT_EQ(r.start_failure->err, EACCES);
+  EXPECT_EQ(r.status.shell_code(), 126);
+  r = call({"tool", "here"}, "/no/such:");  // the empty entry: the working directory
+  EXPECT_EQ(r.stdout_data, "b-tool here\n");
+  r = call({"/workspace/b/tool", "direct"}, "/no/such");
+  EXPECT_EQ(r.stdout_data, "b-tool direct\n");
+  r = call({"tool"}, "/no/such:/neither");
+  ASSERT_TRUE(r.start_failure.has_value());
+  EXPECT_EQ(r.start_failure->err, ENOENT);
+}
+
+// A call's process runs on a stack the supervisor maps for it (call_child.h), released when
+// the process is reaped: a hundred calls later the supervisor is no bigger (a stack each would
+// be 12.5 MiB more).
+TEST_F(NamespacesTest, TheSupervisorReleasesEachCallsStackWithTheCall) {
+  SANDGATE_REQUIRE_ROOT();
+  auto env = make_env(*ns_);
+  ASSERT_TRUE(env);
+  auto status_field = [](pid_t pid, const std::string& name) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string key;
+    long value = -1;
+    while (status >> key)
+      if (key == name + ":" && status >> value) break;
+    return value;
+  };
+  pid_t supervisor = 0;
+  providers::Call first;
+  first.argv = {"true"};
+  // Held before its exec: its parent is the supervisor.
+  first.on_started = [&](pid_t pid) { supervisor = static_cast<pid_t>(status_field(pid, "PPid")); };
+  ASSERT_TRUE(env->exec(first, {}).ok());
+  ASSERT_GT(supervisor, 0);
+  const long before = status_field(supervisor, "VmSize");
+  ASSERT_GT(before, 0);
+  for (int i = 0; i < 100; ++i) {
+    auto r = env->exec(providers::Call{{"true"}}, {});
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    ASSERT_EQ(r->status.shell_code(), 0);
+  }
+  // The sanitizer build's allocator maps its own chunks as it goes: a margin for it.
+  EXPECT_LT(status_field(supervisor, "VmSize") - before, 4096) << "KiB more after 100 calls";
+}
+
 TEST_F(NamespacesTest, RunTimeoutEndsTheRun) {
   SANDGATE_REQUIRE_ROOT();
   providers::EnvSpec spec;
