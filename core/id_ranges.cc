@@ -202,6 +202,15 @@ int reclaim_orphan_id_ranges(const HostPaths& paths, std::vector<std::string>& e
       continue;
     }
     if (run_id.empty()) {
+      // Released by its owner between the listing and the read (and perhaps taken again
+      // since): nothing to reclaim, or a lock to read once more. Only a lock that is there
+      // and unreadable twice is not one of ours.
+      struct stat st;
+      if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) continue;
+      run_id = lock_run_id(path, &j);
+      if (run_id.empty() && ::lstat(path.c_str(), &st) != 0 && errno == ENOENT) continue;
+    }
+    if (run_id.empty()) {
       errors.push_back(
           logic_error("read id range lock", "not a lock sandgate wrote", path).message());
       continue;
