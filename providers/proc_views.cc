@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "core/fd.h"
 #include "core/files.h"
@@ -512,7 +514,9 @@ void discard(WaitingServer& server) {
   ::waitpid(server.pid, nullptr, 0);
 }
 
-Result<WaitingServer> start_server(const std::string& exe) {
+// `env`: supervisor_env(), read by the caller (a thread that starts the spare must not read the
+// environment while another sets it).
+Result<WaitingServer> start_server(const std::string& exe, std::vector<std::string> env) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return sys_error("socketpair for proc views");
@@ -520,7 +524,7 @@ Result<WaitingServer> start_server(const std::string& exe) {
   SpawnOptions options;
   // Not the host's environment: the server may wait for a run long after the variables of the
   // run that started it (and it parses what the run's code sends it).
-  options.env = supervisor_env();
+  options.env = std::move(env);
   // Its own session: a terminal's ^C is for sandgate, which then tears the run down.
   options.new_session = true;
   options.pass_fd = theirs.get();
@@ -530,11 +534,24 @@ Result<WaitingServer> start_server(const std::string& exe) {
 }
 
 // The spare (start_proc_views_spare). Never destroyed: at the process's exit the kernel closes
-// our end, and the spare exits.
+// our end, and the spare exits. Started by a thread of its own (`starting` while it spawns), so
+// the spawn (the exec of the server binary, 1-5 ms on a 2-core VM) is off the destroy that asks
+// for it; whoever needs the spare waits for a start under way instead of racing it.
 struct Spare {
   std::mutex mutex;
+  std::condition_variable started;  // `starting` went false
+  bool starting = false;
   std::optional<WaitingServer> server;
-  int mounted = 0;  // servers of this process that mounted
+  std::string failure;  // why the last start failed, said (and cleared) by the next taker
+  int mounted = 0;      // servers of this process that mounted
+  // Waits, under `lock`, for a start under way.
+  void settle(std::unique_lock<std::mutex>& lock) {
+    started.wait(lock, [this] { return !starting; });
+    if (!failure.empty()) {
+      spdlog::debug("proc views: no spare server: {}", failure);
+      failure.clear();
+    }
+  }
 };
 Spare& spare() {
   static Spare* s = new Spare;
@@ -552,12 +569,13 @@ Result<WaitingServer> take_server(const std::string& exe) {
   Spare& s = spare();
   std::optional<WaitingServer> taken;
   {
-    std::lock_guard lock(s.mutex);
+    std::unique_lock lock(s.mutex);
+    s.settle(lock);
     taken.swap(s.server);
   }
   if (taken && taken->exe == exe && still_waiting(*taken)) return std::move(*taken);
   if (taken) discard(*taken);
-  return start_server(exe);
+  return start_server(exe, supervisor_env());
 }
 
 void count_mounted() {
@@ -572,21 +590,28 @@ void start_proc_views_spare(const std::string& exe_in) {
   const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
   Spare& s = spare();
   std::lock_guard lock(s.mutex);
-  if (s.mounted < 2 || s.server) return;
-  auto started = start_server(exe);
-  if (!started.ok()) {
-    spdlog::debug("proc views: no spare server: {}", started.error().message());
-    return;
-  }
-  spdlog::debug("proc views: spare server {} started for the next run", started->pid);
-  s.server = std::move(started).value();
+  if (s.mounted < 2 || s.server || s.starting) return;
+  s.starting = true;
+  // Detached: it touches only the Spare (never destroyed) and logs nothing (the logger may be
+  // gone if the process exits meanwhile); a failure is said by the next taker (settle).
+  std::thread([exe, env = supervisor_env(), &s]() mutable {
+    auto started = start_server(exe, std::move(env));
+    std::lock_guard lock(s.mutex);
+    if (started.ok())
+      s.server = std::move(started).value();
+    else
+      s.failure = started.error().message();
+    s.starting = false;
+    s.started.notify_all();
+  }).detach();
 }
 
 void drop_proc_views_spare() {
   std::optional<WaitingServer> dropped;
   {
     Spare& s = spare();
-    std::lock_guard lock(s.mutex);
+    std::unique_lock lock(s.mutex);
+    s.settle(lock);
     dropped.swap(s.server);
   }
   if (dropped) discard(*dropped);
@@ -594,7 +619,8 @@ void drop_proc_views_spare() {
 
 pid_t proc_views_spare_pid() {
   Spare& s = spare();
-  std::lock_guard lock(s.mutex);
+  std::unique_lock lock(s.mutex);
+  s.settle(lock);
   return s.server ? s.server->pid : -1;
 }
 

@@ -267,6 +267,9 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
 // for a spare it never uses), and when no spare waits. One per process, for `exe` (as
 // begin_proc_views's); it exits with the process. Each server is still an exec of its own,
 // with its own address layout (it parses FUSE requests from the run's code), for one run.
+// The spawn itself runs on a thread of its own and this returns at once (the spawn waited for
+// the server's exec, 1-5 ms, on the destroy that asked for it); the next run's create, and the
+// two functions below, wait for a start under way.
 void start_proc_views_spare(const std::string& exe);
 // The spare's pid, -1 when none waits (for tests).
 pid_t proc_views_spare_pid();
