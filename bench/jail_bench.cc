@@ -12,6 +12,10 @@
 //                                   `serve`, say) pays before it does anything
 //   BM_NamespacesCreateExecDestroy  a whole namespaces run for one call: the subject
 //   BM_NamespacesExecOnly           one more call in a run that already exists
+//   BM_NamespacesExecOnlyHeld       the same call held by the host before its exec (as for a
+//                                   placement): its process is a fork of the supervisor, where
+//                                   the call above shares its memory until the exec (a vfork,
+//                                   providers/call_child.h): the baseline of that
 //   BM_HostDirCreateExecDestroy     host_dir (no isolation): the run bookkeeping alone
 //   BM_NamespacesNoLandlockCreateExecDestroy, BM_NamespacesNoLandlockExecOnly
 //                                   the same two without the Landlock layer (the no_landlock
@@ -144,10 +148,13 @@ std::unique_ptr<Provider> make_provider(benchmark::State& state, const std::stri
   return std::move(provider).value();
 }
 
-// One /bin/true call in `env`; false (benchmark failed) unless it exited 0.
-bool exec_true(benchmark::State& state, Environment& env) {
+// One /bin/true call in `env`; false (benchmark failed) unless it exited 0. `held`: the host
+// holds the call's process before its exec (Call::on_started, here doing nothing), as it does
+// to place a call in its cgroups, so the supervisor forks it (call_child.h).
+bool exec_true(benchmark::State& state, Environment& env, bool held = false) {
   Call call;
   call.argv = {"/bin/true"};
+  if (held) call.on_started = [](pid_t) {};
   auto result = env.exec(call, Placement{});
   if (!result.ok()) {
     state.SkipWithError(("exec /bin/true: " + result.error().message()).c_str());
@@ -222,7 +229,7 @@ void BM_NamespacesCreateExecDestroy(benchmark::State& state) {
 }
 
 void exec_only(benchmark::State& state, const EnvSpec& spec = {}, bool proc_views = true,
-               bool answer_sysinfo = true) {
+               bool answer_sysinfo = true, bool held = false) {
   auto provider =
       make_provider(state, "namespaces", !spec.weakenings.empty(), proc_views, answer_sysinfo);
   if (!provider) return;
@@ -232,13 +239,17 @@ void exec_only(benchmark::State& state, const EnvSpec& spec = {}, bool proc_view
     return;
   }
   for (auto _ : state) {
-    if (!exec_true(state, **env)) break;
+    if (!exec_true(state, **env, held)) break;
   }
   if (auto s = (*env)->destroy(); !s.ok())
     state.SkipWithError(("destroy: " + s.error().message()).c_str());
 }
 
 void BM_NamespacesExecOnly(benchmark::State& state) { exec_only(state); }
+
+void BM_NamespacesExecOnlyHeld(benchmark::State& state) {
+  exec_only(state, {}, true, true, /*held=*/true);
+}
 
 EnvSpec without_landlock() {
   EnvSpec spec;
@@ -339,6 +350,7 @@ BENCHMARK(BM_SupervisorBinaryStart)->Apply(configure);
 BENCHMARK(BM_SandgateBinaryStart)->Apply(configure);
 BENCHMARK(BM_NamespacesCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_NamespacesExecOnly)->Apply(configure);
+BENCHMARK(BM_NamespacesExecOnlyHeld)->Apply(configure);
 BENCHMARK(BM_HostDirCreateExecDestroy)->Apply(configure);
 BENCHMARK(BM_RecordRewrite)->Apply(configure);
 BENCHMARK(BM_RecordRenameOver)->Apply(configure);
@@ -359,6 +371,7 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
                          "BM_SandgateBinaryStart",
                          "BM_NamespacesCreateExecDestroy",
                          "BM_NamespacesExecOnly",
+                         "BM_NamespacesExecOnlyHeld",
                          "BM_HostDirCreateExecDestroy",
                          "BM_NamespacesNoLandlockCreateExecDestroy",
                          "BM_NamespacesNoLandlockExecOnly",
@@ -390,6 +403,8 @@ bool print_summary(const RunCollector& runs, std::ostream& out) {
         "BM_BareForkExec");
   ratio("namespaces exec-only/bwrap", "BM_NamespacesExecOnly", "BM_Bwrap");
   ratio("namespaces exec-only/bare", "BM_NamespacesExecOnly", "BM_BareForkExec");
+  ratio("exec-only: vfork child/held (forked) one", "BM_NamespacesExecOnly",
+        "BM_NamespacesExecOnlyHeld");
   ratio("bwrap/bare", "BM_Bwrap", "BM_BareForkExec");
   ratio("supervisor binary start/bare", "BM_SupervisorBinaryStart", "BM_BareForkExec");
   ratio("sandgate binary start/bare", "BM_SandgateBinaryStart", "BM_BareForkExec");

@@ -409,25 +409,4 @@ landlock::RulesetSpec run_landlock_scope() {
   return spec;
 }
 
-Status drop_privileges(uid_t uid, gid_t gid) {
-  // The bounding set first (needs CAP_SETPCAP, which we still have), then ambient.
-  for (int cap = 0; cap <= CAP_LAST_CAP + 8; ++cap) {
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
-      return sys_error("drop bounding capability " + std::to_string(cap));
-  }
-  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
-    return sys_error("clear ambient capabilities");
-  gid_t groups[1] = {gid};
-  if (::setgroups(1, groups) != 0) return sys_error("setgroups");
-  if (::setresgid(gid, gid, gid) != 0) return sys_error("setresgid");
-  // Leaving uid 0 clears permitted and effective (no SECBIT_KEEP_CAPS); inheritable is cleared
-  // explicitly below.
-  if (::setresuid(uid, uid, uid) != 0) return sys_error("setresuid");
-  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct data[2] = {};
-  if (syscall(SYS_capset, &header, data) != 0) return sys_error("capset to empty");
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return sys_error("set no_new_privs");
-  return {};
-}
-
 }  // namespace sandgate::providers

@@ -25,11 +25,6 @@ namespace sandgate::providers {
 Status assemble_jail(const JailConfig& config, int alternatives = -1,
                      const std::function<void(const char* step)>& lap = {});
 
-// In a call's child, just before exec: drops every capability (bounding, ambient, inheritable,
-// permitted, effective), switches to uid/gid, sets no_new_privs. Async-signal-safety is not
-// needed: the supervisor is single-threaded, so its forked child may allocate.
-Status drop_privileges(uid_t uid, gid_t gid);
-
 // The paths beneath which a call may write (create, remove, rename, truncate, open for writing):
 // the workspace, /tmp, /var/tmp, /dev/shm, home, and the read-write binds of a weakening.
 // Everything else a call can reach is already read-only by its mount, except procfs and the

@@ -445,28 +445,4 @@ Result<SeccompProgram> read_seccomp_program(int fd) {
   return p;
 }
 
-Status install_seccomp_program(const SeccompProgram& program) {
-  // The allow list first: prctl is on it, so the second install is allowed.
-  for (const auto* p : {&program.allow_list, &program.argument_rules}) {
-    struct sock_fprog prog = {static_cast<unsigned short>(p->size()),
-                              const_cast<struct sock_filter*>(p->data())};
-    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
-      return sys_error("install seccomp filter");
-  }
-  return {};
-}
-
-Result<UniqueFd> install_sysinfo_notify(const SeccompProgram& program) {
-  if (program.sysinfo_notify.empty())
-    return logic_error("install sysinfo notify filter", "the program has none");
-  struct sock_fprog prog = {static_cast<unsigned short>(program.sysinfo_notify.size()),
-                            const_cast<struct sock_filter*>(program.sysinfo_notify.data())};
-  // seccomp(2), not prctl: only it takes flags. The listener is close-on-exec (kernel/seccomp.c,
-  // seccomp_set_mode_filter: O_CLOEXEC).
-  long fd =
-      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-  if (fd < 0) return sys_error("install sysinfo notify filter");
-  return UniqueFd(static_cast<int>(fd));
-}
-
 }  // namespace sandgate::providers

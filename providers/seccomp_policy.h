@@ -90,15 +90,8 @@ Result<SeccompProgram> build_seccomp_program(const SeccompOptions& options = {})
 // The highest syscall number this libseccomp can name on this architecture (computed once).
 int seccomp_highest_known_syscall();
 
-// Installs both programs into the calling thread. Precondition: no_new_privs is set (or the
-// caller has CAP_SYS_ADMIN). Must be the last step before execve. Async-signal-safe: prctl
-// only, no allocation.
-Status install_seccomp_program(const SeccompProgram& program);
-
-// Installs program 3 into the calling thread with SECCOMP_FILTER_FLAG_NEW_LISTENER: from here
-// the thread's sysinfo(2) waits for whoever holds the returned listener (close-on-exec).
-// Precondition as install_seccomp_program; the allow list, if installed, allows seccomp(2).
-Result<UniqueFd> install_sysinfo_notify(const SeccompProgram& program);
+// A call's process installs the programs as the last part of its restriction
+// (call_child.h: restriction_for, restrict_call).
 
 // The program for `options`, compiled once per process and kept in a sealed memfd (read-only
 // for everyone, its size fixed): libseccomp's compile of the allow list costs ~2 ms, and every

@@ -32,6 +32,7 @@
 
 #include "core/fd.h"
 #include "core/result.h"
+#include "providers/call_child.h"
 #include "providers/sysinfo_notify.h"
 #include "tests/support/privileged.h"
 
@@ -82,8 +83,11 @@ ChildRun under_filter(const SeccompProgram& program, Body body) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(fds[0]);
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(120);
-    if (!install_seccomp_program(program).ok()) ::_exit(121);
+    // As a call's process installs it (no_new_privs first).
+    CallRestriction r = restriction_for(program, -1);
+    r.no_new_privs = true;
+    ChildError e;
+    if (!restrict_call(r, e)) ::_exit(121);
     auto report = [&](Answer a) { (void)!::write(fds[1], &a, sizeof a); };
     body(report);
     ::_exit(0);
@@ -621,11 +625,12 @@ class SysinfoNotifyTest : public ::testing::Test {
     pid_ = ::fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
-      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(120);
-      auto listener = install_sysinfo_notify(program_);
-      if (!listener.ok()) ::_exit(121);
-      if (!send_sysinfo_listener(child_channel_.get(), listener->get()).ok()) ::_exit(122);
-      listener->reset();
+      // As a call's process does, program 3 alone: installed, its listener sent.
+      CallRestriction r = restriction_for(program_, child_channel_.get());
+      r.program_count = 0;
+      r.no_new_privs = true;
+      ChildError e;
+      if (!restrict_call(r, e)) ::_exit(121);
       char byte;
       if (wait_for_go && ::read(go_[0], &byte, 1) != 1) ::_exit(123);
       struct sysinfo si {};
@@ -771,7 +776,7 @@ TEST_F(SysinfoNotifyTest, AListenerClosedWhileTheCallWaitsIsEnosysNotAHang) {
 // What the channel takes in: a seccomp listener, nothing else.
 TEST_F(SysinfoNotifyTest, TheChannelKeepsOnlyListeners) {
   UniqueFd not_listener(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  ASSERT_TRUE(send_sysinfo_listener(child_channel_.get(), not_listener.get()).ok());
+  ASSERT_TRUE(send_byte_with_fd(child_channel_.get(), 's', not_listener.get()).ok());
   bool closed = false;
   EXPECT_TRUE(receive_sysinfo_listeners(channel_.get(), closed).empty());
   EXPECT_FALSE(closed);

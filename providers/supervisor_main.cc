@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "providers/call_child.h"
 #include "providers/jail.h"
 #include "providers/proc_views.h"
 #include "providers/seccomp_policy.h"
@@ -28,28 +29,13 @@
 #include "providers/supervisor_protocol.h"
 #include "providers/sysinfo_notify.h"
 
-extern char** environ;
-
 namespace sandgate::providers {
 namespace {
 
-// proc(5): -1000..1000. The OOM killer's badness is a task's resident pages plus
-// oom_score_adj/1000 of the memory it may use (the limit that ran out, for a cgroup OOM). At
-// 1000 a call's score is at least the whole limit, more than any supervisor can hold under
-// it, so the kernel takes a call before the process that holds the run together whatever
-// their sizes; 500 was not enough: a 100 MB (sanitizer) supervisor lost to a 42 MB call under
-// a 96 MiB run limit.
-constexpr char kCallOomScoreAdj[] = "1000";
-
-struct ChildError {
-  int err;
-  char step[48];
-};
-
 struct CallProcess {
   uint64_t id;
-  UniqueFd go;     // write end: releases the parked child
-  UniqueFd error;  // read end of the child's CLOEXEC error pipe
+  UniqueFd go;     // write end: releases the held child (none: it never waited)
+  UniqueFd error;  // read end of the child's CLOEXEC error pipe, until its start is known
   bool failed = false;
 };
 
@@ -64,36 +50,10 @@ struct ParkedProcess {
   bool prepared = false;  // told to restrict itself ahead of its call (prepare_parked)
 };
 
-// The call's rlimits, set by the parked child on itself before it says "started": when the
-// host hears it, the limits are already in place, so it can read them back from
-// /proc/<pid>/limits before the call execs. Lowering one's own limit needs no privilege (no
-// CAP_SYS_RESOURCE, which even root lacks on some hosts). Soft and hard alike, so the call
-// cannot raise them back; never above the hard limit it inherited (that would be a raise).
-Status apply_rlimits(const Json& rlimits) {
-  if (!rlimits.is_object()) return {};
-  for (auto [key, resource, name] : {std::tuple{"open_files", RLIMIT_NOFILE, "RLIMIT_NOFILE"},
-                                     std::tuple{"file_size", RLIMIT_FSIZE, "RLIMIT_FSIZE"}}) {
-    if (!rlimits.contains(key) || !rlimits[key].is_number_unsigned()) continue;
-    struct rlimit old {};
-    if (::getrlimit(resource, &old) != 0) return sys_error("getrlimit", name);
-    rlim_t want = std::min<rlim_t>(rlimits[key].get<uint64_t>(), old.rlim_max);
-    struct rlimit lim = {want, want};
-    if (::setrlimit(resource, &lim) != 0) return sys_error("setrlimit", name);
-  }
-  return {};
-}
-
 // An exec message carries stdout and stderr, and the call's stdin when it says "stdin".
 size_t fds_of(const Json& exec) {
   auto in = exec.find("stdin");
   return in != exec.end() && in->is_boolean() && in->get<bool>() ? 3 : 2;
-}
-
-[[noreturn]] void call_child_fail(int fd, const char* step) {
-  ChildError e = {errno, {}};
-  std::strncpy(e.step, step, sizeof e.step - 1);
-  (void)!::write(fd, &e, sizeof e);
-  ::_exit(127);
 }
 
 // The supervisor's own set-up, step by step ("root 0.05 base 0.21 ..." in ms): "ready" carries
@@ -135,17 +95,13 @@ class SupervisorLoop {
   void prepare_parked();
   [[noreturn]] void parked_child(uint64_t id, int sock, int go, int error_fd);
   void release_call(uint64_t id);
+  void collect_start(CallProcess& call);
   void kill_call(uint64_t id, int sig);
   void reap();
   [[noreturn]] void shutdown(int code);
-  // Why a call's process could not restrict itself: the step, and errno.
-  struct RestrictFailure {
-    int err;
-    std::string step;
-  };
-  std::optional<RestrictFailure> restrict_call_process();
-  [[noreturn]] void call_child(const Json& body, int out, int err, int in, int go, int error_fd,
-                               bool restricted);
+  void prepare_restriction();
+  std::unique_ptr<CallLaunch> make_launch(const Json& body, const std::vector<UniqueFd>& fds,
+                                          int go, int error_fd, bool restricted) const;
 
   int control_;
   SupervisorConfig config_;
@@ -159,6 +115,8 @@ class SupervisorLoop {
   int landlock_abi_ = 0;
   std::string landlock_missing_;          // why there is none (this kernel lacks Landlock)
   bool landlock_scope_in_calls_ = false;  // the scope could not be the run's (see below)
+  CallRestriction restriction_;           // what each call gives up (prepare_restriction)
+  ChildStack call_stack_;                 // lent to each vfork child (clone_call_child)
   std::map<pid_t, CallProcess> calls_;
   std::optional<ParkedProcess> parked_;
 };
@@ -203,6 +161,7 @@ int SupervisorLoop::run() {
       return 1;
     }
   }
+  prepare_restriction();
   // The absence of Landlock travels to the host, which has a logger (this process has none,
   // and its calls must not inherit one).
   Json ready = {{"op", "ready"}, {"landlock_abi", landlock_.valid() ? landlock_abi_ : 0}};
@@ -315,23 +274,43 @@ void SupervisorLoop::start_call(Message& msg) {
       return;
     }
   }
-  auto go = make_pipe(O_CLOEXEC);
   auto error = make_pipe(O_CLOEXEC);
-  if (!go.ok()) return fail(go.error());
   if (!error.ok()) return fail(error.error());
-  pid_t pid = ::fork();
-  if (pid < 0) return fail(sys_error("fork"));
-  if (pid == 0) {
-    call_child(msg.body, msg.fds[0].get(), msg.fds[1].get(),
-               msg.fds.size() > 2 ? msg.fds[2].get() : -1, go->read.get(), error->write.get(),
-               /*restricted=*/false);
+  if (!msg.body.value("wait_for_go", false)) {
+    // Nothing of the host's comes before its exec: a process that shares our memory until it
+    // execs, while we wait (call_child.h): no copy of our page tables, no copy-on-write fault
+    // for what it writes. By the time the clone returns it has exec'd or failed, and what we
+    // prepared for it is ours again.
+    pid_t pid;
+    {
+      auto launch = make_launch(msg.body, msg.fds, /*go=*/-1, error->write.get(),
+                                /*restricted=*/false);
+      pid = clone_call_child(*launch, call_stack_);
+    }
+    error->write.reset();
+    if (pid < 0) return fail(sys_error(-pid, "clone the call's process"));
+    auto& call = calls_[pid] = CallProcess{id, UniqueFd(), std::move(error->read)};
+    collect_start(call);
+    if (park_next) park(*park_next);
+    return;
   }
+  // Held for the host's go (its placement, or Call::on_started): a fork, which may wait
+  // without holding us.
+  auto go = make_pipe(O_CLOEXEC);
+  if (!go.ok()) return fail(go.error());
+  pid_t pid;
+  {
+    auto launch = make_launch(msg.body, msg.fds, go->read.get(), error->write.get(),
+                              /*restricted=*/false);
+    pid = ::fork();
+    if (pid == 0) run_call_child(*launch);
+  }
+  if (pid < 0) return fail(sys_error("fork"));
   // Our copies of the child's ends: the error pipe must see EOF when the child execs.
   go->read.reset();
   error->write.reset();
-  // The child says "started" itself (call_child); released at once unless the host places it.
+  // The child says "started" itself; the host's go releases it (release_call).
   calls_[pid] = CallProcess{id, std::move(go->write), std::move(error->read)};
-  if (!msg.body.value("wait_for_go", false)) release_call(id);
   if (park_next) park(*park_next);
 }
 
@@ -394,7 +373,8 @@ void SupervisorLoop::parked_child(uint64_t id, int sock, int go, int error_fd) {
       // programs most of it). It waits for nothing but its message, which the restrictions
       // allow. On failure it ends: the next call forks and restricts itself, and says why.
       if (!restricted) {
-        if (restrict_call_process()) ::_exit(127);
+        ChildError e;
+        if (!restrict_call(restriction_, e)) ::_exit(127);
         // Changing credentials (the sandbox user) cleared the parent-death signal (prctl(2)).
         ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         restricted = true;
@@ -403,8 +383,8 @@ void SupervisorLoop::parked_child(uint64_t id, int sock, int go, int error_fd) {
     }
     if (msg->fds.size() != fds_of(msg->body)) ::_exit(127);
     ::close(sock);
-    call_child(msg->body, msg->fds[0].get(), msg->fds[1].get(),
-               msg->fds.size() > 2 ? msg->fds[2].get() : -1, go, error_fd, restricted);
+    // A fork, with memory of its own: the launch can live on its heap.
+    run_call_child(*make_launch(msg->body, msg->fds, go, error_fd, restricted));
   }
 }
 
@@ -424,25 +404,29 @@ void SupervisorLoop::release_call(uint64_t id) {
     if (call.id != id || !call.go.valid()) continue;
     (void)write_all(call.go.get(), "g");
     call.go.reset();
-    // The error pipe closes at a successful exec (CLOEXEC), or carries why the child failed.
-    ChildError e;
-    ssize_t n;
-    while ((n = ::read(call.error.get(), &e, sizeof e)) < 0 && errno == EINTR) {
-    }
-    call.error.reset();
-    if (n == sizeof e) {
-      call.failed = true;
-      e.step[sizeof e.step - 1] = 0;
-      // The command could not be started: not the supervisor's failure but the call's
-      // (a shell's 127/126), told apart from the supervisor's own by "in_child".
-      Json j = error_to_json(sys_error(e.err, e.step));
-      j["op"] = "exec_failed";
-      j["id"] = id;
-      j["in_child"] = true;
-      (void)send_message(control_, j);
-    }
+    collect_start(call);
     return;
   }
+}
+
+// Waits for a released call's exec: its error pipe closes at a successful exec (CLOEXEC), or
+// carries why the process failed. After its "started", the command could not be started: not
+// the supervisor's failure but the call's (a shell's 127/126), told apart by "in_child"; before
+// it, the supervisor's.
+void SupervisorLoop::collect_start(CallProcess& call) {
+  ChildError e;
+  ssize_t n;
+  while ((n = ::read(call.error.get(), &e, sizeof e)) < 0 && errno == EINTR) {
+  }
+  call.error.reset();
+  if (n != sizeof e) return;
+  call.failed = true;
+  e.step[sizeof e.step - 1] = 0;
+  Json j = error_to_json(sys_error(e.err, e.step));
+  j["op"] = "exec_failed";
+  j["id"] = call.id;
+  if (e.started) j["in_child"] = true;
+  (void)send_message(control_, j);
 }
 
 void SupervisorLoop::kill_call(uint64_t id, int sig) {
@@ -462,9 +446,12 @@ void SupervisorLoop::reap() {
     if (parked_ && parked_->pid == pid) parked_.reset();  // died parked: the next call forks
     auto it = calls_.find(pid);
     if (it == calls_.end()) continue;  // an orphan re-parented to us
-    if (!it->second.failed)
-      (void)send_message(control_,
-                         {{"op", "exited"}, {"id", it->second.id}, {"wait_status", status}});
+    CallProcess& call = it->second;
+    // Not yet released: a step before its "started" failed (it said why on the error pipe,
+    // whose writers are all gone now), or it died waiting.
+    if (!call.failed && call.error.valid()) collect_start(call);
+    if (!call.failed)
+      (void)send_message(control_, {{"op", "exited"}, {"id", call.id}, {"wait_status", status}});
     calls_.erase(it);
     prepare_parked();
   }
@@ -501,120 +488,55 @@ void SupervisorLoop::shutdown(int code) {
   ::_exit(code);
 }
 
-// What every call's process gives up before it execs, in this order: the sandbox user and its
-// capabilities, no_new_privs, the run's Landlock ruleset, the seccomp programs (the sysinfo
-// listener sent to the views server last). Nothing in them is the call's own: a process
-// parked for the next call does this while it waits (parked_child), a forked one after its
-// "started" (call_child).
-std::optional<SupervisorLoop::RestrictFailure> SupervisorLoop::restrict_call_process() {
+// What every call's process gives up before it execs (call_child.h), from the set-up's
+// results: made once, read by each call's process. Nothing in it is the call's own: a process
+// parked for the next call restricts itself while it waits (parked_child), a started one after
+// its "started".
+void SupervisorLoop::prepare_restriction() {
+  CallRestriction& r = restriction_;
+  if (seccomp_)
+    r = restriction_for(*seccomp_, sysinfo_channel_.valid() ? sysinfo_channel_.get() : -1);
   // In a microVM's guest the supervisor is root of the guest: each call drops to the sandbox
   // user as in the jail.
-  if ((config_.isolate || config_.guest) && config_.jail.drop_privileges) {
-    if (auto s = drop_privileges(config_.jail.uid, config_.jail.gid); !s.ok())
-      return RestrictFailure{s.error().err, s.error().step};
-  }
+  r.drop_privileges = (config_.isolate || config_.guest) && config_.jail.drop_privileges;
+  r.uid = config_.jail.uid;
+  r.gid = config_.jail.gid;
   // In a container the runtime already made us an unprivileged user with no capabilities (the
-  // host read that back); no_new_privs is set again here so that it holds whatever the
-  // runtime did, and Landlock below needs it.
-  if (config_.contained && config_.jail.drop_privileges &&
-      ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return RestrictFailure{errno, "prctl PR_SET_NO_NEW_PRIVS"};
-  // Before the seccomp filter (which need not allow landlock_restrict_self for this). From
-  // here the oom_score_adj written before sticks: the process cannot open procfs files for
-  // writing.
-  if (landlock_.valid()) {
-    if (auto s = landlock::restrict_self(landlock_.get()); !s.ok())
-      return RestrictFailure{s.error().err, "landlock_restrict_self"};
-  }
-  if (seccomp_) {
-    if (auto s = install_seccomp_program(*seccomp_); !s.ok())
-      return RestrictFailure{s.error().err, "install seccomp filter"};
-    // The third program, last: from here this process's sysinfo(2) waits for the views server,
-    // which holds the listener once it is sent. A call never starts with a sysinfo that nobody
-    // would answer (an unsent listener closes at exec, and sysinfo would then be ENOSYS).
-    if (sysinfo_channel_.valid()) {
-      auto listener = install_sysinfo_notify(*seccomp_);
-      if (!listener.ok())
-        return RestrictFailure{listener.error().err, "install sysinfo notify filter"};
-      if (auto s = send_sysinfo_listener(sysinfo_channel_.get(), listener->get()); !s.ok())
-        return RestrictFailure{s.error().err, "send the sysinfo listener"};
-    }
-  }
-  return std::nullopt;
+  // host read that back); no_new_privs is set again so that it holds whatever the runtime did,
+  // and Landlock needs it.
+  r.no_new_privs = config_.contained && config_.jail.drop_privileges;
+  r.landlock = landlock_.valid() ? landlock_.get() : -1;
 }
 
-void SupervisorLoop::call_child(const Json& body, int out, int err, int in, int go, int error_fd,
-                                bool restricted) {
-  // Between fork and exec in a single-threaded process: allocation is safe here.
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
-  ::prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
-  if (::setsid() < 0) call_child_fail(error_fd, "setsid");
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0) call_child_fail(error_fd, "open /dev/null");
-  if (::dup2(in >= 0 ? in : null_fd, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
-    call_child_fail(error_fd, "dup2");
-
-  // When memory runs out above the call (a run's or tenant's shared limit, the host), the
-  // kernel must pick the call, not the supervisor that holds the run together nor the run's
-  // resident processes (Call::resident), which keep the supervisor's value. Raising one's own
-  // oom_score_adj needs no privilege; lowering the supervisor's would need CAP_SYS_RESOURCE,
-  // which even root may lack.
-  // A parked process wrote it as it parked (a resident process never starts in one).
-  if (!restricted && !body.value("resident", false)) {
-    if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
-      (void)!::write(fd, kCallOomScoreAdj, sizeof kCallOomScoreAdj - 1);
-      ::close(fd);
-    }
+// A call's launch from its exec message: what its process does before the exec, prepared here
+// (it may allocate nothing itself).
+std::unique_ptr<CallLaunch> SupervisorLoop::make_launch(const Json& body,
+                                                        const std::vector<UniqueFd>& fds, int go,
+                                                        int error_fd, bool restricted) const {
+  auto l = std::make_unique<CallLaunch>();
+  l->out = fds[0].get();
+  l->err = fds[1].get();
+  l->in = fds.size() > 2 ? fds[2].get() : -1;
+  l->go = go;
+  l->error = error_fd;
+  l->control = control_;
+  l->oom_score_adj = !body.value("resident", false);
+  const Json rlimits = body.value("rlimits", Json::object());
+  for (auto [key, resource, name] : {std::tuple{"open_files", RLIMIT_NOFILE, "RLIMIT_NOFILE"},
+                                     std::tuple{"file_size", RLIMIT_FSIZE, "RLIMIT_FSIZE"}}) {
+    if (rlimits.is_object() && rlimits.contains(key) && rlimits[key].is_number_unsigned())
+      l->limits[l->limit_count++] = {resource, rlimits[key].get<uint64_t>(), name};
   }
-
-  // The call's own "started", with its own pid as SCM_CREDENTIALS: any process may send its
-  // own pid, where sending another's needs CAP_SYS_ADMIN over its pid namespace, which the
-  // supervisor in a container (an unprivileged user) does not have. The kernel translates the
-  // pid into the host's pid namespace for the receiver (unix(7)): no /proc scanning, no race.
-  // A failure here is the supervisor's (not the command's): said on the control socket.
-  uint64_t id = body.value("id", uint64_t{0});
-  if (auto st = apply_rlimits(body.value("rlimits", Json::object())); !st.ok()) {
-    Json j = error_to_json(st.error());
-    j["op"] = "exec_failed";
-    j["id"] = id;
-    (void)send_message(control_, j);
-    ::_exit(127);
-  }
-  Json started = {{"op", "started"}, {"id", id}};
+  Json started = {{"op", "started"}, {"id", body.value("id", uint64_t{0})}};
   if (body.value("in_parked", false)) started["in_parked"] = true;
-  if (!send_message(control_, started, {}, ::getpid()).ok()) ::_exit(127);
-
-  char byte;
-  if (::read(go, &byte, 1) != 1) ::_exit(127);  // the host never released us
-  ::close(go);
-
-  std::vector<std::string> argv_s = body.value("argv", std::vector<std::string>{});
-  std::vector<std::string> env_s =
-      merge_env(config_.base_env, body.value("env", std::vector<std::string>{}));
-  std::string cwd = body.value("cwd", "");
-  if (cwd.empty()) cwd = config_.default_cwd;
-  if (::chdir(cwd.c_str()) != 0) call_child_fail(error_fd, "chdir");
-
-  // No descriptor of the supervisor's may reach the call (the error pipe closes at exec).
-  if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-    call_child_fail(error_fd, "close_range");
-  if (!restricted) {
-    if (auto failed = restrict_call_process()) {
-      errno = failed->err;
-      call_child_fail(error_fd, failed->step.c_str());
-    }
-  }
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  environ = envp.data();  // execvp searches PATH from environ
-  ::execvp(argv[0], argv.data());
-  call_child_fail(error_fd, "execve");
+  l->started = dump_json(started);
+  l->cwd = body.value("cwd", "");
+  if (l->cwd.empty()) l->cwd = config_.default_cwd;
+  l->restricted = restricted;
+  l->restriction = &restriction_;
+  l->set_command(body.value("argv", std::vector<std::string>{}),
+                 merge_env(config_.base_env, body.value("env", std::vector<std::string>{})));
+  return l;
 }
 
 }  // namespace

@@ -29,10 +29,6 @@ bool still_pending(int listener, uint64_t id) {
 
 }  // namespace
 
-Status send_sysinfo_listener(int channel, int listener) {
-  return send_byte_with_fd(channel, 's', listener);
-}
-
 bool is_seccomp_listener(int fd) {
   char link[64] = {};
   std::string path = "/proc/self/fd/" + std::to_string(fd);

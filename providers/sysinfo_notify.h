@@ -33,9 +33,9 @@
 
 namespace sandgate::providers {
 
-// The caller's side: sends `listener` over `channel`. MSG_NOSIGNAL: a channel whose server is
-// gone is EPIPE, not a SIGPIPE that kills the call's child without a word.
-Status send_sysinfo_listener(int channel, int listener);
+// The caller's side is a call's process (call_child.cc: restrict_call), which sends its
+// listener with one byte, MSG_NOSIGNAL: a channel whose server is gone is EPIPE, not a SIGPIPE
+// that kills the call's child without a word.
 
 // The server's side: the listeners of one message on `channel` (non-blocking), each checked to
 // be a seccomp listener (anything else is closed). `closed` is set when the channel's every
