@@ -659,6 +659,7 @@ Result<StartingProcViews> begin_proc_views(const HostPaths& paths, const std::st
     discard(server);
     return std::move(s).error().context_add("start proc views server");
   }
+  clock.lap("go");
   StartingProcViews starting;
   starting.pid_ = pid;
   starting.answer_ = std::move(server.control);
