@@ -374,16 +374,6 @@ ChildStack::~ChildStack() {
   if (base_) ::munmap(base_, kSize);
 }
 
-ChildStack::ChildStack(ChildStack&& o) noexcept : base_(std::exchange(o.base_, nullptr)) {}
-
-ChildStack& ChildStack::operator=(ChildStack&& o) noexcept {
-  if (this != &o) {
-    if (base_) ::munmap(base_, kSize);
-    base_ = std::exchange(o.base_, nullptr);
-  }
-  return *this;
-}
-
 pid_t clone_call_child(CallLaunch& launch, ChildStack& stack) {
   if (!stack.valid()) return -ENOMEM;
   if (launch.go >= 0) return -EINVAL;  // it would hold the supervisor until the host's go

@@ -108,8 +108,6 @@ class ChildStack {
   static constexpr size_t kSize = 128 * 1024;
   ChildStack();
   ~ChildStack();
-  ChildStack(ChildStack&& o) noexcept;
-  ChildStack& operator=(ChildStack&& o) noexcept;
   ChildStack(const ChildStack&) = delete;
   ChildStack& operator=(const ChildStack&) = delete;
   bool valid() const { return base_ != nullptr; }

@@ -773,6 +773,62 @@ TEST_F(SysinfoNotifyTest, AListenerClosedWhileTheCallWaitsIsEnosysNotAHang) {
   EXPECT_EQ(seen->err, ENOSYS) << errno_name(seen->err);
 }
 
+// A channel the views server no longer reads, full: the call's process fails with EAGAIN
+// instead of waiting (a call started as a vfork child holds the supervisor until it execs,
+// call_child.h), and says which step failed.
+TEST_F(SysinfoNotifyTest, AFullChannelFailsTheCallInsteadOfHoldingIt) {
+  UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(null.valid());
+  int queued = 0;
+  for (;; ++queued) {
+    char byte = 's';
+    struct iovec iov = {&byte, 1};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    const int fd = null.get();
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    if (::sendmsg(child_channel_.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+      break;
+    }
+    ASSERT_LT(queued, 1 << 20) << "the channel never filled";
+  }
+  ASSERT_GT(queued, 0);
+  int result[2];
+  ASSERT_EQ(::pipe2(result, O_CLOEXEC), 0);
+  pid_ = ::fork();
+  ASSERT_GE(pid_, 0);
+  if (pid_ == 0) {
+    CallRestriction r = restriction_for(program_, child_channel_.get());
+    r.program_count = 0;
+    r.no_new_privs = true;
+    ChildError e{};
+    const bool ok = restrict_call(r, e);
+    (void)!::write(result[1], &e, sizeof e);
+    ::_exit(ok ? 1 : 0);
+  }
+  ::close(result[1]);
+  struct pollfd p = {result[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10'000), 1) << "the call's process waited on the full channel";
+  ChildError e{};
+  ASSERT_EQ(::read(result[0], &e, sizeof e), static_cast<ssize_t>(sizeof e));
+  ::close(result[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
+  pid_ = -1;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the restriction succeeded";
+  EXPECT_EQ(e.err, EAGAIN);
+  EXPECT_STREQ(e.step, "send the sysinfo listener");
+}
+
 // What the channel takes in: a seccomp listener, nothing else.
 TEST_F(SysinfoNotifyTest, TheChannelKeepsOnlyListeners) {
   UniqueFd not_listener(::open("/dev/null", O_RDONLY | O_CLOEXEC));

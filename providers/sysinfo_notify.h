@@ -35,7 +35,9 @@ namespace sandgate::providers {
 
 // The caller's side is a call's process (call_child.cc: restrict_call), which sends its
 // listener with one byte, MSG_NOSIGNAL: a channel whose server is gone is EPIPE, not a SIGPIPE
-// that kills the call's child without a word.
+// that kills the call's child without a word; and MSG_DONTWAIT: a channel full of listeners
+// nobody takes (some 270 fit) fails the call with EAGAIN rather than holding it, and with it
+// the supervisor when the call started as a vfork child.
 
 // The server's side: the listeners of one message on `channel` (non-blocking), each checked to
 // be a seccomp listener (anything else is closed). `closed` is set when the channel's every
