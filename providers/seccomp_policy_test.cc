@@ -619,18 +619,23 @@ class SysinfoNotifyTest : public ::testing::Test {
     }
   }
 
+  // In a child: as a call's process does, program 3 alone, installed and its listener sent
+  // on the channel.
+  bool restrict_to_program3(ChildError& e) {
+    CallRestriction r = restriction_for(program_, child_channel_.get());
+    r.program_count = 0;
+    r.no_new_privs = true;
+    return restrict_call(r, e);
+  }
+
   // The child: program 3, its listener sent back, then (after a byte on go_ when `wait_for_go`)
   // one sysinfo into a buffer and one into an unmapped address, each reported.
   void start_child(bool wait_for_go) {
     pid_ = ::fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
-      // As a call's process does, program 3 alone: installed, its listener sent.
-      CallRestriction r = restriction_for(program_, child_channel_.get());
-      r.program_count = 0;
-      r.no_new_privs = true;
       ChildError e;
-      if (!restrict_call(r, e)) ::_exit(121);
+      if (!restrict_to_program3(e)) ::_exit(121);
       char byte;
       if (wait_for_go && ::read(go_[0], &byte, 1) != 1) ::_exit(123);
       struct sysinfo si {};
@@ -779,39 +784,28 @@ TEST_F(SysinfoNotifyTest, AListenerClosedWhileTheCallWaitsIsEnosysNotAHang) {
 TEST_F(SysinfoNotifyTest, AFullChannelFailsTheCallInsteadOfHoldingIt) {
   UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   ASSERT_TRUE(null.valid());
+  // Filled without waiting (the socket non-blocking for that), then blocking again: only the
+  // call's own MSG_DONTWAIT may keep it from waiting.
+  const int flags = ::fcntl(child_channel_.get(), F_GETFL);
+  ASSERT_EQ(::fcntl(child_channel_.get(), F_SETFL, flags | O_NONBLOCK), 0);
   int queued = 0;
   for (;; ++queued) {
-    char byte = 's';
-    struct iovec iov = {&byte, 1};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr msg = {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    const int fd = null.get();
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    if (::sendmsg(child_channel_.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+    Status sent = send_byte_with_fd(child_channel_.get(), 's', null.get());
+    if (!sent.ok()) {
+      ASSERT_EQ(sent.error().err, EAGAIN) << sent.error().message();
       break;
     }
     ASSERT_LT(queued, 1 << 20) << "the channel never filled";
   }
+  ASSERT_EQ(::fcntl(child_channel_.get(), F_SETFL, flags), 0);
   ASSERT_GT(queued, 0);
   int result[2];
   ASSERT_EQ(::pipe2(result, O_CLOEXEC), 0);
   pid_ = ::fork();
   ASSERT_GE(pid_, 0);
   if (pid_ == 0) {
-    CallRestriction r = restriction_for(program_, child_channel_.get());
-    r.program_count = 0;
-    r.no_new_privs = true;
     ChildError e{};
-    const bool ok = restrict_call(r, e);
+    const bool ok = restrict_to_program3(e);
     (void)!::write(result[1], &e, sizeof e);
     ::_exit(ok ? 1 : 0);
   }
