@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/kcmp.h>
 #include <linux/nsfs.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -11,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +72,20 @@ std::string memory_cgroup_of_self(bool* is_root) {
       std::string("/sys/fs/cgroup/unified/") + (name) + "-" + std::to_string(::getpid()); \
   ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);                                                \
   Defer remove_##cg([&] { ::rmdir(cg.c_str()); })
+
+// The processes in cgroup `cg`, and which of them share this process's memory (a clone child
+// before its exec).
+std::vector<pid_t> cgroup_members(const std::string& cg) {
+  std::vector<pid_t> out;
+  auto procs = read_file(cg + "/cgroup.procs");
+  EXPECT_TRUE(procs.ok()) << procs.error().message();
+  std::istringstream in(procs.ok() ? *procs : "");
+  for (pid_t pid; in >> pid;) out.push_back(pid);
+  return out;
+}
+bool shares_our_memory(pid_t pid) {
+  return ::syscall(SYS_kcmp, ::getpid(), pid, KCMP_VM, 0, 0) == 0;
+}
 
 class NamespacesTest : public ProviderTest {
  protected:
@@ -225,22 +241,30 @@ TEST_F(NamespacesTest, FailedSetupStepNamesItselfAndLeavesNothing) {
 
 // A step of the supervisor's own start that fails before its exec (here the exec itself: the
 // binary is not a program) comes back by name over the start-error pipe, never as a bare
-// exit code 120-126.
+// exit code 120-126; with a placement too, where the host waits for that exec before placing
+// it (nothing is left in the cgroup).
 TEST_F(NamespacesTest, SupervisorThatCannotStartNamesTheStep) {
   SANDGATE_REQUIRE_ROOT();
+  SANDGATE_TEST_CGROUP(cg, "sandgate-test-supervisor-fails");
   providers::ProviderOptions o = options_;
   o.supervisor_exe = "/etc/hostname";
   o.proc_views = false;  // their server is the same binary: it would fail first (below)
   auto p = registry_.create("namespaces", o);
   ASSERT_TRUE(p.ok()) << p.error().message();
-  auto env = (*p)->create({});
-  ASSERT_FALSE(env.ok());
-  std::string m = env.error().message();
-  // EACCES or ENOEXEC, depending on the file's mode: the step and the errno are what count.
-  EXPECT_TRUE(m.starts_with("execveat the supervisor binary: ") &&
-              m.find(" (E") != std::string::npos)
-      << m;
-  EXPECT_EQ(m.find("exit 12"), std::string::npos) << m;
+  for (const auto& placement : {Placement{}, Placement{{cg}}}) {
+    SCOPED_TRACE(placement.cgroup_dirs.empty() ? "no placement" : "placed");
+    providers::EnvSpec spec;
+    spec.placement = placement;
+    auto env = (*p)->create(spec);
+    ASSERT_FALSE(env.ok());
+    std::string m = env.error().message();
+    // EACCES or ENOEXEC, depending on the file's mode: the step and the errno are what count.
+    EXPECT_TRUE(m.starts_with("execveat the supervisor binary: ") &&
+                m.find(" (E") != std::string::npos)
+        << m;
+    EXPECT_EQ(m.find("exit 12"), std::string::npos) << m;
+    EXPECT_TRUE(cgroup_members(cg).empty());
+  }
 }
 
 // The run's /proc views (proc_views.h) that cannot be set up fail the run, by name and with
@@ -269,9 +293,10 @@ struct HandStartedSupervisor {
   std::optional<RunState> state;
   Result<providers::Supervisor> supervisor = logic_error("start", "not started");
 };
-HandStartedSupervisor start_jail_supervisor(
-    const providers::ProviderOptions& o, const std::string& dir,
-    std::function<Status(pid_t)> before_config) {
+HandStartedSupervisor start_jail_supervisor(const providers::ProviderOptions& o,
+                                            const std::string& dir,
+                                            std::function<Status(pid_t)> before_config,
+                                            const Placement& placement = {}) {
   HandStartedSupervisor out;
   auto state = RunState::create(o.paths, "hand-started", "namespaces");
   EXPECT_TRUE(state.ok()) << state.error().message();
@@ -289,7 +314,7 @@ HandStartedSupervisor start_jail_supervisor(
   c.base_env = {"PATH=/usr/bin:/bin"};
   c.default_cwd = "/workspace";
   c.before_config = std::move(before_config);
-  out.supervisor = providers::Supervisor::start(c, {}, *out.state, o.supervisor_exe);
+  out.supervisor = providers::Supervisor::start(c, placement, *out.state, o.supervisor_exe);
   return out;
 }
 
@@ -319,6 +344,33 @@ TEST_F(NamespacesTest, SupervisorExecsBeforeItsConfigAndMakesItsMountNamespaceAf
   EXPECT_EQ(then, ours) << "the supervisor had its own mount namespace before its config";
   EXPECT_NE(mount_namespace_of(started.supervisor->pid()), ours)
       << "the jail runs in the host's mount namespace";
+  EXPECT_TRUE(started.supervisor->stop().ok());
+  EXPECT_TRUE(release_resources(options_.paths, started.state->resources()).ok());
+  EXPECT_TRUE(started.state->finish().ok());
+}
+
+// The supervisor's child shares sandgate's memory until it execs (CLONE_VM), and the kernel's
+// OOM killer scores a process by its memory and kills its memory's sharers with it: placed in
+// the run's cgroups before its exec, an OOM there (or in its tenant) could pick it and take
+// sandgate. So it is placed only once it has exec'd: not yet while its views start
+// (before_config, which the exec overlaps), and never with our memory. That it is placed, and
+// its cgroup namespace still rooted there: SupervisorIsPlacedAndTheCgroupNamespaceRootedThere.
+TEST_F(NamespacesTest, TheSupervisorIsPlacedInTheRunsCgroupsOnlyOnceItHasExeced) {
+  SANDGATE_REQUIRE_ROOT();
+  SANDGATE_TEST_CGROUP(cg, "sandgate-test-supervisor-place");
+  std::vector<pid_t> members_then;
+  auto started = start_jail_supervisor(
+      options_, tmp_ + "/hand",
+      [&](pid_t) {
+        members_then = cgroup_members(cg);
+        return Status{};
+      },
+      Placement{{cg}});
+  ASSERT_TRUE(started.supervisor.ok()) << started.supervisor.error().message();
+  EXPECT_TRUE(members_then.empty()) << "placed while its exec could still be under way";
+  const std::vector<pid_t> members = cgroup_members(cg);
+  EXPECT_EQ(members, std::vector<pid_t>{started.supervisor->pid()});
+  for (pid_t pid : members) EXPECT_FALSE(shares_our_memory(pid)) << pid;
   EXPECT_TRUE(started.supervisor->stop().ok());
   EXPECT_TRUE(release_resources(options_.paths, started.state->resources()).ok());
   EXPECT_TRUE(started.state->finish().ok());

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -68,8 +70,9 @@ std::vector<std::string> supervisor_env() {
 
 namespace {
 
-// CLONE_NEWCGROUP is not among them: the child unshares its cgroup namespace after it has been
-// placed, so that the namespace is rooted at the run's own cgroup, not at sandgate's.
+// CLONE_NEWCGROUP is not among them: the supervisor unshares its cgroup namespace when its
+// config arrives, after it has been placed (Supervisor::start), so that the namespace is rooted
+// at the run's own cgroup, not at sandgate's.
 // CLONE_NEWNS neither: the supervisor makes its mount namespace when its config arrives
 // (assemble_jail), so that its exec overlaps with the start of the run's /proc views, whose
 // mount the jail binds (SupervisorConfig::before_config). Made from inside the new user
@@ -131,7 +134,6 @@ SANDGATE_CLONE_CHILD [[noreturn]] void supervisor_child(int go_fd, int go_write_
     if (syscall(SYS_setgroups, 0, nullptr) != 0) fail("setgroups in the new user namespace");
     if (syscall(SYS_setresgid, 0, 0, 0) != 0) fail("setresgid 0 in the new user namespace");
     if (syscall(SYS_setresuid, 0, 0, 0) != 0) fail("setresuid 0 in the new user namespace");
-    if (syscall(SYS_unshare, CLONE_NEWCGROUP) != 0) fail("unshare the cgroup namespace");
   }
   // After the credential change, which would clear it: if sandgate dies, so does the run.
   syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
@@ -390,6 +392,26 @@ Result<pid_t> spawn_runtime(const ContainedLaunch& launch, std::vector<std::stri
 
 }  // namespace
 
+namespace {
+
+// Waits until the supervisor's child has exec'd: its end of the error pipe, close-on-exec,
+// closes then (a hang-up with nothing to read). A word there means a step before the exec
+// failed, and `went_away` reads it.
+Status wait_for_exec(int error_fd, const std::function<Error(const Error&)>& went_away) {
+  struct pollfd p = {error_fd, POLLIN, 0};
+  int ready;
+  while ((ready = ::poll(&p, 1, 10'000)) < 0 && errno == EINTR) {
+  }
+  if (ready < 0) return sys_error("poll the supervisor's start");
+  if (ready == 0) return logic_error("start supervisor", "it had not exec'd after 10 s");
+  int pending = 0;
+  if (::ioctl(error_fd, FIONREAD, &pending) != 0) return sys_error("FIONREAD on the error pipe");
+  if (pending > 0) return went_away(logic_error("start supervisor", "it failed before its exec"));
+  return {};
+}
+
+}  // namespace
+
 Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Placement& placement,
                                      RunState& state, const std::string& exe_path) {
   Supervisor s;
@@ -435,11 +457,6 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   if (config.isolate)
     SG_TRY(std::move(write_id_maps(s.process_.pid(), config.id_map_base)).context("map user ids"));
   clock.lap("id-maps");
-  // The child is parked on the go pipe: placed now, it execs inside the run's cgroups.
-  for (const auto& dir : placement.cgroup_dirs)
-    SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(s.process_.pid())))
-               .context("place the run's supervisor in its cgroup"));
-  if (!placement.cgroup_dirs.empty()) clock.lap("place");
   SG_TRY(write_all(go.write.get(), "g"));
   go.write.reset();
 
@@ -463,6 +480,19 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     // Meanwhile the supervisor execs. A failure here ends it (ChildProcess kills and reaps).
     SG_TRY(config.before_config(s.process_.pid()));
     clock.lap("before-config");
+  }
+  // Placed only once it has exec'd: until then the child shares this process's memory, and
+  // in the run's memory cgroups an OOM there (the run's, or its tenant's with other runs in
+  // it) would score it by this process's size and take this process, a memory sharer, with
+  // it. It waits for its config meanwhile, doing nothing; the config comes after the
+  // placement, so its cgroup namespace (made then) is rooted at the run's cgroup.
+  if (!placement.cgroup_dirs.empty()) {
+    SG_TRY(wait_for_exec(start_error.read.get(), went_away));
+    clock.lap("exec");
+    for (const auto& dir : placement.cgroup_dirs)
+      SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(s.process_.pid())))
+                 .context("place the run's supervisor in its cgroup"));
+    clock.lap("place");
   }
   SG_TRY(configure(s, config, went_away));
   clock.lap("config-ready");

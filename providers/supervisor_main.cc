@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -132,9 +133,16 @@ int SupervisorLoop::run() {
   SetupClock clock;
   if (config_.isolate || config_.contained) {
     // In a container the runtime assembled the root; the rest is the same for both.
-    Status s = config_.isolate ? assemble_jail(config_.jail, alternatives_.get(),
-                                               [&](const char* step) { clock.lap(step); })
-                               : Status{};
+    Status s;
+    if (config_.isolate) {
+      // The host placed this process before it sent the config (Supervisor::start): the
+      // namespace is rooted at the run's cgroup, as every call's process sees it.
+      if (::unshare(CLONE_NEWCGROUP) != 0)
+        s = sys_error("unshare the cgroup namespace");
+      else
+        s = assemble_jail(config_.jail, alternatives_.get(),
+                          [&](const char* step) { clock.lap(step); });
+    }
     alternatives_.reset();  // attached (or copied): no call's process may hold it
     if (s.ok() && config_.jail.seccomp) {
       // Compiled once by the host for every run with these options, sealed, sent with the
