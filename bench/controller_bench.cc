@@ -127,6 +127,9 @@ std::optional<Stack> make_stack(benchmark::State& state, controller::Policy poli
   providers::register_builtin_providers(registry);
   providers::ProviderOptions po;
   po.paths = g_context->paths;
+  // The supervisor sandgate runs (static, small), not this binary: a call's process is a fork
+  // of it, and forking a large dynamic benchmark would measure a cost sandgate never pays.
+  po.supervisor_exe = SANDGATE_SUPERVISOR;
   auto p = registry.create("namespaces", po);
   if (!p.ok()) {
     state.SkipWithError(("provider namespaces: " + p.error().message()).c_str());
