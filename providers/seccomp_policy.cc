@@ -8,14 +8,14 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <map>
-#include <mutex>
+#include <cstring>
 
 #include "core/defer.h"
 #include "core/fd.h"
@@ -377,7 +377,7 @@ Result<SeccompProgram> build_seccomp_program(const SeccompOptions& options) {
 
 namespace {
 
-// The memfd's layout: a header, then the two programs' instructions back to back.
+// The layout of a program's bytes: a header, then the three programs' instructions back to back.
 struct ProgramHeader {
   uint32_t magic = 0x53474644;  // "SGFD" (three programs)
   uint32_t allow_list = 0;      // instructions in program 1
@@ -386,9 +386,9 @@ struct ProgramHeader {
   int32_t highest_known_syscall = -1;
 };
 
-Result<UniqueFd> seal_program(const SeccompProgram& p) {
-  UniqueFd fd(::memfd_create("sandgate-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd.valid()) return sys_error("memfd_create for the seccomp program");
+}  // namespace
+
+std::string serialize_seccomp_program(const SeccompProgram& p) {
   ProgramHeader h;
   h.allow_list = static_cast<uint32_t>(p.allow_list.size());
   h.argument_rules = static_cast<uint32_t>(p.argument_rules.size());
@@ -396,53 +396,46 @@ Result<UniqueFd> seal_program(const SeccompProgram& p) {
   h.highest_known_syscall = p.highest_known_syscall;
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
   for (const auto* prog : {&p.allow_list, &p.argument_rules, &p.sysinfo_notify})
-    bytes.append(reinterpret_cast<const char*>(prog->data()), prog->size() * sizeof(struct sock_filter));
-  SG_TRY(write_all(fd.get(), bytes));
-  // Nobody, not even a holder of the fd, can change it from here on.
-  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
-    return sys_error("seal the seccomp program");
-  return fd;
+    bytes.append(reinterpret_cast<const char*>(prog->data()),
+                 prog->size() * sizeof(struct sock_filter));
+  return bytes;
 }
 
-}  // namespace
-
-Result<int> compiled_seccomp_program_fd(const SeccompOptions& options) {
-  static std::mutex mu;
-  static std::map<bool, UniqueFd> programs;  // by full_width_compare
-  std::lock_guard lock(mu);
-  auto it = programs.find(options.full_width_compare);
-  if (it != programs.end()) return it->second.get();
-  SG_ASSIGN_OR_RETURN(SeccompProgram p, build_seccomp_program(options));
-  if (!p.unknown_syscalls.empty()) {
-    std::string names;
-    for (const auto& n : p.unknown_syscalls) names += (names.empty() ? "" : ", ") + n;
-    spdlog::info("seccomp: libseccomp knows syscalls up to {} and cannot name {}; those answer "
-                 "ENOSYS in the jail",
-                 p.highest_known_syscall, names);
-  }
-  SG_ASSIGN_OR_RETURN(UniqueFd fd, seal_program(p));
-  int raw = fd.get();
-  programs.emplace(options.full_width_compare, std::move(fd));
-  return raw;
-}
-
-Result<SeccompProgram> read_seccomp_program(int fd) {
+Result<SeccompProgram> parse_seccomp_program(std::string_view bytes) {
   ProgramHeader h;
-  if (::pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) || h.magic != ProgramHeader{}.magic)
+  if (bytes.size() < sizeof h)
+    return logic_error("read seccomp program", "not a sandgate seccomp program");
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (h.magic != ProgramHeader{}.magic)
     return logic_error("read seccomp program", "not a sandgate seccomp program");
   SeccompProgram p;
   p.allow_list.resize(h.allow_list);
   p.argument_rules.resize(h.argument_rules);
   p.sysinfo_notify.resize(h.sysinfo_notify);
   p.highest_known_syscall = h.highest_known_syscall;
-  off_t at = sizeof h;
+  size_t at = sizeof h;
   for (auto* prog : {&p.allow_list, &p.argument_rules, &p.sysinfo_notify}) {
     size_t n = prog->size() * sizeof(struct sock_filter);
-    if (::pread(fd, prog->data(), n, at) != static_cast<ssize_t>(n))
+    if (bytes.size() - at < n)
       return logic_error("read seccomp program", "the program is cut short");
-    at += static_cast<off_t>(n);
+    std::memcpy(prog->data(), bytes.data() + at, n);
+    at += n;
   }
+  if (at != bytes.size())
+    return logic_error("read seccomp program", "bytes after the third program");
   return p;
+}
+
+Result<SeccompProgram> read_seccomp_program(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return sys_error("read seccomp program: fstat");
+  // The sealed memfd's size is fixed; a program is a few kilobytes.
+  if (st.st_size < 0 || st.st_size > (1 << 20))
+    return logic_error("read seccomp program", "not a sandgate seccomp program");
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  if (::pread(fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size()))
+    return logic_error("read seccomp program", "the program is cut short");
+  return parse_seccomp_program(bytes);
 }
 
 }  // namespace sandgate::providers

@@ -41,6 +41,7 @@
 #include <linux/filter.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/fd.h"
@@ -93,11 +94,27 @@ int seccomp_highest_known_syscall();
 // A call's process installs the programs as the last part of its restriction
 // (call_child.h: restriction_for, restrict_call).
 
-// The program for `options`, compiled once per process and kept in a sealed memfd (read-only
-// for everyone, its size fixed): libseccomp's compile of the allow list costs ~2 ms, and every
-// run with the same options installs the same program, so each run's supervisor gets the fd
-// with its config instead of compiling its own. The names libseccomp cannot resolve are logged
-// once, here. The fd is owned by this module and lives as long as the process.
+// A program's bytes (a header, then the three programs' instructions), as the sealed memfd
+// below holds them and as the build embeds the default one; and back, checked (a wrong magic,
+// a short or long text is an error). unknown_syscalls is not part of them.
+std::string serialize_seccomp_program(const SeccompProgram& p);
+Result<SeccompProgram> parse_seccomp_program(std::string_view bytes);
+
+// The default program (SeccompOptions{}), compiled when sandgate was built: the build runs
+// build_seccomp_program in seccomp_program_gen against the libseccomp sandgate links
+// statically, and embeds its bytes and unknown names (seccomp_program_fd.cc). The same
+// compiler, the same lists and the same architecture give the same program; a test compares it
+// with a compile made now. Its compile cost a process 3.5-5.5 ms of CPU at its first run (the
+// 1024 numbers resolved for highest_known_syscall, libseccomp's pages faulted in), 1.5 ms at
+// the next ones.
+Result<SeccompProgram> built_in_seccomp_program();
+
+// The program for `options`, made once per process and kept in a sealed memfd (read-only for
+// everyone, its size fixed): the default one is the built-in program, the test-only weakening
+// is compiled here; every run with the same options installs the same program, so each run's
+// supervisor gets the fd with its config instead of compiling its own. The names libseccomp
+// cannot resolve are logged once, here. The fd is owned by this module and lives as long as the
+// process.
 Result<int> compiled_seccomp_program_fd(const SeccompOptions& options);
 // What the supervisor reads back from that fd.
 Result<SeccompProgram> read_seccomp_program(int fd);

@@ -542,8 +542,40 @@ TEST(SeccompLists, NamesTheLibraryDoesNotKnowAreReported) {
   EXPECT_GT(p->instruction_count(), 0u);
 }
 
-// Compiled once per process and options, sealed: every run's supervisor reads the very
-// program build_seccomp_program makes, and nothing can change it on the way.
+// The default program embedded at build time is the one libseccomp compiles now, instruction for
+// instruction, with the same names it cannot resolve: the build and this process link the same
+// libseccomp and lists, and a stale or mistaken embedding fails here.
+TEST(SeccompProgramFd, TheProgramBuiltInAtBuildTimeIsTheOneCompiledNow) {
+  auto built_in = built_in_seccomp_program();
+  ASSERT_TRUE(built_in.ok()) << built_in.error().message();
+  auto now = build_seccomp_program();
+  ASSERT_TRUE(now.ok()) << now.error().message();
+  EXPECT_EQ(serialize_seccomp_program(*built_in), serialize_seccomp_program(*now));
+  EXPECT_EQ(built_in->unknown_syscalls, now->unknown_syscalls);
+  EXPECT_EQ(built_in->highest_known_syscall, seccomp_highest_known_syscall());
+  EXPECT_GT(built_in->instruction_count(), 0u);
+}
+
+// A program's bytes read back whole, and bytes that are not one are refused by name.
+TEST(SeccompProgramFd, ProgramBytesReadBackWholeAndOthersAreRefused) {
+  auto p = build_seccomp_program();
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  const std::string bytes = serialize_seccomp_program(*p);
+  auto back = parse_seccomp_program(bytes);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(serialize_seccomp_program(*back), bytes);
+  for (const std::string& bad : {bytes.substr(0, bytes.size() - 1), bytes + "x", bytes.substr(0, 3),
+                                 "XXXX" + bytes.substr(4), std::string()}) {
+    auto r = parse_seccomp_program(bad);
+    ASSERT_FALSE(r.ok()) << bad.size() << " bytes";
+    EXPECT_NE(r.error().message().find("seccomp program"), std::string::npos)
+        << r.error().message();
+  }
+}
+
+// Made once per process and options, sealed: every run's supervisor reads the very program
+// build_seccomp_program makes (the default one built in at build time), and nothing can change
+// it on the way.
 TEST(SeccompProgramFd, OneSealedProgramPerOptionsReadsBackWhole) {
   auto fd = compiled_seccomp_program_fd({});
   ASSERT_TRUE(fd.ok()) << fd.error().message();

@@ -38,7 +38,7 @@ int open_beneath(int root, const std::string& rel, int flags) {
       syscall(SYS_openat2, root, rel.empty() ? "." : rel.c_str(), &how, sizeof how));
 }
 
-std::string join(const std::string& dir, const char* name) {
+std::string child_path(const std::string& dir, const char* name) {
   return dir.empty() ? std::string(name) : dir + "/" + name;
 }
 
@@ -95,13 +95,13 @@ Result<RecipeSurvey> survey_recipe(const std::string& recipe, uint64_t max_entri
                                      : DT_FIFO;
       }
       if (type == DT_DIR) {
-        std::string sub = join(dir, e->d_name);
+        std::string sub = child_path(dir, e->d_name);
         if (sub.size() >= PATH_MAX)
           return sys_error(ENAMETOOLONG,
                            "survey workspace recipe (too deep for a copy-on-write view)", recipe);
         todo.push_back(std::move(sub));
       } else if (type != DT_REG && type != DT_LNK) {
-        survey.hidden.push_back(join(dir, e->d_name));
+        survey.hidden.push_back(child_path(dir, e->d_name));
       }
     }
   }
