@@ -390,10 +390,6 @@ Result<pid_t> spawn_runtime(const ContainedLaunch& launch, std::vector<std::stri
   return static_cast<pid_t>(pid);
 }
 
-}  // namespace
-
-namespace {
-
 // Waits until the supervisor's child has exec'd: its end of the error pipe, close-on-exec,
 // closes then (a hang-up with nothing to read). A word there means a step before the exec
 // failed, and `went_away` reads it.
