@@ -408,6 +408,11 @@ Result<SeccompProgram> parse_seccomp_program(std::string_view bytes) {
   std::memcpy(&h, bytes.data(), sizeof h);
   if (h.magic != ProgramHeader{}.magic)
     return logic_error("read seccomp program", "not a sandgate seccomp program");
+  // The counts checked against the bytes before anything is sized by them.
+  const uint64_t instructions =
+      uint64_t{h.allow_list} + uint64_t{h.argument_rules} + uint64_t{h.sysinfo_notify};
+  if (instructions * sizeof(struct sock_filter) > bytes.size() - sizeof h)
+    return logic_error("read seccomp program", "the program is cut short");
   SeccompProgram p;
   p.allow_list.resize(h.allow_list);
   p.argument_rules.resize(h.argument_rules);

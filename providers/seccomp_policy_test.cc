@@ -564,8 +564,12 @@ TEST(SeccompProgramFd, ProgramBytesReadBackWholeAndOthersAreRefused) {
   auto back = parse_seccomp_program(bytes);
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(serialize_seccomp_program(*back), bytes);
+  // A header that claims more instructions than follow (2^32 - 1 in the first program): refused
+  // before anything is sized by it.
+  std::string claims_more = bytes;
+  claims_more.replace(4, 4, "\xff\xff\xff\xff");
   for (const std::string& bad : {bytes.substr(0, bytes.size() - 1), bytes + "x", bytes.substr(0, 3),
-                                 "XXXX" + bytes.substr(4), std::string()}) {
+                                 "XXXX" + bytes.substr(4), std::string(), claims_more}) {
     auto r = parse_seccomp_program(bad);
     ASSERT_FALSE(r.ok()) << bad.size() << " bytes";
     EXPECT_NE(r.error().message().find("seccomp program"), std::string::npos)
