@@ -6,8 +6,6 @@
 //
 // The fragment is written beside OUT.inc and renamed over it, so a failed run leaves no half
 // file for the next build to compile.
-#include <fcntl.h>
-
 #include <cstdio>
 #include <string>
 
@@ -41,14 +39,12 @@ int main(int argc, char** argv) {
   out += "};\nconstexpr const char* kUnknownSyscalls[] = {";
   for (const auto& name : program->unknown_syscalls) out += "\"" + name + "\", ";
   out += "nullptr};\n}  // namespace sandgate::providers::built_in\n";
-  const std::string path = argv[1], tmp = path + ".tmp";
-  if (auto s = sandgate::write_file(tmp, out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      !s.ok()) {
+  // Written under a name of its own and renamed over OUT.inc (replace_file_in).
+  const std::string path = argv[1];
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (auto s = sandgate::replace_file_in(dir, path.substr(slash + 1), out); !s.ok()) {
     std::fprintf(stderr, "seccomp_program_gen: %s\n", s.error().message().c_str());
-    return 1;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::perror(("seccomp_program_gen: rename to " + path).c_str());
     return 1;
   }
   return 0;
