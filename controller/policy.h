@@ -12,6 +12,7 @@
 // a grant's limits), builtin_policy.cc (default_policy, which parses builtin_policy.json).
 #pragma once
 
+#include <locale>
 #include <map>
 #include <optional>
 #include <regex>
@@ -20,12 +21,12 @@
 #include <vector>
 
 #include "controller/cgroup.h"
-#include "core/json.h"
-#include "core/result.h"
-#include "core/units.h"
 #include "core/capability.h"
 #include "core/egress.h"
 #include "core/exec_result.h"
+#include "core/json.h"
+#include "core/result.h"
+#include "core/units.h"
 
 namespace sandgate::controller {
 
@@ -64,10 +65,31 @@ struct TenantPolicy {
   std::optional<Bytes> memory_budget;  // all of the tenant's runs together
 };
 
+// std::regex_traits<char> with a cheaper transform_primary in the classic "C" locale (the
+// only one sandgate's regexes are compiled in: it never imbues or sets a global locale).
+// libstdc++ calls transform_primary for each of the 256 chars of every bracket expression
+// (`\s`, `[0-9.]`) while it builds the expression's match cache, and the base's goes through
+// a vector, ctype::tolower and collate::transform (strxfrm) each time: 30 patterns of the
+// built-in policy took 1.5 ms of every process's start to compile, 0.5 ms with this one. In
+// the classic locale the result is the same: tolower of ASCII, and an identity collation.
+// Another locale gets the base's.
+struct ClassicRegexTraits : std::regex_traits<char> {
+  template <typename It>
+  string_type transform_primary(It first, It last) const {
+    if (getloc() != std::locale::classic())
+      return std::regex_traits<char>::transform_primary(first, last);
+    string_type s(first, last);
+    for (char& c : s)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return s;
+  }
+};
+using InferenceRegex = std::basic_regex<char, ClassicRegexTraits>;
+
 struct InferenceRule {
   std::string pattern;  // ECMAScript regex matched against the argv joined with spaces
   std::string intent;
-  std::regex regex;     // compiled from pattern at parse time
+  InferenceRegex regex;  // compiled from pattern at parse time
 };
 
 // The graduated response (docs/DESIGN.md idea 6): throttle -> freeze -> cancel -> kill.

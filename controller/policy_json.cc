@@ -533,7 +533,7 @@ class Parser {
         if (std::string problem = regex_numbers_problem(rule.pattern); !problem.empty())
           return fail(child(path, "match"), problem);
         try {
-          rule.regex = std::regex(rule.pattern, std::regex::ECMAScript);
+          rule.regex = InferenceRegex(rule.pattern, std::regex::ECMAScript);
         } catch (const std::regex_error& e) {
           return fail_sentence(child(path, "match") + " is not a valid regex: " + e.what());
         }

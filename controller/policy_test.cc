@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <locale>
 #include <map>
 #include <ostream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -981,6 +983,62 @@ TEST(ChooseIntent, InfersRealisticAgentCommands) {
     for (const auto& a : c.argv) joined += (joined.empty() ? "" : " ") + a;
     EXPECT_EQ(choice->intent, c.intent) << joined << "\n  because " << choice->because;
     EXPECT_TRUE(choice->inferred);
+  }
+}
+
+// The inference regexes are compiled with ClassicRegexTraits, whose transform_primary skips the
+// base's vector and strxfrm: in the classic locale it must give the base's answer for every
+// byte, and the built-in patterns and ones using what transform_primary serves (equivalence
+// classes, ranges, classes, icase) must match exactly what std::regex matches.
+TEST(InferenceRegex, ClassicTraitsAgreeWithTheStandardOnes) {
+  ClassicRegexTraits fast;
+  std::regex_traits<char> standard;
+  ASSERT_EQ(fast.getloc(), std::locale::classic());
+  for (int c = 0; c < 256; ++c) {
+    const char ch = static_cast<char>(c);
+    EXPECT_EQ(fast.transform_primary(&ch, &ch + 1), standard.transform_primary(&ch, &ch + 1))
+        << "byte " << c;
+  }
+  const std::string two = "Ab";
+  EXPECT_EQ(fast.transform_primary(two.begin(), two.end()),
+            standard.transform_primary(two.begin(), two.end()));
+
+  std::vector<std::string> patterns;
+  for (const auto& rule : default_policy().inference) patterns.push_back(rule.pattern);
+  for (const char* p : {"^[[=a=]]+$", "[[:alpha:]][[:digit:]]", "^[^a-z\\s]+$", "[B-Y]{2}",
+                        "\\w+\\.\\d", "^[\\x80-\\xff]"})
+    patterns.emplace_back(p);
+  const std::vector<std::string> texts = {"make -j4",
+                                          "python3 -m pytest -k x",
+                                          "gcc-12 -c x.c",
+                                          "sed -E -i.bak s/x/y/ f",
+                                          "cat a > b",
+                                          "./a.out",
+                                          "bash run.sh",
+                                          "aaa",
+                                          "AAA",
+                                          "aAa",
+                                          "a1",
+                                          "Q9",
+                                          "X",
+                                          "BY",
+                                          "ab",
+                                          "x.1",
+                                          "\x80\xff",
+                                          "\xe9t\xe9",
+                                          "ZZZ",
+                                          "",
+                                          " ",
+                                          "apt update",
+                                          "uv sync"};
+  for (const auto& pattern : patterns) {
+    for (auto flags : {std::regex::ECMAScript, std::regex::ECMAScript | std::regex::icase}) {
+      InferenceRegex fast_regex(pattern, flags);
+      std::regex standard_regex(pattern, flags);
+      for (const auto& text : texts)
+        EXPECT_EQ(std::regex_search(text, fast_regex), std::regex_search(text, standard_regex))
+            << "/" << pattern << "/ on '" << text << "'";
+    }
   }
 }
 
