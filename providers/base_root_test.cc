@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <linux/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,11 +18,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "core/host_features.h"
 #include "core/test_temp_dir.h"
 #include "tests/support/privileged.h"
 
@@ -165,6 +168,35 @@ TEST(BaseEtc, AlternativesLeftEmptyAreCopiedLater) {
 // once per process, with exactly the host's links, and read-only down to its superblock, so
 // that a run's root that clears its clone's read-only flag still cannot change what every other
 // run sees.
+// The entries of the directory `dir` (a mount's fd): its links as "name -> target", sorted;
+// the names of anything else in `others`.
+std::vector<std::string> entries_of(int dir, std::vector<std::string>* others) {
+  std::vector<std::string> links;
+  int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+  if (!d) {
+    ADD_FAILURE() << "cannot list a directory: " << std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return links;
+  }
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    char target[PATH_MAX];
+    ssize_t len = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target - 1);
+    if (len < 0) {
+      others->push_back(n);
+      continue;
+    }
+    links.push_back(n + " -> " + std::string(target, static_cast<size_t>(len)));
+  }
+  ::closedir(d);
+  std::sort(links.begin(), links.end());
+  return links;
+}
+
+constexpr decltype(statfs::f_type) kErofsMagic = 0xE0F5E1E2;  // EROFS_SUPER_MAGIC_V1
+
 TEST(SharedAlternatives, OneReadOnlyMountWithExactlyTheHostsLinks) {
   SANDGATE_REQUIRE_ROOT();
   SANDGATE_REQUIRE(is_dir("/etc/alternatives"), "this host has no /etc/alternatives");
@@ -175,27 +207,14 @@ TEST(SharedAlternatives, OneReadOnlyMountWithExactlyTheHostsLinks) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->get(), shared->get()) << "made once while the host's directory is unchanged";
   const int mount = (*shared)->get();
-
-  std::vector<std::string> links, others;
-  {
-    int fd = ::openat(mount, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    DIR* d = ::fdopendir(fd);
-    ASSERT_NE(d, nullptr);
-    while (struct dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      char target[PATH_MAX];
-      ssize_t len = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target - 1);
-      if (len < 0) {
-        others.push_back(n);
-        continue;
-      }
-      links.push_back(n + " -> " + std::string(target, static_cast<size_t>(len)));
-    }
-    ::closedir(d);
+  if (find_on_path("mkfs.erofs", "/usr/sbin:/usr/bin:/sbin:/bin")) {
+    struct statfs fs;
+    ASSERT_EQ(::fstatfs(mount, &fs), 0);
+    EXPECT_EQ(fs.f_type, kErofsMagic) << "mkfs.erofs is installed: the cached image is mounted";
   }
-  std::sort(links.begin(), links.end());
+
+  std::vector<std::string> others;
+  std::vector<std::string> links = entries_of(mount, &others);
   std::vector<std::string> host;
   for (const auto& e : std::filesystem::directory_iterator("/etc/alternatives"))
     if (e.is_symlink())
@@ -223,6 +242,113 @@ TEST(SharedAlternatives, OneReadOnlyMountWithExactlyTheHostsLinks) {
       << std::strerror(errno);
   EXPECT_NE(::symlinkat("/etc/shadow", clone.get(), "planted"), 0);
   EXPECT_EQ(errno, EROFS);
+}
+
+std::optional<std::string> mkfs_erofs() {
+  return find_on_path("mkfs.erofs", "/usr/sbin:/usr/bin:/sbin:/bin");
+}
+
+// A source with two links and a regular file (a canary, as the probe suite plants one in the
+// host's /etc/alternatives): the image holds the two links and nothing else, is read-only down
+// to its superblock, is made once per state of the source, and a new link makes a new one.
+TEST(AlternativesImage, HoldsExactlyTheLinksAndIsMadeAgainOnlyWhenTheSourceChanges) {
+  SANDGATE_REQUIRE_ROOT();
+  auto mkfs = mkfs_erofs();
+  SANDGATE_REQUIRE(mkfs.has_value(), "mkfs.erofs is not installed (ci/bootstrap: erofs-utils)");
+  testing::TempDir tmp;
+  const std::string source = tmp / "alternatives", cache = tmp / "cache";
+  ASSERT_TRUE(make_dirs(source, 0755).ok());
+  ASSERT_EQ(::symlink("/usr/bin/mawk", (source + "/awk").c_str()), 0);
+  ASSERT_EQ(::symlink("/usr/bin/vim.basic", (source + "/editor").c_str()), 0);
+  ASSERT_TRUE(write_file(source + "/canary", "not a link", O_WRONLY | O_CREAT | O_TRUNC).ok());
+
+  auto image = alternatives_image(source, cache, *mkfs);
+  ASSERT_TRUE(image.ok()) << image.error().message();
+  EXPECT_TRUE(image->starts_with(cache + "/links-")) << *image;
+  auto mount = mount_alternatives_image(*image);
+  SANDGATE_REQUIRE(mount.ok(),
+                   "this kernel cannot mount an erofs image from a file (Linux "
+                   "6.12, EROFS_FS_BACKED_BY_FILE): " +
+                       (mount.ok() ? std::string() : mount.error().message()));
+  std::vector<std::string> others;
+  EXPECT_EQ(entries_of(mount->get(), &others),
+            (std::vector<std::string>{"awk -> /usr/bin/mawk", "editor -> /usr/bin/vim.basic"}));
+  EXPECT_TRUE(others.empty()) << "links only: " << others.front();
+  struct statfs fs;
+  ASSERT_EQ(::fstatfs(mount->get(), &fs), 0);
+  EXPECT_EQ(fs.f_type, kErofsMagic);
+  struct statvfs vfs;
+  ASSERT_EQ(::fstatvfs(mount->get(), &vfs), 0);
+  EXPECT_EQ(vfs.f_flag & (ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC),
+            ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC);
+  EXPECT_NE(::symlinkat("/etc/shadow", mount->get(), "planted"), 0);
+  EXPECT_EQ(errno, EROFS);
+
+  struct stat first, again_st;
+  ASSERT_EQ(::stat(image->c_str(), &first), 0);
+  auto again = alternatives_image(source, cache, *mkfs);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(*again, *image);
+  ASSERT_EQ(::stat(again->c_str(), &again_st), 0);
+  EXPECT_EQ(again_st.st_ino, first.st_ino) << "the same source: the same image, not made again";
+
+  ASSERT_EQ(::symlink("/usr/bin/less", (source + "/pager").c_str()), 0);
+  auto changed = alternatives_image(source, cache, *mkfs);
+  ASSERT_TRUE(changed.ok()) << changed.error().message();
+  EXPECT_NE(*changed, *image);
+  EXPECT_EQ(::access(image->c_str(), F_OK), 0) << "the earlier image stays for an hour";
+  auto remounted = mount_alternatives_image(*changed);
+  ASSERT_TRUE(remounted.ok()) << remounted.error().message();
+  EXPECT_EQ(entries_of(remounted->get(), &others),
+            (std::vector<std::string>{"awk -> /usr/bin/mawk", "editor -> /usr/bin/vim.basic",
+                                      "pager -> /usr/bin/less"}));
+  // Nothing of the making is left beside the images.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(cache))
+    names.push_back(e.path().filename().string());
+  EXPECT_EQ(names.size(), 2u);
+
+  // The next image made removes what was replaced, or left by a dead maker, over an hour ago;
+  // the image replaced just now stays.
+  const std::string dead_stage = cache + "/.stage-dead";
+  ASSERT_TRUE(make_dirs(dead_stage + "/sub", 0755).ok());
+  const struct timespec two_hours_ago[2] = {{::time(nullptr) - 7200, 0},
+                                            {::time(nullptr) - 7200, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, image->c_str(), two_hours_ago, 0), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, dead_stage.c_str(), two_hours_ago, 0), 0);
+  ASSERT_EQ(::symlink("/usr/bin/nvi", (source + "/vi").c_str()), 0);
+  auto third = alternatives_image(source, cache, *mkfs);
+  ASSERT_TRUE(third.ok()) << third.error().message();
+  EXPECT_NE(::access(image->c_str(), F_OK), 0) << "replaced two hours ago: removed";
+  EXPECT_NE(::access(dead_stage.c_str(), F_OK), 0) << "left two hours ago: removed";
+  EXPECT_EQ(::access(changed->c_str(), F_OK), 0) << "replaced just now: kept";
+  EXPECT_EQ(::access(third->c_str(), F_OK), 0);
+}
+
+// An image, or a cache directory, that someone other than root can write is not used: whoever
+// could write it would choose what every run sees at /etc/alternatives.
+TEST(AlternativesImage, ACacheOthersCanWriteIsRefused) {
+  SANDGATE_REQUIRE_ROOT();
+  auto mkfs = mkfs_erofs();
+  SANDGATE_REQUIRE(mkfs.has_value(), "mkfs.erofs is not installed (ci/bootstrap: erofs-utils)");
+  testing::TempDir tmp;
+  const std::string source = tmp / "alternatives", cache = tmp / "cache";
+  ASSERT_TRUE(make_dirs(source, 0755).ok());
+  ASSERT_EQ(::symlink("/usr/bin/mawk", (source + "/awk").c_str()), 0);
+  auto image = alternatives_image(source, cache, *mkfs);
+  ASSERT_TRUE(image.ok()) << image.error().message();
+
+  ASSERT_EQ(::chmod(image->c_str(), 0666), 0);
+  auto refused = alternatives_image(source, cache, *mkfs);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(), HasSubstr(*image));
+  ASSERT_EQ(::chmod(image->c_str(), 0644), 0);
+  ASSERT_TRUE(alternatives_image(source, cache, *mkfs).ok());
+
+  ASSERT_EQ(::chmod(cache.c_str(), 0777), 0);
+  refused = alternatives_image(source, cache, *mkfs);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(), HasSubstr("only root can write"));
 }
 
 }  // namespace

@@ -152,11 +152,7 @@ std::vector<std::string> guest_optional_module_names() {
           "kernel/drivers/net/net_failover.ko", "kernel/drivers/net/virtio_net.ko"};
 }
 
-std::string guest_cache_dir() {
-  const char* env = std::getenv("SANDGATE_CACHE_DIR");
-  std::string base = env && env[0] == '/' ? env : "/var/cache/sandgate";
-  return base + "/microvm";
-}
+std::string guest_cache_dir() { return sandgate_cache_dir() + "/microvm"; }
 
 void CpioWriter::entry(const std::string& path, mode_t mode, std::string_view data) {
   std::string name = path;
