@@ -244,25 +244,32 @@ TEST(SharedAlternatives, OneReadOnlyMountWithExactlyTheHostsLinks) {
   EXPECT_EQ(errno, EROFS);
 }
 
-std::optional<std::string> mkfs_erofs() {
-  return find_on_path("mkfs.erofs", "/usr/sbin:/usr/bin:/sbin:/bin");
-}
+// A source directory with one link (awk) and a cache directory beside it, in a fresh temporary
+// directory; mkfs.erofs found.
+class AlternativesImage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SANDGATE_REQUIRE_ROOT();
+    auto found = find_on_path("mkfs.erofs", "/usr/sbin:/usr/bin:/sbin:/bin");
+    SANDGATE_REQUIRE(found.has_value(), "mkfs.erofs is not installed (ci/bootstrap: erofs-utils)");
+    mkfs = *found;
+    ASSERT_TRUE(make_dirs(source, 0755).ok());
+    ASSERT_EQ(::symlink("/usr/bin/mawk", (source + "/awk").c_str()), 0);
+  }
+
+  testing::TempDir tmp;
+  const std::string source = tmp / "alternatives", cache = tmp / "cache";
+  std::string mkfs;
+};
 
 // A source with two links and a regular file (a canary, as the probe suite plants one in the
 // host's /etc/alternatives): the image holds the two links and nothing else, is read-only down
 // to its superblock, is made once per state of the source, and a new link makes a new one.
-TEST(AlternativesImage, HoldsExactlyTheLinksAndIsMadeAgainOnlyWhenTheSourceChanges) {
-  SANDGATE_REQUIRE_ROOT();
-  auto mkfs = mkfs_erofs();
-  SANDGATE_REQUIRE(mkfs.has_value(), "mkfs.erofs is not installed (ci/bootstrap: erofs-utils)");
-  testing::TempDir tmp;
-  const std::string source = tmp / "alternatives", cache = tmp / "cache";
-  ASSERT_TRUE(make_dirs(source, 0755).ok());
-  ASSERT_EQ(::symlink("/usr/bin/mawk", (source + "/awk").c_str()), 0);
+TEST_F(AlternativesImage, HoldsExactlyTheLinksAndIsMadeAgainOnlyWhenTheSourceChanges) {
   ASSERT_EQ(::symlink("/usr/bin/vim.basic", (source + "/editor").c_str()), 0);
   ASSERT_TRUE(write_file(source + "/canary", "not a link", O_WRONLY | O_CREAT | O_TRUNC).ok());
 
-  auto image = alternatives_image(source, cache, *mkfs);
+  auto image = alternatives_image(source, cache, mkfs);
   ASSERT_TRUE(image.ok()) << image.error().message();
   EXPECT_TRUE(image->starts_with(cache + "/links-")) << *image;
   auto mount = mount_alternatives_image(*image);
@@ -286,14 +293,14 @@ TEST(AlternativesImage, HoldsExactlyTheLinksAndIsMadeAgainOnlyWhenTheSourceChang
 
   struct stat first, again_st;
   ASSERT_EQ(::stat(image->c_str(), &first), 0);
-  auto again = alternatives_image(source, cache, *mkfs);
+  auto again = alternatives_image(source, cache, mkfs);
   ASSERT_TRUE(again.ok()) << again.error().message();
   EXPECT_EQ(*again, *image);
   ASSERT_EQ(::stat(again->c_str(), &again_st), 0);
   EXPECT_EQ(again_st.st_ino, first.st_ino) << "the same source: the same image, not made again";
 
   ASSERT_EQ(::symlink("/usr/bin/less", (source + "/pager").c_str()), 0);
-  auto changed = alternatives_image(source, cache, *mkfs);
+  auto changed = alternatives_image(source, cache, mkfs);
   ASSERT_TRUE(changed.ok()) << changed.error().message();
   EXPECT_NE(*changed, *image);
   EXPECT_EQ(::access(image->c_str(), F_OK), 0) << "the earlier image stays for an hour";
@@ -317,7 +324,7 @@ TEST(AlternativesImage, HoldsExactlyTheLinksAndIsMadeAgainOnlyWhenTheSourceChang
   ASSERT_EQ(::utimensat(AT_FDCWD, image->c_str(), two_hours_ago, 0), 0);
   ASSERT_EQ(::utimensat(AT_FDCWD, dead_stage.c_str(), two_hours_ago, 0), 0);
   ASSERT_EQ(::symlink("/usr/bin/nvi", (source + "/vi").c_str()), 0);
-  auto third = alternatives_image(source, cache, *mkfs);
+  auto third = alternatives_image(source, cache, mkfs);
   ASSERT_TRUE(third.ok()) << third.error().message();
   EXPECT_NE(::access(image->c_str(), F_OK), 0) << "replaced two hours ago: removed";
   EXPECT_NE(::access(dead_stage.c_str(), F_OK), 0) << "left two hours ago: removed";
@@ -327,26 +334,19 @@ TEST(AlternativesImage, HoldsExactlyTheLinksAndIsMadeAgainOnlyWhenTheSourceChang
 
 // An image, or a cache directory, that someone other than root can write is not used: whoever
 // could write it would choose what every run sees at /etc/alternatives.
-TEST(AlternativesImage, ACacheOthersCanWriteIsRefused) {
-  SANDGATE_REQUIRE_ROOT();
-  auto mkfs = mkfs_erofs();
-  SANDGATE_REQUIRE(mkfs.has_value(), "mkfs.erofs is not installed (ci/bootstrap: erofs-utils)");
-  testing::TempDir tmp;
-  const std::string source = tmp / "alternatives", cache = tmp / "cache";
-  ASSERT_TRUE(make_dirs(source, 0755).ok());
-  ASSERT_EQ(::symlink("/usr/bin/mawk", (source + "/awk").c_str()), 0);
-  auto image = alternatives_image(source, cache, *mkfs);
+TEST_F(AlternativesImage, ACacheOthersCanWriteIsRefused) {
+  auto image = alternatives_image(source, cache, mkfs);
   ASSERT_TRUE(image.ok()) << image.error().message();
 
   ASSERT_EQ(::chmod(image->c_str(), 0666), 0);
-  auto refused = alternatives_image(source, cache, *mkfs);
+  auto refused = alternatives_image(source, cache, mkfs);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.error().message(), HasSubstr(*image));
   ASSERT_EQ(::chmod(image->c_str(), 0644), 0);
-  ASSERT_TRUE(alternatives_image(source, cache, *mkfs).ok());
+  ASSERT_TRUE(alternatives_image(source, cache, mkfs).ok());
 
   ASSERT_EQ(::chmod(cache.c_str(), 0777), 0);
-  refused = alternatives_image(source, cache, *mkfs);
+  refused = alternatives_image(source, cache, mkfs);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.error().message(), HasSubstr("only root can write"));
 }
