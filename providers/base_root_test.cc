@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -195,8 +196,6 @@ std::vector<std::string> entries_of(int dir, std::vector<std::string>* others) {
   return links;
 }
 
-constexpr decltype(statfs::f_type) kErofsMagic = 0xE0F5E1E2;  // EROFS_SUPER_MAGIC_V1
-
 TEST(SharedAlternatives, OneReadOnlyMountWithExactlyTheHostsLinks) {
   SANDGATE_REQUIRE_ROOT();
   SANDGATE_REQUIRE(is_dir("/etc/alternatives"), "this host has no /etc/alternatives");
@@ -210,7 +209,8 @@ TEST(SharedAlternatives, OneReadOnlyMountWithExactlyTheHostsLinks) {
   if (find_on_path("mkfs.erofs", "/usr/sbin:/usr/bin:/sbin:/bin")) {
     struct statfs fs;
     ASSERT_EQ(::fstatfs(mount, &fs), 0);
-    EXPECT_EQ(fs.f_type, kErofsMagic) << "mkfs.erofs is installed: the cached image is mounted";
+    EXPECT_EQ(fs.f_type, EROFS_SUPER_MAGIC_V1)
+        << "mkfs.erofs is installed: the cached image is mounted";
   }
 
   std::vector<std::string> others;
@@ -283,7 +283,7 @@ TEST_F(AlternativesImage, HoldsExactlyTheLinksAndIsMadeAgainOnlyWhenTheSourceCha
   EXPECT_TRUE(others.empty()) << "links only: " << others.front();
   struct statfs fs;
   ASSERT_EQ(::fstatfs(mount->get(), &fs), 0);
-  EXPECT_EQ(fs.f_type, kErofsMagic);
+  EXPECT_EQ(fs.f_type, EROFS_SUPER_MAGIC_V1);
   struct statvfs vfs;
   ASSERT_EQ(::fstatvfs(mount->get(), &vfs), 0);
   EXPECT_EQ(vfs.f_flag & (ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC),

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/kcmp.h>
+#include <linux/magic.h>
 #include <linux/nsfs.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -140,7 +141,7 @@ TEST_F(NamespacesTest, AlternativesAreAReadOnlyCloneOfTheSharedMountWithEveryHos
   // (base_root_test checks which one this host must have).
   struct statfs fs;
   ASSERT_EQ(::fstatfs((*shared)->get(), &fs), 0);
-  const std::string type = fs.f_type == 0xE0F5E1E2 ? "erofs" : "tmpfs";  // EROFS_SUPER_MAGIC_V1
+  const std::string type = fs.f_type == EROFS_SUPER_MAGIC_V1 ? "erofs" : "tmpfs";
   EXPECT_NE(r.stdout_data.find(" " + type + " ro,"), std::string::npos) << r.stdout_data;
   EXPECT_EQ(sh(*env, kListAlternatives).stdout_data, host);
   auto planted = sh(*env, "ln -s /etc/shadow /etc/alternatives/planted 2>&1");
