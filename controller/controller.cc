@@ -320,15 +320,12 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
   run->main_placement_ = b.placement(run->main_);
   tenants.unlock();
   clock.lap("run+main");
-  // One pressure trigger for the run: a call's stalls show in its parent's pressure too.
-  if (auto t = b.memory_pressure_trigger(run->run_, p.ladder.psi_trigger_stall,
-                                         p.ladder.psi_trigger_window);
-      t.ok()) {
-    run->trigger_key_ = next_serial_++;
-    monitor_->add_trigger(run->trigger_key_, std::move(t).value());
-  } else {
-    spdlog::debug("no pressure trigger for {}: {}", run->run_.rel, t.error().message());
-  }
+  // One pressure trigger for the run: a call's stalls show in its parent's pressure too. The
+  // monitor makes it once a call has run for the trigger's stall (Monitor::want_trigger), so a
+  // run of short calls neither makes one nor pays its teardown's grace period at its end.
+  run->trigger_key_ = next_serial_++;
+  monitor_->want_trigger(run->trigger_key_, run->run_, p.ladder.psi_trigger_stall,
+                         p.ladder.psi_trigger_window);
   clock.lap("trigger");
   // The first call's cgroup, made while the provider makes the environment.
   RunScope* r = run.get();
@@ -418,7 +415,7 @@ Result<std::unique_ptr<CallScope>> Controller::begin_call(RunScope& run,
       std::make_unique<Ladder>(p.ladder, effective, b.features(), call->cg_, *actuator_);
   call->start_ = std::chrono::steady_clock::now();
   monitor_->watch(call->serial_, call->cg_, call->ladder_.get(), call->start_, run.budget_,
-                  std::move(reader));
+                  std::move(reader), run.trigger_key_);
   clock.lap("watch");
   return call;
 }

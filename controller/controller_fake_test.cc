@@ -563,6 +563,35 @@ TEST_F(ControllerFakeTest, EndRunRemovesTheRunAndItsRecord) {
   EXPECT_FALSE(std::filesystem::exists(record_file("r1")));
 }
 
+// A run's pressure trigger is made by the monitor once one of its calls has run for the
+// trigger's stall, on the run's cgroup, and only then: a PSI trigger's teardown waits for an RCU
+// grace period (5-16 ms here), which a run of short calls (a cold `sandgate exec`) paid at its
+// end for a trigger that could not have fired.
+TEST_F(ControllerFakeTest, ARunsPressureTriggerIsMadeOnlyOnceACallHasRunForItsStall) {
+  policy_.ladder.psi_trigger_stall = 1s;
+  auto c = make();
+  ASSERT_TRUE(c);
+  backend_->set_pressure_triggers(true);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  auto short_call = c->begin_call(**run, "edit", {"touch", "x"});
+  ASSERT_TRUE(short_call.ok()) << short_call.error().message();
+  (void)c->end_call(std::move(short_call).value(), exited(0));
+  std::this_thread::sleep_for(policy_.ladder.psi_trigger_stall + 300ms);
+  EXPECT_TRUE(backend_->triggers_made().empty()) << "made for a call that ended at once";
+
+  const auto start = std::chrono::steady_clock::now();
+  auto long_call = c->begin_call(**run, "test", {"./run-tests.sh"});
+  ASSERT_TRUE(long_call.ok()) << long_call.error().message();
+  const auto deadline = start + 10s;
+  while (backend_->triggers_made().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, policy_.ladder.psi_trigger_stall);
+  EXPECT_EQ(backend_->triggers_made(), std::vector<std::string>{"sgtest/t1/r1"});
+  (void)c->end_call(std::move(long_call).value(), exited(0));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 // The next call's spare is made once a call has ended, not while it runs: on 2 cores the
 // reaper's mkdirs (0.7-0.9 ms here) competed with the call's own processes (controller_bench,
 // BM_CallTruePaired: 1.5 -> 1.2 ms added per call).

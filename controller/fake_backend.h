@@ -7,6 +7,9 @@
 // Test-only.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <deque>
@@ -184,11 +187,48 @@ class FakeBackend : public CgroupBackend {
     return r;
   }
 
+  // ENOTSUP, unless set_pressure_triggers(true): then a pipe's read end, readable once it
+  // fires as a v1 pressure_level notification is (fire_trigger writes the 8 bytes the monitor
+  // drains), and hung up as a trigger whose cgroup went away is (hang_up_trigger).
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration, Duration) override {
-    return sys_error(ENOTSUP, "fake memory_pressure_trigger", cg.rel);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pressure_triggers_) return sys_error(ENOTSUP, "fake memory_pressure_trigger", cg.rel);
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return sys_error("fake memory_pressure_trigger");
+    triggers_made_.push_back(cg.rel);
+    UniqueFd read_end(p[0]);
+    // A reader of its own too, so that fire_trigger after the monitor closed its end writes
+    // (no EPIPE) into a pipe a stale registration would still see.
+    trigger_fds_[cg.rel] = {UniqueFd(p[1]), UniqueFd(::dup(p[0]))};
+    return read_end;
   }
 
   // --- scripting and inspection -----------------------------------------------------------
+
+  void set_pressure_triggers(bool on) {
+    std::lock_guard lock(mu_);
+    pressure_triggers_ = on;
+  }
+  // The cgroups memory_pressure_trigger made a trigger for, in order.
+  std::vector<std::string> triggers_made() const {
+    std::lock_guard lock(mu_);
+    return triggers_made_;
+  }
+  // Fires the latest trigger made for `rel`; false if there is none.
+  bool fire_trigger(const std::string& rel) {
+    std::lock_guard lock(mu_);
+    auto it = trigger_fds_.find(rel);
+    uint64_t one = 1;
+    return it != trigger_fds_.end() && ::write(it->second.first.get(), &one, sizeof one) == 8;
+  }
+  // Hangs up the latest trigger made for `rel` (for good); false if there is none.
+  bool hang_up_trigger(const std::string& rel) {
+    std::lock_guard lock(mu_);
+    auto it = trigger_fds_.find(rel);
+    if (it == trigger_fds_.end()) return false;
+    it->second.first.reset();  // no writer left: the read ends report EPOLLHUP
+    return true;
+  }
 
   // Runs at the start of every read_usage, on the reading thread, before the scripted answer is
   // taken (a test stands in for what happens while a real read is under way). Set it before the
@@ -290,6 +330,9 @@ class FakeBackend : public CgroupBackend {
   std::function<void(const std::string&, pid_t)> attach_hook_;
   std::map<std::string, std::vector<pid_t>> procs_;
   bool attach_fails_ = false;
+  bool pressure_triggers_ = false;
+  std::vector<std::string> triggers_made_;
+  std::map<std::string, std::pair<UniqueFd, UniqueFd>> trigger_fds_;  // write end, a reader
   struct Burn {
     std::chrono::steady_clock::time_point since;
     double cores = 0, throttled = 0;

@@ -76,8 +76,8 @@ std::optional<std::chrono::nanoseconds> Monitor::cpu_time() const {
 
 void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder,
                     std::chrono::steady_clock::time_point start,
-                    const std::optional<MemoryBudget>& budget,
-                    std::unique_ptr<UsageReader> reader) {
+                    const std::optional<MemoryBudget>& budget, std::unique_ptr<UsageReader> reader,
+                    uint64_t trigger) {
   // A reader of the monitor's own opens nothing until the monitor thread's first sample.
   if (!reader) reader = backend_.usage_reader(cg);
   {
@@ -87,6 +87,7 @@ void Monitor::watch(uint64_t id, const Cgroup& cg, Ladder* ladder,
     w.ladder = ladder;
     w.start = start;
     w.reader = std::move(reader);
+    w.trigger = trigger;
     if (budget) {
       w.budget = budget->cg.rel;
       Budget& b = budgets_[w.budget];
@@ -121,26 +122,52 @@ void Monitor::drop_source(int fd, uint64_t& token) {
   token = 0;
 }
 
-void Monitor::add_trigger(uint64_t key, UniqueFd trigger) {
-  // A trigger wakes the monitor by itself; no need to wake it now.
+void Monitor::want_trigger(uint64_t key, const Cgroup& cg, Duration stall, Duration window) {
+  // Nothing to do until a call of the run is watched, which wakes the monitor itself.
+  UniqueFd old;  // closed outside the lock
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = triggers_.find(key);
-  if (it != triggers_.end()) {
-    drop_source(it->second.fd.get(), it->second.token);
-    triggers_.erase(it);
-  }
-  if (!trigger.valid()) return;
   RunTrigger& t = triggers_[key];
-  t.token = add_source(trigger.get(), trigger_events_, Source{key, ""});
-  t.fd = std::move(trigger);
+  drop_source(t.fd.get(), t.token);
+  old = std::move(t.fd);
+  t = RunTrigger{};
+  t.cg = cg;
+  t.stall = stall;
+  t.window = window;
 }
 
 void Monitor::remove_trigger(uint64_t key) {
+  UniqueFd fd;  // declared before the lock: its close (a grace period) comes after the unlock
   std::lock_guard<std::mutex> lock(mu_);
   auto it = triggers_.find(key);
   if (it == triggers_.end()) return;
   drop_source(it->second.fd.get(), it->second.token);
+  fd = std::move(it->second.fd);
   triggers_.erase(it);
+}
+
+std::optional<std::chrono::steady_clock::time_point> Monitor::make_due_triggers(
+    std::chrono::steady_clock::time_point now) {
+  std::optional<std::chrono::steady_clock::time_point> next;
+  for (const auto& [id, w] : watched_) {
+    if (w.trigger == 0) continue;
+    auto it = triggers_.find(w.trigger);
+    if (it == triggers_.end() || it->second.tried) continue;
+    RunTrigger& t = it->second;
+    if (const auto due = w.start + t.stall; now < due) {
+      next = next ? std::min(*next, due) : due;
+      continue;
+    }
+    t.tried = true;
+    auto fd = backend_.memory_pressure_trigger(t.cg, t.stall, t.window);
+    if (!fd.ok()) {
+      spdlog::debug("monitor: no pressure trigger for {}: {}", t.cg.rel, fd.error().message());
+      continue;
+    }
+    t.fd = std::move(fd).value();
+    t.token = add_source(t.fd.get(), trigger_events_, Source{w.trigger, ""});
+    ++triggers_made_;
+  }
+  return next;
 }
 
 std::unique_ptr<UsageReader> Monitor::unwatch(uint64_t id) {
@@ -385,14 +412,18 @@ void Monitor::loop() {
   while (!stop_) {
     register_budget_wakes();
     bool idle;
+    std::optional<std::chrono::steady_clock::time_point> trigger_due;
     {
       std::lock_guard<std::mutex> lock(mu_);
       idle = watched_.empty();
+      trigger_due = make_due_triggers(std::chrono::steady_clock::now());
     }
     int timeout_ms = -1;
     if (!idle) {
+      // Awake for the next sample, or for the next run trigger to make if that comes first.
+      const auto wake_at = trigger_due ? std::min(next, *trigger_due) : next;
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(
-          next - std::chrono::steady_clock::now());
+          wake_at - std::chrono::steady_clock::now());
       timeout_ms = static_cast<int>(std::max<int64_t>(0, (left.count() + 999) / 1000));
     }
     int n = ::epoll_wait(epoll_.get(), events, std::size(events), timeout_ms);

@@ -77,10 +77,11 @@ class Monitor {
   // calls (LadderInput::budget); none: the call's ladder gets no budget view.
   // `reader`: the call cgroup's reader when the caller has one (prepared ahead); none: the
   // monitor makes its own.
+  // `trigger`: the key of its run's trigger (want_trigger), 0: none.
   void watch(uint64_t id, const Cgroup& cg, Ladder* ladder,
              std::chrono::steady_clock::time_point start,
              const std::optional<MemoryBudget>& budget = std::nullopt,
-             std::unique_ptr<UsageReader> reader = nullptr);
+             std::unique_ptr<UsageReader> reader = nullptr, uint64_t trigger = 0);
   // Stops watching; after it returns the monitor no longer touches the ladder or the meter.
   // Gives back the call's reader, for the caller's last read (null if `id` was not watched).
   std::unique_ptr<UsageReader> unwatch(uint64_t id);
@@ -89,18 +90,27 @@ class Monitor {
   // The call `id` (watched) has its network bytes read through `meter` from now on; owned
   // until unwatch(id).
   void set_net_meter(uint64_t id, std::unique_ptr<NetMeter> meter);
-  // A pressure trigger of a whole run (its calls' pressure shows there too): wakes the monitor
-  // to sample every call. One per run rather than one per call, because tearing a PSI trigger
-  // down costs an RCU grace period (~9 ms here) at every call's end.
-  void add_trigger(uint64_t key, UniqueFd trigger);
+  // A pressure trigger of a whole run (its calls' pressure shows there too), wanted under `key`:
+  // it wakes the monitor to sample every call. One per run rather than one per call, and made
+  // late, by the monitor thread, once a call watched under `key` has been active for `stall`
+  // (CgroupBackend::memory_pressure_trigger on `cg`): tearing a PSI trigger down costs an RCU
+  // grace period (5-16 ms on this project's VMs, kernel/sched/psi.c psi_trigger_destroy), which
+  // a run whose calls are all shorter than that never pays at its end. Nothing is lost by the
+  // wait: the trigger fires on `stall` of stall time within its window, which a call cannot
+  // reach before it has run for `stall`, and until then the monitor samples at its interval.
+  // A trigger the backend cannot make is logged (debug) and not tried again.
+  void want_trigger(uint64_t key, const Cgroup& cg, Duration stall, Duration window);
+  // Drops the run's trigger; its descriptor is closed outside the monitor's lock, so that the
+  // grace period does not hold up the monitor's samples.
   void remove_trigger(uint64_t key);
 
   // The memory charged to the watched calls whose cgroups lie under `ancestor` (a cgroup's
   // rel), as of each call's latest sample (0 before its first).
   uint64_t calls_charge(const std::string& ancestor) const;
 
-  // Samples taken and trigger wake-ups so far (for benchmarks and tests).
+  // Samples taken, triggers made and trigger wake-ups so far (for benchmarks and tests).
   uint64_t samples() const { return samples_.load(); }
+  uint64_t triggers_made() const { return triggers_made_.load(); }
   uint64_t trigger_wakeups() const { return wakeups_.load(); }
   // Samples taken early because a budget's charge crossed its wake_at.
   uint64_t budget_wakeups() const { return budget_wakeups_.load(); }
@@ -137,6 +147,7 @@ class Monitor {
     std::deque<NetPoint> net_history;     // the last net_window of samples (metered calls)
     std::string budget;                   // key of budgets_, "" if none
     std::optional<uint64_t> last_memory;  // memory.current at the previous sample
+    uint64_t trigger = 0;                 // key of triggers_, 0 if none
   };
   // A budget watched for as long as one of its calls is (refs).
   struct Budget {
@@ -148,6 +159,9 @@ class Monitor {
     bool wake_tried = false;  // registered (or failed to) by the monitor thread
   };
   struct RunTrigger {
+    Cgroup cg;
+    Duration stall{}, window{};
+    bool tried = false;  // made (or failed to be) by the monitor thread
     UniqueFd fd;
     uint64_t token = 0;  // its registration in epoll_, 0: none
   };
@@ -166,6 +180,10 @@ class Monitor {
   // One epoll event of a source (under mu_): sets `triggered` or `budget_crossed`.
   void on_event(uint64_t token, uint32_t events, bool& triggered, bool& budget_crossed);
   void register_budget_wakes();
+  // Makes each wanted trigger one of whose calls has been active for its stall (under mu_);
+  // returns when the next one not yet made falls due, if any.
+  std::optional<std::chrono::steady_clock::time_point> make_due_triggers(
+      std::chrono::steady_clock::time_point now);
   // The call's network view over the window (after adding this sample's point), or nullopt.
   std::optional<NetSignal> net_signal(Watched& w, const Usage& u,
                                       std::chrono::steady_clock::time_point now);
@@ -191,7 +209,7 @@ class Monitor {
   std::map<uint64_t, Source> sources_;       // by token, under mu_
   uint64_t next_token_ = 1;
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> samples_{0}, wakeups_{0}, budget_wakeups_{0};
+  std::atomic<uint64_t> samples_{0}, wakeups_{0}, budget_wakeups_{0}, triggers_made_{0};
   std::thread thread_;
 };
 
