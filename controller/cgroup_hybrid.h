@@ -7,6 +7,7 @@
 #include "controller/cgroup.h"
 #include "controller/cgroup_internal.h"
 #include "controller/cgroup_v1.h"
+#include "controller/cgroup_v2.h"
 
 namespace sandgate::controller {
 
@@ -29,6 +30,7 @@ class HybridBackend final : public CgroupBackend {
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                            Duration window) override;
   Result<UniqueFd> memory_threshold_eventfd(const Cgroup& cg, uint64_t bytes) override;
+  Status prime_attach() override { return unified::move_self_in_place(unified_mount_); }
 
  private:
   // The files read_usage and usage_reader read: V1Hierarchies' counters and the unified

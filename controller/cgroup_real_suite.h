@@ -668,6 +668,18 @@ TEST_P(RealCgroupTest, MemoryPressureTriggerIsAnFdOnTheRightFile) {
   EXPECT_EQ(p.revents & (POLLERR | POLLNVAL), 0);
 }
 
+// The prime moves this process into the cgroups it is in already (CgroupBackend::
+// prime_attach): the kernel takes the write, and nothing changes.
+TEST_P(RealCgroupTest, PrimingAnAttachLeavesThisProcessWhereItWas) {
+  auto before = read_file("/proc/self/cgroup");
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  auto s = backend_->prime_attach();
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  auto after = read_file("/proc/self/cgroup");
+  ASSERT_TRUE(after.ok()) << after.error().message();
+  EXPECT_EQ(*after, *before);
+}
+
 TEST_P(RealCgroupTest, AOneSecondTriggerWindowFollowsTheKernelsRule) {
   Cgroup cg = make("call-1");
   auto fd = backend_->memory_pressure_trigger(cg, std::chrono::milliseconds(100),

@@ -38,6 +38,9 @@ Result<UniqueFd> pressure_trigger(const std::string& dir, const std::string& fil
 // memory.pressure and cpu.pressure of the "unified" directory, full reads only (the ladder acts
 // on the host's pressure, not the call's); a missing file (no PSI) leaves them unset.
 std::vector<cgroup_detail::CounterFile> pressure_files();
+// This process written into the cgroup.procs of the cgroup it is in under `mount` (its
+// /proc/self/cgroup "0::" line): CgroupBackend::prime_attach.
+Status move_self_in_place(const std::string& mount);
 
 }  // namespace unified
 
@@ -59,6 +62,7 @@ class V2Backend final : public CgroupBackend {
   Placement placement(const Cgroup& cg) const override;
   Result<UniqueFd> memory_pressure_trigger(const Cgroup& cg, Duration stall,
                                            Duration window) override;
+  Status prime_attach() override { return unified::move_self_in_place(layout_.unified_mount); }
 
  private:
   // The files read_usage and usage_reader read: those of the controllers the cgroup has (its

@@ -1,10 +1,15 @@
 // The v2 backend against a fake cgroup2 tree: what it writes, what it parses, what it refuses.
 #include "controller/cgroup_v2.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "controller/cgroup_fake_fs.h"
+#include "core/fd.h"
 
 namespace sandgate::controller {
 namespace {
@@ -409,6 +414,34 @@ TEST(PsiTriggerRules, FollowTheKernel) {
   auto s = check_trigger(milliseconds(150), seconds(1), false);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message(), HasSubstr("CAP_SYS_RESOURCE"));
+}
+
+// The prime writes this process's pid into the cgroup.procs of the unified cgroup it is in
+// (its /proc/self/cgroup "0::" line) under the mount it is given: a fake mount here, whose
+// file takes the write as the kernel's would.
+TEST(MoveSelfInPlace, WritesThisProcessIntoItsOwnUnifiedCgroup) {
+  FakeCgroupFs fs;
+  const std::string mount = fs.v2_layout().unified_mount;
+  auto own = read_file("/proc/self/cgroup");
+  ASSERT_TRUE(own.ok()) << own.error().message();
+  std::string path;
+  for (size_t at = 0; at < own->size();) {
+    size_t nl = own->find('\n', at);
+    std::string line = own->substr(at, nl - at);
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+    at = nl == std::string::npos ? own->size() : nl + 1;
+  }
+  ASSERT_FALSE(path.empty()) << "no unified line in " << *own;
+  const std::string dir = mount + (path == "/" ? "" : path);
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(write_file(dir + "/cgroup.procs", "", O_WRONLY | O_CREAT | O_TRUNC).ok());
+  auto s = unified::move_self_in_place(mount);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  auto written = read_file(dir + "/cgroup.procs");
+  ASSERT_TRUE(written.ok()) << written.error().message();
+  EXPECT_EQ(*written, std::to_string(::getpid()));
+  // No unified mount: an error, nothing written anywhere.
+  EXPECT_FALSE(unified::move_self_in_place("").ok());
 }
 
 TEST(V2Features, ModernKernelCanDoEverything) {
