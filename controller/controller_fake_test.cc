@@ -592,6 +592,25 @@ TEST_F(ControllerFakeTest, ARunsPressureTriggerIsMadeOnlyOnceACallHasRunForItsSt
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
+// A run's first moves (its supervisor's) wait for a grace period after a quiet spell; the
+// controller starts that wait as begin_run ends, on a thread of its own, once per run. (That
+// it is asked after the run's mkdirs, which would wait with it, the thread's timing cannot
+// show here; begin_run's step clock does: its tenant step.)
+TEST_F(ControllerFakeTest, BeginRunPrimesTheAttachOnce) {
+  auto c = make();
+  ASSERT_TRUE(c);
+  auto run = c->begin_run("t1", "r1");
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (backend_->primes().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(2ms);
+  auto primes = backend_->primes();
+  ASSERT_EQ(primes.size(), 1u) << "begin_run asked for no prime";
+  EXPECT_THAT(primes[0], Contains("sgtest/t1/r1"));
+  EXPECT_THAT(primes[0], Contains("sgtest/t1/r1/main"));
+  ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
+}
+
 // The next call's spare is made once a call has ended, not while it runs: on 2 cores the
 // reaper's mkdirs (0.7-0.9 ms here) competed with the call's own processes (controller_bench,
 // BM_CallTruePaired: 1.5 -> 1.2 ms added per call).

@@ -203,7 +203,20 @@ class FakeBackend : public CgroupBackend {
     return read_end;
   }
 
+  // Records what had been created when it was asked (primes()).
+  Status prime_attach() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    primes_.push_back(created_);
+    return ok_status();
+  }
+
   // --- scripting and inspection -----------------------------------------------------------
+
+  // Each prime_attach, as the cgroups created by then.
+  std::vector<std::vector<std::string>> primes() const {
+    std::lock_guard lock(mu_);
+    return primes_;
+  }
 
   void set_pressure_triggers(bool on) {
     std::lock_guard lock(mu_);
@@ -331,6 +344,7 @@ class FakeBackend : public CgroupBackend {
   std::map<std::string, std::vector<pid_t>> procs_;
   bool attach_fails_ = false;
   bool pressure_triggers_ = false;
+  std::vector<std::vector<std::string>> primes_;
   std::vector<std::string> triggers_made_;
   std::map<std::string, std::pair<UniqueFd, UniqueFd>> trigger_fds_;  // write end, a reader
   struct Burn {
