@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/proc_cgroup.h"
+
 namespace sandgate::controller {
 
 using namespace cgroup_detail;
@@ -161,17 +163,10 @@ std::vector<CounterFile> pressure_files() {
 Status move_self_in_place(const std::string& mount) {
   if (mount.empty()) return logic_error("move self in place", "no unified cgroup mount");
   SG_ASSIGN_OR_RETURN(std::string own, read_file("/proc/self/cgroup", 64 * 1024));
-  // "0::/path" is the unified hierarchy's line (v1 lines carry a number and controllers).
-  std::string_view rest = own, path;
-  while (!rest.empty() && path.empty()) {
-    const size_t nl = rest.find('\n');
-    std::string_view line = rest.substr(0, nl);
-    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (line.starts_with("0::")) path = line.substr(3);
-  }
-  if (path.empty() || path[0] != '/' || path.find("/..") != std::string_view::npos)
+  const std::string path = cgroup_path_in(own, "");
+  if (path.empty() || path[0] != '/' || path.find("/..") != std::string::npos)
     return logic_error("move self in place", "no unified cgroup of this process", own);
-  return write_file(mount + std::string(path == "/" ? "" : path) + "/cgroup.procs",
+  return write_file(mount + (path == "/" ? "" : path) + "/cgroup.procs",
                     std::to_string(::getpid()));
 }
 

@@ -22,6 +22,7 @@
 #include "core/host_features.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/proc_cgroup.h"
 #include "core/process.h"
 #include "core/strings.h"
 #include "providers/base_root.h"
@@ -288,27 +289,16 @@ bool option_set(const std::string& options, const std::string& opt) {
   return false;
 }
 
-// The container's cgroup in one hierarchy, as /proc/PID/cgroup names it ("memory", "" for v2).
-std::string cgroup_path_of(const std::string& proc_cgroup, const std::string& controller) {
-  for (const auto& line : split_str(proc_cgroup, '\n')) {
-    auto f = split_str(line, ':');
-    if (f.size() < 3) continue;
-    if (controller.empty() ? f[1].empty() : (f[1] == controller || option_set(f[1], controller)))
-      return f[2];
-  }
-  return "";
-}
-
 // One limit file of the container's cgroup, v1 or v2 (whichever this host has).
 Result<std::string> read_limit(const HostPaths& paths, const std::string& proc_cgroup,
                                const std::string& v1_controller, const std::string& v1_file,
                                const std::string& v2_file) {
-  std::string v1 = cgroup_path_of(proc_cgroup, v1_controller);
+  std::string v1 = cgroup_path_in(proc_cgroup, v1_controller);
   if (!v1.empty()) {
     auto t = read_file(paths.cgroup + "/" + v1_controller + v1 + "/" + v1_file);
     if (t.ok()) return trim(*t);
   }
-  std::string v2 = cgroup_path_of(proc_cgroup, "");
+  std::string v2 = cgroup_path_in(proc_cgroup, "");
   auto t = read_file(paths.cgroup + v2 + "/" + v2_file);
   if (!t.ok()) return std::move(t).error();
   return trim(*t);
@@ -490,8 +480,8 @@ Status verify_settings(const HostPaths& paths, const std::vector<Setting>& setti
       }
     } else if (n == "cgroup-parent") {
       if (want.cgroup_rel.empty()) continue;
-      std::string mine = cgroup_path_of(proc_cgroup, "memory");
-      if (mine.empty()) mine = cgroup_path_of(proc_cgroup, "");
+      std::string mine = cgroup_path_in(proc_cgroup, "memory");
+      if (mine.empty()) mine = cgroup_path_in(proc_cgroup, "");
       if (mine != want.cgroup_rel && !mine.starts_with(want.cgroup_rel + "/"))
         return fail(n, "the container's cgroup is " + mine + ", not under " + want.cgroup_rel);
     }

@@ -25,6 +25,7 @@
 #include "core/fd.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "core/proc_cgroup.h"
 #include "core/process.h"
 #include "core/strings.h"
 #include "providers/supervisor.h"
@@ -445,32 +446,9 @@ Result<std::string> read_pressure(const std::vector<std::string>& dirs, const st
 
 std::string reader_cgroup_dir(const std::string& run_dir, std::string_view proc_cgroup,
                               std::string_view controller) {
-  // The reader's path in the hierarchy: "ID:CONTROLLERS:PATH" lines; v2's is "0::PATH".
-  std::string path;
-  bool found = false;
-  for (std::string_view line : split(proc_cgroup, '\n')) {
-    auto c1 = line.find(':');
-    auto c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
-    if (c2 == std::string_view::npos) continue;
-    std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
-    bool match = controller.empty() ? controllers.empty() : false;
-    if (!controller.empty()) {
-      // "cpu,cpuacct": one of a comma-separated list.
-      size_t p = 0;
-      while (p <= controllers.size()) {
-        size_t q = controllers.find(',', p);
-        if (q == std::string_view::npos) q = controllers.size();
-        if (controllers.substr(p, q - p) == controller) match = true;
-        p = q + 1;
-      }
-    }
-    if (match) {
-      path = std::string(line.substr(c2 + 1));
-      found = true;
-      break;
-    }
-  }
-  if (!found || path.empty() || path[0] != '/') return "";
+  // The reader's path in the hierarchy ("" for v2: its "0::" line).
+  const std::string path = cgroup_path_in(proc_cgroup, controller);
+  if (path.empty() || path[0] != '/') return "";
   // run_dir is <mount><R>: find the R that the reader's path starts with (the longest: the
   // mount is the shortest prefix that leaves one).
   for (size_t i = run_dir.find('/'); i != std::string::npos; i = run_dir.find('/', i + 1)) {
