@@ -144,9 +144,9 @@ class CgroupBackend {
   // a move takes cgroup_threadgroup_rwsem for writing, which waits for an RCU grace period
   // after a quiet spell (5-20 ms on this project's VMs), and the moves that follow within
   // about a grace period do not wait (kernel/rcu/sync.c; `doctor` measures both). Run on a
-  // thread of its own as a run begins (Controller::begin_run), it starts that wait ahead of the
-  // run's placements, which then wait only for what is left of it. Blocks for the grace
-  // period. The default (no unified hierarchy to move in): nothing.
+  // the controller's reaper as a run begins (Controller::begin_run), it starts that wait ahead of
+  // the run's placements, which then wait only for what is left of it. Blocks for the grace period.
+  // The default (no unified hierarchy to move in): nothing.
   virtual Status prime_attach() { return {}; }
   // An fd that polls readable (POLLPRI on v2 triggers, POLLIN on a v1 eventfd) when the
   // cgroup's memory pressure crosses `stall` within `window` (v2/unified: a PSI trigger,

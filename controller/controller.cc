@@ -20,35 +20,7 @@ Controller::~Controller() {
   }
   reaper_cv_.notify_all();
   if (reaper_.joinable()) reaper_.join();
-  {
-    std::lock_guard lock(primer_mu_);
-    primer_stop_ = true;
-  }
-  primer_cv_.notify_all();
-  if (primer_.joinable()) primer_.join();
   monitor_.reset();
-}
-
-void Controller::prime_attach_ahead() {
-  {
-    std::lock_guard lock(primer_mu_);
-    primer_wanted_ = true;
-    if (!primer_.joinable()) primer_ = std::thread([this] { primer_loop(); });
-  }
-  primer_cv_.notify_one();
-}
-
-void Controller::primer_loop() {
-  std::unique_lock lock(primer_mu_);
-  for (;;) {
-    primer_cv_.wait(lock, [&] { return primer_wanted_ || primer_stop_; });
-    if (primer_stop_) return;
-    primer_wanted_ = false;
-    lock.unlock();
-    if (auto s = options_.backend->prime_attach(); !s.ok())
-      spdlog::debug("controller: no attach ahead of the run's placements: {}", s.error().message());
-    lock.lock();
-  }
 }
 
 RunScope::~RunScope() { wait_settled(); }
@@ -356,12 +328,21 @@ Result<std::unique_ptr<RunScope>> Controller::begin_run(const std::string& tenan
                          p.ladder.psi_trigger_window);
   clock.lap("trigger");
   // The run's first placements (its supervisor's, its parked process's) are moves after what
-  // is usually a quiet spell: their grace period starts now, beside the provider's making of
-  // the environment. Not sooner: the move holds cgroup_mutex while it waits, so the mkdirs
-  // above would wait with it.
-  prime_attach_ahead();
-  // The first call's cgroup, made while the provider makes the environment.
+  // is usually a quiet spell: their grace period starts now, on the reaper, beside the
+  // provider's making of the environment (CgroupBackend::prime_attach), and ahead of any job
+  // queued before. Not sooner: the move holds cgroup_mutex while it waits, so the mkdirs above
+  // would wait with it.
   RunScope* r = run.get();
+  defer(
+      *r,
+      [this] {
+        if (auto s = options_.backend->prime_attach(); !s.ok())
+          spdlog::debug("controller: no attach ahead of the run's placements: {}",
+                        s.error().message());
+      },
+      /*first=*/true);
+  // The first call's cgroup, made while the provider makes the environment (after the prime's
+  // wait: its mkdirs would wait for the same lock).
   defer(*r, [this, r] { make_spare(*r); });
   return run;
 }

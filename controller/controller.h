@@ -229,11 +229,6 @@ class Controller {
   // could not be read.
   std::optional<uint64_t> run_oom_kills(RunScope& run);
   void reaper_loop();
-  // Asks the primer thread (started on the first ask) for a CgroupBackend::prime_attach: the
-  // grace period a run's first placement waits for then runs beside the run's making. Asks
-  // made while it runs make one more, not one each.
-  void prime_attach_ahead();
-  void primer_loop();
 
   ControllerOptions options_;
   std::unique_ptr<BackendActuator> own_actuator_;
@@ -251,10 +246,6 @@ class Controller {
   std::deque<std::function<void()>> reaper_jobs_;
   bool reaper_stop_ = false;
   std::thread reaper_;
-  std::mutex primer_mu_;
-  std::condition_variable primer_cv_;
-  bool primer_wanted_ = false, primer_stop_ = false;
-  std::thread primer_;
 };
 
 }  // namespace sandgate::controller

@@ -601,13 +601,14 @@ TEST_F(ControllerFakeTest, BeginRunPrimesTheAttachOnce) {
   ASSERT_TRUE(c);
   auto run = c->begin_run("t1", "r1");
   ASSERT_TRUE(run.ok()) << run.error().message();
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (backend_->primes().empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(2ms);
+  c->settle(**run);  // the prime is the run's first reaper job
   auto primes = backend_->primes();
-  ASSERT_EQ(primes.size(), 1u) << "begin_run asked for no prime";
+  ASSERT_EQ(primes.size(), 1u) << "begin_run asked for no prime, or more than one";
+  // After the run's mkdirs (which would wait behind it), before the first call's spare.
   EXPECT_THAT(primes[0], Contains("sgtest/t1/r1"));
   EXPECT_THAT(primes[0], Contains("sgtest/t1/r1/main"));
+  EXPECT_THAT(primes[0], Not(Contains("sgtest/t1/r1/call-1")));
+  EXPECT_TRUE(backend_->exists("sgtest/t1/r1/call-1")) << "the spare is made after it";
   ASSERT_TRUE(c->end_run(std::move(run).value()).ok());
 }
 
