@@ -373,7 +373,8 @@ void Monitor::register_budget_wakes() {
   }
 }
 
-void Monitor::on_event(uint64_t token, uint32_t events, bool& triggered, bool& budget_crossed) {
+void Monitor::on_event(uint64_t token, uint32_t events, bool& triggered, bool& budget_crossed,
+                       std::vector<UniqueFd>& hung_up) {
   auto it = sources_.find(token);
   if (it == sources_.end()) return;  // dropped since epoll_wait returned
   const Source source = it->second;
@@ -395,7 +396,7 @@ void Monitor::on_event(uint64_t token, uint32_t events, bool& triggered, bool& b
   if (events & (EPOLLERR | EPOLLHUP)) {
     // The cgroup went away under the trigger: stop polling it, or epoll_wait would spin.
     drop_source(t->second.fd.get(), t->second.token);
-    t->second.fd.reset();
+    hung_up.push_back(std::move(t->second.fd));
     return;
   }
   if (events & trigger_events_) {
@@ -434,6 +435,7 @@ void Monitor::loop() {
       if (timeout_ms != 0) std::this_thread::sleep_for(interval_);
     }
     bool triggered = false, budget_crossed = false;
+    std::vector<UniqueFd> hung_up;  // closed at the end of this turn, without mu_ held
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 == 0) {
         uint64_t v;
@@ -441,7 +443,7 @@ void Monitor::loop() {
         continue;
       }
       std::lock_guard<std::mutex> lock(mu_);
-      on_event(events[i].data.u64, events[i].events, triggered, budget_crossed);
+      on_event(events[i].data.u64, events[i].events, triggered, budget_crossed, hung_up);
     }
     auto now = std::chrono::steady_clock::now();
     if (triggered) ++wakeups_;

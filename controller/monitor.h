@@ -38,6 +38,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "controller/cgroup.h"
 #include "controller/ladder.h"
@@ -177,8 +178,11 @@ class Monitor {
   uint64_t add_source(int fd, uint32_t events, Source source);
   // Unregisters it (under mu_), before its descriptor is closed.
   void drop_source(int fd, uint64_t& token);
-  // One epoll event of a source (under mu_): sets `triggered` or `budget_crossed`.
-  void on_event(uint64_t token, uint32_t events, bool& triggered, bool& budget_crossed);
+  // One epoll event of a source (under mu_): sets `triggered` or `budget_crossed`. A trigger
+  // that hung up is moved to `hung_up`, for the caller to close after releasing mu_ (closing
+  // a PSI trigger waits for a grace period).
+  void on_event(uint64_t token, uint32_t events, bool& triggered, bool& budget_crossed,
+                std::vector<UniqueFd>& hung_up);
   void register_budget_wakes();
   // Makes each wanted trigger one of whose calls has been active for its stall (under mu_);
   // returns when the next one not yet made falls due, if any.
