@@ -10,6 +10,7 @@
 
 #include "controller/cgroup_fake_fs.h"
 #include "core/fd.h"
+#include "core/proc_cgroup.h"
 
 namespace sandgate::controller {
 namespace {
@@ -424,13 +425,7 @@ TEST(MoveSelfInPlace, WritesThisProcessIntoItsOwnUnifiedCgroup) {
   const std::string mount = fs.v2_layout().unified_mount;
   auto own = read_file("/proc/self/cgroup");
   ASSERT_TRUE(own.ok()) << own.error().message();
-  std::string path;
-  for (size_t at = 0; at < own->size();) {
-    size_t nl = own->find('\n', at);
-    std::string line = own->substr(at, nl - at);
-    if (line.rfind("0::", 0) == 0) path = line.substr(3);
-    at = nl == std::string::npos ? own->size() : nl + 1;
-  }
+  const std::string path = cgroup_path_in(*own, "");
   ASSERT_FALSE(path.empty()) << "no unified line in " << *own;
   const std::string dir = mount + (path == "/" ? "" : path);
   std::filesystem::create_directories(dir);
