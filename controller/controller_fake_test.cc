@@ -18,10 +18,12 @@
 #include "controller/fake_backend.h"
 #include "core/files.h"
 #include "core/test_temp_dir.h"
+#include "tests/support/eventually.h"
 
 namespace sandgate::controller {
 namespace {
 
+using sandgate::testing::eventually;
 using testing::ActuatorCall;
 using ::testing::Contains;
 using ::testing::ElementsAre;
@@ -393,10 +395,7 @@ TEST_F(ControllerFakeTest, WhatRunningCallsHoldCountsAsRoomForTheNext) {
   backend_->script("sgtest/t1/r1/call-1", {big});
   // A read that began after the script: the monitor holds its lock until that sample is kept.
   const int before = backend_->reads("sgtest/t1/r1/call-1");
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (backend_->reads("sgtest/t1/r1/call-1") <= before &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
+  eventually([&] { return backend_->reads("sgtest/t1/r1/call-1") > before; }, 10s, 5ms);
   ASSERT_GT(backend_->reads("sgtest/t1/r1/call-1"), before) << "the monitor never sampled it";
   // 1GiB free, plus the first call's 3GiB: the 2GiB grant fits.
   auto second = c->begin_call(**run, "compile", {"make"});
@@ -583,9 +582,7 @@ TEST_F(ControllerFakeTest, ARunsPressureTriggerIsMadeOnlyOnceACallHasRunForItsSt
   const auto start = std::chrono::steady_clock::now();
   auto long_call = c->begin_call(**run, "test", {"./run-tests.sh"});
   ASSERT_TRUE(long_call.ok()) << long_call.error().message();
-  const auto deadline = start + 10s;
-  while (backend_->triggers_made().empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
+  eventually([&] { return !backend_->triggers_made().empty(); }, 10s, 5ms);
   EXPECT_GE(std::chrono::steady_clock::now() - start, policy_.ladder.psi_trigger_stall);
   EXPECT_EQ(backend_->triggers_made(), std::vector<std::string>{"sgtest/t1/r1"});
   (void)c->end_call(std::move(long_call).value(), exited(0));
@@ -1006,10 +1003,7 @@ TEST_F(ControllerFakeTest, TheMonitorDrivesTheCallsLadderThroughTheActuator) {
   backend_->script(rel, {u});
 
   // Bounded wait for the monitor thread (it samples every 5ms).
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (actuator_.count(ActuatorCall::Op::kSetLimits) == 0 &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
+  eventually([&] { return actuator_.count(ActuatorCall::Op::kSetLimits) > 0; }, 10s, 5ms);
   auto squeezes = actuator_.calls(ActuatorCall::Op::kSetLimits);
   ASSERT_EQ(squeezes.size(), 1u);
   EXPECT_EQ(squeezes[0].cgroup, rel);
@@ -1049,11 +1043,7 @@ class ControllerBudgetTest : public ControllerFakeTest {
     growing_ = std::move(b).value();
   }
   bool wait_for_freeze() {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (actuator_.count(ActuatorCall::Op::kFreeze) == 0 &&
-           std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(5ms);
-    return actuator_.count(ActuatorCall::Op::kFreeze) > 0;
+    return eventually([&] { return actuator_.count(ActuatorCall::Op::kFreeze) > 0; }, 10s, 5ms);
   }
   // One freeze, of the growing call.
   void expect_only_the_grower_frozen() {
@@ -1113,8 +1103,7 @@ TEST_F(ControllerBudgetTest, AStaticPolicyNeverActsOnTheBudget) {
   start_two_calls(*c, "sgtest/t1");
   // The growing call has been sampled growing many times over (its script ends at 300MiB
   // after two reads, at 5ms apart): a rule that would act has acted by now.
-  auto deadline = std::chrono::steady_clock::now() + 300ms;
-  while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(300ms);
   EXPECT_GE(c->monitor().samples(), 4u);
   EXPECT_EQ(actuator_.count(ActuatorCall::Op::kFreeze), 0u);
   end(*c);
@@ -1137,10 +1126,7 @@ class SteadyRunqMeter : public RunqMeter {
 
 // Waits (bounded) until the actuator has been asked to set limits `n` times.
 bool wait_for_limits(const RecordingActuator& a, size_t n) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (a.count(ActuatorCall::Op::kSetLimits) < n && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
-  return a.count(ActuatorCall::Op::kSetLimits) >= n;
+  return eventually([&] { return a.count(ActuatorCall::Op::kSetLimits) >= n; }, 20s, 5ms);
 }
 
 TEST_F(ControllerFakeTest, RunqDelayOfOneCallThrottlesTheCallUsingTheMostCpu) {
@@ -1205,8 +1191,7 @@ TEST_F(ControllerFakeTest, WithoutRunqMetersTheRuleNeverActs) {
   backend_->burn_cpu((*hog)->cgroup().rel, 1.8);
   backend_->burn_cpu((*victim)->cgroup().rel, 0.1);
   // Several windows of samples.
-  auto until = std::chrono::steady_clock::now() + 400ms;
-  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(400ms);
   EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
   CallOutcome o = c->end_call(std::move(hog).value(), exited(0));
   EXPECT_TRUE(o.observed.actions.empty());
@@ -1233,8 +1218,7 @@ TEST_F(ControllerFakeTest, ACallThrottledByItsOwnLimitDoesNotCountAsWaiting) {
   backend_->burn_cpu((*capped)->cgroup().rel, 1.0, /*throttled=*/0.5);
   c->measure_runq(**hog, std::make_unique<SteadyRunqMeter>(5));
   c->measure_runq(**capped, std::make_unique<SteadyRunqMeter>(500));
-  auto until = std::chrono::steady_clock::now() + 400ms;
-  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(400ms);
   EXPECT_EQ(actuator_.count(ActuatorCall::Op::kSetLimits), 0u);
   CallOutcome o = c->end_call(std::move(hog).value(), exited(0));
   EXPECT_TRUE(o.observed.actions.empty());
@@ -1275,10 +1259,7 @@ class ControllerNetTest : public ControllerFakeTest {
   // 5 ms interval, so the windows of 100 ms are spanned however busy the machine is.
   static bool several_windows(const Controller& c) {
     const uint64_t want = c.monitor().samples() + 40;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (c.monitor().samples() < want && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(5ms);
-    return c.monitor().samples() >= want;
+    return eventually([&] { return c.monitor().samples() >= want; }, 20s, 5ms);
   }
 };
 

@@ -12,23 +12,14 @@
 #include <thread>
 
 #include "controller/fake_backend.h"
+#include "tests/support/eventually.h"
 
 namespace sandgate::controller {
 namespace {
 
+using sandgate::testing::eventually;
 using testing::FakeBackend;
 using namespace std::chrono_literals;
-
-// Waits until `done` or a generous bound (a busy 2-core machine); returns done().
-template <typename F>
-bool eventually(F done, std::chrono::seconds bound = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 class MonitorTest : public ::testing::Test {
  protected:

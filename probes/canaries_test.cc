@@ -12,6 +12,7 @@
 
 #include "core/fd.h"
 #include "core/files.h"
+#include "tests/support/eventually.h"
 #include "tests/support/privileged.h"
 #include "tests/support/provider_fixture.h"
 
@@ -81,10 +82,10 @@ TEST_F(CanariesTest, PlantedWithTheMarkerAndRemovedAfterwards) {
   EXPECT_TRUE((*c)->sentinel_signals().empty());
   ASSERT_EQ(::kill(sentinel, SIGWINCH), 0);
   std::vector<std::string> got;
-  for (int i = 0; i < 200 && got.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  sandgate::testing::eventually([&] {
     got = (*c)->sentinel_signals();
-  }
+    return !got.empty();
+  });
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], "SIGWINCH received");
   // Its argv carries the marker: the probes tell it from a recycled pid that way.

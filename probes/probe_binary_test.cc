@@ -34,6 +34,7 @@
 #include "core/json.h"
 #include "probes/probe_report.h"
 #include "providers/seccomp_policy.h"
+#include "tests/support/eventually.h"
 #include "tests/support/privileged.h"
 #include "tests/support/provider_fixture.h"
 
@@ -472,12 +473,8 @@ TEST_F(NativeProbeTest, NativeRunLeavesNothingBehind) {
   ASSERT_EQ(WEXITSTATUS(clean.status), 0) << clean.err;
   // cleanup SIGTERMs the detached process and returns; it ends a moment later (a zombie's
   // cmdline reads empty).
-  bool lingering = !processes_with(linger_arg).empty();
-  for (int i = 0; i < 250 && lingering; ++i) {
-    ::usleep(20000);
-    lingering = !processes_with(linger_arg).empty();
-  }
-  EXPECT_FALSE(lingering) << "the detached process outlived cleanup by 5 s";
+  EXPECT_TRUE(sandgate::testing::eventually([&] { return processes_with(linger_arg).empty(); }))
+      << "the detached process outlived cleanup by 10 s";
   BinaryRun after = probe({"run", "--id", "persist.find"});
   EXPECT_EQ(parse_reports(after.out)["persist.find"].result, ProbeResult::kNotFound) << after.out;
   EXPECT_THAT(sandgate_leftovers(marker_), IsEmpty());

@@ -34,6 +34,7 @@
 #include "providers/base_root.h"
 #include "providers/proc_views.h"
 #include "providers/supervised_environment.h"
+#include "tests/support/eventually.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::testing {
@@ -930,8 +931,7 @@ TEST_F(NamespacesTest, AParkedProcessPlacedAheadIsTheCallsAndNeedsNoPlacementWri
   // Died parked: the call forks as before and is placed by the provider.
   const pid_t dead = r->parked_next_pid;
   ASSERT_EQ(::kill(dead, SIGKILL), 0);  // this test's own run's process, by its recorded pid
-  for (int i = 0; i < 200 && ::kill(dead, 0) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // reaped by the supervisor
+  eventually([&] { return ::kill(dead, 0) != 0; });  // reaped by the supervisor
   call.park_next = false;
   auto after = env->exec(call, Placement{{cg}, dead});
   ASSERT_TRUE(after.ok()) << after.error().message();
@@ -974,13 +974,14 @@ TEST_F(NamespacesTest, AParkedProcessIsRestrictedAheadAndItsCallAsAForkedOne) {
   ASSERT_TRUE(parked.ok()) << parked.error().message();
   const std::string status_path = "/proc/" + std::to_string(*parked) + "/status";
   std::string seen;
-  for (int i = 0; i < 500; ++i) {  // up to 5 s: it is told at once, and needs about 1 ms
+  std::string gone;  // why its status could not be read
+  eventually([&] {   // it is told at once, and needs about 1 ms
     auto status = read_file(status_path, 1 << 16);
-    ASSERT_TRUE(status.ok()) << "the parked process went away: " << status.error().message();
-    seen = restrictions(*status);
-    if (seen.find("Seccomp:\t2") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    if (!status.ok()) gone = status.error().message();
+    seen = status.ok() ? restrictions(*status) : "";
+    return !gone.empty() || seen.find("Seccomp:\t2") != std::string::npos;
+  });
+  ASSERT_EQ(gone, "") << "the parked process went away";
   EXPECT_NE(seen.find("Seccomp:\t2"), std::string::npos) << "not restricted while parked:\n"
                                                          << seen;
   EXPECT_NE(seen.find("NoNewPrivs:\t1"), std::string::npos) << seen;
@@ -1289,13 +1290,12 @@ std::vector<std::string> loop_backing_files() {
 // (the kernel detaches a device at its last close, which may trail the unmount a little).
 std::vector<std::string> loops_under(const std::string& dir) {
   std::vector<std::string> left;
-  for (int i = 0; i < 300; ++i) {
+  eventually([&] {
     left.clear();
     for (const auto& l : loop_backing_files())
       if (l.find(dir) != std::string::npos) left.push_back(l);
-    if (left.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return left.empty();
+  });
   return left;
 }
 
@@ -1426,12 +1426,11 @@ TEST_F(WorkspaceFilesystemTest, AFailedViewFallsBackToACopyOnAFreshFilesystem) {
   EXPECT_EQ(r.stdout_data, "src\nint main(){return 0;}\n") << r.stderr_data;
   std::string image = options_.paths.work_dir + "/" + env->run_id() + "/workspace.img";
   int devices = 0;
-  for (int i = 0; i < 300; ++i) {
+  eventually([&] {
     devices = 0;
     for (const auto& l : loop_backing_files()) devices += l.find(image) != std::string::npos;
-    if (devices <= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return devices <= 1;
+  });
   EXPECT_EQ(devices, 1);
   auto record = read_file(options_.paths.state_dir + "/runs/" + env->run_id() + ".json");
   ASSERT_TRUE(record.ok());

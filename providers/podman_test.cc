@@ -28,6 +28,7 @@
 #include "core/strings.h"
 #include "core/test_temp_dir.h"
 #include "providers/supervised_environment.h"
+#include "tests/support/eventually.h"
 #include "tests/support/privileged.h"
 #include "tests/support/provider_fixture.h"
 
@@ -663,8 +664,7 @@ void expect_runtime_child_dies(const std::string& pid_file, const std::string& a
     auto close = stat->rfind(')');
     return close != std::string::npos && stat->substr(close + 2, 1) == "Z";
   };
-  for (int i = 0; i < 100 && !dead(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  eventually(dead);
   EXPECT_TRUE(dead()) << "the runtime's child " << sleeper << " outlived " << after;
   if (!dead()) ::kill(sleeper, SIGKILL);  // this test's own child's child, by recorded pid
 }

@@ -14,6 +14,7 @@
 #include "controller/fake_backend.h"
 #include "core/files.h"
 #include "session/run_pool.h"
+#include "tests/support/eventually.h"
 
 namespace sandgate::session {
 using namespace controller;
@@ -194,9 +195,8 @@ TEST(RunPool, AShapeThatCannotBeMadeIsGivenUp) {
   r.provider = "namespaces";
   EXPECT_EQ(pool.take(r), nullptr) << "a shape never learned";
   pool.learn(r);
-  for (int i = 0; i < 500 && tries == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(sandgate::testing::eventually([&] { return tries > 0; })) << "the pool never tried";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a retry would come now
   EXPECT_EQ(tries, 1) << "a failing shape was retried";
   EXPECT_EQ(pool.take(r), nullptr);
   EXPECT_EQ(pool.ready_total(), 0u);

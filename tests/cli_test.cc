@@ -25,6 +25,7 @@
 #include "core/json.h"
 #include "core/process.h"
 #include "tests/support/cli_fixture.h"
+#include "tests/support/eventually.h"
 
 namespace sandgate::testing {
 namespace {
@@ -789,11 +790,11 @@ TEST_F(CliTest, ServePoolHandsEachCreateAFreshRunOfItsOwn) {
   ASSERT_TRUE(b.connect(path));
   auto pooled_ready = [&](size_t want) {
     Json listed;
-    for (int i = 0; i < 1000; ++i) {
-      listed = a.ask({{"op", "list"}});
-      if (listed.is_object() && listed.value("pooled", 0u) == want) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    if (eventually([&] {
+          listed = a.ask({{"op", "list"}});
+          return listed.is_object() && listed.value("pooled", 0u) == want;
+        }))
+      return true;
     ADD_FAILURE() << "the pool never held " << want << " runs: " << listed.dump();
     return false;
   };
@@ -877,10 +878,8 @@ TEST_F(CliTest, ServePoolHandsOutNoRunWhoseSupervisorDied) {
   ASSERT_TRUE(server.ok()) << server.error().message();
   ServeClient client;
   ASSERT_TRUE(client.connect(path));
-  auto wait_for = [&](const std::function<bool()>& done) {
-    for (int i = 0; i < 2000 && !done(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return done();
+  auto wait_for = [](const std::function<bool()>& done) {
+    return eventually(done, std::chrono::seconds(20));
   };
   auto pooled = [&] { return client.ask({{"op", "list"}}).value("pooled", 0u); };
   const Json create = {{"op", "create"}, {"provider", "namespaces"}};
@@ -941,15 +940,13 @@ TEST_F(CliTest, GcAfterKillNineOfServeRemovesTheRunsItMadeAhead) {
   // being removed). Two records per run made ahead: its own and its cgroups'.
   Json listed = Json::object();
   auto supervisors = supervisors_by_run(options_.paths.state_dir);
-  for (int i = 0; i < 1000; ++i) {
-    if (i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  eventually([&] {
     listed = client.ask({{"op", "list"}});
-    if (!listed.is_object()) break;
+    if (!listed.is_object()) return true;  // the server went away: the checks below say so
     supervisors = supervisors_by_run(options_.paths.state_dir);
-    if (listed.value("pooled", 0u) == 2u && supervisors.size() == 2u &&
-        count_entries(options_.paths.state_dir + "/runs") == 4u)
-      break;
-  }
+    return listed.value("pooled", 0u) == 2u && supervisors.size() == 2u &&
+           count_entries(options_.paths.state_dir + "/runs") == 4u;
+  });
   ASSERT_EQ(listed.value("pooled", 0u), 2u) << listed.dump();
   ASSERT_EQ(supervisors.size(), 2u) << "two runs made ahead, the exec's one gone";
   auto views_mounted = [&] {
@@ -965,12 +962,11 @@ TEST_F(CliTest, GcAfterKillNineOfServeRemovesTheRunsItMadeAhead) {
   collected = true;
   EXPECT_EQ(gc.status.shell_code(), 0) << gc.output;
   EXPECT_NE(gc.output.find("4 run record(s), 4 removed"), std::string::npos) << gc.output;
-  for (int i = 0; i < 200; ++i) {
-    bool any = false;
-    for (const auto& [id, pid] : supervisors) any = any || process_exists(pid);
-    if (!any) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  eventually([&] {
+    for (const auto& [id, pid] : supervisors)
+      if (process_exists(pid)) return false;
+    return true;
+  });
   for (const auto& [id, pid] : supervisors) EXPECT_FALSE(process_exists(pid)) << id;
   EXPECT_FALSE(views_mounted()) << "gc left a mount under " << options_.paths.work_dir;
   // TearDown checks that no run record, directory, id range or cgroup is left.
@@ -1066,8 +1062,7 @@ class CliProcViewsTest : public CliTest {
           EXPECT_NE(*seen, host->substr(0, host->find('\n') + 1));
         });
     ASSERT_GT(server, 0);
-    for (int i = 0; i < 200 && process_exists(server); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    eventually([&] { return !process_exists(server); });
     EXPECT_FALSE(process_exists(server)) << "the views server " << server << " survived gc";
     EXPECT_FALSE(mounted()) << "gc left the views mounted at " << mount;
   }
@@ -1166,7 +1161,7 @@ TEST_F(CliTest, GcAfterKillNinePodmanRootless) {
   // No process is left in the test's cgroup tree, where everything of the run lived (Podman,
   // conmon, the container, its daemon): the run's ids are not a witness once gc freed them.
   std::vector<pid_t> left_in_tree;
-  for (int i = 0; i < 200; ++i) {
+  eventually([&] {
     left_in_tree.clear();
     DIR* d = ::opendir("/proc");
     while (struct dirent* e = d ? ::readdir(d) : nullptr) {
@@ -1177,9 +1172,8 @@ TEST_F(CliTest, GcAfterKillNinePodmanRootless) {
         left_in_tree.push_back(pid);
     }
     if (d) ::closedir(d);
-    if (left_in_tree.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return left_in_tree.empty();
+  });
   EXPECT_TRUE(left_in_tree.empty()) << left_in_tree.size() << " process(es) of the run survived gc";
   EXPECT_FALSE(root_podman_lists(container)) << "the run's container is in root's Podman";
   EXPECT_EQ(text_or(read_file("/etc/subuid"), "<none>"), subuid);
@@ -1363,7 +1357,7 @@ TEST_F(CliTest, ExecRunContractSecretInCommitsOut) {
 // bounded wait for autoclear.
 std::vector<std::string> loop_devices_under(const std::string& dir) {
   std::vector<std::string> left;
-  for (int i = 0; i < 300; ++i) {
+  eventually([&] {
     left.clear();
     DIR* d = ::opendir("/sys/block");
     while (struct dirent* e = d ? ::readdir(d) : nullptr) {
@@ -1373,9 +1367,8 @@ std::vector<std::string> loop_devices_under(const std::string& dir) {
       if (f.ok() && f->find(dir) != std::string::npos) left.push_back(n + " " + *f);
     }
     if (d) ::closedir(d);
-    if (left.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return left.empty();
+  });
   return left;
 }
 
@@ -1526,10 +1519,8 @@ TEST_F(CliTest, ExecSocketInterruptedOrGoneCancelsItsCall) {
   const std::string path = tmp_ + "/serve.sock";
   auto server = serve_on(path);
   ASSERT_TRUE(server.ok()) << server.error().message();
-  auto eventually = [](const std::function<bool()>& done) {
-    for (int i = 0; i < 3000 && !done(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return done();
+  auto within_30s = [](const std::function<bool()>& done) {
+    return eventually(done, std::chrono::seconds(30));
   };
   // The call's shell keeps `token` as its $0 (sleep is not its last command, so it is not
   // exec'd away): the host finds the call by it (the client's own command line names it too).
@@ -1556,7 +1547,7 @@ TEST_F(CliTest, ExecSocketInterruptedOrGoneCancelsItsCall) {
   auto client = spawn(argv, options);
   ASSERT_TRUE(client.ok()) << client.error().message();
   client_pid = client->pid();
-  ASSERT_TRUE(eventually([&] { return running(interrupted); })) << "the call did not start";
+  ASSERT_TRUE(within_30s([&] { return running(interrupted); })) << "the call did not start";
   ASSERT_TRUE(client->signal(SIGINT).ok());
   auto ended = client->wait_for(std::chrono::seconds(30));
   ASSERT_TRUE(ended.ok() && ended->has_value()) << "the client did not end after SIGINT";
@@ -1569,7 +1560,7 @@ TEST_F(CliTest, ExecSocketInterruptedOrGoneCancelsItsCall) {
   EXPECT_NE(said->find("interrupted; the call was cancelled and its run destroyed"),
             std::string::npos)
       << *said;
-  EXPECT_TRUE(eventually([&] { return !running(interrupted); })) << "the call outlived ^C";
+  EXPECT_TRUE(within_30s([&] { return !running(interrupted); })) << "the call outlived ^C";
 
   // A client that goes away: its connection closes while the call runs.
   const std::string gone = daemon_token();
@@ -1581,9 +1572,9 @@ TEST_F(CliTest, ExecSocketInterruptedOrGoneCancelsItsCall) {
                     {"create", {{"provider", "namespaces"}}},
                     {"argv", long_call(gone)}};
     ASSERT_TRUE(write_all(c.fd.get(), request.dump() + "\n").ok());
-    ASSERT_TRUE(eventually([&] { return running(gone); })) << "the call did not start";
+    ASSERT_TRUE(within_30s([&] { return running(gone); })) << "the call did not start";
   }
-  EXPECT_TRUE(eventually([&] { return !running(gone); })) << "the call outlived its client";
+  EXPECT_TRUE(within_30s([&] { return !running(gone); })) << "the call outlived its client";
 
   // cancel on a named run's connection.
   ServeClient c;
@@ -1593,7 +1584,7 @@ TEST_F(CliTest, ExecSocketInterruptedOrGoneCancelsItsCall) {
   const std::string named = daemon_token();
   Json call = {{"id", 2}, {"op", "exec"}, {"env", created["env"]}, {"argv", long_call(named)}};
   ASSERT_TRUE(write_all(c.fd.get(), call.dump() + "\n").ok());
-  ASSERT_TRUE(eventually([&] { return running(named); })) << "the call did not start";
+  ASSERT_TRUE(within_30s([&] { return running(named); })) << "the call did not start";
   Json ack = c.ask({{"id", 3}, {"op", "cancel"}});
   EXPECT_EQ(ack["id"], 3) << "a cancel is answered at once, before the call it stops";
   EXPECT_EQ(ack["ok"], true) << ack.dump();

@@ -39,6 +39,7 @@
 #include "session/run_session.h"
 #include "session/server.h"
 #include "tests/support/cgroup_dirs.h"
+#include "tests/support/eventually.h"
 #include "tests/support/provider_fixture.h"
 
 namespace sandgate::testing {
@@ -168,11 +169,11 @@ class SessionTest : public ProviderTest {
   // kernel's, asynchronous (seen beside stress-ng: one killed process still listed right after
   // a cancelled call's outcome). 10 s: far beyond a kill's delay, short of a daemon's 300 s.
   std::set<pid_t> left_of_calls_after_kills() {
-    std::set<pid_t> left = left_of_calls();
-    for (int i = 0; i < 500 && !left.empty(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::set<pid_t> left;
+    eventually([&] {
       left = left_of_calls();
-    }
+      return left.empty();
+    });
     return left;
   }
   // Each call parks the next one's process, the controller puts it in the next call's cgroup
@@ -197,8 +198,7 @@ class SessionTest : public ProviderTest {
     auto text = read_file("/proc/" + std::to_string(pid) + "/cgroup");
     return text.ok() ? *text : std::string();
   };
-  for (int i = 0; i < 500 && cgroups_of(parked).find(next_cgroup) == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  eventually([&] { return cgroups_of(parked).find(next_cgroup) != std::string::npos; });
   ASSERT_NE(cgroups_of(parked).find(next_cgroup), std::string::npos) << cgroups_of(parked);
   std::string pids_max;
   std::vector<std::string> not_in;  // placement directories whose cgroup.procs lack the call
@@ -499,14 +499,14 @@ struct Upstream {
   // Its links once the runs wired to it are gone: a run's veth goes with the run's network
   // namespace, which the kernel frees from a work item after the last reference
   // (net/core/net_namespace.c, cleanup_net, after an RCU grace period), a moment after the
-  // run's destroy and longer beside a busy CPU. Polled for up to 5 s while more than loopback.
+  // run's destroy and longer beside a busy CPU. Polled (eventually) while more than loopback.
   Result<std::vector<LinkInfo>> links_once_runs_are_gone() const {
     SG_ASSIGN_OR_RETURN(auto nl, Netlink::open_in(ns.get()));
-    auto links = nl.links();
-    for (int i = 0; i < 250 && links.ok() && links->size() > 1; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Result<std::vector<LinkInfo>> links = std::vector<LinkInfo>{};
+    eventually([&] {
       links = nl.links();
-    }
+      return !links.ok() || links->size() <= 1;
+    });
     return links;
   }
   static bool accepted(int listener) {
@@ -927,11 +927,8 @@ TEST_F(SessionTest, AllowlistedNameResolvesAndConnectsAndAnUnlistedNameIsRefused
     return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
                                              std::filesystem::directory_iterator()));
   };
-  size_t threads_after = count_threads();
-  for (int i = 0; i < 250 && threads_after > threads_before; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    threads_after = count_threads();
-  }
+  size_t threads_after = 0;
+  eventually([&] { return (threads_after = count_threads()) <= threads_before; });
   providers::drop_proc_views_spare();
   const auto fds_after = fd_targets();
   // Nothing of the run is left: no link in the upstream namespace, no slot, no resolver thread

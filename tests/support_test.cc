@@ -1,17 +1,20 @@
 // The test support library's own checks: a leak check must look where this host's layout puts
-// a cgroup root, and must fail (never pass) when it cannot tell where that is.
+// a cgroup root, and must fail (never pass) when it cannot tell where that is; eventually()
+// returns once its condition holds and fails only after its bound.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/fd.h"
 #include "tests/support/cgroup_dirs.h"
+#include "tests/support/eventually.h"
 #include "tests/support/privileged.h"
 
 namespace sandgate::testing {
@@ -100,6 +103,24 @@ TEST(ExpectNoCgroupLeft, CatchesARootLeftInAnyHierarchyOfThisHost) {
     EXPECT_EQ(::rmdir(dir.c_str()), 0) << dir << ": " << std::strerror(errno);
   }
   expect_no_cgroup_left(root);
+}
+
+TEST(Eventually, ReturnsAtTheFirstPollThatHolds) {
+  int polls = 0;
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_TRUE(eventually([&] { return ++polls == 3; }, std::chrono::minutes(5)));
+  EXPECT_EQ(polls, 3);
+  // Two sleeps of 10 ms, not the 5 minutes of the bound (a wide margin for a busy machine).
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::minutes(1));
+}
+
+TEST(Eventually, FailsOnlyOnceItsBoundHasPassed) {
+  int polls = 0;
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_FALSE(eventually([&] { return ++polls < 0; }, std::chrono::milliseconds(200),
+                          std::chrono::milliseconds(1)));
+  EXPECT_GE(std::chrono::steady_clock::now() - began, std::chrono::milliseconds(200));
+  EXPECT_GT(polls, 1) << "it polled again before the bound";
 }
 
 }  // namespace
