@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -301,10 +303,10 @@ struct HandStartedSupervisor {
   std::optional<RunState> state;
   Result<providers::Supervisor> supervisor = logic_error("start", "not started");
 };
-HandStartedSupervisor start_jail_supervisor(const providers::ProviderOptions& o,
-                                            const std::string& dir,
-                                            std::function<Status(pid_t)> before_config,
-                                            const Placement& placement = {}) {
+HandStartedSupervisor start_jail_supervisor(
+    const providers::ProviderOptions& o, const std::string& dir,
+    std::function<Status(pid_t)> before_config, const Placement& placement = {},
+    const std::vector<providers::BindMount>& readonly_mounts = {}) {
   HandStartedSupervisor out;
   auto state = RunState::create(o.paths, "hand-started", "namespaces");
   EXPECT_TRUE(state.ok()) << state.error().message();
@@ -322,16 +324,47 @@ HandStartedSupervisor start_jail_supervisor(const providers::ProviderOptions& o,
   c.base_env = {"PATH=/usr/bin:/bin"};
   c.default_cwd = "/workspace";
   c.before_config = std::move(before_config);
+  c.jail.readonly_mounts = readonly_mounts;
   out.supervisor = providers::Supervisor::start(c, placement, *out.state, o.supervisor_exe);
   return out;
 }
 
-std::string mount_namespace_of(pid_t pid) {
+std::string namespace_of(pid_t pid, const char* kind) {
   char link[256] = {};
-  std::string path = "/proc/" + std::to_string(pid) + "/ns/mnt";
+  std::string path = "/proc/" + std::to_string(pid) + "/ns/" + kind;
   ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
   return n > 0 ? std::string(link, static_cast<size_t>(n)) : "";
 }
+std::string mount_namespace_of(pid_t pid) { return namespace_of(pid, "mnt"); }
+
+// A placement the test holds: `dir`/cgroup.procs is a FIFO, so the host's write of the
+// supervisor's pid (Supervisor::start's placement) waits until release() reads it. Not a
+// cgroup: the supervisor stays where it was, and its cgroup namespace is rooted there.
+class HeldPlacement {
+ public:
+  explicit HeldPlacement(const std::string& dir) : dir_(dir) {
+    EXPECT_TRUE(make_dirs(dir, 0755).ok());
+    EXPECT_EQ(::mkfifo((dir + "/cgroup.procs").c_str(), 0600), 0) << std::strerror(errno);
+  }
+  Placement placement() const { return Placement{{dir_}}; }
+  // Lets the write through and returns what it wrote ("" if nothing came in 10 s). Opened
+  // without waiting for a writer (which then need not wait for us).
+  std::string release() {
+    UniqueFd fifo(::open((dir_ + "/cgroup.procs").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    if (!fifo) return "";
+    std::string got;
+    eventually([&] {
+      char buf[64];
+      ssize_t n = ::read(fifo.get(), buf, sizeof buf);
+      if (n > 0) got.append(buf, static_cast<size_t>(n));
+      return n == 0 && !got.empty();  // the writer wrote and closed
+    });
+    return got;
+  }
+
+ private:
+  std::string dir_;
+};
 
 // The run's supervisor execs while its /proc views start (issue 15: the two starts added up):
 // Supervisor::start lets the supervisor go before it waits for them (before_config), and the
@@ -353,6 +386,76 @@ TEST_F(NamespacesTest, SupervisorExecsBeforeItsConfigAndMakesItsMountNamespaceAf
   EXPECT_NE(mount_namespace_of(started.supervisor->pid()), ours)
       << "the jail runs in the host's mount namespace";
   EXPECT_TRUE(started.supervisor->stop().ok());
+  EXPECT_TRUE(release_resources(options_.paths, started.state->resources()).ok());
+  EXPECT_TRUE(started.state->finish().ok());
+}
+
+// A jail's set-up overlaps its placement, which waits for an RCU grace period on a hybrid host:
+// the supervisor assembles its jail while the host is still placing it, and makes its cgroup
+// namespace only when told it is placed, so that the namespace is rooted at the run's cgroup.
+TEST_F(NamespacesTest, TheJailIsAssembledWhileItsSupervisorIsPlaced) {
+  SANDGATE_REQUIRE_ROOT();
+  HeldPlacement held(tmp_ + "/place");
+  const std::string our_mounts = mount_namespace_of(::getpid());
+  const std::string our_cgroups = namespace_of(::getpid(), "cgroup");
+  std::atomic<pid_t> supervisor{0};
+  bool assembled_while_placed = false;
+  std::string cgroups_while_placed, written;
+  std::thread placing([&] {
+    assembled_while_placed =
+        eventually([&] { return supervisor != 0 && mount_namespace_of(supervisor) != our_mounts; });
+    if (supervisor != 0) cgroups_while_placed = namespace_of(supervisor, "cgroup");
+    written = held.release();  // always: the start below waits for it
+  });
+  auto started = start_jail_supervisor(
+      options_, tmp_ + "/hand",
+      [&](pid_t pid) {
+        supervisor = pid;
+        return Status{};
+      },
+      held.placement());
+  placing.join();
+  ASSERT_TRUE(started.supervisor.ok()) << started.supervisor.error().message();
+  EXPECT_EQ(written, std::to_string(started.supervisor->pid()));
+  EXPECT_TRUE(assembled_while_placed) << "the jail was not assembled while the host placed it";
+  EXPECT_EQ(cgroups_while_placed, our_cgroups) << "its cgroup namespace came before its place";
+  EXPECT_NE(namespace_of(started.supervisor->pid(), "cgroup"), our_cgroups)
+      << "no cgroup namespace of its own once placed";
+  EXPECT_TRUE(started.supervisor->stop().ok());
+  EXPECT_TRUE(release_resources(options_.paths, started.state->resources()).ok());
+  EXPECT_TRUE(started.state->finish().ok());
+}
+
+// Its twin: a set-up step that fails while the host places the supervisor ends the supervisor,
+// and the start fails with the step's own error (which the supervisor sent before it exited),
+// not with the "placed" the host could no longer send.
+TEST_F(NamespacesTest, ASetupThatFailsWhileTheSupervisorIsPlacedNamesItsStep) {
+  SANDGATE_REQUIRE_ROOT();
+  HeldPlacement held(tmp_ + "/place");
+  std::atomic<pid_t> supervisor{0};
+  bool exited = false;
+  std::thread placing([&] {
+    exited = eventually([&] {
+      if (supervisor == 0) return false;
+      auto stat = read_file("/proc/" + std::to_string(supervisor) + "/stat", 4096);
+      return stat.ok() && stat->find(") Z ") != std::string::npos;  // ours to reap
+    });
+    (void)held.release();
+  });
+  auto started = start_jail_supervisor(options_, tmp_ + "/hand",
+                                       [&](pid_t pid) {
+                                         supervisor = pid;
+                                         return Status{};
+                                       },
+                                       held.placement(), {{tmp_ + "/does-not-exist", "/opt/x"}});
+  placing.join();
+  EXPECT_TRUE(exited) << "the supervisor's set-up did not fail while it was placed";
+  ASSERT_FALSE(started.supervisor.ok());
+  const std::string m = started.supervisor.error().message();
+  EXPECT_NE(m.find("stat bind source"), std::string::npos) << m;
+  EXPECT_NE(m.find(tmp_ + "/does-not-exist"), std::string::npos) << m;
+  EXPECT_NE(m.find("assembling the sandbox"), std::string::npos) << m;
+  ASSERT_TRUE(started.state);
   EXPECT_TRUE(release_resources(options_.paths, started.state->resources()).ok());
   EXPECT_TRUE(started.state->finish().ok());
 }

@@ -477,20 +477,51 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
     SG_TRY(config.before_config(s.process_.pid()));
     clock.lap("before-config");
   }
+  // A jail's set-up (its mounts, Landlock: ~1 ms) overlaps its placement, which on a hybrid
+  // host without favordynmods waits for an RCU grace period (5-20 ms on a small VM): the
+  // config goes first, and the supervisor makes its cgroup namespace, rooted where it then is,
+  // only when told it is placed. What the set-up allocates until then (the root tmpfs's few
+  // /etc files, the mounts) is charged to sandgate's own cgroup, not the run's.
+  const bool placed_during_setup = config.isolate && !placement.cgroup_dirs.empty();
+  // A set-up that failed meanwhile ends the supervisor, which fails its placement: what it
+  // said (an "error" it sent before it exited) is the reason, else `e`.
+  auto said_or = [&](Error e) -> Error {
+    struct pollfd p = {s.control_.get(), POLLIN, 0};
+    if (!placed_during_setup || ::poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) return e;
+    auto reply = recv_message(s.control_.get());
+    if (!reply.ok()) return e;
+    auto ev = read_supervisor_event(reply->body);
+    if (!ev.ok() || ev->op != "error") return e;
+    Error said = ev->error;
+    said.context.push_back("assembling the sandbox");
+    return said;
+  };
+  if (placed_during_setup) {
+    SG_TRY(send_config(s, config, true, went_away));
+    clock.lap("config");
+  }
   // Placed only once it has exec'd: until then the child shares this process's memory, and
   // in the run's memory cgroups an OOM there (the run's, or its tenant's with other runs in
   // it) would score it by this process's size and take this process, a memory sharer, with
-  // it. It waits for its config meanwhile, doing nothing; the config comes after the
-  // placement, so its cgroup namespace (made then) is rooted at the run's cgroup.
+  // it.
   if (!placement.cgroup_dirs.empty()) {
     SG_TRY(wait_for_exec(start_error.read.get(), went_away));
     clock.lap("exec");
-    for (const auto& dir : placement.cgroup_dirs)
-      SG_TRY(std::move(write_file(dir + "/cgroup.procs", std::to_string(s.process_.pid())))
-                 .context("place the run's supervisor in its cgroup"));
+    for (const auto& dir : placement.cgroup_dirs) {
+      auto placed = write_file(dir + "/cgroup.procs", std::to_string(s.process_.pid()));
+      if (!placed.ok())
+        return said_or(
+            std::move(placed).error().context_add("place the run's supervisor in its cgroup"));
+    }
     clock.lap("place");
   }
-  SG_TRY(configure(s, config, went_away));
+  if (placed_during_setup) {
+    if (auto sent = send_message(s.control_.get(), {{"op", "placed"}}); !sent.ok())
+      return said_or(went_away(sent.error()));
+    SG_TRY(await_ready(s, went_away, std::nullopt));
+  } else {
+    SG_TRY(configure(s, config, went_away));
+  }
   clock.lap("config-ready");
   return s;
 }
@@ -498,7 +529,14 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
 Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
                              const std::function<Error(const Error&)>& went_away,
                              std::optional<std::chrono::steady_clock::time_point> deadline) {
-  StepClock clock("supervisor", "configure");
+  SG_TRY(send_config(s, config, false, went_away));
+  return await_ready(s, went_away, deadline);
+}
+
+Status Supervisor::send_config(Supervisor& s, const SupervisorConfig& config,
+                               bool placed_during_setup,
+                               const std::function<Error(const Error&)>& went_away) {
+  StepClock clock("supervisor", "send config");
   // The fds, named in the message in the order they are attached.
   std::vector<int> fds;
   Json named = Json::array();
@@ -526,11 +564,17 @@ Status Supervisor::configure(Supervisor& s, const SupervisorConfig& config,
     }
     clock.lap("alternatives");
   }
-  if (auto sent = send_message(
-          s.control_.get(), {{"op", "config"}, {"config", to_json(config)}, {"fds", named}}, fds);
-      !sent.ok())
+  Json message = {{"op", "config"}, {"config", to_json(config)}, {"fds", named}};
+  if (placed_during_setup) message["placed_during_setup"] = true;
+  if (auto sent = send_message(s.control_.get(), message, fds); !sent.ok())
     return went_away(sent.error());
   clock.lap("send");
+  return {};
+}
+
+Status Supervisor::await_ready(Supervisor& s, const std::function<Error(const Error&)>& went_away,
+                               std::optional<std::chrono::steady_clock::time_point> deadline) {
+  StepClock clock("supervisor", "await ready");
   if (deadline) {
     while (true) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -248,6 +248,12 @@ class Supervisor {
       Supervisor& s, const SupervisorConfig& config,
       const std::function<Error(const Error&)>& went_away,
       std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+  // configure's halves. `placed_during_setup`: the supervisor is placed in the run's cgroups
+  // while it assembles the jail, and makes its cgroup namespace once it hears "placed".
+  static Status send_config(Supervisor& s, const SupervisorConfig& config, bool placed_during_setup,
+                            const std::function<Error(const Error&)>& went_away);
+  static Status await_ready(Supervisor& s, const std::function<Error(const Error&)>& went_away,
+                            std::optional<std::chrono::steady_clock::time_point> deadline);
   bool isolate_ = false;
   bool contained_ = false;
   pid_t contained_pid_ = -1;  // host pid of a contained supervisor (not our child)

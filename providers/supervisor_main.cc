@@ -79,10 +79,11 @@ class SetupClock {
 
 class SupervisorLoop {
  public:
-  SupervisorLoop(int control, SupervisorConfig config, UniqueFd seccomp_program,
-                 UniqueFd sysinfo_channel, UniqueFd alternatives)
+  SupervisorLoop(int control, SupervisorConfig config, bool placed_during_setup,
+                 UniqueFd seccomp_program, UniqueFd sysinfo_channel, UniqueFd alternatives)
       : control_(control),
         config_(std::move(config)),
+        placed_during_setup_(placed_during_setup),
         seccomp_program_(std::move(seccomp_program)),
         sysinfo_channel_(std::move(sysinfo_channel)),
         alternatives_(std::move(alternatives)) {}
@@ -104,8 +105,13 @@ class SupervisorLoop {
   std::unique_ptr<CallLaunch> make_launch(const Json& body, const std::vector<UniqueFd>& fds,
                                           int go, int error_fd, bool restricted) const;
 
+  Status await_placement();
+
   int control_;
   SupervisorConfig config_;
+  // The host places this process in the run's cgroups while it assembles the jail, and says
+  // "placed" (Supervisor::start); false: it was placed before the config came.
+  bool placed_during_setup_ = false;
   UniqueFd seccomp_program_;               // the host's compiled filter (seccomp_policy.h)
   std::optional<SeccompProgram> seccomp_;  // read once, installed in each call
   // The run's sysinfo channel (sysinfo_notify.h): each call's child sends its listener there.
@@ -135,9 +141,10 @@ int SupervisorLoop::run() {
     // In a container the runtime assembled the root; the rest is the same for both.
     Status s;
     if (config_.isolate) {
-      // The host placed this process before it sent the config (Supervisor::start): the
-      // namespace is rooted at the run's cgroup, as every call's process sees it.
-      if (::unshare(CLONE_NEWCGROUP) != 0)
+      // The cgroup namespace is rooted where this process is when it is made: made once the
+      // host has placed it in the run's cgroup (now, or after the jail: await_placement),
+      // every call's process sees that cgroup as its root.
+      if (!placed_during_setup_ && ::unshare(CLONE_NEWCGROUP) != 0)
         s = sys_error("unshare the cgroup namespace");
       else
         s = assemble_jail(config_.jail, alternatives_.get(),
@@ -161,6 +168,10 @@ int SupervisorLoop::run() {
     if (s.ok() && config_.jail.landlock) {
       s = setup_landlock();
       clock.lap("landlock");
+    }
+    if (s.ok() && config_.isolate && placed_during_setup_) {
+      s = await_placement();
+      clock.lap("placed");  // the wait for the host's placement that the set-up did not hide
     }
     if (!s.ok()) {
       Json j = error_to_json(s.error());
@@ -210,6 +221,19 @@ int SupervisorLoop::run() {
         shutdown(0);
     }
   }
+}
+
+// The host's "placed": this process is in the run's cgroups now, and its cgroup namespace is
+// made there. Nothing else may come first: a host that went away (EOF), or any other word, ends
+// the set-up.
+Status SupervisorLoop::await_placement() {
+  auto msg = recv_message(control_);
+  if (!msg.ok()) return std::move(msg).error().context_add("wait for the host's placement");
+  const std::string op = msg->body.value("op", "");
+  if (op != "placed")
+    return logic_error("wait for the host's placement", "unexpected message '" + op + "'");
+  if (::unshare(CLONE_NEWCGROUP) != 0) return sys_error("unshare the cgroup namespace");
+  return {};
 }
 
 // The run's Landlock layer (landlock.h), best effort for this kernel's ABI: the calls' ruleset
@@ -589,7 +613,8 @@ int serve_supervisor(int control) {
     else if (name == "alternatives")
       alternatives = std::move(msg->fds[i]);
   }
-  SupervisorLoop loop(control, std::move(config).value(), std::move(program),
+  SupervisorLoop loop(control, std::move(config).value(),
+                      msg->body.value("placed_during_setup", false), std::move(program),
                       std::move(sysinfo_channel), std::move(alternatives));
   int rc = loop.run();
   ::_exit(rc);
