@@ -49,6 +49,24 @@ std::optional<std::string> status_field(std::string_view status_text, std::strin
 // prctl(PR_GET_SECCOMP), the Seccomp: line of <proc>/self/status, libseccomp's version.
 std::vector<Check> seccomp_checks(const HostPaths& paths);
 
+// ---- process start ----
+
+// What starting a process costs here, measured: a spawn, exec and wait of `program` (the
+// median of `runs`), and one CPUID instruction (x86; 0 elsewhere). A hypervisor traps CPUID,
+// and glibc's start runs it tens of times (CPU features, cache sizes) in every process, static
+// or dynamic: where a trap is slow (a nested VM: ~13 us on this project's), most of a process
+// start is those traps, which every exec of every call pays, and sandgate's own processes too.
+struct ProcessStartCost {
+  double exec_ms = 0;
+  double cpuid_us = 0;
+};
+Result<ProcessStartCost> measure_process_start(const std::string& program = "/bin/true",
+                                               int runs = 10);
+// doctor's "process start" line: the two figures of `cost` (measured of `program`), and what
+// they mean; a failed measurement says why.
+Check process_start_check(const Result<ProcessStartCost>& cost,
+                          const std::string& program = "/bin/true");
+
 // ---- host tools ----
 
 struct ToolSpec {

@@ -171,6 +171,28 @@ TEST_F(FakeHost, ToolCheckTimesOut) {
   EXPECT_NE(c.detail.find("no version within"), std::string::npos) << c.detail;
 }
 
+// The median spawn-to-reap time of the program itself: a program that takes 200 ms is measured
+// at no less (an upper bound would not hold beside a busy machine); one that fails, or is
+// missing, is an error that names it.
+TEST_F(FakeHost, ProcessStartIsTheProgramsWholeRunAndFailsWithIt) {
+  put("bin/slow", "#!/bin/sh\nsleep 0.2\n", 0755);
+  put("bin/fails", "#!/bin/sh\nexit 3\n", 0755);
+  auto slow = measure_process_start(root_ + "/bin/slow", 3);
+  ASSERT_TRUE(slow.ok()) << slow.error().message();
+  EXPECT_GE(slow->exec_ms, 200.0);
+  auto fails = measure_process_start(root_ + "/bin/fails", 3);
+  ASSERT_FALSE(fails.ok());
+  EXPECT_NE(fails.error().message().find("exit 3"), std::string::npos) << fails.error().message();
+  auto missing = measure_process_start(root_ + "/bin/missing", 1);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find(root_ + "/bin/missing"), std::string::npos)
+      << missing.error().message();
+  EXPECT_FALSE(measure_process_start(root_ + "/bin/slow", 0).ok()) << "no runs, no median";
+  Check failed = process_start_check(fails, root_ + "/bin/fails");
+  EXPECT_FALSE(failed.ok);
+  EXPECT_EQ(failed.name, "process start");
+}
+
 // A minimal 64-bit ELF header with one program header of the given type.
 std::string fake_elf(uint32_t ptype) {
   Elf64_Ehdr eh = {};
@@ -234,6 +256,19 @@ TEST(HostFeaturesReal, SeccompWorksHere) {
   for (const auto& c : seccomp_checks(paths)) EXPECT_TRUE(c.ok) << c.name << ": " << c.detail;
   // The filter was installed in a child only: this process is still unfiltered.
   EXPECT_EQ(::prctl(PR_GET_SECCOMP, 0, 0, 0, 0), 0);
+}
+
+TEST(HostFeaturesReal, ProcessStartIsMeasuredHere) {
+  auto cost = measure_process_start();
+  ASSERT_TRUE(cost.ok()) << cost.error().message();
+  EXPECT_GT(cost->exec_ms, 0.0);
+  Check c = process_start_check(cost);
+  ASSERT_TRUE(c.ok) << c.detail;
+  EXPECT_EQ(c.detail.rfind("/bin/true spawned, run and reaped in ", 0), 0u) << c.detail;
+#if defined(__x86_64__)
+  EXPECT_GT(cost->cpuid_us, 0.0) << "x86 has CPUID, and it takes some time";
+  EXPECT_NE(c.detail.find("; one CPUID "), std::string::npos) << c.detail;
+#endif
 }
 
 TEST(HostFeaturesReal, ToolChecksGiveADefiniteAnswerForEachTool) {
