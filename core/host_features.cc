@@ -339,12 +339,11 @@ double cpuid_cost_us(int runs) {
 #if defined(__x86_64__) || defined(__i386__)
   std::vector<double> us;
   for (int i = 0; i < runs; ++i) {
-    unsigned a = 0, b = 0, c = 0, d = 0;
+    [[maybe_unused]] unsigned a = 0, b = 0, c = 0, d = 0;
     const auto began = std::chrono::steady_clock::now();
-    __cpuid(0, a, b, c, d);
+    __cpuid(0, a, b, c, d);  // a volatile asm: never dropped for its unused results
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began)
                      .count());
-    asm volatile("" : : "r"(a), "r"(b), "r"(c), "r"(d));  // kept: its result is "used"
   }
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
