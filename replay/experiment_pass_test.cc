@@ -85,9 +85,11 @@ class FakeEnvironment : public providers::Environment {
   std::string workspace_path() const override { return workspace_; }
   // The replay's processes are `sandgate-load hold ...` and `sandgate-load victim ...`.
   Result<ExecResult> exec(const providers::Call& call, const Placement&) override {
-    if (call.on_started) call.on_started(::getpid());
+    // Journaled before on_started, as a real process has started before it is said to have:
+    // the pass may go on (make the agents' runs) the moment it hears.
     std::string what = call.argv.size() > 1 ? call.argv[1] : "";
     journal_.add("start " + tenant_ + " " + what);
+    if (call.on_started) call.on_started(::getpid());
     ExecResult r;
     r.status = exit_code(0);
     if (what == "victim") {
