@@ -368,14 +368,15 @@ Result<ProcessStartCost> measure_process_start(const std::string& program, int r
       return logic_error("measure a process start", program + " ended with " + status.describe());
   }
   std::sort(ms.begin(), ms.end());
-  return ProcessStartCost{ms[ms.size() / 2], cpuid_cost_us(101)};
+  return ProcessStartCost{ms[ms.size() / 2], runs, cpuid_cost_us(101)};
 }
 
 Check process_start_check(const Result<ProcessStartCost>& cost, const std::string& program) {
   const char* name = "process start";
   if (!cost.ok()) return check_failed(name, cost.error().message());
   std::string detail =
-      fmt::format("{} spawned, run and reaped in {:.2f} ms (median of 10)", program, cost->exec_ms);
+      fmt::format("{} spawned, run and reaped in {:.2f} ms (median of {})", program, cost->exec_ms,
+                  cost->runs);
   if (cost->cpuid_us > 0)
     detail += fmt::format("; one CPUID {:.1f} us{}", cost->cpuid_us,
                           cost->cpuid_us >= 1

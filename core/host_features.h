@@ -58,6 +58,7 @@ std::vector<Check> seccomp_checks(const HostPaths& paths);
 // start is those traps, which every exec of every call pays, and sandgate's own processes too.
 struct ProcessStartCost {
   double exec_ms = 0;
+  int runs = 0;  // the starts exec_ms is the median of
   double cpuid_us = 0;
 };
 Result<ProcessStartCost> measure_process_start(const std::string& program = "/bin/true",

@@ -484,17 +484,13 @@ Result<Supervisor> Supervisor::start(const SupervisorConfig& config, const Place
   // /etc files, the mounts) is charged to sandgate's own cgroup, not the run's.
   const bool placed_during_setup = config.isolate && !placement.cgroup_dirs.empty();
   // A set-up that failed meanwhile ends the supervisor, which fails its placement: what it
-  // said (an "error" it sent before it exited) is the reason, else `e`.
+  // said (the "error" it sent before it exited, read as await_ready reads it) is the reason.
+  // Nothing to read: `e`.
   auto said_or = [&](Error e) -> Error {
     struct pollfd p = {s.control_.get(), POLLIN, 0};
     if (!placed_during_setup || ::poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) return e;
-    auto reply = recv_message(s.control_.get());
-    if (!reply.ok()) return e;
-    auto ev = read_supervisor_event(reply->body);
-    if (!ev.ok() || ev->op != "error") return e;
-    Error said = ev->error;
-    said.context.push_back("assembling the sandbox");
-    return said;
+    Status said = await_ready(s, went_away, std::nullopt);
+    return said.ok() ? e : std::move(said).error();
   };
   if (placed_during_setup) {
     SG_TRY(send_config(s, config, true, went_away));
